@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what trainrun needs from Debian 12's apt (only what is missing),
+# and prints what it installs. Safe to run again.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap         # the build (Bazel 4.2.3)
+  g++
+  libopenblas-dev         # CPU GEMM
+  libsleef-dev            # vectorized exp/log/tanh/erf
+  libfmt-dev
+  nlohmann-json3-dev      # safetensors headers
+  libdlpack-dev           # DLPack C ABI structs
+  libgtest-dev
+  python3-pytest
+  python3-numpy
+  python3-torch           # the peer: numerical oracle and benchmark baseline
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >/tmp/trainrun-apt.log 2>&1; then
+  echo "setup: apt-get install failed; refreshing package lists and retrying"
+  $SUDO apt-get update >>/tmp/trainrun-apt.log 2>&1
+  $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >>/tmp/trainrun-apt.log 2>&1 || {
+    tail -20 /tmp/trainrun-apt.log
+    echo "setup: could not install ${missing[*]} (log: /tmp/trainrun-apt.log)" >&2
+    exit 1
+  }
+fi
+echo "setup: installed ${missing[*]}"

@@ -1,0 +1,150 @@
+// CPU matrix products on OpenBLAS. A matrix whose last stride is 1 goes to
+// BLAS as is, one whose first stride is 1 as a transpose; anything else is
+// copied first. float16/bfloat16 convert to float32 for the GEMM.
+#include <cblas.h>
+
+#include "tensor/dispatcher.h"
+#include "tensor/factories.h"
+#include "tensor/thread_pool.h"
+#include "tensor/views.h"
+
+namespace trainrun {
+namespace {
+
+struct BlasOperand {
+  Tensor t;       // the matrix BLAS reads (maybe a copy)
+  bool trans;     // read as transposed
+  int64_t ld;     // leading dimension
+};
+
+// Describes a 2-D matrix to BLAS without copying when its strides allow.
+BlasOperand blas_operand(const Tensor& m) {
+  int64_t rows = m.size(0), cols = m.size(1);
+  if (m.stride(1) == 1 && (m.stride(0) >= std::max<int64_t>(1, cols) || rows == 1))
+    return {m, false, std::max<int64_t>({m.stride(0), cols, 1})};
+  if (m.stride(0) == 1 && (m.stride(1) >= std::max<int64_t>(1, rows) || cols == 1))
+    return {m, true, std::max<int64_t>({m.stride(1), rows, 1})};
+  Tensor c = contiguous(m);
+  return {c, false, std::max<int64_t>(cols, 1)};
+}
+
+// out (contiguous [M, N]) = alpha * a @ b + beta * out, for float/double.
+template <typename T>
+void gemm(const Tensor& a, const Tensor& b, Tensor& out, double alpha, double beta) {
+  int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  if (M == 0 || N == 0) return;
+  BlasOperand A = blas_operand(a), B = blas_operand(b);
+  const T* pa = static_cast<const T*>(A.t.data_ptr());
+  const T* pb = static_cast<const T*>(B.t.data_ptr());
+  T* pc = static_cast<T*>(out.data_ptr());
+  auto ta = A.trans ? CblasTrans : CblasNoTrans, tb = B.trans ? CblasTrans : CblasNoTrans;
+  int64_t ldc = std::max<int64_t>(N, 1);
+  if constexpr (std::is_same<T, float>::value)
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, static_cast<float>(alpha), pa, A.ld, pb, B.ld, static_cast<float>(beta), pc, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, pa, A.ld, pb, B.ld, beta, pc, ldc);
+}
+
+// Integer (and bool) matmul: no BLAS; a plain i-k-j loop.
+template <typename T>
+void gemm_naive(const Tensor& a_in, const Tensor& b_in, Tensor& out, double alpha, double beta) {
+  Tensor a = contiguous(a_in), b = contiguous(b_in);
+  int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  const T* pa = static_cast<const T*>(a.data_ptr());
+  const T* pb = static_cast<const T*>(b.data_ptr());
+  T* pc = static_cast<T*>(out.data_ptr());
+  parallel_for(0, M, 16, [&](int64_t r0, int64_t r1) {
+    std::vector<double> row(N);
+    for (int64_t i = r0; i < r1; ++i) {
+      std::fill(row.begin(), row.end(), 0.0);
+      for (int64_t k = 0; k < K; ++k) {
+        double av = static_cast<double>(pa[i * K + k]);
+        for (int64_t j = 0; j < N; ++j) row[j] += av * static_cast<double>(pb[k * N + j]);
+      }
+      for (int64_t j = 0; j < N; ++j) {
+        double prev = beta == 0 ? 0 : beta * static_cast<double>(pc[i * N + j]);
+        pc[i * N + j] = static_cast<T>(alpha * row[j] + prev);
+      }
+    }
+  });
+}
+
+void check_mm(const Tensor& a, const Tensor& b, const char* op) {
+  TR_CHECK(a.dim() == 2 && b.dim() == 2, ValueError, "{}: expected 2-D matrices, got shapes {} and {}", op,
+           a.shape_str(), b.shape_str());
+  TR_CHECK(a.size(1) == b.size(0), ValueError,
+           "{}: shapes {} and {} cannot be multiplied ({}x{} and {}x{})", op, a.shape_str(), b.shape_str(), a.size(0),
+           a.size(1), b.size(0), b.size(1));
+  TR_CHECK(a.dtype() == b.dtype(), TypeError, "{}: expected both matrices to have the same dtype, got {} and {}", op,
+           dtype_name(a.dtype()), dtype_name(b.dtype()));
+}
+
+// out = beta * out + alpha * a @ b; out is contiguous [M, N] of a's dtype.
+void addmm_into(Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
+  switch (a.dtype()) {
+    case DType::Float32: gemm<float>(a, b, out, alpha, beta); break;
+    case DType::Float64: gemm<double>(a, b, out, alpha, beta); break;
+    case DType::Float16:
+    case DType::BFloat16: {
+      Tensor o32 = beta == 0 ? empty(out.sizes(), DType::Float32) : out.to(DType::Float32);
+      gemm<float>(a.to(DType::Float32), b.to(DType::Float32), o32, alpha, beta);
+      copy_(out, o32);
+      break;
+    }
+    default:
+      visit_dtype(a.dtype(), "mm", [&](auto tag) { gemm_naive<decltype(tag)>(a, b, out, alpha, beta); });
+  }
+  if (a.size(1) == 0 && beta == 0) zero_(out);
+}
+
+Tensor mm_cpu(const Tensor& a, const Tensor& b, const Tensor& out_arg) {
+  check_mm(a, b, "mm");
+  IntList shape = {a.size(0), b.size(1)};
+  Tensor out = out_arg.defined() && out_arg.is_contiguous() && out_arg.sizes() == shape && out_arg.dtype() == a.dtype()
+                   ? out_arg : empty(shape, a.dtype());
+  addmm_into(out, a, b, 1.0, 0.0);
+  if (out_arg.defined() && !out.is_same(out_arg)) {
+    Tensor dst = out_arg;
+    TR_CHECK(dst.sizes() == shape, ValueError, "mm: out= has shape {} but the result has shape [{}, {}]",
+             dst.shape_str(), shape[0], shape[1]);
+    copy_(dst, out);
+    return dst;
+  }
+  return out;
+}
+
+Tensor addmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  check_mm(a, b, "addmm");
+  IntList shape = {a.size(0), b.size(1)};
+  Tensor out = empty(shape, a.dtype());
+  double be = beta.to_double();
+  if (be != 0) copy_(out, self);  // broadcasts self (e.g. a bias row)
+  addmm_into(out, a, b, alpha.to_double(), be);
+  return out;
+}
+
+Tensor baddbmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  TR_CHECK(a.dim() == 3 && b.dim() == 3, ValueError, "bmm: expected 3-D tensors, got shapes {} and {}", a.shape_str(),
+           b.shape_str());
+  TR_CHECK(a.size(0) == b.size(0), ValueError, "bmm: batch sizes differ: {} vs {} (shapes {} and {})", a.size(0),
+           b.size(0), a.shape_str(), b.shape_str());
+  TR_CHECK(a.size(2) == b.size(1), ValueError, "bmm: shapes {} and {} cannot be multiplied ({}x{} and {}x{})",
+           a.shape_str(), b.shape_str(), a.size(1), a.size(2), b.size(1), b.size(2));
+  Tensor out = empty({a.size(0), a.size(1), b.size(2)}, a.dtype());
+  double be = self.defined() ? beta.to_double() : 0.0;
+  if (be != 0) copy_(out, self);
+  for (int64_t i = 0; i < a.size(0); ++i) {
+    Tensor o = select(out, 0, i);
+    addmm_into(o, select(a, 0, i), select(b, 0, i), alpha.to_double(), be);
+  }
+  return out;
+}
+
+using MmSig = Tensor(const Tensor&, const Tensor&, const Tensor&);
+using AddmmSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&);
+KernelRegistration<MmSig> reg_mm("mm", DispatchKey::CPU, &mm_cpu);
+KernelRegistration<AddmmSig> reg_addmm("addmm", DispatchKey::CPU, &addmm_cpu);
+KernelRegistration<AddmmSig> reg_baddbmm("baddbmm", DispatchKey::CPU, &baddbmm_cpu);
+
+}  // namespace
+}  // namespace trainrun

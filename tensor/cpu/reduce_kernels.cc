@@ -1,0 +1,350 @@
+// CPU reductions. Every reduction works on the contiguous rows of a
+// ReducePlan; float sums use a blocked, pairwise (cascade) summation so that
+// 16M float32 values sum with a relative error near 1e-7, not 1e-3.
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "tensor/cpu/reduce_plan.h"
+#include "tensor/dispatcher.h"
+#include "tensor/factories.h"
+#include "tensor/thread_pool.h"
+#include "tensor/views.h"
+
+namespace trainrun {
+namespace {
+
+template <typename T> struct acc_type { using type = opmath_t<T>; };
+template <> struct acc_type<bool> { using type = int64_t; };
+template <> struct acc_type<uint8_t> { using type = int64_t; };
+template <> struct acc_type<int8_t> { using type = int64_t; };
+template <> struct acc_type<int32_t> { using type = int64_t; };
+template <typename T> using acc_t = typename acc_type<T>::type;
+
+// Pairwise sum of f(x[i]) over [0, n): blocks of 1024 summed with 16
+// independent accumulators (vectorizable without reassociation), then
+// halves combined recursively.
+template <typename T, typename Acc, typename F>
+Acc cascade_sum(const T* x, int64_t n, F f) {
+  constexpr int64_t kBlock = 1024;
+  if (n <= kBlock) {
+    Acc acc[16] = {};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      for (int j = 0; j < 16; ++j) acc[j] += f(static_cast<Acc>(x[i + j]));
+    Acc tail = 0;
+    for (; i < n; ++i) tail += f(static_cast<Acc>(x[i]));
+    for (int w = 8; w >= 1; w /= 2)
+      for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+    return acc[0] + tail;
+  }
+  int64_t half = (n / 2 + kBlock - 1) / kBlock * kBlock;
+  return cascade_sum<T, Acc>(x, half, f) + cascade_sum<T, Acc>(x + half, n - half, f);
+}
+
+// Runs row_fn(row_index, row_ptr) over every row, in parallel.
+template <typename T, typename F>
+void for_each_row(const ReducePlan& plan, F row_fn) {
+  const T* base = static_cast<const T*>(plan.rows.data_ptr());
+  int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(plan.inner, 1));
+  parallel_for(0, plan.outer, grain, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) row_fn(r, base + r * plan.inner);
+  });
+}
+
+// Sum of f(x) over each row into out (dtype Out); a single long row is split
+// across threads and the partial sums combined.
+template <typename T, typename Out, typename F>
+void sum_rows(const ReducePlan& plan, Tensor& out, F f, double scale) {
+  using Acc = acc_t<T>;
+  Out* o = static_cast<Out*>(out.data_ptr());
+  if (plan.outer == 1 && plan.inner > 4 * kElementwiseGrain && get_num_threads() > 1) {
+    const T* x = static_cast<const T*>(plan.rows.data_ptr());
+    int64_t nchunks = get_num_threads();
+    int64_t chunk = (plan.inner + nchunks - 1) / nchunks;
+    std::vector<Acc> partial(nchunks, Acc(0));
+    parallel_for(0, nchunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        int64_t s = c * chunk, len = std::min(chunk, plan.inner - s);
+        if (len > 0) partial[c] = cascade_sum<T, Acc>(x + s, len, f);
+      }
+    });
+    Acc total = 0;
+    for (Acc p : partial) total += p;
+    o[0] = static_cast<Out>(static_cast<opmath_t<Out>>(total * scale));
+    return;
+  }
+  for_each_row<T>(plan, [&](int64_t r, const T* row) {
+    Acc s = cascade_sum<T, Acc>(row, plan.inner, f);
+    o[r] = static_cast<Out>(static_cast<opmath_t<Out>>(scale == 1.0 ? s : s * scale));
+  });
+}
+
+DType sum_dtype(DType in, std::optional<DType> requested) {
+  if (requested) return *requested;
+  return is_floating(in) ? in : DType::Int64;
+}
+
+Tensor sum_like_cpu(const Tensor& x_in, const IntList& dims, bool keepdim, std::optional<DType> dtype, bool mean) {
+  const char* op = mean ? "mean" : "sum";
+  DType out_dtype = sum_dtype(x_in.dtype(), dtype);
+  TR_CHECK(!mean || is_floating(out_dtype), TypeError,
+           "mean: could not infer output dtype; input dtype must be floating point, got {} (pass dtype=)",
+           dtype_name(out_dtype));
+  // A requested dtype is also the accumulation dtype, as in PyTorch.
+  Tensor x = dtype && *dtype != x_in.dtype() ? x_in.to(*dtype) : x_in;
+  ReducePlan plan(x, dims, keepdim, op);
+  Tensor out = empty(plan.out_shape, out_dtype);
+  double scale = mean ? 1.0 / static_cast<double>(plan.inner) : 1.0;
+  if (mean && plan.inner == 0) scale = std::numeric_limits<double>::quiet_NaN();
+  visit_dtype(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = acc_t<T>;
+    visit_dtype(out_dtype, op, [&](auto otag) {
+      using Out = decltype(otag);
+      if constexpr (std::is_same<Out, bool>::value) {
+        throw TypeError(fmt::format("{}: bool output dtype is not supported", op));
+      } else {
+        sum_rows<T, Out>(plan, out, [](Acc v) { return v; }, scale);
+      }
+    });
+  });
+  return out;
+}
+
+Tensor sum_cpu(const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
+  return sum_like_cpu(x, dims, keepdim, dtype, false);
+}
+Tensor mean_cpu(const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
+  return sum_like_cpu(x, dims, keepdim, dtype, true);
+}
+
+Tensor prod_cpu(const Tensor& x_in, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
+  DType out_dtype = sum_dtype(x_in.dtype(), dtype);
+  Tensor x = x_in.dtype() != out_dtype ? x_in.to(out_dtype) : x_in;
+  ReducePlan plan(x, dims, keepdim, "prod");
+  Tensor out = empty(plan.out_shape, out_dtype);
+  visit_numeric_dtype(out_dtype, "prod", [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = opmath_t<T>;
+    T* o = out.data<T>();
+    for_each_row<T>(plan, [&](int64_t r, const T* row) {
+      Acc p = 1;
+      for (int64_t i = 0; i < plan.inner; ++i) p *= static_cast<Acc>(row[i]);
+      o[r] = static_cast<T>(p);
+    });
+  });
+  return out;
+}
+
+// Index of the max (or min) of a row: first occurrence; NaN wins.
+template <bool is_max, typename T>
+int64_t arg_extreme(const T* row, int64_t n) {
+  using Acc = opmath_t<T>;
+  int64_t best = 0;
+  Acc bv = static_cast<Acc>(row[0]);
+  if (bv != bv) return 0;
+  for (int64_t i = 1; i < n; ++i) {
+    Acc v = static_cast<Acc>(row[i]);
+    if (v != v) return i;
+    if (is_max ? v > bv : v < bv) { bv = v; best = i; }
+  }
+  return best;
+}
+
+void check_nonempty(const ReducePlan& plan, const char* op) {
+  TR_CHECK(plan.inner > 0 || plan.outer == 0, IndexError,
+           "{}: cannot reduce over a zero-size dimension (the operation has no identity)", op);
+}
+
+template <bool is_max>
+Tensor amax_cpu(const Tensor& x, const IntList& dims, bool keepdim) {
+  const char* op = is_max ? "amax" : "amin";
+  ReducePlan plan(x, dims, keepdim, op);
+  check_nonempty(plan, op);
+  Tensor out = empty(plan.out_shape, x.dtype());
+  visit_dtype(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out.data_ptr());
+    for_each_row<T>(plan, [&](int64_t r, const T* row) { o[r] = row[arg_extreme<is_max>(row, plan.inner)]; });
+  });
+  return out;
+}
+
+template <bool is_max>
+std::tuple<Tensor, Tensor> max_dim_cpu(const Tensor& x, int64_t dim, bool keepdim) {
+  const char* op = is_max ? "max" : "min";
+  ReducePlan plan(x, {dim}, keepdim, op);
+  check_nonempty(plan, op);
+  Tensor values = empty(plan.out_shape, x.dtype());
+  Tensor indices = empty(plan.out_shape, DType::Int64);
+  int64_t* idx = indices.data<int64_t>();
+  visit_dtype(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(values.data_ptr());
+    for_each_row<T>(plan, [&](int64_t r, const T* row) {
+      idx[r] = arg_extreme<is_max>(row, plan.inner);
+      o[r] = row[idx[r]];
+    });
+  });
+  return {values, indices};
+}
+
+template <bool is_max>
+Tensor argmax_cpu(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  const char* op = is_max ? "argmax" : "argmin";
+  Tensor src = dim ? x : reshape(x, {-1});
+  ReducePlan plan(src, dim ? IntList{*dim} : IntList{}, keepdim && dim.has_value(), op);
+  check_nonempty(plan, op);
+  IntList shape = plan.out_shape;
+  if (!dim && keepdim) shape = IntList(x.dim(), 1);
+  Tensor out = empty(shape, DType::Int64);
+  int64_t* o = out.data<int64_t>();
+  visit_dtype(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    for_each_row<T>(plan, [&](int64_t r, const T* row) { o[r] = arg_extreme<is_max>(row, plan.inner); });
+  });
+  return out;
+}
+
+Tensor var_cpu(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
+  TR_CHECK(is_floating(x.dtype()), TypeError, "var: expected a floating point tensor, got {}", dtype_name(x.dtype()));
+  ReducePlan plan(x, dims, keepdim, "var");
+  Tensor out = empty(plan.out_shape, x.dtype());
+  visit_float_dtype(x.dtype(), "var", [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    for_each_row<T>(plan, [&](int64_t r, const T* row) {
+      // Two passes in double: exact enough without Welford's divisions.
+      double mean = cascade_sum<T, double>(row, plan.inner, [](double v) { return v; }) / plan.inner;
+      double ss = cascade_sum<T, double>(row, plan.inner, [mean](double v) { return (v - mean) * (v - mean); });
+      double denom = static_cast<double>(plan.inner - correction);
+      o[r] = static_cast<T>(static_cast<opmath_t<T>>(denom <= 0 ? std::numeric_limits<double>::quiet_NaN() : ss / denom));
+    });
+  });
+  return out;
+}
+
+Tensor norm_cpu(const Tensor& x, double p, const IntList& dims, bool keepdim) {
+  TR_CHECK(is_floating(x.dtype()), TypeError, "norm: expected a floating point tensor, got {}", dtype_name(x.dtype()));
+  ReducePlan plan(x, dims, keepdim, "norm");
+  Tensor out = empty(plan.out_shape, x.dtype());
+  visit_float_dtype(x.dtype(), "norm", [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    for_each_row<T>(plan, [&](int64_t r, const T* row) {
+      double v;
+      if (std::isinf(p)) {
+        double m = p > 0 ? 0 : std::numeric_limits<double>::infinity();
+        for (int64_t i = 0; i < plan.inner; ++i) {
+          double a = std::abs(static_cast<double>(static_cast<opmath_t<T>>(row[i])));
+          if (a != a) { m = a; break; }
+          m = p > 0 ? std::max(m, a) : std::min(m, a);
+        }
+        v = m;
+      } else if (p == 0) {
+        v = cascade_sum<T, double>(row, plan.inner, [](double a) { return a != 0 ? 1.0 : 0.0; });
+      } else if (p == 1) {
+        v = cascade_sum<T, double>(row, plan.inner, [](double a) { return std::abs(a); });
+      } else if (p == 2) {
+        v = std::sqrt(cascade_sum<T, double>(row, plan.inner, [](double a) { return a * a; }));
+      } else {
+        v = std::pow(cascade_sum<T, double>(row, plan.inner, [p](double a) { return std::pow(std::abs(a), p); }), 1.0 / p);
+      }
+      o[r] = static_cast<T>(static_cast<opmath_t<T>>(v));
+    });
+  });
+  return out;
+}
+
+Tensor logsumexp_cpu(const Tensor& x_in, const IntList& dims, bool keepdim) {
+  Tensor x = is_floating(x_in.dtype()) ? x_in : x_in.to(default_float_dtype());
+  ReducePlan plan(x, dims, keepdim, "logsumexp");
+  Tensor out = empty(plan.out_shape, x.dtype());
+  visit_float_dtype(x.dtype(), "logsumexp", [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    for_each_row<T>(plan, [&](int64_t r, const T* row) {
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t i = 0; i < plan.inner; ++i) m = std::max(m, static_cast<double>(static_cast<opmath_t<T>>(row[i])));
+      double v;
+      if (std::isinf(m)) {
+        v = m;  // all -inf gives -inf; any +inf gives +inf
+      } else {
+        v = m + std::log(cascade_sum<T, double>(row, plan.inner, [m](double a) { return std::exp(a - m); }));
+      }
+      o[r] = static_cast<T>(static_cast<opmath_t<T>>(v));
+    });
+  });
+  return out;
+}
+
+template <bool is_all>
+Tensor all_cpu(const Tensor& x, const IntList& dims, bool keepdim) {
+  const char* op = is_all ? "all" : "any";
+  ReducePlan plan(x, dims, keepdim, op);
+  Tensor out = empty(plan.out_shape, DType::Bool);
+  bool* o = out.data<bool>();
+  visit_dtype(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = opmath_t<T>;
+    for_each_row<T>(plan, [&](int64_t r, const T* row) {
+      bool v = is_all;
+      for (int64_t i = 0; i < plan.inner; ++i) {
+        if ((static_cast<Acc>(row[i]) != Acc(0)) != is_all) { v = !is_all; break; }
+      }
+      o[r] = v;
+    });
+  });
+  return out;
+}
+
+Tensor cumsum_cpu(const Tensor& x_in, int64_t dim, std::optional<DType> dtype) {
+  DType out_dtype = sum_dtype(x_in.dtype(), dtype);
+  dim = wrap_dim(dim, x_in.dim(), "cumsum");
+  Tensor x = x_in.to(out_dtype);
+  if (x.dim() == 0) return clone(x);
+  Tensor rows = contiguous(transpose(x, dim, -1));
+  Tensor result = empty(rows.sizes(), out_dtype);
+  int64_t inner = rows.dim() == 0 ? 1 : rows.size(-1);
+  int64_t outer = inner == 0 ? 0 : rows.numel() / inner;
+  visit_numeric_dtype(out_dtype, "cumsum", [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = opmath_t<T>;
+    const T* in = static_cast<const T*>(rows.data_ptr());
+    T* o = static_cast<T*>(result.data_ptr());
+    parallel_for(0, outer, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        Acc acc = 0;
+        for (int64_t i = 0; i < inner; ++i) {
+          acc += static_cast<Acc>(in[r * inner + i]);
+          o[r * inner + i] = static_cast<T>(acc);
+        }
+      }
+    });
+  });
+  return contiguous(transpose(result, dim, -1));
+}
+
+using SumSig = Tensor(const Tensor&, const IntList&, bool, std::optional<DType>);
+using DimsSig = Tensor(const Tensor&, const IntList&, bool);
+using MaxDimSig = std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool);
+using ArgSig = Tensor(const Tensor&, std::optional<int64_t>, bool);
+KernelRegistration<SumSig> reg_sum("sum", DispatchKey::CPU, &sum_cpu);
+KernelRegistration<SumSig> reg_mean("mean", DispatchKey::CPU, &mean_cpu);
+KernelRegistration<SumSig> reg_prod("prod", DispatchKey::CPU, &prod_cpu);
+KernelRegistration<DimsSig> reg_amax("amax", DispatchKey::CPU, &amax_cpu<true>);
+KernelRegistration<DimsSig> reg_amin("amin", DispatchKey::CPU, &amax_cpu<false>);
+KernelRegistration<MaxDimSig> reg_max_dim("max.dim", DispatchKey::CPU, &max_dim_cpu<true>);
+KernelRegistration<MaxDimSig> reg_min_dim("min.dim", DispatchKey::CPU, &max_dim_cpu<false>);
+KernelRegistration<ArgSig> reg_argmax("argmax", DispatchKey::CPU, &argmax_cpu<true>);
+KernelRegistration<ArgSig> reg_argmin("argmin", DispatchKey::CPU, &argmax_cpu<false>);
+KernelRegistration<Tensor(const Tensor&, const IntList&, int64_t, bool)> reg_var("var", DispatchKey::CPU, &var_cpu);
+KernelRegistration<Tensor(const Tensor&, double, const IntList&, bool)> reg_norm("norm", DispatchKey::CPU, &norm_cpu);
+KernelRegistration<DimsSig> reg_logsumexp("logsumexp", DispatchKey::CPU, &logsumexp_cpu);
+KernelRegistration<DimsSig> reg_all("all", DispatchKey::CPU, &all_cpu<true>);
+KernelRegistration<DimsSig> reg_any("any", DispatchKey::CPU, &all_cpu<false>);
+KernelRegistration<Tensor(const Tensor&, int64_t, std::optional<DType>)> reg_cumsum("cumsum", DispatchKey::CPU, &cumsum_cpu);
+
+}  // namespace
+}  // namespace trainrun

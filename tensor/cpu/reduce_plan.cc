@@ -1,0 +1,36 @@
+#include "tensor/cpu/reduce_plan.h"
+
+#include "tensor/views.h"
+
+namespace trainrun {
+
+ReducePlan::ReducePlan(const Tensor& x, const IntList& dims, bool keepdim, const char* op) {
+  const int64_t nd = x.dim();
+  std::vector<bool> reduced(std::max<int64_t>(nd, 1), dims.empty());
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, nd, op);
+    TR_CHECK(!reduced[w], IndexError, "{}: dim {} appears more than once in the list of dims [{}]", op, w,
+             fmt::join(dims, ", "));
+    reduced[w] = true;
+  }
+  IntList perm;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (!reduced[d]) {
+      perm.push_back(d);
+      outer *= x.sizes()[d];
+    }
+  }
+  for (int64_t d = 0; d < nd; ++d) {
+    if (reduced[d]) {
+      perm.push_back(d);
+      inner *= x.sizes()[d];
+    }
+  }
+  for (int64_t d = 0; d < nd; ++d) {
+    if (!reduced[d]) out_shape.push_back(x.sizes()[d]);
+    else if (keepdim) out_shape.push_back(1);
+  }
+  rows = contiguous(nd == 0 ? x : permute(x, perm));
+}
+
+}  // namespace trainrun

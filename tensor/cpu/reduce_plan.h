@@ -1,0 +1,21 @@
+#pragma once
+// Shared set-up of CPU reductions: the input is laid out as a contiguous
+// [outer, inner] matrix whose rows are the reduced elements of one output
+// element (a transposing copy only when the reduced dims are not innermost).
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace trainrun {
+
+struct ReducePlan {
+  Tensor rows;          // contiguous, numel == outer * inner
+  int64_t outer = 1;    // number of output elements
+  int64_t inner = 1;    // elements reduced into each
+  IntList out_shape;    // with keepdim applied
+  // Builds the plan; `dims` empty means all dims. Throws IndexError for a bad
+  // or repeated dim, naming `op`.
+  ReducePlan(const Tensor& x, const IntList& dims, bool keepdim, const char* op);
+};
+
+}  // namespace trainrun

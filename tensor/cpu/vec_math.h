@@ -1,0 +1,20 @@
+#pragma once
+// float32 transcendental functions over arrays (y may alias x). Uses SLEEF's
+// AVX2 kernels (1.0-ulp variants) when the CPU supports AVX2, else libm.
+#include <cstdint>
+
+namespace trainrun {
+namespace vec {
+
+void exp(const float* x, float* y, int64_t n);
+void log(const float* x, float* y, int64_t n);
+void log1p(const float* x, float* y, int64_t n);
+void tanh(const float* x, float* y, int64_t n);
+void erf(const float* x, float* y, int64_t n);
+void sin(const float* x, float* y, int64_t n);
+void cos(const float* x, float* y, int64_t n);
+// y = exp(x - shift), returning the sum of y (softmax's inner loop).
+float exp_shifted_sum(const float* x, float* y, float shift, int64_t n);
+
+}  // namespace vec
+}  // namespace trainrun

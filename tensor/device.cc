@@ -1,0 +1,29 @@
+#include "tensor/device.h"
+
+#include "tensor/error.h"
+
+namespace trainrun {
+
+Device::Device(const std::string& spec) {
+  std::string kind = spec, idx;
+  auto colon = spec.find(':');
+  if (colon != std::string::npos) { kind = spec.substr(0, colon); idx = spec.substr(colon + 1); }
+  if (kind == "cpu") type = DeviceType::CPU;
+  else if (kind == "cuda") type = DeviceType::CUDA;
+  else throw ValueError(fmt::format("invalid device string '{}': expected 'cpu', 'cuda' or 'cuda:N'", spec));
+  if (!idx.empty()) {
+    size_t used = 0;
+    int v = -1;
+    try { v = std::stoi(idx, &used); } catch (...) { used = 0; }
+    TR_CHECK(used == idx.size() && v >= 0 && v < 32768, ValueError, "invalid device index in '{}'", spec);
+    index = static_cast<int16_t>(v);
+  }
+}
+
+std::string Device::str() const {
+  std::string s = type == DeviceType::CPU ? "cpu" : "cuda";
+  if (index >= 0) s += ":" + std::to_string(index);
+  return s;
+}
+
+}  // namespace trainrun

@@ -1,0 +1,39 @@
+#pragma once
+// Dispatch keys: which family of kernels handles a call. A call goes to the
+// highest-priority key present on its inputs and not excluded on this thread.
+#include <cstdint>
+
+#include "tensor/device.h"
+
+namespace trainrun {
+
+// Priority order: later entries win.
+enum class DispatchKey : uint8_t {
+  CPU = 0,
+  CUDA = 1,
+  Autograd = 2,  // records the graph, then redispatches below itself
+  NumKeys = 3,
+};
+constexpr int kNumDispatchKeys = static_cast<int>(DispatchKey::NumKeys);
+
+const char* dispatch_key_name(DispatchKey k);
+DispatchKey backend_key(Device d);
+
+class DispatchKeySet {
+ public:
+  constexpr DispatchKeySet() = default;
+  constexpr explicit DispatchKeySet(DispatchKey k) : bits_(1u << static_cast<int>(k)) {}
+  constexpr DispatchKeySet operator|(DispatchKeySet o) const { return from_bits(bits_ | o.bits_); }
+  constexpr DispatchKeySet operator-(DispatchKeySet o) const { return from_bits(bits_ & ~o.bits_); }
+  constexpr bool has(DispatchKey k) const { return (bits_ >> static_cast<int>(k)) & 1u; }
+  constexpr bool empty() const { return bits_ == 0; }
+  // The highest-priority key present; only valid when !empty().
+  DispatchKey highest() const { return static_cast<DispatchKey>(31 - __builtin_clz(bits_)); }
+  constexpr uint32_t bits() const { return bits_; }
+
+ private:
+  static constexpr DispatchKeySet from_bits(uint32_t b) { DispatchKeySet s; s.bits_ = b; return s; }
+  uint32_t bits_ = 0;
+};
+
+}  // namespace trainrun

@@ -1,0 +1,114 @@
+#pragma once
+// The one dispatcher: ops are named ("add", "matmul", "my_ext::fused_gelu"),
+// kernels register per dispatch key, and a call goes to the kernel of the
+// highest key present on its inputs that this thread does not exclude. A
+// backend key without its own kernel falls back to the op's device-generic
+// kernel (views, composite ops), registered under kGenericKernel.
+#include <mutex>
+#include <string>
+#include <typeindex>
+#include <unordered_map>
+
+#include "tensor/dispatch_key.h"
+#include "tensor/error.h"
+
+namespace trainrun {
+
+// The kernel table of one op.
+class OpTable {
+ public:
+  OpTable(std::string name, std::type_index signature) : name_(std::move(name)), signature_(signature) {}
+  const std::string& name() const { return name_; }
+  std::type_index signature() const { return signature_; }
+  void* kernel(int slot) const { return kernels_[slot]; }
+  void set_kernel(int slot, void* fn);
+  static constexpr int kGenericSlot = kNumDispatchKeys;
+
+ private:
+  std::string name_;
+  std::type_index signature_;
+  void* kernels_[kNumDispatchKeys + 1] = {};
+};
+
+class Dispatcher {
+ public:
+  static Dispatcher& get();
+  // The table for `name`; created on first use. Throws TypeError when the op
+  // exists with another signature.
+  OpTable& table(const std::string& name, std::type_index signature);
+  [[noreturn]] static void throw_no_kernel(const OpTable& t, DispatchKeySet keys);
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<OpTable>> tables_;
+};
+
+// Keys excluded on this thread: an autograd kernel excludes Autograd while it
+// redispatches to the backend kernel.
+DispatchKeySet& tls_excluded_keys();
+
+class ExcludeDispatchKeyGuard {
+ public:
+  explicit ExcludeDispatchKeyGuard(DispatchKey k) : saved_(tls_excluded_keys()) {
+    tls_excluded_keys() = saved_ | DispatchKeySet(k);
+  }
+  ~ExcludeDispatchKeyGuard() { tls_excluded_keys() = saved_; }
+  ExcludeDispatchKeyGuard(const ExcludeDispatchKeyGuard&) = delete;
+  ExcludeDispatchKeyGuard& operator=(const ExcludeDispatchKeyGuard&) = delete;
+
+ private:
+  DispatchKeySet saved_;
+};
+
+// A typed handle on one op's table; cheap to call, meant to be a function-
+// local static at the call site.
+template <typename Sig> class Op;
+template <typename R, typename... Args>
+class Op<R(Args...)> {
+ public:
+  using Fn = R (*)(Args...);
+  explicit Op(const std::string& name) : table_(&Dispatcher::get().table(name, typeid(R(Args...)))) {}
+
+  R call(DispatchKeySet keys, Args... args) const {
+    DispatchKeySet live = keys - tls_excluded_keys();
+    void* fn = nullptr;
+    if (!live.empty()) {
+      int key = static_cast<int>(live.highest());
+      fn = table_->kernel(key);
+      if (fn == nullptr && key != static_cast<int>(DispatchKey::Autograd)) fn = table_->kernel(OpTable::kGenericSlot);
+      if (fn == nullptr && key == static_cast<int>(DispatchKey::Autograd)) {
+        // No gradient formula registered: run below autograd.
+        ExcludeDispatchKeyGuard g(DispatchKey::Autograd);
+        return call(keys, std::forward<Args>(args)...);
+      }
+    }
+    if (fn == nullptr) Dispatcher::throw_no_kernel(*table_, live);
+    return reinterpret_cast<Fn>(fn)(std::forward<Args>(args)...);
+  }
+  void register_kernel(int slot, Fn fn) const { table_->set_kernel(slot, reinterpret_cast<void*>(fn)); }
+  const OpTable& table() const { return *table_; }
+
+ private:
+  OpTable* table_;
+};
+
+// Registers fn as op `name`'s kernel for `key` at static-initialisation time:
+//   static KernelRegistration<Sig> reg("add", DispatchKey::CPU, &add_cpu);
+template <typename Sig>
+struct KernelRegistration {
+  KernelRegistration(const char* name, DispatchKey key, Sig* fn) {
+    Op<Sig>(name).register_kernel(static_cast<int>(key), fn);
+  }
+  // Device-generic kernel (used when the backend key has none).
+  KernelRegistration(const char* name, Sig* fn) { Op<Sig>(name).register_kernel(OpTable::kGenericSlot, fn); }
+};
+
+}  // namespace trainrun
+
+// Calls op `name` with signature Sig through the dispatcher:
+//   return TR_DISPATCH("add", Tensor(const Tensor&, const Tensor&), keys_of(a, b), a, b);
+#define TR_DISPATCH(name, Sig, keys, ...)                  \
+  ([&]() -> decltype(auto) {                               \
+    static const ::trainrun::Op<Sig> tr_op_(name);         \
+    return tr_op_.call(keys, __VA_ARGS__);                 \
+  }())

@@ -1,0 +1,169 @@
+// Public elementwise API: functional, out= and in-place forms of each op,
+// all going through one dispatched op per name with an optional `out`.
+#include "tensor/elementwise.h"
+
+#include "tensor/dispatcher.h"
+#include "tensor/factories.h"
+#include "tensor/type_promotion.h"
+
+namespace trainrun {
+namespace {
+
+using UnarySig = Tensor(const Tensor&, const Tensor&);
+using BinarySig = Tensor(const Tensor&, const Tensor&, const Tensor&);
+using AlphaSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
+using TernarySig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
+using AddcSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Tensor&);
+using ClampSig = Tensor(const Tensor&, const std::optional<Scalar>&, const std::optional<Scalar>&, const Tensor&);
+
+// A 0-dim tensor standing for a number: promotes like a Python scalar.
+Tensor wrap(const Scalar& s) {
+  Tensor t = scalar_tensor(s, s.dtype());
+  t.impl()->set_wrapped_number(true);
+  return t;
+}
+
+Tensor& finish_out(Tensor& out) {
+  out.impl()->bump_version();
+  return out;
+}
+
+}  // namespace
+
+bool is_wrapped_number(const Tensor& t) { return t.impl()->is_wrapped_number(); }
+DType result_type(const Tensor& a, const Tensor& b) { return result_type(std::vector<Tensor>{a, b}); }
+
+#define TR_DEFINE_UNARY(name)                                                                   \
+  Tensor name(const Tensor& x) { return TR_DISPATCH(#name, UnarySig, keys_of(x), x, Tensor()); } \
+  Tensor& name##_out(Tensor& out, const Tensor& x) {                                            \
+    TR_DISPATCH(#name, UnarySig, keys_of(x, out), x, out);                                      \
+    return finish_out(out);                                                                      \
+  }                                                                                              \
+  Tensor& name##_(Tensor& x) { return name##_out(x, x); }
+TR_DEFINE_UNARY(exp)
+TR_DEFINE_UNARY(log)
+TR_DEFINE_UNARY(log1p)
+TR_DEFINE_UNARY(sqrt)
+TR_DEFINE_UNARY(rsqrt)
+TR_DEFINE_UNARY(sin)
+TR_DEFINE_UNARY(cos)
+TR_DEFINE_UNARY(tanh)
+TR_DEFINE_UNARY(sigmoid)
+TR_DEFINE_UNARY(erf)
+TR_DEFINE_UNARY(silu)
+TR_DEFINE_UNARY(neg)
+TR_DEFINE_UNARY(abs)
+TR_DEFINE_UNARY(relu)
+TR_DEFINE_UNARY(sign)
+TR_DEFINE_UNARY(floor)
+TR_DEFINE_UNARY(round)
+TR_DEFINE_UNARY(logical_not)
+TR_DEFINE_UNARY(bitwise_not)
+#undef TR_DEFINE_UNARY
+
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  return TR_DISPATCH("gelu", Tensor(const Tensor&, const std::string&, const Tensor&), keys_of(x), x, approximate,
+                     Tensor());
+}
+Tensor& gelu_out(Tensor& out, const Tensor& x, const std::string& approximate) {
+  TR_DISPATCH("gelu", Tensor(const Tensor&, const std::string&, const Tensor&), keys_of(x, out), x, approximate, out);
+  return finish_out(out);
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  return TR_DISPATCH("clamp", ClampSig, keys_of(x), x, min, max, Tensor());
+}
+Tensor& clamp_out(Tensor& out, const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  TR_DISPATCH("clamp", ClampSig, keys_of(x, out), x, min, max, out);
+  return finish_out(out);
+}
+Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) { return clamp_out(x, x, min, max); }
+
+#define TR_DEFINE_BINARY(name)                                                                           \
+  Tensor name(const Tensor& a, const Tensor& b) { return TR_DISPATCH(#name, BinarySig, keys_of(a, b), a, b, Tensor()); } \
+  Tensor name(const Tensor& a, const Scalar& b) { return name(a, wrap(b)); }                              \
+  Tensor& name##_out(Tensor& out, const Tensor& a, const Tensor& b) {                                     \
+    TR_DISPATCH(#name, BinarySig, keys_of(a, b, out), a, b, out);                                         \
+    return finish_out(out);                                                                                \
+  }                                                                                                        \
+  Tensor& name##_(Tensor& a, const Tensor& b) { return name##_out(a, a, b); }                             \
+  Tensor& name##_(Tensor& a, const Scalar& b) { return name##_out(a, a, wrap(b)); }
+TR_DEFINE_BINARY(mul)
+TR_DEFINE_BINARY(div)
+TR_DEFINE_BINARY(remainder)
+TR_DEFINE_BINARY(pow)
+TR_DEFINE_BINARY(maximum)
+TR_DEFINE_BINARY(minimum)
+TR_DEFINE_BINARY(eq)
+TR_DEFINE_BINARY(ne)
+TR_DEFINE_BINARY(lt)
+TR_DEFINE_BINARY(le)
+TR_DEFINE_BINARY(gt)
+TR_DEFINE_BINARY(ge)
+TR_DEFINE_BINARY(logical_and)
+TR_DEFINE_BINARY(logical_or)
+TR_DEFINE_BINARY(logical_xor)
+TR_DEFINE_BINARY(bitwise_and)
+TR_DEFINE_BINARY(bitwise_or)
+TR_DEFINE_BINARY(bitwise_xor)
+#undef TR_DEFINE_BINARY
+
+#define TR_DEFINE_ALPHA(name)                                                                            \
+  Tensor name(const Tensor& a, const Tensor& b, const Scalar& alpha) {                                    \
+    return TR_DISPATCH(#name, AlphaSig, keys_of(a, b), a, b, alpha, Tensor());                            \
+  }                                                                                                        \
+  Tensor name(const Tensor& a, const Scalar& b, const Scalar& alpha) { return name(a, wrap(b), alpha); }  \
+  Tensor& name##_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha) {               \
+    TR_DISPATCH(#name, AlphaSig, keys_of(a, b, out), a, b, alpha, out);                                   \
+    return finish_out(out);                                                                                \
+  }                                                                                                        \
+  Tensor& name##_(Tensor& a, const Tensor& b, const Scalar& alpha) { return name##_out(a, a, b, alpha); } \
+  Tensor& name##_(Tensor& a, const Scalar& b, const Scalar& alpha) { return name##_out(a, a, wrap(b), alpha); }
+TR_DEFINE_ALPHA(add)
+TR_DEFINE_ALPHA(sub)
+#undef TR_DEFINE_ALPHA
+
+Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode) {
+  return TR_DISPATCH("div.rounding", Tensor(const Tensor&, const Tensor&, const std::string&, const Tensor&),
+                     keys_of(a, b), a, b, rounding_mode, Tensor());
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  return TR_DISPATCH("where", TernarySig, keys_of(cond, a, b), cond, a, b, Tensor());
+}
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) { return where(cond, a, wrap(b)); }
+
+Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& weight) {
+  return TR_DISPATCH("lerp", TernarySig, keys_of(a, b, weight), a, b, weight, Tensor());
+}
+Tensor lerp(const Tensor& a, const Tensor& b, const Scalar& weight) { return lerp(a, b, wrap(weight)); }
+Tensor& lerp_(Tensor& a, const Tensor& b, const Scalar& weight) {
+  TR_DISPATCH("lerp", TernarySig, keys_of(a, b), a, b, wrap(weight), a);
+  return finish_out(a);
+}
+
+Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return TR_DISPATCH("addcmul", AddcSig, keys_of(self, t1, t2), self, t1, t2, value, Tensor());
+}
+Tensor& addcmul_(Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  TR_DISPATCH("addcmul", AddcSig, keys_of(self, t1, t2), self, t1, t2, value, self);
+  return finish_out(self);
+}
+Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return TR_DISPATCH("addcdiv", AddcSig, keys_of(self, t1, t2), self, t1, t2, value, Tensor());
+}
+Tensor& addcdiv_(Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  TR_DISPATCH("addcdiv", AddcSig, keys_of(self, t1, t2), self, t1, t2, value, self);
+  return finish_out(self);
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
+
+}  // namespace trainrun

@@ -1,0 +1,239 @@
+#include "tensor/factories.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "tensor/allocator.h"
+#include "tensor/dispatcher.h"
+#include "tensor/elementwise.h"
+#include "tensor/thread_pool.h"
+#include "tensor/views.h"
+
+namespace trainrun {
+
+IntList contiguous_strides(const IntList& sizes) {
+  IntList strides(sizes.size());
+  int64_t s = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    strides[d] = s;
+    s *= std::max<int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+Tensor empty_strided(const IntList& sizes, const IntList& strides, TensorOptions opts) {
+  TR_CHECK(sizes.size() == strides.size(), ValueError, "empty_strided: {} sizes but {} strides", sizes.size(),
+           strides.size());
+  DType dtype = opts.dtype_or_default();
+  int64_t extent = 1;  // 1 + the largest offset reachable
+  bool any_zero = false;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    TR_CHECK(sizes[d] >= 0, ValueError, "empty: negative dimension {} in size {}", sizes[d], fmt::format("{}", sizes));
+    if (sizes[d] == 0) any_zero = true;
+    extent += (sizes[d] - 1) * strides[d];
+  }
+  size_t nbytes = any_zero ? 0 : static_cast<size_t>(extent * element_size(dtype));
+  Storage storage = Storage::make(allocator_for(opts.device)->allocate(nbytes), nbytes);
+  return Tensor(intrusive_ptr<TensorImpl>::make(storage, dtype, sizes, strides, 0));
+}
+
+Tensor empty(const IntList& sizes, TensorOptions opts) {
+  return empty_strided(sizes, contiguous_strides(sizes), opts);
+}
+
+Tensor zeros(const IntList& sizes, TensorOptions opts) {
+  Tensor t = empty(sizes, opts);
+  return zero_(t);
+}
+
+Tensor ones(const IntList& sizes, TensorOptions opts) { return full(sizes, 1, opts); }
+
+Tensor full(const IntList& sizes, const Scalar& value, TensorOptions opts) {
+  if (!opts.dtype) opts.dtype = value.is_floating() ? default_float_dtype() : value.dtype();
+  Tensor t = empty(sizes, opts);
+  return fill_(t, value);
+}
+
+Tensor scalar_tensor(const Scalar& v, TensorOptions opts) { return full({}, v, opts); }
+
+template <>
+Tensor tensor<bool>(const std::vector<bool>& values, IntList sizes) {
+  if (sizes.empty() && values.size() != 1) sizes = {static_cast<int64_t>(values.size())};
+  Tensor t = empty(sizes, DType::Bool);
+  TR_CHECK(t.numel() == static_cast<int64_t>(values.size()), ValueError, "tensor(): {} values do not fill shape {}",
+           values.size(), t.shape_str());
+  bool* p = t.data<bool>();
+  for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+  return t;
+}
+
+Tensor arange(const Scalar& end, TensorOptions opts) { return arange(0, end, 1, opts); }
+
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions opts) {
+  bool all_int = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  if (!opts.dtype) opts.dtype = all_int ? DType::Int64 : default_float_dtype();
+  double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  TR_CHECK(st != 0, ValueError, "arange: step must be non-zero");
+  TR_CHECK(std::isfinite(s) && std::isfinite(e), ValueError, "arange: start ({}) and end ({}) must be finite", s, e);
+  TR_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError,
+           "arange: upper bound and larger bound inconsistent with step sign (start={}, end={}, step={})", s, e, st);
+  int64_t n = all_int ? (end.to_int() - start.to_int() + step.to_int() + (step.to_int() > 0 ? -1 : 1)) / step.to_int()
+                      : static_cast<int64_t>(std::ceil((e - s) / st));
+  Tensor out = empty({n}, opts);
+  visit_dtype(out.dtype(), "arange", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = out.data<T>();
+    if (all_int) {
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start.to_int() + i * step.to_int());
+    } else {
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<opmath_t<T>>(s + i * st));
+    }
+  });
+  return out;
+}
+
+Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
+  TR_CHECK(steps >= 0, ValueError, "linspace: number of steps must be non-negative, got {}", steps);
+  Tensor out = empty({steps}, opts);
+  double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0;
+  visit_dtype(out.dtype(), "linspace", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = out.data<T>();
+    // Fill from both ends, as PyTorch does, so the last value is exactly `end`.
+    int64_t half = steps / 2;
+    for (int64_t i = 0; i < steps; ++i) {
+      double v = i < half ? start + step * i : end - step * (steps - 1 - i);
+      p[i] = static_cast<T>(static_cast<opmath_t<T>>(v));
+    }
+  });
+  return out;
+}
+
+Tensor eye(int64_t n, int64_t m, TensorOptions opts) {
+  if (m < 0) m = n;
+  TR_CHECK(n >= 0, ValueError, "eye: n must be non-negative, got {}", n);
+  Tensor out = zeros({n, m}, opts);
+  Tensor diag = diagonal(out);
+  fill_(diag, 1);
+  return out;
+}
+
+Tensor empty_like(const Tensor& t, std::optional<DType> dtype) {
+  return empty(t.sizes(), TensorOptions(dtype.value_or(t.dtype()), t.device()));
+}
+Tensor zeros_like(const Tensor& t, std::optional<DType> dtype) {
+  return zeros(t.sizes(), TensorOptions(dtype.value_or(t.dtype()), t.device()));
+}
+Tensor ones_like(const Tensor& t, std::optional<DType> dtype) {
+  return full(t.sizes(), 1, TensorOptions(dtype.value_or(t.dtype()), t.device()));
+}
+Tensor full_like(const Tensor& t, const Scalar& v, std::optional<DType> dtype) {
+  return full(t.sizes(), v, TensorOptions(dtype.value_or(t.dtype()), t.device()));
+}
+
+Tensor from_blob(void* data, const IntList& sizes, const IntList& strides, DType dtype,
+                 std::function<void(void*)> deleter, Device device) {
+  int64_t extent = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) extent += (sizes[d] - 1) * strides[d];
+  size_t nbytes = static_cast<size_t>(std::max<int64_t>(extent, 0) * element_size(dtype));
+  Storage storage = Storage::make(DataPtr(data, std::move(deleter), device), nbytes);
+  return Tensor(intrusive_ptr<TensorImpl>::make(storage, dtype, sizes, strides, 0));
+}
+
+// ---- random ----
+namespace {
+
+enum class Distribution { Uniform, Normal, Bernoulli, RandInt };
+
+// Writes draws into a contiguous tensor. Element i uses Philox block
+// (first + i / lanes) so results are fixed by the seed alone.
+void fill_random(Tensor& out, Distribution dist, double a, double b, Generator* gen) {
+  if (gen == nullptr) gen = &default_generator();
+  Tensor target = out.is_contiguous() ? out : empty_like(out);
+  const int64_t n = target.numel();
+  const uint64_t first = gen->reserve(static_cast<uint64_t>(n));
+  const uint64_t key = gen->seed();
+  visit_dtype(target.dtype(), "random fill", [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = opmath_t<T>;
+    T* p = static_cast<T*>(target.data_ptr());
+    parallel_for(0, n, 16384, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        // Normals take two words each (two per block), the rest one (four per block).
+        const bool two_words = dist == Distribution::Normal || std::is_same<T, double>::value ||
+                               (dist == Distribution::RandInt && (b - a) > 4294967296.0);
+        uint64_t block = two_words ? i / 2 : i / 4;
+        auto w = philox4x32(key, 0, first + block);
+        uint32_t w0 = two_words ? w[(i % 2) * 2] : w[i % 4];
+        uint32_t w1 = two_words ? w[(i % 2) * 2 + 1] : 0;
+        // Uniform in [0, 1): 24 bits for float, 53 for double.
+        double u = two_words ? ((static_cast<uint64_t>(w0) << 21) ^ (w1 >> 11)) * (1.0 / 9007199254740992.0)
+                             : (w0 >> 8) * (1.0 / 16777216.0);
+        double v;
+        switch (dist) {
+          case Distribution::Uniform: v = a + (b - a) * u; break;
+          case Distribution::Bernoulli: v = u < a ? 1 : 0; break;
+          case Distribution::RandInt: {
+            uint64_t range = static_cast<uint64_t>(b - a);
+            uint64_t r = two_words ? ((static_cast<uint64_t>(w0) << 32) | w1) : w0;
+            v = a + static_cast<double>(r % range);
+            break;
+          }
+          case Distribution::Normal: {
+            double u1 = (w0 + 1.0) * (1.0 / 4294967297.0);  // (0, 1]: log is finite
+            double u2 = w1 * (1.0 / 4294967296.0);
+            v = a + b * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+            break;
+          }
+        }
+        if constexpr (std::is_same<T, bool>::value) p[i] = v != 0;
+        else p[i] = static_cast<T>(static_cast<Acc>(v));
+      }
+    });
+  });
+  if (!target.is_same(out)) copy_(out, target);
+}
+
+}  // namespace
+
+Tensor& uniform_(Tensor& t, double from, double to, Generator* gen) {
+  TR_CHECK(from <= to, ValueError, "uniform_: expects from <= to, got from={} to={}", from, to);
+  TR_CHECK(is_floating(t.dtype()), TypeError, "uniform_: expected a floating tensor, got {}", dtype_name(t.dtype()));
+  fill_random(t, Distribution::Uniform, from, to, gen);
+  return t;
+}
+
+Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
+  TR_CHECK(std >= 0, ValueError, "normal_: expects std >= 0, got {}", std);
+  TR_CHECK(is_floating(t.dtype()), TypeError, "normal_: expected a floating tensor, got {}", dtype_name(t.dtype()));
+  fill_random(t, Distribution::Normal, mean, std, gen);
+  return t;
+}
+
+Tensor& bernoulli_(Tensor& t, double p, Generator* gen) {
+  TR_CHECK(p >= 0 && p <= 1, ValueError, "bernoulli_: expects 0 <= p <= 1, got {}", p);
+  fill_random(t, Distribution::Bernoulli, p, 0, gen);
+  return t;
+}
+
+Tensor rand(const IntList& sizes, TensorOptions opts, Generator* gen) {
+  Tensor t = empty(sizes, opts);
+  return uniform_(t, 0, 1, gen);
+}
+
+Tensor randn(const IntList& sizes, TensorOptions opts, Generator* gen) {
+  Tensor t = empty(sizes, opts);
+  return normal_(t, 0, 1, gen);
+}
+
+Tensor randint(int64_t low, int64_t high, const IntList& sizes, TensorOptions opts, Generator* gen) {
+  TR_CHECK(low < high, ValueError, "randint: expects low < high, got low={} high={}", low, high);
+  Tensor t = empty(sizes, opts);
+  fill_random(t, Distribution::RandInt, static_cast<double>(low), static_cast<double>(high), gen);
+  return t;
+}
+
+Tensor rand_like(const Tensor& t, Generator* gen) { return rand(t.sizes(), TensorOptions(t.dtype(), t.device()), gen); }
+Tensor randn_like(const Tensor& t, Generator* gen) { return randn(t.sizes(), TensorOptions(t.dtype(), t.device()), gen); }
+
+}  // namespace trainrun

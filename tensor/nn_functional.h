@@ -1,0 +1,53 @@
+#pragma once
+// Kernels for neural-network layers. Forward ops that backward needs return
+// their saved statistics (layer_norm's mean/rstd, max_pool2d's indices).
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "tensor/generator.h"
+#include "tensor/tensor.h"
+
+namespace trainrun {
+
+// Numerically stable (max-subtracted) along dim; f16/bf16 compute in float.
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// Normalizes over the trailing dims `normalized_shape`. Returns
+// (output, mean, rstd); mean/rstd have the leading dims and keep the
+// normalized ones as size 1.
+std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& x, const IntList& normalized_shape,
+                                              const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// x / sqrt(mean(x^2) + eps) * weight. Returns (output, rstd).
+std::tuple<Tensor, Tensor> rms_norm(const Tensor& x, const IntList& normalized_shape,
+                                    const Tensor& weight, double eps = 1e-6);
+
+// Rows of weight picked by integer indices of any shape.
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+// int64 tensor with a trailing dim of num_classes (-1: max index + 1).
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+
+// NCHW input, (C_out, C_in/groups, kH, kW) weight, optional bias.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, IntList stride = {1, 1},
+              IntList padding = {0, 0}, IntList dilation = {1, 1}, int64_t groups = 1);
+// Returns (output, int64 indices into each H*W plane).
+std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, IntList kernel_size, IntList stride = {},
+                                      IntList padding = {0, 0}, IntList dilation = {1, 1},
+                                      bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& input, IntList kernel_size, IntList stride = {}, IntList padding = {0, 0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+
+// A bool keep-mask: each element kept with probability 1 - p.
+Tensor dropout_mask(const IntList& sizes, double p, Generator* gen = nullptr);
+// Returns (x * mask / (1 - p), mask); identity when !train or p == 0.
+std::tuple<Tensor, Tensor> dropout(const Tensor& x, double p, bool train = true, Generator* gen = nullptr);
+
+// Negative log-likelihood of log-probabilities (N, C) or (N, C, d...) at
+// integer targets. reduction: "mean", "sum" or "none".
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight = {},
+                const std::string& reduction = "mean", int64_t ignore_index = -100);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight = {},
+                     const std::string& reduction = "mean", int64_t ignore_index = -100);
+
+}  // namespace trainrun

@@ -1,0 +1,62 @@
+#pragma once
+// Raw memory behind tensors. A DataPtr carries its own deleter, so memory
+// from NumPy, DLPack, shared memory or CUDA IPC is wrapped without a copy and
+// released by whoever owns it.
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "tensor/device.h"
+#include "tensor/intrusive_ptr.h"
+
+namespace trainrun {
+
+class DataPtr {
+ public:
+  using Deleter = std::function<void(void*)>;
+  DataPtr() = default;
+  DataPtr(void* data, Deleter deleter, Device device)
+      : data_(data), deleter_(std::move(deleter)), device_(device) {}
+  DataPtr(DataPtr&& o) noexcept { *this = std::move(o); }
+  DataPtr& operator=(DataPtr&& o) noexcept {
+    release_now();
+    data_ = o.data_; deleter_ = std::move(o.deleter_); device_ = o.device_;
+    o.data_ = nullptr; o.deleter_ = nullptr;
+    return *this;
+  }
+  DataPtr(const DataPtr&) = delete;
+  DataPtr& operator=(const DataPtr&) = delete;
+  ~DataPtr() { release_now(); }
+  void* get() const { return data_; }
+  Device device() const { return device_; }
+
+ private:
+  void release_now() { if (deleter_) deleter_(data_); deleter_ = nullptr; data_ = nullptr; }
+  void* data_ = nullptr;
+  Deleter deleter_;
+  Device device_;
+};
+
+// Hands out device memory. The CPU allocator lives in allocator.h; the CUDA
+// caching allocator implements the same interface.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual DataPtr allocate(size_t nbytes) = 0;
+};
+
+// A refcounted block of memory shared by every view of it.
+class StorageImpl : public RefCounted {
+ public:
+  StorageImpl(DataPtr data, size_t nbytes) : data_(std::move(data)), nbytes_(nbytes) {}
+  void* data() const { return data_.get(); }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return data_.device(); }
+
+ private:
+  DataPtr data_;
+  size_t nbytes_;
+};
+using Storage = intrusive_ptr<StorageImpl>;
+
+}  // namespace trainrun

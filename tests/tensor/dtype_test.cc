@@ -1,0 +1,75 @@
+#include <cmath>
+#include <limits>
+
+#include "tests/tensor/test_util.h"
+
+namespace trainrun {
+
+TEST(DType, SizesAndNames) {
+  EXPECT_EQ(element_size(DType::BFloat16), 2);
+  EXPECT_EQ(element_size(DType::Int64), 8);
+  EXPECT_STREQ(dtype_name(DType::Float16), "float16");
+  EXPECT_EQ(dtype_from_name("long"), DType::Int64);
+  expect_error<TypeError>([] { dtype_from_name("float8"); }, {"float8"});
+}
+
+TEST(DType, PromotionTableMatchesPyTorch) {
+  EXPECT_EQ(promote_types(DType::Bool, DType::Int8), DType::Int8);
+  EXPECT_EQ(promote_types(DType::UInt8, DType::Int32), DType::Int32);
+  EXPECT_EQ(promote_types(DType::Int64, DType::Float16), DType::Float16);
+  EXPECT_EQ(promote_types(DType::Float16, DType::BFloat16), DType::Float32);
+  EXPECT_EQ(promote_types(DType::Float32, DType::Float64), DType::Float64);
+  EXPECT_EQ(promote_types(DType::UInt8, DType::Int8), DType::Int32);  // int16 in PyTorch; we have no int16
+}
+
+TEST(DType, ResultTypeTreatsNumbersByCategory) {
+  Tensor i32 = ones({2}, DType::Int32), f16 = ones({2}, DType::Float16), b = ones({2}, DType::Bool);
+  EXPECT_EQ(add(i32, 2).dtype(), DType::Int32);        // int number keeps int32
+  EXPECT_EQ(add(i32, 2.5).dtype(), DType::Float32);    // float number -> default float
+  EXPECT_EQ(mul(f16, 2.5).dtype(), DType::Float16);    // float16 stays
+  EXPECT_EQ(add(b, 1).dtype(), DType::Int64);          // bool + int -> int64
+  // A 0-dim tensor only raises the category.
+  EXPECT_EQ(add(i32, scalar_tensor(1, DType::Int64)).dtype(), DType::Int32);
+  EXPECT_EQ(add(i32, scalar_tensor(1.0, DType::Float64)).dtype(), DType::Float64);
+  EXPECT_EQ(add(ones({2}, DType::Float32), ones({2}, DType::Float64)).dtype(), DType::Float64);
+}
+
+TEST(Half, RoundsToNearestEven) {
+  EXPECT_EQ(Half(1.0f).bits, 0x3c00);
+  EXPECT_EQ(Half(65504.0f).bits, 0x7bff);
+  EXPECT_EQ(Half(65520.0f).bits, 0x7c00);  // halfway to 65536 rounds to even = inf
+  EXPECT_EQ(Half(65519.0f).bits, 0x7bff);
+  // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even (1.0).
+  EXPECT_EQ(Half(1.0f + std::ldexp(1.0f, -11)).bits, 0x3c00);
+  // 1 + 3*2^-11 is halfway between 1+2^-10 and 1+2^-9: ties to even (1+2^-9).
+  EXPECT_EQ(Half(1.0f + 3 * std::ldexp(1.0f, -11)).bits, 0x3c02);
+  EXPECT_EQ(Half(std::ldexp(1.0f, -24)).bits, 0x0001);  // smallest subnormal
+  EXPECT_EQ(Half(std::ldexp(1.0f, -26)).bits, 0x0000);  // below half of it: zero
+  EXPECT_FLOAT_EQ(static_cast<float>(Half(-2.5f)), -2.5f);
+  EXPECT_TRUE(std::isnan(static_cast<float>(Half(std::numeric_limits<float>::quiet_NaN()))));
+  // Every half converts to float and back unchanged.
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    Half h;
+    h.bits = static_cast<uint16_t>(b);
+    float f = h;
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(Half(f).bits, h.bits) << b;
+  }
+}
+
+TEST(BFloat16, RoundsToNearestEven) {
+  EXPECT_EQ(BFloat16(1.0f).bits, 0x3f80);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even (1.0).
+  EXPECT_EQ(BFloat16(1.0f + std::ldexp(1.0f, -8)).bits, 0x3f80);
+  EXPECT_EQ(BFloat16(1.0f + 3 * std::ldexp(1.0f, -8)).bits, 0x3f82);
+  EXPECT_TRUE(std::isnan(static_cast<float>(BFloat16(std::nanf("")))));
+}
+
+TEST(DType, ConversionsThroughTo) {
+  Tensor x = ft({1.5f, -2.7f, 3.0f});
+  EXPECT_VALUES(x.to(DType::Int32), 1, -2, 3);
+  EXPECT_VALUES(x.to(DType::Bool), 1, 1, 1);
+  EXPECT_VALUES(x.to(DType::Float16).to(DType::BFloat16), 1.5, -2.703125, 3);
+}
+
+}  // namespace trainrun

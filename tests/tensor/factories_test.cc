@@ -1,0 +1,97 @@
+#include <cmath>
+
+#include "tests/tensor/test_util.h"
+
+namespace trainrun {
+
+TEST(Factories, FullArangeLinspaceEye) {
+  EXPECT_EQ(full({2}, 3).dtype(), DType::Int64);
+  EXPECT_EQ(full({2}, 3.5).dtype(), DType::Float32);
+  EXPECT_EQ(full({2}, true).dtype(), DType::Bool);
+  EXPECT_VALUES(arange(1, 10, 3), 1, 4, 7);
+  EXPECT_EQ(arange(5).dtype(), DType::Int64);
+  EXPECT_VALUES(arange(0, 1, 0.25), 0, 0.25, 0.5, 0.75);
+  EXPECT_VALUES(arange(5, 0, -2), 5, 3, 1);
+  expect_error<ValueError>([] { arange(0, 5, -1); }, {"arange", "step"});
+  EXPECT_VALUES(linspace(0, 1, 5), 0, 0.25, 0.5, 0.75, 1);
+  EXPECT_VALUES(eye(2, 3), 1, 0, 0, 0, 1, 0);
+  EXPECT_VALUES(ones_like(it({1, 2})), 1, 1);
+  expect_error<ValueError>([] { empty({2, -1}); }, {"negative", "-1"});
+}
+
+TEST(Random, SeededAndIndependentOfThreadCount) {
+  set_num_threads(1);
+  manual_seed(42);
+  Tensor a = randn({100000});
+  set_num_threads(2);
+  manual_seed(42);
+  Tensor b = randn({100000});
+  EXPECT_EQ(values(a), values(b));
+  Tensor c = randn({100000});
+  EXPECT_NE(values(a), values(c));  // the generator advanced
+  Generator g(7);
+  Tensor d = rand({1000}, {}, &g);
+  Generator g2(7);
+  EXPECT_EQ(values(d), values(rand({1000}, {}, &g2)));
+}
+
+TEST(Random, DistributionsHaveTheRightMoments) {
+  manual_seed(3);
+  Tensor n = randn({200000}, DType::Float64);
+  EXPECT_NEAR(mean(n).item<double>(), 0, 0.01);
+  EXPECT_NEAR(std(n).item<double>(), 1, 0.01);
+  Tensor u = rand({200000});
+  EXPECT_NEAR(mean(u).item<double>(), 0.5, 0.01);
+  EXPECT_GE(min(u).item<double>(), 0);
+  EXPECT_LT(max(u).item<double>(), 1);
+  Tensor r = randint(-3, 4, {100000});
+  EXPECT_EQ(min(r).item<int64_t>(), -3);
+  EXPECT_EQ(max(r).item<int64_t>(), 3);
+  Tensor m = empty({100000});
+  normal_(m, 5, 2);
+  EXPECT_NEAR(mean(m).item<double>(), 5, 0.05);
+  Tensor bern = empty({100000});
+  bernoulli_(bern, 0.3);
+  EXPECT_NEAR(mean(bern).item<double>(), 0.3, 0.01);
+  expect_error<ValueError>([] { randint(3, 3, {2}); }, {"randint", "low < high"});
+  Tensor i = empty({2}, DType::Int64);
+  expect_error<TypeError>([&] { uniform_(i); }, {"uniform_", "int64"});
+}
+
+TEST(Random, PhiloxKnownAnswer) {
+  // Random123's published known-answer test for philox4x32-10, key and counter zero.
+  auto r = philox4x32(0, 0, 0);
+  EXPECT_EQ(r[0], 0x6627e8d5u);
+  EXPECT_EQ(r[1], 0xe169c58du);
+  EXPECT_EQ(r[2], 0xbc57ac4cu);
+  EXPECT_EQ(r[3], 0x9b00dbd8u);
+}
+
+TEST(ThreadPool, ParallelForCoversRangeAndRethrows) {
+  set_num_threads(2);
+  std::vector<int> hits(100000, 0);
+  parallel_for(0, 100000, 1000, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i]++;
+  });
+  for (int h : hits) ASSERT_EQ(h, 1);
+  EXPECT_THROW(parallel_for(0, 100000, 10, [](int64_t b, int64_t) {
+                 if (b > 0) throw ValueError("boom");
+               }),
+               ValueError);
+  expect_error<ValueError>([] { set_num_threads(0); }, {"set_num_threads"});
+}
+
+TEST(FromBlob, WrapsMemoryAndRunsDeleterOnce) {
+  static int deleted = 0;
+  float* data = new float[4]{1, 2, 3, 4};
+  {
+    Tensor t = from_blob(data, {2, 2}, {2, 1}, DType::Float32, [](void* p) { delete[] static_cast<float*>(p); ++deleted; });
+    Tensor v = t.t();
+    t = Tensor();
+    EXPECT_VALUES(v, 1, 3, 2, 4);
+    EXPECT_EQ(deleted, 0);
+  }
+  EXPECT_EQ(deleted, 1);
+}
+
+}  // namespace trainrun

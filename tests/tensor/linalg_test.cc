@@ -1,0 +1,66 @@
+#include "tests/tensor/test_util.h"
+
+namespace trainrun {
+
+// Reference product in double, straight from the definition.
+std::vector<double> ref_mm(const Tensor& a, const Tensor& b) {
+  auto va = values(a), vb = values(b);
+  int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  std::vector<double> out(M * N, 0.0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) out[i * N + j] += va[i * K + k] * vb[k * N + j];
+  return out;
+}
+
+TEST(Linalg, MmWithTransposedViewsNeedsNoCopy) {
+  manual_seed(1);
+  Tensor a = randn({7, 5}), b = randn({5, 3});
+  expect_close(mm(a, b), ref_mm(a, b), 1e-5);
+  Tensor at = randn({5, 7}).t(), bt = randn({3, 5}).t();
+  expect_close(mm(at, bt), ref_mm(at, bt), 1e-5);
+  Tensor sliced = randn({10, 10}).slice(0, 0, 10, 2).slice(1, 0, 5);  // row stride 20, non-unit
+  expect_close(mm(sliced, b), ref_mm(sliced, b), 1e-5);
+  Tensor strided = randn({5, 6}).slice(1, 0, 6, 2);  // column stride 2: must copy
+  expect_close(mm(a, strided), ref_mm(a, strided), 1e-5);
+}
+
+TEST(Linalg, ShapeErrorsNameBothShapes) {
+  expect_error<ValueError>([] { mm(zeros({2, 3}), zeros({4, 5})); }, {"mm", "[2, 3]", "[4, 5]"});
+  expect_error<ValueError>([] { matmul(zeros({2, 3, 4}), zeros({5, 6})); }, {"matmul", "[2, 3, 4]"});
+  expect_error<TypeError>([] { mm(zeros({2, 2}), zeros({2, 2}, DType::Float64)); }, {"mm", "float64"});
+  expect_error<ValueError>([] { bmm(zeros({2, 3, 4}), zeros({3, 4, 5})); }, {"bmm", "batch"});
+}
+
+TEST(Linalg, MatmulBroadcastsBatches) {
+  manual_seed(2);
+  Tensor a = randn({2, 1, 3, 4}), b = randn({5, 4, 2});
+  Tensor r = matmul(a, b);
+  EXPECT_EQ(r.sizes(), (IntList{2, 5, 3, 2}));
+  Tensor a10 = a.select(0, 1).select(0, 0), b3 = b.select(0, 3);
+  expect_close(r.select(0, 1).select(0, 3), ref_mm(a10, b3), 1e-5);
+  EXPECT_EQ(matmul(randn({4}), randn({4, 3})).sizes(), (IntList{3}));
+  EXPECT_EQ(matmul(randn({2, 3, 4}), randn({4})).sizes(), (IntList{2, 3}));
+  EXPECT_EQ(matmul(randn({4}), randn({4})).dim(), 0);
+}
+
+TEST(Linalg, AddmmBaddbmmDotMvOuter) {
+  Tensor a = ft({1, 2, 3, 4}, {2, 2}), b = ft({1, 0, 0, 1}, {2, 2});
+  EXPECT_VALUES(addmm(ft({10, 20}), a, b, 1, 2), 12, 24, 16, 28);
+  EXPECT_VALUES(baddbmm(ones({1, 2, 2}), a.unsqueeze(0), b.unsqueeze(0), 0.5, 1), 1.5, 2.5, 3.5, 4.5);
+  EXPECT_VALUES(dot(ft({1, 2, 3}), ft({4, 5, 6})), 32);
+  EXPECT_VALUES(mv(a, ft({1, 1})), 3, 7);
+  EXPECT_VALUES(outer(ft({1, 2}), ft({3, 4})), 3, 4, 6, 8);
+}
+
+TEST(Linalg, IntegerHalfAndEmpty) {
+  EXPECT_VALUES(mm(it({1, 2, 3, 4}, {2, 2}), it({5, 6, 7, 8}, {2, 2})), 19, 22, 43, 50);
+  Tensor h = ft({1, 2, 3, 4}, {2, 2}).to(DType::Float16);
+  Tensor r = mm(h, h);
+  EXPECT_EQ(r.dtype(), DType::Float16);
+  EXPECT_VALUES(r, 7, 10, 15, 22);
+  EXPECT_VALUES(mm(zeros({2, 0}), zeros({0, 3})), 0, 0, 0, 0, 0, 0);
+  EXPECT_EQ(mm(zeros({0, 4}), zeros({4, 3})).sizes(), (IntList{0, 3}));
+}
+
+}  // namespace trainrun

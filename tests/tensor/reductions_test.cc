@@ -1,0 +1,93 @@
+#include <cmath>
+#include <limits>
+
+#include "tests/tensor/test_util.h"
+
+namespace trainrun {
+
+TEST(Reductions, SumOverAnyDims) {
+  Tensor x = arange(24, DType::Float32).view({2, 3, 4});
+  EXPECT_VALUES(sum(x), 276);
+  EXPECT_VALUES(sum(x, {1}), 12, 15, 18, 21, 48, 51, 54, 57);
+  EXPECT_VALUES(sum(x, {0, 2}), 60, 92, 124);
+  EXPECT_EQ(sum(x, {0, 2}, true).sizes(), (IntList{1, 3, 1}));
+  EXPECT_VALUES(sum(x.permute({2, 0, 1}), {-1}), 12, 48, 15, 51, 18, 54, 21, 57);
+  expect_error<IndexError>([&] { sum(x, {3}); }, {"sum", "dim 3"});
+  expect_error<IndexError>([&] { sum(x, {1, -2}); }, {"more than once"});
+}
+
+TEST(Reductions, IntegerSumsPromoteToInt64) {
+  Tensor b = tensor<bool>({true, true, false});
+  EXPECT_EQ(sum(b).dtype(), DType::Int64);
+  EXPECT_VALUES(sum(b), 2);
+  EXPECT_EQ(sum(arange(5, DType::Int32)).dtype(), DType::Int64);
+  EXPECT_EQ(sum(ft({1, 2}), {}, false, DType::Float64).dtype(), DType::Float64);
+  expect_error<TypeError>([&] { mean(arange(5)); }, {"mean", "int64"});
+}
+
+TEST(Reductions, LargeFloatSumIsAccurate) {
+  // 16M values of 0.1f: a naive float loop drifts by percent, pairwise stays exact-ish.
+  const int64_t n = 1 << 24;
+  Tensor x = full({n}, 0.1, DType::Float32);
+  double expected = static_cast<double>(0.1f) * n;
+  double got = sum(x).item<double>();
+  EXPECT_NEAR(got, expected, expected * 1e-6);
+  EXPECT_NEAR(mean(x).item<double>(), 0.1f, 1e-7);
+}
+
+TEST(Reductions, MaxMinArgmaxWithIndices) {
+  Tensor x = ft({3, 7, 7, 1, 9, 2}, {2, 3});
+  auto [v, i] = max(x, 1);
+  EXPECT_VALUES(v, 7, 9);
+  EXPECT_VALUES(i, 1, 1);  // first occurrence
+  auto [mv, mi] = min(x, 0, true);
+  EXPECT_EQ(mv.sizes(), (IntList{1, 3}));
+  EXPECT_VALUES(mi, 1, 0, 1);
+  EXPECT_VALUES(argmax(x), 4);
+  EXPECT_VALUES(argmin(x, 1), 0, 0);
+  EXPECT_VALUES(argmin(ft({5, 1, 1})), 1);  // first occurrence
+  EXPECT_VALUES(max(x), 9);
+  EXPECT_VALUES(amin(x, {0}), 1, 7, 2);
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(max(tensor<double>({1, nan, 3})).item<double>()));
+  expect_error<IndexError>([&] { max(zeros({0})); }, {"zero-size"});
+}
+
+TEST(Reductions, VarStdNorm) {
+  Tensor x = ft({1, 2, 3, 4});
+  expect_close(var(x), {1.6666667});
+  expect_close(var(x, {}, 0), {1.25});
+  expect_close(std(x), {std::sqrt(5.0 / 3.0)});
+  expect_close(norm(x), {std::sqrt(30.0)});
+  expect_close(norm(x, 1), {10});
+  expect_close(norm(ft({-5, 3}), INFINITY), {5});
+  expect_close(norm(ft({0, 3, 0}), 0), {1});
+  expect_close(norm(x, 3), {std::cbrt(100.0)});
+  EXPECT_TRUE(std::isnan(var(ft({1})).item<double>()));
+}
+
+TEST(Reductions, LogsumexpIsStable) {
+  Tensor x = ft({1000, 1000});
+  expect_close(logsumexp(x, {0}), {1000 + std::log(2.0)});
+  Tensor m = tensor<double>({-INFINITY, -INFINITY});
+  EXPECT_EQ(logsumexp(m, {0}).item<double>(), -INFINITY);
+}
+
+TEST(Reductions, AllAnyProdCumsum) {
+  Tensor x = it({1, 0, 3, 4}, {2, 2});
+  EXPECT_VALUES(all(x, {1}), 0, 1);
+  EXPECT_VALUES(any(x), 1);
+  EXPECT_VALUES(all(zeros({0})), 1);
+  EXPECT_VALUES(prod(x, {0}), 3, 0);
+  EXPECT_VALUES(cumsum(x, 0), 1, 0, 4, 4);
+  EXPECT_VALUES(cumsum(x, 1), 1, 1, 3, 7);
+  EXPECT_EQ(cumsum(tensor<int32_t>({1, 2}), 0).dtype(), DType::Int64);
+}
+
+TEST(Reductions, HalfSumAccumulatesInFloat) {
+  Tensor h = full({4096}, 1.0, DType::Float16);
+  EXPECT_EQ(sum(h).dtype(), DType::Float16);
+  EXPECT_VALUES(sum(h), 4096);  // a float16 accumulator would stall at 2048
+}
+
+}  // namespace trainrun

@@ -1,0 +1,41 @@
+#pragma once
+// Helpers shared by the tensor tests.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tensor/ops.h"
+
+namespace trainrun {
+
+// The values of t (any dtype, any strides) as doubles, row-major.
+inline std::vector<double> values(const Tensor& t) {
+  Tensor c = contiguous(t.to(DType::Float64));
+  const double* p = c.data<double>();
+  return std::vector<double>(p, p + c.numel());
+}
+
+inline Tensor ft(const std::vector<float>& v, IntList sizes = {}) { return tensor<float>(v, sizes); }
+inline Tensor it(const std::vector<int64_t>& v, IntList sizes = {}) { return tensor<int64_t>(v, sizes); }
+
+#define EXPECT_VALUES(t, ...) EXPECT_EQ(::trainrun::values(t), (std::vector<double>{__VA_ARGS__}))
+
+inline void expect_close(const Tensor& a, const std::vector<double>& b, double tol = 1e-5) {
+  auto va = values(a);
+  ASSERT_EQ(va.size(), b.size());
+  for (size_t i = 0; i < b.size(); ++i) EXPECT_NEAR(va[i], b[i], tol * (1 + std::abs(b[i]))) << "at flat index " << i;
+}
+
+// Runs f and checks it throws E whose message contains every fragment.
+template <typename E, typename F>
+void expect_error(F f, std::initializer_list<const char*> fragments) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an exception";
+  } catch (const E& e) {
+    std::string msg = e.what();
+    for (const char* frag : fragments) EXPECT_NE(msg.find(frag), std::string::npos) << "message: " << msg << "\nmissing: " << frag;
+  }
+}
+
+}  // namespace trainrun

@@ -1,0 +1,127 @@
+#include "tests/tensor/test_util.h"
+
+namespace trainrun {
+
+TEST(Views, ShareStorageAndBumpVersionTogether) {
+  Tensor x = arange(12, DType::Float32).view({3, 4});
+  Tensor v = x.transpose(0, 1);
+  EXPECT_EQ(v.sizes(), (IntList{4, 3}));
+  EXPECT_EQ(v.strides(), (IntList{1, 4}));
+  EXPECT_FALSE(v.is_contiguous());
+  EXPECT_EQ(v.data_ptr(), x.data_ptr());
+  uint64_t before = x.impl()->version();
+  Tensor s = v.select(0, 1);  // column 1 of x
+  fill_(s, 100);
+  EXPECT_VALUES(x.select(1, 1), 100, 100, 100);
+  EXPECT_GT(x.impl()->version(), before);
+}
+
+TEST(Views, ViewVersusReshape) {
+  Tensor x = arange(6).view({2, 3});
+  Tensor t = x.t();
+  expect_error<ValueError>([&] { t.view({6}); }, {"view", "reshape"});
+  Tensor r = t.reshape({6});  // must copy
+  EXPECT_NE(r.data_ptr(), x.data_ptr());
+  EXPECT_VALUES(r, 0, 3, 1, 4, 2, 5);
+  EXPECT_EQ(x.reshape({3, -1}).data_ptr(), x.data_ptr());  // no copy when possible
+  EXPECT_EQ(x.view({-1}).sizes(), (IntList{6}));
+  expect_error<ValueError>([&] { x.view({4, -1}); }, {"[4, -1]", "6"});
+  expect_error<ValueError>([&] { x.view({-1, -1}); }, {"only one dimension"});
+}
+
+TEST(Views, SliceNarrowSelectWithSteps) {
+  Tensor x = arange(10);
+  EXPECT_VALUES(x.slice(0, 1, 8, 3), 1, 4, 7);
+  EXPECT_VALUES(x.slice(0, -3, std::nullopt), 7, 8, 9);
+  EXPECT_VALUES(x.slice(0, 20, 30), );
+  EXPECT_VALUES(x.narrow(0, 2, 3), 2, 3, 4);
+  expect_error<IndexError>([&] { x.narrow(0, 8, 3); }, {"narrow", "size (10)"});
+  expect_error<IndexError>([&] { x.select(0, 10); }, {"select", "index 10", "size 10"});
+  expect_error<IndexError>([&] { x.select(1, 0); }, {"select", "dim 1"});
+  expect_error<ValueError>([&] { x.slice(0, 0, 5, 0); }, {"step"});
+}
+
+TEST(Views, ExpandSqueezeUnsqueezeFlatten) {
+  Tensor x = arange(3).view({3, 1});
+  Tensor e = x.expand({2, 3, 4});
+  EXPECT_EQ(e.strides(), (IntList{0, 1, 0}));
+  EXPECT_VALUES(e.select(0, 1).select(1, 3), 0, 1, 2);
+  expect_error<ValueError>([&] { x.expand({3, 2, 2}); }, {"expand", "non-singleton"});
+  EXPECT_EQ(x.squeeze().sizes(), (IntList{3}));
+  EXPECT_EQ(x.unsqueeze(0).sizes(), (IntList{1, 3, 1}));
+  EXPECT_EQ(x.unsqueeze(-1).sizes(), (IntList{3, 1, 1}));
+  Tensor y = zeros({2, 3, 4, 5});
+  EXPECT_EQ(y.flatten(1, 2).sizes(), (IntList{2, 12, 5}));
+  EXPECT_EQ(unflatten(y, 1, {3, 1}).sizes(), (IntList{2, 3, 1, 4, 5}));
+  EXPECT_EQ(zeros({}).flatten().sizes(), (IntList{1}));
+}
+
+TEST(Views, PermuteDiagonalAsStrided) {
+  Tensor x = arange(24).view({2, 3, 4});
+  Tensor p = x.permute({2, 0, 1});
+  EXPECT_EQ(p.sizes(), (IntList{4, 2, 3}));
+  EXPECT_EQ(p.strides(), (IntList{1, 12, 4}));
+  expect_error<ValueError>([&] { x.permute({0, 0, 1}); }, {"repeated"});
+  Tensor m = arange(9).view({3, 3});
+  EXPECT_VALUES(diagonal(m), 0, 4, 8);
+  EXPECT_VALUES(diagonal(m, 1), 1, 5);
+  EXPECT_VALUES(diagonal(m, -1), 3, 7);
+  EXPECT_VALUES(as_strided(m, {2, 2}, {1, 3}, 1), 1, 4, 2, 5);
+  expect_error<ValueError>([&] { as_strided(m, {3, 3}, {3, 1}, 2); }, {"as_strided", "storage holds 9"});
+}
+
+TEST(Views, ChunkSplitUnbind) {
+  Tensor x = arange(10);
+  auto c = chunk(x, 3);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[2].numel(), 2);
+  auto s = split(x, 4);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_VALUES(s[2], 8, 9);
+  auto w = split_with_sizes(x, {1, 9});
+  EXPECT_EQ(w[1].numel(), 9);
+  expect_error<ValueError>([&] { split_with_sizes(x, {1, 2}); }, {"sum to 3", "size 10"});
+  auto u = unbind(x.view({2, 5}), 1);
+  ASSERT_EQ(u.size(), 5u);
+  EXPECT_VALUES(u[4], 4, 9);
+}
+
+TEST(Copy, AnyStridesAnyDTypesWithBroadcast) {
+  Tensor dst = zeros({3, 4}, DType::Float64);
+  Tensor src = arange(4, DType::Int32);
+  copy_(dst, src);  // broadcast a row
+  EXPECT_VALUES(dst.select(0, 2), 0, 1, 2, 3);
+  Tensor tdst = zeros({4, 3}, DType::Float16).t();  // non-contiguous destination
+  copy_(tdst, arange(12).view({3, 4}));
+  EXPECT_VALUES(tdst, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11);
+  expect_error<ValueError>([&] { copy_(dst, zeros({2})); }, {"copy_", "[2]", "[3, 4]"});
+  // Overlapping copy reads from a snapshot.
+  Tensor m = arange(4, DType::Float32).view({2, 2});
+  Tensor mt = m.t();
+  copy_(m, mt);
+  EXPECT_VALUES(m, 0, 2, 1, 3);
+}
+
+TEST(Copy, ContiguousCloneTo) {
+  Tensor x = arange(6, DType::Float32).view({2, 3}).t();
+  Tensor c = x.contiguous();
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_VALUES(c, 0, 3, 1, 4, 2, 5);
+  Tensor y = arange(3);
+  EXPECT_EQ(y.contiguous().data_ptr(), y.data_ptr());
+  EXPECT_NE(y.clone().data_ptr(), y.data_ptr());
+  EXPECT_EQ(y.to(DType::Int64).data_ptr(), y.data_ptr());
+}
+
+TEST(Views, ZeroSizeDims) {
+  Tensor x = zeros({0, 3});
+  EXPECT_EQ(x.numel(), 0);
+  EXPECT_EQ(x.view({3, 0}).sizes(), (IntList{3, 0}));
+  EXPECT_EQ(x.t().contiguous().sizes(), (IntList{3, 0}));
+  EXPECT_EQ(x.reshape({0, 3, 1}).sizes(), (IntList{0, 3, 1}));
+  expect_error<ValueError>([&] { x.reshape({0, -1}); }, {"reshape"});  // -1 is ambiguous with 0 elements
+  EXPECT_EQ(sum(x, {0}).sizes(), (IntList{3}));
+  EXPECT_VALUES(sum(x, {0}), 0, 0, 0);
+}
+
+}  // namespace trainrun
