@@ -169,7 +169,7 @@ void fill_random(Tensor& out, Distribution dist, double a, double b, Generator* 
         // Uniform in [0, 1): 24 bits for float, 53 for double.
         double u = two_words ? ((static_cast<uint64_t>(w0) << 21) ^ (w1 >> 11)) * (1.0 / 9007199254740992.0)
                              : (w0 >> 8) * (1.0 / 16777216.0);
-        double v;
+        double v = 0;
         switch (dist) {
           case Distribution::Uniform: v = a + (b - a) * u; break;
           case Distribution::Bernoulli: v = u < a ? 1 : 0; break;

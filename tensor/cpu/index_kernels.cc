@@ -1,0 +1,193 @@
+// CPU gather/scatter family, index_select and index_add, masked_select and
+// nonzero. Index tensors may be int64 or int32; every index is bounds-checked
+// with an error naming the op, the index and the dim size.
+#include <cstring>
+
+#include "tensor/dispatcher.h"
+#include "tensor/elementwise.h"
+#include "tensor/factories.h"
+#include "tensor/thread_pool.h"
+#include "tensor/views.h"
+
+namespace trainrun {
+namespace {
+
+Tensor int64_index(const Tensor& index, const char* op) {
+  TR_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, TypeError,
+           "{}: index must be int64 or int32, got {}", op, dtype_name(index.dtype()));
+  return contiguous(index.to(DType::Int64));
+}
+
+int64_t checked_index(int64_t i, int64_t size, const char* op, int64_t dim) {
+  TR_CHECK(i >= -size && i < size, IndexError, "{}: index {} is out of bounds for dim {} with size {}", op, i, dim, size);
+  return i < 0 ? i + size : i;
+}
+
+Tensor index_select_cpu(const Tensor& x_in, int64_t dim, const Tensor& index_in) {
+  TR_CHECK(index_in.dim() <= 1, ValueError, "index_select: index must be 0-D or 1-D, got shape {}", index_in.shape_str());
+  dim = wrap_dim(dim, x_in.dim(), "index_select");
+  Tensor index = int64_index(index_in, "index_select");
+  Tensor x = contiguous(x_in);
+  const int64_t n = index.numel();
+  const int64_t size = x.dim() == 0 ? 1 : x.size(dim);
+  IntList shape = x.sizes();
+  if (x.dim() > 0) shape[dim] = n;
+  Tensor out = empty(shape, TensorOptions(x.dtype(), x.device()));
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  const int64_t row_bytes = inner * x.element_size();
+  const int64_t* idx = index.data<int64_t>();
+  std::vector<int64_t> rows(n);
+  for (int64_t i = 0; i < n; ++i) rows[i] = checked_index(idx[i], size, "index_select", dim);
+  const char* src = static_cast<const char*>(x.data_ptr());
+  char* dst = static_cast<char*>(out.data_ptr());
+  parallel_for(0, outer * n, std::max<int64_t>(1, 65536 / std::max<int64_t>(row_bytes, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      int64_t o = p / n, i = p % n;
+      std::memcpy(dst + p * row_bytes, src + (o * size + rows[i]) * row_bytes, row_bytes);
+    }
+  });
+  return out;
+}
+
+// Calls f(index_position, x_offset_elements, src_position) for every element
+// of `index` (shape-checked against x and, when given, src).
+template <typename F>
+void for_each_indexed(const Tensor& x, int64_t dim, const Tensor& index, const Tensor* src, const char* op, F f) {
+  TR_CHECK(index.dim() == x.dim() || (x.dim() == 0 && index.dim() <= 1), ValueError,
+           "{}: index (shape {}) must have as many dims as the input (shape {})", op, index.shape_str(), x.shape_str());
+  for (int64_t d = 0; d < index.dim(); ++d) {
+    if (d != dim)
+      TR_CHECK(index.size(d) <= x.size(d), ValueError, "{}: index shape {} exceeds input shape {} at dim {}", op,
+               index.shape_str(), x.shape_str(), d);
+    if (src)
+      TR_CHECK(index.size(d) <= src->size(d), ValueError, "{}: index shape {} exceeds src shape {} at dim {}", op,
+               index.shape_str(), src->shape_str(), d);
+  }
+  const int64_t* idx = index.data<int64_t>();
+  const int64_t nd = index.dim();
+  const int64_t size = x.dim() == 0 ? 1 : x.size(dim);
+  std::vector<int64_t> coord(nd, 0);
+  for (int64_t p = 0; p < index.numel(); ++p) {
+    int64_t i = checked_index(idx[p], size, op, dim);
+    int64_t xo = x.storage_offset(), so = src ? src->storage_offset() : 0;
+    for (int64_t d = 0; d < nd; ++d) {
+      xo += (d == dim ? i : coord[d]) * x.stride(d);
+      if (src) so += coord[d] * src->stride(d);
+    }
+    f(xo, so);
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      if (++coord[d] < index.size(d)) break;
+      coord[d] = 0;
+    }
+  }
+}
+
+Tensor gather_cpu(const Tensor& x, int64_t dim, const Tensor& index_in) {
+  dim = wrap_dim(dim, x.dim(), "gather");
+  Tensor index = int64_index(index_in, "gather");
+  Tensor out = empty(index.sizes(), TensorOptions(x.dtype(), x.device()));
+  const int64_t es = x.element_size();
+  const char* base = static_cast<const char*>(x.impl()->storage()->data());
+  char* dst = static_cast<char*>(out.data_ptr());
+  int64_t p = 0;
+  for_each_indexed(x, dim, index, nullptr, "gather", [&](int64_t xo, int64_t) {
+    std::memcpy(dst + (p++) * es, base + xo * es, es);
+  });
+  return out;
+}
+
+enum class ScatterMode { Assign, Add };
+
+Tensor scatter_cpu(const Tensor& x, int64_t dim, const Tensor& index_in, const Tensor& src_in, int64_t mode_int) {
+  ScatterMode mode = static_cast<ScatterMode>(mode_int);
+  const char* op = mode == ScatterMode::Add ? "scatter_add" : "scatter";
+  dim = wrap_dim(dim, x.dim(), op);
+  Tensor index = int64_index(index_in, op);
+  Tensor out = clone(x);
+  Tensor src = src_in.dim() == 0 ? expand(src_in.to(x.dtype()), index.sizes()) : src_in.to(x.dtype());
+  visit_dtype(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out.impl()->storage()->data());
+    const T* s = static_cast<const T*>(src.impl()->storage()->data());
+    for_each_indexed(out, dim, index, &src, op, [&](int64_t xo, int64_t so) {
+      if (mode == ScatterMode::Add) {
+        if constexpr (std::is_same<T, bool>::value) o[xo] = o[xo] || s[so];
+        else o[xo] = static_cast<T>(static_cast<opmath_t<T>>(o[xo]) + static_cast<opmath_t<T>>(s[so]));
+      } else {
+        o[xo] = s[so];
+      }
+    });
+  });
+  return out;
+}
+
+Tensor index_add_cpu(const Tensor& x, int64_t dim, const Tensor& index_in, const Tensor& src, const Scalar& alpha) {
+  dim = wrap_dim(dim, x.dim(), "index_add");
+  Tensor index = int64_index(index_in, "index_add");
+  TR_CHECK(index.dim() == 1, ValueError, "index_add: index must be 1-D, got shape {}", index.shape_str());
+  TR_CHECK(src.dim() == x.dim() && src.size(dim) == index.numel(), ValueError,
+           "index_add: src of shape {} must match input shape {} with {} entries along dim {}", src.shape_str(),
+           x.shape_str(), index.numel(), dim);
+  Tensor out = clone(x);
+  const int64_t* idx = index.data<int64_t>();
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    int64_t row = checked_index(idx[i], x.size(dim), "index_add", dim);
+    Tensor dst = narrow(out, dim, row, 1);
+    add_(dst, narrow(src, dim, i, 1), alpha);
+  }
+  return out;
+}
+
+Tensor masked_select_cpu(const Tensor& x, const Tensor& mask) {
+  TR_CHECK(mask.dtype() == DType::Bool, TypeError, "masked_select: mask must be bool, got {}", dtype_name(mask.dtype()));
+  IntList shape = broadcast_shapes(x.sizes(), mask.sizes(), "masked_select");
+  Tensor xs = contiguous(expand(x, shape)), ms = contiguous(expand(mask, shape));
+  const bool* m = ms.data<bool>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < ms.numel(); ++i) count += m[i];
+  Tensor out = empty({count}, TensorOptions(x.dtype(), x.device()));
+  const int64_t es = x.element_size();
+  const char* src = static_cast<const char*>(xs.data_ptr());
+  char* dst = static_cast<char*>(out.data_ptr());
+  for (int64_t i = 0, j = 0; i < ms.numel(); ++i)
+    if (m[i]) std::memcpy(dst + (j++) * es, src + i * es, es);
+  return out;
+}
+
+Tensor nonzero_cpu(const Tensor& x_in) {
+  Tensor x = contiguous(x_in.to(DType::Bool));
+  const bool* p = x.data<bool>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) count += p[i];
+  const int64_t nd = x.dim();
+  Tensor out = empty({count, nd}, DType::Int64);
+  int64_t* o = out.data<int64_t>();
+  std::vector<int64_t> coord(nd, 0);
+  for (int64_t i = 0, row = 0; i < x.numel(); ++i) {
+    if (p[i]) {
+      for (int64_t d = 0; d < nd; ++d) o[row * nd + d] = coord[d];
+      ++row;
+    }
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      if (++coord[d] < x.size(d)) break;
+      coord[d] = 0;
+    }
+  }
+  return out;
+}
+
+KernelRegistration<Tensor(const Tensor&, int64_t, const Tensor&)> reg_index_select("index_select", DispatchKey::CPU,
+                                                                                    &index_select_cpu);
+KernelRegistration<Tensor(const Tensor&, int64_t, const Tensor&)> reg_gather("gather", DispatchKey::CPU, &gather_cpu);
+KernelRegistration<Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, int64_t)> reg_scatter(
+    "scatter", DispatchKey::CPU, &scatter_cpu);
+KernelRegistration<Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, const Scalar&)> reg_index_add(
+    "index_add", DispatchKey::CPU, &index_add_cpu);
+KernelRegistration<Tensor(const Tensor&, const Tensor&)> reg_masked_select("masked_select", DispatchKey::CPU,
+                                                                            &masked_select_cpu);
+KernelRegistration<Tensor(const Tensor&)> reg_nonzero("nonzero", DispatchKey::CPU, &nonzero_cpu);
+
+}  // namespace
+}  // namespace trainrun

@@ -1,0 +1,118 @@
+// CPU layer_norm and rms_norm over the trailing `normalized_shape` dims,
+// returning the statistics backward needs (mean and rstd per row).
+#include <cmath>
+#include <tuple>
+
+#include "tensor/dispatcher.h"
+#include "tensor/factories.h"
+#include "tensor/thread_pool.h"
+#include "tensor/views.h"
+
+namespace trainrun {
+namespace {
+
+// Rows of the normalized trailing dims, and the stats' shape.
+struct NormShape {
+  int64_t rows = 1, n = 1;
+  IntList stat_shape;
+};
+
+NormShape check_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight, const Tensor& bias,
+                     const char* op) {
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  TR_CHECK(k >= 1, ValueError, "{}: normalized_shape must have at least one dim", op);
+  TR_CHECK(x.dim() >= k, ValueError, "{}: input of shape {} has fewer dims than normalized_shape [{}]", op,
+           x.shape_str(), fmt::join(normalized_shape, ", "));
+  IntList trailing(x.sizes().end() - k, x.sizes().end());
+  TR_CHECK(trailing == normalized_shape, ValueError,
+           "{}: expected input with trailing shape [{}], got input of shape {}", op, fmt::join(normalized_shape, ", "),
+           x.shape_str());
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    TR_CHECK(p->sizes() == normalized_shape, ValueError, "{}: weight/bias of shape {} must have normalized_shape [{}]",
+             op, p->shape_str(), fmt::join(normalized_shape, ", "));
+  }
+  TR_CHECK(is_floating(x.dtype()), TypeError, "{}: expected a floating point input, got {}", op, dtype_name(x.dtype()));
+  NormShape s;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d < x.dim() - k) {
+      s.rows *= x.size(d);
+      s.stat_shape.push_back(x.size(d));
+    } else {
+      s.n *= x.size(d);
+      s.stat_shape.push_back(1);
+    }
+  }
+  return s;
+}
+
+template <bool rms>
+std::tuple<Tensor, Tensor, Tensor> norm_cpu(const Tensor& x_in, const IntList& normalized_shape, const Tensor& weight,
+                                             const Tensor& bias, double eps) {
+  const char* op = rms ? "rms_norm" : "layer_norm";
+  NormShape s = check_norm(x_in, normalized_shape, weight, bias, op);
+  Tensor x = contiguous(x_in);
+  Tensor out = empty(x.sizes(), x.dtype());
+  Tensor mean_t = empty(s.stat_shape, x.dtype()), rstd_t = empty(s.stat_shape, x.dtype());
+  Tensor w = weight.defined() ? contiguous(weight.to(x.dtype())) : Tensor();
+  Tensor bb = bias.defined() ? contiguous(bias.to(x.dtype())) : Tensor();
+  visit_float_dtype(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = opmath_t<T>;
+    const T* px = static_cast<const T*>(x.data_ptr());
+    T* po = static_cast<T*>(out.data_ptr());
+    T* pm = static_cast<T*>(mean_t.data_ptr());
+    T* pr = static_cast<T*>(rstd_t.data_ptr());
+    const T* pw = w.defined() ? static_cast<const T*>(w.data_ptr()) : nullptr;
+    const T* pb = bb.defined() ? static_cast<const T*>(bb.data_ptr()) : nullptr;
+    const int64_t n = s.n;
+    parallel_for(0, s.rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* xr = px + r * n;
+        T* orow = po + r * n;
+        // Two passes with 8 accumulators each: vectorizable and accurate.
+        Acc acc[8] = {};
+        Acc mean = 0;
+        if (!rms) {
+          int64_t i = 0;
+          for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; ++j) acc[j] += static_cast<Acc>(xr[i + j]);
+          Acc sum = 0;
+          for (; i < n; ++i) sum += static_cast<Acc>(xr[i]);
+          for (Acc a : acc) sum += a;
+          mean = sum / n;
+        }
+        Acc sq[8] = {};
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+          for (int j = 0; j < 8; ++j) {
+            Acc d = static_cast<Acc>(xr[i + j]) - mean;
+            sq[j] += d * d;
+          }
+        Acc ss = 0;
+        for (; i < n; ++i) {
+          Acc d = static_cast<Acc>(xr[i]) - mean;
+          ss += d * d;
+        }
+        for (Acc a : sq) ss += a;
+        Acc rstd = Acc(1) / std::sqrt(ss / n + static_cast<Acc>(eps));
+        pm[r] = static_cast<T>(mean);
+        pr[r] = static_cast<T>(rstd);
+        for (int64_t k = 0; k < n; ++k) {
+          Acc v = (static_cast<Acc>(xr[k]) - mean) * rstd;
+          if (pw) v *= static_cast<Acc>(pw[k]);
+          if (pb) v += static_cast<Acc>(pb[k]);
+          orow[k] = static_cast<T>(v);
+        }
+      }
+    });
+  });
+  return {out, mean_t, rstd_t};
+}
+
+using NormSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const IntList&, const Tensor&, const Tensor&, double);
+KernelRegistration<NormSig> reg_layer_norm("layer_norm", DispatchKey::CPU, &norm_cpu<false>);
+KernelRegistration<NormSig> reg_rms_norm("rms_norm", DispatchKey::CPU, &norm_cpu<true>);
+
+}  // namespace
+}  // namespace trainrun

@@ -1,0 +1,73 @@
+#include <cmath>
+
+#include "tests/tensor/test_util.h"
+
+namespace trainrun {
+
+TEST(Indexing, IndexSelectGather) {
+  Tensor x = arange(12).view({3, 4});
+  EXPECT_VALUES(index_select(x, 0, it({2, 0})), 8, 9, 10, 11, 0, 1, 2, 3);
+  EXPECT_VALUES(index_select(x, 1, tensor<int32_t>({3, -4})), 3, 0, 7, 4, 11, 8);
+  EXPECT_VALUES(index_select(x.t(), 0, it({1})), 1, 5, 9);
+  EXPECT_VALUES(gather(x, 1, it({0, 3, 1, 1, 2, 0}, {3, 2})), 0, 3, 5, 5, 10, 8);
+  EXPECT_VALUES(gather(x, 0, it({2, 0, 1, 2}, {1, 4})), 8, 1, 6, 11);
+  expect_error<IndexError>([&] { gather(x, 1, it({4}, {1, 1})); }, {"gather", "index 4", "dim 1"});
+  expect_error<TypeError>([&] { index_select(x, 0, ft({0})); }, {"index_select", "float32"});
+}
+
+TEST(Indexing, ScatterScatterAddIndexAdd) {
+  Tensor z = zeros({2, 4});
+  EXPECT_VALUES(scatter(z, 1, it({3, 0}, {2, 1}), ft({7, 8}, {2, 1})), 0, 0, 0, 7, 8, 0, 0, 0);
+  EXPECT_VALUES(scatter(z, 1, it({1}, {1, 1}), 5.0), 0, 5, 0, 0, 0, 0, 0, 0);
+  EXPECT_VALUES(scatter_add(zeros({3}), 0, it({0, 2, 0}), ft({1, 2, 3})), 4, 0, 2);
+  Tensor acc = zeros({3, 2});
+  index_add_(acc, 0, it({2, 2, 0}), ones({3, 2}), 2);
+  EXPECT_VALUES(acc, 2, 2, 0, 0, 4, 4);
+}
+
+TEST(Indexing, MaskedFillSelectNonzero) {
+  Tensor x = arange(6, DType::Float32).view({2, 3});
+  Tensor mask = gt(x, 3);
+  EXPECT_VALUES(masked_fill(x, mask, -1), 0, 1, 2, 3, -1, -1);
+  Tensor row_mask = tensor<bool>({true, false, true});
+  EXPECT_VALUES(masked_select(x, row_mask), 0, 2, 3, 5);
+  masked_fill_(x, row_mask, 0);
+  EXPECT_VALUES(x, 0, 1, 0, 0, 4, 0);
+  EXPECT_VALUES(nonzero(x), 0, 1, 1, 1);
+  EXPECT_EQ(nonzero(zeros({2, 2})).sizes(), (IntList{0, 2}));
+  expect_error<TypeError>([&] { masked_fill(x, it({1, 0, 1}), 0); }, {"masked_fill", "bool"});
+}
+
+TEST(Indexing, SortAndTopk) {
+  Tensor x = ft({3, 1, NAN, 2, 1}, {5});
+  auto [v, i] = sort(x);
+  auto vv = values(v);
+  EXPECT_EQ(std::vector<double>(vv.begin(), vv.begin() + 4), (std::vector<double>{1, 1, 2, 3}));
+  EXPECT_TRUE(std::isnan(vv[4]));
+  EXPECT_VALUES(i, 1, 4, 3, 0, 2);  // stable: the two 1s keep their order
+  auto [dv, di] = sort(ft({1, 3, 2}), 0, true);
+  EXPECT_VALUES(dv, 3, 2, 1);
+  Tensor m = ft({1, 9, 3, 7, 5, 0}, {2, 3});
+  auto [tv, ti] = topk(m, 2, 1);
+  EXPECT_VALUES(tv, 9, 3, 7, 5);
+  EXPECT_VALUES(ti, 1, 2, 0, 1);
+  auto [sv, si] = topk(m, 1, 0, false);
+  EXPECT_VALUES(sv, 1, 5, 0);
+  expect_error<IndexError>([&] { topk(m, 4, 1); }, {"topk", "k (4)", "size 3"});
+}
+
+TEST(Indexing, CatStack) {
+  Tensor a = arange(4).view({2, 2}), b = ft({9, 9}, {1, 2});
+  Tensor c = cat({a, b});
+  EXPECT_EQ(c.dtype(), DType::Float32);
+  EXPECT_VALUES(c, 0, 1, 2, 3, 9, 9);
+  EXPECT_VALUES(cat({a, a.t()}, 1), 0, 1, 0, 2, 2, 3, 1, 3);
+  EXPECT_VALUES(cat({zeros({0}), ft({1}, {1})}), 1);
+  expect_error<ValueError>([&] { cat({a, ft({1, 2, 3}, {1, 3})}); }, {"cat", "[1, 3]", "[2, 2]"});
+  Tensor s = stack({ft({1, 2}), ft({3, 4})}, 1);
+  EXPECT_EQ(s.sizes(), (IntList{2, 2}));
+  EXPECT_VALUES(s, 1, 3, 2, 4);
+  expect_error<ValueError>([&] { stack({ft({1}), ft({1, 2})}); }, {"stack", "entry 1"});
+}
+
+}  // namespace trainrun
