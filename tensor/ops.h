@@ -8,4 +8,6 @@
 #include "tensor/reductions.h"
 #include "tensor/tensor.h"
 #include "tensor/thread_pool.h"
+#include "tensor/safetensors.h"
+#include "tensor/dlpack.h"
 #include "tensor/views.h"

@@ -98,11 +98,18 @@ std::tuple<Tensor, Tensor, Tensor> norm_cpu(const Tensor& x_in, const IntList& n
         Acc rstd = Acc(1) / std::sqrt(ss / n + static_cast<Acc>(eps));
         pm[r] = static_cast<T>(mean);
         pr[r] = static_cast<T>(rstd);
-        for (int64_t k = 0; k < n; ++k) {
-          Acc v = (static_cast<Acc>(xr[k]) - mean) * rstd;
-          if (pw) v *= static_cast<Acc>(pw[k]);
-          if (pb) v += static_cast<Acc>(pb[k]);
-          orow[k] = static_cast<T>(v);
+        // Branch-free loops per case, so each vectorizes.
+        if (pw && pb) {
+          for (int64_t k = 0; k < n; ++k)
+            orow[k] = static_cast<T>((static_cast<Acc>(xr[k]) - mean) * rstd * static_cast<Acc>(pw[k]) + static_cast<Acc>(pb[k]));
+        } else if (pw) {
+          for (int64_t k = 0; k < n; ++k)
+            orow[k] = static_cast<T>((static_cast<Acc>(xr[k]) - mean) * rstd * static_cast<Acc>(pw[k]));
+        } else {
+          for (int64_t k = 0; k < n; ++k) {
+            Acc v = (static_cast<Acc>(xr[k]) - mean) * rstd;
+            orow[k] = static_cast<T>(pb ? v + static_cast<Acc>(pb[k]) : v);
+          }
         }
       }
     });
