@@ -30,8 +30,7 @@ class WorkerPool {
   ~WorkerPool() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-      stop_flag_.store(true);
+      stop_.store(true);
       ++generation_;
     }
     cv_.notify_all();
@@ -82,14 +81,14 @@ class WorkerPool {
     for (;;) {
       // Spin for a short while: back-to-back ops then find the worker awake.
       auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(2000);
-      while (published_.load(std::memory_order_acquire) == seen && !stop_flag_.load() &&
+      while (published_.load(std::memory_order_acquire) == seen && !stop_.load() &&
              std::chrono::steady_clock::now() < spin_until) {
         std::this_thread::yield();
       }
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return generation_ != seen || stop_; });
-        if (stop_) return;
+        cv_.wait(lock, [&] { return generation_ != seen || stop_.load(); });
+        if (stop_.load()) return;
         seen = generation_;
       }
       if (body_ != nullptr) work_on_job();
@@ -100,8 +99,7 @@ class WorkerPool {
   std::mutex run_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;
-  std::atomic<bool> stop_flag_{false};
+  std::atomic<bool> stop_{false};
   uint64_t generation_ = 0;
   std::atomic<uint64_t> published_{0};
   const std::function<void(int64_t)>* body_ = nullptr;

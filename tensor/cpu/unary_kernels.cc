@@ -152,18 +152,14 @@ Tensor gelu_cpu(const Tensor& x, const std::string& approximate, const Tensor& o
 
 Tensor clamp_cpu(const Tensor& x, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi, const Tensor& out) {
   TR_CHECK(lo || hi, ValueError, "clamp: at least one of min and max must be given");
+  // A float bound on an integer tensor gives a float result, as in PyTorch:
+  // promote before building the iterator, so no output is allocated twice.
+  bool float_bound = (lo && lo->is_floating()) || (hi && hi->is_floating());
+  if (float_bound && !is_floating(x.dtype())) return clamp_cpu(x.to(default_float_dtype()), lo, hi, out);
   IteratorConfig config;
   config.op = "clamp";
-  // A float bound on an integer tensor gives a float result, as in PyTorch.
-  std::vector<Tensor> operands = {x};
-  TensorIterator iter(config, out, operands);
+  TensorIterator iter(config, out, {x});
   DType dt = iter.compute_dtype();
-  if ((lo && lo->is_floating()) || (hi && hi->is_floating())) {
-    if (!is_floating(dt)) {
-      Tensor xf = x.to(default_float_dtype());
-      return clamp_cpu(xf, lo, hi, out);
-    }
-  }
   visit_numeric_dtype(dt, "clamp", [&](auto tag) {
     using T = decltype(tag);
     using Acc = opmath_t<T>;
