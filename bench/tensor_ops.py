@@ -2,11 +2,13 @@
 """bench/tensor_ops: the tensor core next to PyTorch (the peer) on the same
 machine in one run, same thread count, same OpenBLAS and OPENBLAS_CORETYPE.
 
-    bench/tensor_ops.py [--threads 2] [--reps 15]
+    bench/tensor_ops.py [--threads 2] [--reps 15] [--rounds 3]
 
 Prints one table: throughput of each row for both, and the ratio
-trainrun / PyTorch (>= 1.0 means trainrun is at least as fast). Times are
-medians over --reps runs after a warm-up."""
+trainrun / PyTorch (>= 1.0 means trainrun is at least as fast). Each round
+times both, one after the other, with the median of --reps runs after a
+warm-up; the table shows the median over rounds, so that drift in a shared
+machine's speed hits both sides alike."""
 import argparse
 import os
 import pathlib
@@ -49,8 +51,6 @@ def run_peer(threads, reps):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     r = {}
-    a, b, c = torch.randn(1024, 1024), torch.randn(1024, 1024), torch.empty(1024, 1024)
-    r["matmul"] = median_seconds(lambda: torch.mm(a, b, out=c), reps)
     x, y, out = torch.randn(N16M), torch.randn(N16M), torch.empty(N16M)
     r["add"] = median_seconds(lambda: torch.add(x, y, out=out), reps)
     r["mul"] = median_seconds(lambda: torch.mul(x, y, out=out), reps)
@@ -62,6 +62,9 @@ def run_peer(threads, reps):
     r["layer_norm"] = median_seconds(lambda: torch.nn.functional.layer_norm(lx, (1024,), w, bias, 1e-5), reps)
     img, k = torch.randn(8, 64, 56, 56), torch.randn(64, 64, 3, 3)
     r["conv2d"] = median_seconds(lambda: torch.nn.functional.conv2d(img, k, padding=1), max(3, reps // 3))
+    # Last, as in bench/tensor_ops.cc: BLAS threads spin after a call.
+    a, b, c = torch.randn(1024, 1024), torch.randn(1024, 1024), torch.empty(1024, 1024)
+    r["matmul"] = median_seconds(lambda: torch.mm(a, b, out=c), reps)
     return r, f"PyTorch {torch.__version__}"
 
 
@@ -77,11 +80,18 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     os.environ.setdefault("OPENBLAS_CORETYPE", "SkylakeX")
-    ours = run_ours(args.threads, args.reps)
-    peer, peer_name = run_peer(args.threads, args.reps)
-    print(f"tensor_ops: {args.threads} threads, medians of {args.reps} runs, "
+    ours_rounds, peer_rounds = [], []
+    for _ in range(args.rounds):
+        ours_rounds.append(run_ours(args.threads, args.reps))
+        peer_result, peer_name = run_peer(args.threads, args.reps)
+        if peer_result:
+            peer_rounds.append(peer_result)
+    ours = {k: statistics.median(r[k] for r in ours_rounds) for k in ROWS}
+    peer = {k: statistics.median(r[k] for r in peer_rounds) for k in ROWS} if peer_rounds else None
+    print(f"tensor_ops: {args.threads} threads, median over {args.rounds} rounds of medians of {args.reps} runs, "
           f"OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}, peer: {peer_name}")
     header = f"| {'op':38} | {'unit':7} | {'trainrun':>9} | {'PyTorch':>9} | {'ratio':>6} |"
     print(header)

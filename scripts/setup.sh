@@ -8,6 +8,7 @@ PACKAGES=(
   g++
   libopenblas-dev         # CPU GEMM
   libsleef-dev            # vectorized exp/log/tanh/erf
+  libdnnl-dev             # oneDNN: float32 convolutions
   libfmt-dev
   nlohmann-json3-dev      # safetensors headers
   libdlpack-dev           # DLPack C ABI structs

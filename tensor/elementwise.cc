@@ -2,8 +2,11 @@
 // all going through one dispatched op per name with an optional `out`.
 #include "tensor/elementwise.h"
 
+#include <limits>
+
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
+#include "tensor/reductions.h"
 #include "tensor/type_promotion.h"
 
 namespace trainrun {
@@ -161,6 +164,21 @@ Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+
+Tensor isclose(const Tensor& a_in, const Tensor& b_in, double rtol, double atol, bool equal_nan) {
+  TR_CHECK(rtol >= 0 && atol >= 0, ValueError, "isclose: rtol ({}) and atol ({}) must be non-negative", rtol, atol);
+  Tensor a = a_in.to(DType::Float64), b = b_in.to(DType::Float64);
+  // Infinities are close only when equal: the error must also be finite.
+  Tensor error = abs(a - b);
+  Tensor within = logical_and(lt(error, std::numeric_limits<double>::infinity()), le(error, abs(b) * rtol + atol));
+  Tensor close = logical_or(eq(a, b), within);
+  if (equal_nan) close = logical_or(close, logical_and(ne(a, a), ne(b, b)));
+  return close;
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  return all(isclose(a, b, rtol, atol, equal_nan)).item<bool>();
+}
 Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }

@@ -99,6 +99,11 @@ Tensor& addcmul_(Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar&
 Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
 Tensor& addcdiv_(Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
 
+// |a - b| <= atol + rtol * |b| elementwise (equal infinities are close; NaN
+// only with equal_nan), as torch.isclose; computed in float64. allclose: all.
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);

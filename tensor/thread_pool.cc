@@ -155,7 +155,9 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
     return;
   }
   int64_t participants = p->workers() + 1;
-  int64_t nchunks = std::min<int64_t>(participants, (range + grain - 1) / grain);
+  // A few chunks per thread, pulled from a shared counter: a thread that
+  // starts late (a vCPU waking up) takes fewer of them.
+  int64_t nchunks = std::min<int64_t>(participants * 4, (range + grain - 1) / grain);
   int64_t chunk = (range + nchunks - 1) / nchunks;
   p->run(nchunks, [&](int64_t c) {
     int64_t b = begin + c * chunk;

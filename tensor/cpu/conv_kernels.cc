@@ -1,9 +1,12 @@
-// CPU conv2d: im2col + one GEMM per (image, group) on OpenBLAS. A 1x1,
-// stride-1, unpadded convolution skips im2col and multiplies the image.
+// CPU conv2d. float32 (and f16/bf16, computed in float32) goes to oneDNN
+// (conv_onednn.cc); float64, and any shape oneDNN declines, runs im2col + one
+// GEMM per (image, group) on OpenBLAS. A 1x1, stride-1, unpadded convolution
+// skips im2col and multiplies the image.
 #include <cblas.h>
 
 #include <cstring>
 
+#include "tensor/cpu/conv_onednn.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
@@ -102,6 +105,16 @@ Tensor conv2d_cpu(const Tensor& input_in, const Tensor& weight_in, const Tensor&
   Tensor out = empty({N, O, Ho, Wo}, compute);
   const int64_t Og = O / groups, K = Cg * kH * kW, P = Ho * Wo;
   const bool pointwise = kH == 1 && kW == 1 && st[0] == 1 && st[1] == 1 && pad[0] == 0 && pad[1] == 0;
+  if (compute == DType::Float32) {
+    Conv2dShape shape{N, C, H, W, O, kH, kW, Ho, Wo, groups, {st[0], st[1]}, {pad[0], pad[1]}, {dil[0], dil[1]}};
+    Tensor b = bias.defined() ? contiguous(bias.to(compute)) : Tensor();
+    if (onednn_conv2d_forward(shape, static_cast<const float*>(x.data_ptr()), static_cast<const float*>(w.data_ptr()),
+                              b.defined() ? static_cast<const float*>(b.data_ptr()) : nullptr,
+                              static_cast<float*>(out.data_ptr()))) {
+      Tensor result = compute == input.dtype() ? out : out.to(input.dtype());
+      return batched ? result : squeeze(result, 0);
+    }
+  }
   visit_float_dtype(compute, op, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value) {

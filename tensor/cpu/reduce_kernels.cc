@@ -52,26 +52,25 @@ void for_each_row(const ReducePlan& plan, F row_fn) {
   });
 }
 
-// Sum of f(x) over each row into out (dtype Out); a single long row is split
-// across threads and the partial sums combined.
+// Sum of f(x) over each row into out (dtype Out). A single long row is cut
+// into fixed 64K-element pieces summed in parallel and combined pairwise:
+// the pieces do not depend on the thread count, so neither does the result.
 template <typename T, typename Out, typename F>
 void sum_rows(const ReducePlan& plan, Tensor& out, F f, double scale) {
   using Acc = acc_t<T>;
   Out* o = static_cast<Out*>(out.data_ptr());
-  if (plan.outer == 1 && plan.inner > 4 * kElementwiseGrain && get_num_threads() > 1) {
+  constexpr int64_t kPiece = int64_t(1) << 16;
+  if (plan.outer == 1 && plan.inner > 4 * kPiece) {
     const T* x = static_cast<const T*>(plan.rows.data_ptr());
-    int64_t nchunks = get_num_threads();
-    int64_t chunk = (plan.inner + nchunks - 1) / nchunks;
-    std::vector<Acc> partial(nchunks, Acc(0));
-    parallel_for(0, nchunks, 1, [&](int64_t b, int64_t e) {
-      for (int64_t c = b; c < e; ++c) {
-        int64_t s = c * chunk, len = std::min(chunk, plan.inner - s);
-        if (len > 0) partial[c] = cascade_sum<T, Acc>(x + s, len, f);
-      }
+    const int64_t npieces = (plan.inner + kPiece - 1) / kPiece;
+    std::vector<Acc> partial(npieces, Acc(0));
+    parallel_for(0, npieces, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c)
+        partial[c] = cascade_sum<T, Acc>(x + c * kPiece, std::min(kPiece, plan.inner - c * kPiece), f);
     });
-    Acc total = 0;
-    for (Acc p : partial) total += p;
-    o[0] = static_cast<Out>(static_cast<opmath_t<Out>>(total * scale));
+    for (int64_t width = 1; width < npieces; width *= 2)
+      for (int64_t i = 0; i + width < npieces; i += 2 * width) partial[i] += partial[i + width];
+    o[0] = static_cast<Out>(static_cast<opmath_t<Out>>(partial[0] * scale));
     return;
   }
   for_each_row<T>(plan, [&](int64_t r, const T* row) {

@@ -1,43 +1,55 @@
+// SLEEF's AVX2 kernels; the tensor core's baseline is AVX2 + FMA
+// (tensor/BUILD, cpu_check).
 #include "tensor/cpu/vec_math.h"
 
-#include <cmath>
+#include <immintrin.h>
+#include <sleef.h>
 
-#include "tensor/cpu/avx2/vec_math_avx2.h"
+#include <cmath>
 
 namespace trainrun {
 namespace vec {
 namespace {
 
-bool has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
-
-template <typename F>
-void scalar(const float* x, float* y, int64_t n, F f) {
-  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+template <auto VF>
+inline void apply(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, VF(_mm256_loadu_ps(x + i)));
+  if (i < n) {  // tail through a padded vector, so results match the body's
+    alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = i; j < n; ++j) buf[j - i] = x[j];
+    _mm256_store_ps(buf, VF(_mm256_load_ps(buf)));
+    for (int64_t j = i; j < n; ++j) y[j] = buf[j - i];
+  }
 }
 
 }  // namespace
 
-#define TR_VEC_FN(name)                                                   \
-  void name(const float* x, float* y, int64_t n) {                        \
-    if (has_avx2()) return avx2::name(x, y, n);                           \
-    scalar(x, y, n, [](float v) { return std::name(v); });                \
-  }
-TR_VEC_FN(exp)
-TR_VEC_FN(log)
-TR_VEC_FN(log1p)
-TR_VEC_FN(tanh)
-TR_VEC_FN(erf)
-TR_VEC_FN(sin)
-TR_VEC_FN(cos)
-#undef TR_VEC_FN
+void exp(const float* x, float* y, int64_t n) { apply<Sleef_expf8_u10avx2> (x, y, n); }
+void log(const float* x, float* y, int64_t n) { apply<Sleef_logf8_u10avx2> (x, y, n); }
+void log1p(const float* x, float* y, int64_t n) { apply<Sleef_log1pf8_u10avx2> (x, y, n); }
+void tanh(const float* x, float* y, int64_t n) { apply<Sleef_tanhf8_u10avx2> (x, y, n); }
+void erf(const float* x, float* y, int64_t n) { apply<Sleef_erff8_u10avx2> (x, y, n); }
+void sin(const float* x, float* y, int64_t n) { apply<Sleef_sinf8_u10avx2> (x, y, n); }
+void cos(const float* x, float* y, int64_t n) { apply<Sleef_cosf8_u10avx2> (x, y, n); }
 
 float exp_shifted_sum(const float* x, float* y, float shift, int64_t n) {
-  if (has_avx2()) return avx2::exp_shifted_sum(x, y, shift, n);
+  __m256 vshift = _mm256_set1_ps(shift);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vshift));
+    _mm256_storeu_ps(y + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
   float sum = 0;
-  for (int64_t i = 0; i < n; ++i) { y[i] = std::exp(x[i] - shift); sum += y[i]; }
+  for (float v : lanes) sum += v;
+  for (; i < n; ++i) {
+    y[i] = std::exp(x[i] - shift);
+    sum += y[i];
+  }
   return sum;
 }
 

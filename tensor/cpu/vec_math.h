@@ -1,6 +1,6 @@
 #pragma once
-// float32 transcendental functions over arrays (y may alias x). Uses SLEEF's
-// AVX2 kernels (1.0-ulp variants) when the CPU supports AVX2, else libm.
+// float32 transcendental functions over arrays (y may alias x), on SLEEF's
+// AVX2 kernels (1.0-ulp variants).
 #include <cstdint>
 
 namespace trainrun {

@@ -166,4 +166,16 @@ TEST(Elementwise, EmptyAndScalarTensors) {
   EXPECT_EQ(mul(s, s).item<double>(), 4.0);
 }
 
+TEST(Elementwise, IsCloseAndAllClose) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor a = ft({1.0f, 1.0f, inf, inf, nan, 100.0f}), b = ft({1.0f, 1.1f, inf, -inf, nan, 100.05f});
+  EXPECT_VALUES(isclose(a, b), 1, 0, 1, 0, 0, 0);
+  EXPECT_VALUES(isclose(a, b, 1e-3), 1, 0, 1, 0, 0, 1);  // rtol scales with |b|
+  EXPECT_VALUES(isclose(a, b, 0, 0.2, true), 1, 1, 1, 0, 1, 1);
+  EXPECT_TRUE(allclose(ft({1, 2}), tensor<int64_t>({1, 2})));  // mixed dtypes compare as float64
+  EXPECT_FALSE(allclose(a, a));                                // NaN != NaN
+  EXPECT_TRUE(allclose(a, a, 0, 0, true));
+  expect_error<ValueError>([&] { isclose(a, b, -1); }, {"isclose", "rtol"});
+}
+
 }  // namespace trainrun

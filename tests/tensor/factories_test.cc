@@ -94,4 +94,17 @@ TEST(FromBlob, WrapsMemoryAndRunsDeleterOnce) {
   EXPECT_EQ(deleted, 1);
 }
 
+// Blocks of 32 MiB and more come from the huge-page path: 2 MiB aligned,
+// fully usable up to the last byte, and unmapped when the last view dies.
+TEST(Factories, LargeAllocationsAreHugePageAligned) {
+  const int64_t n = (int64_t(32) << 20) / 4 + 3;  // just over the threshold, not a multiple of 2 MiB
+  Tensor big = full({n}, 1.0f);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data_ptr()) % (uintptr_t(2) << 20), 0u);
+  Tensor tail = big.narrow(0, n - 3, 3);
+  tail.fill_(2.0f);
+  big = Tensor();  // the view keeps the storage alive
+  EXPECT_VALUES(tail, 2, 2, 2);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(empty({1000}).data_ptr()) % 64, 0u);
+}
+
 }  // namespace trainrun

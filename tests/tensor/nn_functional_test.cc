@@ -89,6 +89,34 @@ TEST(NN, Conv2dMatchesDirectConvolution) {
   expect_error<ValueError>([&] { conv2d(randn({1, 3, 2, 2}), randn({1, 3, 3, 3})); }, {"conv2d", "larger"});
 }
 
+// float32 runs on oneDNN, float64 on im2col + GEMM: the two paths must agree
+// on rectangular kernels, unequal strides/padding, a right padding that
+// floor division leaves negative, groups with bias, and strided inputs.
+TEST(NN, Conv2dOneDnnAgreesWithIm2col) {
+  manual_seed(6);
+  struct Case { IntList in, w, s, p, d; int64_t g; bool bias; };
+  for (const Case& c : {Case{{2, 4, 9, 8}, {6, 2, 2, 3}, {2, 1}, {0, 1}, {1, 1}, 2, true},
+                        Case{{1, 3, 9, 9}, {5, 3, 2, 2}, {2, 2}, {0, 0}, {1, 1}, 1, false},   // pad_r = -1
+                        Case{{3, 8, 7, 11}, {8, 1, 3, 3}, {1, 2}, {1, 2}, {2, 1}, 8, true},   // depthwise
+                        Case{{2, 16, 6, 6}, {32, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true}}) {
+    Tensor x = randn(c.in), w = randn(c.w), b = c.bias ? randn({c.w[0]}) : Tensor();
+    Tensor y32 = conv2d(x, w, b, c.s, c.p, c.d, c.g);
+    Tensor y64 = conv2d(x.to(DType::Float64), w.to(DType::Float64), b.defined() ? b.to(DType::Float64) : b, c.s, c.p,
+                        c.d, c.g);
+    ASSERT_EQ(y32.sizes(), y64.sizes());
+    EXPECT_TRUE(allclose(y32.to(DType::Float64), y64, 1e-4, 1e-4)) << "input " << x.shape_str() << " weight "
+                                                                   << w.shape_str();
+  }
+  // A transposed (non-contiguous) input and f16 go through the same paths.
+  Tensor x = randn({2, 4, 7, 7}), w = randn({3, 4, 3, 3});
+  Tensor xt = x.transpose(2, 3);
+  Tensor ref = conv2d(contiguous(xt).to(DType::Float64), w.to(DType::Float64), Tensor(), {1, 1}, {1, 1});
+  EXPECT_TRUE(allclose(conv2d(xt, w, Tensor(), {1, 1}, {1, 1}).to(DType::Float64), ref, 1e-4, 1e-4));
+  Tensor y16 = conv2d(xt.to(DType::Float16), w.to(DType::Float16), Tensor(), {1, 1}, {1, 1});
+  EXPECT_EQ(y16.dtype(), DType::Float16);
+  EXPECT_TRUE(allclose(y16.to(DType::Float64), ref, 5e-2, 5e-2));
+}
+
 TEST(NN, Pooling) {
   Tensor x = arange(16, DType::Float32).view({1, 1, 4, 4});
   auto [m, idx] = max_pool2d(x, {2, 2});

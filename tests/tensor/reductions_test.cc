@@ -90,4 +90,19 @@ TEST(Reductions, HalfSumAccumulatesInFloat) {
   EXPECT_VALUES(sum(h), 4096);  // a float16 accumulator would stall at 2048
 }
 
+// A long sum is cut into fixed pieces, so its rounding does not depend on
+// how many threads ran it.
+TEST(Reductions, LongSumIsIndependentOfThreadCount) {
+  manual_seed(11);
+  Tensor x = randn({(int64_t(1) << 20) + 12345});
+  const int before = get_num_threads();
+  set_num_threads(1);
+  float one = sum(x).item<float>();
+  set_num_threads(3);
+  float three = sum(x).item<float>();
+  set_num_threads(before);
+  EXPECT_EQ(one, three);
+  EXPECT_NEAR(one, sum(x.to(DType::Float64)).item<double>(), 1e-3);
+}
+
 }  // namespace trainrun
