@@ -12,6 +12,10 @@ PACKAGES=(
   libfmt-dev
   nlohmann-json3-dev      # safetensors headers
   libdlpack-dev           # DLPack C ABI structs
+  libuv1-dev              # the TCPStore server's event loop
+  libssl-dev              # HMAC-SHA256 for store authentication
+  libcli11-dev            # the trainrun command line
+  iproute2                # tests: a private network namespace for the peer's wildcard-bound store
   libgtest-dev
   python3-pytest
   python3-numpy

@@ -1,0 +1,521 @@
+#include "store/tcp_store.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "store/store_auth.h"
+#include "tensor/error.h"
+
+namespace trainrun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+using wire::Dialect;
+using wire::Query;
+
+// torch's client puts every user key under "/"; its worker counter is not.
+constexpr const char* kKeyPrefix = "/";
+constexpr const char* kInitKey = "init/";
+
+std::string wire_key(const std::string& key) { return kKeyPrefix + key; }
+std::vector<std::string> wire_keys(const std::vector<std::string>& keys) {
+  std::vector<std::string> out;
+  out.reserve(keys.size());
+  for (const std::string& k : keys) out.push_back(wire_key(k));
+  return out;
+}
+
+// Rounded up, so that a poll never returns before the deadline.
+int64_t ms_left(Deadline deadline) {
+  auto left = std::chrono::ceil<Milliseconds>(deadline - Clock::now()).count();
+  return std::max<int64_t>(0, left);
+}
+
+// Thrown inside this file when a deadline passes; callers turn it into a
+// TimeoutError that names the operation.
+struct DeadlinePassed {};
+// The peer closed the connection.
+struct PeerClosed {};
+
+}  // namespace
+
+class TCPStore::Connection {
+ public:
+  Connection(int fd, std::string where) : fd_(fd), where_(std::move(where)) {}
+  ~Connection() { ::close(fd_); }
+
+  // Connects, retrying refused or unreachable attempts with exponential
+  // backoff (10 ms doubling to 1 s, +-50% jitter) until the deadline.
+  static std::unique_ptr<Connection> connect_with_retry(const std::string& host, uint16_t port, Deadline deadline) {
+    const std::string where = fmt::format("{}:{}", host, port);
+    std::mt19937 rng(std::random_device{}());
+    double backoff_ms = 10;
+    std::string last_error = "no address";
+    for (;;) {
+      addrinfo hints{};
+      hints.ai_family = AF_UNSPEC;
+      hints.ai_socktype = SOCK_STREAM;
+      hints.ai_flags = AI_NUMERICSERV;
+      addrinfo* addrs = nullptr;
+      int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addrs);
+      if (gai != 0) {
+        last_error = gai_strerror(gai);  // DNS may come up later (Kubernetes): keep trying
+      } else {
+        for (addrinfo* a = addrs; a != nullptr; a = a->ai_next) {
+          int fd = try_connect(a, deadline, &last_error);
+          if (fd >= 0) {
+            freeaddrinfo(addrs);
+            return std::make_unique<Connection>(fd, where);
+          }
+        }
+        freeaddrinfo(addrs);
+      }
+      if (Clock::now() >= deadline) break;
+      std::uniform_real_distribution<double> jitter(0.5, 1.5);
+      auto sleep = Milliseconds(static_cast<int64_t>(backoff_ms * jitter(rng)));
+      std::this_thread::sleep_for(std::min<Milliseconds>(sleep, Milliseconds(ms_left(deadline))));
+      backoff_ms = std::min(backoff_ms * 2, 1000.0);
+      if (Clock::now() >= deadline) break;
+    }
+    throw TimeoutError(fmt::format("TCPStore: could not connect to {} before the timeout (last error: {})", where,
+                                   last_error));
+  }
+
+  void send(const std::vector<uint8_t>& buf, Deadline deadline) {
+    size_t off = 0;
+    while (off < buf.size()) {
+      ssize_t n = ::send(fd_, buf.data() + off, buf.size() - off, MSG_NOSIGNAL);
+      if (n > 0) {
+        off += static_cast<size_t>(n);
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        wait_ready(POLLOUT, deadline);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+        throw PeerClosed{};
+      } else {
+        throw DistBackendError(fmt::format("TCPStore {}: send failed: {}", where_, std::strerror(errno)));
+      }
+    }
+  }
+
+  void recv(void* out, size_t size, Deadline deadline) {
+    auto* p = static_cast<uint8_t*>(out);
+    size_t off = 0;
+    while (off < size) {
+      ssize_t n = ::recv(fd_, p + off, size - off, 0);
+      if (n > 0) {
+        off += static_cast<size_t>(n);
+      } else if (n == 0) {
+        throw PeerClosed{};
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        wait_ready(POLLIN, deadline);
+      } else if (errno == EINTR) {
+        continue;
+      } else if (errno == ECONNRESET) {
+        throw PeerClosed{};
+      } else {
+        throw DistBackendError(fmt::format("TCPStore {}: recv failed: {}", where_, std::strerror(errno)));
+      }
+    }
+  }
+
+  template <typename T>
+  T recv_fixed(Deadline deadline) {
+    T v;
+    recv(&v, sizeof(v), deadline);
+    return v;
+  }
+
+  Bytes recv_bytes(Deadline deadline) {
+    uint64_t n = recv_fixed<uint64_t>(deadline);
+    TR_CHECK(n <= (uint64_t(1) << 40), DistBackendError, "TCPStore {}: the server sent a value of {} bytes", where_, n);
+    Bytes b(n);
+    if (n > 0) recv(b.data(), n, deadline);
+    return b;
+  }
+
+  const std::string& where() const { return where_; }
+
+ private:
+  static int try_connect(const addrinfo* a, Deadline deadline, std::string* error) {
+    int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      *error = std::strerror(errno);
+      return -1;
+    }
+    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd pfd{fd, POLLOUT, 0};
+      int ready = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(ms_left(deadline), 5000)));
+      int err = 0;
+      socklen_t len = sizeof(err);
+      if (ready == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
+        rc = 0;
+      } else {
+        errno = ready == 0 ? ETIMEDOUT : (err != 0 ? err : errno);
+        rc = -1;
+      }
+    }
+    if (rc != 0) {
+      *error = std::strerror(errno);
+      ::close(fd);
+      return -1;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+  }
+
+  void wait_ready(short events, Deadline deadline) {
+    for (;;) {
+      int64_t left = ms_left(deadline);
+      if (left <= 0) throw DeadlinePassed{};
+      pollfd pfd{fd_, events, 0};
+      int rc = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+      if (rc > 0) return;
+      if (rc < 0 && errno != EINTR)
+        throw DistBackendError(fmt::format("TCPStore {}: poll failed: {}", where_, std::strerror(errno)));
+    }
+  }
+
+  int fd_;
+  std::string where_;
+};
+
+namespace {
+
+// Builds one request in the connection's dialect.
+class RequestBuilder {
+ public:
+  RequestBuilder(Dialect dialect, Query q) : enc_(&buf_) {
+    std::optional<uint8_t> byte = wire::query_byte(q, dialect);
+    TR_CHECK(byte.has_value(), NotImplementedError, "TCPStore: the {} protocol has no {}", wire::dialect_name(dialect),
+             wire::query_name(q));
+    enc_.u8(*byte);
+  }
+  wire::Encoder& enc() { return enc_; }
+  std::vector<uint8_t>& buffer() { return buf_; }
+
+ private:
+  std::vector<uint8_t> buf_;
+  wire::Encoder enc_;
+};
+
+void append_keys(wire::Encoder& e, const std::vector<std::string>& keys) {
+  e.u64(keys.size());
+  for (const std::string& k : keys) e.str(k);
+}
+
+// Opens a connection and does the handshake of `dialect` (and authentication).
+// Returns nullptr when a modern handshake was dropped: the server is torch 1.13.
+std::unique_ptr<TCPStore::Connection> open_connection(const std::string& host, uint16_t port, Dialect dialect,
+                                                      const std::optional<std::string>& token, Deadline deadline) {
+  auto conn = TCPStore::Connection::connect_with_retry(host, port, deadline);
+  if (dialect == Dialect::kLegacy113) return conn;
+  std::vector<uint8_t> hello;
+  wire::Encoder e(&hello);
+  const uint32_t nonce = static_cast<uint32_t>(::getpid());
+  e.u8(static_cast<uint8_t>(Query::kValidate)).u32(wire::kValidateMagic);
+  e.u8(static_cast<uint8_t>(Query::kPing)).u32(nonce);
+  try {
+    conn->send(hello, deadline);
+    uint32_t echo = conn->recv_fixed<uint32_t>(deadline);
+    TR_CHECK(echo == nonce, DistBackendError, "TCPStore {}: the server answered PING with {} instead of {}",
+             conn->where(), echo, nonce);
+  } catch (const PeerClosed&) {
+    return nullptr;
+  }
+  if (!token) return conn;
+  try {
+    std::vector<uint8_t> client_nonce = random_nonce(), msg;
+    wire::Encoder(&msg).u8(static_cast<uint8_t>(Query::kAuthHello)).raw(client_nonce.data(), client_nonce.size());
+    conn->send(msg, deadline);
+    std::vector<uint8_t> server_nonce(wire::kAuthNonceBytes), server_mac(wire::kAuthMacBytes);
+    conn->recv(server_nonce.data(), server_nonce.size(), deadline);
+    conn->recv(server_mac.data(), server_mac.size(), deadline);
+    TR_CHECK(macs_equal(server_mac, auth_mac(*token, "server", client_nonce)), DistBackendError,
+             "TCPStore {}: the server could not prove it knows the token ({}): refusing to talk to it", conn->where(),
+             kStoreTokenEnv);
+    std::vector<uint8_t> proof = auth_mac(*token, "client", server_nonce), msg2;
+    wire::Encoder(&msg2).u8(static_cast<uint8_t>(Query::kAuthProof)).raw(proof.data(), proof.size());
+    conn->send(msg2, deadline);
+    TR_CHECK(conn->recv_fixed<uint8_t>(deadline) == wire::kAuthOk, DistBackendError,
+             "TCPStore {}: unexpected reply to AUTH_PROOF", conn->where());
+  } catch (const PeerClosed&) {
+    throw DistBackendError(fmt::format(
+        "TCPStore {}: the server closed the connection during authentication: its token differs, or it has none "
+        "({} must be set alike on both sides)",
+        conn->where(), kStoreTokenEnv));
+  }
+  return conn;
+}
+
+}  // namespace
+
+template <typename F>
+auto TCPStore::with_connection(const char* op, F fn) {
+  const Deadline deadline = Clock::now() + timeout();
+  try {
+    if (!conn_) {
+      Dialect want = dialect_ != Dialect::kUnknown ? dialect_ : options_.protocol;
+      if (want != Dialect::kLegacy113) {
+        conn_ = open_connection(host_, port_, Dialect::kModern, options_.auth_token, deadline);
+        if (conn_) dialect_ = Dialect::kModern;
+        TR_CHECK(conn_ || want == Dialect::kUnknown, DistBackendError,
+                 "TCPStore {}:{}: the server closed the connection at the handshake (is it a torch 1.13 server?)",
+                 host_, port_);
+      }
+      if (!conn_) {
+        TR_CHECK(!options_.auth_token, DistBackendError,
+                 "TCPStore {}:{}: the server speaks torch 1.13's protocol, which cannot authenticate, but a token "
+                 "is set ({})", host_, port_, kStoreTokenEnv);
+        conn_ = open_connection(host_, port_, Dialect::kLegacy113, std::nullopt, deadline);
+        dialect_ = Dialect::kLegacy113;
+      }
+    }
+    return fn(*conn_, deadline);
+  } catch (const DeadlinePassed&) {
+    conn_.reset();  // a reply may still arrive: never reuse this connection
+    throw TimeoutError(fmt::format("TCPStore {}:{}: {} timed out after {} ms", host_, port_, op, timeout().count()));
+  } catch (const PeerClosed&) {
+    conn_.reset();
+    throw DistBackendError(fmt::format("TCPStore {}:{}: the server closed the connection during {}", host_, port_, op));
+  } catch (...) {
+    conn_.reset();
+    throw;
+  }
+}
+
+TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
+    : Store(options.timeout), host_(std::move(host)), port_(port), options_(std::move(options)) {
+  TR_CHECK(options_.timeout.count() > 0, ValueError, "TCPStore: timeout must be positive, got {} ms",
+           options_.timeout.count());
+  if (options_.num_workers) TR_CHECK(*options_.num_workers >= 1, ValueError,
+                                     "TCPStore: num_workers must be positive, got {}", *options_.num_workers);
+  if (!options_.auth_token) options_.auth_token = store_token_from_env();
+  if (options_.is_master) {
+    TCPStoreServer::Options so;
+    so.host = host_;
+    so.port = port_;
+    so.auth_token = options_.auth_token;
+    server_ = std::make_unique<TCPStoreServer>(std::move(so));
+    port_ = server_->port();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    with_connection("connect", [](Connection&, Deadline) { return 0; });
+  }
+  if (options_.num_workers) wait_for_workers();
+}
+
+TCPStore::~TCPStore() = default;
+
+wire::Dialect TCPStore::dialect() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dialect_;
+}
+
+void TCPStore::set(const std::string& key, const Bytes& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  with_connection("set", [&](Connection& c, Deadline d) {
+    RequestBuilder r(dialect_, Query::kSet);
+    r.enc().str(wire_key(key)).bytes(value);
+    c.send(r.buffer(), d);
+    return 0;
+  });
+}
+
+void TCPStore::wait_locked(const std::vector<std::string>& keys, Milliseconds timeout, const char* op) {
+  std::vector<std::string> wk = wire_keys(keys);
+  const Deadline deadline = Clock::now() + timeout;
+  bool timed_out = with_connection(op, [&](Connection& c, Deadline) {
+    RequestBuilder r(dialect_, Query::kWait);
+    append_keys(r.enc(), wk);
+    c.send(r.buffer(), deadline);
+    try {
+      uint8_t reply = c.recv_fixed<uint8_t>(deadline);
+      TR_CHECK(reply == wire::kStopWaiting, DistBackendError, "TCPStore {}: unexpected reply {} to WAIT", c.where(),
+               reply);
+      return false;
+    } catch (const DeadlinePassed&) {
+    }
+    // Cancel on the wire so the connection stays in step; the reply may be
+    // STOP_WAITING (the keys came just now) followed by WAIT_CANCELED.
+    if (dialect_ == Dialect::kModern) {
+      const Deadline grace = Clock::now() + Milliseconds(5000);
+      try {
+        c.send({static_cast<uint8_t>(Query::kCancelWait)}, grace);
+        uint8_t reply = c.recv_fixed<uint8_t>(grace);
+        if (reply == wire::kStopWaiting) reply = c.recv_fixed<uint8_t>(grace);
+        if (reply == wire::kWaitCanceled) return true;
+      } catch (const DeadlinePassed&) {
+      }
+    }
+    conn_.reset();  // torch 1.13 cannot cancel: a late STOP_WAITING would desynchronize this connection
+    return true;
+  });
+  if (timed_out)
+    throw TimeoutError(fmt::format("TCPStore {}:{}: {} timed out after {} ms waiting for keys [{}]", host_, port_, op,
+                                   timeout.count(), fmt::join(keys, ", ")));
+}
+
+Bytes TCPStore::get(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wait_locked({key}, timeout(), "get");
+  return with_connection("get", [&](Connection& c, Deadline d) {
+    RequestBuilder r(dialect_, Query::kGet);
+    r.enc().str(wire_key(key));
+    c.send(r.buffer(), d);
+    return c.recv_bytes(d);
+  });
+}
+
+int64_t TCPStore::add(const std::string& key, int64_t delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return with_connection("add", [&](Connection& c, Deadline d) {
+    RequestBuilder r(dialect_, Query::kAdd);
+    r.enc().str(key == kInitKey ? key : wire_key(key)).i64(delta);
+    c.send(r.buffer(), d);
+    return c.recv_fixed<int64_t>(d);
+  });
+}
+
+Bytes TCPStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return with_connection("compare_set", [&](Connection& c, Deadline d) {
+    RequestBuilder r(dialect_, Query::kCompareSet);
+    r.enc().str(wire_key(key)).bytes(expected).bytes(desired);
+    c.send(r.buffer(), d);
+    return c.recv_bytes(d);
+  });
+}
+
+bool TCPStore::check(const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return with_connection("check", [&](Connection& c, Deadline d) {
+    RequestBuilder r(dialect_, Query::kCheck);
+    append_keys(r.enc(), wire_keys(keys));
+    c.send(r.buffer(), d);
+    return c.recv_fixed<uint8_t>(d) == wire::kCheckReady;
+  });
+}
+
+void TCPStore::wait(const std::vector<std::string>& keys, Milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wait_locked(keys, timeout, "wait");
+}
+
+bool TCPStore::delete_key(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return with_connection("delete_key", [&](Connection& c, Deadline d) {
+    RequestBuilder r(dialect_, Query::kDeleteKey);
+    r.enc().str(wire_key(key));
+    c.send(r.buffer(), d);
+    return c.recv_fixed<int64_t>(d) == 1;
+  });
+}
+
+int64_t TCPStore::num_keys() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return with_connection("num_keys", [&](Connection& c, Deadline d) {
+    RequestBuilder r(dialect_, Query::kGetNumKeys);
+    c.send(r.buffer(), d);
+    return c.recv_fixed<int64_t>(d);
+  });
+}
+
+void TCPStore::append(const std::string& key, const Bytes& value) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (dialect_ == Dialect::kLegacy113) {
+    // torch 1.13 has no APPEND: compare-and-set until no one raced us.
+    lock.unlock();
+    Bytes current = check({key}) ? get(key) : Bytes();
+    for (;;) {
+      Bytes desired = current;
+      desired.insert(desired.end(), value.begin(), value.end());
+      Bytes after = compare_set(key, current, desired);
+      if (after == desired) return;
+      current = check({key}) ? get(key) : Bytes();
+    }
+  }
+  with_connection("append", [&](Connection& c, Deadline d) {
+    RequestBuilder r(dialect_, Query::kAppend);
+    r.enc().str(wire_key(key)).bytes(value);
+    c.send(r.buffer(), d);
+    return 0;
+  });
+}
+
+std::vector<Bytes> TCPStore::multi_get(const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wait_locked(keys, timeout(), "multi_get");
+  return with_connection("multi_get", [&](Connection& c, Deadline d) {
+    std::vector<Bytes> values;
+    if (dialect_ == Dialect::kLegacy113) {
+      // One batch of GETs, then the replies in order: still one round trip.
+      std::vector<uint8_t> batch;
+      for (const std::string& k : keys) {
+        RequestBuilder r(dialect_, Query::kGet);
+        r.enc().str(wire_key(k));
+        batch.insert(batch.end(), r.buffer().begin(), r.buffer().end());
+      }
+      c.send(batch, d);
+    } else {
+      RequestBuilder r(dialect_, Query::kMultiGet);
+      append_keys(r.enc(), wire_keys(keys));
+      c.send(r.buffer(), d);
+    }
+    for (size_t i = 0; i < keys.size(); ++i) values.push_back(c.recv_bytes(d));
+    return values;
+  });
+}
+
+void TCPStore::multi_set(const std::vector<std::string>& keys, const std::vector<Bytes>& values) {
+  check_multi_set("multi_set", keys, values);
+  std::lock_guard<std::mutex> lock(mu_);
+  with_connection("multi_set", [&](Connection& c, Deadline d) {
+    std::vector<uint8_t> batch;
+    if (dialect_ == Dialect::kLegacy113) {
+      for (size_t i = 0; i < keys.size(); ++i) {
+        RequestBuilder r(dialect_, Query::kSet);
+        r.enc().str(wire_key(keys[i])).bytes(values[i]);
+        batch.insert(batch.end(), r.buffer().begin(), r.buffer().end());
+      }
+    } else {
+      RequestBuilder r(dialect_, Query::kMultiSet);
+      r.enc().u64(keys.size());
+      for (size_t i = 0; i < keys.size(); ++i) r.enc().str(wire_key(keys[i])).bytes(values[i]);
+      batch.swap(r.buffer());
+    }
+    c.send(batch, d);
+    return 0;
+  });
+}
+
+void TCPStore::wait_for_workers() {
+  add(kInitKey, 1);
+  if (!options_.is_master || !options_.wait_for_workers) return;
+  // Like torch's master: poll the counter until every worker has registered.
+  const Deadline deadline = Clock::now() + timeout();
+  int64_t registered = 0;
+  while ((registered = add(kInitKey, 0)) < *options_.num_workers) {
+    if (Clock::now() >= deadline)
+      throw TimeoutError(fmt::format("TCPStore {}:{}: only {} of {} workers registered within {} ms", host_, port_,
+                                     registered, *options_.num_workers, timeout().count()));
+    std::this_thread::sleep_for(Milliseconds(10));
+  }
+}
+
+}  // namespace trainrun
