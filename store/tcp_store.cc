@@ -42,6 +42,9 @@ int64_t ms_left(Deadline deadline) {
   return std::max<int64_t>(0, left);
 }
 
+// Non-blocking reads tried before poll() (each a syscall of ~0.5 us).
+constexpr int kRecvSpins = 100;
+
 // Thrown inside this file when a deadline passes; callers turn it into a
 // TimeoutError that names the operation.
 struct DeadlinePassed {};
@@ -113,6 +116,7 @@ class TCPStore::Connection {
   void recv(void* out, size_t size, Deadline deadline) {
     auto* p = static_cast<uint8_t*>(out);
     size_t off = 0;
+    int spins = 0;
     while (off < size) {
       ssize_t n = ::recv(fd_, p + off, size - off, 0);
       if (n > 0) {
@@ -120,6 +124,9 @@ class TCPStore::Connection {
       } else if (n == 0) {
         throw PeerClosed{};
       } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        // A store reply usually comes within tens of microseconds: try again
+        // briefly before sleeping in poll, whose wake-up costs more than that.
+        if (spins++ < kRecvSpins) continue;
         wait_ready(POLLIN, deadline);
       } else if (errno == EINTR) {
         continue;
@@ -218,48 +225,73 @@ void append_keys(wire::Encoder& e, const std::vector<std::string>& keys) {
   for (const std::string& k : keys) e.str(k);
 }
 
-// Opens a connection and does the handshake of `dialect` (and authentication).
-// Returns nullptr when a modern handshake was dropped: the server is torch 1.13.
-std::unique_ptr<TCPStore::Connection> open_connection(const std::string& host, uint16_t port, Dialect dialect,
-                                                      const std::optional<std::string>& token, Deadline deadline) {
+// The outcome of opening a connection with the modern handshake.
+struct Handshake {
+  std::unique_ptr<TCPStore::Connection> conn;  // null when the server dropped the handshake
+  bool dropped_at_validate = false;            // a torch 1.13 server
+  bool dropped_at_features = false;            // a torch 2.x server: it does not know FEATURES
+  uint64_t features = 0;
+};
+
+// Opens a connection and does the handshake of `dialect`, the FEATURES probe
+// when asked (sent in the same write, so it costs no round trip), and
+// authentication when there is a token.
+Handshake open_connection(const std::string& host, uint16_t port, Dialect dialect, bool probe_features,
+                          const std::optional<std::string>& token, Deadline deadline) {
+  Handshake h;
   auto conn = TCPStore::Connection::connect_with_retry(host, port, deadline);
-  if (dialect == Dialect::kLegacy113) return conn;
+  if (dialect == Dialect::kLegacy113) {
+    h.conn = std::move(conn);
+    return h;
+  }
   std::vector<uint8_t> hello;
   wire::Encoder e(&hello);
   const uint32_t nonce = static_cast<uint32_t>(::getpid());
   e.u8(static_cast<uint8_t>(Query::kValidate)).u32(wire::kValidateMagic);
   e.u8(static_cast<uint8_t>(Query::kPing)).u32(nonce);
+  if (probe_features) e.u8(static_cast<uint8_t>(Query::kFeatures));
   try {
     conn->send(hello, deadline);
     uint32_t echo = conn->recv_fixed<uint32_t>(deadline);
     TR_CHECK(echo == nonce, DistBackendError, "TCPStore {}: the server answered PING with {} instead of {}",
              conn->where(), echo, nonce);
   } catch (const PeerClosed&) {
-    return nullptr;
+    h.dropped_at_validate = true;
+    return h;
   }
-  if (!token) return conn;
+  if (probe_features) {
+    try {
+      h.features = conn->recv_fixed<uint64_t>(deadline);
+    } catch (const PeerClosed&) {
+      h.dropped_at_features = true;
+      return h;
+    }
+  }
+  h.conn = std::move(conn);
+  if (!token) return h;
+  TCPStore::Connection* c = h.conn.get();
   try {
     std::vector<uint8_t> client_nonce = random_nonce(), msg;
     wire::Encoder(&msg).u8(static_cast<uint8_t>(Query::kAuthHello)).raw(client_nonce.data(), client_nonce.size());
-    conn->send(msg, deadline);
+    c->send(msg, deadline);
     std::vector<uint8_t> server_nonce(wire::kAuthNonceBytes), server_mac(wire::kAuthMacBytes);
-    conn->recv(server_nonce.data(), server_nonce.size(), deadline);
-    conn->recv(server_mac.data(), server_mac.size(), deadline);
+    c->recv(server_nonce.data(), server_nonce.size(), deadline);
+    c->recv(server_mac.data(), server_mac.size(), deadline);
     TR_CHECK(macs_equal(server_mac, auth_mac(*token, "server", client_nonce)), DistBackendError,
-             "TCPStore {}: the server could not prove it knows the token ({}): refusing to talk to it", conn->where(),
+             "TCPStore {}: the server could not prove it knows the token ({}): refusing to talk to it", c->where(),
              kStoreTokenEnv);
     std::vector<uint8_t> proof = auth_mac(*token, "client", server_nonce), msg2;
     wire::Encoder(&msg2).u8(static_cast<uint8_t>(Query::kAuthProof)).raw(proof.data(), proof.size());
-    conn->send(msg2, deadline);
-    TR_CHECK(conn->recv_fixed<uint8_t>(deadline) == wire::kAuthOk, DistBackendError,
-             "TCPStore {}: unexpected reply to AUTH_PROOF", conn->where());
+    c->send(msg2, deadline);
+    TR_CHECK(c->recv_fixed<uint8_t>(deadline) == wire::kAuthOk, DistBackendError,
+             "TCPStore {}: unexpected reply to AUTH_PROOF", c->where());
   } catch (const PeerClosed&) {
     throw DistBackendError(fmt::format(
         "TCPStore {}: the server closed the connection during authentication: its token differs, or it has none "
         "({} must be set alike on both sides)",
-        conn->where(), kStoreTokenEnv));
+        c->where(), kStoreTokenEnv));
   }
-  return conn;
+  return h;
 }
 
 }  // namespace
@@ -271,8 +303,16 @@ auto TCPStore::with_connection(const char* op, F fn) {
     if (!conn_) {
       Dialect want = dialect_ != Dialect::kUnknown ? dialect_ : options_.protocol;
       if (want != Dialect::kLegacy113) {
-        conn_ = open_connection(host_, port_, Dialect::kModern, options_.auth_token, deadline);
-        if (conn_) dialect_ = Dialect::kModern;
+        Handshake h = open_connection(host_, port_, Dialect::kModern, probe_features_, options_.auth_token, deadline);
+        if (h.dropped_at_features) {  // not a trainrun server: do without the extensions
+          probe_features_ = false;
+          h = open_connection(host_, port_, Dialect::kModern, false, options_.auth_token, deadline);
+        }
+        if (h.conn) {
+          conn_ = std::move(h.conn);
+          dialect_ = Dialect::kModern;
+          features_ = h.features;
+        }
         TR_CHECK(conn_ || want == Dialect::kUnknown, DistBackendError,
                  "TCPStore {}:{}: the server closed the connection at the handshake (is it a torch 1.13 server?)",
                  host_, port_);
@@ -281,8 +321,9 @@ auto TCPStore::with_connection(const char* op, F fn) {
         TR_CHECK(!options_.auth_token, DistBackendError,
                  "TCPStore {}:{}: the server speaks torch 1.13's protocol, which cannot authenticate, but a token "
                  "is set ({})", host_, port_, kStoreTokenEnv);
-        conn_ = open_connection(host_, port_, Dialect::kLegacy113, std::nullopt, deadline);
+        conn_ = open_connection(host_, port_, Dialect::kLegacy113, false, std::nullopt, deadline).conn;
         dialect_ = Dialect::kLegacy113;
+        features_ = 0;
       }
     }
     return fn(*conn_, deadline);
@@ -325,6 +366,11 @@ TCPStore::~TCPStore() = default;
 wire::Dialect TCPStore::dialect() const {
   std::lock_guard<std::mutex> lock(mu_);
   return dialect_;
+}
+
+bool TCPStore::server_orders_waits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return (features_ & wire::kFeatureOrderedWaits) != 0;
 }
 
 void TCPStore::set(const std::string& key, const Bytes& value) {
@@ -373,6 +419,7 @@ void TCPStore::wait_locked(const std::vector<std::string>& keys, Milliseconds ti
 
 Bytes TCPStore::get(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (features_ & wire::kFeatureOrderedWaits) return get_pipelined({key}, "get")[0];
   wait_locked({key}, timeout(), "get");
   return with_connection("get", [&](Connection& c, Deadline d) {
     RequestBuilder r(dialect_, Query::kGet);
@@ -380,6 +427,40 @@ Bytes TCPStore::get(const std::string& key) {
     c.send(r.buffer(), d);
     return c.recv_bytes(d);
   });
+}
+
+// WAIT and GET (or MULTI_GET) in one write: a trainrun server serves the GET
+// once the WAIT is answered. On timeout the GET is still queued behind the
+// WAIT, so the connection is replaced instead of cancelled.
+std::vector<Bytes> TCPStore::get_pipelined(const std::vector<std::string>& keys, const char* op) {
+  std::vector<std::string> wk = wire_keys(keys);
+  std::optional<std::vector<Bytes>> values = with_connection(op, [&](Connection& c, Deadline d) {
+    RequestBuilder wait(dialect_, Query::kWait);
+    append_keys(wait.enc(), wk);
+    RequestBuilder get(dialect_, keys.size() == 1 ? Query::kGet : Query::kMultiGet);
+    if (keys.size() == 1)
+      get.enc().str(wk[0]);
+    else
+      append_keys(get.enc(), wk);
+    std::vector<uint8_t>& batch = wait.buffer();
+    batch.insert(batch.end(), get.buffer().begin(), get.buffer().end());
+    c.send(batch, d);
+    std::vector<Bytes> out;
+    try {
+      uint8_t reply = c.recv_fixed<uint8_t>(d);
+      TR_CHECK(reply == wire::kStopWaiting, DistBackendError, "TCPStore {}: unexpected reply {} to WAIT", c.where(),
+               reply);
+    } catch (const DeadlinePassed&) {
+      conn_.reset();
+      return std::optional<std::vector<Bytes>>();
+    }
+    for (size_t i = 0; i < keys.size(); ++i) out.push_back(c.recv_bytes(d));
+    return std::optional<std::vector<Bytes>>(std::move(out));
+  });
+  if (!values)
+    throw TimeoutError(fmt::format("TCPStore {}:{}: {} timed out after {} ms waiting for keys [{}]", host_, port_, op,
+                                   timeout().count(), fmt::join(keys, ", ")));
+  return std::move(*values);
 }
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {
@@ -460,6 +541,8 @@ void TCPStore::append(const std::string& key, const Bytes& value) {
 
 std::vector<Bytes> TCPStore::multi_get(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (keys.empty()) return {};
+  if (features_ & wire::kFeatureOrderedWaits) return get_pipelined(keys, "multi_get");
   wait_locked(keys, timeout(), "multi_get");
   return with_connection("multi_get", [&](Connection& c, Deadline d) {
     std::vector<Bytes> values;

@@ -55,6 +55,8 @@ class TCPStore final : public Store {
   uint16_t port() const { return port_; }
   // The protocol the server turned out to speak.
   wire::Dialect dialect() const;
+  // True when the server is trainrun's and gets serve a blocking get in one round trip.
+  bool server_orders_waits() const;
   // The in-process server when this store is the master, else null.
   TCPStoreServer* server() const { return server_.get(); }
 
@@ -65,7 +67,8 @@ class TCPStore final : public Store {
   // call leaves the connection to be replaced by the next one.
   template <typename F>
   auto with_connection(const char* op, F fn);
-  void wait_locked(const std::vector<std::string>& wire_keys, Milliseconds timeout, const char* op);
+  void wait_locked(const std::vector<std::string>& keys, Milliseconds timeout, const char* op);
+  std::vector<Bytes> get_pipelined(const std::vector<std::string>& keys, const char* op);
   void wait_for_workers();
 
   std::string host_;
@@ -75,6 +78,9 @@ class TCPStore final : public Store {
   mutable std::mutex mu_;
   std::unique_ptr<Connection> conn_;
   wire::Dialect dialect_ = wire::Dialect::kUnknown;
+  // What the server said it supports (wire::kFeature*); 0 for torch servers.
+  uint64_t features_ = 0;
+  bool probe_features_ = true;  // false once the server proved not to be trainrun's
 };
 
 }  // namespace trainrun

@@ -22,8 +22,12 @@ namespace trainrun {
 namespace {
 
 constexpr size_t kReadChunk = 64 << 10;
+// Bytes a client may send behind a parked WAIT before we stop reading from it.
+constexpr size_t kMaxBytesBehindWait = 64 << 10;
 // WAITs one connection may have parked (a torch 1.13 client leaves one per timeout).
 constexpr size_t kMaxParkedWaitsPerConnection = 1024;
+// How long the loop polls without sleeping after the last request.
+constexpr uint64_t kSpinAfterRequestNs = 50'000;
 // Replies queued for a client that does not read before we stop reading from it.
 constexpr size_t kMaxPendingWriteBytes = 64 << 20;
 
@@ -104,10 +108,13 @@ struct Connection {
   std::vector<uint8_t> challenge;  // our nonce, after AUTH_HELLO
   ByteBuffer in;
   uint64_t need = 0;  // parse again once this many bytes are buffered
-  // Requests behind a parked WAIT are served meanwhile, as torch's servers
-  // do: a torch 1.13 client that timed out leaves its WAIT parked and goes on.
+  // Parked WAITs. On a modern connection requests behind one wait for it
+  // (CANCEL_WAIT excepted), which lets trainrun clients send WAIT and GET
+  // together; torch clients send nothing else meanwhile. On a torch 1.13
+  // connection they are served meanwhile, as 1.13's server does: its client
+  // leaves a WAIT parked when it times out, and goes on.
   std::vector<std::unique_ptr<ParkedWait>> waits;
-  bool reading = false, paused_for_writes = false;
+  bool reading = false, paused_for_writes = false, paused_behind_wait = false;
   bool closing = false;
   std::vector<uint8_t> out;  // replies not yet handed to libuv
 };
@@ -125,6 +132,11 @@ struct TCPStoreServer::Impl {
   uv_loop_t loop{};
   uv_tcp_t listener{};
   uv_async_t stop_async{};
+  // Adaptive polling: for a short while after a request the loop polls
+  // without sleeping, because the next request of a busy client usually
+  // follows within microseconds and waking a sleeping thread costs more.
+  uv_idle_t spin{};
+  uint64_t last_request_ns = 0;
   std::thread thread;
   uint16_t port = 0;
 
@@ -166,7 +178,7 @@ struct TCPStoreServer::Impl {
   }
 
   void update_reading(Connection* conn) {
-    bool want = !conn->closing && !conn->paused_for_writes;
+    bool want = !conn->closing && !conn->paused_for_writes && !conn->paused_behind_wait;
     if (want == conn->reading) return;
     auto* stream = reinterpret_cast<uv_stream_t*>(&conn->tcp);
     if (want)
@@ -188,6 +200,7 @@ struct TCPStoreServer::Impl {
     if (nread < 0) {
       self->close(conn, nread == UV_EOF ? "" : fmt::format("read failed: {}", uv_strerror(static_cast<int>(nread))));
     } else if (nread > 0) {
+      self->keep_spinning();
       conn->in.commit(static_cast<size_t>(nread));
       self->process(conn);
       self->flush(conn);
@@ -219,6 +232,18 @@ struct TCPStoreServer::Impl {
     while (!conn->closing) {
       const uint8_t* data = conn->in.data();
       size_t avail = conn->in.size();
+      if (!conn->waits.empty() && conn->dialect == wire::Dialect::kModern) {
+        // Ordered waits: only CANCEL_WAIT may overtake a parked WAIT.
+        if (avail > 0 && data[0] == static_cast<uint8_t>(wire::Query::kCancelWait)) {
+          conn->in.consume(1);
+          cancel_waits(conn);
+          wire::Encoder(&conn->out).u8(wire::kWaitCanceled);
+          continue;
+        }
+        conn->paused_behind_wait = avail > kMaxBytesBehindWait;
+        return;
+      }
+      conn->paused_behind_wait = false;
       if (avail == 0 || avail < conn->need) return;
       if (conn->dialect == wire::Dialect::kUnknown) {
         std::optional<wire::Dialect> d = wire::detect_dialect(data, avail);
@@ -259,7 +284,7 @@ struct TCPStoreServer::Impl {
   void handle(Connection* conn, const wire::Request& req) {
     using wire::Query;
     wire::Encoder reply(&conn->out);
-    const bool auth_step = req.type == Query::kValidate || req.type == Query::kPing ||
+    const bool auth_step = req.type == Query::kValidate || req.type == Query::kPing || req.type == Query::kFeatures ||
                            req.type == Query::kAuthHello || req.type == Query::kAuthProof;
     if (options.auth_token && !conn->authenticated && !auth_step) {
       close(conn, fmt::format("refused {} before authentication: this server requires a token ({}); PyTorch clients "
@@ -273,6 +298,9 @@ struct TCPStoreServer::Impl {
         break;
       case Query::kPing:
         reply.u32(req.word);
+        break;
+      case Query::kFeatures:
+        reply.u64(wire::kFeatureOrderedWaits);
         break;
       case Query::kSet:
         if (table.set(req.keys[0], req.values[0])) key_created(req.keys[0]);
@@ -409,11 +437,18 @@ struct TCPStoreServer::Impl {
     }
   }
 
-  // Sends the STOP_WAITING replies of waits that completed.
+  // Sends the STOP_WAITING replies of waits that completed, and serves the
+  // requests that were held behind them.
   void resume_woken() {
-    std::vector<Connection*> batch;
-    batch.swap(woken);
-    for (Connection* conn : batch) flush(conn);
+    while (!woken.empty()) {
+      std::vector<Connection*> batch;
+      batch.swap(woken);
+      for (Connection* conn : batch) {
+        if (conn->closing) continue;
+        process(conn);
+        flush(conn);
+      }
+    }
   }
 
   // ---- writing -----------------------------------------------------------
@@ -453,6 +488,18 @@ struct TCPStoreServer::Impl {
     }
   }
 
+  // ---- adaptive polling --------------------------------------------------
+
+  void keep_spinning() {
+    last_request_ns = uv_hrtime();
+    if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&spin))) uv_idle_start(&spin, on_spin);
+  }
+
+  static void on_spin(uv_idle_t* idle) {
+    Impl* self = static_cast<Impl*>(idle->data);
+    if (uv_hrtime() - self->last_request_ns > kSpinAfterRequestNs) uv_idle_stop(idle);
+  }
+
   // ---- lifecycle ---------------------------------------------------------
 
   static void on_stop(uv_async_t* async) {
@@ -461,6 +508,7 @@ struct TCPStoreServer::Impl {
     for (Connection* c : all) self->close(c, "");
     uv_close(reinterpret_cast<uv_handle_t*>(&self->listener), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&self->stop_async), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&self->spin), nullptr);
   }
 
   // Runs the loop until every handle is closed (used on failed start-up).
@@ -518,6 +566,8 @@ TCPStoreServer::TCPStoreServer(Options options) : impl_(std::make_unique<Impl>()
                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   uv_async_init(&s.loop, &s.stop_async, Impl::on_stop);
   s.stop_async.data = &s;
+  uv_idle_init(&s.loop, &s.spin);
+  s.spin.data = &s;
   s.thread = std::thread([&s] { uv_run(&s.loop, UV_RUN_DEFAULT); });
 }
 

@@ -4,13 +4,19 @@
 // parked per key until an operation creates the key. Serves PyTorch's modern
 // protocol and torch 1.13's, told apart by the first bytes of a connection.
 //
+// On a modern connection, requests sent behind a parked WAIT are served after
+// it (CANCEL_WAIT overtakes it), so trainrun clients send WAIT and GET in one
+// write: a blocking get in one round trip (torch's client takes two). A
+// torch 1.13 connection is served meanwhile, as 1.13's own server does.
+//
 // Limits (wire::Limits): keys up to 64 KiB, values up to 256 MiB, 1M keys
-// per request, 512 MiB per request; 1024 parked WAITs per connection (a
-// torch client parks one at a time; 1.13's leaves one behind per timeout);
-// a client that leaves 64 MiB of replies unread is not read from until it
-// catches up. A request over a limit, or malformed, closes that connection
-// only, with a log line naming the peer and the reason; a connection that
-// sends nothing, or stops mid-request, holds only its socket and buffer.
+// per request, 512 MiB per request; 1024 parked WAITs per torch 1.13
+// connection (its client leaves one behind per timeout); 64 KiB of requests
+// held behind a parked WAIT, and 64 MiB of unread replies, before the server
+// stops reading from that client until it catches up. A request over a
+// limit, or malformed, closes that connection only, with a log line naming
+// the peer and the reason; a connection that sends nothing, or stops
+// mid-request, holds only its socket and buffer.
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -25,6 +25,7 @@ const char* query_name(Query q) {
     case Query::kPing: return "PING";
     case Query::kAuthHello: return "AUTH_HELLO";
     case Query::kAuthProof: return "AUTH_PROOF";
+    case Query::kFeatures: return "FEATURES";
   }
   return "?";
 }
@@ -68,7 +69,7 @@ std::optional<Query> decode_type(uint8_t byte, Dialect dialect) {
     if (byte == 0x08) return Query::kDeleteKey;
     return std::nullopt;  // 0x07 WATCH_KEY included: not served
   }
-  if (byte <= 0x0d || byte == 0x40 || byte == 0x41) return static_cast<Query>(byte);
+  if (byte <= 0x0d || (byte >= 0x40 && byte <= 0x42)) return static_cast<Query>(byte);
   return std::nullopt;
 }
 
@@ -216,6 +217,7 @@ ParseResult parse_request(const uint8_t* data, size_t size, Dialect dialect, con
     }
     case Query::kGetNumKeys:
     case Query::kCancelWait:
+    case Query::kFeatures:
       break;
     case Query::kAuthHello:
       c.blob(&out->blob, kAuthNonceBytes);

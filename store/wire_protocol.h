@@ -35,10 +35,18 @@ enum class Query : uint8_t {
   kMultiSet = 0x0b,
   kCancelWait = 0x0c,
   kPing = 0x0d,
-  // trainrun's own, used only by trainrun clients of a server with a token.
+  // trainrun's own, sent only by trainrun clients: authentication with a
+  // server that has a token, and a probe of the server's features.
   kAuthHello = 0x40,
   kAuthProof = 0x41,
+  kFeatures = 0x42,
 };
+
+// Feature bits a trainrun server reports in reply to FEATURES (u64).
+// kOrderedWaits: on a modern connection, requests sent behind a parked WAIT
+// are served after it (CANCEL_WAIT excepted), so a client may send WAIT and
+// GET together: a blocking get in one round trip.
+constexpr uint64_t kFeatureOrderedWaits = 1;
 
 enum class Dialect { kUnknown, kModern, kLegacy113 };
 

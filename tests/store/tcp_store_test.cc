@@ -44,6 +44,7 @@ TEST(TCPStore, EveryOperationRoundTrips) {
   TCPStoreServer server(server_options());
   TCPStore s("127.0.0.1", server.port(), client_options());
   EXPECT_EQ(s.dialect(), wire::Dialect::kModern);
+  EXPECT_TRUE(s.server_orders_waits());
   s.set("k1", std::string("v1"));
   EXPECT_EQ(s.get_string("k1"), "v1");
   EXPECT_EQ(s.add("cnt", 5), 5);
@@ -117,6 +118,27 @@ TEST(TCPStore, WaitersWakeOnEveryCreatingOperationFromAnotherClient) {
     EXPECT_TRUE(done.load()) << key;
     EXPECT_EQ(server.num_parked_waits(), 0);
   }
+}
+
+TEST(TCPStore, GetBlocksUntilAnotherClientSetsTheKey) {
+  TCPStoreServer server(server_options());
+  TCPStore reader("127.0.0.1", server.port(), client_options());
+  TCPStore writer("127.0.0.1", server.port(), client_options());
+  std::string got;
+  std::vector<Bytes> many;
+  std::thread t([&] {
+    got = reader.get_string("later");               // WAIT and GET in one write
+    many = reader.multi_get({"later", "later2"});  // WAIT and MULTI_GET likewise
+  });
+  for (int spin = 0; spin < 200 && server.num_parked_waits() == 0; ++spin) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(server.num_parked_waits(), 1);
+  writer.set("later", std::string("value"));
+  for (int spin = 0; spin < 200 && server.num_parked_waits() == 0; ++spin) std::this_thread::sleep_for(5ms);
+  writer.set("later2", std::string("value2"));
+  t.join();
+  EXPECT_EQ(got, "value");
+  ASSERT_EQ(many.size(), 2u);
+  EXPECT_EQ(to_string(many[1]), "value2");
 }
 
 TEST(TCPStore, WaitTimeoutCancelsOnTheWireAndTheStoreStaysUsable) {
