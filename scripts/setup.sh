@@ -15,6 +15,8 @@ PACKAGES=(
   libuv1-dev              # the TCPStore server's event loop
   libssl-dev              # HMAC-SHA256 for store authentication
   libcli11-dev            # the trainrun command line
+  clang-14                # the store parser's fuzz test (libFuzzer)
+  libclang-rt-14-dev
   iproute2                # tests: a private network namespace for the peer's wildcard-bound store
   libgtest-dev
   python3-pytest
