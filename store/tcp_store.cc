@@ -358,7 +358,10 @@ TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
     std::lock_guard<std::mutex> lock(mu_);
     with_connection("connect", [](Connection&, Deadline) { return 0; });
   }
-  if (options_.num_workers) wait_for_workers();
+  if (options_.num_workers) {
+    add(kInitKey, 1);
+    if (options_.is_master && options_.wait_for_workers) wait_for_workers(timeout());
+  }
 }
 
 TCPStore::~TCPStore() = default;
@@ -587,16 +590,16 @@ void TCPStore::multi_set(const std::vector<std::string>& keys, const std::vector
   });
 }
 
-void TCPStore::wait_for_workers() {
-  add(kInitKey, 1);
-  if (!options_.is_master || !options_.wait_for_workers) return;
+void TCPStore::wait_for_workers(Milliseconds timeout) {
+  TR_CHECK(options_.num_workers.has_value(), ValueError,
+           "TCPStore {}:{}: wait_for_workers needs num_workers in the options", host_, port_);
   // Like torch's master: poll the counter until every worker has registered.
-  const Deadline deadline = Clock::now() + timeout();
+  const Deadline deadline = Clock::now() + timeout;
   int64_t registered = 0;
   while ((registered = add(kInitKey, 0)) < *options_.num_workers) {
     if (Clock::now() >= deadline)
       throw TimeoutError(fmt::format("TCPStore {}:{}: only {} of {} workers registered within {} ms", host_, port_,
-                                     registered, *options_.num_workers, timeout().count()));
+                                     registered, *options_.num_workers, timeout.count()));
     std::this_thread::sleep_for(Milliseconds(10));
   }
 }

@@ -21,8 +21,8 @@ namespace trainrun {
 
 struct TCPStoreOptions {
   bool is_master = false;                // start a TCPStoreServer on host:port in this process
-  std::optional<int64_t> num_workers;    // with wait_for_workers: every client registers under "init/"
-  bool wait_for_workers = true;          // the master waits for num_workers registrations
+  std::optional<int64_t> num_workers;    // every client registers under "init/" when set
+  bool wait_for_workers = true;          // the master's constructor waits for num_workers registrations
   Milliseconds timeout = Store::kDefaultTimeout;
   // kUnknown: try the modern protocol and fall back to torch 1.13's when the
   // server drops the handshake.
@@ -57,6 +57,9 @@ class TCPStore final : public Store {
   wire::Dialect dialect() const;
   // True when the server is trainrun's and gets serve a blocking get in one round trip.
   bool server_orders_waits() const;
+  // Blocks until num_workers clients have registered (what the master's
+  // constructor does when wait_for_workers is set); TimeoutError otherwise.
+  void wait_for_workers(Milliseconds timeout);
   // The in-process server when this store is the master, else null.
   TCPStoreServer* server() const { return server_.get(); }
 
@@ -69,7 +72,6 @@ class TCPStore final : public Store {
   auto with_connection(const char* op, F fn);
   void wait_locked(const std::vector<std::string>& keys, Milliseconds timeout, const char* op);
   std::vector<Bytes> get_pipelined(const std::vector<std::string>& keys, const char* op);
-  void wait_for_workers();
 
   std::string host_;
   uint16_t port_;

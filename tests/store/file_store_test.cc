@@ -58,15 +58,20 @@ TEST(FileStore, InstancesShareKeysAndTheLastOneRemovesTheFile) {
   auto a = std::make_unique<FileStore>(path, 5s);
   auto b = std::make_unique<FileStore>(path, 5s);
   std::atomic<bool> got{false};
+  std::string error;
   std::thread waiter([&] {
-    EXPECT_EQ(b->get_string("from_a"), "hi");
-    got = true;
+    try {
+      EXPECT_EQ(b->get_string("from_a"), "hi");
+      got = true;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
   });
   std::this_thread::sleep_for(30ms);
   EXPECT_FALSE(got.load());
   a->set("from_a", std::string("hi"));
   waiter.join();
-  EXPECT_TRUE(got.load());
+  EXPECT_TRUE(got.load()) << error;
   a.reset();
   EXPECT_TRUE(exists(path)) << "b still uses the file";
   EXPECT_EQ(b->get_string("from_a"), "hi");
