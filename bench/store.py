@@ -160,6 +160,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="fewer operations per row (a smoke run)")
+    p.add_argument("--only-trainrun", action="store_true", help="skip the PyTorch columns")
     args = p.parse_args()
 
     if os.environ.get("TRAINRUN_BENCH_NETNS") != "1" and shutil.which("unshare") and shutil.which("ip"):
@@ -178,9 +179,10 @@ def main():
     except ImportError:
         have_torch = False
     stacks = [("trainrun", "trainrun", "trainrun")]
+    have_torch = have_torch and not args.only_trainrun
     if have_torch:
         stacks += [("PyTorch", "torch", "torch"), ("torch->ours", "trainrun", "torch")]
-    total_ops = 4000 if args.quick else 40000
+    total_ops = 4000 if args.quick else 20000
 
     rows = []
     for op in ("set", "get", "add"):
@@ -192,7 +194,7 @@ def main():
         rows.append((f"rendezvous, {world} clients", "ms", cells, False))
 
     print(f"store: medians of {args.repeats} runs; peer: "
-          f"{'PyTorch ' + __import__('torch').__version__ if have_torch else 'none (python3-torch not installed)'}")
+          f"{'PyTorch ' + __import__('torch').__version__ if have_torch else 'skipped' if args.only_trainrun else 'none (python3-torch not installed)'}")
     names = [name for name, _, _ in stacks]
     header = f"| {'row':34} | {'unit':5} | " + " | ".join(f"{n:>11}" for n in names) + " | ratio |"
     print(header)

@@ -42,8 +42,9 @@ int64_t ms_left(Deadline deadline) {
   return std::max<int64_t>(0, left);
 }
 
-// Non-blocking reads tried before poll() (each a syscall of ~0.5 us).
-constexpr int kRecvSpins = 100;
+// At most this many non-blocking reads are tried before poll() (each a
+// syscall of ~0.5 us).
+constexpr int kMaxRecvSpins = 100;
 
 // Thrown inside this file when a deadline passes; callers turn it into a
 // TimeoutError that names the operation.
@@ -120,14 +121,20 @@ class TCPStore::Connection {
     while (off < size) {
       ssize_t n = ::recv(fd_, p + off, size - off, 0);
       if (n > 0) {
+        if (spins > 0 && spins <= spin_budget_) spin_budget_ = std::min(kMaxRecvSpins, spin_budget_ * 2 + 1);
         off += static_cast<size_t>(n);
       } else if (n == 0) {
         throw PeerClosed{};
       } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
         // A store reply usually comes within tens of microseconds: try again
-        // briefly before sleeping in poll, whose wake-up costs more than that.
-        if (spins++ < kRecvSpins) continue;
+        // briefly before sleeping in poll, whose wake-up costs more than
+        // that. The budget adapts: it shrinks while replies keep coming too
+        // late (a busy server, or more processes than cores, where spinning
+        // only steals CPU from others) and grows back when spinning pays.
+        if (spins++ < spin_budget_) continue;
+        spin_budget_ /= 2;
         wait_ready(POLLIN, deadline);
+        continue;
       } else if (errno == EINTR) {
         continue;
       } else if (errno == ECONNRESET) {
@@ -199,6 +206,7 @@ class TCPStore::Connection {
 
   int fd_;
   std::string where_;
+  int spin_budget_ = kMaxRecvSpins;
 };
 
 namespace {

@@ -137,6 +137,7 @@ struct TCPStoreServer::Impl {
   // follows within microseconds and waking a sleeping thread costs more.
   uv_idle_t spin{};
   uint64_t last_request_ns = 0;
+  int64_t spin_core_limit = std::max<int64_t>(1, std::thread::hardware_concurrency());
   std::thread thread;
   uint16_t port = 0;
 
@@ -490,8 +491,11 @@ struct TCPStoreServer::Impl {
 
   // ---- adaptive polling --------------------------------------------------
 
+  // Spinning pays only while each client and the loop can have a core of
+  // their own; with more connections than that it takes CPU from clients.
   void keep_spinning() {
     last_request_ns = uv_hrtime();
+    if (n_connections.load() >= spin_core_limit) return;
     if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&spin))) uv_idle_start(&spin, on_spin);
   }
 
