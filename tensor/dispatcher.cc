@@ -34,6 +34,11 @@ void Dispatcher::throw_no_kernel(const OpTable& t, DispatchKeySet keys) {
       keys.empty() ? "<none>" : dispatch_key_name(keys.highest())));
 }
 
+MissingFormulaHook& missing_formula_hook() {
+  static MissingFormulaHook hook = nullptr;
+  return hook;
+}
+
 DispatchKeySet& tls_excluded_keys() {
   thread_local DispatchKeySet excluded;
   return excluded;

@@ -6,10 +6,13 @@
 // kernel (views, composite ops), registered under kGenericKernel.
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <typeindex>
+#include <utility>
 #include <unordered_map>
 
 #include "tensor/dispatch_key.h"
+#include "tensor/dtype.h"
 #include "tensor/error.h"
 
 namespace trainrun {
@@ -60,6 +63,18 @@ class ExcludeDispatchKeyGuard {
   DispatchKeySet saved_;
 };
 
+// Called when an op that has no autograd kernel runs on inputs that are part
+// of a graph; `floating_result` says whether its result could carry a
+// gradient. Set by autograd/ (tensor/ knows nothing of grad mode); may throw.
+using MissingFormulaHook = void (*)(const std::string& op, bool floating_result);
+MissingFormulaHook& missing_formula_hook();
+
+// True for result types with a dtype() (a Tensor returned by value).
+template <typename T, typename = void>
+struct has_dtype_method : std::false_type {};
+template <typename T>
+struct has_dtype_method<T, std::void_t<decltype(std::declval<const T&>().dtype())>> : std::true_type {};
+
 // A typed handle on one op's table; cheap to call, meant to be a function-
 // local static at the call site.
 template <typename Sig> class Op;
@@ -77,9 +92,21 @@ class Op<R(Args...)> {
       fn = table_->kernel(key);
       if (fn == nullptr && key != static_cast<int>(DispatchKey::Autograd)) fn = table_->kernel(OpTable::kGenericSlot);
       if (fn == nullptr && key == static_cast<int>(DispatchKey::Autograd)) {
-        // No gradient formula registered: run below autograd.
-        ExcludeDispatchKeyGuard g(DispatchKey::Autograd);
-        return call(keys, std::forward<Args>(args)...);
+        // No gradient formula registered: autograd decides whether that is an
+        // error (grad mode on and a floating result), then the op runs below it.
+        MissingFormulaHook hook = missing_formula_hook();
+        if constexpr (!std::is_reference<R>::value && has_dtype_method<R>::value) {
+          R result = [&] {
+            ExcludeDispatchKeyGuard g(DispatchKey::Autograd);
+            return call(keys, std::forward<Args>(args)...);
+          }();
+          if (hook != nullptr) hook(table_->name(), is_floating(result.dtype()));
+          return result;
+        } else {
+          if (hook != nullptr) hook(table_->name(), true);
+          ExcludeDispatchKeyGuard g(DispatchKey::Autograd);
+          return call(keys, std::forward<Args>(args)...);
+        }
       }
     }
     if (fn == nullptr) Dispatcher::throw_no_kernel(*table_, live);

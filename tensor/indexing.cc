@@ -63,8 +63,11 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, b
   return TR_DISPATCH("sort", SortSig, keys_of(x), x, dim, descending, stable);
 }
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  TR_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of tensors");
+namespace {
+
+using CatSig = Tensor(const std::vector<Tensor>&, int64_t);
+
+Tensor cat_kernel(const std::vector<Tensor>& tensors, int64_t dim) {
   // Like PyTorch, 1-D empty tensors are skipped (legacy behaviour).
   std::vector<Tensor> parts;
   for (const Tensor& t : tensors)
@@ -92,6 +95,18 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     offset += t.size(dim);
   }
   return out;
+}
+
+// Device-generic: it only allocates and copies.
+KernelRegistration<CatSig> reg_cat("cat", &cat_kernel);
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  TR_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of tensors");
+  DispatchKeySet keys;
+  for (const Tensor& t : tensors) keys = keys | keys_of(t);
+  return TR_DISPATCH("cat", CatSig, keys, tensors, dim);
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {

@@ -1,0 +1,162 @@
+// Autograd kernels of the elementwise ops: the forward runs below autograd,
+// the backward is a formula in the same (differentiable) ops, so that
+// create_graph gives double backward for free.
+#include "autograd/functions/record.h"
+#include "tensor/ops.h"
+
+namespace trainrun {
+namespace {
+
+using UnarySig = Tensor(const Tensor&, const Tensor&);
+using BinarySig = Tensor(const Tensor&, const Tensor&, const Tensor&);
+using AlphaSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
+
+Tensor unary(const char* op, const char* node, const Tensor& x, const Tensor& out, bool save_x, bool save_result,
+             std::function<Tensor(const Tensor& g, const TensorList& saved)> dx) {
+  check_out_allowed(op, out, {x});
+  static thread_local std::unordered_map<std::string, std::unique_ptr<Op<UnarySig>>> ops;
+  auto& slot = ops[op];
+  if (!slot) slot = std::make_unique<Op<UnarySig>>(op);
+  Op<UnarySig>* below = slot.get();
+  return record(
+      node, {x}, save_x ? TensorList{x} : TensorList{}, save_result,
+      [&] { return below->call(keys_of(x, out), x, out); },
+      [dx, x_dtype = x.dtype()](const Tensor& g, const TensorList& saved) -> TensorList {
+        return {cast_to(dx(g, saved), x_dtype)};
+      });
+}
+
+// The formula body is the variadic tail (it may contain commas).
+#define TR_UNARY_AUTOGRAD(name, node, save_x, save_result, ...)                                           \
+  Tensor name##_autograd(const Tensor& x, const Tensor& out) {                                           \
+    return unary(#name, node, x, out, save_x, save_result,                                              \
+                 [](const Tensor& g, const TensorList& s) -> Tensor { __VA_ARGS__ });                   \
+  }                                                                                                     \
+  KernelRegistration<UnarySig> reg_##name(#name, DispatchKey::Autograd, &name##_autograd);
+
+// s[0] is x when saved, then the result.
+TR_UNARY_AUTOGRAD(neg, "NegBackward", false, false, return neg(g);)
+TR_UNARY_AUTOGRAD(exp, "ExpBackward", false, true, return mul(g, s[0]);)
+TR_UNARY_AUTOGRAD(log, "LogBackward", true, false, return div(g, s[0]);)
+TR_UNARY_AUTOGRAD(log1p, "Log1pBackward", true, false, return div(g, add(s[0], 1));)
+TR_UNARY_AUTOGRAD(sqrt, "SqrtBackward", false, true, return div(g, mul(s[0], 2));)
+TR_UNARY_AUTOGRAD(rsqrt, "RsqrtBackward", false, true, return mul(g, mul(pow(s[0], 3), -0.5));)
+TR_UNARY_AUTOGRAD(sin, "SinBackward", true, false, return mul(g, cos(s[0]));)
+TR_UNARY_AUTOGRAD(cos, "CosBackward", true, false, return neg(mul(g, sin(s[0])));)
+TR_UNARY_AUTOGRAD(tanh, "TanhBackward", false, true, return mul(g, rsub_one(mul(s[0], s[0])));)
+TR_UNARY_AUTOGRAD(sigmoid, "SigmoidBackward", false, true, return mul(g, mul(s[0], rsub_one(s[0])));)
+TR_UNARY_AUTOGRAD(relu, "ReluBackward", false, true, return mul(g, gt(s[0], 0).to(g.dtype()));)
+TR_UNARY_AUTOGRAD(abs, "AbsBackward", true, false, return mul(g, sign(s[0]));)
+TR_UNARY_AUTOGRAD(silu, "SiluBackward", true, false, {
+  Tensor sg = sigmoid(s[0]);
+  return mul(g, mul(sg, add(mul(s[0], rsub_one(sg)), 1)));
+})
+TR_UNARY_AUTOGRAD(erf, "ErfBackward", true, false,
+                  return mul(g, mul(exp(neg(mul(s[0], s[0]))), 1.1283791670955126));)  // 2/sqrt(pi)
+
+// Binary ops: each input's gradient is summed back to its own shape.
+Op<AlphaSig>& alpha_op(const char* name) {
+  static Op<AlphaSig> add_op("add"), sub_op("sub");
+  return std::string(name) == "add" ? add_op : sub_op;
+}
+
+Tensor add_sub_autograd(const char* name, const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor& out) {
+  check_out_allowed(name, out, {a, b});
+  const double sign = std::string(name) == "sub" ? -1.0 : 1.0;
+  const double scale = sign * alpha.to_double();
+  IntList as = a.sizes(), bs = b.sizes();
+  DType ad = a.dtype(), bd = b.dtype();
+  return record(
+      sign > 0 ? "AddBackward" : "SubBackward", {a, b}, {}, false,
+      [&] { return alpha_op(name).call(keys_of(a, b, out), a, b, alpha, out); },
+      [=](const Tensor& g, const TensorList&) -> TensorList {
+        Tensor ga = sum_to(g, as), gb = sum_to(scale == 1.0 ? g : mul(g, scale), bs);
+        return {cast_to(ga, ad), cast_to(gb, bd)};
+      });
+}
+Tensor add_autograd(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor& out) {
+  return add_sub_autograd("add", a, b, alpha, out);
+}
+Tensor sub_autograd(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor& out) {
+  return add_sub_autograd("sub", a, b, alpha, out);
+}
+KernelRegistration<AlphaSig> reg_add("add", DispatchKey::Autograd, &add_autograd);
+KernelRegistration<AlphaSig> reg_sub("sub", DispatchKey::Autograd, &sub_autograd);
+
+Tensor binary(const char* op, const char* node, const Tensor& a, const Tensor& b, const Tensor& out, bool save_result,
+              std::function<TensorList(const Tensor& g, const TensorList& saved)> formula) {
+  check_out_allowed(op, out, {a, b});
+  static thread_local std::unordered_map<std::string, std::unique_ptr<Op<BinarySig>>> ops;
+  auto& slot = ops[op];
+  if (!slot) slot = std::make_unique<Op<BinarySig>>(op);
+  Op<BinarySig>* below = slot.get();
+  IntList as = a.sizes(), bs = b.sizes();
+  DType ad = a.dtype(), bd = b.dtype();
+  return record(
+      node, {a, b}, {a, b}, save_result, [&] { return below->call(keys_of(a, b, out), a, b, out); },
+      [=](const Tensor& g, const TensorList& s) -> TensorList {
+        TensorList r = formula(g, s);
+        Tensor ga = r[0].defined() ? sum_to(r[0], as) : r[0], gb = r[1].defined() ? sum_to(r[1], bs) : r[1];
+        return {cast_to(ga, ad), cast_to(gb, bd)};
+      });
+}
+
+Tensor mul_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
+  return binary("mul", "MulBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
+    return {mul(g, s[1]), mul(g, s[0])};
+  });
+}
+Tensor div_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
+  return binary("div", "DivBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
+    Tensor ga = div(g, s[1]);
+    return {ga, neg(mul(ga, div(s[0], s[1])))};
+  });
+}
+Tensor pow_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const bool exponent_needs_grad = requires_grad(b);  // x^2 and friends skip the log
+  return binary("pow", "PowBackward", a, b, out, true,
+                [exponent_needs_grad](const Tensor& g, const TensorList& s) -> TensorList {
+                  const Tensor &x = s[0], &p = s[1], &r = s[2];
+                  // d/dx x^p = p x^(p-1); d/dp x^p = x^p log x (0 where x == 0, as PyTorch).
+                  Tensor gx = mul(g, mul(p, pow(x, sub(p, 1))));
+                  Tensor gp = exponent_needs_grad ? mul(g, where(eq(x, 0), zeros_like(r), mul(r, log(x)))) : Tensor();
+                  return {gx, gp};
+                });
+}
+Tensor maximum_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
+  return binary("maximum", "MaximumBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
+    // Ties split the gradient evenly, as PyTorch does.
+    Tensor a_wins = add(gt(s[0], s[1]).to(g.dtype()), mul(eq(s[0], s[1]).to(g.dtype()), 0.5));
+    return {mul(g, a_wins), mul(g, rsub_one(a_wins))};
+  });
+}
+Tensor minimum_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
+  return binary("minimum", "MinimumBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
+    Tensor a_wins = add(lt(s[0], s[1]).to(g.dtype()), mul(eq(s[0], s[1]).to(g.dtype()), 0.5));
+    return {mul(g, a_wins), mul(g, rsub_one(a_wins))};
+  });
+}
+// where(cond, a, b): the gradient goes to whichever side was chosen.
+using TernarySig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
+Tensor where_autograd(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  static Op<TernarySig> op("where");
+  check_out_allowed("where", out, {a, b});
+  IntList as = a.sizes(), bs = b.sizes();
+  DType ad = a.dtype(), bd = b.dtype();
+  return record(
+      "WhereBackward", {Tensor(), a, b}, {cond}, false, [&] { return op.call(keys_of(cond, a, b, out), cond, a, b, out); },
+      [=](const Tensor& g, const TensorList& s) -> TensorList {
+        Tensor zero = zeros_like(g);
+        return {Tensor(), cast_to(sum_to(where(s[0], g, zero), as), ad), cast_to(sum_to(where(s[0], zero, g), bs), bd)};
+      });
+}
+KernelRegistration<TernarySig> reg_where("where", DispatchKey::Autograd, &where_autograd);
+
+KernelRegistration<BinarySig> reg_mul("mul", DispatchKey::Autograd, &mul_autograd);
+KernelRegistration<BinarySig> reg_div("div", DispatchKey::Autograd, &div_autograd);
+KernelRegistration<BinarySig> reg_pow("pow", DispatchKey::Autograd, &pow_autograd);
+KernelRegistration<BinarySig> reg_maximum("maximum", DispatchKey::Autograd, &maximum_autograd);
+KernelRegistration<BinarySig> reg_minimum("minimum", DispatchKey::Autograd, &minimum_autograd);
+
+}  // namespace
+}  // namespace trainrun

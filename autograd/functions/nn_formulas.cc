@@ -1,0 +1,89 @@
+// Autograd kernels of the NN building blocks: softmax, log_softmax, gelu,
+// and the indexing ops that embedding and cross_entropy are made of
+// (index_select, gather).
+#include <cmath>
+
+#include "autograd/functions/record.h"
+#include "tensor/ops.h"
+
+namespace trainrun {
+namespace {
+
+using SoftmaxSig = Tensor(const Tensor&, int64_t);
+using GeluSig = Tensor(const Tensor&, const std::string&, const Tensor&);
+using IndexSig = Tensor(const Tensor&, int64_t, const Tensor&);
+
+Tensor softmax_autograd(const Tensor& x, int64_t dim) {
+  static Op<SoftmaxSig> op("softmax");
+  DType xd = x.dtype();
+  return record(
+      "SoftmaxBackward", {x}, {}, true, [&] { return op.call(keys_of(x), x, dim); },
+      [dim, xd](const Tensor& g, const TensorList& s) -> TensorList {
+        const Tensor& y = s[0];  // dx = y * (g - sum(g * y))
+        return {cast_to(mul(y, sub(g, sum(mul(g, y), {dim}, true))), xd)};
+      });
+}
+Tensor log_softmax_autograd(const Tensor& x, int64_t dim) {
+  static Op<SoftmaxSig> op("log_softmax");
+  DType xd = x.dtype();
+  return record(
+      "LogSoftmaxBackward", {x}, {}, true, [&] { return op.call(keys_of(x), x, dim); },
+      [dim, xd](const Tensor& g, const TensorList& s) -> TensorList {
+        return {cast_to(sub(g, mul(exp(s[0]), sum(g, {dim}, true))), xd)};  // dx = g - softmax * sum(g)
+      });
+}
+KernelRegistration<SoftmaxSig> reg_softmax("softmax", DispatchKey::Autograd, &softmax_autograd);
+KernelRegistration<SoftmaxSig> reg_log_softmax("log_softmax", DispatchKey::Autograd, &log_softmax_autograd);
+
+Tensor gelu_autograd(const Tensor& x, const std::string& approximate, const Tensor& out) {
+  static Op<GeluSig> op("gelu");
+  check_out_allowed("gelu", out, {x});
+  const bool tanh_form = approximate == "tanh";
+  return record(
+      "GeluBackward", {x}, {x}, false, [&] { return op.call(keys_of(x, out), x, approximate, out); },
+      [tanh_form](const Tensor& g, const TensorList& s) -> TensorList {
+        const Tensor& v = s[0];
+        Tensor d;
+        if (tanh_form) {
+          // 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) du/dx, u = sqrt(2/pi) (x + 0.044715 x^3)
+          const double k = std::sqrt(2.0 / M_PI);
+          Tensor th = tanh(mul(add(v, mul(pow(v, 3), 0.044715)), k));
+          Tensor du = mul(add(mul(mul(v, v), 3 * 0.044715), 1), k);
+          d = add(mul(add(th, 1), 0.5), mul(mul(mul(v, 0.5), rsub_one(mul(th, th))), du));
+        } else {
+          // Phi(x) + x phi(x)
+          Tensor cdf = mul(add(erf(mul(v, M_SQRT1_2)), 1), 0.5);
+          Tensor pdf = mul(exp(mul(mul(v, v), -0.5)), 1.0 / std::sqrt(2 * M_PI));
+          d = add(cdf, mul(v, pdf));
+        }
+        return {cast_to(mul(g, d), v.dtype())};
+      });
+}
+KernelRegistration<GeluSig> reg_gelu("gelu", DispatchKey::Autograd, &gelu_autograd);
+
+// index_select / gather: the gradient is added back at the indices.
+Tensor index_select_autograd(const Tensor& x, int64_t dim, const Tensor& index) {
+  static Op<IndexSig> op("index_select");
+  IntList shape = x.sizes();
+  DType xd = x.dtype();
+  return record(
+      "IndexSelectBackward", {x}, {index}, false, [&] { return op.call(keys_of(x, index), x, dim, index); },
+      [=](const Tensor& g, const TensorList& s) -> TensorList {
+        return {index_add(zeros(shape, g.dtype()), dim, s[0], g).to(xd)};
+      });
+}
+Tensor gather_autograd(const Tensor& x, int64_t dim, const Tensor& index) {
+  static Op<IndexSig> op("gather");
+  IntList shape = x.sizes();
+  DType xd = x.dtype();
+  return record(
+      "GatherBackward", {x}, {index}, false, [&] { return op.call(keys_of(x, index), x, dim, index); },
+      [=](const Tensor& g, const TensorList& s) -> TensorList {
+        return {scatter_add(zeros(shape, g.dtype()), dim, s[0], g).to(xd)};
+      });
+}
+KernelRegistration<IndexSig> reg_index_select("index_select", DispatchKey::Autograd, &index_select_autograd);
+KernelRegistration<IndexSig> reg_gather("gather", DispatchKey::Autograd, &gather_autograd);
+
+}  // namespace
+}  // namespace trainrun

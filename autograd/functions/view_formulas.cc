@@ -1,0 +1,170 @@
+// Autograd kernels of the views: the gradient of a view reaches its base by
+// undoing the view (reshape back, inverse permutation, sum over expanded
+// dims, scatter into zeros for select/slice). copy_ (behind contiguous,
+// clone and to) passes the gradient to its source.
+#include "autograd/functions/record.h"
+#include "tensor/ops.h"
+
+namespace trainrun {
+namespace {
+
+using ViewSig = Tensor(const Tensor&, const IntList&);
+using DimSig = Tensor(const Tensor&, int64_t);
+using AliasSig = Tensor(const Tensor&);
+using SelectSig = Tensor(const Tensor&, int64_t, int64_t);
+using SliceSig = Tensor(const Tensor&, int64_t, std::optional<int64_t>, std::optional<int64_t>, int64_t);
+using CopySig = Tensor&(Tensor&, const Tensor&);
+
+// Views that only change the shape: the gradient is reshaped back.
+Tensor shape_view(const char* node, const Tensor& x, const std::function<Tensor()>& forward) {
+  IntList shape = x.sizes();
+  return record(node, {x}, {}, false, forward,
+                [shape](const Tensor& g, const TensorList&) -> TensorList { return {reshape(g, shape)}; });
+}
+
+Tensor view_autograd(const Tensor& x, const IntList& sizes) {
+  static Op<ViewSig> op("view");
+  return shape_view("ViewBackward", x, [&] { return op.call(keys_of(x), x, sizes); });
+}
+Tensor unsqueeze_autograd(const Tensor& x, int64_t dim) {
+  static Op<DimSig> op("unsqueeze");
+  return shape_view("UnsqueezeBackward", x, [&] { return op.call(keys_of(x), x, dim); });
+}
+Tensor squeeze_dim_autograd(const Tensor& x, int64_t dim) {
+  static Op<DimSig> op("squeeze.dim");
+  return shape_view("SqueezeBackward", x, [&] { return op.call(keys_of(x), x, dim); });
+}
+Tensor alias_autograd(const Tensor& x) {
+  static Op<AliasSig> op("alias");
+  return shape_view("AliasBackward", x, [&] { return op.call(keys_of(x), x); });
+}
+KernelRegistration<ViewSig> reg_view("view", DispatchKey::Autograd, &view_autograd);
+KernelRegistration<DimSig> reg_unsqueeze("unsqueeze", DispatchKey::Autograd, &unsqueeze_autograd);
+KernelRegistration<DimSig> reg_squeeze("squeeze.dim", DispatchKey::Autograd, &squeeze_dim_autograd);
+KernelRegistration<AliasSig> reg_alias("alias", DispatchKey::Autograd, &alias_autograd);
+
+Tensor permute_autograd(const Tensor& x, const IntList& dims) {
+  static Op<ViewSig> op("permute");
+  IntList inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[wrap_dim(dims[i], x.dim(), "permute")] = static_cast<int64_t>(i);
+  return record(
+      "PermuteBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, dims); },
+      [inverse](const Tensor& g, const TensorList&) -> TensorList { return {permute(g, inverse)}; });
+}
+Tensor expand_autograd(const Tensor& x, const IntList& sizes) {
+  static Op<ViewSig> op("expand");
+  IntList shape = x.sizes();
+  return record(
+      "ExpandBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, sizes); },
+      [shape](const Tensor& g, const TensorList&) -> TensorList { return {sum_to(g, shape)}; });
+}
+KernelRegistration<ViewSig> reg_permute("permute", DispatchKey::Autograd, &permute_autograd);
+KernelRegistration<ViewSig> reg_expand("expand", DispatchKey::Autograd, &expand_autograd);
+
+// select/slice: the gradient goes into the selected part of zeros. (Built
+// without a graph: double backward through these is not supported yet.)
+Tensor scatter_into_zeros(const IntList& shape, DType dtype, const std::function<Tensor(Tensor&)>& part,
+                          const Tensor& g) {
+  NoGradGuard no_grad;
+  Tensor z = zeros(shape, dtype);
+  Tensor p = part(z);
+  copy_(p, detach(g));
+  return z;
+}
+Tensor select_autograd(const Tensor& x, int64_t dim, int64_t index) {
+  static Op<SelectSig> op("select");
+  IntList shape = x.sizes();
+  DType dt = x.dtype();
+  return record(
+      "SelectBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, dim, index); },
+      [=](const Tensor& g, const TensorList&) -> TensorList {
+        return {scatter_into_zeros(shape, dt, [&](Tensor& z) { return select(z, dim, index); }, g)};
+      });
+}
+Tensor slice_autograd(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+                      int64_t step) {
+  static Op<SliceSig> op("slice");
+  IntList shape = x.sizes();
+  DType dt = x.dtype();
+  return record(
+      "SliceBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, dim, start, end, step); },
+      [=](const Tensor& g, const TensorList&) -> TensorList {
+        return {scatter_into_zeros(shape, dt, [&](Tensor& z) { return slice(z, dim, start, end, step); }, g)};
+      });
+}
+KernelRegistration<SelectSig> reg_select("select", DispatchKey::Autograd, &select_autograd);
+KernelRegistration<SliceSig> reg_slice("slice", DispatchKey::Autograd, &slice_autograd);
+
+// copy_(dst, src): dst's values now come from src. Supported when dst is a
+// fresh tensor outside any graph (contiguous, clone, to); then dst becomes
+// an output of CopyBackward.
+Tensor& copy_autograd(Tensor& dst, const Tensor& src) {
+  static Op<CopySig> op("copy_");
+  const bool record_it = GradMode::is_enabled() && requires_grad(src);
+  // The history goes on dst itself, so dst must be the whole of its storage:
+  // a copy into part of a buffer (a view) would leave the buffer without it.
+  const bool whole = dst.storage_offset() == 0 && dst.is_contiguous() &&
+                     static_cast<size_t>(dst.numel()) * element_size(dst.dtype()) == dst.impl()->storage()->nbytes();
+  TR_CHECK(!record_it || whole, NotImplementedError,
+           "copy_: copying a tensor that requires grad into a view of another tensor is not supported by autograd "
+           "yet; build the result with an op that has a formula (cat, stack, where)");
+  TR_CHECK(!GradMode::is_enabled() || !requires_grad(dst), NotImplementedError,
+           "copy_: copying into a tensor that requires grad is not supported by autograd yet (in-place on a "
+           "graph); use NoGradGuard for parameter updates");
+  {
+    ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+    op.call(keys_of(dst, src), dst, src);
+  }
+  if (record_it) {
+    DType sd = src.dtype();
+    IntList src_shape = src.sizes();
+    auto node = std::make_shared<FormulaNode>("CopyBackward", [sd, src_shape](const Tensor& g, const TensorList&) {
+      return TensorList{cast_to(sum_to(g, src_shape), sd)};
+    });
+    node->set_next_edges({gradient_edge(src)});
+    set_history(dst, node);
+  }
+  return dst;
+}
+KernelRegistration<CopySig> reg_copy("copy_", DispatchKey::Autograd, &copy_autograd);
+
+// cat: each input gets its slice of the gradient (legacy empty 1-D inputs get none).
+using CatSig = Tensor(const std::vector<Tensor>&, int64_t);
+Tensor cat_autograd(const std::vector<Tensor>& tensors, int64_t dim) {
+  static Op<CatSig> op("cat");
+  std::vector<int64_t> lengths;
+  std::vector<DType> dtypes;
+  int64_t wrapped = dim;
+  for (const Tensor& t : tensors) {
+    const bool skipped = t.dim() == 1 && t.numel() == 0;
+    if (!skipped) wrapped = wrap_dim(dim, t.dim(), "cat");
+    lengths.push_back(skipped ? -1 : 0);
+    dtypes.push_back(t.dtype());
+  }
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (lengths[i] == 0) lengths[i] = tensors[i].size(wrapped);
+  return record(
+      "CatBackward", tensors, {}, false,
+      [&] {
+        DispatchKeySet keys;
+        for (const Tensor& t : tensors) keys = keys | keys_of(t);
+        return op.call(keys, tensors, dim);
+      },
+      [=](const Tensor& g, const TensorList&) -> TensorList {
+        TensorList grads;
+        int64_t offset = 0;
+        for (size_t i = 0; i < lengths.size(); ++i) {
+          if (lengths[i] < 0) {
+            grads.push_back(Tensor());
+            continue;
+          }
+          grads.push_back(cast_to(narrow(g, wrapped, offset, lengths[i]), dtypes[i]));
+          offset += lengths[i];
+        }
+        return grads;
+      });
+}
+KernelRegistration<CatSig> reg_cat("cat", DispatchKey::Autograd, &cat_autograd);
+
+}  // namespace
+}  // namespace trainrun

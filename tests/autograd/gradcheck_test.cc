@@ -1,0 +1,161 @@
+// Every backward formula against finite differences (float64), on
+// contiguous, transposed (non-contiguous) and broadcast inputs; double
+// backward where the formulas support it.
+#include <gtest/gtest.h>
+
+#include "autograd/engine.h"
+#include "autograd/functions/record.h"
+#include "autograd/gradcheck.h"
+#include "autograd/variable.h"
+#include "tensor/ops.h"
+
+namespace trainrun {
+namespace {
+
+Tensor leaf(const IntList& shape, double lo = -1.0, double hi = 1.0) {
+  Tensor t = add(mul(rand(shape, DType::Float64), hi - lo), lo);
+  return set_requires_grad(t);
+}
+// A non-contiguous leaf: the transpose of a [cols, rows] tensor.
+Tensor transposed_leaf(int64_t rows, int64_t cols) {
+  Tensor base = rand({cols, rows}, DType::Float64);
+  Tensor t = base.transpose(0, 1);
+  return set_requires_grad(t);
+}
+
+using F = DifferentiableFunction;
+
+void check(const char* what, const F& f, const TensorList& inputs, bool second_order = false) {
+  try {
+    gradcheck(f, inputs);
+    if (second_order) gradgradcheck(f, inputs);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": " << e.what();
+  }
+}
+
+TEST(Gradcheck, UnaryOps) {
+  manual_seed(1);
+  Tensor x = leaf({3, 4}), pos = leaf({3, 4}, 0.5, 2.0), xt = transposed_leaf(3, 4);
+  check("neg", [](const TensorList& v) { return neg(v[0]); }, {x}, true);
+  check("exp", [](const TensorList& v) { return exp(v[0]); }, {x}, true);
+  check("log", [](const TensorList& v) { return log(v[0]); }, {pos}, true);
+  check("log1p", [](const TensorList& v) { return log1p(v[0]); }, {pos});
+  check("sqrt", [](const TensorList& v) { return sqrt(v[0]); }, {pos}, true);
+  check("rsqrt", [](const TensorList& v) { return rsqrt(v[0]); }, {pos});
+  check("sin", [](const TensorList& v) { return sin(v[0]); }, {x}, true);
+  check("cos", [](const TensorList& v) { return cos(v[0]); }, {xt}, true);
+  check("tanh", [](const TensorList& v) { return tanh(v[0]); }, {xt}, true);
+  check("sigmoid", [](const TensorList& v) { return sigmoid(v[0]); }, {x}, true);
+  check("relu", [](const TensorList& v) { return relu(v[0]); }, {x});
+  check("abs", [](const TensorList& v) { return abs(v[0]); }, {x});
+  check("silu", [](const TensorList& v) { return silu(v[0]); }, {xt});
+  check("erf", [](const TensorList& v) { return erf(v[0]); }, {x});
+  check("gelu", [](const TensorList& v) { return gelu(v[0]); }, {x});
+  check("gelu tanh", [](const TensorList& v) { return gelu(v[0], "tanh"); }, {xt});
+}
+
+TEST(Gradcheck, BinaryOpsWithBroadcasting) {
+  manual_seed(2);
+  Tensor a = leaf({3, 4}), row = leaf({4}), col = leaf({3, 1}), at = transposed_leaf(3, 4);
+  Tensor pos = leaf({3, 4}, 0.5, 2.0), prow = leaf({4}, 0.5, 2.0);
+  check("add", [](const TensorList& v) { return add(v[0], v[1]); }, {a, row}, true);
+  check("add alpha", [](const TensorList& v) { return add(v[0], v[1], 2.5); }, {at, col});
+  check("sub", [](const TensorList& v) { return sub(v[0], v[1]); }, {col, row}, true);
+  check("mul", [](const TensorList& v) { return mul(v[0], v[1]); }, {at, row}, true);
+  check("div", [](const TensorList& v) { return div(v[0], v[1]); }, {a, prow}, true);
+  check("pow", [](const TensorList& v) { return pow(v[0], v[1]); }, {pos, row});
+  check("pow scalar", [](const TensorList& v) { return pow(v[0], 3); }, {a});
+  check("maximum", [](const TensorList& v) { return maximum(v[0], v[1]); }, {a, col});
+  check("minimum", [](const TensorList& v) { return minimum(v[0], v[1]); }, {at, row});
+  check("scalar ops", [](const TensorList& v) { return mul(add(v[0], 1.5), 2.0); }, {a});
+}
+
+TEST(Gradcheck, ReductionsAndProducts) {
+  manual_seed(3);
+  Tensor x = leaf({2, 3, 4}), a = leaf({3, 5}), b = leaf({5, 2}), bt = transposed_leaf(5, 2);
+  Tensor ba = leaf({2, 3, 4}), bb = leaf({2, 4, 2}), v = leaf({5});
+  check("sum all", [](const TensorList& t) { return sum(t[0]); }, {x}, true);
+  check("sum dims", [](const TensorList& t) { return sum(t[0], {0, 2}); }, {x}, true);
+  check("sum keepdim", [](const TensorList& t) { return sum(t[0], {-1}, true); }, {x});
+  check("mean", [](const TensorList& t) { return mean(t[0], {1}); }, {x}, true);
+  check("mm", [](const TensorList& t) { return mm(t[0], t[1]); }, {a, bt}, true);
+  check("matmul batched", [](const TensorList& t) { return matmul(t[0], t[1]); }, {ba, bb}, true);
+  check("matmul broadcast", [](const TensorList& t) { return matmul(t[0], t[1]); }, {ba, leaf({4, 3})});
+  check("mv", [](const TensorList& t) { return mv(t[0], t[1]); }, {a, v});
+  check("dot", [](const TensorList& t) { return dot(t[0], t[1]); }, {v, leaf({5})});
+  check("addmm", [](const TensorList& t) { return addmm(t[0], t[1], t[2], 0.5, 2.0); }, {leaf({2}), a, b});
+}
+
+TEST(Gradcheck, Views) {
+  manual_seed(4);
+  Tensor x = leaf({2, 3, 4}), xt = transposed_leaf(4, 3);
+  check("view", [](const TensorList& t) { return mul(t[0].view({6, 4}), 2.0); }, {x});
+  check("reshape of non-contiguous", [](const TensorList& t) { return reshape(t[0], {12}); }, {xt});
+  check("permute", [](const TensorList& t) { return permute(t[0], {2, 0, 1}); }, {x});
+  check("transpose", [](const TensorList& t) { return transpose(t[0], 0, 2); }, {x});
+  check("expand", [](const TensorList& t) { return expand(t[0], {3, 4, 3}); }, {leaf({4, 1})});
+  check("unsqueeze/squeeze", [](const TensorList& t) { return squeeze(unsqueeze(t[0], 1), 1); }, {xt});
+  check("select", [](const TensorList& t) { return select(t[0], 1, 2); }, {x});
+  check("narrow", [](const TensorList& t) { return narrow(t[0], 2, 1, 2); }, {x});
+  check("slice step", [](const TensorList& t) { return slice(t[0], 2, 0, 4, 2); }, {x});
+  check("contiguous", [](const TensorList& t) { return contiguous(t[0]); }, {xt});
+  check("flatten", [](const TensorList& t) { return flatten(t[0], 1); }, {x});
+}
+
+TEST(Gradcheck, NNBuildingBlocks) {
+  manual_seed(5);
+  Tensor x = leaf({3, 5}), xt = transposed_leaf(3, 5);
+  check("softmax", [](const TensorList& t) { return softmax(t[0], 1); }, {x}, true);
+  check("log_softmax", [](const TensorList& t) { return log_softmax(t[0], 0); }, {xt}, true);
+  Tensor target = tensor<int64_t>({1, 4, 0}, {3});
+  check("cross_entropy", [&](const TensorList& t) { return cross_entropy(t[0], target); }, {x});
+  Tensor idx = tensor<int64_t>({2, 0, 2, 1}, {4});
+  check("embedding", [&](const TensorList& t) { return embedding(t[0], idx); }, {leaf({3, 2})});
+  check("gather", [](const TensorList& t) { return gather(t[0], 1, tensor<int64_t>({0, 4, 2, 2, 1, 1}, {3, 2})); },
+        {x});
+}
+
+}  // namespace
+}  // namespace trainrun
+
+namespace trainrun {
+namespace {
+
+// gradcheck must catch a wrong formula; this also shows the C++ way to give
+// an op-like function its own backward (record, from autograd/functions).
+TEST(Gradcheck, CatchesAWrongFormula) {
+  manual_seed(6);
+  Tensor x = leaf({4});
+  auto square = [](bool correct) {
+    return [correct](const TensorList& v) {
+      const Tensor& in = v[0];
+      return record(
+          "SquareBackward", {in}, {in}, false, [&] { return mul(in, in); },
+          [correct](const Tensor& g, const TensorList& s) -> TensorList {
+            return {mul(mul(g, s[0]), correct ? 2.0 : 1.9)};
+          });
+    };
+  };
+  EXPECT_TRUE(gradcheck(square(true), {x}));
+  try {
+    gradcheck(square(false), {x});
+    ADD_FAILURE() << "a wrong formula passed gradcheck";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("Jacobian mismatch"), std::string::npos) << e.what();
+  }
+  Tensor f32 = randn({2});
+  set_requires_grad(f32);
+  EXPECT_THROW(gradcheck([](const TensorList& v) { return v[0]; }, {f32}), ValueError);
+}
+
+TEST(Gradcheck, CatAndStack) {
+  manual_seed(8);
+  Tensor a = leaf({2, 3}), b = leaf({1, 3}), c = transposed_leaf(2, 4);
+  check("cat", [](const TensorList& t) { return cat({t[0], t[1]}, 0); }, {a, b}, true);
+  check("cat dim 1", [](const TensorList& t) { return cat({t[0], t[1]}, 1); }, {a, c});
+  check("stack", [](const TensorList& t) { return stack({t[0], t[1]}, 1); }, {a, leaf({2, 3})});
+}
+
+}  // namespace
+}  // namespace trainrun
