@@ -46,7 +46,10 @@ Tensor zeros(const IntList& sizes, TensorOptions opts) {
   return zero_(t);
 }
 
-Tensor ones(const IntList& sizes, TensorOptions opts) { return full(sizes, 1, opts); }
+Tensor ones(const IntList& sizes, TensorOptions opts) {
+  if (!opts.dtype) opts.dtype = default_float_dtype();  // like zeros, not inferred from the integer 1
+  return full(sizes, 1, opts);
+}
 
 Tensor full(const IntList& sizes, const Scalar& value, TensorOptions opts) {
   if (!opts.dtype) opts.dtype = value.is_floating() ? default_float_dtype() : value.dtype();

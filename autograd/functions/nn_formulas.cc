@@ -87,3 +87,55 @@ KernelRegistration<IndexSig> reg_gather("gather", DispatchKey::Autograd, &gather
 
 }  // namespace
 }  // namespace trainrun
+
+namespace trainrun {
+namespace {
+
+using NormSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const IntList&, const Tensor&, const Tensor&, double);
+
+// layer_norm and rms_norm: y = x_hat * w + b, x_hat = (x - mean) * rstd
+// (rms: mean = 0). The statistics come back from the forward (broadcastable
+// shapes), so backward does not recompute them.
+template <bool rms>
+std::tuple<Tensor, Tensor, Tensor> norm_autograd(const Tensor& x, const IntList& normalized_shape, const Tensor& weight,
+                                                 const Tensor& bias, double eps) {
+  static Op<NormSig> op(rms ? "rms_norm" : "layer_norm");
+  std::tuple<Tensor, Tensor, Tensor> r;
+  {
+    ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+    r = op.call(keys_of(x, weight, bias), x, normalized_shape, weight, bias, eps);
+  }
+  if (!GradMode::is_enabled() || !any_requires_grad({x, weight, bias})) return r;
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  IntList norm_dims, outer_dims;
+  for (int64_t d = 0; d < x.dim(); ++d) (d < x.dim() - k ? outer_dims : norm_dims).push_back(d);
+  const bool has_w = weight.defined(), has_b = bias.defined();
+  auto node = std::make_shared<FormulaNode>(
+      rms ? "RmsNormBackward" : "LayerNormBackward",
+      [=](const Tensor& g, const TensorList& s) -> TensorList {
+        const Tensor &xs = s[0], &w = s[1], &mean = s[2], &rstd = s[3];
+        Tensor x_hat = rms ? mul(xs, rstd) : mul(sub(xs, mean), rstd);
+        Tensor dx_hat = has_w ? mul(g, w) : g;
+        Tensor inner = mean_or_self(mul(dx_hat, x_hat), norm_dims);
+        Tensor dx = rms ? mul(rstd, sub(dx_hat, mul(x_hat, inner)))
+                        : mul(rstd, sub(sub(dx_hat, mean_or_self(dx_hat, norm_dims)), mul(x_hat, inner)));
+        Tensor dw = has_w ? sum_or_self(mul(g, x_hat), outer_dims) : Tensor();
+        Tensor db = has_b ? sum_or_self(g, outer_dims) : Tensor();
+        return {cast_to(dx, xs.dtype()), has_w ? cast_to(dw, w.dtype()) : dw, db};
+      });
+  node->set_next_edges({gradient_edge(x), weight.defined() ? gradient_edge(weight) : Edge{},
+                        bias.defined() ? gradient_edge(bias) : Edge{}});
+  node->save(x, false);
+  node->save(weight, false);
+  // The statistics are not differentiable outputs: saved like inputs. (So
+  // double backward through a norm is first-order only in them.)
+  node->save(std::get<1>(r), false);
+  node->save(std::get<2>(r), false);
+  set_history(std::get<0>(r), node);
+  return r;
+}
+KernelRegistration<NormSig> reg_layer_norm("layer_norm", DispatchKey::Autograd, &norm_autograd<false>);
+KernelRegistration<NormSig> reg_rms_norm("rms_norm", DispatchKey::Autograd, &norm_autograd<true>);
+
+}  // namespace
+}  // namespace trainrun

@@ -112,6 +112,12 @@ TEST(Gradcheck, NNBuildingBlocks) {
   check("cross_entropy", [&](const TensorList& t) { return cross_entropy(t[0], target); }, {x});
   Tensor idx = tensor<int64_t>({2, 0, 2, 1}, {4});
   check("embedding", [&](const TensorList& t) { return embedding(t[0], idx); }, {leaf({3, 2})});
+  Tensor x3 = leaf({2, 3, 4}), w = leaf({4}), b = leaf({4}), w2 = leaf({3, 4});
+  check("layer_norm", [](const TensorList& t) { return std::get<0>(layer_norm(t[0], {4}, t[1], t[2], 1e-5)); },
+        {x3, w, b});
+  check("layer_norm 2 dims, no affine",
+        [](const TensorList& t) { return std::get<0>(layer_norm(t[0], {3, 4}, Tensor(), Tensor(), 1e-5)); }, {x3});
+  check("rms_norm", [](const TensorList& t) { return std::get<0>(rms_norm(t[0], {3, 4}, t[1], 1e-6)); }, {x3, w2});
   check("gather", [](const TensorList& t) { return gather(t[0], 1, tensor<int64_t>({0, 4, 2, 2, 1, 1}, {3, 2})); },
         {x});
 }

@@ -107,4 +107,11 @@ TEST(Factories, LargeAllocationsAreHugePageAligned) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(empty({1000}).data_ptr()) % 64, 0u);
 }
 
+TEST(Factories, ZerosAndOnesDefaultToTheFloatDtype) {
+  EXPECT_EQ(zeros({2}).dtype(), DType::Float32);
+  EXPECT_EQ(ones({2}).dtype(), DType::Float32);
+  EXPECT_EQ(ones({2}, DType::Int64).dtype(), DType::Int64);
+  EXPECT_EQ(full({2}, 1).dtype(), DType::Int64);  // full infers from the value, as torch.full does
+}
+
 }  // namespace trainrun

@@ -1,0 +1,99 @@
+#include "nn/layers.h"
+
+#include <cmath>
+
+#include "autograd/variable.h"
+#include "nn/init.h"
+#include "tensor/ops.h"
+
+namespace trainrun {
+namespace nn {
+
+Linear::Linear(int64_t in, int64_t out, bool bias) : Module("Linear"), in_features(in), out_features(out) {
+  TR_CHECK(in > 0 && out > 0, ValueError, "Linear: in_features ({}) and out_features ({}) must be positive", in, out);
+  // PyTorch's reset_parameters: kaiming_uniform(a=sqrt(5)), bias U(-1/sqrt(in), 1/sqrt(in)).
+  Tensor w = empty({out, in});
+  init::kaiming_uniform_(w, std::sqrt(5.0));
+  register_parameter("weight", w);
+  if (bias) {
+    Tensor b = empty({out});
+    double bound = 1.0 / std::sqrt(static_cast<double>(in));
+    init::uniform_(b, -bound, bound);
+    register_parameter("bias", b);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  TR_CHECK(x.dim() >= 1 && x.size(-1) == in_features, ValueError,
+           "Linear({}, {}): input of shape {} does not end in {}", in_features, out_features, x.shape_str(),
+           in_features);
+  const Tensor& w = param("weight");
+  Tensor y = matmul(x, t(w));
+  for (const auto& [name, p] : named_parameters(false))
+    if (name == "bias") return add(y, p);
+  return y;
+}
+
+Embedding::Embedding(int64_t n, int64_t dim) : Module("Embedding") {
+  Tensor w = empty({n, dim});
+  init::normal_(w, 0.0, 1.0);
+  register_parameter("weight", w);
+}
+
+Tensor Embedding::forward(const Tensor& indices) { return embedding(param("weight"), indices); }
+
+LayerNorm::LayerNorm(IntList shape, double eps_, bool affine)
+    : Module("LayerNorm"), normalized_shape(std::move(shape)), eps(eps_) {
+  if (affine) {
+    register_parameter("weight", ones(normalized_shape));
+    register_parameter("bias", zeros(normalized_shape));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  auto params = named_parameters(false);
+  Tensor w = params.empty() ? Tensor() : param("weight"), b = params.empty() ? Tensor() : param("bias");
+  return std::get<0>(layer_norm(x, normalized_shape, w, b, eps));
+}
+
+RMSNorm::RMSNorm(IntList shape, double eps_) : Module("RMSNorm"), normalized_shape(std::move(shape)), eps(eps_) {
+  register_parameter("weight", ones(normalized_shape));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) { return std::get<0>(rms_norm(x, normalized_shape, param("weight"), eps)); }
+
+Dropout::Dropout(double p_) : Module("Dropout"), p(p_) {
+  TR_CHECK(p >= 0 && p <= 1, ValueError, "Dropout: p must be in [0, 1], got {}", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) {
+  if (!is_training() || p == 0) return x;
+  if (p == 1) return mul(x, 0.0);
+  // The mask is data, not part of the graph: only the multiply is.
+  Tensor mask = dropout_mask(x.sizes(), p).to(x.dtype());
+  return mul(x, mul(mask, 1.0 / (1.0 - p)));
+}
+
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
+Tensor SiLU::forward(const Tensor& x) { return silu(x); }
+Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+
+Sequential::Sequential(std::vector<std::shared_ptr<Module>> modules) : Module("Sequential") {
+  for (auto& m : modules) append(std::move(m));
+}
+
+Sequential& Sequential::append(std::shared_ptr<Module> m) {
+  TR_CHECK(m != nullptr, ValueError, "Sequential: cannot append a null module");
+  register_module(std::to_string(size()), std::move(m));
+  return *this;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& [_, m] : named_children()) h = (*m)(h);
+  return h;
+}
+
+}  // namespace nn
+}  // namespace trainrun

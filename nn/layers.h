@@ -1,0 +1,81 @@
+#pragma once
+// The basic layers, each a Module with PyTorch's parameter names, shapes and
+// default initialisation: Linear, Embedding, LayerNorm, RMSNorm, Dropout,
+// the activations, and Sequential.
+#include "nn/module.h"
+
+namespace trainrun {
+namespace nn {
+
+// y = x W^T + b; weight [out, in], bias [out].
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  int64_t in_features, out_features;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  Tensor forward(const Tensor& indices) override;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(IntList normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) override;
+  IntList normalized_shape;
+  double eps;
+};
+
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(IntList normalized_shape, double eps = 1e-6);
+  Tensor forward(const Tensor& x) override;
+  IntList normalized_shape;
+  double eps;
+};
+
+// Zeroes elements with probability p in training (scaling the rest by 1/(1-p)).
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  double p;
+};
+
+class ReLU : public Module {
+ public:
+  ReLU() : Module("ReLU") {}
+  Tensor forward(const Tensor& x) override;
+};
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none") : Module("GELU"), approximate(std::move(approximate)) {}
+  Tensor forward(const Tensor& x) override;
+  std::string approximate;
+};
+class SiLU : public Module {
+ public:
+  SiLU() : Module("SiLU") {}
+  Tensor forward(const Tensor& x) override;
+};
+class Tanh : public Module {
+ public:
+  Tanh() : Module("Tanh") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+// Children named "0", "1", ... run in order.
+class Sequential : public Module {
+ public:
+  Sequential() : Module("Sequential") {}
+  explicit Sequential(std::vector<std::shared_ptr<Module>> modules);
+  Sequential& append(std::shared_ptr<Module> m);
+  Tensor forward(const Tensor& x) override;
+  size_t size() const { return named_children().size(); }
+};
+
+}  // namespace nn
+}  // namespace trainrun

@@ -1,0 +1,216 @@
+// Modules (registry, state_dict, hooks, modes), layers, losses, optimizers
+// (with state round-trips), clipping and schedulers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "autograd/engine.h"
+#include "autograd/variable.h"
+#include "nn/layers.h"
+#include "nn/losses.h"
+#include "nn/optim/adam.h"
+#include "nn/optim/clip_grad.h"
+#include "nn/optim/lr_scheduler.h"
+#include "nn/optim/sgd.h"
+#include "tensor/ops.h"
+#include "tests/tensor/test_util.h"
+
+namespace trainrun {
+namespace {
+
+using nn::Linear;
+using nn::Sequential;
+
+std::shared_ptr<Sequential> mlp() {
+  return std::make_shared<Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<Linear>(4, 8), std::make_shared<nn::ReLU>(), std::make_shared<Linear>(8, 3)});
+}
+
+TEST(Module, RegistryNamesStateDictAndErrors) {
+  manual_seed(1);
+  auto net = mlp();
+  std::vector<std::string> names;
+  for (auto& [n, p] : net->named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  EXPECT_EQ(net->named_modules().size(), 4u);
+  nn::StateDict sd = net->state_dict();
+  manual_seed(2);
+  auto other = mlp();
+  Tensor x = randn({5, 4});
+  EXPECT_FALSE(allclose((*net)(x), (*other)(x)));
+  other->load_state_dict(sd);
+  EXPECT_TRUE(allclose((*net)(x), (*other)(x)));
+  nn::StateDict missing = sd;
+  missing.erase("2.bias");
+  missing["extra"] = zeros({1});
+  expect_error<ValueError>([&] { other->load_state_dict(missing); }, {"missing keys [2.bias]", "unexpected keys [extra]"});
+  other->load_state_dict(missing, /*strict=*/false);
+  nn::StateDict wrong = sd;
+  wrong["0.weight"] = zeros({2, 2});
+  expect_error<ValueError>([&] { other->load_state_dict(wrong, false); }, {"0.weight", "[2, 2]", "[8, 4]"});
+  expect_error<ValueError>([&] { net->register_parameter("bad.name", zeros({1})); }, {"not a valid name"});
+  expect_error<ValueError>([&] { (*net)(randn({5, 3})); }, {"Linear(4, 8)", "[5, 3]"});
+}
+
+TEST(Module, ReplaceParameterTrainEvalHooksAndZeroGrad) {
+  manual_seed(3);
+  auto lin = std::make_shared<Linear>(3, 2);
+  Tensor w = zeros({2, 3});
+  set_requires_grad(w);
+  lin->replace_parameter("weight", w);
+  EXPECT_TRUE(allclose((*lin)(ones({1, 3})), reshape(lin->param("bias"), {1, 2})));
+  expect_error<ValueError>([&] { lin->replace_parameter("weight", zeros({3, 3})); }, {"weight", "[3, 3]"});
+  std::vector<std::string> order;
+  lin->register_forward_pre_hook([&](nn::Module&, const Tensor& in) {
+    order.push_back("pre");
+    return mul(in, 2.0);
+  });
+  lin->register_forward_hook([&](nn::Module& m, const Tensor&, const Tensor& out) {
+    order.push_back("post " + m.type_name());
+    return Tensor();
+  });
+  (*lin)(ones({1, 3}));
+  EXPECT_EQ(order, (std::vector<std::string>{"pre", "post Linear"}));
+  auto drop = std::make_shared<nn::Dropout>(0.5);
+  auto seq = std::make_shared<Sequential>(std::vector<std::shared_ptr<nn::Module>>{drop});
+  seq->eval();
+  EXPECT_FALSE(drop->is_training());
+  Tensor x = randn({100});
+  EXPECT_TRUE(allclose((*seq)(x), x));
+  seq->train();
+  Tensor y = (*seq)(ones({1000}));
+  double kept = sum(ne(y, 0.0).to(DType::Float64)).item<double>();
+  EXPECT_NEAR(kept, 500, 80);
+  EXPECT_TRUE(allclose(mul(y, ne(y, 0.0).to(DType::Float32)), mul(ne(y, 0.0).to(DType::Float32), 2.0)));
+  backward(sum((*lin)(ones({1, 3}))));
+  EXPECT_TRUE(grad(lin->param("weight")).defined());
+  lin->zero_grad();
+  EXPECT_FALSE(grad(lin->param("weight")).defined());
+}
+
+TEST(Losses, MatchClosedForms) {
+  Tensor a = tensor<float>({1, 2, 3}, {3}), b = tensor<float>({1, 0, 5}, {3});
+  EXPECT_NEAR(nn::mse_loss(a, b).item<double>(), (0 + 4 + 4) / 3.0, 1e-6);
+  EXPECT_NEAR(nn::l1_loss(a, b, "sum").item<double>(), 4.0, 1e-6);
+  Tensor x = tensor<float>({-30, 0, 2}, {3}), t = tensor<float>({0, 1, 1}, {3});
+  double expect = (std::log1p(std::exp(-30.0)) + std::log(2.0) + std::log1p(std::exp(-2.0))) / 3;
+  EXPECT_NEAR(nn::binary_cross_entropy_with_logits(x, t).item<double>(), expect, 1e-6);
+  expect_error<ValueError>([&] { nn::mse_loss(a, ones({2})); }, {"mse_loss", "[3]", "[2]"});
+  expect_error<ValueError>([&] { nn::l1_loss(a, b, "avg"); }, {"reduction", "avg"});
+}
+
+// A parameter p with a fixed gradient g, stepped by hand and by the optimizer.
+TEST(Optim, SGDMomentumNesterovWeightDecay) {
+  Tensor p = tensor<float>({1.0f, -2.0f}, {2});
+  set_requires_grad(p);
+  optim::SGDOptions o;
+  o.lr = 0.1;
+  o.momentum = 0.9;
+  o.nesterov = true;
+  o.weight_decay = 0.01;
+  optim::SGD sgd({p}, o);
+  std::vector<double> ref = {1.0, -2.0}, buf = {0, 0};
+  for (int step = 0; step < 3; ++step) {
+    set_grad(p, tensor<float>({0.5f, 0.25f}, {2}));
+    sgd.step();
+    for (int i = 0; i < 2; ++i) {
+      double g = (i == 0 ? 0.5 : 0.25) + 0.01 * ref[i];
+      buf[i] = step == 0 ? g : 0.9 * buf[i] + g;
+      ref[i] -= 0.1 * (g + 0.9 * buf[i]);
+    }
+  }
+  std::vector<double> got = values(p);
+  EXPECT_NEAR(got[0], ref[0], 1e-5);
+  EXPECT_NEAR(got[1], ref[1], 1e-5);
+}
+
+TEST(Optim, AdamWMatchesTheAlgorithmAndStateRoundTrips) {
+  Tensor p = tensor<float>({1.0f}, {1});
+  set_requires_grad(p);
+  optim::AdamOptions o;
+  o.lr = 0.01;
+  o.weight_decay = 0.1;
+  optim::AdamW adam({p}, o);
+  double ref = 1.0, m = 0, v = 0;
+  for (int step = 1; step <= 3; ++step) {
+    double g = 0.3 * step;
+    set_grad(p, full({1}, g));
+    adam.step();
+    ref *= 1 - 0.01 * 0.1;
+    m = 0.9 * m + 0.1 * g;
+    v = 0.999 * v + 0.001 * g * g;
+    double mh = m / (1 - std::pow(0.9, step)), vh = v / (1 - std::pow(0.999, step));
+    ref -= 0.01 * mh / (std::sqrt(vh) + 1e-8);
+  }
+  EXPECT_NEAR(p.item<double>(), ref, 1e-6);
+  // A second optimizer loaded from the first's state makes the same next step.
+  Tensor q = clone(detach(p));
+  set_requires_grad(q);
+  optim::AdamW twin({q}, o);
+  twin.load_state_dict(adam.state_dict());
+  set_grad(p, full({1}, 0.7));
+  set_grad(q, full({1}, 0.7));
+  adam.step();
+  twin.step();
+  EXPECT_EQ(p.item<float>(), q.item<float>());
+  optim::OptimizerState bad = adam.state_dict();
+  bad.state.push_back({});
+  expect_error<ValueError>([&] { twin.load_state_dict(bad); }, {"state for 2 parameters, expected 1"});
+}
+
+TEST(Optim, ClipGradAndSchedulers) {
+  Tensor a = zeros({2}), b = zeros({1});
+  set_requires_grad(a);
+  set_requires_grad(b);
+  set_grad(a, tensor<float>({3, 0}, {2}));
+  set_grad(b, tensor<float>({4}, {1}));
+  EXPECT_NEAR(optim::clip_grad_norm_({a, b}, 1.0).item<double>(), 5.0, 1e-6);
+  EXPECT_NEAR(values(grad(a))[0], 0.6, 1e-5);
+  optim::clip_grad_value_({b}, 0.1);
+  EXPECT_NEAR(values(grad(b))[0], 0.1, 1e-6);
+
+  optim::SGDOptions o;
+  o.lr = 1.0;
+  optim::SGD sgd({a}, o);
+  optim::StepLR step_lr(sgd, 2, 0.5);
+  std::vector<double> lrs;
+  for (int i = 0; i < 4; ++i) {
+    step_lr.step();
+    lrs.push_back(step_lr.get_last_lr()[0]);
+  }
+  EXPECT_EQ(lrs, (std::vector<double>{1.0, 0.5, 0.5, 0.25}));
+  optim::SGD sgd2({b}, o);
+  auto warm = std::make_shared<optim::LinearLR>(sgd2, 0.1, 1.0, 2);
+  auto cosine = std::make_shared<optim::CosineAnnealingLR>(sgd2, 4);
+  optim::SequentialLR seq(sgd2, {warm, cosine}, {2});
+  EXPECT_NEAR(seq.get_last_lr()[0], 0.1, 1e-12);
+  seq.step();
+  EXPECT_NEAR(seq.get_last_lr()[0], 0.55, 1e-12);
+  seq.step();
+  EXPECT_NEAR(seq.get_last_lr()[0], 1.0, 1e-12);  // cosine at its start
+  seq.step();
+  seq.step();
+  EXPECT_NEAR(seq.get_last_lr()[0], 0.5, 1e-12);  // cosine half way (epoch 2 of 4)
+}
+
+TEST(Training, AnMLPLearnsToAFallingLoss) {
+  manual_seed(4);
+  auto net = mlp();
+  Tensor x = randn({64, 4});
+  Tensor target = argmax(add(mm(x, randn({4, 3})), 0.1), 1);
+  optim::AdamOptions o;
+  o.lr = 0.05;
+  optim::Adam adam(net->parameters(), o);
+  double first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    adam.zero_grad();
+    Tensor loss = cross_entropy((*net)(x), target);
+    backward(loss);
+    adam.step();
+    (step == 0 ? first : last) = loss.item<double>();
+  }
+  EXPECT_LT(last, first * 0.3) << "loss went from " << first << " to " << last;
+}
+
+}  // namespace
+}  // namespace trainrun
