@@ -17,10 +17,19 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   AutogradMeta* meta = autograd_meta(leaf_);
   Tensor incoming = g.dtype() == leaf_.dtype() ? g : g.to(leaf_.dtype());
   if (!meta->grad.defined()) {
-    // A copy: the incoming tensor may also be another leaf's gradient or a
-    // view into a buffer the engine reuses. Under create_graph it keeps its
-    // graph instead, for double backward.
-    meta->grad = GradMode::is_enabled() ? incoming : clone(detach(incoming));
+    // Under create_graph the gradient keeps its graph, for double backward.
+    // Otherwise it is stolen when nothing else can see it (this node holds
+    // the only handle and it owns its storage alone: e.g. the fresh result
+    // of mm in Linear's backward), and copied when it is shared (the same
+    // tensor can reach two leaves, or be a view of a buffer).
+    if (GradMode::is_enabled()) {
+      meta->grad = incoming;
+    } else {
+      grads[0] = Tensor();  // drop the engine's handle, so ours may be the last
+      const bool sole = incoming.impl()->use_count() == 1 && incoming.impl()->storage()->use_count() == 1 &&
+                        incoming.is_contiguous() && !requires_grad(incoming);
+      meta->grad = sole ? incoming : clone(detach(incoming));
+    }
   } else if (GradMode::is_enabled()) {
     meta->grad = add(meta->grad, incoming);  // out of place: keeps the graph
   } else {

@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 # OpenBLAS misdetects this CPU and picks slow kernels; choose for it unless
 # the caller already did.
 export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-SkylakeX}"
-./scripts/bazel.sh build //examples:tensor_demo
+./scripts/bazel.sh build //examples:train_mlp
 status=0
-./bazel-bin/examples/tensor_demo || status=$?
+./bazel-bin/examples/train_mlp || status=$?
 bazel shutdown >/dev/null 2>&1 || true
 exit $status

@@ -61,13 +61,24 @@ Tensor mean_autograd(const Tensor& x, const IntList& dims, bool keepdim, std::op
 KernelRegistration<SumSig> reg_sum("sum", DispatchKey::Autograd, &sum_autograd);
 KernelRegistration<SumSig> reg_mean("mean", DispatchKey::Autograd, &mean_autograd);
 
+// A matrix stored transposed (a t() of a contiguous one).
+bool column_major(const Tensor& m) {
+  return m.dim() == 2 && m.size(0) > 1 && m.size(1) > 1 && m.stride(0) == 1 && m.stride(1) == m.size(0);
+}
+
 Tensor mm_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
   static Op<MmSig> op("mm");
   check_out_allowed("mm", out, {a, b});
   return record(
       "MmBackward", {a, b}, {a, b}, false, [&] { return op.call(keys_of(a, b, out), a, b, out); },
       [](const Tensor& g, const TensorList& s) -> TensorList {
-        return {cast_to(mm(g, t(s[1])), s[0].dtype()), cast_to(mm(t(s[0]), g), s[1].dtype())};
+        const Tensor &a = s[0], &b = s[1];
+        // Each gradient comes out with its input's layout (as PyTorch's do):
+        // Linear's weight enters as a transposed view, and a gradient laid
+        // out the same way becomes contiguous again once the view is undone.
+        Tensor ga = column_major(a) ? t(mm(b, t(g))) : mm(g, t(b));
+        Tensor gb = column_major(b) ? t(mm(t(g), a)) : mm(t(a), g);
+        return {cast_to(ga, a.dtype()), cast_to(gb, b.dtype())};
       });
 }
 KernelRegistration<MmSig> reg_mm("mm", DispatchKey::Autograd, &mm_autograd);

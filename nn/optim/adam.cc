@@ -59,15 +59,17 @@ void Adam::step() {
       mul_(v, b2);
       addcmul_(v, d, d, 1 - b2);
       const double bc1 = 1 - std::pow(b1, step), bc2_sqrt = std::sqrt(1 - std::pow(b2, step));
+      // One temporary per parameter: sqrt, then scaled and shifted in place.
       Tensor denom;
       if (amsgrad) {
         Tensor& vmax = st["max_exp_avg_sq"];
-        Tensor bigger = maximum(vmax, v);
-        copy_(vmax, bigger);
-        denom = add(div(sqrt(vmax), bc2_sqrt), eps);
+        maximum_(vmax, v);
+        denom = sqrt(vmax);
       } else {
-        denom = add(div(sqrt(v), bc2_sqrt), eps);
+        denom = sqrt(v);
       }
+      div_(denom, bc2_sqrt);
+      add_(denom, eps);
       addcdiv_(p, m, denom, -lr / bc1);
     }
   }
