@@ -29,8 +29,9 @@ struct EnableGradGuard : AutoGradMode {
   EnableGradGuard() : AutoGradMode(true) {}
 };
 
-// Like torch.inference_mode: no recording, and tensors made inside it can
-// never join a graph later (they are marked and rejected by autograd).
+// torch.inference_mode's scope: no recording, and is_enabled() tells code
+// inside that it may skip training-only work. Unlike PyTorch's, tensors made
+// inside are ordinary tensors (not marked as inference tensors).
 class InferenceMode {
  public:
   InferenceMode();

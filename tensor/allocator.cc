@@ -3,36 +3,99 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "tensor/error.h"
 
 namespace trainrun {
 namespace {
 
+// Blocks of 1 MiB and more are cached when freed and handed out again for
+// the same (rounded) size: a training step allocates the same shapes every
+// time, and without the cache each of its multi-MiB temporaries would come
+// back from the kernel as fresh pages, one fault per 4 KiB (glibc unmaps or
+// trims them on free, depending on the state of its mmap threshold). The
+// cache holds at most TRAINRUN_CPU_CACHE_MB (default 1024; 0 turns it off);
+// cpu_empty_cache() gives it all back.
+//
 // Blocks of 32 MiB and more are mapped directly, 2 MiB aligned, and marked
 // for transparent huge pages: a fresh 64 MiB tensor then takes 32 page
-// faults instead of 16384 (on a VM each fault costs microseconds). glibc
-// maps blocks that large afresh on every malloc anyway (its mmap threshold
-// stops growing at 32 MiB), so nothing is lost; smaller blocks stay with
-// aligned_alloc, whose heap reuse avoids faults altogether.
+// faults instead of 16384. Smaller blocks use aligned_alloc.
 class CPUAllocator final : public Allocator {
  public:
+  CPUAllocator() {
+    const char* env = std::getenv("TRAINRUN_CPU_CACHE_MB");
+    if (env != nullptr && *env != '\0') cache_limit_ = static_cast<size_t>(std::strtoull(env, nullptr, 10)) << 20;
+  }
+
   DataPtr allocate(size_t nbytes) override {
     constexpr size_t kAlign = 64;
-    if (nbytes >= kHugeThreshold) return allocate_huge(nbytes);
-    size_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;
-    void* p = rounded == 0 ? nullptr : std::aligned_alloc(kAlign, rounded);
-    if (rounded != 0 && p == nullptr)
-      throw ValueError(fmt::format("CPU allocator: out of memory allocating {} bytes", nbytes));
-    return DataPtr(p, [](void* q) { std::free(q); }, Device(DeviceType::CPU));
+    if (nbytes < kCacheThreshold) {
+      size_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;
+      void* p = rounded == 0 ? nullptr : std::aligned_alloc(kAlign, rounded);
+      if (rounded != 0 && p == nullptr)
+        throw ValueError(fmt::format("CPU allocator: out of memory allocating {} bytes", nbytes));
+      return DataPtr(p, [](void* q) { std::free(q); }, Device(DeviceType::CPU));
+    }
+    const size_t size = (nbytes + kCacheGranule - 1) / kCacheGranule * kCacheGranule;
+    void* p = take_cached(size);
+    if (p == nullptr) p = size >= kHugeThreshold ? map_huge(size) : allocate_block(size);
+    return DataPtr(p, [this, size](void* q) { release(q, size); }, Device(DeviceType::CPU));
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [size, blocks] : cached_)
+      for (void* p : blocks) free_block(p, size);
+    cached_.clear();
+    cached_bytes_ = 0;
   }
 
  private:
+  static constexpr size_t kCacheThreshold = size_t(1) << 20;
+  static constexpr size_t kCacheGranule = size_t(64) << 10;
   static constexpr size_t kHugePage = size_t(2) << 20;
   static constexpr size_t kHugeThreshold = size_t(32) << 20;
 
-  static DataPtr allocate_huge(size_t nbytes) {
+  void* take_cached(size_t size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cached_.find(size);
+    if (it == cached_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_bytes_ -= size;
+    return p;
+  }
+
+  void release(void* p, size_t size) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cached_bytes_ + size <= cache_limit_) {
+        cached_[size].push_back(p);
+        cached_bytes_ += size;
+        return;
+      }
+    }
+    free_block(p, size);
+  }
+
+  static void* allocate_block(size_t size) {
+    void* p = std::aligned_alloc(kCacheGranule, size);
+    if (p == nullptr) throw ValueError(fmt::format("CPU allocator: out of memory allocating {} bytes", size));
+    return p;
+  }
+
+  static void free_block(void* p, size_t size) {
+    if (size >= kHugeThreshold)
+      munmap(p, (size + kHugePage - 1) / kHugePage * kHugePage);
+    else
+      std::free(p);
+  }
+
+  static void* map_huge(size_t nbytes) {
     const size_t size = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
     // Over-map by one huge page, then unmap the unaligned head and the tail.
     void* raw = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -45,18 +108,28 @@ class CPUAllocator final : public Allocator {
     if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - (aligned + size));
     void* p = reinterpret_cast<void*>(aligned);
     madvise(p, size, MADV_HUGEPAGE);  // advisory: without THP this is plain 4 KiB pages
-    return DataPtr(p, [size](void* q) { munmap(q, size); }, Device(DeviceType::CPU));
+    return p;
   }
+
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> cached_;
+  size_t cached_bytes_ = 0;
+  size_t cache_limit_ = size_t(1024) << 20;
 };
+
+CPUAllocator& the_cpu_allocator() {
+  // Never destroyed: tensors freed during static destruction still find it.
+  static CPUAllocator* alloc = new CPUAllocator();
+  return *alloc;
+}
 
 Allocator* g_allocators[2] = {nullptr, nullptr};
 
 }  // namespace
 
-Allocator* cpu_allocator() {
-  static CPUAllocator alloc;
-  return &alloc;
-}
+Allocator* cpu_allocator() { return &the_cpu_allocator(); }
+
+void cpu_empty_cache() { the_cpu_allocator().empty_cache(); }
 
 void register_allocator(DeviceType type, Allocator* allocator) {
   g_allocators[static_cast<int>(type)] = allocator;

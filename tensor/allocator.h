@@ -1,11 +1,15 @@
 #pragma once
 // The CPU allocator: 64-byte aligned blocks, so vector loads never straddle
-// cache lines at the start of a tensor.
+// cache lines at the start of a tensor; blocks of 1 MiB and more are cached
+// for reuse (see allocator.cc).
 #include "tensor/storage.h"
 
 namespace trainrun {
 
 Allocator* cpu_allocator();
+// Returns the CPU allocator's cached free blocks (of 1 MiB and more) to the
+// system, like torch.cuda.empty_cache() does for GPU memory.
+void cpu_empty_cache();
 // Allocator for a device (CPU now; the CUDA allocator registers itself).
 Allocator* allocator_for(Device device);
 void register_allocator(DeviceType type, Allocator* allocator);

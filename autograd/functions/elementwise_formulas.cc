@@ -11,16 +11,13 @@ using UnarySig = Tensor(const Tensor&, const Tensor&);
 using BinarySig = Tensor(const Tensor&, const Tensor&, const Tensor&);
 using AlphaSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
 
-Tensor unary(const char* op, const char* node, const Tensor& x, const Tensor& out, bool save_x, bool save_result,
-             std::function<Tensor(const Tensor& g, const TensorList& saved)> dx) {
-  check_out_allowed(op, out, {x});
-  static thread_local std::unordered_map<std::string, std::unique_ptr<Op<UnarySig>>> ops;
-  auto& slot = ops[op];
-  if (!slot) slot = std::make_unique<Op<UnarySig>>(op);
-  Op<UnarySig>* below = slot.get();
+// `below` is the op's own handle; the kernel runs it with Autograd excluded.
+Tensor unary(const Op<UnarySig>& below, const char* node, const Tensor& x, const Tensor& out, bool save_x,
+             bool save_result, std::function<Tensor(const Tensor& g, const TensorList& saved)> dx) {
+  check_out_allowed(below.table().name().c_str(), out, {x});
   return record(
       node, {x}, save_x ? TensorList{x} : TensorList{}, save_result,
-      [&] { return below->call(keys_of(x, out), x, out); },
+      [&] { return below.call(keys_of(x, out), x, out); },
       [dx, x_dtype = x.dtype()](const Tensor& g, const TensorList& saved) -> TensorList {
         return {cast_to(dx(g, saved), x_dtype)};
       });
@@ -29,7 +26,8 @@ Tensor unary(const char* op, const char* node, const Tensor& x, const Tensor& ou
 // The formula body is the variadic tail (it may contain commas).
 #define TR_UNARY_AUTOGRAD(name, node, save_x, save_result, ...)                                           \
   Tensor name##_autograd(const Tensor& x, const Tensor& out) {                                           \
-    return unary(#name, node, x, out, save_x, save_result,                                              \
+    static const Op<UnarySig> below(#name);                                                             \
+    return unary(below, node, x, out, save_x, save_result,                                              \
                  [](const Tensor& g, const TensorList& s) -> Tensor { __VA_ARGS__ });                   \
   }                                                                                                     \
   KernelRegistration<UnarySig> reg_##name(#name, DispatchKey::Autograd, &name##_autograd);
@@ -55,45 +53,38 @@ TR_UNARY_AUTOGRAD(erf, "ErfBackward", true, false,
                   return mul(g, mul(exp(neg(mul(s[0], s[0]))), 1.1283791670955126));)  // 2/sqrt(pi)
 
 // Binary ops: each input's gradient is summed back to its own shape.
-Op<AlphaSig>& alpha_op(const char* name) {
-  static Op<AlphaSig> add_op("add"), sub_op("sub");
-  return std::string(name) == "add" ? add_op : sub_op;
-}
-
-Tensor add_sub_autograd(const char* name, const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor& out) {
-  check_out_allowed(name, out, {a, b});
-  const double sign = std::string(name) == "sub" ? -1.0 : 1.0;
-  const double scale = sign * alpha.to_double();
+Tensor add_sub_autograd(const Op<AlphaSig>& below, bool subtract, const Tensor& a, const Tensor& b, const Scalar& alpha,
+                        const Tensor& out) {
+  check_out_allowed(below.table().name().c_str(), out, {a, b});
+  const double scale = (subtract ? -1.0 : 1.0) * alpha.to_double();
   IntList as = a.sizes(), bs = b.sizes();
   DType ad = a.dtype(), bd = b.dtype();
   return record(
-      sign > 0 ? "AddBackward" : "SubBackward", {a, b}, {}, false,
-      [&] { return alpha_op(name).call(keys_of(a, b, out), a, b, alpha, out); },
+      subtract ? "SubBackward" : "AddBackward", {a, b}, {}, false,
+      [&] { return below.call(keys_of(a, b, out), a, b, alpha, out); },
       [=](const Tensor& g, const TensorList&) -> TensorList {
         Tensor ga = sum_to(g, as), gb = sum_to(scale == 1.0 ? g : mul(g, scale), bs);
         return {cast_to(ga, ad), cast_to(gb, bd)};
       });
 }
 Tensor add_autograd(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor& out) {
-  return add_sub_autograd("add", a, b, alpha, out);
+  static const Op<AlphaSig> below("add");
+  return add_sub_autograd(below, false, a, b, alpha, out);
 }
 Tensor sub_autograd(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor& out) {
-  return add_sub_autograd("sub", a, b, alpha, out);
+  static const Op<AlphaSig> below("sub");
+  return add_sub_autograd(below, true, a, b, alpha, out);
 }
 KernelRegistration<AlphaSig> reg_add("add", DispatchKey::Autograd, &add_autograd);
 KernelRegistration<AlphaSig> reg_sub("sub", DispatchKey::Autograd, &sub_autograd);
 
-Tensor binary(const char* op, const char* node, const Tensor& a, const Tensor& b, const Tensor& out, bool save_result,
-              std::function<TensorList(const Tensor& g, const TensorList& saved)> formula) {
-  check_out_allowed(op, out, {a, b});
-  static thread_local std::unordered_map<std::string, std::unique_ptr<Op<BinarySig>>> ops;
-  auto& slot = ops[op];
-  if (!slot) slot = std::make_unique<Op<BinarySig>>(op);
-  Op<BinarySig>* below = slot.get();
+Tensor binary(const Op<BinarySig>& below, const char* node, const Tensor& a, const Tensor& b, const Tensor& out,
+              bool save_result, std::function<TensorList(const Tensor& g, const TensorList& saved)> formula) {
+  check_out_allowed(below.table().name().c_str(), out, {a, b});
   IntList as = a.sizes(), bs = b.sizes();
   DType ad = a.dtype(), bd = b.dtype();
   return record(
-      node, {a, b}, {a, b}, save_result, [&] { return below->call(keys_of(a, b, out), a, b, out); },
+      node, {a, b}, {a, b}, save_result, [&] { return below.call(keys_of(a, b, out), a, b, out); },
       [=](const Tensor& g, const TensorList& s) -> TensorList {
         TensorList r = formula(g, s);
         Tensor ga = r[0].defined() ? sum_to(r[0], as) : r[0], gb = r[1].defined() ? sum_to(r[1], bs) : r[1];
@@ -102,19 +93,22 @@ Tensor binary(const char* op, const char* node, const Tensor& a, const Tensor& b
 }
 
 Tensor mul_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
-  return binary("mul", "MulBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
+  static const Op<BinarySig> below("mul");
+  return binary(below, "MulBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
     return {mul(g, s[1]), mul(g, s[0])};
   });
 }
 Tensor div_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
-  return binary("div", "DivBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
+  static const Op<BinarySig> below("div");
+  return binary(below, "DivBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
     Tensor ga = div(g, s[1]);
     return {ga, neg(mul(ga, div(s[0], s[1])))};
   });
 }
 Tensor pow_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
   const bool exponent_needs_grad = requires_grad(b);  // x^2 and friends skip the log
-  return binary("pow", "PowBackward", a, b, out, true,
+  static const Op<BinarySig> below("pow");
+  return binary(below, "PowBackward", a, b, out, true,
                 [exponent_needs_grad](const Tensor& g, const TensorList& s) -> TensorList {
                   const Tensor &x = s[0], &p = s[1], &r = s[2];
                   // d/dx x^p = p x^(p-1); d/dp x^p = x^p log x (0 where x == 0, as PyTorch).
@@ -124,14 +118,16 @@ Tensor pow_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
                 });
 }
 Tensor maximum_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
-  return binary("maximum", "MaximumBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
+  static const Op<BinarySig> below("maximum");
+  return binary(below, "MaximumBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
     // Ties split the gradient evenly, as PyTorch does.
     Tensor a_wins = add(gt(s[0], s[1]).to(g.dtype()), mul(eq(s[0], s[1]).to(g.dtype()), 0.5));
     return {mul(g, a_wins), mul(g, rsub_one(a_wins))};
   });
 }
 Tensor minimum_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
-  return binary("minimum", "MinimumBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
+  static const Op<BinarySig> below("minimum");
+  return binary(below, "MinimumBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
     Tensor a_wins = add(lt(s[0], s[1]).to(g.dtype()), mul(eq(s[0], s[1]).to(g.dtype()), 0.5));
     return {mul(g, a_wins), mul(g, rsub_one(a_wins))};
   });

@@ -165,3 +165,26 @@ TEST(Gradcheck, CatAndStack) {
 
 }  // namespace
 }  // namespace trainrun
+
+#include "nn/attention.h"
+
+namespace trainrun {
+namespace {
+
+TEST(Gradcheck, ScaledDotProductAttention) {
+  manual_seed(9);
+  Tensor q = leaf({2, 3, 4}), k = leaf({2, 5, 4}), v = leaf({2, 5, 2});
+  check("sdpa", [](const TensorList& t) { return nn::scaled_dot_product_attention(t[0], t[1], t[2]); }, {q, k, v});
+  Tensor qc = leaf({2, 4, 3}), kc = leaf({2, 4, 3}), vc = leaf({2, 4, 3});
+  check("sdpa causal",
+        [](const TensorList& t) { return nn::scaled_dot_product_attention(t[0], t[1], t[2], Tensor(), true); },
+        {qc, kc, vc});
+  Tensor mask = tensor<bool>({true, false, true, true, true, false, true, true, true, true, false, true, true, true,
+                              true},
+                             {3, 5});
+  check("sdpa bool mask",
+        [&](const TensorList& t) { return nn::scaled_dot_product_attention(t[0], t[1], t[2], mask); }, {q, k, v});
+}
+
+}  // namespace
+}  // namespace trainrun

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/engine.h"
+#include "autograd/grad_mode.h"
 #include "autograd/variable.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
@@ -210,6 +211,52 @@ TEST(Training, AnMLPLearnsToAFallingLoss) {
     (step == 0 ? first : last) = loss.item<double>();
   }
   EXPECT_LT(last, first * 0.3) << "loss went from " << first << " to " << last;
+}
+
+}  // namespace
+}  // namespace trainrun
+
+#include "nn/attention.h"
+
+namespace trainrun {
+namespace {
+
+TEST(Attention, CausalSelfAttentionIsCausalAndTheBlockTrains) {
+  manual_seed(12);
+  auto attn = std::make_shared<nn::CausalSelfAttention>(8, 2);
+  Tensor x = randn({2, 5, 8});
+  Tensor y = (*attn)(x);
+  EXPECT_EQ(y.sizes(), (IntList{2, 5, 8}));
+  // Changing the last position must not change earlier outputs.
+  Tensor x2 = clone(x);
+  {
+    NoGradGuard no_grad;
+    Tensor last = select(x2, 1, 4);
+    fill_(last, 3.0);
+  }
+  Tensor y2 = (*attn)(x2);
+  EXPECT_TRUE(allclose(narrow(y, 1, 0, 4), narrow(y2, 1, 0, 4), 1e-5, 1e-6));
+  EXPECT_FALSE(allclose(narrow(y, 1, 4, 1), narrow(y2, 1, 4, 1)));
+  expect_error<ValueError>([] { nn::CausalSelfAttention(10, 3); }, {"not divisible"});
+
+  auto block = std::make_shared<nn::TransformerBlock>(16, 4);
+  std::vector<std::string> names;
+  for (auto& [n, _] : block->named_parameters()) names.push_back(n);
+  EXPECT_EQ(names.front(), "ln_1.weight");
+  EXPECT_EQ(names.back(), "mlp.2.bias");
+  Tensor xb = randn({2, 6, 16}), target = randn({2, 6, 16});
+  optim::AdamOptions o;
+  o.lr = 1e-2;
+  optim::AdamW opt(block->parameters(), o);
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; ++step) {
+    opt.zero_grad();
+    Tensor loss = nn::mse_loss((*block)(xb), target);
+    backward(loss);
+    opt.step();
+    (step == 0 ? first : last) = loss.item<double>();
+  }
+  EXPECT_LT(last, first * 0.5);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "tensor/allocator.h"
 #include "tests/tensor/test_util.h"
 
 namespace trainrun {
@@ -112,6 +113,24 @@ TEST(Factories, ZerosAndOnesDefaultToTheFloatDtype) {
   EXPECT_EQ(ones({2}).dtype(), DType::Float32);
   EXPECT_EQ(ones({2}, DType::Int64).dtype(), DType::Int64);
   EXPECT_EQ(full({2}, 1).dtype(), DType::Int64);  // full infers from the value, as torch.full does
+}
+
+// Freed blocks of 1 MiB and more are reused for the same size, so a
+// training step does not fault its temporaries in again every time.
+TEST(Factories, LargeFreedBlocksAreReused) {
+  void* first = nullptr;
+  {
+    Tensor t = empty({(int64_t(3) << 20) / 4});  // 3 MiB
+    first = t.data_ptr();
+  }
+  Tensor again = empty({(int64_t(3) << 20) / 4});
+  EXPECT_EQ(again.data_ptr(), first);
+  Tensor other = empty({(int64_t(5) << 20) / 4});  // another size gets another block
+  EXPECT_NE(other.data_ptr(), first);
+  again = Tensor();
+  cpu_empty_cache();
+  Tensor fresh = ones({(int64_t(3) << 20) / 4});
+  EXPECT_EQ(sum(fresh).item<double>(), double((int64_t(3) << 20) / 4));
 }
 
 }  // namespace trainrun
