@@ -168,3 +168,49 @@ TEST(Engine, CrossEntropyGradientMatchesTheClosedForm) {
 
 }  // namespace
 }  // namespace trainrun
+
+#include "autograd/checkpoint.h"
+
+namespace trainrun {
+namespace {
+
+TEST(Checkpoint, RecomputesInBackwardWithTheSameGradientsAndRandomness) {
+  manual_seed(3);
+  Tensor w1 = randn({6, 8}), w2 = randn({8, 3}), x = randn({4, 6});
+  set_requires_grad(w1);
+  set_requires_grad(w2);
+  set_requires_grad(x);
+  int calls = 0;
+  // Dropout inside: the recomputation must draw the same mask.
+  CheckpointFunction fn = [&](const TensorList& in) {
+    ++calls;
+    Tensor h = relu(mm(in[0], in[1]));
+    Tensor mask = dropout_mask(h.sizes(), 0.5).to(h.dtype());
+    return TensorList{mm(mul(h, mask), in[2])};
+  };
+  manual_seed(10);
+  Tensor plain = fn({x, w1, w2})[0];
+  backward(sum(mul(plain, plain)));
+  Tensor g1 = clone(grad(w1)), g2 = clone(grad(w2)), gx = clone(grad(x));
+  set_grad(w1, Tensor());
+  set_grad(w2, Tensor());
+  set_grad(x, Tensor());
+  manual_seed(10);
+  calls = 0;
+  Tensor ck = checkpoint(fn, {x, w1, w2})[0];
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(grad_fn(ck)->name(), "CheckpointBackward");
+  EXPECT_TRUE(allclose(ck, plain));
+  randn({100});  // the generator moves on before backward
+  backward(sum(mul(ck, ck)));
+  EXPECT_EQ(calls, 2);  // recomputed once
+  EXPECT_TRUE(allclose(grad(w1), g1, 1e-5, 1e-6));
+  EXPECT_TRUE(allclose(grad(w2), g2, 1e-5, 1e-6));
+  EXPECT_TRUE(allclose(grad(x), gx, 1e-5, 1e-6));
+  // Without inputs that need grad it is just a call.
+  Tensor plain_in = randn({2, 6});
+  EXPECT_FALSE(requires_grad(checkpoint([](const TensorList& in) { return TensorList{mul(in[0], 2.0)}; }, {plain_in})[0]));
+}
+
+}  // namespace
+}  // namespace trainrun

@@ -261,3 +261,28 @@ TEST(Attention, CausalSelfAttentionIsCausalAndTheBlockTrains) {
 
 }  // namespace
 }  // namespace trainrun
+
+#include "nn/containers.h"
+
+namespace trainrun {
+namespace {
+
+TEST(Containers, ModuleListAndModuleDict) {
+  nn::ModuleList list({std::make_shared<Linear>(2, 3), std::make_shared<nn::ReLU>()});
+  list.append(std::make_shared<Linear>(3, 1));
+  EXPECT_EQ(list.size(), 3u);
+  EXPECT_EQ(list.at(2)->type_name(), "Linear");
+  expect_error<IndexError>([&] { list.at(3); }, {"index 3", "3 modules"});
+  std::vector<std::string> names;
+  for (auto& [n, _] : list.named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  nn::ModuleDict dict;
+  dict.insert("encoder", std::make_shared<Linear>(4, 4)).insert("act", std::make_shared<nn::GELU>());
+  EXPECT_TRUE(dict.contains("act"));
+  EXPECT_EQ(dict.keys(), (std::vector<std::string>{"encoder", "act"}));
+  expect_error<ValueError>([&] { dict.at("decoder"); }, {"'decoder'", "encoder, act"});
+  expect_error<ValueError>([&] { dict.insert("act", std::make_shared<nn::ReLU>()); }, {"already registered"});
+}
+
+}  // namespace
+}  // namespace trainrun
