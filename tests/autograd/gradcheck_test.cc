@@ -8,6 +8,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/variable.h"
 #include "tensor/ops.h"
+#include "tests/tensor/test_util.h"
 
 namespace trainrun {
 namespace {
@@ -184,6 +185,42 @@ TEST(Gradcheck, ScaledDotProductAttention) {
                              {3, 5});
   check("sdpa bool mask",
         [&](const TensorList& t) { return nn::scaled_dot_product_attention(t[0], t[1], t[2], mask); }, {q, k, v});
+}
+
+}  // namespace
+}  // namespace trainrun
+
+#include "autograd/custom_op.h"
+
+namespace trainrun {
+namespace {
+
+TEST(CustomOp, RegisteredOpDispatchesAndDifferentiates) {
+  CustomOpDefinition def;
+  def.cpu = [](const TensorList& in) { return mul(mul(in[0], in[0]), in[1]); };  // s * x^2
+  def.backward = [](const Tensor& g, const TensorList& in, const Tensor&) -> TensorList {
+    return {mul(mul(g, in[1]), mul(in[0], 2.0)), sum_to(mul(g, mul(in[0], in[0])), in[1].sizes())};
+  };
+  CustomOp scaled_square = register_custom_op("test_ext::scaled_square", def);
+  Tensor x = tensor<float>({1, 2, 3}, {3}), s = tensor<float>({2}, {1});
+  EXPECT_VALUES(scaled_square({x, s}), 2, 8, 18);
+  manual_seed(13);
+  check("custom op", [&](const TensorList& t) { return scaled_square(t); }, {leaf({4}), leaf({1})});
+  EXPECT_EQ(grad_fn(scaled_square({leaf({2}), leaf({1})}))->name(), "test_ext::scaled_squareBackward");
+
+  CustomOpDefinition no_grad_def;
+  no_grad_def.cpu = [](const TensorList& in) { return neg(in[0]); };
+  CustomOp forward_only = register_custom_op("test_ext::forward_only", no_grad_def);
+  EXPECT_VALUES(forward_only({x}), -1, -2, -3);
+  try {
+    forward_only({leaf({2})});
+    ADD_FAILURE() << "an op without a backward accepted an input that needs a gradient";
+  } catch (const NotImplementedError& e) {
+    EXPECT_NE(std::string(e.what()).find("test_ext::forward_only"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(register_custom_op("test_ext::scaled_square", def), ValueError);
+  EXPECT_THROW(register_custom_op("no_namespace", def), ValueError);
+  EXPECT_THROW(register_custom_op("test_ext::no_cpu", CustomOpDefinition{}), ValueError);
 }
 
 }  // namespace
