@@ -125,8 +125,38 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& wei
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight, const std::string& reduction,
-                     int64_t ignore_index) {
-  return nll_loss(log_softmax(logits, logits.dim() == 1 ? 0 : 1), target, weight, reduction, ignore_index);
+                     int64_t ignore_index, double label_smoothing) {
+  TR_CHECK(label_smoothing >= 0 && label_smoothing <= 1, ValueError,
+           "cross_entropy: label_smoothing must be in [0, 1], got {}", label_smoothing);
+  const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
+  Tensor log_probs = log_softmax(logits, class_dim);
+  Tensor nll = nll_loss(log_probs, target, weight, reduction, ignore_index);
+  if (label_smoothing == 0) return nll;
+  // The uniform part: -sum_c w_c log p_c per sample (ignored samples
+  // contribute nothing), reduced like nll_loss, divided by the class count.
+  const int64_t classes = logits.size(class_dim);
+  Tensor per_class = log_probs;
+  if (weight.defined()) {
+    IntList shape(logits.dim(), 1);
+    shape[class_dim] = classes;
+    per_class = mul(log_probs, reshape(weight.to(log_probs.dtype()), shape));
+  }
+  Tensor smooth = neg(sum(per_class, {class_dim}));  // the target's shape
+  Tensor valid = ne(target, ignore_index);
+  smooth = mul(smooth, valid.to(smooth.dtype()));
+  if (reduction == "sum") {
+    smooth = sum(smooth);
+  } else if (reduction == "mean") {
+    Tensor denom;
+    if (weight.defined()) {
+      Tensor picked = index_select(weight.to(log_probs.dtype()), 0, reshape(where(valid, target, 0), {-1}));
+      denom = sum(mul(picked, reshape(valid, {-1}).to(log_probs.dtype())));
+    } else {
+      denom = sum(valid.to(log_probs.dtype()));
+    }
+    smooth = div(sum(smooth), denom);
+  }
+  return add(mul(nll, 1.0 - label_smoothing), mul(smooth, label_smoothing / static_cast<double>(classes)));
 }
 
 }  // namespace trainrun

@@ -47,7 +47,10 @@ std::tuple<Tensor, Tensor> dropout(const Tensor& x, double p, bool train = true,
 // integer targets. reduction: "mean", "sum" or "none".
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight = {},
                 const std::string& reduction = "mean", int64_t ignore_index = -100);
+// label_smoothing in [0, 1] mixes the one-hot target with the uniform
+// distribution over classes, as torch.nn.functional.cross_entropy does.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight = {},
-                     const std::string& reduction = "mean", int64_t ignore_index = -100);
+                     const std::string& reduction = "mean", int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
 
 }  // namespace trainrun

@@ -57,6 +57,11 @@ int main(int argc, char** argv) {
   put("avg_pool2d", {img}, avg_pool2d(img, {3, 3}, {2, 2}, {1, 1}, true, false));
   Tensor logits = randn({8, 5}), target = randint(0, 5, {8});
   put("cross_entropy", {logits, target}, cross_entropy(logits, target));
+  Tensor class_weight = rand({5}), ignored = tensor<int64_t>({0, 3, -100, 4, 1, -100, 2, 2}, {8});
+  put("cross_entropy_smooth", {logits, target}, cross_entropy(logits, target, Tensor(), "mean", -100, 0.1));
+  put("cross_entropy_smooth_weighted", {logits, ignored, class_weight},
+      cross_entropy(logits, ignored, class_weight, "mean", -100, 0.2));
+  put("cross_entropy_smooth_sum", {logits, ignored}, cross_entropy(logits, ignored, Tensor(), "sum", -100, 0.3));
   Tensor ia = randint(-50, 50, {4, 6}), ib = randint(1, 9, {6});
   put("int_floor_div", {ia, ib}, div(ia, ib, "floor"));
   put("int_remainder", {ia, ib}, remainder(ia, ib));
