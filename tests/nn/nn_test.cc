@@ -286,3 +286,40 @@ TEST(Containers, ModuleListAndModuleDict) {
 
 }  // namespace
 }  // namespace trainrun
+
+#include "nn/batch_norm.h"
+
+namespace trainrun {
+namespace {
+
+TEST(BatchNorm, TrainingNormalizesAndTracksRunningStatistics) {
+  manual_seed(21);
+  nn::BatchNorm2d bn(3);
+  Tensor x = add(mul(randn({4, 3, 5, 5}), 2.0), 1.0);
+  Tensor y = bn(x);
+  Tensor per_channel_mean = mean(y, {0, 2, 3});
+  EXPECT_TRUE(allclose(per_channel_mean, zeros({3}), 1e-5, 1e-5));
+  Tensor centered = sub(x, mean(x, {0, 2, 3}, true));
+  Tensor batch_var = div(sum(mul(centered, centered), {0, 2, 3}), 99.0);  // unbiased, n = 100
+  EXPECT_TRUE(allclose(bn.buffer("running_mean"), mul(mean(x, {0, 2, 3}), 0.1), 1e-5, 1e-6));
+  EXPECT_TRUE(allclose(bn.buffer("running_var"), add(mul(batch_var, 0.1), 0.9), 1e-4, 1e-6));
+  EXPECT_EQ(bn.buffer("num_batches_tracked").item<int64_t>(), 1);
+  // eval uses the running statistics.
+  bn.eval();
+  Tensor rm = reshape(bn.buffer("running_mean"), {1, 3, 1, 1}), rv = reshape(bn.buffer("running_var"), {1, 3, 1, 1});
+  EXPECT_TRUE(allclose(bn(x), div(sub(x, rm), sqrt(add(rv, 1e-5))), 1e-4, 1e-5));
+  // Gradients flow to the input and to weight/bias.
+  bn.train();
+  Tensor xin = randn({6, 3});
+  set_requires_grad(xin);
+  nn::BatchNorm1d bn1(3);
+  backward(sum(mul(bn1(xin), randn({6, 3}))));
+  EXPECT_TRUE(grad(xin).defined());
+  EXPECT_TRUE(grad(bn1.param("weight")).defined());
+  EXPECT_TRUE(allclose(sum(grad(xin), {0}), zeros({3}), 1e-4, 1e-5));  // normalisation removes the mean direction
+  expect_error<ValueError>([&] { bn1(randn({1, 3})); }, {"more than 1 value per channel"});
+  expect_error<ValueError>([&] { bn1(randn({2, 4})); }, {"BatchNorm1d(3)", "[2, 4]"});
+}
+
+}  // namespace
+}  // namespace trainrun
