@@ -139,3 +139,42 @@ KernelRegistration<NormSig> reg_rms_norm("rms_norm", DispatchKey::Autograd, &nor
 
 }  // namespace
 }  // namespace trainrun
+
+namespace trainrun {
+namespace {
+
+using MaxPoolSig = std::tuple<Tensor, Tensor>(const Tensor&, const IntList&, const IntList&, const IntList&,
+                                              const IntList&, bool);
+
+// max_pool2d: each output's gradient goes to the input element that won
+// (the forward's indices are flat positions within each H x W plane).
+std::tuple<Tensor, Tensor> max_pool2d_autograd(const Tensor& x, const IntList& kernel, const IntList& stride,
+                                                const IntList& padding, const IntList& dilation, bool ceil_mode) {
+  static Op<MaxPoolSig> op("max_pool2d");
+  std::tuple<Tensor, Tensor> r;
+  {
+    ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+    r = op.call(keys_of(x), x, kernel, stride, padding, dilation, ceil_mode);
+  }
+  if (!GradMode::is_enabled() || !requires_grad(x)) return r;
+  IntList shape = x.sizes();
+  DType xd = x.dtype();
+  auto node = std::make_shared<FormulaNode>("MaxPool2DBackward", [shape, xd](const Tensor& g, const TensorList& s) {
+    const Tensor& idx = s[0];
+    const int64_t planes_dim = static_cast<int64_t>(shape.size()) - 2;
+    IntList plane_shape(shape.begin(), shape.begin() + planes_dim);
+    IntList flat_in = plane_shape, flat_out = plane_shape;
+    flat_in.push_back(shape[planes_dim] * shape[planes_dim + 1]);
+    flat_out.push_back(-1);
+    Tensor gi = scatter_add(zeros(flat_in, g.dtype()), planes_dim, reshape(idx, flat_out), reshape(g, flat_out));
+    return TensorList{cast_to(reshape(gi, shape), xd)};
+  });
+  node->set_next_edges({gradient_edge(x)});
+  node->save(std::get<1>(r), false);
+  set_history(std::get<0>(r), node);
+  return r;
+}
+KernelRegistration<MaxPoolSig> reg_max_pool2d("max_pool2d", DispatchKey::Autograd, &max_pool2d_autograd);
+
+}  // namespace
+}  // namespace trainrun

@@ -5,6 +5,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/functions/record.h"
+#include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/variable.h"
 #include "tensor/ops.h"
@@ -119,6 +120,17 @@ TEST(Gradcheck, NNBuildingBlocks) {
   check("layer_norm 2 dims, no affine",
         [](const TensorList& t) { return std::get<0>(layer_norm(t[0], {3, 4}, Tensor(), Tensor(), 1e-5)); }, {x3});
   check("rms_norm", [](const TensorList& t) { return std::get<0>(rms_norm(t[0], {3, 4}, t[1], 1e-6)); }, {x3, w2});
+  // Distinct values, so that the winner of each window is not a tie.
+  Tensor img = leaf({2, 3, 5, 6});
+  {
+    Tensor ramp = reshape(mul(arange(180, DType::Float64), 0.01), {2, 3, 5, 6});
+    NoGradGuard no_grad;
+    add_(img, ramp);
+  }
+  check("max_pool2d", [](const TensorList& t) { return std::get<0>(max_pool2d(t[0], {2, 2}, {2, 2})); }, {img});
+  check("max_pool2d padded, dilated",
+        [](const TensorList& t) { return std::get<0>(max_pool2d(t[0], {3, 3}, {1, 2}, {1, 1}, {1, 1}, true)); },
+        {img});
   check("gather", [](const TensorList& t) { return gather(t[0], 1, tensor<int64_t>({0, 4, 2, 2, 1, 1}, {3, 2})); },
         {x});
 }
