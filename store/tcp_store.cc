@@ -1,26 +1,19 @@
 #include "store/tcp_store.h"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <random>
 #include <thread>
 
 #include "store/store_auth.h"
+#include "store/tcp_client_socket.h"
 #include "tensor/error.h"
 
 namespace trainrun {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
+using Connection = TCPClientSocket;
+using DeadlinePassed = TCPClientSocket::DeadlinePassed;
+using PeerClosed = TCPClientSocket::PeerClosed;
 using wire::Dialect;
 using wire::Query;
 
@@ -36,178 +29,8 @@ std::vector<std::string> wire_keys(const std::vector<std::string>& keys) {
   return out;
 }
 
-// Rounded up, so that a poll never returns before the deadline.
-int64_t ms_left(Deadline deadline) {
-  auto left = std::chrono::ceil<Milliseconds>(deadline - Clock::now()).count();
-  return std::max<int64_t>(0, left);
-}
-
-// At most this many non-blocking reads are tried before poll() (each a
-// syscall of ~0.5 us).
-constexpr int kMaxRecvSpins = 100;
-
-// Thrown inside this file when a deadline passes; callers turn it into a
-// TimeoutError that names the operation.
-struct DeadlinePassed {};
-// The peer closed the connection.
-struct PeerClosed {};
-
 }  // namespace
 
-class TCPStore::Connection {
- public:
-  Connection(int fd, std::string where) : fd_(fd), where_(std::move(where)) {}
-  ~Connection() { ::close(fd_); }
-
-  // Connects, retrying refused or unreachable attempts with exponential
-  // backoff (10 ms doubling to 1 s, +-50% jitter) until the deadline.
-  static std::unique_ptr<Connection> connect_with_retry(const std::string& host, uint16_t port, Deadline deadline) {
-    const std::string where = fmt::format("{}:{}", host, port);
-    std::mt19937 rng(std::random_device{}());
-    double backoff_ms = 10;
-    std::string last_error = "no address";
-    for (;;) {
-      addrinfo hints{};
-      hints.ai_family = AF_UNSPEC;
-      hints.ai_socktype = SOCK_STREAM;
-      hints.ai_flags = AI_NUMERICSERV;
-      addrinfo* addrs = nullptr;
-      int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addrs);
-      if (gai != 0) {
-        last_error = gai_strerror(gai);  // DNS may come up later (Kubernetes): keep trying
-      } else {
-        for (addrinfo* a = addrs; a != nullptr; a = a->ai_next) {
-          int fd = try_connect(a, deadline, &last_error);
-          if (fd >= 0) {
-            freeaddrinfo(addrs);
-            return std::make_unique<Connection>(fd, where);
-          }
-        }
-        freeaddrinfo(addrs);
-      }
-      if (Clock::now() >= deadline) break;
-      std::uniform_real_distribution<double> jitter(0.5, 1.5);
-      auto sleep = Milliseconds(static_cast<int64_t>(backoff_ms * jitter(rng)));
-      std::this_thread::sleep_for(std::min<Milliseconds>(sleep, Milliseconds(ms_left(deadline))));
-      backoff_ms = std::min(backoff_ms * 2, 1000.0);
-      if (Clock::now() >= deadline) break;
-    }
-    throw TimeoutError(fmt::format("TCPStore: could not connect to {} before the timeout (last error: {})", where,
-                                   last_error));
-  }
-
-  void send(const std::vector<uint8_t>& buf, Deadline deadline) {
-    size_t off = 0;
-    while (off < buf.size()) {
-      ssize_t n = ::send(fd_, buf.data() + off, buf.size() - off, MSG_NOSIGNAL);
-      if (n > 0) {
-        off += static_cast<size_t>(n);
-      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        wait_ready(POLLOUT, deadline);
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-        throw PeerClosed{};
-      } else {
-        throw DistBackendError(fmt::format("TCPStore {}: send failed: {}", where_, std::strerror(errno)));
-      }
-    }
-  }
-
-  void recv(void* out, size_t size, Deadline deadline) {
-    auto* p = static_cast<uint8_t*>(out);
-    size_t off = 0;
-    int spins = 0;
-    while (off < size) {
-      ssize_t n = ::recv(fd_, p + off, size - off, 0);
-      if (n > 0) {
-        if (spins > 0 && spins <= spin_budget_) spin_budget_ = std::min(kMaxRecvSpins, spin_budget_ * 2 + 1);
-        off += static_cast<size_t>(n);
-      } else if (n == 0) {
-        throw PeerClosed{};
-      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        // A store reply usually comes within tens of microseconds: try again
-        // briefly before sleeping in poll, whose wake-up costs more than
-        // that. The budget adapts: it shrinks while replies keep coming too
-        // late (a busy server, or more processes than cores, where spinning
-        // only steals CPU from others) and grows back when spinning pays.
-        if (spins++ < spin_budget_) continue;
-        spin_budget_ /= 2;
-        wait_ready(POLLIN, deadline);
-        continue;
-      } else if (errno == EINTR) {
-        continue;
-      } else if (errno == ECONNRESET) {
-        throw PeerClosed{};
-      } else {
-        throw DistBackendError(fmt::format("TCPStore {}: recv failed: {}", where_, std::strerror(errno)));
-      }
-    }
-  }
-
-  template <typename T>
-  T recv_fixed(Deadline deadline) {
-    T v;
-    recv(&v, sizeof(v), deadline);
-    return v;
-  }
-
-  Bytes recv_bytes(Deadline deadline) {
-    uint64_t n = recv_fixed<uint64_t>(deadline);
-    TR_CHECK(n <= (uint64_t(1) << 40), DistBackendError, "TCPStore {}: the server sent a value of {} bytes", where_, n);
-    Bytes b(n);
-    if (n > 0) recv(b.data(), n, deadline);
-    return b;
-  }
-
-  const std::string& where() const { return where_; }
-
- private:
-  static int try_connect(const addrinfo* a, Deadline deadline, std::string* error) {
-    int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      *error = std::strerror(errno);
-      return -1;
-    }
-    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS) {
-      pollfd pfd{fd, POLLOUT, 0};
-      int ready = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(ms_left(deadline), 5000)));
-      int err = 0;
-      socklen_t len = sizeof(err);
-      if (ready == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
-        rc = 0;
-      } else {
-        errno = ready == 0 ? ETIMEDOUT : (err != 0 ? err : errno);
-        rc = -1;
-      }
-    }
-    if (rc != 0) {
-      *error = std::strerror(errno);
-      ::close(fd);
-      return -1;
-    }
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return fd;
-  }
-
-  void wait_ready(short events, Deadline deadline) {
-    for (;;) {
-      int64_t left = ms_left(deadline);
-      if (left <= 0) throw DeadlinePassed{};
-      pollfd pfd{fd_, events, 0};
-      int rc = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
-      if (rc > 0) return;
-      if (rc < 0 && errno != EINTR)
-        throw DistBackendError(fmt::format("TCPStore {}: poll failed: {}", where_, std::strerror(errno)));
-    }
-  }
-
-  int fd_;
-  std::string where_;
-  int spin_budget_ = kMaxRecvSpins;
-};
 
 namespace {
 
@@ -235,7 +58,7 @@ void append_keys(wire::Encoder& e, const std::vector<std::string>& keys) {
 
 // The outcome of opening a connection with the modern handshake.
 struct Handshake {
-  std::unique_ptr<TCPStore::Connection> conn;  // null when the server dropped the handshake
+  std::unique_ptr<TCPClientSocket> conn;  // null when the server dropped the handshake
   bool dropped_at_validate = false;            // a torch 1.13 server
   bool dropped_at_features = false;            // a torch 2.x server: it does not know FEATURES
   uint64_t features = 0;
@@ -247,7 +70,7 @@ struct Handshake {
 Handshake open_connection(const std::string& host, uint16_t port, Dialect dialect, bool probe_features,
                           const std::optional<std::string>& token, Deadline deadline) {
   Handshake h;
-  auto conn = TCPStore::Connection::connect_with_retry(host, port, deadline);
+  auto conn = TCPClientSocket::connect_with_retry(host, port, deadline);
   if (dialect == Dialect::kLegacy113) {
     h.conn = std::move(conn);
     return h;
@@ -277,7 +100,7 @@ Handshake open_connection(const std::string& host, uint16_t port, Dialect dialec
   }
   h.conn = std::move(conn);
   if (!token) return h;
-  TCPStore::Connection* c = h.conn.get();
+  TCPClientSocket* c = h.conn.get();
   try {
     std::vector<uint8_t> client_nonce = random_nonce(), msg;
     wire::Encoder(&msg).u8(static_cast<uint8_t>(Query::kAuthHello)).raw(client_nonce.data(), client_nonce.size());

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "store/store.h"
+#include "store/tcp_client_socket.h"
 #include "store/tcp_store_server.h"
 #include "store/wire_protocol.h"
 
@@ -63,8 +64,6 @@ class TCPStore final : public Store {
   // The in-process server when this store is the master, else null.
   TCPStoreServer* server() const { return server_.get(); }
 
-  class Connection;
-
  private:
   // Runs fn on a live connection (connecting first when needed); a failed
   // call leaves the connection to be replaced by the next one.
@@ -78,7 +77,7 @@ class TCPStore final : public Store {
   TCPStoreOptions options_;
   std::unique_ptr<TCPStoreServer> server_;
   mutable std::mutex mu_;
-  std::unique_ptr<Connection> conn_;
+  std::unique_ptr<TCPClientSocket> conn_;
   wire::Dialect dialect_ = wire::Dialect::kUnknown;
   // What the server said it supports (wire::kFeature*); 0 for torch servers.
   uint64_t features_ = 0;
