@@ -79,6 +79,14 @@ Tensor avg_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntL
                      input, kernel_size, stride, padding, ceil_mode, count_include_pad);
 }
 
+Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& input, IntList kernel_size, IntList stride,
+                           IntList padding, bool ceil_mode, bool count_include_pad) {
+  return TR_DISPATCH("avg_pool2d_backward",
+                     Tensor(const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&, bool, bool),
+                     keys_of(grad_output, input), grad_output, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad);
+}
+
 Tensor dropout_mask(const IntList& sizes, double p, Generator* gen) {
   TR_CHECK(p >= 0 && p <= 1, ValueError, "dropout: probability must be in [0, 1], got {}", p);
   Tensor mask = empty(sizes, DType::Bool);

@@ -37,6 +37,10 @@ std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, IntList kernel_size, 
                                       bool ceil_mode = false);
 Tensor avg_pool2d(const Tensor& input, IntList kernel_size, IntList stride = {}, IntList padding = {0, 0},
                   bool ceil_mode = false, bool count_include_pad = true);
+// The gradient of avg_pool2d's input from its output's gradient (what
+// autograd's AvgPool2DBackward calls).
+Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& input, IntList kernel_size, IntList stride = {},
+                           IntList padding = {0, 0}, bool ceil_mode = false, bool count_include_pad = true);
 
 // A bool keep-mask: each element kept with probability 1 - p.
 Tensor dropout_mask(const IntList& sizes, double p, Generator* gen = nullptr);

@@ -176,5 +176,18 @@ std::tuple<Tensor, Tensor> max_pool2d_autograd(const Tensor& x, const IntList& k
 }
 KernelRegistration<MaxPoolSig> reg_max_pool2d("max_pool2d", DispatchKey::Autograd, &max_pool2d_autograd);
 
+using AvgPoolSig = Tensor(const Tensor&, const IntList&, const IntList&, const IntList&, bool, bool);
+Tensor avg_pool2d_autograd(const Tensor& x, const IntList& kernel, const IntList& stride, const IntList& padding,
+                           bool ceil_mode, bool count_include_pad) {
+  static Op<AvgPoolSig> op("avg_pool2d");
+  return record(
+      "AvgPool2DBackward", {x}, {x}, false,
+      [&] { return op.call(keys_of(x), x, kernel, stride, padding, ceil_mode, count_include_pad); },
+      [=](const Tensor& g, const TensorList& s) -> TensorList {
+        return {avg_pool2d_backward(g, s[0], kernel, stride, padding, ceil_mode, count_include_pad)};
+      });
+}
+KernelRegistration<AvgPoolSig> reg_avg_pool2d("avg_pool2d", DispatchKey::Autograd, &avg_pool2d_autograd);
+
 }  // namespace
 }  // namespace trainrun

@@ -125,11 +125,52 @@ Tensor avg_pool2d_cpu(const Tensor& x_in, const IntList& k, const IntList& s, co
   return out;
 }
 
+// Each output's gradient, divided by the forward's divisor, is added to
+// every input element of its window. Planes are independent: one thread
+// each, no races.
+Tensor avg_pool2d_backward_cpu(const Tensor& grad_in, const Tensor& x, const IntList& k, const IntList& s,
+                               const IntList& p, bool ceil_mode, bool count_include_pad) {
+  PoolGeometry g = pool_geometry(x, k, s, p, {1, 1}, ceil_mode, "avg_pool2d_backward");
+  TR_CHECK(grad_in.sizes() == g.out_shape, ValueError,
+           "avg_pool2d_backward: the output gradient has shape {} but the pooled output has [{}]", grad_in.shape_str(),
+           fmt::join(g.out_shape, ", "));
+  Tensor go = contiguous(grad_in.to(x.dtype()));
+  Tensor result = zeros(x.sizes(), x.dtype());
+  visit_float_dtype(x.dtype(), "avg_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = opmath_t<T>;
+    const T* pg = static_cast<const T*>(go.data_ptr());
+    T* pr = static_cast<T*>(result.data_ptr());
+    parallel_for(0, g.planes, 1, [&](int64_t b, int64_t e) {
+      for (int64_t plane = b; plane < e; ++plane) {
+        T* dst = pr + plane * g.H * g.W;
+        for (int64_t oh = 0; oh < g.Ho; ++oh)
+          for (int64_t ow = 0; ow < g.Wo; ++ow) {
+            int64_t h0 = oh * g.sH - g.pH, w0 = ow * g.sW - g.pW;
+            int64_t h1 = std::min(h0 + g.kH, g.H + g.pH), w1 = std::min(w0 + g.kW, g.W + g.pW);
+            int64_t padded_count = (h1 - h0) * (w1 - w0);
+            h0 = std::max<int64_t>(h0, 0); w0 = std::max<int64_t>(w0, 0);
+            h1 = std::min(h1, g.H); w1 = std::min(w1, g.W);
+            int64_t count = count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
+            Acc share = static_cast<Acc>(pg[(plane * g.Ho + oh) * g.Wo + ow]) /
+                        static_cast<Acc>(std::max<int64_t>(count, 1));
+            for (int64_t ih = h0; ih < h1; ++ih)
+              for (int64_t iw = w0; iw < w1; ++iw)
+                dst[ih * g.W + iw] = static_cast<T>(static_cast<Acc>(dst[ih * g.W + iw]) + share);
+          }
+      }
+    });
+  });
+  return result;
+}
+
 KernelRegistration<std::tuple<Tensor, Tensor>(const Tensor&, const IntList&, const IntList&, const IntList&,
                                               const IntList&, bool)>
     reg_max_pool2d("max_pool2d", DispatchKey::CPU, &max_pool2d_cpu);
 KernelRegistration<Tensor(const Tensor&, const IntList&, const IntList&, const IntList&, bool, bool)> reg_avg_pool2d(
     "avg_pool2d", DispatchKey::CPU, &avg_pool2d_cpu);
+KernelRegistration<Tensor(const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&, bool, bool)>
+    reg_avg_pool2d_backward("avg_pool2d_backward", DispatchKey::CPU, &avg_pool2d_backward_cpu);
 
 }  // namespace
 }  // namespace trainrun

@@ -131,6 +131,11 @@ TEST(Gradcheck, NNBuildingBlocks) {
   check("max_pool2d padded, dilated",
         [](const TensorList& t) { return std::get<0>(max_pool2d(t[0], {3, 3}, {1, 2}, {1, 1}, {1, 1}, true)); },
         {img});
+  check("avg_pool2d", [](const TensorList& t) { return avg_pool2d(t[0], {2, 3}, {2, 2}); }, {img});
+  check("avg_pool2d ceil, padded, count_include_pad off",
+        [](const TensorList& t) { return avg_pool2d(t[0], {3, 3}, {2, 2}, {1, 1}, true, false); }, {img});
+  check("avg_pool2d padded, counting the padding",
+        [](const TensorList& t) { return avg_pool2d(t[0], {3, 2}, {1, 2}, {1, 1}, false, true); }, {img});
   check("gather", [](const TensorList& t) { return gather(t[0], 1, tensor<int64_t>({0, 4, 2, 2, 1, 1}, {3, 2})); },
         {x});
 }
