@@ -91,6 +91,25 @@ std::tuple<Tensor, Tensor> max_pool2d_cpu(const Tensor& x_in, const IntList& k, 
   return {out, idx};
 }
 
+// The input rows [h0, h1) and columns [w0, w1) an avg_pool2d window covers,
+// and PyTorch's divisor for it: the window clipped to the padded input
+// (count_include_pad) or to the input itself.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, divisor;
+};
+
+AvgWindow avg_window(const PoolGeometry& g, int64_t oh, int64_t ow, bool count_include_pad) {
+  int64_t h0 = oh * g.sH - g.pH, w0 = ow * g.sW - g.pW;
+  int64_t h1 = std::min(h0 + g.kH, g.H + g.pH), w1 = std::min(w0 + g.kW, g.W + g.pW);
+  const int64_t padded_count = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, g.H);
+  w1 = std::min(w1, g.W);
+  const int64_t count = count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
+  return {h0, h1, w0, w1, std::max<int64_t>(count, 1)};
+}
+
 Tensor avg_pool2d_cpu(const Tensor& x_in, const IntList& k, const IntList& s, const IntList& p, bool ceil_mode,
                       bool count_include_pad) {
   PoolGeometry g = pool_geometry(x_in, k, s, p, {1, 1}, ceil_mode, "avg_pool2d");
@@ -106,18 +125,11 @@ Tensor avg_pool2d_cpu(const Tensor& x_in, const IntList& k, const IntList& s, co
         const T* src = px + plane * g.H * g.W;
         for (int64_t oh = 0; oh < g.Ho; ++oh)
           for (int64_t ow = 0; ow < g.Wo; ++ow) {
-            // PyTorch's divisor: the window clipped to the padded input
-            // (count_include_pad) or to the input itself.
-            int64_t h0 = oh * g.sH - g.pH, w0 = ow * g.sW - g.pW;
-            int64_t h1 = std::min(h0 + g.kH, g.H + g.pH), w1 = std::min(w0 + g.kW, g.W + g.pW);
-            int64_t padded_count = (h1 - h0) * (w1 - w0);
-            h0 = std::max<int64_t>(h0, 0); w0 = std::max<int64_t>(w0, 0);
-            h1 = std::min(h1, g.H); w1 = std::min(w1, g.W);
+            const AvgWindow win = avg_window(g, oh, ow, count_include_pad);
             Acc sum = 0;
-            for (int64_t ih = h0; ih < h1; ++ih)
-              for (int64_t iw = w0; iw < w1; ++iw) sum += static_cast<Acc>(src[ih * g.W + iw]);
-            int64_t count = count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
-            po[(plane * g.Ho + oh) * g.Wo + ow] = static_cast<T>(sum / static_cast<Acc>(std::max<int64_t>(count, 1)));
+            for (int64_t ih = win.h0; ih < win.h1; ++ih)
+              for (int64_t iw = win.w0; iw < win.w1; ++iw) sum += static_cast<Acc>(src[ih * g.W + iw]);
+            po[(plane * g.Ho + oh) * g.Wo + ow] = static_cast<T>(sum / static_cast<Acc>(win.divisor));
           }
       }
     });
@@ -146,16 +158,10 @@ Tensor avg_pool2d_backward_cpu(const Tensor& grad_in, const Tensor& x, const Int
         T* dst = pr + plane * g.H * g.W;
         for (int64_t oh = 0; oh < g.Ho; ++oh)
           for (int64_t ow = 0; ow < g.Wo; ++ow) {
-            int64_t h0 = oh * g.sH - g.pH, w0 = ow * g.sW - g.pW;
-            int64_t h1 = std::min(h0 + g.kH, g.H + g.pH), w1 = std::min(w0 + g.kW, g.W + g.pW);
-            int64_t padded_count = (h1 - h0) * (w1 - w0);
-            h0 = std::max<int64_t>(h0, 0); w0 = std::max<int64_t>(w0, 0);
-            h1 = std::min(h1, g.H); w1 = std::min(w1, g.W);
-            int64_t count = count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
-            Acc share = static_cast<Acc>(pg[(plane * g.Ho + oh) * g.Wo + ow]) /
-                        static_cast<Acc>(std::max<int64_t>(count, 1));
-            for (int64_t ih = h0; ih < h1; ++ih)
-              for (int64_t iw = w0; iw < w1; ++iw)
+            const AvgWindow win = avg_window(g, oh, ow, count_include_pad);
+            const Acc share = static_cast<Acc>(pg[(plane * g.Ho + oh) * g.Wo + ow]) / static_cast<Acc>(win.divisor);
+            for (int64_t ih = win.h0; ih < win.h1; ++ih)
+              for (int64_t iw = win.w0; iw < win.w1; ++iw)
                 dst[ih * g.W + iw] = static_cast<T>(static_cast<Acc>(dst[ih * g.W + iw]) + share);
           }
       }
