@@ -26,12 +26,23 @@ std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 
-// flock(LOCK_EX) for a scope; EINTR-safe.
+// flock(LOCK_EX) for a scope. A process that holds the lock and hangs must
+// not hang everyone else: the lock is polled (1 to 20 ms apart) until the
+// store's timeout, then TimeoutError names the file.
 class FileStore::FileLock {
  public:
-  FileLock(int fd, const std::string& path) : fd_(fd) {
-    while (::flock(fd_, LOCK_EX) != 0) {
-      if (errno != EINTR) throw DistBackendError(fmt::format("FileStore {}: flock failed: {}", path, errno_text()));
+  FileLock(int fd, const std::string& path, Milliseconds timeout) : fd_(fd) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto pause = std::chrono::milliseconds(1);
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EINTR) continue;
+      if (errno != EWOULDBLOCK)
+        throw DistBackendError(fmt::format("FileStore {}: flock failed: {}", path, errno_text()));
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw TimeoutError(fmt::format("FileStore {}: another process held the file's lock for over {} ms", path,
+                                       timeout.count()));
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(20));
     }
   }
   ~FileLock() { ::flock(fd_, LOCK_UN); }
@@ -43,7 +54,7 @@ class FileStore::FileLock {
 template <typename F>
 auto FileStore::locked(F fn) {
   std::lock_guard<std::mutex> guard(mu_);
-  FileLock lock(fd_, path_);
+  FileLock lock(fd_, path_, timeout());
   catch_up();
   return fn();
 }

@@ -3,7 +3,8 @@
 // filesystem (PyTorch's FileStore, `file://` init). The file is an
 // append-only log of set/delete records; every operation takes an exclusive
 // flock, reads the records other processes appended since its last look,
-// and appends its own. Waiting polls the file (every 2 to 20 ms). Each
+// and appends its own; a lock held past the timeout is a TimeoutError.
+// Waiting polls the file (every 2 to 20 ms). Each
 // FileStore counts itself in the file; the last one to go removes the file.
 #include <mutex>
 #include <unordered_map>

@@ -1,6 +1,8 @@
 // FileStore: every operation, several instances and processes on one file,
 // removal by the last user, and a corrupt file.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,6 +128,25 @@ TEST(FileStore, CorruptFileIsReportedWithThePathAndOffset) {
   expect_error<DistBackendError>([&] { s.check({"ok"}); }, {path.c_str(), "corrupt record at byte", "unknown record kind"});
   std::remove(path.c_str());
   expect_error<DistBackendError>([&] { FileStore("/nonexistent-dir/x/store", 1s); }, {"/nonexistent-dir/x/store", "cannot open"});
+}
+
+}  // namespace
+}  // namespace trainrun
+
+namespace trainrun {
+namespace {
+
+TEST(FileStore, AHeldLockTimesOutInsteadOfHanging) {
+  const std::string path = temp_path("held");
+  FileStore s(path, std::chrono::milliseconds(100));
+  int fd = ::open(path.c_str(), O_RDWR);  // another open file description: its lock excludes ours
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  expect_error<TimeoutError>([&] { s.set("k", std::string("v")); }, {path.c_str(), "lock", "100 ms"});
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
+  s.set("k", std::string("v"));
+  EXPECT_EQ(s.get_string("k"), "v");
 }
 
 }  // namespace
