@@ -66,6 +66,19 @@ void set_grad(const Tensor& t, const Tensor& g) {
   materialize(t).grad = g;
 }
 
+void zero_grad(const std::vector<Tensor>& tensors, bool set_to_none) {
+  for (const Tensor& t : tensors) {
+    Tensor g = grad(t);
+    if (!g.defined()) continue;
+    if (set_to_none) {
+      set_grad(t, Tensor());
+    } else {
+      NoGradGuard no_grad;
+      zero_(g);
+    }
+  }
+}
+
 Tensor detach(const Tensor& t) {
   if (!t.defined()) return t;
   ExcludeDispatchKeyGuard guard(DispatchKey::Autograd);

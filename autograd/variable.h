@@ -33,6 +33,9 @@ Tensor grad(const Tensor& t);
 void set_grad(const Tensor& t, const Tensor& grad);
 // A tensor sharing t's data (and version counter) outside any graph.
 Tensor detach(const Tensor& t);
+// Clears the .grad of each tensor: drops it (set_to_none) or zeroes it in
+// place (Module::zero_grad and Optimizer::zero_grad).
+void zero_grad(const std::vector<Tensor>& tensors, bool set_to_none = true);
 // Keeps the gradient of a non-leaf in grad() after backward.
 void retain_grad(const Tensor& t);
 

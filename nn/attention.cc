@@ -34,37 +34,35 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
 CausalSelfAttention::CausalSelfAttention(int64_t d, int64_t h) : Module("CausalSelfAttention"), d_model(d), num_heads(h) {
   TR_CHECK(h > 0 && d % h == 0, ValueError, "CausalSelfAttention: d_model {} is not divisible by num_heads {}", d, h);
-  register_module("qkv", std::make_shared<Linear>(d, 3 * d));
-  register_module("proj", std::make_shared<Linear>(d, d));
+  qkv_ = register_module("qkv", std::make_shared<Linear>(d, 3 * d));
+  proj_ = register_module("proj", std::make_shared<Linear>(d, d));
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
   TR_CHECK(x.dim() == 3 && x.size(2) == d_model, ValueError, "CausalSelfAttention: expected [B, T, {}], got {}",
            d_model, x.shape_str());
   const int64_t B = x.size(0), T = x.size(1), hd = d_model / num_heads;
-  auto children = named_children();
-  Tensor qkv = (*children[0].second)(x);  // [B, T, 3C]
+  Tensor qkv = (*qkv_)(x);  // [B, T, 3C]
   auto heads = [&](int64_t i) {           // [B, h, T, hd]
     return permute(reshape(narrow(qkv, 2, i * d_model, d_model), {B, T, num_heads, hd}), {0, 2, 1, 3});
   };
   Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), Tensor(), /*is_causal=*/true);
   y = reshape(permute(y, {0, 2, 1, 3}), {B, T, d_model});
-  return (*children[1].second)(y);
+  return (*proj_)(y);
 }
 
 TransformerBlock::TransformerBlock(int64_t d, int64_t h) : Module("TransformerBlock") {
-  register_module("ln_1", std::make_shared<LayerNorm>(IntList{d}));
-  register_module("attn", std::make_shared<CausalSelfAttention>(d, h));
-  register_module("ln_2", std::make_shared<LayerNorm>(IntList{d}));
-  register_module("mlp", std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
-                             std::make_shared<Linear>(d, 4 * d), std::make_shared<GELU>(),
-                             std::make_shared<Linear>(4 * d, d)}));
+  ln_1_ = register_module("ln_1", std::make_shared<LayerNorm>(IntList{d}));
+  attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(d, h));
+  ln_2_ = register_module("ln_2", std::make_shared<LayerNorm>(IntList{d}));
+  mlp_ = register_module("mlp", std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+                                    std::make_shared<Linear>(d, 4 * d), std::make_shared<GELU>(),
+                                    std::make_shared<Linear>(4 * d, d)}));
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  auto c = named_children();
-  Tensor h = add(x, (*c[1].second)((*c[0].second)(x)));
-  return add(h, (*c[3].second)((*c[2].second)(h)));
+  Tensor h = add(x, (*attn_)((*ln_1_)(x)));
+  return add(h, (*mlp_)((*ln_2_)(h)));
 }
 
 }  // namespace nn

@@ -20,6 +20,9 @@ class CausalSelfAttention : public Module {
   CausalSelfAttention(int64_t d_model, int64_t num_heads);
   Tensor forward(const Tensor& x) override;
   int64_t d_model, num_heads;
+
+ private:
+  std::shared_ptr<Linear> qkv_, proj_;  // also registered as children "qkv", "proj"
 };
 
 // x + attn(ln_1(x)), then + mlp(ln_2(x)) with a 4x GELU MLP ("fc", "proj").
@@ -27,6 +30,12 @@ class TransformerBlock : public Module {
  public:
   TransformerBlock(int64_t d_model, int64_t num_heads);
   Tensor forward(const Tensor& x) override;
+
+ private:
+  // Also registered as children "ln_1", "attn", "ln_2", "mlp".
+  std::shared_ptr<LayerNorm> ln_1_, ln_2_;
+  std::shared_ptr<CausalSelfAttention> attn_;
+  std::shared_ptr<Sequential> mlp_;
 };
 
 }  // namespace nn

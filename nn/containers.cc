@@ -3,19 +3,23 @@
 namespace trainrun {
 namespace nn {
 
-ModuleList::ModuleList(std::vector<std::shared_ptr<Module>> modules) : Module("ModuleList") {
+ModuleList::ModuleList(std::vector<std::shared_ptr<Module>> modules) : ModuleList("ModuleList", std::move(modules)) {}
+
+ModuleList::ModuleList(std::string type_name, std::vector<std::shared_ptr<Module>> modules)
+    : Module(std::move(type_name)) {
   for (auto& m : modules) append(std::move(m));
 }
 
 ModuleList& ModuleList::append(std::shared_ptr<Module> m) {
-  TR_CHECK(m != nullptr, ValueError, "ModuleList: cannot append a null module");
+  TR_CHECK(m != nullptr, ValueError, "{}: cannot append a null module", type_name());
   register_module(std::to_string(size()), std::move(m));
   return *this;
 }
 
 std::shared_ptr<Module> ModuleList::at(size_t i) const {
   auto children = named_children();
-  TR_CHECK(i < children.size(), IndexError, "ModuleList: index {} is out of range for {} modules", i, children.size());
+  TR_CHECK(i < children.size(), IndexError, "{}: index {} is out of range for {} modules", type_name(), i,
+           children.size());
   return children[i].second;
 }
 

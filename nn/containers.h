@@ -1,7 +1,7 @@
 #pragma once
 // Holders of child modules without a forward of their own: ModuleList
-// (children "0", "1", ...) and ModuleDict (children by name). Sequential,
-// which runs its children in order, is in layers.h.
+// (children "0", "1", ...) and ModuleDict (children by name). Sequential, a
+// ModuleList that runs its children in order, is in layers.h.
 #include "nn/module.h"
 
 namespace trainrun {
@@ -15,6 +15,10 @@ class ModuleList : public Module {
   size_t size() const { return named_children().size(); }
   // Throws IndexError naming the index and the size.
   std::shared_ptr<Module> at(size_t i) const;
+
+ protected:
+  // For lists with a forward of their own (Sequential).
+  ModuleList(std::string type_name, std::vector<std::shared_ptr<Module>> modules);
 };
 
 class ModuleDict : public Module {

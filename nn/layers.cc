@@ -9,7 +9,8 @@
 namespace trainrun {
 namespace nn {
 
-Linear::Linear(int64_t in, int64_t out, bool bias) : Module("Linear"), in_features(in), out_features(out) {
+Linear::Linear(int64_t in, int64_t out, bool bias)
+    : Module("Linear"), in_features(in), out_features(out), has_bias(bias) {
   TR_CHECK(in > 0 && out > 0, ValueError, "Linear: in_features ({}) and out_features ({}) must be positive", in, out);
   // PyTorch's reset_parameters: kaiming_uniform(a=sqrt(5)), bias U(-1/sqrt(in), 1/sqrt(in)).
   Tensor w = empty({out, in});
@@ -27,11 +28,8 @@ Tensor Linear::forward(const Tensor& x) {
   TR_CHECK(x.dim() >= 1 && x.size(-1) == in_features, ValueError,
            "Linear({}, {}): input of shape {} does not end in {}", in_features, out_features, x.shape_str(),
            in_features);
-  const Tensor& w = param("weight");
-  Tensor y = matmul(x, t(w));
-  for (const auto& [name, p] : named_parameters(false))
-    if (name == "bias") return add(y, p);
-  return y;
+  Tensor y = matmul(x, t(param("weight")));
+  return has_bias ? add(y, param("bias")) : y;
 }
 
 Embedding::Embedding(int64_t n, int64_t dim) : Module("Embedding") {
@@ -43,7 +41,7 @@ Embedding::Embedding(int64_t n, int64_t dim) : Module("Embedding") {
 Tensor Embedding::forward(const Tensor& indices) { return embedding(param("weight"), indices); }
 
 LayerNorm::LayerNorm(IntList shape, double eps_, bool affine)
-    : Module("LayerNorm"), normalized_shape(std::move(shape)), eps(eps_) {
+    : Module("LayerNorm"), normalized_shape(std::move(shape)), eps(eps_), elementwise_affine(affine) {
   if (affine) {
     register_parameter("weight", ones(normalized_shape));
     register_parameter("bias", zeros(normalized_shape));
@@ -51,9 +49,8 @@ LayerNorm::LayerNorm(IntList shape, double eps_, bool affine)
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
-  auto params = named_parameters(false);
-  Tensor w = params.empty() ? Tensor() : param("weight"), b = params.empty() ? Tensor() : param("bias");
-  return std::get<0>(layer_norm(x, normalized_shape, w, b, eps));
+  if (!elementwise_affine) return std::get<0>(layer_norm(x, normalized_shape, Tensor(), Tensor(), eps));
+  return std::get<0>(layer_norm(x, normalized_shape, param("weight"), param("bias"), eps));
 }
 
 RMSNorm::RMSNorm(IntList shape, double eps_) : Module("RMSNorm"), normalized_shape(std::move(shape)), eps(eps_) {
@@ -78,16 +75,6 @@ Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
 Tensor SiLU::forward(const Tensor& x) { return silu(x); }
 Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
-
-Sequential::Sequential(std::vector<std::shared_ptr<Module>> modules) : Module("Sequential") {
-  for (auto& m : modules) append(std::move(m));
-}
-
-Sequential& Sequential::append(std::shared_ptr<Module> m) {
-  TR_CHECK(m != nullptr, ValueError, "Sequential: cannot append a null module");
-  register_module(std::to_string(size()), std::move(m));
-  return *this;
-}
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;

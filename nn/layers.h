@@ -2,6 +2,7 @@
 // The basic layers, each a Module with PyTorch's parameter names, shapes and
 // default initialisation: Linear, Embedding, LayerNorm, RMSNorm, Dropout,
 // the activations, and Sequential.
+#include "nn/containers.h"
 #include "nn/module.h"
 
 namespace trainrun {
@@ -13,6 +14,7 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) override;
   int64_t in_features, out_features;
+  bool has_bias;
 };
 
 class Embedding : public Module {
@@ -27,6 +29,7 @@ class LayerNorm : public Module {
   Tensor forward(const Tensor& x) override;
   IntList normalized_shape;
   double eps;
+  bool elementwise_affine;
 };
 
 class RMSNorm : public Module {
@@ -68,13 +71,11 @@ class Tanh : public Module {
 };
 
 // Children named "0", "1", ... run in order.
-class Sequential : public Module {
+class Sequential : public ModuleList {
  public:
-  Sequential() : Module("Sequential") {}
-  explicit Sequential(std::vector<std::shared_ptr<Module>> modules);
-  Sequential& append(std::shared_ptr<Module> m);
+  Sequential() : ModuleList("Sequential", {}) {}
+  explicit Sequential(std::vector<std::shared_ptr<Module>> modules) : ModuleList("Sequential", std::move(modules)) {}
   Tensor forward(const Tensor& x) override;
-  size_t size() const { return named_children().size(); }
 };
 
 }  // namespace nn

@@ -115,18 +115,7 @@ void Module::apply(const std::function<void(Module&)>& fn) {
   fn(*this);
 }
 
-void Module::zero_grad(bool set_to_none) {
-  for (Tensor& p : parameters()) {
-    Tensor g = grad(p);
-    if (!g.defined()) continue;
-    if (set_to_none) {
-      set_grad(p, Tensor());
-    } else {
-      NoGradGuard no_grad;
-      zero_(g);
-    }
-  }
-}
+void Module::zero_grad(bool set_to_none) { trainrun::zero_grad(parameters(), set_to_none); }
 
 void Module::to(DType dtype) {
   NoGradGuard no_grad;

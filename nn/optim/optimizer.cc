@@ -25,17 +25,7 @@ void Optimizer::add_param_group(ParamGroup group) {
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
-  for (auto& g : groups_)
-    for (Tensor& p : g.params) {
-      Tensor gr = grad(p);
-      if (!gr.defined()) continue;
-      if (set_to_none) {
-        set_grad(p, Tensor());
-      } else {
-        NoGradGuard no_grad;
-        zero_(gr);
-      }
-    }
+  for (auto& g : groups_) trainrun::zero_grad(g.params, set_to_none);
 }
 
 std::map<std::string, Tensor>& Optimizer::state_of(size_t group, size_t index) { return state_[group][index]; }
