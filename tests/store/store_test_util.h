@@ -1,6 +1,6 @@
 #pragma once
 // Helpers for the store tests: raw sockets for sending exact bytes, and
-// checking exception messages.
+// a capture of the server's log lines.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -16,20 +16,9 @@
 #include <vector>
 
 #include "store/wire_protocol.h"
+#include "tests/expect_error.h"
 
 namespace trainrun {
-
-template <typename E, typename F>
-void expect_error(F f, std::initializer_list<const char*> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    std::string msg = e.what();
-    for (const char* frag : fragments)
-      EXPECT_NE(msg.find(frag), std::string::npos) << "message: " << msg << "\nmissing: " << frag;
-  }
-}
 
 // A plain TCP connection to 127.0.0.1:port for sending exact bytes.
 class RawSocket {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tensor/ops.h"
+#include "tests/expect_error.h"
 
 namespace trainrun {
 
@@ -24,18 +25,6 @@ inline void expect_close(const Tensor& a, const std::vector<double>& b, double t
   auto va = values(a);
   ASSERT_EQ(va.size(), b.size());
   for (size_t i = 0; i < b.size(); ++i) EXPECT_NEAR(va[i], b[i], tol * (1 + std::abs(b[i]))) << "at flat index " << i;
-}
-
-// Runs f and checks it throws E whose message contains every fragment.
-template <typename E, typename F>
-void expect_error(F f, std::initializer_list<const char*> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    std::string msg = e.what();
-    for (const char* frag : fragments) EXPECT_NE(msg.find(frag), std::string::npos) << "message: " << msg << "\nmissing: " << frag;
-  }
 }
 
 }  // namespace trainrun
