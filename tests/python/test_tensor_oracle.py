@@ -2,42 +2,16 @@
 the same inputs. tests/tensor/oracle_dump writes inputs and trainrun's
 results to a safetensors file; this test recomputes each case with torch.
 Skips with a reason when torch or the built dump binary is missing."""
-import json
 import pathlib
-import struct
 import subprocess
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed: no oracle")
+from safetensors_io import read_safetensors  # noqa: E402  (needs torch)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DUMP = ROOT / "bazel-bin" / "tests" / "tensor" / "oracle_dump"
-
-NP_DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.int64,
-             "I32": np.int32, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
-
-
-def read_safetensors(path):
-    """A minimal independent reader: also checks our writer against the format."""
-    data = path.read_bytes()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    body = data[8 + n:]
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        raw = body[begin:end]
-        if info["dtype"] == "BF16":
-            words = np.frombuffer(raw, dtype=np.uint16).astype(np.int32) << 16
-            t = torch.from_numpy(words.view(np.float32).copy()).to(torch.bfloat16)
-        else:
-            t = torch.from_numpy(np.frombuffer(raw, dtype=NP_DTYPES[info["dtype"]]).copy())
-        out[name] = t.reshape(info["shape"])
-    return out
 
 
 def reference(case, x, y=None, z=None):

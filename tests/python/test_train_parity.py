@@ -2,50 +2,19 @@
 same weights and batch, trained for a few AdamW steps in both: an MLP
 (Linear -> GELU -> Linear, cross-entropy) and a pre-norm transformer block
 (causal self-attention + GELU MLP, MSE). Losses, first-step gradients and
-final weights must match to float32 tolerance. Weights travel through safetensors
-(written here by a minimal independent writer). Skips with a reason when
-torch or the built binary is missing."""
-import json
+final weights must match to float32 tolerance. Weights travel through
+safetensors (tests/python/safetensors_io.py, independent of trainrun's
+reader). Skips with a reason when torch or the built binary is missing."""
 import pathlib
-import struct
 import subprocess
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed: no peer to compare with")
+from safetensors_io import read_safetensors, write_safetensors  # noqa: E402  (needs torch)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = ROOT / "bazel-bin" / "tests" / "nn" / "train_parity"
-DTYPES = {torch.float32: ("F32", np.float32), torch.int64: ("I64", np.int64)}
-
-
-def write_safetensors(tensors, path):
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors.items():
-        code, np_dtype = DTYPES[t.dtype]
-        raw = t.detach().contiguous().numpy().astype(np_dtype).tobytes()
-        header[name] = {"dtype": code, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    head = json.dumps(header).encode()
-    head += b" " * (-len(head) % 8)
-    path.write_bytes(struct.pack("<Q", len(head)) + head + b"".join(blobs))
-
-
-def read_safetensors(path):
-    data = path.read_bytes()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        assert info["dtype"] == "F32", (name, info["dtype"])
-        arr = np.frombuffer(data[8 + n + begin:8 + n + end], dtype=np.float32).reshape(info["shape"])
-        out[name] = torch.from_numpy(arr.copy())
-    return out
 
 
 class Block(torch.nn.Module):
