@@ -9,33 +9,42 @@
 namespace trainrun {
 namespace {
 
-// Every custom op has this signature; the kernels registered with the
-// dispatcher are shared trampolines that find the user's functions by name.
-using CustomSig = Tensor(const std::string&, const TensorList&);
+using CustomSig = CustomOpSignature;
+
+// What register_custom_op was given, and the op's dispatcher handle.
+struct CustomOpEntry {
+  CustomOpDefinition definition;
+  Op<CustomSig> op;
+};
 
 std::mutex& registry_mutex() {
   static std::mutex mu;
   return mu;
 }
-std::unordered_map<std::string, CustomOpDefinition>& registry() {
-  static auto* r = new std::unordered_map<std::string, CustomOpDefinition>();
+// Entries are never removed, so references into the map stay valid.
+std::unordered_map<std::string, CustomOpEntry>& registry() {
+  static auto* r = new std::unordered_map<std::string, CustomOpEntry>();
   return *r;
 }
 
-const CustomOpDefinition& definition(const std::string& name) {
+const CustomOpEntry& entry(const std::string& name) {
   std::lock_guard<std::mutex> lock(registry_mutex());
   auto it = registry().find(name);
   TR_CHECK(it != registry().end(), ValueError, "custom op '{}' is not registered", name);
   return it->second;
 }
 
-Tensor cpu_trampoline(const std::string& name, const TensorList& inputs) { return definition(name).cpu(inputs); }
-Tensor cuda_trampoline(const std::string& name, const TensorList& inputs) { return definition(name).cuda(inputs); }
+Tensor cpu_trampoline(const std::string& name, const TensorList& inputs) {
+  return entry(name).definition.cpu(inputs);
+}
+Tensor cuda_trampoline(const std::string& name, const TensorList& inputs) {
+  return entry(name).definition.cuda(inputs);
+}
 
 Tensor autograd_trampoline(const std::string& name, const TensorList& inputs) {
-  const CustomOpDefinition& def = definition(name);
-  Op<CustomSig> op(name);
-  auto backward = def.backward;
+  const CustomOpEntry& e = entry(name);
+  const Op<CustomSig>& op = e.op;
+  auto backward = e.definition.backward;
   return record(
       (name + "Backward").c_str(), inputs, inputs, /*save_result=*/true,
       [&] {
@@ -59,12 +68,12 @@ CustomOp register_custom_op(const std::string& name, CustomOpDefinition def) {
   TR_CHECK(sep != std::string::npos && sep > 0 && sep + 2 < name.size(), ValueError,
            "register_custom_op: '{}' must be namespaced, like 'my_ext::fused_gelu'", name);
   TR_CHECK(static_cast<bool>(def.cpu), ValueError, "register_custom_op('{}'): a CPU kernel is required", name);
+  Op<CustomSig> op(name);
   {
     std::lock_guard<std::mutex> lock(registry_mutex());
     TR_CHECK(!registry().count(name), ValueError, "register_custom_op: '{}' is already registered", name);
-    registry().emplace(name, def);
+    registry().emplace(name, CustomOpEntry{def, op});
   }
-  Op<CustomSig> op(name);
   op.register_kernel(static_cast<int>(DispatchKey::CPU), &cpu_trampoline);
   if (def.cuda) op.register_kernel(static_cast<int>(DispatchKey::CUDA), &cuda_trampoline);
   if (def.backward) op.register_kernel(static_cast<int>(DispatchKey::Autograd), &autograd_trampoline);
@@ -73,12 +82,9 @@ CustomOp register_custom_op(const std::string& name, CustomOpDefinition def) {
 
 Tensor CustomOp::operator()(const TensorList& inputs) const {
   TR_CHECK(!inputs.empty(), ValueError, "custom op '{}': called without inputs", name_);
-  static thread_local std::unordered_map<std::string, std::unique_ptr<Op<CustomSig>>> handles;
-  auto& h = handles[name_];
-  if (!h) h = std::make_unique<Op<CustomSig>>(name_);
   DispatchKeySet keys;
   for (const Tensor& t : inputs) keys = keys | keys_of(t);
-  return h->call(keys, name_, inputs);
+  return op_.call(keys, name_, inputs);
 }
 
 }  // namespace trainrun

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "autograd/node.h"
+#include "tensor/dispatcher.h"
 
 namespace trainrun {
 
@@ -19,14 +20,19 @@ struct CustomOpDefinition {
   std::function<TensorList(const Tensor& grad, const TensorList& inputs, const Tensor& output)> backward;
 };
 
+// Every custom op has this dispatcher signature: the dispatcher's kernels
+// for it are shared trampolines that find the user's functions by name.
+using CustomOpSignature = Tensor(const std::string& name, const TensorList& inputs);
+
 class CustomOp {
  public:
-  explicit CustomOp(std::string name) : name_(std::move(name)) {}
+  explicit CustomOp(std::string name) : name_(std::move(name)), op_(name_) {}
   Tensor operator()(const TensorList& inputs) const;
   const std::string& name() const { return name_; }
 
  private:
   std::string name_;
+  Op<CustomOpSignature> op_;
 };
 
 // name: "namespace::op". Throws ValueError for a bad or taken name, or a missing CPU kernel.
