@@ -85,13 +85,13 @@ Tensor gather_autograd(const Tensor& x, int64_t dim, const Tensor& index) {
 KernelRegistration<IndexSig> reg_index_select("index_select", DispatchKey::Autograd, &index_select_autograd);
 KernelRegistration<IndexSig> reg_gather("gather", DispatchKey::Autograd, &gather_autograd);
 
-}  // namespace
-}  // namespace trainrun
-
-namespace trainrun {
-namespace {
 
 using NormSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const IntList&, const Tensor&, const Tensor&, double);
+
+// mean over dims (kept) / sum over dims (dropped); x itself when dims is
+// empty (in our API empty dims would mean all of them).
+Tensor mean_or_self(const Tensor& x, const IntList& dims) { return dims.empty() ? x : mean(x, dims, true); }
+Tensor sum_or_self(const Tensor& x, const IntList& dims) { return dims.empty() ? x : sum(x, dims, false); }
 
 // layer_norm and rms_norm: y = x_hat * w + b, x_hat = (x - mean) * rstd
 // (rms: mean = 0). The statistics come back from the forward (broadcastable
@@ -137,11 +137,6 @@ std::tuple<Tensor, Tensor, Tensor> norm_autograd(const Tensor& x, const IntList&
 KernelRegistration<NormSig> reg_layer_norm("layer_norm", DispatchKey::Autograd, &norm_autograd<false>);
 KernelRegistration<NormSig> reg_rms_norm("rms_norm", DispatchKey::Autograd, &norm_autograd<true>);
 
-}  // namespace
-}  // namespace trainrun
-
-namespace trainrun {
-namespace {
 
 using MaxPoolSig = std::tuple<Tensor, Tensor>(const Tensor&, const IntList&, const IntList&, const IntList&,
                                               const IntList&, bool);

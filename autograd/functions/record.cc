@@ -62,10 +62,3 @@ Tensor cast_to(const Tensor& g, DType d) { return g.defined() && g.dtype() != d 
 Tensor rsub_one(const Tensor& x) { return add(neg(x), 1); }
 
 }  // namespace trainrun
-
-namespace trainrun {
-
-Tensor mean_or_self(const Tensor& x, const IntList& dims) { return dims.empty() ? x : mean(x, dims, true); }
-Tensor sum_or_self(const Tensor& x, const IntList& dims) { return dims.empty() ? x : sum(x, dims, false); }
-
-}  // namespace trainrun

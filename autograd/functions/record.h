@@ -52,8 +52,5 @@ Tensor sum_to(const Tensor& g, const IntList& shape);
 Tensor cast_to(const Tensor& g, DType d);
 // 1 - x.
 Tensor rsub_one(const Tensor& x);
-// mean over dims (kept) / sum over dims (dropped); x itself when dims is empty.
-Tensor mean_or_self(const Tensor& x, const IntList& dims);
-Tensor sum_or_self(const Tensor& x, const IntList& dims);
 
 }  // namespace trainrun

@@ -3,6 +3,7 @@
 // autograd::grad, double backward, grad modes, and clear errors.
 #include <gtest/gtest.h>
 
+#include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
@@ -166,13 +167,6 @@ TEST(Engine, CrossEntropyGradientMatchesTheClosedForm) {
   EXPECT_TRUE(allclose(grad(logits), expected, 1e-4, 1e-6));
 }
 
-}  // namespace
-}  // namespace trainrun
-
-#include "autograd/checkpoint.h"
-
-namespace trainrun {
-namespace {
 
 TEST(Checkpoint, RecomputesInBackwardWithTheSameGradientsAndRandomness) {
   manual_seed(3);

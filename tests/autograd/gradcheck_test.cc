@@ -3,11 +3,13 @@
 // backward where the formulas support it.
 #include <gtest/gtest.h>
 
+#include "autograd/custom_op.h"
 #include "autograd/engine.h"
 #include "autograd/functions/record.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/variable.h"
+#include "nn/attention.h"
 #include "tensor/ops.h"
 #include "tests/tensor/test_util.h"
 
@@ -140,11 +142,6 @@ TEST(Gradcheck, NNBuildingBlocks) {
         {x});
 }
 
-}  // namespace
-}  // namespace trainrun
-
-namespace trainrun {
-namespace {
 
 // gradcheck must catch a wrong formula; this also shows the C++ way to give
 // an op-like function its own backward (record, from autograd/functions).
@@ -181,13 +178,6 @@ TEST(Gradcheck, CatAndStack) {
   check("stack", [](const TensorList& t) { return stack({t[0], t[1]}, 1); }, {a, leaf({2, 3})});
 }
 
-}  // namespace
-}  // namespace trainrun
-
-#include "nn/attention.h"
-
-namespace trainrun {
-namespace {
 
 TEST(Gradcheck, ScaledDotProductAttention) {
   manual_seed(9);
@@ -204,13 +194,6 @@ TEST(Gradcheck, ScaledDotProductAttention) {
         [&](const TensorList& t) { return nn::scaled_dot_product_attention(t[0], t[1], t[2], mask); }, {q, k, v});
 }
 
-}  // namespace
-}  // namespace trainrun
-
-#include "autograd/custom_op.h"
-
-namespace trainrun {
-namespace {
 
 TEST(CustomOp, RegisteredOpDispatchesAndDifferentiates) {
   CustomOpDefinition def;

@@ -7,6 +7,9 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
+#include "nn/attention.h"
+#include "nn/batch_norm.h"
+#include "nn/containers.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
 #include "nn/optim/adam.h"
@@ -213,13 +216,6 @@ TEST(Training, AnMLPLearnsToAFallingLoss) {
   EXPECT_LT(last, first * 0.3) << "loss went from " << first << " to " << last;
 }
 
-}  // namespace
-}  // namespace trainrun
-
-#include "nn/attention.h"
-
-namespace trainrun {
-namespace {
 
 TEST(Attention, CausalSelfAttentionIsCausalAndTheBlockTrains) {
   manual_seed(12);
@@ -259,13 +255,6 @@ TEST(Attention, CausalSelfAttentionIsCausalAndTheBlockTrains) {
   EXPECT_LT(last, first * 0.5);
 }
 
-}  // namespace
-}  // namespace trainrun
-
-#include "nn/containers.h"
-
-namespace trainrun {
-namespace {
 
 TEST(Containers, ModuleListAndModuleDict) {
   nn::ModuleList list({std::make_shared<Linear>(2, 3), std::make_shared<nn::ReLU>()});
@@ -284,13 +273,6 @@ TEST(Containers, ModuleListAndModuleDict) {
   expect_error<ValueError>([&] { dict.insert("act", std::make_shared<nn::ReLU>()); }, {"already registered"});
 }
 
-}  // namespace
-}  // namespace trainrun
-
-#include "nn/batch_norm.h"
-
-namespace trainrun {
-namespace {
 
 TEST(BatchNorm, TrainingNormalizesAndTracksRunningStatistics) {
   manual_seed(21);

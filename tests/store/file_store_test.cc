@@ -130,11 +130,6 @@ TEST(FileStore, CorruptFileIsReportedWithThePathAndOffset) {
   expect_error<DistBackendError>([&] { FileStore("/nonexistent-dir/x/store", 1s); }, {"/nonexistent-dir/x/store", "cannot open"});
 }
 
-}  // namespace
-}  // namespace trainrun
-
-namespace trainrun {
-namespace {
 
 TEST(FileStore, AHeldLockTimesOutInsteadOfHanging) {
   const std::string path = temp_path("held");
