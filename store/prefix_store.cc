@@ -16,12 +16,10 @@ std::vector<std::string> PrefixStore::join(const std::vector<std::string>& keys)
   return out;
 }
 
-// Blocking calls use this store's timeout, which starts as the underlying one's.
+// get and multi_get block for the underlying store's timeout, as PyTorch's
+// PrefixStore does (a wait first would cost the TCPStore a round trip).
 void PrefixStore::set(const std::string& key, const Bytes& value) { store_->set(join(key), value); }
-Bytes PrefixStore::get(const std::string& key) {
-  store_->wait({join(key)}, timeout());
-  return store_->get(join(key));
-}
+Bytes PrefixStore::get(const std::string& key) { return store_->get(join(key)); }
 int64_t PrefixStore::add(const std::string& key, int64_t delta) { return store_->add(join(key), delta); }
 Bytes PrefixStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
   return store_->compare_set(join(key), expected, desired);
@@ -32,9 +30,7 @@ bool PrefixStore::delete_key(const std::string& key) { return store_->delete_key
 int64_t PrefixStore::num_keys() { return store_->num_keys(); }
 void PrefixStore::append(const std::string& key, const Bytes& value) { store_->append(join(key), value); }
 std::vector<Bytes> PrefixStore::multi_get(const std::vector<std::string>& keys) {
-  std::vector<std::string> full = join(keys);
-  store_->wait(full, timeout());
-  return store_->multi_get(full);
+  return store_->multi_get(join(keys));
 }
 void PrefixStore::multi_set(const std::vector<std::string>& keys, const std::vector<Bytes>& values) {
   check_multi_set("multi_set", keys, values);
