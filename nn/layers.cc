@@ -75,6 +75,8 @@ Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
 Tensor SiLU::forward(const Tensor& x) { return silu(x); }
 Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+Tensor Softmax::forward(const Tensor& x) { return softmax(x, dim); }
+Tensor Flatten::forward(const Tensor& x) { return flatten(x, start_dim, end_dim); }
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;

@@ -1,7 +1,7 @@
 #pragma once
 // The basic layers, each a Module with PyTorch's parameter names, shapes and
 // default initialisation: Linear, Embedding, LayerNorm, RMSNorm, Dropout,
-// the activations, and Sequential.
+// the activations, Softmax, Flatten, and Sequential.
 #include "nn/containers.h"
 #include "nn/module.h"
 
@@ -68,6 +68,22 @@ class Tanh : public Module {
  public:
   Tanh() : Module("Tanh") {}
   Tensor forward(const Tensor& x) override;
+};
+
+class Softmax : public Module {
+ public:
+  explicit Softmax(int64_t dim) : Module("Softmax"), dim(dim) {}
+  Tensor forward(const Tensor& x) override;
+  int64_t dim;
+};
+
+// Merges dims start_dim..end_dim into one (default: everything after the batch dim).
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
+      : Module("Flatten"), start_dim(start_dim), end_dim(end_dim) {}
+  Tensor forward(const Tensor& x) override;
+  int64_t start_dim, end_dim;
 };
 
 // Children named "0", "1", ... run in order.

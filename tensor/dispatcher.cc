@@ -1,5 +1,6 @@
 #include "tensor/dispatcher.h"
 
+#include <algorithm>
 #include <memory>
 
 namespace trainrun {
@@ -26,6 +27,17 @@ OpTable& Dispatcher::table(const std::string& name, std::type_index signature) {
            "op '{}' was registered with signature {} but is used with {}", name,
            it->second->signature().name(), signature.name());
   return *it->second;
+}
+
+std::vector<std::string> Dispatcher::op_names(std::optional<DispatchKey> missing) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> names;
+  for (const auto& [name, table] : tables_) {
+    if (missing && table->kernel(static_cast<int>(*missing)) != nullptr) continue;
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 void Dispatcher::throw_no_kernel(const OpTable& t, DispatchKeySet keys) {

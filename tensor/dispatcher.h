@@ -5,6 +5,8 @@
 // backend key without its own kernel falls back to the op's device-generic
 // kernel (views, composite ops), registered under kGenericKernel.
 #include <mutex>
+#include <optional>
+#include <vector>
 #include <string>
 #include <type_traits>
 #include <typeindex>
@@ -40,6 +42,10 @@ class Dispatcher {
   // exists with another signature.
   OpTable& table(const std::string& name, std::type_index signature);
   [[noreturn]] static void throw_no_kernel(const OpTable& t, DispatchKeySet keys);
+  // Names of the ops registered so far, sorted; `missing` keeps only those
+  // without a kernel for that key (tests use it to find ops that lack a
+  // backward formula).
+  std::vector<std::string> op_names(std::optional<DispatchKey> missing = std::nullopt);
 
  private:
   std::mutex mu_;

@@ -13,6 +13,8 @@
 namespace trainrun {
 namespace {
 using NormSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const IntList&, const Tensor&, const Tensor&, double);
+using Conv2dBackwardSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, const IntList&,
+                                                             const IntList&, const IntList&, int64_t, bool, bool, bool);
 using MaxPoolSig = std::tuple<Tensor, Tensor>(const Tensor&, const IntList&, const IntList&, const IntList&,
                                               const IntList&, bool);
 }  // namespace
@@ -65,6 +67,13 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
                      Tensor(const Tensor&, const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&,
                             int64_t),
                      keys_of(input, weight, bias), input, weight, bias, stride, padding, dilation, groups);
+}
+
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                                   IntList stride, IntList padding, IntList dilation, int64_t groups,
+                                                   bool need_input, bool need_weight, bool need_bias) {
+  return TR_DISPATCH("conv2d_backward", Conv2dBackwardSig, keys_of(grad_output, input, weight), grad_output, input,
+                     weight, stride, padding, dilation, groups, need_input, need_weight, need_bias);
 }
 
 std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntList padding,

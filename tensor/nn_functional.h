@@ -31,6 +31,12 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 // NCHW input, (C_out, C_in/groups, kH, kW) weight, optional bias.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, IntList stride = {1, 1},
               IntList padding = {0, 0}, IntList dilation = {1, 1}, int64_t groups = 1);
+// The gradients of conv2d's (input, weight, bias) from its output's gradient;
+// an entry whose need_* is false comes back undefined (what autograd's
+// ConvolutionBackward calls).
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                                   IntList stride, IntList padding, IntList dilation, int64_t groups,
+                                                   bool need_input, bool need_weight, bool need_bias);
 // Returns (output, int64 indices into each H*W plane).
 std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, IntList kernel_size, IntList stride = {},
                                       IntList padding = {0, 0}, IntList dilation = {1, 1},

@@ -54,6 +54,8 @@ class TensorImpl : public RefCounted {
   uint64_t version() const { return *version_; }
   void bump_version() { ++*version_; }
   void share_version_with(const TensorImpl& base) { version_ = base.version_; }
+  // True while another impl (a view, the base, a detached alias) shares the counter.
+  bool shares_version() const { return version_.use_count() > 1; }
 
  private:
   void refresh();

@@ -14,10 +14,9 @@ using AlphaSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tenso
 // `below` is the op's own handle; the kernel runs it with Autograd excluded.
 Tensor unary(const Op<UnarySig>& below, const char* node, const Tensor& x, const Tensor& out, bool save_x,
              bool save_result, std::function<Tensor(const Tensor& g, const TensorList& saved)> dx) {
-  check_out_allowed(below.table().name().c_str(), out, {x});
-  return record(
-      node, {x}, save_x ? TensorList{x} : TensorList{}, save_result,
-      [&] { return below.call(keys_of(x, out), x, out); },
+  return record_out(
+      node, out, {x}, save_x ? TensorList{x} : TensorList{}, save_result,
+      [&](const TensorList& in, const Tensor& o) { return below.call(keys_of(in[0], o), in[0], o); },
       [dx, x_dtype = x.dtype()](const Tensor& g, const TensorList& saved) -> TensorList {
         return {cast_to(dx(g, saved), x_dtype)};
       });
@@ -49,19 +48,23 @@ TR_UNARY_AUTOGRAD(silu, "SiluBackward", true, false, {
   Tensor sg = sigmoid(s[0]);
   return mul(g, mul(sg, add(mul(s[0], rsub_one(sg)), 1)));
 })
+// Piecewise-constant ops: the gradient is zero almost everywhere (PyTorch's
+// convention), and still flows as zeros so that the graph stays connected.
+TR_UNARY_AUTOGRAD(floor, "FloorBackward", false, false, return zeros_like(g);)
+TR_UNARY_AUTOGRAD(round, "RoundBackward", false, false, return zeros_like(g);)
+TR_UNARY_AUTOGRAD(sign, "SignBackward", false, false, return zeros_like(g);)
 TR_UNARY_AUTOGRAD(erf, "ErfBackward", true, false,
                   return mul(g, mul(exp(neg(mul(s[0], s[0]))), 1.1283791670955126));)  // 2/sqrt(pi)
 
 // Binary ops: each input's gradient is summed back to its own shape.
 Tensor add_sub_autograd(const Op<AlphaSig>& below, bool subtract, const Tensor& a, const Tensor& b, const Scalar& alpha,
                         const Tensor& out) {
-  check_out_allowed(below.table().name().c_str(), out, {a, b});
   const double scale = (subtract ? -1.0 : 1.0) * alpha.to_double();
   IntList as = a.sizes(), bs = b.sizes();
   DType ad = a.dtype(), bd = b.dtype();
-  return record(
-      subtract ? "SubBackward" : "AddBackward", {a, b}, {}, false,
-      [&] { return below.call(keys_of(a, b, out), a, b, alpha, out); },
+  return record_out(
+      subtract ? "SubBackward" : "AddBackward", out, {a, b}, {}, false,
+      [&](const TensorList& in, const Tensor& o) { return below.call(keys_of(in[0], in[1], o), in[0], in[1], alpha, o); },
       [=](const Tensor& g, const TensorList&) -> TensorList {
         Tensor ga = sum_to(g, as), gb = sum_to(scale == 1.0 ? g : mul(g, scale), bs);
         return {cast_to(ga, ad), cast_to(gb, bd)};
@@ -80,11 +83,11 @@ KernelRegistration<AlphaSig> reg_sub("sub", DispatchKey::Autograd, &sub_autograd
 
 Tensor binary(const Op<BinarySig>& below, const char* node, const Tensor& a, const Tensor& b, const Tensor& out,
               bool save_result, std::function<TensorList(const Tensor& g, const TensorList& saved)> formula) {
-  check_out_allowed(below.table().name().c_str(), out, {a, b});
   IntList as = a.sizes(), bs = b.sizes();
   DType ad = a.dtype(), bd = b.dtype();
-  return record(
-      node, {a, b}, {a, b}, save_result, [&] { return below.call(keys_of(a, b, out), a, b, out); },
+  return record_out(
+      node, out, {a, b}, {a, b}, save_result,
+      [&](const TensorList& in, const Tensor& o) { return below.call(keys_of(in[0], in[1], o), in[0], in[1], o); },
       [=](const Tensor& g, const TensorList& s) -> TensorList {
         TensorList r = formula(g, s);
         Tensor ga = r[0].defined() ? sum_to(r[0], as) : r[0], gb = r[1].defined() ? sum_to(r[1], bs) : r[1];
@@ -136,17 +139,109 @@ Tensor minimum_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
 using TernarySig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
 Tensor where_autograd(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
   static Op<TernarySig> op("where");
-  check_out_allowed("where", out, {a, b});
   IntList as = a.sizes(), bs = b.sizes();
   DType ad = a.dtype(), bd = b.dtype();
-  return record(
-      "WhereBackward", {Tensor(), a, b}, {cond}, false, [&] { return op.call(keys_of(cond, a, b, out), cond, a, b, out); },
+  return record_out(
+      "WhereBackward", out, {Tensor(), a, b}, {cond}, false,
+      [&](const TensorList& in, const Tensor& o) { return op.call(keys_of(cond, in[1], in[2], o), cond, in[1], in[2], o); },
       [=](const Tensor& g, const TensorList& s) -> TensorList {
         Tensor zero = zeros_like(g);
         return {Tensor(), cast_to(sum_to(where(s[0], g, zero), as), ad), cast_to(sum_to(where(s[0], zero, g), bs), bd)};
       });
 }
 KernelRegistration<TernarySig> reg_where("where", DispatchKey::Autograd, &where_autograd);
+
+// remainder(a, b) = a - floor(a / b) * b.
+Tensor remainder_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
+  static const Op<BinarySig> below("remainder");
+  return binary(below, "RemainderBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
+    return {g, neg(mul(g, div(s[0], s[1], "floor")))};
+  });
+}
+KernelRegistration<BinarySig> reg_remainder("remainder", DispatchKey::Autograd, &remainder_autograd);
+
+// Rounded division is piecewise constant: zero gradients, as in PyTorch.
+using DivRoundingSig = Tensor(const Tensor&, const Tensor&, const std::string&, const Tensor&);
+Tensor div_rounding_autograd(const Tensor& a, const Tensor& b, const std::string& mode, const Tensor& out) {
+  static const Op<DivRoundingSig> below("div.rounding");
+  IntList as = a.sizes(), bs = b.sizes();
+  DType ad = a.dtype(), bd = b.dtype();
+  return record_out(
+      "DivBackward", out, {a, b}, {}, false,
+      [&](const TensorList& in, const Tensor& o) { return below.call(keys_of(in[0], in[1], o), in[0], in[1], mode, o); },
+      [=](const Tensor& g, const TensorList&) -> TensorList {
+        return {zeros(as, ad), zeros(bs, bd)};
+      });
+}
+KernelRegistration<DivRoundingSig> reg_div_rounding("div.rounding", DispatchKey::Autograd, &div_rounding_autograd);
+
+// addcmul: self + value * t1 * t2; addcdiv: self + value * t1 / t2.
+using AddcSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Tensor&);
+Tensor addc_autograd(bool divide, const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
+                     const Tensor& out) {
+  static const Op<AddcSig> mul_op("addcmul"), div_op("addcdiv");
+  const Op<AddcSig>& below = divide ? div_op : mul_op;
+  IntList ss = self.sizes(), s1 = t1.sizes(), s2 = t2.sizes();
+  DType sd = self.dtype(), d1 = t1.dtype(), d2 = t2.dtype();
+  const double v = value.to_double();
+  return record_out(
+      divide ? "AddcdivBackward" : "AddcmulBackward", out, {self, t1, t2}, {t1, t2}, false,
+      [&](const TensorList& in, const Tensor& o) {
+        return below.call(keys_of(in[0], in[1], in[2], o), in[0], in[1], in[2], value, o);
+      },
+      [=](const Tensor& g, const TensorList& s) -> TensorList {
+        const Tensor &a = s[0], &b = s[1];
+        Tensor gv = mul(g, v);
+        Tensor g1 = divide ? div(gv, b) : mul(gv, b);
+        Tensor g2 = divide ? neg(mul(gv, div(a, mul(b, b)))) : mul(gv, a);
+        return {cast_to(sum_to(g, ss), sd), cast_to(sum_to(g1, s1), d1), cast_to(sum_to(g2, s2), d2)};
+      });
+}
+Tensor addcmul_autograd(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, const Tensor& out) {
+  return addc_autograd(false, self, t1, t2, value, out);
+}
+Tensor addcdiv_autograd(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, const Tensor& out) {
+  return addc_autograd(true, self, t1, t2, value, out);
+}
+KernelRegistration<AddcSig> reg_addcmul("addcmul", DispatchKey::Autograd, &addcmul_autograd);
+KernelRegistration<AddcSig> reg_addcdiv("addcdiv", DispatchKey::Autograd, &addcdiv_autograd);
+
+// lerp(a, b, w) = a + w (b - a).
+Tensor lerp_autograd(const Tensor& a, const Tensor& b, const Tensor& w, const Tensor& out) {
+  static const Op<TernarySig> below("lerp");
+  IntList as = a.sizes(), bs = b.sizes(), ws = w.sizes();
+  DType ad = a.dtype(), bd = b.dtype(), wd = w.dtype();
+  return record_out(
+      "LerpBackward", out, {a, b, w}, {a, b, w}, false,
+      [&](const TensorList& in, const Tensor& o) {
+        return below.call(keys_of(in[0], in[1], in[2], o), in[0], in[1], in[2], o);
+      },
+      [=](const Tensor& g, const TensorList& s) -> TensorList {
+        const Tensor &x = s[0], &y = s[1], &weight = s[2];
+        Tensor gb = mul(g, weight);
+        return {cast_to(sum_to(sub(g, gb), as), ad), cast_to(sum_to(gb, bs), bd),
+                cast_to(sum_to(mul(g, sub(y, x)), ws), wd)};
+      });
+}
+KernelRegistration<TernarySig> reg_lerp("lerp", DispatchKey::Autograd, &lerp_autograd);
+
+// clamp: the gradient passes where min <= x <= max (bounds included, as PyTorch).
+using ClampSig = Tensor(const Tensor&, const std::optional<Scalar>&, const std::optional<Scalar>&, const Tensor&);
+Tensor clamp_autograd(const Tensor& x, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi,
+                      const Tensor& out) {
+  static const Op<ClampSig> below("clamp");
+  DType xd = x.dtype();
+  return record_out(
+      "ClampBackward", out, {x}, {x}, false,
+      [&](const TensorList& in, const Tensor& o) { return below.call(keys_of(in[0], o), in[0], lo, hi, o); },
+      [=](const Tensor& g, const TensorList& s) -> TensorList {
+        Tensor pass = ones_like(s[0], DType::Bool);
+        if (lo) pass = logical_and(pass, ge(s[0], *lo));
+        if (hi) pass = logical_and(pass, le(s[0], *hi));
+        return {cast_to(where(pass, g, zeros_like(g)), xd)};
+      });
+}
+KernelRegistration<ClampSig> reg_clamp("clamp", DispatchKey::Autograd, &clamp_autograd);
 
 KernelRegistration<BinarySig> reg_mul("mul", DispatchKey::Autograd, &mul_autograd);
 KernelRegistration<BinarySig> reg_div("div", DispatchKey::Autograd, &div_autograd);

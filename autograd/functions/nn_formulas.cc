@@ -1,6 +1,5 @@
 // Autograd kernels of the NN building blocks: softmax, log_softmax, gelu,
-// and the indexing ops that embedding and cross_entropy are made of
-// (index_select, gather).
+// the norms, pooling and conv2d.
 #include <cmath>
 
 #include "autograd/functions/record.h"
@@ -11,7 +10,6 @@ namespace {
 
 using SoftmaxSig = Tensor(const Tensor&, int64_t);
 using GeluSig = Tensor(const Tensor&, const std::string&, const Tensor&);
-using IndexSig = Tensor(const Tensor&, int64_t, const Tensor&);
 
 Tensor softmax_autograd(const Tensor& x, int64_t dim) {
   static Op<SoftmaxSig> op("softmax");
@@ -37,10 +35,10 @@ KernelRegistration<SoftmaxSig> reg_log_softmax("log_softmax", DispatchKey::Autog
 
 Tensor gelu_autograd(const Tensor& x, const std::string& approximate, const Tensor& out) {
   static Op<GeluSig> op("gelu");
-  check_out_allowed("gelu", out, {x});
   const bool tanh_form = approximate == "tanh";
-  return record(
-      "GeluBackward", {x}, {x}, false, [&] { return op.call(keys_of(x, out), x, approximate, out); },
+  return record_out(
+      "GeluBackward", out, {x}, {x}, false,
+      [&](const TensorList& in, const Tensor& o) { return op.call(keys_of(in[0], o), in[0], approximate, o); },
       [tanh_form](const Tensor& g, const TensorList& s) -> TensorList {
         const Tensor& v = s[0];
         Tensor d;
@@ -60,31 +58,6 @@ Tensor gelu_autograd(const Tensor& x, const std::string& approximate, const Tens
       });
 }
 KernelRegistration<GeluSig> reg_gelu("gelu", DispatchKey::Autograd, &gelu_autograd);
-
-// index_select / gather: the gradient is added back at the indices.
-Tensor index_select_autograd(const Tensor& x, int64_t dim, const Tensor& index) {
-  static Op<IndexSig> op("index_select");
-  IntList shape = x.sizes();
-  DType xd = x.dtype();
-  return record(
-      "IndexSelectBackward", {x}, {index}, false, [&] { return op.call(keys_of(x, index), x, dim, index); },
-      [=](const Tensor& g, const TensorList& s) -> TensorList {
-        return {index_add(zeros(shape, g.dtype()), dim, s[0], g).to(xd)};
-      });
-}
-Tensor gather_autograd(const Tensor& x, int64_t dim, const Tensor& index) {
-  static Op<IndexSig> op("gather");
-  IntList shape = x.sizes();
-  DType xd = x.dtype();
-  return record(
-      "GatherBackward", {x}, {index}, false, [&] { return op.call(keys_of(x, index), x, dim, index); },
-      [=](const Tensor& g, const TensorList& s) -> TensorList {
-        return {scatter_add(zeros(shape, g.dtype()), dim, s[0], g).to(xd)};
-      });
-}
-KernelRegistration<IndexSig> reg_index_select("index_select", DispatchKey::Autograd, &index_select_autograd);
-KernelRegistration<IndexSig> reg_gather("gather", DispatchKey::Autograd, &gather_autograd);
-
 
 using NormSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const IntList&, const Tensor&, const Tensor&, double);
 
@@ -183,6 +156,96 @@ Tensor avg_pool2d_autograd(const Tensor& x, const IntList& kernel, const IntList
       });
 }
 KernelRegistration<AvgPoolSig> reg_avg_pool2d("avg_pool2d", DispatchKey::Autograd, &avg_pool2d_autograd);
+
+// avg_pool2d_backward is linear in grad_output (input only gives the shape),
+// so its own gradient is the forward pooling: this makes double backward
+// through avg_pool2d work.
+using AvgPoolBackwardSig = Tensor(const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&, bool,
+                                  bool);
+Tensor avg_pool2d_backward_autograd(const Tensor& grad_output, const Tensor& input, const IntList& kernel,
+                                    const IntList& stride, const IntList& padding, bool ceil_mode,
+                                    bool count_include_pad) {
+  static Op<AvgPoolBackwardSig> op("avg_pool2d_backward");
+  DType gd = grad_output.dtype();
+  return record(
+      "AvgPool2DBackwardBackward", {grad_output, Tensor()}, {}, false,
+      [&] {
+        return op.call(keys_of(grad_output, input), grad_output, input, kernel, stride, padding, ceil_mode,
+                       count_include_pad);
+      },
+      [=](const Tensor& gg, const TensorList&) -> TensorList {
+        return {cast_to(avg_pool2d(gg, kernel, stride, padding, ceil_mode, count_include_pad), gd), Tensor()};
+      });
+}
+KernelRegistration<AvgPoolBackwardSig> reg_avg_pool2d_backward("avg_pool2d_backward", DispatchKey::Autograd,
+                                                               &avg_pool2d_backward_autograd);
+
+// conv2d: conv2d_backward computes only the gradients the graph needs.
+using Conv2dSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&,
+                         int64_t);
+Tensor conv2d_autograd(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+                       const IntList& padding, const IntList& dilation, int64_t groups) {
+  static Op<Conv2dSig> op("conv2d");
+  const bool need_input = requires_grad(input), need_weight = requires_grad(weight),
+             need_bias = bias.defined() && requires_grad(bias);
+  return record(
+      "ConvolutionBackward", {input, weight, bias}, {input, weight}, false,
+      [&] { return op.call(keys_of(input, weight, bias), input, weight, bias, stride, padding, dilation, groups); },
+      [=](const Tensor& g, const TensorList& s) -> TensorList {
+        auto [gi, gw, gb] =
+            conv2d_backward(g, s[0], s[1], stride, padding, dilation, groups, need_input, need_weight, need_bias);
+        return {gi, gw, gb};
+      });
+}
+KernelRegistration<Conv2dSig> reg_conv2d("conv2d", DispatchKey::Autograd, &conv2d_autograd);
+
+// conv2d_backward's own gradient (double backward through a convolution).
+// Its outputs are linear maps: grad_input is the adjoint of the convolution
+// in x applied to gy (so its adjoint in gy is the convolution with w), and
+// grad_weight the adjoint in w (adjoint in gy: the convolution of x). With
+// gi = Dx(gy, w) and gw = Dw(x, gy), and ggi, ggw, ggb their gradients:
+//   d/dgy = conv2d(ggi, w) + conv2d(x, ggw) + ggb
+//   d/dx  = Dx(gy, ggw)      d/dw = Dw(ggi, gy)
+using Conv2dBackwardSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
+                                                             const IntList&, const IntList&, const IntList&, int64_t,
+                                                             bool, bool, bool);
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward_autograd(const Tensor& gy, const Tensor& x, const Tensor& w,
+                                                            const IntList& stride, const IntList& padding,
+                                                            const IntList& dilation, int64_t groups, bool need_input,
+                                                            bool need_weight, bool need_bias) {
+  static Op<Conv2dBackwardSig> op("conv2d_backward");
+  TensorList r = record_multi(
+      "ConvolutionBackwardBackward", {gy, x, w}, {gy, x, w},
+      [&] {
+        auto [gi, gw, gb] = op.call(keys_of(gy, x, w), gy, x, w, stride, padding, dilation, groups, need_input,
+                                    need_weight, need_bias);
+        return TensorList{gi, gw, gb};
+      },
+      [=](const TensorList& gg, const TensorList& s) -> TensorList {
+        const Tensor &dy = s[0], &input = s[1], &weight = s[2];
+        const Tensor &ggi = gg[0], &ggw = gg.size() > 1 ? gg[1] : Tensor(), &ggb = gg.size() > 2 ? gg[2] : Tensor();
+        Tensor d_gy, d_x, d_w;
+        if (ggi.defined()) {
+          d_gy = conv2d(ggi, weight, Tensor(), stride, padding, dilation, groups);
+          d_w = std::get<1>(conv2d_backward(dy, ggi, weight, stride, padding, dilation, groups, false, true, false));
+        }
+        if (ggw.defined()) {
+          Tensor t = conv2d(input, ggw, Tensor(), stride, padding, dilation, groups);
+          d_gy = d_gy.defined() ? add(d_gy, t) : t;
+          d_x = std::get<0>(conv2d_backward(dy, input, ggw, stride, padding, dilation, groups, true, false, false));
+        }
+        if (ggb.defined()) {
+          IntList bshape(dy.dim(), 1);
+          bshape[dy.dim() - 3] = ggb.size(0);
+          Tensor t = expand(reshape(ggb, bshape), dy.sizes());
+          d_gy = d_gy.defined() ? add(d_gy, t) : t;
+        }
+        return {d_gy, d_x, d_w};
+      });
+  return {r[0], r[1], r[2]};
+}
+KernelRegistration<Conv2dBackwardSig> reg_conv2d_backward("conv2d_backward", DispatchKey::Autograd,
+                                                          &conv2d_backward_autograd);
 
 }  // namespace
 }  // namespace trainrun

@@ -1,30 +1,34 @@
 #include "autograd/functions/record.h"
 
+#include <algorithm>
+
 #include "tensor/ops.h"
 
 namespace trainrun {
+
+FormulaNode::FormulaNode(std::string name, Formula formula)
+    : name_(std::move(name)),
+      formula_([f = std::move(formula)](const TensorList& grads, const TensorList& saved) {
+        return f(grads.at(0), saved);
+      }) {}
+
+FormulaNode::FormulaNode(std::string name, MultiFormula formula, uint32_t num_outputs)
+    : name_(std::move(name)), formula_(std::move(formula)) {
+  set_num_inputs(num_outputs);
+}
 
 TensorList FormulaNode::apply(TensorList&& grads) {
   TensorList saved;
   saved.reserve(saved_.size());
   std::shared_ptr<Node> self = shared_from_this();
   for (const auto& s : saved_) saved.push_back(s.unpack(self));
-  Tensor g = grads.at(0);
-  return formula_(g, saved);
+  return formula_(grads, saved);
 }
 
 bool any_requires_grad(const TensorList& inputs) {
   for (const Tensor& t : inputs)
     if (t.defined() && requires_grad(t)) return true;
   return false;
-}
-
-void check_out_allowed(const char* op, const Tensor& out, const TensorList& inputs) {
-  if (!out.defined() || !GradMode::is_enabled()) return;
-  TR_CHECK(!any_requires_grad(inputs) && !requires_grad(out), NotImplementedError,
-           "{}: the out= and in-place forms do not support autograd when an input requires grad; use the "
-           "functional form, or run under NoGradGuard",
-           op);
 }
 
 Tensor record(const char* name, const TensorList& inputs, const TensorList& save, bool save_result,
@@ -47,6 +51,71 @@ Tensor record(const char* name, const TensorList& inputs, const TensorList& save
   return result;
 }
 
+TensorList record_multi(const char* name, const TensorList& inputs, const TensorList& save,
+                        const std::function<TensorList()>& forward, MultiFormula formula) {
+  TensorList results;
+  {
+    ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+    results = forward();
+  }
+  if (!GradMode::is_enabled() || !any_requires_grad(inputs)) return results;
+  auto node = std::make_shared<FormulaNode>(name, std::move(formula), static_cast<uint32_t>(results.size()));
+  std::vector<Edge> edges;
+  for (const Tensor& t : inputs) edges.push_back(t.defined() ? gradient_edge(t) : Edge{});
+  node->set_next_edges(std::move(edges));
+  for (const Tensor& t : save) node->save(t, false);
+  for (size_t i = 0; i < results.size(); ++i)
+    if (results[i].defined() && is_floating(results[i].dtype())) set_history(results[i], node, static_cast<uint32_t>(i));
+  return results;
+}
+
+Tensor record_out(const char* name, const Tensor& out, const TensorList& inputs, const TensorList& save,
+                  bool save_result, const OutForward& forward, Formula formula) {
+  const bool graph = GradMode::is_enabled() && (any_requires_grad(inputs) || (out.defined() && requires_grad(out)));
+  if (!out.defined() || !graph)
+    return record(name, inputs, save, save_result, [&] { return forward(inputs, out); }, std::move(formula));
+
+  auto is_out = [&](const Tensor& t) { return t.defined() && t.impl() == out.impl(); };
+  TR_CHECK(std::any_of(inputs.begin(), inputs.end(), is_out), NotImplementedError,
+           "{}: the out= form does not support autograd when an input requires grad (nor does PyTorch's); use the "
+           "functional form",
+           name);
+  TR_CHECK(!(is_leaf(out) && requires_grad(out)), ValueError,
+           "{}: a leaf tensor that requires grad is used in an in-place operation; update parameters under "
+           "NoGradGuard (as optimizers do), or clone() the tensor first",
+           name);
+  TR_CHECK(!out.impl()->shares_version(), NotImplementedError,
+           "{}: in-place under autograd on a tensor that shares its memory with another tensor (a view, its base, or "
+           "an output saved for backward) is not supported: the other tensor's gradient would go wrong. Use the "
+           "out-of-place form, or clone() first",
+           name);
+  // A formula that saves `out` needs its value from before the write.
+  TensorList ins = inputs, saved = save;
+  if (std::any_of(save.begin(), save.end(), is_out)) {
+    Tensor snapshot = clone(out);
+    for (Tensor& t : ins)
+      if (is_out(t)) t = snapshot;
+    for (Tensor& t : saved)
+      if (is_out(t)) t = snapshot;
+  }
+  Tensor result = record(name, ins, saved, save_result, [&] { return forward(ins, Tensor()); }, std::move(formula));
+  TR_CHECK(result.sizes() == out.sizes(), ValueError,
+           "{}: the result has shape {} but the tensor written in place has shape {}", name, result.shape_str(),
+           out.shape_str());
+  TR_CHECK(can_cast(result.dtype(), out.dtype()), TypeError,
+           "{}: result dtype {} cannot be written in place into a tensor of dtype {}", name,
+           dtype_name(result.dtype()), dtype_name(out.dtype()));
+  if (result.dtype() != out.dtype()) result = result.to(out.dtype());  // recorded: the gradient casts back
+  {
+    ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+    Tensor dst = out;
+    copy_(dst, result);
+  }
+  AutogradMeta* m = autograd_meta(result);
+  set_history(out, m->grad_fn, m->output_nr);
+  return out;
+}
+
 Tensor sum_to(const Tensor& g, const IntList& shape) {
   if (g.sizes() == shape) return g;
   const int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
@@ -55,6 +124,31 @@ Tensor sum_to(const Tensor& g, const IntList& shape) {
     if (d < lead || (shape[d - lead] == 1 && g.size(d) != 1)) dims.push_back(d);
   Tensor r = sum(g, dims, /*keepdim=*/true);
   return reshape(r, shape);
+}
+
+Tensor expand_reduced(const Tensor& g, const IntList& shape, const IntList& dims, bool keepdim) {
+  Tensor r = g;
+  if (!keepdim) {
+    IntList wrapped;
+    const int64_t nd = static_cast<int64_t>(shape.size());
+    if (dims.empty())
+      for (int64_t d = 0; d < nd; ++d) wrapped.push_back(d);
+    else
+      for (int64_t d : dims) wrapped.push_back(wrap_dim(d, nd, "reduction backward"));
+    std::sort(wrapped.begin(), wrapped.end());
+    for (int64_t d : wrapped) r = unsqueeze(r, d);
+  }
+  return expand(r, shape);
+}
+
+int64_t reduced_count(const IntList& shape, const IntList& dims) {
+  int64_t n = 1;
+  if (dims.empty()) {
+    for (int64_t s : shape) n *= s;
+  } else {
+    for (int64_t d : dims) n *= shape[wrap_dim(d, static_cast<int64_t>(shape.size()), "reduction backward")];
+  }
+  return n;
 }
 
 Tensor cast_to(const Tensor& g, DType d) { return g.defined() && g.dtype() != d ? g.to(d) : g; }

@@ -16,10 +16,14 @@ namespace trainrun {
 // Gradients of the inputs (undefined where not needed) from the output's
 // gradient and the saved tensors (inputs asked for, then the result if saved).
 using Formula = std::function<TensorList(const Tensor& grad, const TensorList& saved)>;
+// The same for ops with several outputs: one gradient per output, undefined
+// for outputs that received none.
+using MultiFormula = std::function<TensorList(const TensorList& grads, const TensorList& saved)>;
 
 class FormulaNode final : public Node {
  public:
-  FormulaNode(std::string name, Formula formula) : name_(std::move(name)), formula_(std::move(formula)) {}
+  FormulaNode(std::string name, Formula formula);
+  FormulaNode(std::string name, MultiFormula formula, uint32_t num_outputs);
   TensorList apply(TensorList&& grads) override;
   std::string name() const override { return name_; }
   void release_variables() override {
@@ -29,15 +33,11 @@ class FormulaNode final : public Node {
 
  private:
   std::string name_;
-  Formula formula_;
+  MultiFormula formula_;
   std::vector<SavedVariable> saved_;
 };
 
 bool any_requires_grad(const TensorList& inputs);
-
-// Refuses out= and in-place forms when they would need a graph: PyTorch
-// refuses out= too, and in-place history rewriting is not supported yet.
-void check_out_allowed(const char* op, const Tensor& out, const TensorList& inputs);
 
 // Runs forward() with Autograd excluded; records `name` when needed.
 // save: the inputs the formula needs (pass undefined to skip a slot);
@@ -45,9 +45,32 @@ void check_out_allowed(const char* op, const Tensor& out, const TensorList& inpu
 Tensor record(const char* name, const TensorList& inputs, const TensorList& save, bool save_result,
               const std::function<Tensor()>& forward, Formula formula);
 
+// record() for ops with several outputs, all differentiable (outputs are
+// not saved).
+TensorList record_multi(const char* name, const TensorList& inputs, const TensorList& save,
+                        const std::function<TensorList()>& forward, MultiFormula formula);
+
+// record() for ops that also have out= and in-place forms; forward(inputs,
+// out) runs the op (out undefined: a new result). Outside a graph this is the
+// plain op. In place under autograd, the tensor written (out, one of the
+// inputs) takes the new node as its history, as PyTorch rebases it: the op
+// runs out of place (on a snapshot of out when the formula saves it) and the
+// result is copied into out. out= into a separate tensor is refused, as
+// PyTorch does, and so is writing into a leaf that requires grad or into a
+// tensor that shares memory with another (a view or its base): their
+// gradients would silently go wrong.
+using OutForward = std::function<Tensor(const TensorList& inputs, const Tensor& out)>;
+Tensor record_out(const char* name, const Tensor& out, const TensorList& inputs, const TensorList& save,
+                  bool save_result, const OutForward& forward, Formula formula);
+
 // The gradient of a broadcast input: g summed over the broadcast dims down
 // to `shape`.
 Tensor sum_to(const Tensor& g, const IntList& shape);
+// The gradient g of a reduction over `dims` (all when empty) back to the
+// input's shape: the reduced dims re-inserted (unless kept) and broadcast.
+Tensor expand_reduced(const Tensor& g, const IntList& shape, const IntList& dims, bool keepdim);
+// How many elements each output of such a reduction combines.
+int64_t reduced_count(const IntList& shape, const IntList& dims);
 // g in dtype d (gradients have their input's dtype); undefined stays undefined.
 Tensor cast_to(const Tensor& g, DType d);
 // 1 - x.

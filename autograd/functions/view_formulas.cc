@@ -92,25 +92,99 @@ Tensor slice_autograd(const Tensor& x, int64_t dim, std::optional<int64_t> start
         return {scatter_into_zeros(shape, dt, [&](Tensor& z) { return slice(z, dim, start, end, step); }, g)};
       });
 }
+// diagonal: the gradient goes onto the same diagonal of zeros.
+using DiagonalSig = Tensor(const Tensor&, int64_t, int64_t, int64_t);
+Tensor diagonal_autograd(const Tensor& x, int64_t offset, int64_t d1, int64_t d2) {
+  static Op<DiagonalSig> op("diagonal");
+  IntList shape = x.sizes();
+  DType dt = x.dtype();
+  return record(
+      "DiagonalBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, offset, d1, d2); },
+      [=](const Tensor& g, const TensorList&) -> TensorList {
+        return {scatter_into_zeros(shape, dt, [&](Tensor& z) { return diagonal(z, offset, d1, d2); }, g)};
+      });
+}
+KernelRegistration<DiagonalSig> reg_diagonal("diagonal", DispatchKey::Autograd, &diagonal_autograd);
+
+// as_strided addresses x's storage directly: the gradient is accumulated
+// into a zero buffer shaped like that storage (positions read more than once
+// get the sum), then read back through x's own geometry. x itself must not
+// overlap in memory (an expanded x would need its gradient split).
+using AsStridedSig = Tensor(const Tensor&, const IntList&, const IntList&, std::optional<int64_t>);
+Tensor as_strided_autograd(const Tensor& x, const IntList& sizes, const IntList& strides,
+                           std::optional<int64_t> offset) {
+  static Op<AsStridedSig> op("as_strided");
+  if (GradMode::is_enabled() && requires_grad(x)) {
+    for (int64_t d = 0; d < x.dim(); ++d)
+      TR_CHECK(x.stride(d) != 0 || x.size(d) <= 1, NotImplementedError,
+               "as_strided: the gradient of an input that overlaps itself in memory (an expanded tensor, stride 0 "
+               "in dim {}) is not supported; call contiguous() first",
+               d);
+  }
+  const int64_t storage_numel = static_cast<int64_t>(x.impl()->storage()->nbytes() / element_size(x.dtype()));
+  IntList x_sizes = x.sizes(), x_strides = x.strides();
+  const int64_t x_offset = x.storage_offset(), view_offset = offset.value_or(x_offset);
+  DType dt = x.dtype();
+  return record(
+      "AsStridedBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, sizes, strides, offset); },
+      [=](const Tensor& g, const TensorList&) -> TensorList {
+        Tensor positions = contiguous(as_strided(arange(storage_numel), sizes, strides, view_offset));
+        Tensor flat = index_add(zeros({storage_numel}, g.dtype()), 0, reshape(positions, {-1}),
+                                reshape(contiguous(g), {-1}));
+        return {cast_to(contiguous(as_strided(flat, x_sizes, x_strides, x_offset)), dt)};
+      });
+}
+KernelRegistration<AsStridedSig> reg_as_strided("as_strided", DispatchKey::Autograd, &as_strided_autograd);
+
+// fill_ overwrites every value: the tensor's new history passes no gradient
+// back (zeros to its old history, so that the graph stays connected).
+using FillSig = Tensor&(Tensor&, const Scalar&);
+Tensor& fill_autograd(Tensor& x, const Scalar& value) {
+  static Op<FillSig> op("fill_");
+  const bool rebase = GradMode::is_enabled() && requires_grad(x);
+  if (rebase) {
+    TR_CHECK(!is_leaf(x), ValueError,
+             "fill_: a leaf tensor that requires grad is used in an in-place operation; fill it under NoGradGuard "
+             "(as init functions do), or clone() it first");
+    TR_CHECK(!x.impl()->shares_version(), NotImplementedError,
+             "fill_: in-place under autograd on a tensor that shares its memory with another tensor (a view or its "
+             "base) is not supported; use full_like() instead");
+  }
+  Edge old_history = rebase ? gradient_edge(x) : Edge{};
+  {
+    ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+    op.call(keys_of(x), x, value);
+  }
+  if (rebase) {
+    auto node = std::make_shared<FormulaNode>(
+        "FillBackward", [](const Tensor& g, const TensorList&) { return TensorList{zeros_like(g)}; });
+    node->set_next_edges({old_history});
+    set_history(x, node);
+  }
+  return x;
+}
+KernelRegistration<FillSig> reg_fill("fill_", DispatchKey::Autograd, &fill_autograd);
+
 KernelRegistration<SelectSig> reg_select("select", DispatchKey::Autograd, &select_autograd);
 KernelRegistration<SliceSig> reg_slice("slice", DispatchKey::Autograd, &slice_autograd);
 
-// copy_(dst, src): dst's values now come from src. Supported when dst is a
-// fresh tensor outside any graph (contiguous, clone, to); then dst becomes
-// an output of CopyBackward.
+// copy_(dst, src): dst's values now come from src, so dst becomes an output
+// of CopyBackward (its old history is overwritten with its values). dst must
+// be the whole of its storage and share it with no other tensor: a copy into
+// part of a buffer (a view) would leave the buffer without the history.
 Tensor& copy_autograd(Tensor& dst, const Tensor& src) {
   static Op<CopySig> op("copy_");
-  const bool record_it = GradMode::is_enabled() && requires_grad(src);
-  // The history goes on dst itself, so dst must be the whole of its storage:
-  // a copy into part of a buffer (a view) would leave the buffer without it.
-  const bool whole = dst.storage_offset() == 0 && dst.is_contiguous() &&
-                     static_cast<size_t>(dst.numel()) * element_size(dst.dtype()) == dst.impl()->storage()->nbytes();
-  TR_CHECK(!record_it || whole, NotImplementedError,
-           "copy_: copying a tensor that requires grad into a view of another tensor is not supported by autograd "
-           "yet; build the result with an op that has a formula (cat, stack, where)");
-  TR_CHECK(!GradMode::is_enabled() || !requires_grad(dst), NotImplementedError,
-           "copy_: copying into a tensor that requires grad is not supported by autograd yet (in-place on a "
-           "graph); use NoGradGuard for parameter updates");
+  const bool record_it = GradMode::is_enabled() && (requires_grad(src) || requires_grad(dst));
+  if (record_it) {
+    TR_CHECK(!(is_leaf(dst) && requires_grad(dst)), ValueError,
+             "copy_: a leaf tensor that requires grad is used in an in-place operation; update parameters under "
+             "NoGradGuard (as optimizers do), or clone() the tensor first");
+    const bool whole = dst.storage_offset() == 0 && dst.is_contiguous() &&
+                       static_cast<size_t>(dst.numel()) * element_size(dst.dtype()) == dst.impl()->storage()->nbytes();
+    TR_CHECK(whole && !dst.impl()->shares_version(), NotImplementedError,
+             "copy_: copying under autograd into a view of another tensor (or a tensor that has views) is not "
+             "supported yet; build the result with an op that has a formula (cat, stack, where, scatter)");
+  }
   {
     ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
     op.call(keys_of(dst, src), dst, src);

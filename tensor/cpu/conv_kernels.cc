@@ -10,6 +10,7 @@
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
+#include "tensor/reductions.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
 
@@ -63,89 +64,205 @@ void im2col(const T* img, T* col, int64_t C, int64_t H, int64_t W, int64_t kH, i
 }
 
 template <typename T>
-void gemm_rowmajor(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C) {
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T beta, T* C) {
+  const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
   if constexpr (std::is_same<T, float>::value)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.f, A, K, B, N, 0.f, C, N);
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, N);
   else
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0, A, K, B, N, 0.0, C, N);
+    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A, lda, B, ldb, beta, C, N);
+}
+
+// The inverse scatter of im2col: adds columns [C*kH*kW, Ho*Wo] back into an
+// image [C, H, W] (which the caller zeroed). One task per channel, so no two
+// tasks write the same pixel.
+template <typename T>
+void col2im(const T* col, T* img, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW, int64_t Ho, int64_t Wo,
+            const IntList& st, const IntList& pad, const IntList& dil) {
+  parallel_for(0, C, 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      T* dst = img + c * H * W;
+      for (int64_t ki = 0; ki < kH; ++ki)
+        for (int64_t kj = 0; kj < kW; ++kj) {
+          const T* src = col + ((c * kH + ki) * kW + kj) * Ho * Wo;
+          for (int64_t oh = 0; oh < Ho; ++oh) {
+            int64_t ih = oh * st[0] - pad[0] + ki * dil[0];
+            if (ih < 0 || ih >= H) continue;
+            T* drow = dst + ih * W;
+            const T* srow = src + oh * Wo;
+            for (int64_t ow = 0; ow < Wo; ++ow) {
+              int64_t iw = ow * st[1] - pad[1] + kj * dil[1];
+              if (iw >= 0 && iw < W) drow[iw] += srow[ow];
+            }
+          }
+        }
+    }
+  });
+}
+
+// The checked arguments of one convolution (forward and backward).
+struct ConvArgs {
+  bool batched;
+  IntList st, pad, dil;
+  int64_t N, C, H, W, O, Cg, kH, kW, Ho, Wo, groups;
+  Conv2dShape shape() const { return {N, C, H, W, O, kH, kW, Ho, Wo, groups, {st[0], st[1]}, {pad[0], pad[1]}, {dil[0], dil[1]}}; }
+};
+
+ConvArgs check_conv_args(const char* op, const Tensor& input, const Tensor& weight, const IntList& stride,
+                         const IntList& padding, const IntList& dilation, int64_t groups) {
+  TR_CHECK(input.dim() == 3 || input.dim() == 4, ValueError,
+           "{}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape {}", op, input.shape_str());
+  TR_CHECK(weight.dim() == 4, ValueError, "{}: expected a 4-D weight (C_out, C_in/groups, kH, kW), got shape {}", op,
+           weight.shape_str());
+  TR_CHECK(groups >= 1, ValueError, "{}: groups must be positive, got {}", op, groups);
+  TR_CHECK(input.dtype() == weight.dtype(), TypeError, "{}: input dtype {} and weight dtype {} differ", op,
+           dtype_name(input.dtype()), dtype_name(weight.dtype()));
+  TR_CHECK(is_floating(input.dtype()), TypeError, "{}: expected floating point tensors, got {}", op,
+           dtype_name(input.dtype()));
+  ConvArgs a;
+  a.batched = input.dim() == 4;
+  const int64_t lead = a.batched ? 1 : 0;
+  a.st = pair_arg(stride, "stride", op, 1);
+  a.pad = pair_arg(padding, "padding", op, 0);
+  a.dil = pair_arg(dilation, "dilation", op, 1);
+  a.N = a.batched ? input.size(0) : 1;
+  a.C = input.size(lead), a.H = input.size(lead + 1), a.W = input.size(lead + 2);
+  a.O = weight.size(0), a.Cg = weight.size(1), a.kH = weight.size(2), a.kW = weight.size(3);
+  a.groups = groups;
+  TR_CHECK(a.C == a.Cg * groups, ValueError, "{}: input has {} channels but weight of shape {} with groups={} expects {}",
+           op, a.C, weight.shape_str(), groups, a.Cg * groups);
+  TR_CHECK(a.O % groups == 0, ValueError, "{}: out channels ({}) must be divisible by groups ({})", op, a.O, groups);
+  a.Ho = conv_out_size(a.H, a.kH, a.st[0], a.pad[0], a.dil[0]);
+  a.Wo = conv_out_size(a.W, a.kW, a.st[1], a.pad[1], a.dil[1]);
+  TR_CHECK(a.Ho > 0 && a.Wo > 0, ValueError,
+           "{}: kernel {}x{} (dilation {}x{}) is larger than the padded input {}x{}", op, a.kH, a.kW, a.dil[0],
+           a.dil[1], a.H + 2 * a.pad[0], a.W + 2 * a.pad[1]);
+  return a;
+}
+
+// f16/bf16 run in float32.
+DType compute_dtype(DType d) { return d == DType::Float64 ? DType::Float64 : DType::Float32; }
+
+template <typename T>
+const T* ptr(const Tensor& t) {
+  return static_cast<const T*>(t.data_ptr());
+}
+template <typename T>
+T* mutable_ptr(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
 }
 
 Tensor conv2d_cpu(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias, const IntList& stride_in,
                   const IntList& padding_in, const IntList& dilation_in, int64_t groups) {
-  const char* op = "conv2d";
-  TR_CHECK(input_in.dim() == 3 || input_in.dim() == 4, ValueError,
-           "conv2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape {}", input_in.shape_str());
-  TR_CHECK(weight_in.dim() == 4, ValueError, "conv2d: expected a 4-D weight (C_out, C_in/groups, kH, kW), got shape {}",
-           weight_in.shape_str());
-  TR_CHECK(groups >= 1, ValueError, "conv2d: groups must be positive, got {}", groups);
-  TR_CHECK(input_in.dtype() == weight_in.dtype(), TypeError, "conv2d: input dtype {} and weight dtype {} differ",
-           dtype_name(input_in.dtype()), dtype_name(weight_in.dtype()));
-  TR_CHECK(is_floating(input_in.dtype()), TypeError, "conv2d: expected floating point tensors, got {}",
-           dtype_name(input_in.dtype()));
-  bool batched = input_in.dim() == 4;
-  Tensor input = batched ? input_in : unsqueeze(input_in, 0);
-  IntList st = pair_arg(stride_in, "stride", op, 1), pad = pair_arg(padding_in, "padding", op, 0),
-          dil = pair_arg(dilation_in, "dilation", op, 1);
-  const int64_t N = input.size(0), C = input.size(1), H = input.size(2), W = input.size(3);
-  const int64_t O = weight_in.size(0), Cg = weight_in.size(1), kH = weight_in.size(2), kW = weight_in.size(3);
-  TR_CHECK(C == Cg * groups, ValueError,
-           "conv2d: input has {} channels but weight of shape {} with groups={} expects {}", C, weight_in.shape_str(),
-           groups, Cg * groups);
-  TR_CHECK(O % groups == 0, ValueError, "conv2d: out channels ({}) must be divisible by groups ({})", O, groups);
+  const ConvArgs a = check_conv_args("conv2d", input_in, weight_in, stride_in, padding_in, dilation_in, groups);
   if (bias.defined())
-    TR_CHECK(bias.dim() == 1 && bias.size(0) == O, ValueError, "conv2d: bias of shape {} must be [{}]", bias.shape_str(), O);
-  const int64_t Ho = conv_out_size(H, kH, st[0], pad[0], dil[0]), Wo = conv_out_size(W, kW, st[1], pad[1], dil[1]);
-  TR_CHECK(Ho > 0 && Wo > 0, ValueError,
-           "conv2d: kernel {}x{} (dilation {}x{}) is larger than the padded input {}x{}", kH, kW, dil[0], dil[1],
-           H + 2 * pad[0], W + 2 * pad[1]);
-
-  // f16/bf16 run in float32.
-  DType compute = input.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
-  Tensor x = contiguous(input.to(compute)), w = contiguous(weight_in.to(compute));
-  Tensor out = empty({N, O, Ho, Wo}, compute);
-  const int64_t Og = O / groups, K = Cg * kH * kW, P = Ho * Wo;
-  const bool pointwise = kH == 1 && kW == 1 && st[0] == 1 && st[1] == 1 && pad[0] == 0 && pad[1] == 0;
+    TR_CHECK(bias.dim() == 1 && bias.size(0) == a.O, ValueError, "conv2d: bias of shape {} must be [{}]",
+             bias.shape_str(), a.O);
+  const DType compute = compute_dtype(input_in.dtype());
+  Tensor x = contiguous(input_in.to(compute)), w = contiguous(weight_in.to(compute));
+  Tensor out = empty({a.N, a.O, a.Ho, a.Wo}, compute);
+  auto finish = [&](Tensor result) {
+    if (result.dtype() != input_in.dtype()) result = result.to(input_in.dtype());
+    return a.batched ? result : squeeze(result, 0);
+  };
   if (compute == DType::Float32) {
-    Conv2dShape shape{N, C, H, W, O, kH, kW, Ho, Wo, groups, {st[0], st[1]}, {pad[0], pad[1]}, {dil[0], dil[1]}};
     Tensor b = bias.defined() ? contiguous(bias.to(compute)) : Tensor();
-    if (onednn_conv2d_forward(shape, static_cast<const float*>(x.data_ptr()), static_cast<const float*>(w.data_ptr()),
-                              b.defined() ? static_cast<const float*>(b.data_ptr()) : nullptr,
-                              static_cast<float*>(out.data_ptr()))) {
-      Tensor result = compute == input.dtype() ? out : out.to(input.dtype());
-      return batched ? result : squeeze(result, 0);
-    }
+    if (onednn_conv2d_forward(a.shape(), ptr<float>(x), ptr<float>(w), b.defined() ? ptr<float>(b) : nullptr,
+                              mutable_ptr<float>(out)))
+      return finish(out);
   }
-  visit_float_dtype(compute, op, [&](auto tag) {
+  const int64_t Og = a.O / groups, K = a.Cg * a.kH * a.kW, P = a.Ho * a.Wo;
+  const bool pointwise = a.kH == 1 && a.kW == 1 && a.st[0] == 1 && a.st[1] == 1 && a.pad[0] == 0 && a.pad[1] == 0;
+  visit_float_dtype(compute, "conv2d", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value) {
       std::vector<T> col(pointwise ? 0 : K * P);
-      const T* px = static_cast<const T*>(x.data_ptr());
-      const T* pw = static_cast<const T*>(w.data_ptr());
-      T* po = static_cast<T*>(out.data_ptr());
-      for (int64_t n = 0; n < N; ++n) {
+      for (int64_t n = 0; n < a.N; ++n) {
         for (int64_t g = 0; g < groups; ++g) {
-          const T* img = px + (n * C + g * Cg) * H * W;
+          const T* img = ptr<T>(x) + (n * a.C + g * a.Cg) * a.H * a.W;
           const T* B = img;
           if (!pointwise) {
-            im2col(img, col.data(), Cg, H, W, kH, kW, Ho, Wo, st, pad, dil);
+            im2col(img, col.data(), a.Cg, a.H, a.W, a.kH, a.kW, a.Ho, a.Wo, a.st, a.pad, a.dil);
             B = col.data();
           }
-          gemm_rowmajor<T>(Og, P, K, pw + g * Og * K, B, po + (n * O + g * Og) * P);
+          gemm<T>(false, false, Og, P, K, ptr<T>(w) + g * Og * K, B, T(0), mutable_ptr<T>(out) + (n * a.O + g * Og) * P);
         }
       }
     }
   });
-  if (bias.defined()) {
-    Tensor b = bias.to(compute).view({1, O, 1, 1});
-    add_(out, b);
+  if (bias.defined()) add_(out, bias.to(compute).view({1, a.O, 1, 1}));
+  return finish(out);
+}
+
+using Conv2dBackwardSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, const IntList&,
+                                                             const IntList&, const IntList&, int64_t, bool, bool, bool);
+
+// grad_weight[g] = sum_n grad_out[n, g] @ im2col(x[n, g])^T and
+// grad_x[n, g] = col2im(weight[g]^T @ grad_out[n, g]); grad_bias sums
+// grad_out over everything but the channel.
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward_cpu(const Tensor& grad_out_in, const Tensor& input_in,
+                                                       const Tensor& weight_in, const IntList& stride,
+                                                       const IntList& padding, const IntList& dilation, int64_t groups,
+                                                       bool need_input, bool need_weight, bool need_bias) {
+  const ConvArgs a = check_conv_args("conv2d_backward", input_in, weight_in, stride, padding, dilation, groups);
+  const IntList out_shape = a.batched ? IntList{a.N, a.O, a.Ho, a.Wo} : IntList{a.O, a.Ho, a.Wo};
+  TR_CHECK(grad_out_in.sizes() == out_shape, ValueError,
+           "conv2d_backward: grad_output has shape {} but the convolution's output is [{}]", grad_out_in.shape_str(),
+           fmt::join(out_shape, ", "));
+  const DType compute = compute_dtype(input_in.dtype());
+  Tensor x = contiguous(input_in.to(compute)), w = contiguous(weight_in.to(compute));
+  Tensor gy = contiguous(grad_out_in.to(compute)).view({a.N, a.O, a.Ho, a.Wo});
+  Tensor gx = need_input ? empty({a.N, a.C, a.H, a.W}, compute) : Tensor();
+  Tensor gw = need_weight ? empty(weight_in.sizes(), compute) : Tensor();
+  Tensor gb;
+  auto finish = [&]() {
+    auto cast = [&](Tensor t) { return t.defined() && t.dtype() != input_in.dtype() ? t.to(input_in.dtype()) : t; };
+    if (gx.defined() && !a.batched) gx = squeeze(gx, 0);
+    return std::make_tuple(cast(gx), cast(gw), cast(gb));
+  };
+  bool done = false;
+  if (compute == DType::Float32 && (need_input || need_weight)) {
+    // oneDNN computes the bias gradient together with the weight gradient.
+    Tensor gb32 = need_bias && need_weight ? empty({a.O}, compute) : Tensor();
+    done = onednn_conv2d_backward(a.shape(), ptr<float>(x), ptr<float>(w), ptr<float>(gy),
+                                  need_input ? mutable_ptr<float>(gx) : nullptr,
+                                  need_weight ? mutable_ptr<float>(gw) : nullptr,
+                                  gb32.defined() ? mutable_ptr<float>(gb32) : nullptr);
+    if (done && gb32.defined()) gb = gb32;
   }
-  Tensor result = compute == input.dtype() ? out : out.to(input.dtype());
-  return batched ? result : squeeze(result, 0);
+  if (!done && (need_input || need_weight)) {
+    const int64_t Og = a.O / groups, K = a.Cg * a.kH * a.kW, P = a.Ho * a.Wo;
+    visit_float_dtype(compute, "conv2d_backward", [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value) {
+        std::vector<T> col(K * P);
+        if (need_input) std::memset(gx.data_ptr(), 0, gx.numel() * sizeof(T));
+        for (int64_t n = 0; n < a.N; ++n) {
+          for (int64_t g = 0; g < groups; ++g) {
+            const T* dy = ptr<T>(gy) + (n * a.O + g * Og) * P;
+            if (need_weight) {
+              const T* img = ptr<T>(x) + (n * a.C + g * a.Cg) * a.H * a.W;
+              im2col(img, col.data(), a.Cg, a.H, a.W, a.kH, a.kW, a.Ho, a.Wo, a.st, a.pad, a.dil);
+              gemm<T>(false, true, Og, K, P, dy, col.data(), n == 0 ? T(0) : T(1), mutable_ptr<T>(gw) + g * Og * K);
+            }
+            if (need_input) {
+              gemm<T>(true, false, K, P, Og, ptr<T>(w) + g * Og * K, dy, T(0), col.data());
+              col2im(col.data(), mutable_ptr<T>(gx) + (n * a.C + g * a.Cg) * a.H * a.W, a.Cg, a.H, a.W, a.kH, a.kW,
+                     a.Ho, a.Wo, a.st, a.pad, a.dil);
+            }
+          }
+        }
+      }
+    });
+  }
+  if (need_bias && !gb.defined()) gb = sum(gy, {0, 2, 3});
+  return finish();
 }
 
 KernelRegistration<Tensor(const Tensor&, const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&,
                           int64_t)>
     reg_conv2d("conv2d", DispatchKey::CPU, &conv2d_cpu);
+KernelRegistration<Conv2dBackwardSig> reg_conv2d_backward("conv2d_backward", DispatchKey::CPU, &conv2d_backward_cpu);
 
 }  // namespace
 

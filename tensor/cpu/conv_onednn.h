@@ -19,4 +19,10 @@ struct Conv2dShape {
 // implementation for the shape, so the caller can fall back.
 bool onednn_conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* out);
 
+// The gradients of that convolution from grad_out[N, O, Ho, Wo]: grad_x
+// (like x) and grad_w (like w, with grad_b[O] alongside when not null); a
+// null output is not computed. Same fallback contract as the forward.
+bool onednn_conv2d_backward(const Conv2dShape& s, const float* x, const float* w, const float* grad_out, float* grad_x,
+                            float* grad_w, float* grad_b);
+
 }  // namespace trainrun

@@ -49,10 +49,8 @@ TEST(Engine, ClearErrors) {
   Tensor z = sum(mul(x, x));
   backward(z, Tensor(), /*retain_graph=*/true);
   backward(z);  // retained: works once more
-  expect_error<NotImplementedError>([&] { conv2d(reshape(x, {1, 1, 1, 2}), ones({1, 1, 1, 1})); },
-                                    {"conv2d", "no backward formula"});
   Tensor out = empty({2});
-  expect_error<NotImplementedError>([&] { mul_out(out, x, x); }, {"mul", "out="});
+  expect_error<NotImplementedError>([&] { mul_out(out, x, x); }, {"MulBackward", "out="});
   Tensor i = tensor<int64_t>({1, 2}, {2});
   expect_error<TypeError>([&] { set_requires_grad(i); }, {"floating point"});
 }

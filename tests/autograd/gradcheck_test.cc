@@ -11,32 +11,11 @@
 #include "autograd/variable.h"
 #include "nn/attention.h"
 #include "tensor/ops.h"
+#include "tests/autograd/gradcheck_util.h"
 #include "tests/tensor/test_util.h"
 
 namespace trainrun {
 namespace {
-
-Tensor leaf(const IntList& shape, double lo = -1.0, double hi = 1.0) {
-  Tensor t = add(mul(rand(shape, DType::Float64), hi - lo), lo);
-  return set_requires_grad(t);
-}
-// A non-contiguous leaf: the transpose of a [cols, rows] tensor.
-Tensor transposed_leaf(int64_t rows, int64_t cols) {
-  Tensor base = rand({cols, rows}, DType::Float64);
-  Tensor t = base.transpose(0, 1);
-  return set_requires_grad(t);
-}
-
-using F = DifferentiableFunction;
-
-void check(const char* what, const F& f, const TensorList& inputs, bool second_order = false) {
-  try {
-    gradcheck(f, inputs);
-    if (second_order) gradgradcheck(f, inputs);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": " << e.what();
-  }
-}
 
 TEST(Gradcheck, UnaryOps) {
   manual_seed(1);

@@ -10,6 +10,7 @@
 #include "nn/attention.h"
 #include "nn/batch_norm.h"
 #include "nn/containers.h"
+#include "nn/conv_pool.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
 #include "nn/optim/adam.h"
@@ -216,6 +217,52 @@ TEST(Training, AnMLPLearnsToAFallingLoss) {
   EXPECT_LT(last, first * 0.3) << "loss went from " << first << " to " << last;
 }
 
+TEST(ConvPool, LayersMatchTheFunctionsAndACnnLearns) {
+  manual_seed(5);
+  nn::Conv2d conv(4, 6, {3, 2}, {2}, {1}, {1}, 2);
+  auto names = conv.named_parameters();
+  ASSERT_EQ(names.size(), 2u);
+  EXPECT_EQ(names[0].first, "weight");
+  EXPECT_EQ(names[0].second.sizes(), (IntList{6, 2, 3, 2}));
+  EXPECT_EQ(names[1].second.sizes(), (IntList{6}));
+  // PyTorch's default init bound: 1/sqrt(fan_in) for the bias, fan_in = 2*3*2.
+  EXPECT_LE(amax(abs(conv.param("bias"))).item<double>(), 1.0 / std::sqrt(12.0));
+  Tensor x = randn({2, 4, 7, 6});
+  EXPECT_TRUE(allclose(conv(x), conv2d(x, conv.param("weight"), conv.param("bias"), {2, 2}, {1, 1}, {1, 1}, 2)));
+  expect_error<ValueError>([&] { conv(randn({2, 3, 7, 6})); }, {"Conv2d(4, 6)", "[2, 3, 7, 6]"});
+  expect_error<ValueError>([] { nn::Conv2d(4, 6, {3}, {1}, {0}, {1}, 4); }, {"divisible by groups"});
+  EXPECT_EQ(nn::MaxPool2d({2})(x).sizes(), (IntList{2, 4, 3, 3}));   // stride defaults to the kernel
+  EXPECT_EQ(nn::AvgPool2d({3}, {1})(x).sizes(), (IntList{2, 4, 5, 4}));
+  EXPECT_EQ(nn::Flatten()(x).sizes(), (IntList{2, 4 * 7 * 6}));
+  EXPECT_TRUE(allclose(nn::Softmax(1)(x), softmax(x, 1)));
+
+  // Tell apart images whose bright blob sits left or right.
+  Tensor images = mul(randn({32, 1, 8, 8}), 0.3);
+  Tensor labels = empty({32}, DType::Int64);
+  for (int64_t i = 0; i < 32; ++i) {
+    const int64_t side = i % 2;
+    Tensor label = select(labels, 0, i);
+    fill_(label, side);
+    Tensor blob = slice(slice(select(images, 0, i), 1, 2, 6), 2, side * 4, side * 4 + 4);
+    add_(blob, 1.0);
+  }
+  auto net = std::make_shared<Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Conv2d>(1, 4, IntList{3}, IntList{1}, IntList{1}), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::MaxPool2d>(IntList{2}), std::make_shared<nn::Flatten>(),
+      std::make_shared<Linear>(4 * 4 * 4, 2)});
+  optim::AdamOptions o;
+  o.lr = 0.02;
+  optim::Adam adam(net->parameters(), o);
+  double first = 0, last = 0;
+  for (int step = 0; step < 40; ++step) {
+    adam.zero_grad();
+    Tensor loss = cross_entropy((*net)(images), labels);
+    backward(loss);
+    adam.step();
+    (step == 0 ? first : last) = loss.item<double>();
+  }
+  EXPECT_LT(last, first * 0.2) << "loss went from " << first << " to " << last;
+}
 
 TEST(Attention, CausalSelfAttentionIsCausalAndTheBlockTrains) {
   manual_seed(12);

@@ -1,6 +1,7 @@
 // The trainrun side of tests/python/test_train_parity.py: builds MODEL
-// ("mlp": Linear-GELU-Linear with cross-entropy, or "block": a pre-norm
-// transformer block with MSE), loads its weights and batch from IN
+// ("mlp": Linear-GELU-Linear with cross-entropy; "cnn": Conv2d-BatchNorm2d-
+// ReLU-MaxPool2d-Conv2d(groups 2)-ReLU-AvgPool2d-Flatten-Linear with
+// cross-entropy; or "block": a pre-norm transformer block with MSE), loads its weights and batch from IN
 // (safetensors written by PyTorch), trains STEPS steps of OPT ("adamw":
 // lr 1e-2, weight decay 1e-2; "sgd": lr 0.1, momentum 0.9), and writes every
 // step's loss, the first step's gradients and the final weights to OUT.
@@ -8,10 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "autograd/engine.h"
 #include "autograd/variable.h"
 #include "nn/attention.h"
+#include "nn/batch_norm.h"
+#include "nn/conv_pool.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
 #include "nn/optim/adam.h"
@@ -21,27 +25,36 @@
 using namespace trainrun;
 
 int main(int argc, char** argv) {
-  if (argc != 6 || (std::strcmp(argv[1], "mlp") != 0 && std::strcmp(argv[1], "block") != 0) ||
+  const std::string model = argc > 1 ? argv[1] : "";
+  if (argc != 6 || (model != "mlp" && model != "cnn" && model != "block") ||
       (std::strcmp(argv[2], "adamw") != 0 && std::strcmp(argv[2], "sgd") != 0)) {
-    std::fprintf(stderr, "usage: train_parity mlp|block adamw|sgd IN OUT STEPS\n");
+    std::fprintf(stderr, "usage: train_parity mlp|cnn|block adamw|sgd IN OUT STEPS\n");
     return 2;
   }
   try {
-    const bool mlp = std::strcmp(argv[1], "mlp") == 0;
     auto in = load_safetensors(argv[3]);
     const int steps = std::atoi(argv[5]);
     std::shared_ptr<nn::Module> net;
-    if (mlp) {
+    if (model == "mlp") {
       const int64_t d_in = in.at("0.weight").size(1), hidden = in.at("0.weight").size(0),
                     d_out = in.at("2.weight").size(0);
       net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
           std::make_shared<nn::Linear>(d_in, hidden), std::make_shared<nn::GELU>(),
           std::make_shared<nn::Linear>(hidden, d_out)});
+    } else if (model == "cnn") {
+      const int64_t c_in = in.at("0.weight").size(1), c1 = in.at("0.weight").size(0), c2 = in.at("4.weight").size(0);
+      net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Conv2d>(c_in, c1, IntList{3}, IntList{1}, IntList{1}, IntList{1}, 1, /*bias=*/false),
+          std::make_shared<nn::BatchNorm2d>(c1), std::make_shared<nn::ReLU>(),
+          std::make_shared<nn::MaxPool2d>(IntList{2}),
+          std::make_shared<nn::Conv2d>(c1, c2, IntList{3}, IntList{1}, IntList{1}, IntList{1}, 2),
+          std::make_shared<nn::ReLU>(), std::make_shared<nn::AvgPool2d>(IntList{2}), std::make_shared<nn::Flatten>(),
+          std::make_shared<nn::Linear>(in.at("8.weight").size(1), in.at("8.weight").size(0))});
     } else {
       net = std::make_shared<nn::TransformerBlock>(in.at("ln_1.weight").size(0), in.at("num_heads").item<int64_t>());
     }
     nn::StateDict weights;
-    for (auto& [name, _] : net->named_parameters()) weights[name] = in.at(name);
+    for (auto& [name, _] : net->state_dict()) weights[name] = in.at(name);
     net->load_state_dict(weights);
     std::unique_ptr<optim::Optimizer> opt;
     if (std::strcmp(argv[2], "adamw") == 0) {
@@ -59,7 +72,7 @@ int main(int argc, char** argv) {
     for (int step = 0; step < steps; ++step) {
       opt->zero_grad();
       Tensor y = (*net)(in.at("x"));
-      Tensor loss = mlp ? cross_entropy(y, in.at("target")) : nn::mse_loss(y, in.at("target"));
+      Tensor loss = model == "block" ? nn::mse_loss(y, in.at("target")) : cross_entropy(y, in.at("target"));
       backward(loss);
       out["loss." + std::to_string(step)] = detach(loss);
       if (step == 0)

@@ -1,7 +1,8 @@
 """Training parity with PyTorch 1.13 (the peer): the same model with the
 same weights and batch, trained for a few AdamW steps in both: an MLP
-(Linear -> GELU -> Linear, cross-entropy) and a pre-norm transformer block
-(causal self-attention + GELU MLP, MSE). Losses, first-step gradients and
+(Linear -> GELU -> Linear, cross-entropy), a small CNN (Conv2d, BatchNorm2d
+in training mode, max and average pooling, grouped convolution, Linear) and a
+pre-norm transformer block (causal self-attention + GELU MLP, MSE). Losses, first-step gradients and
 final weights must match to float32 tolerance. Weights travel through
 safetensors (tests/python/safetensors_io.py, independent of trainrun's
 reader). Skips with a reason when torch or the built binary is missing."""
@@ -87,3 +88,15 @@ def test_transformer_block_sgd_matches_pytorch(tmp_path):
     net = Block(32, 4)
     run_both(tmp_path, "block", "sgd", net, torch.randn(2, 10, 32), torch.randn(2, 10, 32), torch.nn.functional.mse_loss,
              steps=2, extra={"num_heads": torch.tensor(4)})
+
+
+def test_cnn_adamw_matches_pytorch(tmp_path):
+    # The first convolution has no bias, as usual before BatchNorm: BatchNorm
+    # subtracts it again, so its gradient is rounding noise (see above).
+    torch.manual_seed(2)
+    nn = torch.nn
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Conv2d(8, 16, 3, padding=1, groups=2), nn.ReLU(), nn.AvgPool2d(2), nn.Flatten(),
+                        nn.Linear(16 * 3 * 3, 10))
+    run_both(tmp_path, "cnn", "adamw", net, torch.randn(4, 3, 12, 12), torch.randint(0, 10, (4,)),
+             torch.nn.functional.cross_entropy, steps=3)

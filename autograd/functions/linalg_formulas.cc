@@ -1,65 +1,13 @@
-// Autograd kernels of sum/mean and of the BLAS products (mm, addmm,
-// baddbmm: matmul, bmm, dot, mv and linear are built from them).
-#include <algorithm>
-
+// Autograd kernels of the BLAS products (mm, addmm, baddbmm: matmul, bmm,
+// dot, mv and linear are built from them).
 #include "autograd/functions/record.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
 namespace {
 
-using SumSig = Tensor(const Tensor&, const IntList&, bool, std::optional<DType>);
 using MmSig = Tensor(const Tensor&, const Tensor&, const Tensor&);
 using AddmmSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&);
-
-// g of a reduction over `dims` back to x's shape: re-insert the reduced
-// dims (when not kept) and broadcast.
-Tensor expand_reduced(const Tensor& g, const IntList& shape, const IntList& dims, bool keepdim) {
-  Tensor r = g;
-  if (!keepdim) {
-    IntList wrapped;
-    const int64_t nd = static_cast<int64_t>(shape.size());
-    if (dims.empty())
-      for (int64_t d = 0; d < nd; ++d) wrapped.push_back(d);
-    else
-      for (int64_t d : dims) wrapped.push_back(wrap_dim(d, nd, "sum backward"));
-    std::sort(wrapped.begin(), wrapped.end());
-    for (int64_t d : wrapped) r = unsqueeze(r, d);
-  }
-  return expand(r, shape);
-}
-
-int64_t reduced_count(const IntList& shape, const IntList& dims) {
-  int64_t n = 1;
-  if (dims.empty()) {
-    for (int64_t s : shape) n *= s;
-  } else {
-    for (int64_t d : dims) n *= shape[wrap_dim(d, static_cast<int64_t>(shape.size()), "mean backward")];
-  }
-  return n;
-}
-
-Tensor sum_like_autograd(bool mean, const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
-  static Op<SumSig> sum_op("sum"), mean_op("mean");
-  IntList shape = x.sizes();
-  DType xd = x.dtype();
-  return record(
-      mean ? "MeanBackward" : "SumBackward", {x}, {}, false,
-      [&] { return (mean ? mean_op : sum_op).call(keys_of(x), x, dims, keepdim, dtype); },
-      [=](const Tensor& g, const TensorList&) -> TensorList {
-        Tensor r = expand_reduced(g, shape, dims, keepdim);
-        if (mean) r = div(r, static_cast<double>(reduced_count(shape, dims)));
-        return {cast_to(r, xd)};
-      });
-}
-Tensor sum_autograd(const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
-  return sum_like_autograd(false, x, dims, keepdim, dtype);
-}
-Tensor mean_autograd(const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
-  return sum_like_autograd(true, x, dims, keepdim, dtype);
-}
-KernelRegistration<SumSig> reg_sum("sum", DispatchKey::Autograd, &sum_autograd);
-KernelRegistration<SumSig> reg_mean("mean", DispatchKey::Autograd, &mean_autograd);
 
 // A matrix stored transposed (a t() of a contiguous one).
 bool column_major(const Tensor& m) {
@@ -68,9 +16,9 @@ bool column_major(const Tensor& m) {
 
 Tensor mm_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
   static Op<MmSig> op("mm");
-  check_out_allowed("mm", out, {a, b});
-  return record(
-      "MmBackward", {a, b}, {a, b}, false, [&] { return op.call(keys_of(a, b, out), a, b, out); },
+  return record_out(
+      "MmBackward", out, {a, b}, {a, b}, false,
+      [&](const TensorList& in, const Tensor& o) { return op.call(keys_of(in[0], in[1], o), in[0], in[1], o); },
       [](const Tensor& g, const TensorList& s) -> TensorList {
         const Tensor &a = s[0], &b = s[1];
         // Each gradient comes out with its input's layout (as PyTorch's do):
