@@ -28,8 +28,17 @@ Tensor Linear::forward(const Tensor& x) {
   TR_CHECK(x.dim() >= 1 && x.size(-1) == in_features, ValueError,
            "Linear({}, {}): input of shape {} does not end in {}", in_features, out_features, x.shape_str(),
            in_features);
-  Tensor y = matmul(x, t(param("weight")));
-  return has_bias ? add(y, param("bias")) : y;
+  Tensor w_t = t(param("weight"));
+  if (!has_bias) return matmul(x, w_t);
+  // The bias goes in as GEMM's C (one pass fewer than matmul + add); inputs
+  // with batch dims fold into rows first, as PyTorch's linear does.
+  if (x.dim() == 2) return addmm(param("bias"), x, w_t);
+  if (x.dim() > 2 && x.is_contiguous()) {
+    IntList out_shape = x.sizes();
+    out_shape.back() = out_features;
+    return reshape(addmm(param("bias"), reshape(x, {-1, in_features}), w_t), out_shape);
+  }
+  return add(matmul(x, w_t), param("bias"));
 }
 
 Embedding::Embedding(int64_t n, int64_t dim) : Module("Embedding") {

@@ -2,6 +2,7 @@
 // Everything the tensor core offers, in one include.
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
+#include "tensor/fused_optim.h"
 #include "tensor/indexing.h"
 #include "tensor/linalg.h"
 #include "tensor/nn_functional.h"

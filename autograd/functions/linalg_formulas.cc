@@ -14,18 +14,27 @@ bool column_major(const Tensor& m) {
   return m.dim() == 2 && m.size(0) > 1 && m.size(1) > 1 && m.stride(0) == 1 && m.stride(1) == m.size(0);
 }
 
+// The gradients of a @ b from g. Each comes out with its input's layout (as
+// PyTorch's do): Linear's weight enters as a transposed view, and a gradient
+// laid out the same way becomes contiguous again once the view is undone
+// (so the optimizer's fused update applies and no copy is made).
+// Only the gradients asked for are computed (the data fed to a first layer
+// needs none).
+std::pair<Tensor, Tensor> mm_grads(const Tensor& g, const Tensor& a, const Tensor& b, bool need_a, bool need_b) {
+  Tensor ga, gb;
+  if (need_a) ga = column_major(a) ? t(mm(b, t(g))) : mm(g, t(b));
+  if (need_b) gb = column_major(b) ? t(mm(t(g), a)) : mm(t(a), g);
+  return {ga, gb};
+}
+
 Tensor mm_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
   static Op<MmSig> op("mm");
   return record_out(
       "MmBackward", out, {a, b}, {a, b}, false,
       [&](const TensorList& in, const Tensor& o) { return op.call(keys_of(in[0], in[1], o), in[0], in[1], o); },
-      [](const Tensor& g, const TensorList& s) -> TensorList {
+      [need_a = requires_grad(a), need_b = requires_grad(b)](const Tensor& g, const TensorList& s) -> TensorList {
         const Tensor &a = s[0], &b = s[1];
-        // Each gradient comes out with its input's layout (as PyTorch's do):
-        // Linear's weight enters as a transposed view, and a gradient laid
-        // out the same way becomes contiguous again once the view is undone.
-        Tensor ga = column_major(a) ? t(mm(b, t(g))) : mm(g, t(b));
-        Tensor gb = column_major(b) ? t(mm(t(g), a)) : mm(t(a), g);
+        auto [ga, gb] = mm_grads(g, a, b, need_a, need_b);
         return {cast_to(ga, a.dtype()), cast_to(gb, b.dtype())};
       });
 }
@@ -37,18 +46,23 @@ Tensor addmm_like_autograd(bool batched, const Tensor& self, const Tensor& a, co
   static Op<AddmmSig> addmm_op("addmm"), baddbmm_op("baddbmm");
   const double be = beta.to_double(), al = alpha.to_double();
   IntList self_shape = self.defined() ? self.sizes() : IntList{};
-  const bool has_self = self.defined();
+  const bool has_self = self.defined(), need_a = requires_grad(a), need_b = requires_grad(b);
   return record(
       batched ? "BaddbmmBackward" : "AddmmBackward", {self, a, b}, {a, b}, false,
       [&] { return (batched ? baddbmm_op : addmm_op).call(keys_of(self, a, b), self, a, b, beta, alpha); },
       [=](const Tensor& g, const TensorList& s) -> TensorList {
         const Tensor &x = s[0], &y = s[1];
         Tensor gself = has_self && be != 0 ? sum_to(be == 1 ? g : mul(g, be), self_shape) : Tensor();
-        Tensor ga = batched ? bmm(g, transpose(y, 1, 2)) : mm(g, t(y));
-        Tensor gb = batched ? bmm(transpose(x, 1, 2), g) : mm(t(x), g);
+        Tensor ga, gb;
+        if (batched) {
+          if (need_a) ga = bmm(g, transpose(y, 1, 2));
+          if (need_b) gb = bmm(transpose(x, 1, 2), g);
+        } else {
+          std::tie(ga, gb) = mm_grads(g, x, y, need_a, need_b);
+        }
         if (al != 1) {
-          ga = mul(ga, al);
-          gb = mul(gb, al);
+          if (ga.defined()) ga = mul(ga, al);
+          if (gb.defined()) gb = mul(gb, al);
         }
         return {gself, cast_to(ga, x.dtype()), cast_to(gb, y.dtype())};
       });

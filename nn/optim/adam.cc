@@ -13,7 +13,7 @@ Options to_options(const AdamOptions& o) {
   return {{"lr", o.lr},   {"beta1", o.beta1},
           {"beta2", o.beta2}, {"eps", o.eps},
           {"weight_decay", o.weight_decay}, {"amsgrad", o.amsgrad ? 1.0 : 0.0},
-          {"maximize", o.maximize ? 1.0 : 0.0}};
+          {"maximize", o.maximize ? 1.0 : 0.0}, {"fused", o.fused ? 1.0 : 0.0}};
 }
 }  // namespace
 
@@ -33,11 +33,11 @@ void Adam::step() {
     const double lr = option(g, "lr"), b1 = option(g, "beta1"), b2 = option(g, "beta2"), eps = option(g, "eps"),
                  wd = option(g, "weight_decay");
     const bool amsgrad = option(g, "amsgrad") != 0, maximize = option(g, "maximize") != 0;
+    const bool fused = option(g, "fused") != 0;
     for (size_t i = 0; i < g.params.size(); ++i) {
       Tensor p = g.params[i];
       Tensor d = grad(p);
       if (!d.defined()) continue;
-      if (maximize) d = neg(d);
       auto& st = state_of(gi, i);
       if (!st.count("step")) {
         st["step"] = zeros({}, DType::Float64);
@@ -47,6 +47,16 @@ void Adam::step() {
       }
       add_(st["step"], 1.0);
       const double step = st["step"].item<double>();
+      const bool fusable = (p.dtype() == DType::Float32 || p.dtype() == DType::Float64) && p.is_contiguous() &&
+                           d.is_contiguous() && d.dtype() == p.dtype() && st["exp_avg"].is_contiguous() &&
+                           st["exp_avg_sq"].is_contiguous() && (!amsgrad || st["max_exp_avg_sq"].is_contiguous());
+      if (fused && fusable) {
+        Tensor none;
+        fused_adam_(p, d, st["exp_avg"], st["exp_avg_sq"], amsgrad ? st["max_exp_avg_sq"] : none,
+                    AdamStep{lr, b1, b2, eps, wd, step, amsgrad, maximize, decoupled_});
+        continue;
+      }
+      if (maximize) d = neg(d);
       if (wd != 0) {
         if (decoupled_)
           mul_(p, 1 - lr * wd);

@@ -9,6 +9,10 @@ namespace optim {
 struct AdamOptions {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   bool amsgrad = false, maximize = false;
+  // One pass per parameter (tensor/fused_optim.h) where the kernel applies
+  // (contiguous float32/float64); false: the op-by-op form. Both give the
+  // same results to rounding. (PyTorch's default is the op-by-op form.)
+  bool fused = true;
 };
 
 class Adam : public Optimizer {

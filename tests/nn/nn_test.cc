@@ -163,6 +163,44 @@ TEST(Optim, AdamWMatchesTheAlgorithmAndStateRoundTrips) {
   expect_error<ValueError>([&] { twin.load_state_dict(bad); }, {"state for 2 parameters, expected 1"});
 }
 
+TEST(Optim, FusedAdamMatchesTheOpByOpForm) {
+  manual_seed(9);
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (bool decoupled : {false, true})
+      for (bool amsgrad : {false, true})
+        for (bool maximize : {false, true}) {
+          Tensor a = randn({300, 70}, dt), b = clone(a);
+          set_requires_grad(a), set_requires_grad(b);
+          optim::AdamOptions o;
+          o.lr = 0.05, o.weight_decay = 0.1, o.amsgrad = amsgrad, o.maximize = maximize;
+          optim::AdamOptions slow = o;
+          slow.fused = false;
+          std::unique_ptr<optim::Optimizer> fa, sa;
+          if (decoupled) {
+            fa = std::make_unique<optim::AdamW>(std::vector<Tensor>{a}, o);
+            sa = std::make_unique<optim::AdamW>(std::vector<Tensor>{b}, slow);
+          } else {
+            fa = std::make_unique<optim::Adam>(std::vector<Tensor>{a}, o);
+            sa = std::make_unique<optim::Adam>(std::vector<Tensor>{b}, slow);
+          }
+          for (int step = 0; step < 5; ++step) {
+            // Gradients that shrink, so that amsgrad's maximum matters.
+            Tensor g = mul(randn({300, 70}, dt), 1.0 / (1 + step));
+            set_grad(a, clone(g));
+            set_grad(b, clone(g));
+            fa->step();
+            sa->step();
+          }
+          const double tol = dt == DType::Float32 ? 1e-6 : 1e-12;
+          EXPECT_TRUE(allclose(a, b, tol, tol)) << dtype_name(dt) << " decoupled=" << decoupled
+                                                 << " amsgrad=" << amsgrad << " maximize=" << maximize;
+          EXPECT_FALSE(allclose(a, clone(detach(b)).fill_(0)));  // it did move
+        }
+  Tensor p = zeros({4}), g = zeros({3}), m = zeros({4}), v = zeros({4}), none;
+  expect_error<ValueError>([&] { fused_adam_(p, g, m, v, none, {0.1, 0.9, 0.999, 1e-8, 0, 1, false, false, true}); },
+                           {"fused_adam_", "grad", "shape [4]"});
+}
+
 TEST(Optim, ClipGradAndSchedulers) {
   Tensor a = zeros({2}), b = zeros({1});
   set_requires_grad(a);
