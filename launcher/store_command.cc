@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "launcher/host_port.h"
+#include "store/host_port.h"
 #include "store/store_auth.h"
 #include "store/tcp_store_server.h"
 

@@ -13,6 +13,7 @@ PACKAGES=(
   nlohmann-json3-dev      # safetensors headers
   libdlpack-dev           # DLPack C ABI structs
   libuv1-dev              # the TCPStore server's event loop
+  libgloo-dev             # c10d: the CPU collectives
   libssl-dev              # HMAC-SHA256 for store authentication
   libcli11-dev            # the trainrun command line
   clang-14                # the store parser's fuzz test (libFuzzer)

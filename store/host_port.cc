@@ -1,4 +1,4 @@
-#include "launcher/host_port.h"
+#include "store/host_port.h"
 
 #include <charconv>
 

@@ -1,0 +1,577 @@
+#include "c10d/gloo/process_group_gloo.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "c10d/gloo/gloo_store.h"
+#include "tensor/dispatcher.h"
+#include "tensor/dtype_visit.h"
+#include "tensor/ops.h"
+
+namespace trainrun {
+namespace c10d {
+namespace {
+
+// Slot prefix of point-to-point messages (Gloo's collectives use 0x01-0x08).
+constexpr uint8_t kP2PSlotPrefix = 0x40;
+
+// True when `host` resolves to an address this process can bind (so peers
+// can reach it there), as PyTorch checks before using the host name.
+bool resolves_to_bindable_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return false;
+  bool ok = false;
+  for (addrinfo* a = result; a != nullptr && !ok; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    ok = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+  }
+  freeaddrinfo(result);
+  return ok;
+}
+
+std::shared_ptr<gloo::transport::Device> make_device(const std::string& hostname) {
+  gloo::transport::tcp::attr attr;
+  if (!hostname.empty()) {
+    attr.hostname = hostname;
+  } else if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface != nullptr && *iface != '\0') {
+    attr.iface = iface;
+  } else {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    attr.hostname = resolves_to_bindable_address(name) ? name : "127.0.0.1";
+  }
+  return gloo::transport::tcp::CreateDevice(attr);
+}
+
+Tensor contiguous_buffer(const Tensor& t) { return t.is_contiguous() ? t : contiguous(t); }
+
+void copy_back(const Tensor& dst, const Tensor& buffer) {
+  if (dst.impl() == buffer.impl()) return;
+  Tensor d = dst;
+  copy_(d, buffer);
+}
+
+char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
+
+void check_cpu(const Tensor& t, const char* op, const std::string& group, const char* what) {
+  TR_CHECK(t.defined(), ValueError, "{} on group '{}': {} is an undefined tensor", op, group, what);
+  TR_CHECK(t.device().is_cpu(), ValueError, "{} on group '{}' (gloo): {} is on {}; the gloo backend takes CPU tensors",
+           op, group, what, t.device().str());
+}
+
+void check_like(const Tensor& t, const Tensor& like, const char* op, const std::string& group, const char* what) {
+  check_cpu(t, op, group, what);
+  TR_CHECK(t.dtype() == like.dtype() && t.sizes() == like.sizes(), ValueError,
+           "{} on group '{}': {} is {} {} but must match the input's {} {}", op, group, what, dtype_name(t.dtype()),
+           t.shape_str(), dtype_name(like.dtype()), like.shape_str());
+}
+
+// AVG divides the sum by the group size (truncating for integers, as NCCL).
+void finish_average(Tensor& buffer, int size) {
+  if (is_floating(buffer.dtype())) {
+    div_(buffer, static_cast<double>(size));
+  } else {
+    Tensor q = div(buffer, scalar_tensor(size, buffer.dtype()), "trunc");
+    copy_(buffer, q);
+  }
+}
+
+}  // namespace
+
+struct ProcessGroupGloo::PendingP2P {
+  std::shared_ptr<Work> work;
+  Tensor tensor, buffer;
+  std::unique_ptr<gloo::transport::UnboundBuffer> gloo_buffer;
+  bool is_send;
+};
+
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, std::string name,
+                                   Options options)
+    : ProcessGroup(rank, size, std::move(name), options.timeout) {
+  TR_CHECK(size >= 1 && rank >= 0 && rank < size, ValueError,
+           "ProcessGroupGloo '{}': rank {} is not in [0, {}) (world size {})", name_, rank, size, size);
+  try {
+    device_ = make_device(options.hostname);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(timeout_);
+    GlooStore gloo_store(std::move(store));
+    context->connectFullMesh(gloo_store, device_);
+    context_ = context;
+  } catch (const trainrun::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DistBackendError(fmt::format("ProcessGroupGloo '{}': rank {} of {} could not connect to its peers: {}",
+                                       name_, rank, size, e.what()));
+  }
+  worker_ = std::thread([this] { worker_loop(); });
+  p2p_thread_ = std::thread([this] { p2p_loop(); });
+}
+
+ProcessGroupGloo::~ProcessGroupGloo() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(p2p_mu_);
+    for (auto& p : p2p_queue_) {
+      if (p->is_send) p->gloo_buffer->abortWaitSend();
+      else p->gloo_buffer->abortWaitRecv();
+    }
+  }
+  p2p_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  if (p2p_thread_.joinable()) p2p_thread_.join();
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::enqueue(const char* op, std::function<void(uint32_t)> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TR_CHECK(!stopping_, DistBackendError, "{} on group '{}': the group is being destroyed", op, name_);
+  const uint32_t seq = ++next_seq_;
+  auto work = std::make_shared<Work>(fmt::format("{} #{} on group '{}' (rank {} of {})", op, seq, name_, rank_, size_));
+  queue_.push_back(Item{work, std::move(fn), seq});
+  cv_.notify_one();
+  return work;
+}
+
+void ProcessGroupGloo::worker_loop() {
+  // Copies made here (non-contiguous tensors) must not build autograd graphs.
+  ExcludeDispatchKeyGuard no_autograd(DispatchKey::Autograd);
+  for (;;) {
+    Item item;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      if (stopping_) {
+        // Destroyed with work pending: fail it rather than leave waiters blocked.
+        for (Item& left : queue_)
+          left.work->finish(std::make_exception_ptr(
+              DistBackendError(left.work->description() + ": the group was destroyed before it ran")));
+        queue_.clear();
+        return;
+      }
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    try {
+      item.fn(item.tag);
+      item.work->finish();
+    } catch (const gloo::IoException& e) {
+      item.work->finish(std::make_exception_ptr(DistBackendError(fmt::format(
+          "{}: {} (a peer exited, or did not reach this collective within the group timeout of {} ms)",
+          item.work->description(), e.what(), timeout_.count()))));
+    } catch (const std::exception& e) {
+      item.work->finish(
+          std::make_exception_ptr(DistBackendError(fmt::format("{}: {}", item.work->description(), e.what()))));
+    }
+  }
+}
+
+void ProcessGroupGloo::reduce_in_place(Tensor& buffer, ReduceOp op, uint32_t tag, int root) {
+  if (buffer.numel() == 0) return;
+  if (op.kind == ReduceOp::PREMUL_SUM) mul_(buffer, op.factor);
+  ReduceFn fn = reduce_function(op, buffer.dtype());
+  visit_dtype(buffer.dtype(), "allreduce", [&](auto t) {
+    using T = decltype(t);
+    T* data = static_cast<T*>(buffer.data_ptr());
+    const size_t n = static_cast<size_t>(buffer.numel());
+    if (root < 0) {
+      gloo::AllreduceOptions o(context_);
+      o.setOutput<T>(data, n);
+      o.setReduceFunction(fn);
+      o.setTag(tag);
+      o.setTimeout(timeout_);
+      o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+      gloo::allreduce(o);
+    } else {
+      gloo::ReduceOptions o(context_);
+      o.setInput<T>(data, n);
+      o.setOutput<T>(data, n);
+      o.setRoot(root);
+      o.setReduceFunction(fn);
+      o.setTag(tag);
+      o.setTimeout(timeout_);
+      gloo::reduce(o);
+    }
+  });
+  if (op.kind == ReduceOp::AVG && (root < 0 || root == rank_)) finish_average(buffer, size_);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
+  check_cpu(tensor, "allreduce", name_, "tensor");
+  reduce_function(op, tensor.dtype());  // refuses op/dtype mismatches now, on the caller's thread
+  return enqueue("allreduce", [this, tensor, op](uint32_t tag) {
+    Tensor buffer = contiguous_buffer(tensor);
+    reduce_in_place(buffer, op, tag, -1);
+    copy_back(tensor, buffer);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::allreduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op) {
+  TR_CHECK(!tensors.empty(), ValueError, "allreduce_coalesced on group '{}': no tensors given", name_);
+  for (const Tensor& t : tensors) {
+    check_cpu(t, "allreduce_coalesced", name_, "a tensor");
+    TR_CHECK(t.dtype() == tensors[0].dtype(), ValueError,
+             "allreduce_coalesced on group '{}': tensors must share one dtype, got {} and {}", name_,
+             dtype_name(tensors[0].dtype()), dtype_name(t.dtype()));
+  }
+  reduce_function(op, tensors[0].dtype());
+  return enqueue("allreduce_coalesced", [this, tensors, op](uint32_t tag) {
+    std::vector<Tensor> flat;
+    for (const Tensor& t : tensors) flat.push_back(reshape(contiguous_buffer(t), {-1}));
+    Tensor buffer = cat(flat, 0);
+    reduce_in_place(buffer, op, tag, -1);
+    int64_t offset = 0;
+    for (const Tensor& t : tensors) {
+      copy_back(t, reshape(narrow(buffer, 0, offset, t.numel()), t.sizes()));
+      offset += t.numel();
+    }
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
+  check_cpu(tensor, "broadcast", name_, "tensor");
+  check_rank(root, "broadcast", "root");
+  return enqueue("broadcast", [this, tensor, root](uint32_t tag) {
+    if (tensor.numel() == 0) return;
+    Tensor buffer = contiguous_buffer(tensor);
+    gloo::BroadcastOptions o(context_);
+    o.setOutput<char>(bytes_of(buffer), static_cast<size_t>(buffer.nbytes()));
+    o.setRoot(root);
+    o.setTag(tag);
+    o.setTimeout(timeout_);
+    gloo::broadcast(o);
+    copy_back(tensor, buffer);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::reduce(Tensor& tensor, int root, ReduceOp op) {
+  check_cpu(tensor, "reduce", name_, "tensor");
+  check_rank(root, "reduce", "root");
+  reduce_function(op, tensor.dtype());
+  return enqueue("reduce", [this, tensor, root, op](uint32_t tag) {
+    // A copy: the reduction scribbles partial results into non-root buffers.
+    Tensor buffer = clone(tensor);
+    reduce_in_place(buffer, op, tag, root);
+    if (rank_ == root) copy_back(tensor, buffer);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
+  check_cpu(input, "allgather", name_, "input");
+  TR_CHECK(static_cast<int>(outputs.size()) == size_, ValueError,
+           "allgather on group '{}': expected {} output tensors (one per rank), got {}", name_, size_, outputs.size());
+  for (const Tensor& o : outputs) check_like(o, input, "allgather", name_, "an output");
+  return enqueue("allgather", [this, outputs, input](uint32_t tag) {
+    Tensor in = contiguous_buffer(input);
+    IntList shape = input.sizes();
+    shape.insert(shape.begin(), size_);
+    Tensor flat = empty(shape, input.dtype());
+    if (input.numel() > 0) {
+      gloo::AllgatherOptions o(context_);
+      o.setInput<char>(bytes_of(in), static_cast<size_t>(in.nbytes()));
+      o.setOutput<char>(bytes_of(flat), static_cast<size_t>(flat.nbytes()));
+      o.setTag(tag);
+      o.setTimeout(timeout_);
+      gloo::allgather(o);
+    }
+    for (int r = 0; r < size_; ++r) copy_back(outputs[r], select(flat, 0, r));
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::all_gather_into_tensor(Tensor& output, const Tensor& input) {
+  check_cpu(input, "all_gather_into_tensor", name_, "input");
+  check_cpu(output, "all_gather_into_tensor", name_, "output");
+  TR_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel() * size_, ValueError,
+           "all_gather_into_tensor on group '{}': output is {} {} but must hold {} inputs of {} {}", name_,
+           dtype_name(output.dtype()), output.shape_str(), size_, dtype_name(input.dtype()), input.shape_str());
+  return enqueue("all_gather_into_tensor", [this, output, input](uint32_t tag) {
+    if (input.numel() == 0) return;
+    Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
+    gloo::AllgatherOptions o(context_);
+    o.setInput<char>(bytes_of(in), static_cast<size_t>(in.nbytes()));
+    o.setOutput<char>(bytes_of(out), static_cast<size_t>(out.nbytes()));
+    o.setTag(tag);
+    o.setTimeout(timeout_);
+    gloo::allgather(o);
+    copy_back(output, out);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) {
+  check_cpu(input, "reduce_scatter_tensor", name_, "input");
+  check_cpu(output, "reduce_scatter_tensor", name_, "output");
+  TR_CHECK(output.dtype() == input.dtype() && input.numel() == output.numel() * size_, ValueError,
+           "reduce_scatter_tensor on group '{}': input is {} {} but must hold {} outputs of {} {}", name_,
+           dtype_name(input.dtype()), input.shape_str(), size_, dtype_name(output.dtype()), output.shape_str());
+  reduce_function(op, input.dtype());
+  return enqueue("reduce_scatter_tensor", [this, output, input, op](uint32_t tag) {
+    // Reduced whole, then each rank keeps its chunk. (A ring reduce-scatter
+    // would move half the bytes; see the closing note of the c10d issue.)
+    Tensor buffer = reshape(clone(input), {-1});
+    reduce_in_place(buffer, op, tag, -1);
+    copy_back(output, reshape(narrow(buffer, 0, output.numel() * rank_, output.numel()), output.sizes()));
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& output, std::vector<Tensor>& inputs, ReduceOp op) {
+  TR_CHECK(static_cast<int>(inputs.size()) == size_, ValueError,
+           "reduce_scatter on group '{}': expected {} input tensors (one per rank), got {}", name_, size_,
+           inputs.size());
+  for (const Tensor& t : inputs) check_like(t, output, "reduce_scatter", name_, "an input");
+  std::vector<Tensor> flat;
+  for (const Tensor& t : inputs) flat.push_back(reshape(t, {-1}));
+  Tensor stacked = cat(flat, 0);
+  return reduce_scatter_tensor(output, stacked, op);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::alltoall_base(Tensor& output, const Tensor& input, const IntList& output_splits,
+                                                      const IntList& input_splits) {
+  check_cpu(input, "alltoall_base", name_, "input");
+  check_cpu(output, "alltoall_base", name_, "output");
+  TR_CHECK(output.dtype() == input.dtype(), ValueError, "alltoall_base on group '{}': output dtype {} != input dtype {}",
+           name_, dtype_name(output.dtype()), dtype_name(input.dtype()));
+  auto counts = [&](const Tensor& t, const IntList& splits, const char* what) {
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    const int64_t row_bytes = rows == 0 ? 0 : t.nbytes() / rows;
+    std::vector<int64_t> c;
+    if (splits.empty()) {
+      TR_CHECK(rows % size_ == 0, ValueError,
+               "alltoall_base on group '{}': {} has {} rows, not divisible into {} equal chunks (give split sizes)",
+               name_, what, rows, size_);
+      c.assign(size_, rows / size_ * row_bytes);
+    } else {
+      TR_CHECK(static_cast<int>(splits.size()) == size_, ValueError,
+               "alltoall_base on group '{}': {} split sizes has {} entries, expected {}", name_, what, splits.size(),
+               size_);
+      int64_t total = 0;
+      for (int64_t s : splits) {
+        TR_CHECK(s >= 0, ValueError, "alltoall_base on group '{}': negative {} split size {}", name_, what, s);
+        total += s;
+        c.push_back(s * row_bytes);
+      }
+      TR_CHECK(total == rows, ValueError, "alltoall_base on group '{}': {} split sizes sum to {} but it has {} rows",
+               name_, what, total, rows);
+    }
+    return c;
+  };
+  std::vector<int64_t> in_counts = counts(input, input_splits, "input"),
+                       out_counts = counts(output, output_splits, "output");
+  return enqueue("alltoall_base", [this, output, input, in_counts, out_counts](uint32_t tag) {
+    Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
+    gloo::AlltoallvOptions o(context_);
+    o.setInput<char>(bytes_of(in), in_counts);
+    o.setOutput<char>(bytes_of(out), out_counts);
+    o.setTag(tag);
+    o.setTimeout(timeout_);
+    gloo::alltoallv(o);
+    copy_back(output, out);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::alltoall(std::vector<Tensor>& outputs, std::vector<Tensor>& inputs) {
+  TR_CHECK(static_cast<int>(outputs.size()) == size_ && static_cast<int>(inputs.size()) == size_, ValueError,
+           "alltoall on group '{}': expected {} inputs and outputs, got {} and {}", name_, size_, inputs.size(),
+           outputs.size());
+  std::vector<int64_t> in_counts, out_counts;
+  std::vector<Tensor> flat_in;
+  for (int r = 0; r < size_; ++r) {
+    check_cpu(inputs[r], "alltoall", name_, "an input");
+    check_cpu(outputs[r], "alltoall", name_, "an output");
+    TR_CHECK(inputs[r].dtype() == inputs[0].dtype() && outputs[r].dtype() == inputs[0].dtype(), ValueError,
+             "alltoall on group '{}': every input and output must be {}", name_, dtype_name(inputs[0].dtype()));
+    in_counts.push_back(inputs[r].nbytes());
+    out_counts.push_back(outputs[r].nbytes());
+    flat_in.push_back(reshape(inputs[r], {-1}));
+  }
+  return enqueue("alltoall", [this, outputs, flat_in, in_counts, out_counts](uint32_t tag) {
+    Tensor in = cat(flat_in, 0);
+    int64_t out_numel = 0;
+    for (const Tensor& t : outputs) out_numel += t.numel();
+    Tensor out = empty({out_numel}, in.dtype());
+    gloo::AlltoallvOptions o(context_);
+    o.setInput<char>(bytes_of(in), in_counts);
+    o.setOutput<char>(bytes_of(out), out_counts);
+    o.setTag(tag);
+    o.setTimeout(timeout_);
+    gloo::alltoallv(o);
+    int64_t offset = 0;
+    for (const Tensor& t : outputs) {
+      copy_back(t, reshape(narrow(out, 0, offset, t.numel()), t.sizes()));
+      offset += t.numel();
+    }
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::gather(std::vector<Tensor>& outputs, const Tensor& input, int root) {
+  check_cpu(input, "gather", name_, "input");
+  check_rank(root, "gather", "root");
+  if (rank_ == root) {
+    TR_CHECK(static_cast<int>(outputs.size()) == size_, ValueError,
+             "gather on group '{}': the root needs {} output tensors, got {}", name_, size_, outputs.size());
+    for (const Tensor& o : outputs) check_like(o, input, "gather", name_, "an output");
+  } else {
+    TR_CHECK(outputs.empty(), ValueError, "gather on group '{}': only the root (rank {}) takes outputs", name_, root);
+  }
+  return enqueue("gather", [this, outputs, input, root](uint32_t tag) {
+    Tensor in = contiguous_buffer(input);
+    IntList shape = input.sizes();
+    shape.insert(shape.begin(), size_);
+    Tensor flat = rank_ == root ? empty(shape, input.dtype()) : Tensor();
+    gloo::GatherOptions o(context_);
+    o.setInput<char>(bytes_of(in), static_cast<size_t>(in.nbytes()));
+    if (rank_ == root) o.setOutput<char>(bytes_of(flat), static_cast<size_t>(flat.nbytes()));
+    o.setRoot(root);
+    o.setTag(tag);
+    o.setTimeout(timeout_);
+    gloo::gather(o);
+    if (rank_ == root)
+      for (int r = 0; r < size_; ++r) copy_back(outputs[r], select(flat, 0, r));
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::scatter(Tensor& output, std::vector<Tensor>& inputs, int root) {
+  check_cpu(output, "scatter", name_, "output");
+  check_rank(root, "scatter", "root");
+  if (rank_ == root) {
+    TR_CHECK(static_cast<int>(inputs.size()) == size_, ValueError,
+             "scatter on group '{}': the root needs {} input tensors, got {}", name_, size_, inputs.size());
+    for (const Tensor& t : inputs) check_like(t, output, "scatter", name_, "an input");
+  } else {
+    TR_CHECK(inputs.empty(), ValueError, "scatter on group '{}': only the root (rank {}) takes inputs", name_, root);
+  }
+  return enqueue("scatter", [this, output, inputs, root](uint32_t tag) {
+    Tensor out = contiguous_buffer(output);
+    std::vector<Tensor> ins;
+    std::vector<char*> ptrs;
+    for (const Tensor& t : inputs) {
+      ins.push_back(contiguous_buffer(t));
+      ptrs.push_back(bytes_of(ins.back()));
+    }
+    gloo::ScatterOptions o(context_);
+    if (rank_ == root) o.setInputs<char>(ptrs, static_cast<size_t>(out.nbytes()));
+    o.setOutput<char>(bytes_of(out), static_cast<size_t>(out.nbytes()));
+    o.setRoot(root);
+    o.setTag(tag);
+    o.setTimeout(timeout_);
+    gloo::scatter(o);
+    copy_back(output, out);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::barrier() {
+  return enqueue("barrier", [this](uint32_t tag) {
+    gloo::BarrierOptions o(context_);
+    o.setTag(tag);
+    o.setTimeout(timeout_);
+    gloo::barrier(o);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::post_p2p(const char* op, Tensor tensor, std::vector<int> peers, int tag,
+                                                 bool is_send) {
+  TR_CHECK(tag >= 0, ValueError, "{} on group '{}': tag must be >= 0, got {}", op, name_, tag);
+  auto p = std::make_shared<PendingP2P>();
+  p->is_send = is_send;
+  p->tensor = tensor;
+  // Sends copy non-contiguous tensors now; receives land in a buffer copied back on completion.
+  p->buffer = contiguous_buffer(tensor);
+  p->gloo_buffer = context_->createUnboundBuffer(bytes_of(p->buffer), static_cast<size_t>(p->buffer.nbytes()));
+  const uint64_t slot = gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(tag));
+  std::string peer_text = peers.size() == 1 ? std::to_string(peers[0]) : "any rank";
+  p->work = std::make_shared<Work>(
+      fmt::format("{} {} rank {} (tag {}) on group '{}' (rank {} of {})", op, is_send ? "to" : "from", peer_text, tag,
+                  name_, rank_, size_));
+  if (is_send)
+    p->gloo_buffer->send(peers[0], slot);
+  else if (peers.size() == 1)
+    p->gloo_buffer->recv(peers[0], slot);
+  else
+    p->gloo_buffer->recv(peers, slot);
+  {
+    std::lock_guard<std::mutex> lock(p2p_mu_);
+    p2p_queue_.push_back(p);
+  }
+  p2p_cv_.notify_one();
+  return p->work;
+}
+
+void ProcessGroupGloo::p2p_loop() {
+  ExcludeDispatchKeyGuard no_autograd(DispatchKey::Autograd);
+  for (;;) {
+    std::shared_ptr<PendingP2P> p;
+    {
+      std::unique_lock<std::mutex> lock(p2p_mu_);
+      p2p_cv_.wait(lock, [&] { return stopping_ || !p2p_queue_.empty(); });
+      if (p2p_queue_.empty()) return;
+      p = p2p_queue_.front();
+    }
+    try {
+      int peer = -1;
+      const bool ok = p->is_send ? p->gloo_buffer->waitSend(&peer, timeout_) : p->gloo_buffer->waitRecv(&peer, timeout_);
+      if (!ok) throw DistBackendError(fmt::format("{}: aborted (the group was destroyed)", p->work->description()));
+      if (!p->is_send) {
+        copy_back(p->tensor, p->buffer);
+        p->work->set_source_rank(peer);
+      }
+      p->work->finish();
+    } catch (const trainrun::Error& e) {
+      p->work->finish(std::current_exception());
+    } catch (const std::exception& e) {
+      p->work->finish(std::make_exception_ptr(DistBackendError(fmt::format(
+          "{}: {} (the peer exited, or sent nothing within the group timeout of {} ms)", p->work->description(),
+          e.what(), timeout_.count()))));
+    }
+    std::lock_guard<std::mutex> lock(p2p_mu_);
+    p2p_queue_.pop_front();
+  }
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::send(const Tensor& tensor, int dst, int tag) {
+  check_cpu(tensor, "send", name_, "tensor");
+  check_rank(dst, "send", "destination");
+  TR_CHECK(dst != rank_, ValueError, "send on group '{}': rank {} cannot send to itself", name_, rank_);
+  return post_p2p("send", tensor, {dst}, tag, true);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::recv(Tensor& tensor, int src, int tag) {
+  check_cpu(tensor, "recv", name_, "tensor");
+  check_rank(src, "recv", "source");
+  TR_CHECK(src != rank_, ValueError, "recv on group '{}': rank {} cannot receive from itself", name_, rank_);
+  return post_p2p("recv", tensor, {src}, tag, false);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::recv_anysource(Tensor& tensor, int tag) {
+  check_cpu(tensor, "recv", name_, "tensor");
+  std::vector<int> peers;
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) peers.push_back(r);
+  return post_p2p("recv", tensor, peers, tag, false);
+}
+
+}  // namespace c10d
+}  // namespace trainrun

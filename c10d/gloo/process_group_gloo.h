@@ -1,0 +1,100 @@
+#pragma once
+// The CPU backend: collectives over Gloo's TCP transport, rendezvous through
+// a trainrun Store. Collectives run on the group's own worker thread in
+// issue order (the caller never blocks); point-to-point sends and receives
+// are posted at once and complete on their own. Only Gloo's newer API
+// (gloo::allreduce with options, unbound buffers) is used: mixing in the
+// older algorithm classes on one context shrinks the socket buffers to the
+// first message's size and slows later transfers by 100x.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "c10d/process_group.h"
+#include "store/store.h"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace trainrun {
+namespace c10d {
+
+class ProcessGroupGloo final : public ProcessGroup {
+ public:
+  struct Options {
+    Milliseconds timeout{1800000};  // PyTorch's default: 30 minutes
+    // The address other ranks reach this one at; empty: GLOO_SOCKET_IFNAME's
+    // interface when set, else this host's name when it resolves to an
+    // address we can bind, else loopback (as PyTorch chooses).
+    std::string hostname;
+  };
+
+  // Connects to every other rank (blocking until they all arrive, or the
+  // store's timeout); `store` should already be prefixed for this group.
+  ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, std::string name, Options options);
+  ~ProcessGroupGloo() override;
+
+  std::string backend_name() const override { return "gloo"; }
+
+  std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = {}) override;
+  std::shared_ptr<Work> allreduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op = {}) override;
+  std::shared_ptr<Work> broadcast(Tensor& tensor, int root) override;
+  std::shared_ptr<Work> reduce(Tensor& tensor, int root, ReduceOp op = {}) override;
+  std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
+  std::shared_ptr<Work> all_gather_into_tensor(Tensor& output, const Tensor& input) override;
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, std::vector<Tensor>& inputs, ReduceOp op = {}) override;
+  std::shared_ptr<Work> reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op = {}) override;
+  std::shared_ptr<Work> alltoall_base(Tensor& output, const Tensor& input, const IntList& output_splits = {},
+                                      const IntList& input_splits = {}) override;
+  std::shared_ptr<Work> alltoall(std::vector<Tensor>& outputs, std::vector<Tensor>& inputs) override;
+  std::shared_ptr<Work> gather(std::vector<Tensor>& outputs, const Tensor& input, int root) override;
+  std::shared_ptr<Work> scatter(Tensor& output, std::vector<Tensor>& inputs, int root) override;
+  std::shared_ptr<Work> barrier() override;
+  std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag = 0) override;
+  std::shared_ptr<Work> recv(Tensor& tensor, int src, int tag = 0) override;
+  std::shared_ptr<Work> recv_anysource(Tensor& tensor, int tag = 0) override;
+
+ private:
+  // Queues fn(tag) for the worker thread; the work fails with a
+  // DistBackendError naming the op, its number and the group when fn throws.
+  std::shared_ptr<Work> enqueue(const char* op, std::function<void(uint32_t tag)> fn);
+  void worker_loop();
+  std::shared_ptr<Work> post_p2p(const char* op, Tensor tensor, std::vector<int> peers, int tag, bool is_send);
+  void p2p_loop();
+  // The shared reduction of allreduce, reduce and reduce_scatter_tensor:
+  // reduces `buffer` (contiguous) in place, to every rank or to root only.
+  void reduce_in_place(Tensor& buffer, ReduceOp op, uint32_t tag, int root);
+
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> stopping_{false};
+  uint32_t next_seq_ = 0;
+  struct Item {
+    std::shared_ptr<Work> work;
+    std::function<void(uint32_t)> fn;
+    uint32_t tag;
+  };
+  std::deque<Item> queue_;
+  std::thread worker_;
+
+  // Posted point-to-point operations, completed in posting order by p2p_thread_.
+  struct PendingP2P;
+  std::mutex p2p_mu_;
+  std::condition_variable p2p_cv_;
+  std::deque<std::shared_ptr<PendingP2P>> p2p_queue_;
+  std::thread p2p_thread_;
+};
+
+}  // namespace c10d
+}  // namespace trainrun

@@ -1,0 +1,22 @@
+#include "c10d/process_group.h"
+
+#include "tensor/error.h"
+
+namespace trainrun {
+namespace c10d {
+
+void ProcessGroup::check_rank(int r, const char* op, const char* what) const {
+  TR_CHECK(r >= 0 && r < size_, ValueError, "{} on group '{}': {} {} is not a rank of this group of size {}", op, name_,
+           what, r, size_);
+}
+
+std::vector<std::shared_ptr<Work>> ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops) {
+  std::vector<std::shared_ptr<Work>> works;
+  works.reserve(ops.size());
+  for (P2POp& op : ops)
+    works.push_back(op.kind == P2POp::SEND ? send(op.tensor, op.peer, op.tag) : recv(op.tensor, op.peer, op.tag));
+  return works;
+}
+
+}  // namespace c10d
+}  // namespace trainrun

@@ -1,0 +1,64 @@
+#pragma once
+// torch.distributed Work: the handle an async collective returns at once.
+// It completes (with success or an exception) on the group's worker thread;
+// callers wait with a deadline, poll, or chain callbacks with then() (DDP
+// chains its bucket reductions this way).
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainrun {
+namespace c10d {
+
+class Work : public std::enable_shared_from_this<Work> {
+ public:
+  explicit Work(std::string description) : description_(std::move(description)) {}
+  virtual ~Work() = default;
+
+  // "allreduce #12 on group 'default'" and the like; errors start with it.
+  const std::string& description() const { return description_; }
+  bool is_completed() const;
+  bool is_success() const;
+  // The failure, once completed with one (null otherwise).
+  std::exception_ptr exception() const;
+
+  // Blocks until completion; rethrows the failure. With a timeout, throws
+  // TimeoutError naming the work when it is not done by then (the work
+  // itself carries on and may still complete).
+  void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+  // Runs fn(*this) once this work completes (at once, on the calling thread,
+  // if it already has; else on the thread that completes it). The returned
+  // work completes after fn, failing when this work or fn failed.
+  std::shared_ptr<Work> then(std::function<void(Work&)> fn);
+
+  // For p2p receives from any source: the rank the message came from.
+  int source_rank() const { return source_rank_; }
+
+  // Called by the backend, once.
+  void finish(std::exception_ptr error = nullptr);
+  void set_source_rank(int rank) { source_rank_ = rank; }
+
+ private:
+  std::string description_;
+  mutable std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::vector<std::function<void()>> callbacks_;
+  int source_rank_ = -1;
+};
+
+// Waits for every work, then rethrows the first failure (so that none is
+// left running unobserved).
+void wait_all(const std::vector<std::shared_ptr<Work>>& works,
+              std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+}  // namespace c10d
+}  // namespace trainrun

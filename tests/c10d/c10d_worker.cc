@@ -1,0 +1,360 @@
+// One rank of a multi-process c10d test (tests/c10d/process_group_test.cc
+// starts WORLD_SIZE of them): joins the default group through env:// and
+// runs SCENARIO, checking every result against what the ranks' inputs imply.
+// Exits 0 when every check passed; prints the first failure otherwise.
+//   RANK=r WORLD_SIZE=n MASTER_ADDR=.. MASTER_PORT=.. c10d_worker SCENARIO
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "c10d/distributed.h"
+#include "tensor/ops.h"
+
+using namespace trainrun;
+using namespace trainrun::c10d;
+using namespace std::chrono_literals;
+
+namespace {
+
+int g_rank = 0, g_world = 1;
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "rank %d: FAILED: %s\n", g_rank, what.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) fail(what);
+}
+
+void expect_equal(const Tensor& got, const Tensor& want, const std::string& what) {
+  if (got.sizes() != want.sizes() || got.dtype() != want.dtype())
+    fail(fmt::format("{}: got {} {}, want {} {}", what, dtype_name(got.dtype()), got.shape_str(),
+                     dtype_name(want.dtype()), want.shape_str()));
+  const double tol = got.dtype() == DType::Float16 || got.dtype() == DType::BFloat16 ? 1e-2 : 1e-6;
+  Tensor a = got.to(DType::Float64), b = want.to(DType::Float64);
+  if (!allclose(a, b, tol, tol)) fail(fmt::format("{}: values differ\n got  {}\n want {}", what, got.str(), want.str()));
+}
+
+// What rank r contributes: small integers (1..5 + r) that every dtype holds
+// exactly, so that products over four ranks stay exact in int32.
+Tensor input_of(int r, DType dt, const IntList& shape = {2, 3}) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return add(remainder(arange(n), 5), r + 1).view(shape).to(dt);
+}
+
+// The elementwise reduction over every rank's input, computed locally.
+Tensor expected_reduction(ReduceOp op, DType dt, const IntList& shape = {2, 3}) {
+  Tensor acc = input_of(0, DType::Float64, shape);
+  for (int r = 1; r < g_world; ++r) {
+    Tensor x = input_of(r, DType::Float64, shape);
+    switch (op.kind) {
+      case ReduceOp::SUM: case ReduceOp::AVG: acc = add(acc, x); break;
+      case ReduceOp::PREMUL_SUM: acc = add(acc, x); break;
+      case ReduceOp::PRODUCT: acc = mul(acc, x); break;
+      case ReduceOp::MIN: acc = minimum(acc, x); break;
+      case ReduceOp::MAX: acc = maximum(acc, x); break;
+      default: break;
+    }
+  }
+  if (op.kind == ReduceOp::AVG) acc = is_floating(dt) ? div(acc, g_world) : div(acc, scalar_tensor(g_world, DType::Float64), "trunc");
+  if (op.kind == ReduceOp::PREMUL_SUM) acc = mul(acc, op.factor);
+  if (op.kind == ReduceOp::BAND || op.kind == ReduceOp::BOR || op.kind == ReduceOp::BXOR) {
+    Tensor a = input_of(0, DType::Int64, shape);
+    for (int r = 1; r < g_world; ++r) {
+      Tensor x = input_of(r, DType::Int64, shape);
+      a = op.kind == ReduceOp::BAND ? bitwise_and(a, x) : op.kind == ReduceOp::BOR ? bitwise_or(a, x) : bitwise_xor(a, x);
+    }
+    return a.to(dt);
+  }
+  return acc.to(dt);
+}
+
+void collectives() {
+  auto pg = default_group();
+  const DType all_dtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
+                              DType::Int64,   DType::Int32,   DType::UInt8};
+  for (DType dt : all_dtypes) {
+    std::vector<ReduceOp> ops = {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX, ReduceOp::AVG};
+    if (is_floating(dt)) ops.push_back(ReduceOp::premul_sum(0.5));
+    else ops.insert(ops.end(), {ReduceOp::BAND, ReduceOp::BOR, ReduceOp::BXOR});
+    for (ReduceOp op : ops) {
+      if (dt == DType::UInt8 && op.kind == ReduceOp::PRODUCT) continue;  // 5^4 overflows a byte
+      Tensor t = input_of(g_rank, dt);
+      pg->allreduce(t, op)->wait();
+      expect_equal(t, expected_reduction(op, dt), fmt::format("allreduce {} {}", op.name(), dtype_name(dt)));
+    }
+  }
+  // A non-contiguous tensor (a transposed view) is reduced in place.
+  Tensor base = input_of(g_rank, DType::Float32).t().contiguous();
+  Tensor view = base.t();
+  pg->allreduce(view, ReduceOp::SUM)->wait();
+  expect_equal(view, expected_reduction(ReduceOp::SUM, DType::Float32), "allreduce of a transposed view");
+  // Bools: SUM is OR, PRODUCT is AND.
+  Tensor flags = tensor<bool>({g_rank == 0, true}, {2});
+  pg->allreduce(flags, ReduceOp::SUM)->wait();
+  expect_equal(flags, tensor<bool>({true, true}, {2}), "allreduce SUM of bools");
+  // A large buffer (several of Gloo's 1 MiB segments).
+  Tensor big = full({1 << 20}, static_cast<double>(g_rank + 1), DType::Float32);
+  pg->allreduce(big)->wait();
+  expect(amin(big).item<double>() == g_world * (g_world + 1) / 2.0 && amax(big).item<double>() == g_world * (g_world + 1) / 2.0,
+         "allreduce of 4 MiB");
+
+  std::vector<Tensor> coalesced = {input_of(g_rank, DType::Float32), input_of(g_rank, DType::Float32, {4})};
+  pg->allreduce_coalesced(coalesced)->wait();
+  expect_equal(coalesced[0], expected_reduction(ReduceOp::SUM, DType::Float32), "allreduce_coalesced [0]");
+  expect_equal(coalesced[1], expected_reduction(ReduceOp::SUM, DType::Float32, {4}), "allreduce_coalesced [1]");
+
+  for (int root = 0; root < g_world; ++root) {
+    Tensor b = input_of(g_rank, DType::BFloat16);
+    pg->broadcast(b, root)->wait();
+    expect_equal(b, input_of(root, DType::BFloat16), fmt::format("broadcast from {}", root));
+    Tensor r = input_of(g_rank, DType::Int32);
+    pg->reduce(r, root, ReduceOp::MAX)->wait();
+    expect_equal(r, g_rank == root ? expected_reduction(ReduceOp::MAX, DType::Int32) : input_of(g_rank, DType::Int32),
+                 fmt::format("reduce MAX to {}", root));
+  }
+
+  std::vector<Tensor> gathered;
+  for (int r = 0; r < g_world; ++r) gathered.push_back(empty({2, 3}, DType::Float16));
+  pg->allgather(gathered, input_of(g_rank, DType::Float16))->wait();
+  for (int r = 0; r < g_world; ++r) expect_equal(gathered[r], input_of(r, DType::Float16), "allgather");
+  Tensor into = empty({g_world * 2, 3}, DType::Int64);
+  pg->all_gather_into_tensor(into, input_of(g_rank, DType::Int64))->wait();
+  for (int r = 0; r < g_world; ++r) expect_equal(narrow(into, 0, 2 * r, 2), input_of(r, DType::Int64), "all_gather_into_tensor");
+
+  // reduce_scatter_tensor: rank r's input is [world * 2, 3]; out = sum over ranks of chunk r.
+  Tensor rs_in = add(arange(g_world * 6).view({g_world * 2, 3}), g_rank).to(DType::Float32);
+  Tensor rs_out = empty({2, 3});
+  pg->reduce_scatter_tensor(rs_out, rs_in)->wait();
+  Tensor want = zeros({g_world * 2, 3});
+  for (int r = 0; r < g_world; ++r) want = add(want, add(arange(g_world * 6).view({g_world * 2, 3}), r).to(DType::Float32));
+  expect_equal(rs_out, narrow(want, 0, 2 * g_rank, 2), "reduce_scatter_tensor");
+  std::vector<Tensor> rs_list;
+  for (int r = 0; r < g_world; ++r) rs_list.push_back(full({3}, static_cast<double>(r * 10 + g_rank)));
+  Tensor rs_one = empty({3});
+  pg->reduce_scatter(rs_one, rs_list, ReduceOp::MIN)->wait();
+  expect_equal(rs_one, full({3}, static_cast<double>(g_rank * 10)), "reduce_scatter MIN");
+
+  // alltoall_base with uneven splits: rank r sends (d + 1) rows to rank d,
+  // each row filled with 100 * r + d.
+  IntList in_splits, out_splits;
+  std::vector<Tensor> rows;
+  for (int d = 0; d < g_world; ++d) {
+    in_splits.push_back(d + 1);
+    rows.push_back(full({d + 1, 2}, 100.0 * g_rank + d, DType::Int64));
+  }
+  for (int s = 0; s < g_world; ++s) out_splits.push_back(g_rank + 1);
+  Tensor a2a_out = empty({(g_rank + 1) * g_world, 2}, DType::Int64);
+  pg->alltoall_base(a2a_out, cat(rows, 0), out_splits, in_splits)->wait();
+  for (int s = 0; s < g_world; ++s)
+    expect_equal(narrow(a2a_out, 0, s * (g_rank + 1), g_rank + 1), full({g_rank + 1, 2}, 100.0 * s + g_rank, DType::Int64),
+                 fmt::format("alltoall_base rows from {}", s));
+  std::vector<Tensor> a2a_in, a2a_outs;
+  for (int d = 0; d < g_world; ++d) {
+    a2a_in.push_back(full({g_rank + 1}, static_cast<double>(g_rank)));
+    a2a_outs.push_back(empty({d + 1}));
+  }
+  pg->alltoall(a2a_outs, a2a_in)->wait();
+  for (int s = 0; s < g_world; ++s) expect_equal(a2a_outs[s], full({s + 1}, static_cast<double>(s)), "alltoall list");
+
+  const int root = g_world - 1;
+  std::vector<Tensor> gather_out;
+  if (g_rank == root)
+    for (int r = 0; r < g_world; ++r) gather_out.push_back(empty({2, 3}, DType::Float64));
+  pg->gather(gather_out, input_of(g_rank, DType::Float64), root)->wait();
+  if (g_rank == root)
+    for (int r = 0; r < g_world; ++r) expect_equal(gather_out[r], input_of(r, DType::Float64), "gather");
+  std::vector<Tensor> scatter_in;
+  if (g_rank == root)
+    for (int r = 0; r < g_world; ++r) scatter_in.push_back(input_of(r * 2, DType::Int32));
+  Tensor scatter_out = empty({2, 3}, DType::Int32);
+  pg->scatter(scatter_out, scatter_in, root)->wait();
+  expect_equal(scatter_out, input_of(g_rank * 2, DType::Int32), "scatter");
+  pg->barrier()->wait();
+
+  // Bad input is refused on the calling thread with a clear message.
+  try {
+    Tensor f = zeros({2});
+    pg->allreduce(f, ReduceOp::BXOR);
+    fail("BXOR on floats was accepted");
+  } catch (const TypeError& e) {
+    expect(std::strstr(e.what(), "BXOR") != nullptr, e.what());
+  }
+  try {
+    std::vector<Tensor> too_few = {empty({2, 3})};
+    pg->allgather(too_few, input_of(g_rank, DType::Float32));
+    if (g_world != 1) fail("allgather with one output was accepted");
+  } catch (const ValueError& e) {
+    expect(std::strstr(e.what(), "output tensors") != nullptr, e.what());
+  }
+}
+
+void point_to_point() {
+  auto pg = default_group();
+  const int next = (g_rank + 1) % g_world, prev = (g_rank + g_world - 1) % g_world;
+  // A ring: everyone sends to next and receives from prev at once.
+  Tensor out = full({1000}, static_cast<double>(g_rank));
+  Tensor in = empty({1000});
+  auto s = pg->send(out, next, 3);
+  auto r = pg->recv(in, prev, 3);
+  r->wait();
+  s->wait();
+  expect_equal(in, full({1000}, static_cast<double>(prev)), "ring recv");
+  // Tags keep two messages between the same pair apart (sent in one order, received in the other).
+  if (g_rank == 0) {
+    pg->send(full({2}, 7.0), 1, 7)->wait();
+    pg->send(full({2}, 8.0), 1, 8)->wait();
+  } else if (g_rank == 1) {
+    Tensor a = empty({2}), b = empty({2});
+    auto wb = pg->recv(b, 0, 8);
+    auto wa = pg->recv(a, 0, 7);
+    wa->wait();
+    wb->wait();
+    expect_equal(a, full({2}, 7.0), "tag 7");
+    expect_equal(b, full({2}, 8.0), "tag 8");
+  }
+  // Receive from any source: rank 0 hears from every other rank once.
+  if (g_rank == 0) {
+    std::vector<bool> seen(g_world, false);
+    for (int i = 1; i < g_world; ++i) {
+      Tensor t = empty({1}, DType::Int64);
+      auto w = pg->recv_anysource(t, 11);
+      w->wait();
+      expect(w->source_rank() == t.item<int64_t>(), "recv_anysource source_rank");
+      seen[w->source_rank()] = true;
+    }
+    for (int i = 1; i < g_world; ++i) expect(seen[i], "recv_anysource heard every rank");
+  } else {
+    pg->send(full({1}, static_cast<double>(g_rank), DType::Int64), 0, 11)->wait();
+  }
+  // batch_isend_irecv: exchange with both neighbours.
+  Tensor from_prev = empty({3}), from_next = empty({3});
+  std::vector<P2POp> ops = {{P2POp::SEND, full({3}, g_rank + 0.5), next, 5},
+                            {P2POp::SEND, full({3}, g_rank + 0.25), prev, 6},
+                            {P2POp::RECV, from_prev, prev, 5},
+                            {P2POp::RECV, from_next, next, 6}};
+  wait_all(pg->batch_isend_irecv(ops));
+  expect_equal(from_prev, full({3}, prev + 0.5), "batch_isend_irecv from prev");
+  expect_equal(from_next, full({3}, next + 0.25), "batch_isend_irecv from next");
+  pg->barrier()->wait();
+}
+
+void async_and_groups() {
+  auto pg = default_group();
+  // Several works in flight, waited in reverse order; then() chains.
+  std::vector<Tensor> ts;
+  std::vector<std::shared_ptr<Work>> works;
+  std::atomic<int> callbacks{0};
+  for (int i = 0; i < 8; ++i) {
+    ts.push_back(full({256}, static_cast<double>(i + g_rank)));
+    works.push_back(pg->allreduce(ts.back()));
+  }
+  auto chained = works[3]->then([&](Work& w) {
+    expect(w.is_success(), "then() runs after success");
+    ++callbacks;
+  });
+  for (int i = 7; i >= 0; --i) {
+    works[i]->wait();
+    expect(works[i]->is_completed() && works[i]->is_success(), "completed");
+    const double want = g_world * i + g_world * (g_world - 1) / 2.0;
+    expect(ts[i].select(0, 0).item<double>() == want, fmt::format("out-of-order wait {}", i));
+  }
+  chained->wait();
+  expect(callbacks == 1, "then() ran once");
+  // wait(timeout) on a receive nobody sends: TimeoutError naming it, quickly.
+  Tensor never = empty({1});
+  auto lonely = pg->recv(never, (g_rank + 1) % g_world, 99);
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    lonely->wait(200ms);
+    fail("wait(200ms) on a receive nobody sends returned");
+  } catch (const TimeoutError& e) {
+    expect(std::strstr(e.what(), "recv") != nullptr && std::strstr(e.what(), "tag 99") != nullptr, e.what());
+  }
+  expect(std::chrono::steady_clock::now() - t0 < 5s, "wait(timeout) returned in time");
+  // Unblock the lonely receive so the group can shut down cleanly.
+  pg->send(full({1}, 1.0), (g_rank + g_world - 1) % g_world, 99)->wait();
+  lonely->wait();
+
+  // Subgroups: evens and odds run interleaved with the default group.
+  std::vector<int> evens, odds;
+  for (int r = 0; r < g_world; ++r) (r % 2 == 0 ? evens : odds).push_back(r);
+  auto ge = new_group(evens);
+  auto go = new_group(odds);
+  auto mine = g_rank % 2 == 0 ? ge : go;
+  expect(mine != nullptr && (g_rank % 2 == 0 ? go : ge) == nullptr, "membership of new_group");
+  const auto& members = g_rank % 2 == 0 ? evens : odds;
+  expect(mine->size() == static_cast<int>(members.size()), "subgroup size");
+  for (int i = 0; i < 5; ++i) {
+    Tensor a = full({64}, static_cast<double>(g_rank)), b = full({64}, 1.0);
+    auto wa = mine->allreduce(a);
+    auto wb = pg->allreduce(b);
+    wb->wait();
+    wa->wait();
+    double want = 0;
+    for (int m : members) want += m;
+    expect(a.select(0, 0).item<double>() == want, "subgroup allreduce");
+    expect(b.select(0, 0).item<double>() == g_world, "default group allreduce beside it");
+  }
+  destroy_process_group(mine);
+  pg->barrier()->wait();
+}
+
+// The last rank exits mid-job; every other rank's next collectives fail
+// within the group timeout, naming the op and the group, and nothing hangs.
+void peer_dies() {
+  auto pg = default_group();
+  Tensor t = ones({4});
+  pg->allreduce(t)->wait();
+  if (g_rank == g_world - 1) std::_Exit(0);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 2; ++i) {
+    try {
+      pg->allreduce(t)->wait();
+      fail("allreduce with a dead peer succeeded");
+    } catch (const DistBackendError& e) {
+      expect(std::strstr(e.what(), "allreduce") != nullptr && std::strstr(e.what(), "group 'default'") != nullptr,
+             std::string("error names the op and group: ") + e.what());
+      if (i == 0) std::fprintf(stderr, "rank %d saw: %s\n", g_rank, e.what());
+    }
+  }
+  const auto took = std::chrono::steady_clock::now() - t0;
+  expect(took < 20s, fmt::format("failed within the timeout (took {} ms)",
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: c10d_worker collectives|p2p|async|peer_dies\n");
+    return 2;
+  }
+  const std::string scenario = argv[1];
+  try {
+    InitOptions o;
+    if (scenario == "peer_dies") o.timeout = 10s;
+    else o.timeout = 60s;
+    init_process_group(o);
+    g_rank = get_rank();
+    g_world = get_world_size();
+    if (scenario == "collectives") collectives();
+    else if (scenario == "p2p") point_to_point();
+    else if (scenario == "async") async_and_groups();
+    else if (scenario == "peer_dies") peer_dies();
+    else fail("unknown scenario " + scenario);
+    destroy_process_group();
+  } catch (const std::exception& e) {
+    fail(std::string("uncaught: ") + e.what());
+  }
+  std::fprintf(stderr, "rank %d: ok\n", g_rank);
+  return 0;
+}

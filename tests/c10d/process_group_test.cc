@@ -1,0 +1,178 @@
+// Runs each c10d_worker scenario with 2, 3 and 4 ranks around a TCP store
+// hosted here (as a launcher hosts it), and checks that every rank passed.
+// A run that outlives its deadline is killed and reported, never waited on.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "c10d/distributed.h"
+#include "c10d/gloo/process_group_gloo.h"
+#include "store/hash_store.h"
+#include "store/tcp_store_server.h"
+#include "tensor/ops.h"
+#include "tests/expect_error.h"
+
+extern char** environ;
+
+namespace trainrun {
+namespace c10d {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct RankResult {
+  int exit_code = -1;  // -1: killed at the deadline
+  std::string stderr_text;
+};
+
+std::vector<RankResult> run_ranks(const std::string& scenario, int world, std::chrono::seconds deadline) {
+  TCPStoreServer::Options so;
+  so.log = [](const std::string&) {};
+  TCPStoreServer server(so);
+  std::vector<pid_t> pids;
+  std::vector<std::string> logs;
+  const std::string dir = ::testing::TempDir();
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+    env_strings.push_back("RANK=" + std::to_string(r));
+    env_strings.push_back("WORLD_SIZE=" + std::to_string(world));
+    env_strings.push_back("MASTER_ADDR=127.0.0.1");
+    env_strings.push_back("MASTER_PORT=" + std::to_string(server.port()));
+    env_strings.push_back("TORCHELASTIC_USE_AGENT_STORE=True");
+    std::vector<char*> envp;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    logs.push_back(dir + "/c10d_" + scenario + "_" + std::to_string(world) + "_" + std::to_string(r) + ".log");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const char* path = "tests/c10d/c10d_worker";
+    char* argv[] = {const_cast<char*>(path), const_cast<char*>(scenario.c_str()), nullptr};
+    pid_t pid = 0;
+    EXPECT_EQ(posix_spawn(&pid, path, &actions, nullptr, argv, envp.data()), 0) << "cannot start " << path;
+    posix_spawn_file_actions_destroy(&actions);
+    pids.push_back(pid);
+  }
+  std::vector<RankResult> results(world);
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  int left = world;
+  while (left > 0) {
+    for (int r = 0; r < world; ++r) {
+      if (pids[r] == 0) continue;
+      int status = 0;
+      pid_t got = waitpid(pids[r], &status, WNOHANG);
+      if (got == pids[r]) {
+        results[r].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        pids[r] = 0;
+        --left;
+      }
+    }
+    if (left == 0) break;
+    if (std::chrono::steady_clock::now() > end) {
+      for (pid_t pid : pids)
+        if (pid != 0) {
+          kill(pid, SIGKILL);
+          waitpid(pid, nullptr, 0);
+        }
+      break;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  for (int r = 0; r < world; ++r) {
+    std::ifstream in(logs[r]);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    results[r].stderr_text = ss.str();
+  }
+  return results;
+}
+
+void expect_all_passed(const std::string& scenario, int world, std::chrono::seconds deadline = 120s) {
+  auto results = run_ranks(scenario, world, deadline);
+  for (int r = 0; r < world; ++r)
+    EXPECT_EQ(results[r].exit_code, 0) << scenario << " with " << world << " ranks: rank " << r
+                                       << (results[r].exit_code == -1 ? " was killed at the deadline" : " failed")
+                                       << ":\n"
+                                       << results[r].stderr_text;
+}
+
+TEST(ProcessGroupGloo, EveryCollectiveOpAndDtype) {
+  for (int world : {2, 3, 4}) expect_all_passed("collectives", world);
+}
+
+TEST(ProcessGroupGloo, PointToPoint) {
+  for (int world : {2, 3, 4}) expect_all_passed("p2p", world);
+}
+
+TEST(ProcessGroupGloo, AsyncWorkAndConcurrentGroups) {
+  for (int world : {2, 4}) expect_all_passed("async", world);
+}
+
+TEST(ProcessGroupGloo, ADeadPeerFailsTheOthersWithinTheTimeout) {
+  auto results = run_ranks("peer_dies", 3, 60s);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << ":\n" << results[r].stderr_text;
+  EXPECT_NE(results[0].stderr_text.find("allreduce #2 on group 'default'"), std::string::npos) << results[0].stderr_text;
+}
+
+TEST(ProcessGroupGloo, SingleRankGroupAndBadArguments) {
+  auto store = std::make_shared<HashStore>();
+  ProcessGroupGloo pg(store, 0, 1, "solo", {});
+  Tensor t = full({3}, 2.0);
+  pg.allreduce(t, ReduceOp::PRODUCT)->wait();
+  EXPECT_EQ(t.select(0, 0).item<double>(), 2.0);
+  expect_error<ValueError>([&] { pg.broadcast(t, 1); }, {"broadcast", "root 1", "not a rank", "size 1"});
+  expect_error<ValueError>([&] { pg.send(t, 0); }, {"send", "itself"});
+  Tensor out = empty({4});
+  expect_error<ValueError>([&] { pg.reduce_scatter_tensor(out, t); }, {"reduce_scatter_tensor", "must hold"});
+  expect_error<ValueError>([] { ProcessGroupGloo(std::make_shared<HashStore>(), 2, 2, "bad", {}); },
+                           {"rank 2", "[0, 2)"});
+}
+
+TEST(InitProcessGroup, ClearErrorsForMissingOrMalformedSettings) {
+  unsetenv("RANK");
+  expect_error<ValueError>([] { init_process_group(); }, {"env://", "RANK is not set"});
+  InitOptions o;
+  o.init_method = "tcp://127.0.0.1:29500";
+  expect_error<ValueError>([&] { init_process_group(o); }, {"rank and world_size"});
+  o.init_method = "tcp://127.0.0.1:29500?rank=x&world_size=2";
+  expect_error<ValueError>([&] { init_process_group(o); }, {"rank 'x'", "not an integer"});
+  o.init_method = "udp://somewhere";
+  expect_error<ValueError>([&] { init_process_group(o); }, {"udp://somewhere", "env://", "tcp://", "file://"});
+  o.init_method = "env://";
+  o.backend = "mpi";
+  o.store = std::make_shared<HashStore>();
+  o.rank = 0;
+  o.world_size = 1;
+  expect_error<ValueError>([&] { init_process_group(o); }, {"backend 'mpi'", "gloo"});
+  EXPECT_FALSE(is_initialized());
+  expect_error<ValueError>([] { get_rank(); }, {"not initialized", "init_process_group"});
+  // A one-rank job through file://.
+  InitOptions f;
+  f.init_method = "file://" + ::testing::TempDir() + "/c10d_init_file?rank=0&world_size=1";
+  init_process_group(f);
+  EXPECT_EQ(get_rank(), 0);
+  EXPECT_EQ(get_world_size(), 1);
+  expect_error<ValueError>([&] { init_process_group(f); }, {"already initialized"});
+  auto sub = new_group({0});
+  ASSERT_NE(sub, nullptr);
+  EXPECT_EQ(sub->name(), "group_1");
+  expect_error<ValueError>([] { new_group({0, 0}); }, {"repeat"});
+  destroy_process_group();
+  EXPECT_FALSE(is_initialized());
+}
+
+}  // namespace
+}  // namespace c10d
+}  // namespace trainrun
