@@ -145,7 +145,7 @@ void init_process_group(const InitOptions& options) {
   }
   TR_CHECK(world_size > 0 && rank >= 0 && rank < world_size, ValueError,
            "init_process_group: rank {} is not in [0, world_size={})", rank, world_size);
-  auto prefixed = std::make_shared<PrefixStore>("default_pg/", store);
+  auto prefixed = std::make_shared<PrefixStore>("default_pg", store);
   s.world = make_group(options.backend, prefixed, rank, world_size, "default", options.timeout);
   s.store = store;
   s.backend = options.backend;
@@ -196,7 +196,7 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::o
   if (it == ranks.end()) return nullptr;
   const int group_rank = static_cast<int>(it - ranks.begin());
   const std::string name = fmt::format("group_{}", id);
-  auto prefixed = std::make_shared<PrefixStore>(name + "/", s.store);
+  auto prefixed = std::make_shared<PrefixStore>(name, s.store);
   auto group = make_group(s.backend, prefixed, group_rank, static_cast<int>(ranks.size()), name,
                           timeout.value_or(s.timeout));
   s.subgroups.push_back(group);

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -109,22 +110,25 @@ struct ProcessGroupGloo::PendingP2P {
 
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, std::string name,
                                    Options options)
-    : ProcessGroup(rank, size, std::move(name), options.timeout) {
+    : ProcessGroup(rank, size, std::move(name), options.timeout), store_(std::move(store)) {
   TR_CHECK(size >= 1 && rank >= 0 && rank < size, ValueError,
            "ProcessGroupGloo '{}': rank {} is not in [0, {}) (world size {})", name_, rank, size, size);
   try {
     device_ = make_device(options.hostname);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     context->setTimeout(timeout_);
-    GlooStore gloo_store(std::move(store));
+    GlooStore gloo_store(store_);
     context->connectFullMesh(gloo_store, device_);
     context_ = context;
+    progress_ = std::make_unique<CollectiveProgress>(store_, rank, size);
   } catch (const trainrun::Error&) {
     throw;
   } catch (const std::exception& e) {
     throw DistBackendError(fmt::format("ProcessGroupGloo '{}': rank {} of {} could not connect to its peers: {}",
                                        name_, rank, size, e.what()));
   }
+  const char* debug = std::getenv("TRAINRUN_DISTRIBUTED_DEBUG");
+  debug_signatures_ = debug != nullptr && std::string(debug) == "DETAIL";
   worker_ = std::thread([this] { worker_loop(); });
   p2p_thread_ = std::thread([this] { p2p_loop(); });
 }
@@ -147,12 +151,13 @@ ProcessGroupGloo::~ProcessGroupGloo() {
   if (p2p_thread_.joinable()) p2p_thread_.join();
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::enqueue(const char* op, std::function<void(uint32_t)> fn) {
+std::shared_ptr<Work> ProcessGroupGloo::enqueue(const char* op, std::string signature,
+                                                std::function<void(uint32_t)> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   TR_CHECK(!stopping_, DistBackendError, "{} on group '{}': the group is being destroyed", op, name_);
   const uint32_t seq = ++next_seq_;
   auto work = std::make_shared<Work>(fmt::format("{} #{} on group '{}' (rank {} of {})", op, seq, name_, rank_, size_));
-  queue_.push_back(Item{work, std::move(fn), seq});
+  queue_.push_back(Item{work, std::move(fn), seq, std::move(signature)});
   cv_.notify_one();
   return work;
 }
@@ -177,17 +182,44 @@ void ProcessGroupGloo::worker_loop() {
       item = std::move(queue_.front());
       queue_.pop_front();
     }
+    progress_->entered(item.tag);
     try {
+      if (debug_signatures_) check_signatures(item.tag, item.signature);
       item.fn(item.tag);
       item.work->finish();
     } catch (const gloo::IoException& e) {
+      // Who is missing: a dead rank never reaches this number; a live one
+      // that is late gets a short grace to show up.
+      const auto grace = std::min<Milliseconds>(std::max<Milliseconds>(timeout_ / 10, Milliseconds(200)),
+                                                Milliseconds(2000));
       item.work->finish(std::make_exception_ptr(DistBackendError(fmt::format(
-          "{}: {} (a peer exited, or did not reach this collective within the group timeout of {} ms)",
-          item.work->description(), e.what(), timeout_.count()))));
+          "{}: {}; {} (a rank exited, or did not reach this collective within the group timeout of {} ms)",
+          item.work->description(), e.what(), progress_->laggards(item.tag, grace), timeout_.count()))));
+    } catch (const trainrun::Error& e) {
+      item.work->finish(std::current_exception());
     } catch (const std::exception& e) {
       item.work->finish(
           std::make_exception_ptr(DistBackendError(fmt::format("{}: {}", item.work->description(), e.what()))));
     }
+  }
+}
+
+void ProcessGroupGloo::check_signatures(uint32_t tag, const std::string& signature) {
+  constexpr size_t kWidth = 160;  // bytes per rank; longer signatures are cut
+  std::vector<char> mine(kWidth, '\0'), all(kWidth * size_);
+  std::copy_n(signature.begin(), std::min(signature.size(), kWidth - 1), mine.begin());
+  gloo::AllgatherOptions o(context_);
+  o.setInput<char>(mine.data(), kWidth);
+  o.setOutput<char>(all.data(), all.size());
+  o.setTag(tag | 0x80000000u);  // apart from the collectives' own tags
+  o.setTimeout(timeout_);
+  gloo::allgather(o);
+  for (int r = 0; r < size_; ++r) {
+    std::string theirs(all.data() + r * kWidth);
+    if (theirs != signature)
+      throw DistBackendError(fmt::format(
+          "collective #{} on group '{}' does not match across ranks: rank {} called {} but rank {} called {}", tag,
+          name_, rank_, signature, r, theirs));
   }
 }
 
@@ -224,7 +256,7 @@ void ProcessGroupGloo::reduce_in_place(Tensor& buffer, ReduceOp op, uint32_t tag
 std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
   check_cpu(tensor, "allreduce", name_, "tensor");
   reduce_function(op, tensor.dtype());  // refuses op/dtype mismatches now, on the caller's thread
-  return enqueue("allreduce", [this, tensor, op](uint32_t tag) {
+  return enqueue("allreduce", fmt::format("allreduce({} {}, {})", dtype_name(tensor.dtype()), tensor.shape_str(), op.name()), [this, tensor, op](uint32_t tag) {
     Tensor buffer = contiguous_buffer(tensor);
     reduce_in_place(buffer, op, tag, -1);
     copy_back(tensor, buffer);
@@ -240,7 +272,7 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce_coalesced(std::vector<Tensor>&
              dtype_name(tensors[0].dtype()), dtype_name(t.dtype()));
   }
   reduce_function(op, tensors[0].dtype());
-  return enqueue("allreduce_coalesced", [this, tensors, op](uint32_t tag) {
+  return enqueue("allreduce_coalesced", fmt::format("allreduce_coalesced({} x {}, {})", tensors.size(), dtype_name(tensors[0].dtype()), op.name()), [this, tensors, op](uint32_t tag) {
     std::vector<Tensor> flat;
     for (const Tensor& t : tensors) flat.push_back(reshape(contiguous_buffer(t), {-1}));
     Tensor buffer = cat(flat, 0);
@@ -256,7 +288,7 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce_coalesced(std::vector<Tensor>&
 std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
   check_cpu(tensor, "broadcast", name_, "tensor");
   check_rank(root, "broadcast", "root");
-  return enqueue("broadcast", [this, tensor, root](uint32_t tag) {
+  return enqueue("broadcast", fmt::format("broadcast({} {}, root {})", dtype_name(tensor.dtype()), tensor.shape_str(), root), [this, tensor, root](uint32_t tag) {
     if (tensor.numel() == 0) return;
     Tensor buffer = contiguous_buffer(tensor);
     gloo::BroadcastOptions o(context_);
@@ -273,7 +305,7 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce(Tensor& tensor, int root, ReduceO
   check_cpu(tensor, "reduce", name_, "tensor");
   check_rank(root, "reduce", "root");
   reduce_function(op, tensor.dtype());
-  return enqueue("reduce", [this, tensor, root, op](uint32_t tag) {
+  return enqueue("reduce", fmt::format("reduce({} {}, root {}, {})", dtype_name(tensor.dtype()), tensor.shape_str(), root, op.name()), [this, tensor, root, op](uint32_t tag) {
     // A copy: the reduction scribbles partial results into non-root buffers.
     Tensor buffer = clone(tensor);
     reduce_in_place(buffer, op, tag, root);
@@ -286,7 +318,7 @@ std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, 
   TR_CHECK(static_cast<int>(outputs.size()) == size_, ValueError,
            "allgather on group '{}': expected {} output tensors (one per rank), got {}", name_, size_, outputs.size());
   for (const Tensor& o : outputs) check_like(o, input, "allgather", name_, "an output");
-  return enqueue("allgather", [this, outputs, input](uint32_t tag) {
+  return enqueue("allgather", fmt::format("allgather({} {})", dtype_name(input.dtype()), input.shape_str()), [this, outputs, input](uint32_t tag) {
     Tensor in = contiguous_buffer(input);
     IntList shape = input.sizes();
     shape.insert(shape.begin(), size_);
@@ -309,7 +341,7 @@ std::shared_ptr<Work> ProcessGroupGloo::all_gather_into_tensor(Tensor& output, c
   TR_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel() * size_, ValueError,
            "all_gather_into_tensor on group '{}': output is {} {} but must hold {} inputs of {} {}", name_,
            dtype_name(output.dtype()), output.shape_str(), size_, dtype_name(input.dtype()), input.shape_str());
-  return enqueue("all_gather_into_tensor", [this, output, input](uint32_t tag) {
+  return enqueue("all_gather_into_tensor", fmt::format("all_gather_into_tensor({} {})", dtype_name(input.dtype()), input.shape_str()), [this, output, input](uint32_t tag) {
     if (input.numel() == 0) return;
     Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
     gloo::AllgatherOptions o(context_);
@@ -329,7 +361,7 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter_tensor(Tensor& output, co
            "reduce_scatter_tensor on group '{}': input is {} {} but must hold {} outputs of {} {}", name_,
            dtype_name(input.dtype()), input.shape_str(), size_, dtype_name(output.dtype()), output.shape_str());
   reduce_function(op, input.dtype());
-  return enqueue("reduce_scatter_tensor", [this, output, input, op](uint32_t tag) {
+  return enqueue("reduce_scatter_tensor", fmt::format("reduce_scatter_tensor({} {}, {})", dtype_name(output.dtype()), output.shape_str(), op.name()), [this, output, input, op](uint32_t tag) {
     // Reduced whole, then each rank keeps its chunk. (A ring reduce-scatter
     // would move half the bytes; see the closing note of the c10d issue.)
     Tensor buffer = reshape(clone(input), {-1});
@@ -381,7 +413,7 @@ std::shared_ptr<Work> ProcessGroupGloo::alltoall_base(Tensor& output, const Tens
   };
   std::vector<int64_t> in_counts = counts(input, input_splits, "input"),
                        out_counts = counts(output, output_splits, "output");
-  return enqueue("alltoall_base", [this, output, input, in_counts, out_counts](uint32_t tag) {
+  return enqueue("alltoall_base", fmt::format("alltoall_base({})", dtype_name(input.dtype())), [this, output, input, in_counts, out_counts](uint32_t tag) {
     Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
     gloo::AlltoallvOptions o(context_);
     o.setInput<char>(bytes_of(in), in_counts);
@@ -408,7 +440,7 @@ std::shared_ptr<Work> ProcessGroupGloo::alltoall(std::vector<Tensor>& outputs, s
     out_counts.push_back(outputs[r].nbytes());
     flat_in.push_back(reshape(inputs[r], {-1}));
   }
-  return enqueue("alltoall", [this, outputs, flat_in, in_counts, out_counts](uint32_t tag) {
+  return enqueue("alltoall", fmt::format("alltoall({})", dtype_name(inputs[0].dtype())), [this, outputs, flat_in, in_counts, out_counts](uint32_t tag) {
     Tensor in = cat(flat_in, 0);
     int64_t out_numel = 0;
     for (const Tensor& t : outputs) out_numel += t.numel();
@@ -437,7 +469,7 @@ std::shared_ptr<Work> ProcessGroupGloo::gather(std::vector<Tensor>& outputs, con
   } else {
     TR_CHECK(outputs.empty(), ValueError, "gather on group '{}': only the root (rank {}) takes outputs", name_, root);
   }
-  return enqueue("gather", [this, outputs, input, root](uint32_t tag) {
+  return enqueue("gather", fmt::format("gather({} {}, root {})", dtype_name(input.dtype()), input.shape_str(), root), [this, outputs, input, root](uint32_t tag) {
     Tensor in = contiguous_buffer(input);
     IntList shape = input.sizes();
     shape.insert(shape.begin(), size_);
@@ -464,7 +496,7 @@ std::shared_ptr<Work> ProcessGroupGloo::scatter(Tensor& output, std::vector<Tens
   } else {
     TR_CHECK(inputs.empty(), ValueError, "scatter on group '{}': only the root (rank {}) takes inputs", name_, root);
   }
-  return enqueue("scatter", [this, output, inputs, root](uint32_t tag) {
+  return enqueue("scatter", fmt::format("scatter({} {}, root {})", dtype_name(output.dtype()), output.shape_str(), root), [this, output, inputs, root](uint32_t tag) {
     Tensor out = contiguous_buffer(output);
     std::vector<Tensor> ins;
     std::vector<char*> ptrs;
@@ -484,7 +516,7 @@ std::shared_ptr<Work> ProcessGroupGloo::scatter(Tensor& output, std::vector<Tens
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::barrier() {
-  return enqueue("barrier", [this](uint32_t tag) {
+  return enqueue("barrier", "barrier()", [this](uint32_t tag) {
     gloo::BarrierOptions o(context_);
     o.setTag(tag);
     o.setTimeout(timeout_);

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "c10d/collective_progress.h"
 #include "c10d/process_group.h"
 #include "store/store.h"
 
@@ -64,8 +65,13 @@ class ProcessGroupGloo final : public ProcessGroup {
 
  private:
   // Queues fn(tag) for the worker thread; the work fails with a
-  // DistBackendError naming the op, its number and the group when fn throws.
-  std::shared_ptr<Work> enqueue(const char* op, std::function<void(uint32_t tag)> fn);
+  // DistBackendError naming the op, its number, the group and the ranks that
+  // had not entered it when fn throws. `signature` ("allreduce(float32 [4],
+  // SUM)") is compared across ranks first in debug mode.
+  std::shared_ptr<Work> enqueue(const char* op, std::string signature, std::function<void(uint32_t tag)> fn);
+  // Debug mode (TRAINRUN_DISTRIBUTED_DEBUG=DETAIL): every rank's signature
+  // of collective `tag`, gathered; throws naming both sides on a mismatch.
+  void check_signatures(uint32_t tag, const std::string& signature);
   void worker_loop();
   std::shared_ptr<Work> post_p2p(const char* op, Tensor tensor, std::vector<int> peers, int tag, bool is_send);
   void p2p_loop();
@@ -73,6 +79,9 @@ class ProcessGroupGloo final : public ProcessGroup {
   // reduces `buffer` (contiguous) in place, to every rank or to root only.
   void reduce_in_place(Tensor& buffer, ReduceOp op, uint32_t tag, int root);
 
+  std::shared_ptr<Store> store_;
+  bool debug_signatures_ = false;
+  std::unique_ptr<CollectiveProgress> progress_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
 
@@ -84,6 +93,7 @@ class ProcessGroupGloo final : public ProcessGroup {
     std::shared_ptr<Work> work;
     std::function<void(uint32_t)> fn;
     uint32_t tag;
+    std::string signature;
   };
   std::deque<Item> queue_;
   std::thread worker_;

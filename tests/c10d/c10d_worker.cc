@@ -280,7 +280,9 @@ void async_and_groups() {
     expect(std::strstr(e.what(), "recv") != nullptr && std::strstr(e.what(), "tag 99") != nullptr, e.what());
   }
   expect(std::chrono::steady_clock::now() - t0 < 5s, "wait(timeout) returned in time");
-  // Unblock the lonely receive so the group can shut down cleanly.
+  // Once every rank has checked (the barrier), unblock the lonely receives so
+  // that the group can shut down cleanly.
+  pg->barrier()->wait();
   pg->send(full({1}, 1.0), (g_rank + g_world - 1) % g_world, 99)->wait();
   lonely->wait();
 
@@ -331,18 +333,56 @@ void peer_dies() {
                                  std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
 }
 
+// Rank 1 stops taking part (it sleeps past the group timeout): rank 0's
+// next collective fails after the timeout, saying rank 1 had not entered it.
+void late_rank() {
+  auto pg = default_group();
+  Tensor t = ones({4});
+  pg->allreduce(t)->wait();
+  if (g_rank != 0) {
+    std::this_thread::sleep_for(5s);
+    std::_Exit(0);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    pg->allreduce(t)->wait();
+    fail("allreduce without rank 1 succeeded");
+  } catch (const DistBackendError& e) {
+    std::fprintf(stderr, "rank %d saw: %s\n", g_rank, e.what());
+    expect(std::strstr(e.what(), "had not entered #2: 1 (last at #1)") != nullptr, e.what());
+  }
+  expect(std::chrono::steady_clock::now() - t0 < 5s, "the timeout was honoured");
+  std::_Exit(0);
+}
+
+// Debug mode: ranks that call different collectives hear about it, both sides named.
+void mismatch() {
+  auto pg = default_group();
+  Tensor t = ones({g_rank == 0 ? 4 : 5});
+  try {
+    pg->allreduce(t)->wait();
+    fail("mismatched allreduce succeeded");
+  } catch (const DistBackendError& e) {
+    std::fprintf(stderr, "rank %d saw: %s\n", g_rank, e.what());
+    expect(std::strstr(e.what(), "does not match across ranks") != nullptr &&
+               std::strstr(e.what(), "allreduce(float32 [4], SUM)") != nullptr &&
+               std::strstr(e.what(), "allreduce(float32 [5], SUM)") != nullptr,
+           e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: c10d_worker collectives|p2p|async|peer_dies\n");
+    std::fprintf(stderr, "usage: c10d_worker collectives|p2p|async|peer_dies|late_rank|mismatch\n");
     return 2;
   }
   const std::string scenario = argv[1];
   try {
     InitOptions o;
-    if (scenario == "peer_dies") o.timeout = 10s;
-    else o.timeout = 60s;
+    o.timeout = scenario == "peer_dies" ? 10s : scenario == "late_rank" ? 2s : 60s;
+    if (scenario == "mismatch") setenv("TRAINRUN_DISTRIBUTED_DEBUG", "DETAIL", 1);
     init_process_group(o);
     g_rank = get_rank();
     g_world = get_world_size();
@@ -350,6 +390,8 @@ int main(int argc, char** argv) {
     else if (scenario == "p2p") point_to_point();
     else if (scenario == "async") async_and_groups();
     else if (scenario == "peer_dies") peer_dies();
+    else if (scenario == "late_rank") late_rank();
+    else if (scenario == "mismatch") mismatch();
     else fail("unknown scenario " + scenario);
     destroy_process_group();
   } catch (const std::exception& e) {

@@ -124,7 +124,15 @@ TEST(ProcessGroupGloo, ADeadPeerFailsTheOthersWithinTheTimeout) {
   auto results = run_ranks("peer_dies", 3, 60s);
   for (int r = 0; r < 3; ++r) EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << ":\n" << results[r].stderr_text;
   EXPECT_NE(results[0].stderr_text.find("allreduce #2 on group 'default'"), std::string::npos) << results[0].stderr_text;
+  EXPECT_NE(results[0].stderr_text.find("had not entered #2: 2"), std::string::npos) << results[0].stderr_text;
 }
+
+TEST(ProcessGroupGloo, ATimeoutNamesTheRanksThatHadNotEnteredTheCollective) {
+  auto results = run_ranks("late_rank", 2, 60s);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << ":\n" << results[r].stderr_text;
+}
+
+TEST(ProcessGroupGloo, DebugModeReportsMismatchedCollectives) { expect_all_passed("mismatch", 2); }
 
 TEST(ProcessGroupGloo, SingleRankGroupAndBadArguments) {
   auto store = std::make_shared<HashStore>();
