@@ -121,6 +121,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     context->connectFullMesh(gloo_store, device_);
     context_ = context;
     progress_ = std::make_unique<CollectiveProgress>(store_, rank, size);
+    if (size > 1 && options.shared_memory && ShmCommunicator::usable(*store_, rank, size))
+      shm_ = std::make_unique<ShmCommunicator>(*store_, rank, size, timeout_);
   } catch (const trainrun::Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -188,20 +190,26 @@ void ProcessGroupGloo::worker_loop() {
       item.fn(item.tag);
       item.work->finish();
     } catch (const gloo::IoException& e) {
-      // Who is missing: a dead rank never reaches this number; a live one
-      // that is late gets a short grace to show up.
-      const auto grace = std::min<Milliseconds>(std::max<Milliseconds>(timeout_ / 10, Milliseconds(200)),
-                                                Milliseconds(2000));
-      item.work->finish(std::make_exception_ptr(DistBackendError(fmt::format(
-          "{}: {}; {} (a rank exited, or did not reach this collective within the group timeout of {} ms)",
-          item.work->description(), e.what(), progress_->laggards(item.tag, grace), timeout_.count()))));
-    } catch (const trainrun::Error& e) {
-      item.work->finish(std::current_exception());
+      item.work->finish(failure(item, e.what()));
+    } catch (const DistBackendError& e) {
+      item.work->finish(failure(item, e.what()));
+    } catch (const trainrun::Error&) {
+      item.work->finish(std::current_exception());  // bad input: its own type and message
     } catch (const std::exception& e) {
       item.work->finish(
           std::make_exception_ptr(DistBackendError(fmt::format("{}: {}", item.work->description(), e.what()))));
     }
   }
+}
+
+std::exception_ptr ProcessGroupGloo::failure(const Item& item, const std::string& what) {
+  // Who is missing: a dead rank never reaches this number; a live one that
+  // is late gets a short grace to show up.
+  const auto grace =
+      std::min<Milliseconds>(std::max<Milliseconds>(timeout_ / 10, Milliseconds(200)), Milliseconds(2000));
+  return std::make_exception_ptr(DistBackendError(
+      fmt::format("{}: {}; {} (a rank exited, or did not reach this collective within the group timeout of {} ms)",
+                  item.work->description(), what, progress_->laggards(item.tag, grace), timeout_.count())));
 }
 
 void ProcessGroupGloo::check_signatures(uint32_t tag, const std::string& signature) {
@@ -231,7 +239,9 @@ void ProcessGroupGloo::reduce_in_place(Tensor& buffer, ReduceOp op, uint32_t tag
     using T = decltype(t);
     T* data = static_cast<T*>(buffer.data_ptr());
     const size_t n = static_cast<size_t>(buffer.numel());
-    if (root < 0) {
+    if (root < 0 && shm_) {
+      shm_->allreduce(data, n, sizeof(T), fn);
+    } else if (root < 0) {
       gloo::AllreduceOptions o(context_);
       o.setOutput<T>(data, n);
       o.setReduceFunction(fn);
@@ -291,12 +301,16 @@ std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
   return enqueue("broadcast", fmt::format("broadcast({} {}, root {})", dtype_name(tensor.dtype()), tensor.shape_str(), root), [this, tensor, root](uint32_t tag) {
     if (tensor.numel() == 0) return;
     Tensor buffer = contiguous_buffer(tensor);
-    gloo::BroadcastOptions o(context_);
-    o.setOutput<char>(bytes_of(buffer), static_cast<size_t>(buffer.nbytes()));
-    o.setRoot(root);
-    o.setTag(tag);
-    o.setTimeout(timeout_);
-    gloo::broadcast(o);
+    if (shm_) {
+      shm_->broadcast(bytes_of(buffer), static_cast<size_t>(buffer.nbytes()), root);
+    } else {
+      gloo::BroadcastOptions o(context_);
+      o.setOutput<char>(bytes_of(buffer), static_cast<size_t>(buffer.nbytes()));
+      o.setRoot(root);
+      o.setTag(tag);
+      o.setTimeout(timeout_);
+      gloo::broadcast(o);
+    }
     copy_back(tensor, buffer);
   });
 }
@@ -313,6 +327,19 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce(Tensor& tensor, int root, ReduceO
   });
 }
 
+void ProcessGroupGloo::gather_bytes(const Tensor& in, const Tensor& out, uint32_t tag) {
+  if (shm_) {
+    shm_->allgather(bytes_of(in), bytes_of(out), static_cast<size_t>(in.nbytes()));
+    return;
+  }
+  gloo::AllgatherOptions o(context_);
+  o.setInput<char>(bytes_of(in), static_cast<size_t>(in.nbytes()));
+  o.setOutput<char>(bytes_of(out), static_cast<size_t>(out.nbytes()));
+  o.setTag(tag);
+  o.setTimeout(timeout_);
+  gloo::allgather(o);
+}
+
 std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
   check_cpu(input, "allgather", name_, "input");
   TR_CHECK(static_cast<int>(outputs.size()) == size_, ValueError,
@@ -323,14 +350,7 @@ std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, 
     IntList shape = input.sizes();
     shape.insert(shape.begin(), size_);
     Tensor flat = empty(shape, input.dtype());
-    if (input.numel() > 0) {
-      gloo::AllgatherOptions o(context_);
-      o.setInput<char>(bytes_of(in), static_cast<size_t>(in.nbytes()));
-      o.setOutput<char>(bytes_of(flat), static_cast<size_t>(flat.nbytes()));
-      o.setTag(tag);
-      o.setTimeout(timeout_);
-      gloo::allgather(o);
-    }
+    if (input.numel() > 0) gather_bytes(in, flat, tag);
     for (int r = 0; r < size_; ++r) copy_back(outputs[r], select(flat, 0, r));
   });
 }
@@ -344,12 +364,7 @@ std::shared_ptr<Work> ProcessGroupGloo::all_gather_into_tensor(Tensor& output, c
   return enqueue("all_gather_into_tensor", fmt::format("all_gather_into_tensor({} {})", dtype_name(input.dtype()), input.shape_str()), [this, output, input](uint32_t tag) {
     if (input.numel() == 0) return;
     Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
-    gloo::AllgatherOptions o(context_);
-    o.setInput<char>(bytes_of(in), static_cast<size_t>(in.nbytes()));
-    o.setOutput<char>(bytes_of(out), static_cast<size_t>(out.nbytes()));
-    o.setTag(tag);
-    o.setTimeout(timeout_);
-    gloo::allgather(o);
+    gather_bytes(in, out, tag);
     copy_back(output, out);
   });
 }
@@ -362,8 +377,19 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter_tensor(Tensor& output, co
            dtype_name(input.dtype()), input.shape_str(), size_, dtype_name(output.dtype()), output.shape_str());
   reduce_function(op, input.dtype());
   return enqueue("reduce_scatter_tensor", fmt::format("reduce_scatter_tensor({} {}, {})", dtype_name(output.dtype()), output.shape_str(), op.name()), [this, output, input, op](uint32_t tag) {
-    // Reduced whole, then each rank keeps its chunk. (A ring reduce-scatter
-    // would move half the bytes; see the closing note of the c10d issue.)
+    if (output.numel() == 0) return;
+    if (shm_) {
+      // Each rank reduces only its own chunk, straight from the others' inputs.
+      Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
+      if (op.kind == ReduceOp::PREMUL_SUM) in = mul(in, op.factor);
+      shm_->reduce_scatter(bytes_of(in), bytes_of(out), static_cast<size_t>(out.numel()), out.element_size(),
+                           reduce_function(op, out.dtype()));
+      if (op.kind == ReduceOp::AVG) finish_average(out, size_);
+      copy_back(output, out);
+      return;
+    }
+    // Over TCP: reduced whole, then each rank keeps its chunk (Gloo has no
+    // reduce-scatter in its newer API; the older class would slow the context).
     Tensor buffer = reshape(clone(input), {-1});
     reduce_in_place(buffer, op, tag, -1);
     copy_back(output, reshape(narrow(buffer, 0, output.numel() * rank_, output.numel()), output.sizes()));

@@ -1,6 +1,7 @@
 #pragma once
 // The CPU backend: collectives over Gloo's TCP transport, rendezvous through
-// a trainrun Store. Collectives run on the group's own worker thread in
+// a trainrun Store; between ranks of one host, allreduce, allgather,
+// reduce_scatter and broadcast go through shared memory (shm/) instead. Collectives run on the group's own worker thread in
 // issue order (the caller never blocks); point-to-point sends and receives
 // are posted at once and complete on their own. Only Gloo's newer API
 // (gloo::allreduce with options, unbound buffers) is used: mixing in the
@@ -16,6 +17,7 @@
 
 #include "c10d/collective_progress.h"
 #include "c10d/process_group.h"
+#include "c10d/shm/shm_communicator.h"
 #include "store/store.h"
 
 namespace gloo {
@@ -36,6 +38,9 @@ class ProcessGroupGloo final : public ProcessGroup {
     // interface when set, else this host's name when it resolves to an
     // address we can bind, else loopback (as PyTorch chooses).
     std::string hostname;
+    // Use shared memory when every rank is on this host (every rank must
+    // agree; TRAINRUN_SHM_COLLECTIVES=0 on any rank turns it off for all).
+    bool shared_memory = true;
   };
 
   // Connects to every other rank (blocking until they all arrive, or the
@@ -72,6 +77,8 @@ class ProcessGroupGloo final : public ProcessGroup {
   // Debug mode (TRAINRUN_DISTRIBUTED_DEBUG=DETAIL): every rank's signature
   // of collective `tag`, gathered; throws naming both sides on a mismatch.
   void check_signatures(uint32_t tag, const std::string& signature);
+  // out = every rank's in, in rank order (shared memory or Gloo).
+  void gather_bytes(const Tensor& in, const Tensor& out, uint32_t tag);
   void worker_loop();
   std::shared_ptr<Work> post_p2p(const char* op, Tensor tensor, std::vector<int> peers, int tag, bool is_send);
   void p2p_loop();
@@ -82,6 +89,9 @@ class ProcessGroupGloo final : public ProcessGroup {
   std::shared_ptr<Store> store_;
   bool debug_signatures_ = false;
   std::unique_ptr<CollectiveProgress> progress_;
+  // Set when every rank is on this host: allreduce, allgather,
+  // reduce_scatter and broadcast go through shared memory instead of TCP.
+  std::unique_ptr<ShmCommunicator> shm_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
 
@@ -96,6 +106,9 @@ class ProcessGroupGloo final : public ProcessGroup {
     std::string signature;
   };
   std::deque<Item> queue_;
+  // The error a failed collective finishes with: its description, what went
+  // wrong, and which ranks had not entered it.
+  std::exception_ptr failure(const Item& item, const std::string& what);
   std::thread worker_;
 
   // Posted point-to-point operations, completed in posting order by p2p_thread_.

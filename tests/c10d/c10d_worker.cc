@@ -101,11 +101,26 @@ void collectives() {
   Tensor flags = tensor<bool>({g_rank == 0, true}, {2});
   pg->allreduce(flags, ReduceOp::SUM)->wait();
   expect_equal(flags, tensor<bool>({true, true}, {2}), "allreduce SUM of bools");
-  // A large buffer (several of Gloo's 1 MiB segments).
-  Tensor big = full({1 << 20}, static_cast<double>(g_rank + 1), DType::Float32);
+  // Large buffers: several of Gloo's 1 MiB segments and of the shared-memory
+  // transport's 4 MiB chunks, with an odd element count.
+  const int64_t big_n = (1 << 21) + 3;
+  Tensor big = add(mul(arange(big_n).to(DType::Float32), 1e-3), static_cast<double>(g_rank));
   pg->allreduce(big)->wait();
-  expect(amin(big).item<double>() == g_world * (g_world + 1) / 2.0 && amax(big).item<double>() == g_world * (g_world + 1) / 2.0,
-         "allreduce of 4 MiB");
+  Tensor big_want = add(mul(arange(big_n).to(DType::Float32), 1e-3 * g_world), g_world * (g_world - 1) / 2.0);
+  expect(allclose(big, big_want, 1e-5, 1e-3), "allreduce of 8 MiB + 12 bytes");
+  Tensor big_gathered = empty({g_world * big_n}, DType::Float32);
+  pg->all_gather_into_tensor(big_gathered, full({big_n}, static_cast<double>(g_rank)))->wait();
+  for (int r = 0; r < g_world; ++r)
+    expect(amin(narrow(big_gathered, 0, r * big_n, big_n)).item<double>() == r &&
+               amax(narrow(big_gathered, 0, r * big_n, big_n)).item<double>() == r,
+           "all_gather_into_tensor of 8 MiB per rank");
+  Tensor big_scattered = empty({big_n}, DType::Float32);
+  pg->reduce_scatter_tensor(big_scattered, full({g_world * big_n}, static_cast<double>(g_rank + 1)), ReduceOp::AVG)->wait();
+  expect(amin(big_scattered).item<double>() == (g_world + 1) / 2.0 && amax(big_scattered).item<double>() == (g_world + 1) / 2.0,
+         "reduce_scatter_tensor AVG of 8 MiB per rank");
+  Tensor big_bcast = full({big_n}, static_cast<double>(g_rank));
+  pg->broadcast(big_bcast, g_world - 1)->wait();
+  expect(amin(big_bcast).item<double>() == g_world - 1, "broadcast of 8 MiB");
 
   std::vector<Tensor> coalesced = {input_of(g_rank, DType::Float32), input_of(g_rank, DType::Float32, {4})};
   pg->allreduce_coalesced(coalesced)->wait();

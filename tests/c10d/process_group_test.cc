@@ -36,7 +36,10 @@ struct RankResult {
   std::string stderr_text;
 };
 
-std::vector<RankResult> run_ranks(const std::string& scenario, int world, std::chrono::seconds deadline) {
+// extra_env: added to every rank's environment; rank0_env: to rank 0's only.
+std::vector<RankResult> run_ranks(const std::string& scenario, int world, std::chrono::seconds deadline,
+                                  const std::vector<std::string>& extra_env = {},
+                                  const std::vector<std::string>& rank0_env = {}) {
   TCPStoreServer::Options so;
   so.log = [](const std::string&) {};
   TCPStoreServer server(so);
@@ -51,6 +54,8 @@ std::vector<RankResult> run_ranks(const std::string& scenario, int world, std::c
     env_strings.push_back("MASTER_ADDR=127.0.0.1");
     env_strings.push_back("MASTER_PORT=" + std::to_string(server.port()));
     env_strings.push_back("TORCHELASTIC_USE_AGENT_STORE=True");
+    env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
+    if (r == 0) env_strings.insert(env_strings.end(), rank0_env.begin(), rank0_env.end());
     std::vector<char*> envp;
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
@@ -99,8 +104,9 @@ std::vector<RankResult> run_ranks(const std::string& scenario, int world, std::c
   return results;
 }
 
-void expect_all_passed(const std::string& scenario, int world, std::chrono::seconds deadline = 120s) {
-  auto results = run_ranks(scenario, world, deadline);
+void expect_all_passed(const std::string& scenario, int world, const std::vector<std::string>& extra_env = {},
+                       const std::vector<std::string>& rank0_env = {}) {
+  auto results = run_ranks(scenario, world, 120s, extra_env, rank0_env);
   for (int r = 0; r < world; ++r)
     EXPECT_EQ(results[r].exit_code, 0) << scenario << " with " << world << " ranks: rank " << r
                                        << (results[r].exit_code == -1 ? " was killed at the deadline" : " failed")
@@ -108,8 +114,17 @@ void expect_all_passed(const std::string& scenario, int world, std::chrono::seco
                                        << results[r].stderr_text;
 }
 
+// Ranks of one host use the shared-memory transport for allreduce,
+// allgather, reduce_scatter and broadcast; the rest (and everything when it
+// is off) goes over Gloo's TCP.
 TEST(ProcessGroupGloo, EveryCollectiveOpAndDtype) {
   for (int world : {2, 3, 4}) expect_all_passed("collectives", world);
+}
+
+TEST(ProcessGroupGloo, EveryCollectiveOverTcpOnly) {
+  for (int world : {2, 3}) expect_all_passed("collectives", world, {"TRAINRUN_SHM_COLLECTIVES=0"});
+  // One rank turning it off turns it off for the whole group (no split decision).
+  expect_all_passed("collectives", 3, {}, {"TRAINRUN_SHM_COLLECTIVES=0"});
 }
 
 TEST(ProcessGroupGloo, PointToPoint) {
@@ -121,15 +136,25 @@ TEST(ProcessGroupGloo, AsyncWorkAndConcurrentGroups) {
 }
 
 TEST(ProcessGroupGloo, ADeadPeerFailsTheOthersWithinTheTimeout) {
-  auto results = run_ranks("peer_dies", 3, 60s);
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << ":\n" << results[r].stderr_text;
-  EXPECT_NE(results[0].stderr_text.find("allreduce #2 on group 'default'"), std::string::npos) << results[0].stderr_text;
-  EXPECT_NE(results[0].stderr_text.find("had not entered #2: 2"), std::string::npos) << results[0].stderr_text;
+  for (bool shm : {true, false}) {
+    auto results = run_ranks("peer_dies", 3, 60s, {shm ? "TRAINRUN_SHM_COLLECTIVES=1" : "TRAINRUN_SHM_COLLECTIVES=0"});
+    for (int r = 0; r < 3; ++r)
+      EXPECT_EQ(results[r].exit_code, 0) << "shm=" << shm << " rank " << r << ":\n" << results[r].stderr_text;
+    const std::string& log = results[0].stderr_text;
+    EXPECT_NE(log.find("allreduce #2 on group 'default'"), std::string::npos) << log;
+    EXPECT_NE(log.find("had not entered #2: 2"), std::string::npos) << log;
+    if (shm) {
+      EXPECT_NE(log.find("has exited"), std::string::npos) << log;  // the shared-memory barrier saw the pid go
+    }
+  }
 }
 
 TEST(ProcessGroupGloo, ATimeoutNamesTheRanksThatHadNotEnteredTheCollective) {
-  auto results = run_ranks("late_rank", 2, 60s);
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << ":\n" << results[r].stderr_text;
+  for (const char* env : {"TRAINRUN_SHM_COLLECTIVES=1", "TRAINRUN_SHM_COLLECTIVES=0"}) {
+    auto results = run_ranks("late_rank", 2, 60s, {env});
+    for (int r = 0; r < 2; ++r)
+      EXPECT_EQ(results[r].exit_code, 0) << env << " rank " << r << ":\n" << results[r].stderr_text;
+  }
 }
 
 TEST(ProcessGroupGloo, DebugModeReportsMismatchedCollectives) { expect_all_passed("mismatch", 2); }

@@ -1,0 +1,60 @@
+#pragma once
+// Collectives between the ranks of one host through shared memory, instead
+// of Gloo's TCP sockets on loopback (two kernel copies per hop). Each rank
+// owns one segment: a header (its barrier epoch, its pid) and a slot that
+// peers read directly. Large buffers go through the slot in chunks;
+// reductions are split so that each rank reduces one slice of every chunk
+// (every rank then holds bit-identical results).
+//
+// Every rank of the group constructs it, in the same order relative to
+// other store traffic. A dead peer is noticed within ~100 ms (its pid is
+// gone); a live but absent one at the timeout. Either way the collective
+// throws DistBackendError naming the ranks that had not arrived.
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <vector>
+
+#include "c10d/reduce_op.h"
+#include "c10d/shm/shm_segment.h"
+#include "store/store.h"
+
+namespace trainrun {
+namespace c10d {
+
+class ShmCommunicator {
+ public:
+  static constexpr size_t kDefaultSlotBytes = size_t{4} << 20;
+
+  ShmCommunicator(Store& store, int rank, int size, std::chrono::milliseconds timeout,
+                  size_t slot_bytes = kDefaultSlotBytes);
+
+  // True when every rank of the group runs on this host with the same
+  // /dev/shm, and none disabled shared memory (TRAINRUN_SHM_COLLECTIVES=0):
+  // an answer all ranks agree on (it goes through the store).
+  static bool usable(Store& store, int rank, int size);
+
+  // In place: numel elements of elem_size bytes, combined with fn.
+  void allreduce(void* data, size_t numel, size_t elem_size, const ReduceFn& fn);
+  // out[r * bytes_per_rank ...] = rank r's in.
+  void allgather(const void* in, void* out, size_t bytes_per_rank);
+  // out = fn over ranks of their in[rank() * numel_per_rank ...].
+  void reduce_scatter(const void* in, void* out, size_t numel_per_rank, size_t elem_size, const ReduceFn& fn);
+  void broadcast(void* data, size_t bytes, int root);
+
+ private:
+  struct Header;
+  Header* header(int r) const;
+  char* slot(int r) const;
+  // Every rank's matching call returns together; throws on a dead peer or the timeout.
+  void barrier();
+
+  int rank_, size_;
+  std::chrono::milliseconds timeout_;
+  size_t slot_bytes_;
+  std::vector<ShmSegment> segments_;  // by rank; our own is the one we created
+  uint64_t epoch_ = 0;
+};
+
+}  // namespace c10d
+}  // namespace trainrun
