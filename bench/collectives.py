@@ -2,7 +2,7 @@
 """bench/collectives: trainrun's gloo process group next to PyTorch 1.13's,
 same machine, same ranks, in one run.
 
-    bench/collectives.py [--ranks 2 4] [--iters 20] [--rounds 2]
+    bench/collectives.py [--ranks 2 4] [--iters 20] [--rounds 2] [--tcp [--allreduce ring|bcube]]
 
 For allreduce, allgather (into one tensor), reduce_scatter (from one tensor)
 and broadcast of float32 buffers of 4 KiB .. 64 MiB, each side runs as
@@ -12,7 +12,10 @@ follows nccl-tests: allreduce S/t * 2(n-1)/n, allgather and reduce_scatter
 S/t * (n-1)/n with S the full (gathered) size, broadcast S/t. PyTorch 1.13's
 gloo has no reduce_scatter (its cell says so) and no all_gather_into_tensor
 (its allgather row uses all_gather into a list, what its users call). Rounds alternate between the
-two sides so that machine noise hits both alike."""
+two sides so that machine noise hits both alike. Ranks on one host use the
+shared-memory transport; --tcp turns it off to measure trainrun over Gloo's
+TCP alone (what ranks on different hosts use), and --allreduce picks Gloo's
+allreduce algorithm there."""
 import argparse
 import os
 import pathlib
@@ -99,6 +102,9 @@ def main():
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="bytes")
+    parser.add_argument("--tcp", action="store_true", help="trainrun without its shared-memory transport")
+    parser.add_argument("--allreduce", choices=["auto", "ring", "bcube"], default="auto",
+                        help="Gloo's algorithm over TCP (auto: bcube up to 256 KiB, ring above)")
     args = parser.parse_args()
     if not RANK_BINARY.exists():
         sys.exit(f"{RANK_BINARY} is missing: run scripts/bazel.sh build //bench:collectives_rank")
@@ -109,13 +115,15 @@ def main():
         have_torch = False
     sizes = [str(s) for s in args.sizes]
     print(f"collectives: float32, median latency over {args.iters} iterations (rank 0), median of {args.rounds} "
-          f"rounds; peer: {'PyTorch ' + torch.__version__ + ' gloo' if have_torch else 'none (torch missing)'}")
+          f"rounds; trainrun over {'TCP (' + args.allreduce + ')' if args.tcp else 'shared memory'}; "
+          f"peer: {'PyTorch ' + torch.__version__ + ' gloo' if have_torch else 'none (torch missing)'}")
     print("| ranks | op | size | trainrun us | trainrun busbw GB/s | PyTorch us | PyTorch busbw GB/s | busbw ratio |")
     print("|---|---|---|---|---|---|---|---|")
     for world in args.ranks:
         ours, theirs = [], []
         for _ in range(args.rounds):
-            ours.append(run_ranks([str(RANK_BINARY), str(args.iters), *sizes], world))
+            env = {"TRAINRUN_SHM_COLLECTIVES": "0" if args.tcp else "1", "TRAINRUN_GLOO_ALLREDUCE": args.allreduce}
+            ours.append(run_ranks([str(RANK_BINARY), str(args.iters), *sizes], world, env))
             if have_torch:
                 theirs.append(run_ranks([PYTHON, "-c", TORCH_RANK, str(args.iters), *sizes], world))
         for op in OPS:

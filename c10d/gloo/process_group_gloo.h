@@ -93,6 +93,7 @@ class ProcessGroupGloo final : public ProcessGroup {
   // reduce_scatter and broadcast go through shared memory instead of TCP.
   std::unique_ptr<ShmCommunicator> shm_;
   std::shared_ptr<gloo::transport::Device> device_;
+  int forced_allreduce_algorithm_ = 0;  // 0: by size; 1: ring; 2: bcube (TRAINRUN_GLOO_ALLREDUCE)
   std::shared_ptr<gloo::Context> context_;
 
   std::mutex mu_;

@@ -2,6 +2,7 @@
 // hosted here (as a launcher hosts it), and checks that every rank passed.
 // A run that outlives its deadline is killed and reported, never waited on.
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -147,6 +148,15 @@ TEST(ProcessGroupGloo, ADeadPeerFailsTheOthersWithinTheTimeout) {
       EXPECT_NE(log.find("has exited"), std::string::npos) << log;  // the shared-memory barrier saw the pid go
     }
   }
+  // Segment names are unlinked as soon as every rank has mapped them: the
+  // killed rank left nothing behind in /dev/shm.
+  std::vector<std::string> left;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name).rfind("trainrun-", 0) == 0) left.push_back(e->d_name);
+    closedir(d);
+  }
+  EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << left.size() << " segments, e.g. " << (left.empty() ? "" : left[0]);
 }
 
 TEST(ProcessGroupGloo, ATimeoutNamesTheRanksThatHadNotEnteredTheCollective) {
