@@ -145,6 +145,12 @@ void init_process_group(const InitOptions& options) {
   }
   TR_CHECK(world_size > 0 && rank >= 0 && rank < world_size, ValueError,
            "init_process_group: rank {} is not in [0, world_size={})", rank, world_size);
+  // Under a launcher's store, each restart of the workers gets its own key
+  // space (as PyTorch's env:// does), so a new attempt never reads the last one's keys.
+  if (!options.store && env_or_empty("TORCHELASTIC_USE_AGENT_STORE") == "True") {
+    std::string attempt = env_or_empty("TORCHELASTIC_RESTART_COUNT");
+    store = std::make_shared<PrefixStore>("/worker/attempt_" + (attempt.empty() ? "0" : attempt), store);
+  }
   auto prefixed = std::make_shared<PrefixStore>("default_pg", store);
   s.world = make_group(options.backend, prefixed, rank, world_size, "default", options.timeout);
   s.store = store;

@@ -1,14 +1,20 @@
-// The trainrun command line. Subcommands live one per file
-// (store_command.cc, ...).
+// The trainrun command line:
+//   trainrun [torchrun's flags] script.py [script args]   (run_agent, agent.cc)
+//   trainrun store --listen HOST:PORT                     (store_command.cc)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstring>
 
+#include "launcher/agent.h"
+#include "launcher/launch_options.h"
 #include "launcher/store_command.h"
 #include "tensor/error.h"
 
-int main(int argc, char** argv) {
-  CLI::App app{"trainrun: distributed training runtime and launcher"};
+namespace {
+
+int store_main(int argc, char** argv) {
+  CLI::App app{"trainrun store: a standalone TCPStore server"};
   app.require_subcommand(1);
   int exit_code = 0;
   trainrun::add_store_command(app, exit_code);
@@ -21,4 +27,43 @@ int main(int argc, char** argv) {
     return 1;
   }
   return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "store") == 0) return store_main(argc, argv);
+  CLI::App app{
+      "trainrun: launch a distributed training job, one worker per process, as torchrun does.\n"
+      "  trainrun --nproc-per-node 4 train.py --lr 3e-4\n"
+      "Flags take torchrun's names (dashes or underscores) and its PET_* environment variables.\n"
+      "Also: trainrun store --listen HOST:PORT (a standalone store server)."};
+  trainrun::LaunchOptions options;
+  trainrun::add_launch_flags(app, options);
+  try {
+    // Everything from the script on belongs to the script, even words that
+    // look like our flags.
+    const size_t program = trainrun::find_program(app, argc, argv);
+    app.parse(static_cast<int>(program), argv);
+    if (program >= static_cast<size_t>(argc)) {
+      std::fprintf(stderr, "trainrun: no script given (usage: trainrun [flags] script.py [args]; see --help)\n");
+      return 2;
+    }
+    options.program = argv[program];
+    for (int i = static_cast<int>(program) + 1; i < argc; ++i) options.program_args.push_back(argv[i]);
+    return trainrun::run_agent(options);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "trainrun: %s (see trainrun --help)\n", e.what());
+    return 2;
+  } catch (const trainrun::ValueError& e) {
+    std::fprintf(stderr, "trainrun: %s\n", e.what());
+    return 2;
+  } catch (const trainrun::NotImplementedError& e) {
+    std::fprintf(stderr, "trainrun: %s\n", e.what());
+    return 2;
+  } catch (const trainrun::Error& e) {
+    std::fprintf(stderr, "trainrun: %s\n", e.what());
+    return 1;
+  }
 }

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include "tensor/error.h"
@@ -37,6 +38,18 @@ std::string host_identity() {
   struct stat st {};
   stat("/dev/shm", &st);
   return fmt::format("{}|{}|{}:{}", name, boot_id, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+}
+
+// Gone, or a zombie not reaped yet (its parent died too, and whoever
+// inherits it may take a while).
+bool process_exited(int pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  std::ifstream in(path);
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
 }
 
 bool enabled_here() {
@@ -117,7 +130,7 @@ void ShmCommunicator::barrier() {
       for (int q = 0; q < size_; ++q) {
         if (header(q)->epoch.load(std::memory_order_acquire) >= target) continue;
         const int pid = header(q)->pid;
-        const bool dead = kill(pid, 0) != 0 && errno == ESRCH;
+        const bool dead = process_exited(pid);
         any_dead = any_dead || dead;
         missing.push_back(dead ? fmt::format("{} (pid {} has exited)", q, pid) : std::to_string(q));
       }
