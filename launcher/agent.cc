@@ -20,7 +20,9 @@
 
 #include "launcher/error_file.h"
 #include "launcher/log_router.h"
+#include "launcher/rendezvous.h"
 #include "launcher/worker_process.h"
+#include "store/host_port.h"
 #include "store/tcp_store.h"
 #include "store/tcp_store_server.h"
 #include "tensor/error.h"
@@ -171,6 +173,34 @@ int signal_fd() {
   return fd;
 }
 
+// --rdzv-conf "join_timeout=600,last_call_timeout=1" (seconds), as torchrun's.
+RendezvousSettings parse_rdzv_conf(const std::string& conf) {
+  RendezvousSettings rs;
+  size_t start = 0;
+  while (start < conf.size()) {
+    size_t comma = conf.find(',', start);
+    std::string item = conf.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t eq = item.find('=');
+    TR_CHECK(eq != std::string::npos, ValueError, "--rdzv-conf: '{}' is not key=value", item);
+    std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    char* end = nullptr;
+    const double seconds = std::strtod(v.c_str(), &end);
+    const bool number = end != v.c_str() && *end == '\0' && seconds >= 0;
+    const auto ms = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+    if (k == "join_timeout" && number) rs.join_timeout = ms;
+    else if (k == "last_call_timeout" && number) rs.last_call = ms;
+    else if (k == "read_timeout" || k == "is_host" || k == "timeout") {
+      // accepted for compatibility; the store's timeouts cover them
+    } else {
+      throw ValueError(fmt::format("--rdzv-conf: '{}' is not a known setting with a number of seconds "
+                                   "(join_timeout, last_call_timeout)", item));
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return rs;
+}
+
 // Outcome of one attempt.
 struct AttemptResult {
   bool success = false;
@@ -183,23 +213,51 @@ struct AttemptResult {
 int run_agent(LaunchOptions o) {
   resolve(o);
   const int sfd = signal_fd();
-  const int nnodes = o.max_nodes, world = nnodes * o.nproc;
+  const bool elastic = o.rdzv_backend == "c10d";
   std::string run_id = o.rdzv_id;
   // Every node must name the run alike: a random id only where there is one node.
-  if (run_id == "none" && nnodes == 1) {
+  if (run_id == "none" && o.max_nodes == 1 && !elastic) {
     std::random_device rd;
     run_id = fmt::format("{:08x}", rd());
   }
 
-  // Node 0 hosts the store. On one node it listens on loopback and, unless
-  // told a port, on a free one the kernel picks: two jobs never collide.
   std::unique_ptr<TCPStoreServer> server;
   uint16_t port = static_cast<uint16_t>(o.master_port);
   std::string master_addr = o.master_addr;
-  if (o.node_rank == 0) {
+  std::unique_ptr<ElasticRendezvous> rdzv;
+  if (elastic) {
+    // The agent on the endpoint's host serves the store (the first to bind
+    // it, when several agents share the host); everyone joins as a client.
+    RendezvousSettings rs = parse_rdzv_conf(o.rdzv_conf);
+    rs.run_id = run_id;
+    rs.min_nodes = o.min_nodes;
+    rs.max_nodes = o.max_nodes;
+    HostPort hp = parse_host_port(o.rdzv_endpoint.find(':') == std::string::npos ? o.rdzv_endpoint + ":29400"
+                                                                                 : o.rdzv_endpoint);
+    const bool loopback = hp.host == "localhost" || hp.host == "127.0.0.1" || hp.host == "::1";
+    if (loopback || hp.host == hostname() || hp.host == o.local_addr) {
+      TCPStoreServer::Options so;
+      so.host = loopback ? (hp.host == "::1" ? "::1" : "127.0.0.1") : "0.0.0.0";
+      so.port = hp.port;
+      so.log = [](const std::string& line) { say("store: " + line); };
+      try {
+        server = std::make_unique<TCPStoreServer>(so);
+        say(fmt::format("hosting the rendezvous store on {}:{}", so.host, hp.port));
+      } catch (const DistBackendError&) {
+        // Another agent on this host serves it.
+      }
+    }
+    master_addr = hp.host == "localhost" ? "127.0.0.1" : hp.host;
+    port = hp.port;
+    TCPStoreOptions co;
+    co.timeout = rs.join_timeout;
+    rdzv = std::make_unique<ElasticRendezvous>(std::make_shared<TCPStore>(master_addr, port, co), rs);
+  } else if (o.node_rank == 0) {
+    // Node 0 hosts the store. On one node it listens on loopback and, unless
+    // told a port, on a free one the kernel picks: two jobs never collide.
     TCPStoreServer::Options so;
-    so.host = nnodes == 1 ? "127.0.0.1" : "0.0.0.0";
-    if (nnodes == 1) master_addr = "127.0.0.1";
+    so.host = o.max_nodes == 1 ? "127.0.0.1" : "0.0.0.0";
+    if (o.max_nodes == 1) master_addr = "127.0.0.1";
     so.port = port;
     so.log = [](const std::string& line) { say("store: " + line); };
     server = std::make_unique<TCPStoreServer>(so);
@@ -220,12 +278,8 @@ int run_agent(LaunchOptions o) {
   }
 
   std::map<std::string, std::string> common = {
-      {"WORLD_SIZE", std::to_string(world)},
       {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
-      {"GROUP_RANK", std::to_string(o.node_rank)},
-      {"GROUP_WORLD_SIZE", std::to_string(nnodes)},
       {"ROLE_NAME", o.role},
-      {"ROLE_WORLD_SIZE", std::to_string(world)},
       {"MASTER_ADDR", master_addr},
       {"MASTER_PORT", std::to_string(port)},
       {"TRAINRUN_MAX_RESTARTS", std::to_string(o.max_restarts)},
@@ -241,9 +295,24 @@ int run_agent(LaunchOptions o) {
   }
   const std::vector<std::string> argv = command_line(o);
 
-  int final_status = 0;
+  int final_status = 0, restarts = 0, node_rank = o.node_rank, nnodes = o.max_nodes, round = 0;
   for (int attempt = 0;; ++attempt) {
+    if (rdzv) {
+      RendezvousRound rr = rdzv->next_round();
+      round = rr.round;
+      node_rank = rr.node_rank;
+      nnodes = rr.nnodes;
+      say(fmt::format("rendezvous '{}' round {}: this is node {} of {}", run_id, round, node_rank, nnodes));
+    }
+    const int world = nnodes * o.nproc;
+    // Workers' key spaces in the store follow the round on elastic jobs (the
+    // same on every node), the local restart count on static ones.
+    const int restart_count = rdzv ? round : restarts;
+    common["WORLD_SIZE"] = common["ROLE_WORLD_SIZE"] = std::to_string(world);
+    common["GROUP_RANK"] = std::to_string(node_rank);
+    common["GROUP_WORLD_SIZE"] = std::to_string(nnodes);
     AttemptResult result;
+    bool reform = false;
     std::vector<Worker> workers;
     std::vector<Failure> failures;
     {
@@ -253,13 +322,13 @@ int run_agent(LaunchOptions o) {
         for (int lr = 0; lr < o.nproc; ++lr) {
           Worker w;
           w.local_rank = lr;
-          w.rank = o.node_rank * o.nproc + lr;
+          w.rank = node_rank * o.nproc + lr;
           make_dirs(fmt::format("{}/{}", attempt_dir, w.rank));
           w.error_file = fmt::format("{}/{}/error.json", attempt_dir, w.rank);
           std::map<std::string, std::string> env = common;
           env["RANK"] = env["ROLE_RANK"] = std::to_string(w.rank);
           env["LOCAL_RANK"] = std::to_string(lr);
-          env["TRAINRUN_RESTART_COUNT"] = env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
+          env["TRAINRUN_RESTART_COUNT"] = env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(restart_count);
           env["TRAINRUN_ERROR_FILE"] = env["TORCHELASTIC_ERROR_FILE"] = w.error_file;
           WorkerSpec spec{argv, environment(env)};
           int out = -1, err = -1;
@@ -294,6 +363,7 @@ int run_agent(LaunchOptions o) {
 
       // Watch until every worker has exited.
       std::optional<Clock::time_point> kill_at;
+      Clock::time_point next_membership_check = Clock::now();
       auto stop_all = [&](int sig) {
         for (Worker& w : workers)
           if (w.process->running()) {
@@ -324,6 +394,15 @@ int run_agent(LaunchOptions o) {
           }
         }
         if (!any_running) break;
+        if (rdzv && !kill_at && Clock::now() >= next_membership_check) {
+          next_membership_check = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                     std::chrono::duration<double>(o.monitor_interval));
+          if (rdzv->group_must_reform(round)) {
+            say(fmt::format("rendezvous '{}': a node joined or left: stopping the workers to re-form", run_id));
+            reform = true;
+            stop_all(SIGTERM);
+          }
+        }
         if (kill_at && Clock::now() >= *kill_at) {
           for (Worker& w : workers) w.process->signal(SIGKILL);
         }
@@ -347,32 +426,49 @@ int run_agent(LaunchOptions o) {
       router.drain(std::chrono::seconds(2));
     }
     if (result.terminate_signal) return 128 + result.terminate_signal;
-    if (failures.empty()) {
+    if (failures.empty() && !reform) {
       final_status = 0;
       break;
     }
-    print_summary(failures, workers, attempt, o.max_restarts);
+    if (failures.empty()) {  // membership changed: re-form, not a failure
+      rdzv->request_new_round(round);
+      continue;
+    }
+    print_summary(failures, workers, restarts, o.max_restarts);
     const Failure* f = root_cause(failures);
     final_status = f->signal != 0 ? 128 + f->signal : f->exit_code;
-    if (attempt >= o.max_restarts) break;
-    say(fmt::format("restarting the worker group ({} of {} restarts)", attempt + 1, o.max_restarts));
+    if (rdzv) rdzv->request_new_round(round);  // the others re-form (without us if we stop here)
+    if (restarts >= o.max_restarts) break;
+    ++restarts;
+    say(fmt::format("restarting the worker group ({} of {} restarts)", restarts, o.max_restarts));
   }
 
   // Node 0 keeps the store up until every node has finished with it (not
   // long when the job failed: the others may be gone).
+  if (rdzv) {
+    try {
+      if (final_status == 0) rdzv->mark_done(round);
+      if (server && !rdzv->wait_all_done(round, nnodes,
+                                         final_status == 0 ? std::chrono::seconds(60) : std::chrono::seconds(5)))
+        say("not every node of the last round reported back before the store closed");
+    } catch (const std::exception& e) {
+      say(fmt::format("the rendezvous store is gone: {}", e.what()));
+    }
+    return final_status;
+  }
   const std::string done_key = fmt::format("trainrun/{}/done/", run_id);
   try {
     if (o.node_rank != 0) {
       TCPStoreOptions co;
       co.timeout = std::chrono::seconds(5);
       TCPStore(master_addr, port, co).set(done_key + std::to_string(o.node_rank), to_bytes("1"));
-    } else if (nnodes > 1) {
+    } else if (o.max_nodes > 1) {
       const auto patience = final_status == 0 ? std::chrono::seconds(60) : std::chrono::seconds(5);
       TCPStoreOptions co;
       co.timeout = patience;
       TCPStore client("127.0.0.1", port, co);
       std::vector<std::string> keys;
-      for (int n = 1; n < nnodes; ++n) keys.push_back(done_key + std::to_string(n));
+      for (int n = 1; n < o.max_nodes; ++n) keys.push_back(done_key + std::to_string(n));
       client.wait(keys, patience);
     }
   } catch (const std::exception& e) {

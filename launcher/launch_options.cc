@@ -35,7 +35,8 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
       ->envname("PET_NPROC_PER_NODE");
   app.add_option("--nnodes", o.nnodes, "Number of nodes, N or MIN:MAX")->envname("PET_NNODES");
   app.add_option(names("--node-rank"), o.node_rank, "This node's rank (static rendezvous)")->envname("PET_NODE_RANK");
-  app.add_option(names("--rdzv-backend"), o.rdzv_backend, "Rendezvous backend: static (c10d: not yet)")
+  app.add_option(names("--rdzv-backend"), o.rdzv_backend,
+                 "Rendezvous backend: static (fixed nodes, node 0 hosts the store) or c10d (elastic, MIN:MAX nodes)")
       ->envname("PET_RDZV_BACKEND");
   app.add_option(names("--rdzv-endpoint"), o.rdzv_endpoint, "HOST[:PORT] of the rendezvous store")
       ->envname("PET_RDZV_ENDPOINT");
@@ -111,13 +112,25 @@ void resolve(LaunchOptions& o) {
            "--nnodes: '{}' must be N >= 1 or MIN:MAX with 1 <= MIN <= MAX", o.nnodes);
   TR_CHECK(o.rdzv_backend == "static" || o.rdzv_backend == "c10d", ValueError,
            "--rdzv-backend: '{}' is not one of static, c10d", o.rdzv_backend);
-  TR_CHECK(o.rdzv_backend == "static" && o.min_nodes == o.max_nodes, NotImplementedError,
-           "--rdzv-backend c10d and --nnodes MIN:MAX (elastic rendezvous) are not implemented yet; use --nnodes N "
-           "with --node-rank and --master-addr/--master-port");
-  TR_CHECK(o.node_rank >= 0 && o.node_rank < o.max_nodes, ValueError, "--node-rank: {} is not in [0, {})", o.node_rank,
-           o.max_nodes);
+  if (o.standalone) {
+    // One node, store on a free local port: the static path does exactly that.
+    o.rdzv_backend = "static";
+    o.min_nodes = o.max_nodes = 1;
+    o.rdzv_endpoint.clear();
+  }
+  if (o.rdzv_backend == "static") {
+    TR_CHECK(o.min_nodes == o.max_nodes, ValueError,
+             "--nnodes {}: a range needs the elastic rendezvous (--rdzv-backend c10d --rdzv-endpoint HOST:PORT)",
+             o.nnodes);
+    TR_CHECK(o.node_rank >= 0 && o.node_rank < o.max_nodes, ValueError, "--node-rank: {} is not in [0, {})",
+             o.node_rank, o.max_nodes);
+  } else {
+    TR_CHECK(!o.rdzv_endpoint.empty(), ValueError,
+             "--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT] (or use --standalone on one node)");
+  }
   TR_CHECK(o.master_port >= 0 && o.master_port <= 65535, ValueError, "--master-port: {} is not a port", o.master_port);
-  TR_CHECK(o.max_nodes == 1 || o.master_port != 0, ValueError,
+  TR_CHECK(o.rdzv_backend != "static" || o.max_nodes == 1 || o.master_port != 0 || !o.rdzv_endpoint.empty(),
+           ValueError,
            "--master-port: a multi-node job needs a fixed port that every node knows (port 0 is single-node only)");
   TR_CHECK(o.max_restarts >= 0, ValueError, "--max-restarts: must be >= 0, got {}", o.max_restarts);
   TR_CHECK(o.monitor_interval > 0, ValueError, "--monitor-interval: must be positive, got {}", o.monitor_interval);

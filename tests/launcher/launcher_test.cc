@@ -270,6 +270,51 @@ TEST(Launcher, TwoAgentsFormATwoNodeJob) {
   EXPECT_NE(m0->err().find("root cause"), std::string::npos) << m0->err();
 }
 
+bool wait_for_text(const Agent& a, const std::string& text, std::chrono::seconds deadline = 20s) {
+  const auto end = Clock::now() + deadline;
+  while (Clock::now() < end) {
+    if (a.err().find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+std::vector<std::string> elastic_node(const std::string& endpoint, const char* steps,
+                                      std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--rdzv-backend", "c10d",  "--rdzv-endpoint", endpoint, "--nnodes", "1:2",
+                                   "--nproc-per-node", "2", "--rdzv-conf", "last_call_timeout=0.3"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.insert(args.end(), {"--no-python", kWorker, "allreduce", steps});
+  return args;
+}
+
+TEST(Launcher, ElasticJobContinuesWhenANodeDies) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  Agent a(elastic_node(endpoint, "300", {"--max-restarts", "3", "--grace-period", "1"}), "elastic_a");
+  ASSERT_TRUE(wait_for_text(a, "hosting the rendezvous store")) << a.err();
+  Agent b(elastic_node(endpoint, "300", {"--max-restarts", "3"}), "elastic_b");
+  ASSERT_TRUE(wait_for_text(a, "round 0: this is node 0 of 2")) << a.err();
+  std::this_thread::sleep_for(1000ms);
+  kill(b.pid, SIGKILL);  // node 1 vanishes mid-job: node 0 re-forms alone (MIN is 1) and finishes
+  EXPECT_EQ(a.wait(60s), 0) << a.err();
+  EXPECT_NE(a.err().find("round 1: this is node 0 of 1"), std::string::npos) << a.err();
+  EXPECT_NE(a.out().find("[rank1]:rank 1 of 2: 300 allreduces ok"), std::string::npos) << a.out();
+}
+
+TEST(Launcher, ElasticJobScalesUpWhenANodeJoins) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  Agent a(elastic_node(endpoint, "400"), "scale_a");
+  ASSERT_TRUE(wait_for_text(a, "round 0: this is node 0 of 1")) << a.err();
+  Agent b(elastic_node(endpoint, "400"), "scale_b");
+  // The newcomer waits; the running node stops its workers (not a failure)
+  // and both form round 1.
+  EXPECT_EQ(a.wait(60s), 0) << a.err();
+  EXPECT_EQ(b.wait(60s), 0) << b.err();
+  EXPECT_NE(a.err().find("a node joined or left"), std::string::npos) << a.err();
+  EXPECT_NE(a.err().find("round 1: this is node 0 of 2"), std::string::npos) << a.err();
+  EXPECT_NE(b.out().find("of 4: 400 allreduces ok"), std::string::npos) << b.out();
+}
+
 TEST(Launcher, LogLinesNeverInterleave) {
   Agent a({"--nproc-per-node", "3", "--no-python", kWorker, "burst", "3000"}, "burst");
   ASSERT_EQ(a.wait(), 0) << a.err();
@@ -295,7 +340,9 @@ TEST(Launcher, BadFlagsExitWithTwoAndOneLine) {
            {"--bogus", "x.py"},
            {"--nnodes", "3:2", "x.py"},
            {"--nproc-per-node", "2"},
-           {"--rdzv-backend", "etcd", "x.py"}}) {
+           {"--rdzv-backend", "etcd", "x.py"},
+           {"--rdzv-backend", "c10d", "x.py"},
+           {"--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:1", "--rdzv-conf", "join_timeout=soon", "x.py"}}) {
     Agent a(args, "bad");
     EXPECT_EQ(a.wait(), 2) << args[0];
     std::string err = a.err();

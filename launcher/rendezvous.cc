@@ -1,0 +1,88 @@
+#include "launcher/rendezvous.h"
+
+#include <optional>
+#include <thread>
+
+#include "tensor/error.h"
+
+namespace trainrun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kPoll{10};
+
+}  // namespace
+
+ElasticRendezvous::ElasticRendezvous(std::shared_ptr<Store> store, RendezvousSettings settings)
+    : store_(std::move(store)), settings_(std::move(settings)) {
+  store_->compare_set(key("round"), {}, to_bytes("0"));  // the first agent starts round 0
+}
+
+int ElasticRendezvous::current_round() { return std::stoi(to_string(store_->get(key("round")))); }
+
+void ElasticRendezvous::wait_for_round_after(int round, Clock::time_point deadline) {
+  while (current_round() <= round) {
+    TR_CHECK(Clock::now() < deadline, TimeoutError,
+             "rendezvous '{}': waited for round {} to be replaced by a new one until the join timeout ({} s)",
+             settings_.run_id, round, settings_.join_timeout.count() / 1000);
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+RendezvousRound ElasticRendezvous::next_round() {
+  const auto deadline = Clock::now() + settings_.join_timeout;
+  for (;;) {
+    const int round = current_round();
+    if (store_->check({round_key(round, "closed")})) {
+      // Too late for this one: say so (the running agents re-form), then join the next.
+      store_->add(round_key(round, "waiting"), 1);
+      wait_for_round_after(round, deadline);
+      continue;
+    }
+    const int64_t order = store_->add(round_key(round, "joined"), 1);
+    std::optional<Clock::time_point> last_call_ends;
+    for (;;) {
+      if (store_->check({round_key(round, "closed")})) {
+        const int64_t members = std::stoll(to_string(store_->get(round_key(round, "closed"))));
+        if (order <= members) return RendezvousRound{round, static_cast<int>(order - 1), static_cast<int>(members)};
+        store_->add(round_key(round, "waiting"), 1);
+        wait_for_round_after(round, deadline);
+        break;
+      }
+      if (current_round() != round) break;  // replaced while forming: join the new one
+      const int64_t joined = store_->add(round_key(round, "joined"), 0);
+      if (joined >= settings_.min_nodes && !last_call_ends) last_call_ends = Clock::now() + settings_.last_call;
+      const bool full = joined >= settings_.max_nodes;
+      if (full || (last_call_ends && Clock::now() >= *last_call_ends)) {
+        const int64_t members = std::min<int64_t>(joined, settings_.max_nodes);
+        store_->compare_set(round_key(round, "closed"), {}, to_bytes(std::to_string(members)));
+        continue;  // read back whichever count won
+      }
+      TR_CHECK(Clock::now() < deadline, TimeoutError,
+               "rendezvous '{}' round {}: {} of at least {} nodes joined within the join timeout ({} s)",
+               settings_.run_id, round, joined, settings_.min_nodes, settings_.join_timeout.count() / 1000);
+      std::this_thread::sleep_for(kPoll);
+    }
+  }
+}
+
+bool ElasticRendezvous::group_must_reform(int round) {
+  return current_round() != round || store_->add(round_key(round, "waiting"), 0) > 0;
+}
+
+void ElasticRendezvous::request_new_round(int round) {
+  store_->compare_set(key("round"), to_bytes(std::to_string(round)), to_bytes(std::to_string(round + 1)));
+}
+
+int64_t ElasticRendezvous::mark_done(int round) { return store_->add(round_key(round, "done"), 1); }
+
+bool ElasticRendezvous::wait_all_done(int round, int nnodes, std::chrono::milliseconds patience) {
+  const auto end = Clock::now() + patience;
+  while (Clock::now() < end) {
+    if (store_->add(round_key(round, "done"), 0) >= nnodes) return true;
+    std::this_thread::sleep_for(kPoll * 5);
+  }
+  return false;
+}
+
+}  // namespace trainrun

@@ -1,0 +1,59 @@
+#pragma once
+// Elastic rendezvous over the job's store (torchrun's c10d backend): agents
+// join numbered rounds; a round closes when MAX nodes joined, or when at
+// least MIN did and a last-call window passed without more. Node ranks
+// follow the order of joining. An agent that arrives after its round closed
+// waits for the next one and says so, which tells the running agents to
+// re-form the group (scale-up); a failed agent asks for a new round, and the
+// others re-form without it as long as MIN nodes remain.
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "store/store.h"
+
+namespace trainrun {
+
+struct RendezvousSettings {
+  std::string run_id;
+  int min_nodes = 1, max_nodes = 1;
+  std::chrono::milliseconds join_timeout{600000};  // torchrun's default: 600 s
+  std::chrono::milliseconds last_call{1000};       // wait for more nodes once MIN have joined
+};
+
+struct RendezvousRound {
+  int round = 0;
+  int node_rank = 0;  // this agent's place in the round (order of joining)
+  int nnodes = 1;
+};
+
+class ElasticRendezvous {
+ public:
+  ElasticRendezvous(std::shared_ptr<Store> store, RendezvousSettings settings);
+
+  // Joins the open round (or waits for the next when it has closed) and
+  // returns once it closes with this agent in it. Throws TimeoutError naming
+  // the run, the round and how many nodes came when MIN are not there within
+  // the join timeout.
+  RendezvousRound next_round();
+  // While the workers run: has another agent asked for a new round, or is
+  // one waiting to join?
+  bool group_must_reform(int round);
+  // After a local failure: asks every agent to re-form.
+  void request_new_round(int round);
+  // This agent's workers finished; returns how many of the round's nodes have.
+  int64_t mark_done(int round);
+  // Waits until `nnodes` agents of `round` are done, or the patience runs out.
+  bool wait_all_done(int round, int nnodes, std::chrono::milliseconds patience);
+
+ private:
+  std::string key(const std::string& k) const { return "rdzv/" + settings_.run_id + "/" + k; }
+  std::string round_key(int round, const std::string& k) const { return key("r" + std::to_string(round) + "/" + k); }
+  int current_round();
+  void wait_for_round_after(int round, std::chrono::steady_clock::time_point deadline);
+
+  std::shared_ptr<Store> store_;
+  RendezvousSettings settings_;
+};
+
+}  // namespace trainrun
