@@ -315,6 +315,36 @@ TEST(Launcher, ElasticJobScalesUpWhenANodeJoins) {
   EXPECT_NE(b.out().find("of 4: 400 allreduces ok"), std::string::npos) << b.out();
 }
 
+TEST(Launcher, ADeathBySignalIsNamed) {
+  Agent a({"--nproc-per-node", "2", "--grace-period", "1", "--no-python", kWorker, "segv"}, "segv");
+  EXPECT_EQ(a.wait(), 128 + SIGSEGV) << a.err();
+  EXPECT_NE(a.err().find("signal:    SIGSEGV (11)"), std::string::npos) << a.err();
+  EXPECT_NE(a.err().find("rank:      0 (local rank 0)"), std::string::npos) << a.err();
+}
+
+TEST(Launcher, LogDirTeeRedirectsAndLocalRanksFilter) {
+  const std::string dir = fresh_dir("logs");
+  Agent a({"--nproc-per-node", "2", "--log-dir", dir, "--rdzv-id", "job7", "--tee", "3", "--local-ranks-filter", "1",
+           "--no-python", kWorker, "say"},
+          "logs");
+  ASSERT_EQ(a.wait(), 0) << a.err();
+  // The console shows local rank 1 only; the files have both, per attempt and rank, without prefixes.
+  EXPECT_EQ(a.out().find("[rank0]:"), std::string::npos) << a.out();
+  EXPECT_NE(a.out().find("[rank1]:out of rank 1"), std::string::npos) << a.out();
+  EXPECT_NE(a.err().find("[rank1]:err of rank 1"), std::string::npos) << a.err();
+  EXPECT_EQ(read_file(dir + "/job7/attempt_0/0/stdout.log"), "out of rank 0\n");
+  EXPECT_EQ(read_file(dir + "/job7/attempt_0/1/stderr.log"), "err of rank 1\n");
+  // --redirects 1: stdout goes to the files only.
+  const std::string dir2 = fresh_dir("logs2");
+  Agent b({"--nproc-per-node", "2", "--log-dir", dir2, "--rdzv-id", "job8", "--redirects", "1", "--no-python", kWorker,
+           "say"},
+          "logs2");
+  ASSERT_EQ(b.wait(), 0) << b.err();
+  EXPECT_EQ(b.out(), "");
+  EXPECT_NE(b.err().find("[rank0]:err of rank 0"), std::string::npos) << b.err();
+  EXPECT_EQ(read_file(dir2 + "/job8/attempt_0/1/stdout.log"), "out of rank 1\n");
+}
+
 TEST(Launcher, LogLinesNeverInterleave) {
   Agent a({"--nproc-per-node", "3", "--no-python", kWorker, "burst", "3000"}, "burst");
   ASSERT_EQ(a.wait(), 0) << a.err();

@@ -5,6 +5,8 @@
 //   launcher_worker pids DIR           write DIR/<rank>.pid, DIR/<rank>.usr1 on SIGUSR1; exit 0 on SIGTERM; sleep
 //   launcher_worker burst LINES        print LINES long lines to stdout as fast as possible
 //   launcher_worker allreduce STEPS    init_process_group (env://), STEPS allreduces, check the sums
+//   launcher_worker segv               rank 0 dies of SIGSEGV; the others sleep 60 s
+//   launcher_worker say                print one line to stdout and one to stderr
 #include <signal.h>
 #include <unistd.h>
 
@@ -104,6 +106,16 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
       return 1;
     }
+    return 0;
+  }
+  if (mode == "segv") {
+    if (rank == 0) raise(SIGSEGV);
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
+  }
+  if (mode == "say") {
+    std::printf("out of rank %d\n", rank);
+    std::fprintf(stderr, "err of rank %d\n", rank);
     return 0;
   }
   std::fprintf(stderr, "launcher_worker: bad arguments\n");
