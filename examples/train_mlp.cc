@@ -1,6 +1,6 @@
 // Trains a small MLP classifier on a synthetic task with autograd, nn and
-// AdamW, printing the loss as it falls and the final accuracy. The README's
-// main job until the launcher and the Python API run multi-process training.
+// AdamW, printing the loss as it falls and the final accuracy, in one
+// process (the main job, train_digits.cc, is the multi-process one).
 #include <cstdio>
 
 #include "autograd/engine.h"

@@ -14,6 +14,8 @@ PACKAGES=(
   libdlpack-dev           # DLPack C ABI structs
   libuv1-dev              # the TCPStore server's event loop
   libgloo-dev             # c10d: the CPU collectives
+  zlib1g-dev              # reading the digits data set (gzip)
+  python3-sklearn         # ships the 8x8 digits data set the main job trains on
   libssl-dev              # HMAC-SHA256 for store authentication
   libcli11-dev            # the trainrun command line
   clang-14                # the store parser's fuzz test (libFuzzer)

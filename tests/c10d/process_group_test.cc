@@ -169,6 +169,10 @@ TEST(ProcessGroupGloo, ATimeoutNamesTheRanksThatHadNotEnteredTheCollective) {
 
 TEST(ProcessGroupGloo, DebugModeReportsMismatchedCollectives) { expect_all_passed("mismatch", 2); }
 
+TEST(DistributedDataParallel, GradientsMatchOneProcessOnTheWholeBatch) {
+  for (int world : {2, 3}) expect_all_passed("ddp", world);
+}
+
 TEST(ProcessGroupGloo, SingleRankGroupAndBadArguments) {
   auto store = std::make_shared<HashStore>();
   ProcessGroupGloo pg(store, 0, 1, "solo", {});

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -343,6 +344,18 @@ TEST(Launcher, LogDirTeeRedirectsAndLocalRanksFilter) {
   EXPECT_EQ(b.out(), "");
   EXPECT_NE(b.err().find("[rank0]:err of rank 0"), std::string::npos) << b.err();
   EXPECT_EQ(read_file(dir2 + "/job8/attempt_0/1/stdout.log"), "out of rank 1\n");
+}
+
+TEST(Launcher, TheMainJobTrainsTheDigitsClassifierWithDdp) {
+  Agent a({"--nproc-per-node", "2", "--no-python", "examples/train_digits", "--epochs", "15"}, "main_job");
+  ASSERT_EQ(a.wait(120s), 0) << a.out() << a.err();
+  const std::string out = a.out();
+  const size_t at = out.find("[rank0]:held-out accuracy ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const double accuracy = std::stod(out.substr(at + std::strlen("[rank0]:held-out accuracy ")));
+  EXPECT_GE(accuracy, 0.95) << out;
+  EXPECT_NE(out.find("on 2 ranks"), std::string::npos) << out;
+  EXPECT_NE(out.find("checkpoint reloaded"), std::string::npos) << out;
 }
 
 TEST(Launcher, LogLinesNeverInterleave) {
