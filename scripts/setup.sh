@@ -24,6 +24,8 @@ PACKAGES=(
   libgtest-dev
   python3-pytest
   python3-numpy
+  python3-dev             # headers for the trainrun._C extension
+  pybind11-dev            # the Python bindings (python/csrc)
   python3-torch           # the peer: numerical oracle and benchmark baseline
 )
 

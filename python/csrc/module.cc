@@ -1,0 +1,40 @@
+// trainrun._C: the C++ core as a Python extension module. The Python
+// package (python/trainrun/) builds PyTorch's API on top of it.
+#include "python/csrc/bindings.h"
+#include "tensor/error.h"
+
+namespace trainrun {
+namespace python {
+
+Scalar to_scalar(py::handle value) {
+  if (py::isinstance<py::bool_>(value)) return Scalar(value.cast<bool>());
+  if (py::isinstance<py::int_>(value)) return Scalar(value.cast<int64_t>());
+  if (py::isinstance<py::float_>(value)) return Scalar(value.cast<double>());
+  throw TypeError(fmt::format("expected a bool, int or float, got {}", std::string(py::str(py::type::of(value)))));
+}
+
+}  // namespace python
+}  // namespace trainrun
+
+PYBIND11_MODULE(_C, m) {
+  namespace py = pybind11;
+  m.doc() = "trainrun's C++ core";
+  // trainrun's errors arrive as the matching Python exceptions.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const trainrun::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const trainrun::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    } catch (const trainrun::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what());
+    } catch (const trainrun::NotImplementedError& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.what());
+    } catch (const trainrun::TimeoutError& e) {
+      PyErr_SetString(PyExc_TimeoutError, e.what());
+    }
+  });
+  trainrun::python::bind_tensor(m);
+  trainrun::python::bind_autograd(m);
+}

@@ -1,0 +1,293 @@
+// Tensor, dtypes, factories and the tensor core's ops. Everything that can
+// take time runs with the GIL released. NumPy arrays are shared, not copied,
+// both ways.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "autograd/variable.h"
+#include "python/csrc/bindings.h"
+#include "tensor/ops.h"
+
+namespace trainrun {
+namespace python {
+namespace {
+
+using release = py::call_guard<py::gil_scoped_release>;
+
+const char* numpy_format(DType d) {
+  switch (d) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Float16: return "float16";
+    case DType::Int64: return "int64";
+    case DType::Int32: return "int32";
+    case DType::Int8: return "int8";
+    case DType::UInt8: return "uint8";
+    case DType::Bool: return "bool";
+    default: break;
+  }
+  throw TypeError(fmt::format("{} has no NumPy dtype; convert it first, e.g. t.to(trainrun.float32)", dtype_name(d)));
+}
+
+DType dtype_of_numpy(const py::dtype& d) {
+  const char kind = d.kind();
+  const auto size = d.itemsize();
+  if (kind == 'f' && size == 4) return DType::Float32;
+  if (kind == 'f' && size == 8) return DType::Float64;
+  if (kind == 'f' && size == 2) return DType::Float16;
+  if (kind == 'i' && size == 8) return DType::Int64;
+  if (kind == 'i' && size == 4) return DType::Int32;
+  if (kind == 'i' && size == 1) return DType::Int8;
+  if (kind == 'u' && size == 1) return DType::UInt8;
+  if (kind == 'b') return DType::Bool;
+  throw TypeError(fmt::format("NumPy dtype {} is not supported (float16/32/64, int8/32/64, uint8, bool)",
+                              std::string(py::str(static_cast<const py::handle&>(d)))));
+}
+
+// The tensor's memory as an ndarray; the array keeps the tensor alive.
+py::array to_numpy(const Tensor& t) {
+  TR_CHECK(t.device().is_cpu(), TypeError, "numpy(): the tensor is on {}; copy it to the CPU first", t.device().str());
+  TR_CHECK(!requires_grad(t), ValueError,
+           "numpy(): the tensor requires grad; call detach() first (as in PyTorch) so the array cannot bypass autograd");
+  std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end()), strides;
+  for (int64_t s : t.strides()) strides.push_back(s * t.element_size());
+  auto* keep = new Tensor(t);
+  py::capsule owner(keep, [](void* p) { delete static_cast<Tensor*>(p); });
+  return py::array(py::dtype(numpy_format(t.dtype())), shape, strides, t.data_ptr(), owner);
+}
+
+// An ndarray's memory as a tensor, shared: writes show on both sides.
+Tensor from_numpy(py::array a) {
+  const DType dt = dtype_of_numpy(a.dtype());
+  IntList sizes, strides;
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) {
+    sizes.push_back(a.shape(i));
+    TR_CHECK(a.strides(i) % a.itemsize() == 0 && a.strides(i) >= 0, ValueError,
+             "from_numpy: strides {} are negative or not a multiple of the item size (copy the array first)",
+             a.strides(i));
+    strides.push_back(a.strides(i) / a.itemsize());
+  }
+  TR_CHECK(a.writeable(), ValueError, "from_numpy: the array is read-only (copy it first)");
+  auto* keep = new py::object(a);
+  return from_blob(a.mutable_data(), sizes, strides, dt, [keep](void*) {
+    py::gil_scoped_acquire gil;  // the last view may die on any thread
+    delete keep;
+  });
+}
+
+py::object item_of(const Tensor& t) {
+  TR_CHECK(t.numel() == 1, ValueError, "item(): the tensor has {} elements, not one", t.numel());
+  Scalar s = t.item();
+  switch (s.kind()) {
+    case Scalar::Kind::Bool: return py::bool_(s.to<bool>());
+    case Scalar::Kind::Int: return py::int_(s.to<int64_t>());
+    case Scalar::Kind::Float: return py::float_(s.to<double>());
+  }
+  return py::none();
+}
+
+// Binary ops take a tensor or a Python number on the right.
+template <Tensor (*TT)(const Tensor&, const Tensor&), Tensor (*TS)(const Tensor&, const Scalar&)>
+Tensor binary(const Tensor& a, py::object b) {
+  if (py::isinstance<Tensor>(b)) {
+    Tensor bt = b.cast<Tensor>();
+    py::gil_scoped_release nogil;
+    return TT(a, bt);
+  }
+  Scalar s = to_scalar(b);
+  py::gil_scoped_release nogil;
+  return TS(a, s);
+}
+
+#define TR_BINARY_FN(name)                                                                  \
+  Tensor name##_tt(const Tensor& a, const Tensor& b) { return name(a, b); }                \
+  Tensor name##_ts(const Tensor& a, const Scalar& b) { return name(a, b); }
+TR_BINARY_FN(mul)
+TR_BINARY_FN(div)
+TR_BINARY_FN(remainder)
+TR_BINARY_FN(pow)
+TR_BINARY_FN(maximum)
+TR_BINARY_FN(minimum)
+TR_BINARY_FN(eq)
+TR_BINARY_FN(ne)
+TR_BINARY_FN(lt)
+TR_BINARY_FN(le)
+TR_BINARY_FN(gt)
+TR_BINARY_FN(ge)
+TR_BINARY_FN(logical_and)
+TR_BINARY_FN(logical_or)
+TR_BINARY_FN(bitwise_and)
+TR_BINARY_FN(bitwise_or)
+TR_BINARY_FN(bitwise_xor)
+#undef TR_BINARY_FN
+
+Tensor add_any(const Tensor& a, py::object b, py::object alpha) {
+  Scalar al = to_scalar(alpha);
+  if (py::isinstance<Tensor>(b)) {
+    Tensor bt = b.cast<Tensor>();
+    py::gil_scoped_release nogil;
+    return add(a, bt, al);
+  }
+  Scalar s = to_scalar(b);
+  py::gil_scoped_release nogil;
+  return add(a, s, al);
+}
+
+Tensor sub_any(const Tensor& a, py::object b, py::object alpha) {
+  Scalar al = to_scalar(alpha);
+  if (py::isinstance<Tensor>(b)) {
+    Tensor bt = b.cast<Tensor>();
+    py::gil_scoped_release nogil;
+    return sub(a, bt, al);
+  }
+  Scalar s = to_scalar(b);
+  py::gil_scoped_release nogil;
+  return sub(a, s, al);
+}
+
+std::optional<DType> opt_dtype(py::object d) {
+  if (d.is_none()) return std::nullopt;
+  return d.cast<DType>();
+}
+
+TensorOptions options(py::object dtype) {
+  TensorOptions o;
+  o.dtype = opt_dtype(dtype);
+  return o;
+}
+
+}  // namespace
+
+void bind_tensor(py::module_& m) {
+  py::enum_<DType> dtypes(m, "dtype");
+  for (DType d : {DType::Bool, DType::UInt8, DType::Int8, DType::Int32, DType::Int64, DType::Float16, DType::BFloat16,
+                  DType::Float32, DType::Float64})
+    dtypes.value(dtype_name(d), d);
+  // (The package sets repr and str to "trainrun.float32".)
+  dtypes.def_property_readonly("is_floating_point", [](DType d) { return is_floating(d); })
+      .def_property_readonly("itemsize", [](DType d) { return element_size(d); });
+
+  py::class_<Tensor>(m, "Tensor")
+      .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.sizes())); })
+      .def("size", [](const Tensor& t, std::optional<int64_t> d) -> py::object {
+             if (d) return py::int_(t.size(*d));
+             return py::tuple(py::cast(t.sizes()));
+           }, py::arg("dim") = py::none())
+      .def("stride", [](const Tensor& t) { return py::tuple(py::cast(t.strides())); })
+      .def_property_readonly("dtype", &Tensor::dtype)
+      .def_property_readonly("ndim", &Tensor::dim)
+      .def("dim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def("element_size", &Tensor::element_size)
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def("is_floating_point", &Tensor::is_floating_point)
+      .def("storage_offset", &Tensor::storage_offset)
+      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("item", &item_of)
+      .def("__repr__", [](const Tensor& t) { return t.str(); })
+      .def("numpy", &to_numpy)
+      .def("__len__", [](const Tensor& t) {
+        TR_CHECK(t.dim() > 0, TypeError, "len() of a 0-d tensor");
+        return t.size(0);
+      })
+      // Views and copies.
+      .def("view", [](const Tensor& t, const IntList& s) { return view(t, s); })
+      .def("reshape", [](const Tensor& t, const IntList& s) { return reshape(t, s); })
+      .def("permute", [](const Tensor& t, const IntList& d) { return permute(t, d); })
+      .def("transpose", [](const Tensor& t, int64_t a, int64_t b) { return transpose(t, a, b); })
+      .def("t", [](const Tensor& x) { return t(x); })
+      .def("select", [](const Tensor& t, int64_t d, int64_t i) { return select(t, d, i); })
+      .def("slice", [](const Tensor& t, int64_t d, std::optional<int64_t> s, std::optional<int64_t> e, int64_t st) {
+             return slice(t, d, s, e, st);
+           })
+      .def("narrow", [](const Tensor& t, int64_t d, int64_t s, int64_t n) { return narrow(t, d, s, n); })
+      .def("unsqueeze", [](const Tensor& t, int64_t d) { return unsqueeze(t, d); })
+      .def("squeeze", [](const Tensor& t, std::optional<int64_t> d) { return d ? squeeze(t, *d) : squeeze(t); },
+           py::arg("dim") = py::none())
+      .def("expand", [](const Tensor& t, const IntList& s) { return expand(t, s); })
+      .def("flatten", [](const Tensor& t, int64_t a, int64_t b) { return flatten(t, a, b); }, py::arg("start_dim") = 0,
+           py::arg("end_dim") = -1)
+      .def("contiguous", [](const Tensor& t) { return contiguous(t); }, release())
+      .def("clone", [](const Tensor& t) { return clone(t); }, release())
+      .def("to", [](const Tensor& t, DType d) { return to(t, d); }, release())
+      .def("detach", [](const Tensor& t) { return detach(t); })
+      .def("copy_", [](Tensor& t, const Tensor& s) { return copy_(t, s); }, release())
+      .def("fill_", [](Tensor& t, py::object v) { return fill_(t, to_scalar(v)); })
+      .def("zero_", [](Tensor& t) { return zero_(t); }, release());
+
+  m.def("from_numpy", &from_numpy, "A tensor sharing the array's memory");
+  m.def("manual_seed", [](uint64_t s) { manual_seed(s); });
+  m.def("zeros", [](const IntList& s, py::object d) { return zeros(s, options(d)); }, py::arg("size"),
+        py::arg("dtype") = py::none());
+  m.def("ones", [](const IntList& s, py::object d) { return ones(s, options(d)); }, py::arg("size"),
+        py::arg("dtype") = py::none());
+  m.def("empty", [](const IntList& s, py::object d) { return empty(s, options(d)); }, py::arg("size"),
+        py::arg("dtype") = py::none());
+  m.def("full", [](const IntList& s, py::object v, py::object d) { return full(s, to_scalar(v), options(d)); },
+        py::arg("size"), py::arg("fill_value"), py::arg("dtype") = py::none());
+  m.def("rand", [](const IntList& s, py::object d) { return rand(s, options(d)); }, py::arg("size"),
+        py::arg("dtype") = py::none(), release());
+  m.def("randn", [](const IntList& s, py::object d) { return randn(s, options(d)); }, py::arg("size"),
+        py::arg("dtype") = py::none(), release());
+  m.def("randint", [](int64_t lo, int64_t hi, const IntList& s) { return randint(lo, hi, s); }, release());
+  m.def("arange", [](py::object start, py::object end, py::object step, py::object d) {
+        if (end.is_none()) return arange(to_scalar(start), options(d));
+        return arange(to_scalar(start), to_scalar(end), to_scalar(step), options(d));
+      }, py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1, py::arg("dtype") = py::none());
+
+  // Elementwise.
+#define TR_UNARY(name) m.def(#name, [](const Tensor& x) { return name(x); }, release());
+  TR_UNARY(exp) TR_UNARY(log) TR_UNARY(log1p) TR_UNARY(sqrt) TR_UNARY(rsqrt) TR_UNARY(sin) TR_UNARY(cos)
+  TR_UNARY(tanh) TR_UNARY(sigmoid) TR_UNARY(erf) TR_UNARY(silu) TR_UNARY(neg) TR_UNARY(abs) TR_UNARY(relu)
+  TR_UNARY(sign) TR_UNARY(floor) TR_UNARY(round) TR_UNARY(logical_not) TR_UNARY(bitwise_not)
+#undef TR_UNARY
+  m.def("gelu", [](const Tensor& x, const std::string& a) { return gelu(x, a); }, py::arg("input"),
+        py::arg("approximate") = "none", release());
+  m.def("clamp", [](const Tensor& x, py::object lo, py::object hi) {
+        std::optional<Scalar> l, h;
+        if (!lo.is_none()) l = to_scalar(lo);
+        if (!hi.is_none()) h = to_scalar(hi);
+        py::gil_scoped_release nogil;
+        return clamp(x, l, h);
+      }, py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none());
+  m.def("add", &add_any, py::arg("input"), py::arg("other"), py::arg("alpha") = 1);
+  m.def("sub", &sub_any, py::arg("input"), py::arg("other"), py::arg("alpha") = 1);
+#define TR_BINARY(name) m.def(#name, &binary<&name##_tt, &name##_ts>);
+  TR_BINARY(mul) TR_BINARY(div) TR_BINARY(remainder) TR_BINARY(pow) TR_BINARY(maximum) TR_BINARY(minimum)
+  TR_BINARY(eq) TR_BINARY(ne) TR_BINARY(lt) TR_BINARY(le) TR_BINARY(gt) TR_BINARY(ge) TR_BINARY(logical_and)
+  TR_BINARY(logical_or) TR_BINARY(bitwise_and) TR_BINARY(bitwise_or) TR_BINARY(bitwise_xor)
+#undef TR_BINARY
+  m.def("where", [](const Tensor& c, const Tensor& a, const Tensor& b) { return where(c, a, b); }, release());
+
+  // Products, reductions, indexing, nn functions.
+  m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, release());
+  m.def("mm", [](const Tensor& a, const Tensor& b) { return mm(a, b); }, release());
+  m.def("sum", [](const Tensor& x, const IntList& d, bool k) { return sum(x, d, k); }, py::arg("input"),
+        py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def("mean", [](const Tensor& x, const IntList& d, bool k) { return mean(x, d, k); }, py::arg("input"),
+        py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def("amax", [](const Tensor& x, const IntList& d, bool k) { return amax(x, d, k); }, py::arg("input"),
+        py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def("amin", [](const Tensor& x, const IntList& d, bool k) { return amin(x, d, k); }, py::arg("input"),
+        py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def("argmax", [](const Tensor& x, std::optional<int64_t> d, bool k) { return argmax(x, d, k); }, py::arg("input"),
+        py::arg("dim") = py::none(), py::arg("keepdim") = false, release());
+  m.def("var", [](const Tensor& x, const IntList& d, int64_t c, bool k) { return var(x, d, c, k); }, py::arg("input"),
+        py::arg("dim") = IntList{}, py::arg("correction") = 1, py::arg("keepdim") = false, release());
+  m.def("cat", [](const std::vector<Tensor>& ts, int64_t d) { return cat(ts, d); }, py::arg("tensors"),
+        py::arg("dim") = 0, release());
+  m.def("stack", [](const std::vector<Tensor>& ts, int64_t d) { return stack(ts, d); }, py::arg("tensors"),
+        py::arg("dim") = 0, release());
+  m.def("index_select", [](const Tensor& x, int64_t d, const Tensor& i) { return index_select(x, d, i); }, release());
+  m.def("masked_select", [](const Tensor& x, const Tensor& m) { return masked_select(x, m); }, release());
+  m.def("masked_fill", [](const Tensor& x, const Tensor& mask, py::object v) {
+        return masked_fill(x, mask, to_scalar(v));
+      });
+  m.def("softmax", [](const Tensor& x, int64_t d) { return softmax(x, d); }, release());
+  m.def("log_softmax", [](const Tensor& x, int64_t d) { return log_softmax(x, d); }, release());
+  m.def("cross_entropy", [](const Tensor& x, const Tensor& y) { return cross_entropy(x, y); }, release());
+}
+
+}  // namespace python
+}  // namespace trainrun

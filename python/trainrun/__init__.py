@@ -1,0 +1,63 @@
+"""trainrun: a distributed training runtime with PyTorch's API.
+
+Tensors, dtypes, factories and ops follow PyTorch's names and behaviour, so
+code ports by search-and-replace. The C++ core is the extension module
+trainrun._C; this package adds the Python side (operators, indexing,
+no_grad, tensor()).
+"""
+import importlib.machinery
+import importlib.util
+import pathlib
+import sys
+
+
+def _load_extension():
+    """trainrun._C: installed next to this file, or built by Bazel in this
+    source tree (bazel-bin/python/trainrun/_C.so)."""
+    here = pathlib.Path(__file__).resolve().parent
+    candidates = [here / "_C.so", here.parents[1] / "bazel-bin" / "python" / "trainrun" / "_C.so"]
+    for path in candidates:
+        if path.exists():
+            loader = importlib.machinery.ExtensionFileLoader("trainrun._C", str(path))
+            spec = importlib.util.spec_from_file_location("trainrun._C", str(path), loader=loader)
+            module = importlib.util.module_from_spec(spec)
+            loader.exec_module(module)
+            sys.modules["trainrun._C"] = module
+            return module
+    raise ImportError("trainrun._C is not built: run scripts/bazel.sh build //python:trainrun/_C.so "
+                      f"(looked in {', '.join(str(c) for c in candidates)})")
+
+
+_C = _load_extension()
+
+from trainrun._tensor import Tensor, tensor  # noqa: E402
+from trainrun._autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: E402
+from trainrun import autograd  # noqa: E402
+
+dtype = _C.dtype
+dtype.__repr__ = dtype.__str__ = lambda self: "trainrun." + self.name
+bool = _C.dtype.bool  # noqa: A001  (PyTorch's name)
+uint8, int8, int32, int64 = _C.dtype.uint8, _C.dtype.int8, _C.dtype.int32, _C.dtype.int64
+float16, bfloat16, float32, float64 = _C.dtype.float16, _C.dtype.bfloat16, _C.dtype.float32, _C.dtype.float64
+half, float, double, long, int = float16, float32, float64, int64, int32  # noqa: A001
+
+from_numpy = _C.from_numpy
+manual_seed = _C.manual_seed
+zeros, ones, empty, full, rand, randn, randint, arange = (_C.zeros, _C.ones, _C.empty, _C.full, _C.rand, _C.randn,
+                                                          _C.randint, _C.arange)
+for _name in ("exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "neg", "abs", "relu",
+              "sign", "floor", "round", "logical_not", "bitwise_not", "clamp", "add", "sub", "mul", "div",
+              "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+              "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "matmul", "mm", "sum", "mean",
+              "amax", "amin", "argmax", "var", "cat", "stack", "index_select", "masked_select", "masked_fill",
+              "softmax", "log_softmax"):
+    globals()[_name] = getattr(_C, _name)
+del _name
+
+
+def zeros_like(t, dtype=None):
+    return _C.zeros(list(t.shape), dtype if dtype is not None else t.dtype)
+
+
+def ones_like(t, dtype=None):
+    return _C.ones(list(t.shape), dtype if dtype is not None else t.dtype)

@@ -1,0 +1,243 @@
+"""The Python face of trainrun._C.Tensor: operators, methods under
+PyTorch's names, indexing, conversions, and the tensor() factory."""
+import builtins
+import numbers
+
+import numpy as np
+
+from trainrun import _C
+
+Tensor = _C.Tensor
+
+
+def tensor(data, dtype=None, requires_grad=False):
+    """A new tensor holding a copy of `data` (nested lists, numbers, a NumPy
+    array or a tensor). Python floats become float32 and ints int64, as in
+    PyTorch."""
+    if isinstance(data, Tensor):
+        t = data.detach().clone()
+    else:
+        array = np.array(data)
+        if array.dtype == np.float64 and not isinstance(data, np.ndarray):
+            array = array.astype(np.float32)  # PyTorch's default float dtype
+        if array.dtype.kind in "iu" and array.dtype != np.uint8 and not isinstance(data, np.ndarray):
+            array = array.astype(np.int64)
+        if array.dtype == object or array.dtype.kind not in "fiub":
+            raise TypeError(f"tensor(): cannot make a tensor from {type(data).__name__} of {array.dtype}")
+        t = _C.from_numpy(np.ascontiguousarray(array)).clone()
+    if dtype is not None:
+        t = t.to(dtype)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _is_number(x):
+    return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, Tensor)
+
+
+def _number(x):
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def _other(x):
+    return _number(x) if _is_number(x) else x
+
+
+def _reverse(op):
+    """other (op) self, where other is a Python number."""
+    def apply(self, other):
+        other = _other(other)
+        if _is_number(other):
+            other = _C.full([], other, self.dtype if isinstance(other, builtins.float) is False or
+                            self.is_floating_point() else _C.dtype.float32)
+        return op(other, self)
+    return apply
+
+
+# --- operators ---------------------------------------------------------------
+Tensor.__add__ = lambda self, other: _C.add(self, _other(other))
+Tensor.__radd__ = Tensor.__add__
+Tensor.__sub__ = lambda self, other: _C.sub(self, _other(other))
+Tensor.__rsub__ = lambda self, other: _C.add(_C.neg(self), _other(other))
+Tensor.__mul__ = lambda self, other: _C.mul(self, _other(other))
+Tensor.__rmul__ = Tensor.__mul__
+Tensor.__truediv__ = lambda self, other: _C.div(self, _other(other))
+Tensor.__rtruediv__ = lambda self, other: _C.mul(_C.pow(self, -1), _other(other))
+Tensor.__pow__ = lambda self, other: _C.pow(self, _other(other))
+Tensor.__mod__ = lambda self, other: _C.remainder(self, _other(other))
+Tensor.__matmul__ = lambda self, other: _C.matmul(self, other)
+# (Extension functions are not descriptors: each method is a Python function.)
+Tensor.__neg__ = lambda self: _C.neg(self)
+Tensor.__abs__ = lambda self: _C.abs(self)
+Tensor.__invert__ = lambda self: _C.logical_not(self) if self.dtype == _C.dtype.bool else _C.bitwise_not(self)
+Tensor.__and__ = lambda self, other: _C.bitwise_and(self, _other(other))
+Tensor.__or__ = lambda self, other: _C.bitwise_or(self, _other(other))
+Tensor.__xor__ = lambda self, other: _C.bitwise_xor(self, _other(other))
+Tensor.__eq__ = lambda self, other: _C.eq(self, _other(other))
+Tensor.__ne__ = lambda self, other: _C.ne(self, _other(other))
+Tensor.__lt__ = lambda self, other: _C.lt(self, _other(other))
+Tensor.__le__ = lambda self, other: _C.le(self, _other(other))
+Tensor.__gt__ = lambda self, other: _C.gt(self, _other(other))
+Tensor.__ge__ = lambda self, other: _C.ge(self, _other(other))
+Tensor.__hash__ = object.__hash__  # identity, as PyTorch's (== is elementwise)
+
+
+def _inplace(op):
+    def apply(self, other):
+        return self.copy_(op(self, other))
+    return apply
+
+
+Tensor.__iadd__ = _inplace(Tensor.__add__)
+Tensor.__isub__ = _inplace(Tensor.__sub__)
+Tensor.__imul__ = _inplace(Tensor.__mul__)
+Tensor.__itruediv__ = _inplace(Tensor.__truediv__)
+Tensor.add_ = lambda self, other, alpha=1: self.copy_(_C.add(self, _other(other), alpha))
+Tensor.sub_ = lambda self, other, alpha=1: self.copy_(_C.sub(self, _other(other), alpha))
+Tensor.mul_ = _inplace(Tensor.__mul__)
+Tensor.div_ = _inplace(Tensor.__truediv__)
+
+
+# --- conversions --------------------------------------------------------------
+def _scalar_of(self, kind):
+    if self.numel() != 1:
+        raise ValueError(f"only one-element tensors can be converted to Python scalars (this one has {self.numel()})")
+    return kind(self.item())
+
+
+Tensor.__bool__ = lambda self: _scalar_of(self, builtins.bool)
+Tensor.__float__ = lambda self: _scalar_of(self, builtins.float)
+Tensor.__int__ = lambda self: _scalar_of(self, builtins.int)
+Tensor.__index__ = lambda self: _scalar_of(self, builtins.int)
+
+
+def _tolist(self):
+    t = self.detach()
+    if t.dtype == _C.dtype.bfloat16:
+        t = t.to(_C.dtype.float32)
+    return t.contiguous().numpy().tolist()
+
+
+Tensor.tolist = _tolist
+Tensor.float = lambda self: self.to(_C.dtype.float32)
+Tensor.double = lambda self: self.to(_C.dtype.float64)
+Tensor.half = lambda self: self.to(_C.dtype.float16)
+Tensor.bfloat16 = lambda self: self.to(_C.dtype.bfloat16)
+Tensor.long = lambda self: self.to(_C.dtype.int64)
+Tensor.int = lambda self: self.to(_C.dtype.int32)
+Tensor.bool = lambda self: self.to(_C.dtype.bool)
+Tensor.__iter__ = lambda self: (self.select(0, i) for i in range(len(self)))
+Tensor.__array__ = lambda self, dtype=None: self.detach().contiguous().numpy() if dtype is None else \
+    self.detach().contiguous().numpy().astype(dtype)
+
+
+# --- methods under PyTorch's names ----------------------------------------------
+def _dims(dim):
+    if dim is None:
+        return []
+    return [dim] if isinstance(dim, builtins.int) else list(dim)
+
+
+for _name in ("exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "abs", "relu", "sign",
+              "floor", "round", "neg", "logical_not"):
+    setattr(Tensor, _name, (lambda op: lambda self: op(self))(getattr(_C, _name)))
+for _name in ("pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "remainder"):
+    setattr(Tensor, _name, (lambda op: lambda self, other: op(self, _other(other)))(getattr(_C, _name)))
+Tensor.add = lambda self, other, alpha=1: _C.add(self, _other(other), alpha)
+Tensor.sub = lambda self, other, alpha=1: _C.sub(self, _other(other), alpha)
+Tensor.mul = Tensor.__mul__
+Tensor.div = Tensor.__truediv__
+Tensor.matmul = Tensor.__matmul__
+Tensor.mm = lambda self, other: _C.mm(self, other)
+Tensor.clamp = lambda self, min=None, max=None: _C.clamp(self, min, max)  # noqa: A002
+Tensor.sum = lambda self, dim=None, keepdim=False: _C.sum(self, _dims(dim), keepdim)
+Tensor.mean = lambda self, dim=None, keepdim=False: _C.mean(self, _dims(dim), keepdim)
+Tensor.amax = lambda self, dim=None, keepdim=False: _C.amax(self, _dims(dim), keepdim)
+Tensor.amin = lambda self, dim=None, keepdim=False: _C.amin(self, _dims(dim), keepdim)
+Tensor.max = lambda self: _C.amax(self, [], False)
+Tensor.min = lambda self: _C.amin(self, [], False)
+Tensor.argmax = lambda self, dim=None, keepdim=False: _C.argmax(self, dim, keepdim)
+Tensor.var = lambda self, dim=None, unbiased=True, keepdim=False: _C.var(self, _dims(dim), 1 if unbiased else 0,
+                                                                         keepdim)
+Tensor.softmax = lambda self, dim: _C.softmax(self, dim)
+Tensor.log_softmax = lambda self, dim: _C.log_softmax(self, dim)
+Tensor.masked_fill = lambda self, mask, value: _C.masked_fill(self, mask, _number(value))
+Tensor.index_select = lambda self, dim, index: _C.index_select(self, dim, index)
+Tensor.backward = lambda self, gradient=None, retain_graph=False, create_graph=False: _C.backward(
+    self, gradient, retain_graph, create_graph)
+Tensor.T = property(lambda self: self.permute(list(range(self.ndim))[::-1]))
+Tensor.is_floating_point = lambda self: self.dtype.is_floating_point
+Tensor.numel_ = None
+del Tensor.numel_
+_original_view, _original_reshape = Tensor.view, Tensor.reshape
+Tensor.view = lambda self, *shape: _original_view(self, list(shape[0]) if len(shape) == 1 and
+                                                  isinstance(shape[0], (tuple, list)) else list(shape))
+Tensor.reshape = lambda self, *shape: _original_reshape(self, list(shape[0]) if len(shape) == 1 and
+                                                        isinstance(shape[0], (tuple, list)) else list(shape))
+_original_permute = Tensor.permute
+Tensor.permute = lambda self, *dims: _original_permute(self, list(dims[0]) if len(dims) == 1 and
+                                                       isinstance(dims[0], (tuple, list)) else list(dims))
+
+
+# --- indexing ---------------------------------------------------------------------
+def _basic_index(self, index):
+    """A view for ints, slices, None and Ellipsis (PyTorch's basic indexing)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    consumed = builtins.sum(1 for i in index if i is not None and i is not Ellipsis)
+    if consumed > self.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {self.ndim}")
+    result, dim, seen_ellipsis = self, 0, False
+    for i in index:
+        if i is Ellipsis:
+            if seen_ellipsis:
+                raise IndexError("an index can only have a single ellipsis ('...')")
+            seen_ellipsis = True
+            dim += self.ndim - consumed
+        elif i is None:
+            result = result.unsqueeze(dim)
+            dim += 1
+        elif isinstance(i, slice):
+            step = 1 if i.step is None else i.step
+            if step <= 0:
+                raise ValueError("slice step must be positive")
+            result = result.slice(dim, i.start, i.stop, step)
+            dim += 1
+        elif isinstance(i, (builtins.int, np.integer)) or (isinstance(i, Tensor) and i.ndim == 0 and
+                                                           not i.is_floating_point()):
+            size = result.shape[dim]
+            k = builtins.int(i)
+            if k < -size or k >= size:
+                raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {size}")
+            result = result.select(dim, k)
+        else:
+            raise TypeError(f"indices must be ints, slices, None, Ellipsis or tensors, not {type(i).__name__}")
+    return result
+
+
+def _getitem(self, index):
+    if isinstance(index, (list, np.ndarray)):
+        index = tensor(index)
+    if isinstance(index, Tensor) and index.ndim > 0 or (isinstance(index, Tensor) and index.dtype == _C.dtype.bool):
+        if index.dtype == _C.dtype.bool:
+            return _C.masked_select(self, index)
+        flat = index.reshape(-1).to(_C.dtype.int64)
+        return _C.index_select(self, 0, flat).reshape(list(index.shape) + list(self.shape[1:]))
+    return _basic_index(self, index)
+
+
+def _setitem(self, index, value):
+    if isinstance(index, Tensor) and index.dtype == _C.dtype.bool:
+        result = _C.masked_fill(self, index, _number(value)) if _is_number(value) else _C.where(index, value, self)
+        self.copy_(result)
+        return
+    view = _basic_index(self, index)
+    if _is_number(value):
+        view.fill_(_number(value))
+    else:
+        view.copy_(value if isinstance(value, Tensor) else tensor(value, dtype=self.dtype))
+
+
+Tensor.__getitem__ = _getitem
+Tensor.__setitem__ = _setitem

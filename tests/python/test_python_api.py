@@ -1,0 +1,169 @@
+"""The trainrun Python package against NumPy: factories and dtypes, ops and
+broadcasting, operators with Python numbers, indexing, zero-copy NumPy
+interop, autograd against finite differences, grad modes, and errors
+arriving as the matching Python exceptions. Imports the package from the
+source tree (python/), with the extension Bazel built."""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+if not (ROOT / "bazel-bin" / "python" / "trainrun" / "_C.so").exists():
+    pytest.skip("trainrun._C is not built (bazel build //python:trainrun/_C.so)", allow_module_level=True)
+
+import trainrun as tr  # noqa: E402
+
+
+def test_factories_and_dtypes():
+    assert tr.zeros([2, 3]).shape == (2, 3)
+    assert tr.zeros([2, 3]).dtype == tr.float32
+    assert tr.ones([2], dtype=tr.int64).tolist() == [1, 1]
+    assert tr.arange(5).tolist() == [0, 1, 2, 3, 4]
+    assert tr.arange(0, 1, 0.25).tolist() == [0.0, 0.25, 0.5, 0.75]
+    assert tr.full([2], 7).tolist() == [7, 7]
+    assert tr.tensor([1, 2]).dtype == tr.int64  # as PyTorch
+    assert tr.tensor([1.5]).dtype == tr.float32
+    assert tr.tensor([True, False]).dtype == tr.bool
+    assert tr.tensor(np.array([1.0])).dtype == tr.float64  # an ndarray keeps its dtype
+    assert repr(tr.float32) == "trainrun.float32" and str(tr.bfloat16) == "trainrun.bfloat16"
+    assert tr.tensor([1.0, 2.0]).to(tr.bfloat16).tolist() == [1.0, 2.0]
+    tr.manual_seed(3)
+    a = tr.randn([4])
+    tr.manual_seed(3)
+    assert tr.randn([4]).tolist() == a.tolist()
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "tanh", "sigmoid", "abs", "relu", "sin", "floor"])
+def test_unary_ops_match_numpy(name):
+    x = np.random.default_rng(0).uniform(0.1, 3.0, size=(3, 5)).astype(np.float32)
+    special = {"sigmoid": lambda v: 1 / (1 + np.exp(-v)), "relu": lambda v: np.maximum(v, 0)}
+    reference = special[name] if name in special else getattr(np, name)
+    np.testing.assert_allclose(getattr(tr, name)(tr.tensor(x)).numpy(), reference(x), rtol=1e-6, atol=1e-6)
+
+
+def test_binary_ops_broadcasting_and_numbers():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(4,)).astype(np.float32)
+    ta, tb = tr.tensor(a), tr.tensor(b)
+    np.testing.assert_allclose((ta + tb).numpy(), a + b, rtol=1e-6)
+    np.testing.assert_allclose((ta - 2).numpy(), a - 2, rtol=1e-6)
+    np.testing.assert_allclose((2 - ta).numpy(), 2 - a, rtol=1e-6)
+    np.testing.assert_allclose((ta * 3.5).numpy(), a * 3.5, rtol=1e-6)
+    np.testing.assert_allclose((1 / (ta + 10)).numpy(), 1 / (a + 10), rtol=1e-6)
+    np.testing.assert_allclose((ta ** 2).numpy(), a ** 2, rtol=1e-6)
+    np.testing.assert_allclose((ta @ ta.T).numpy(), a @ a.T, rtol=1e-5)
+    np.testing.assert_array_equal((ta > tb).numpy(), a > b)
+    np.testing.assert_allclose(ta.sum(1).numpy(), a.sum(1), rtol=1e-5)
+    np.testing.assert_allclose(ta.mean().item(), a.mean(), rtol=1e-5)
+    np.testing.assert_allclose(ta.softmax(1).numpy(), np.exp(a) / np.exp(a).sum(1, keepdims=True), rtol=1e-5)
+    assert ta.argmax(1).tolist() == a.argmax(1).tolist()
+    i = tr.tensor([5, 7])
+    assert (i // 1 if hasattr(tr.Tensor, "__floordiv__") else i).tolist() == [5, 7]
+    assert (i % 3).tolist() == [2, 1]
+    c = tr.tensor([1.0, 2.0])
+    c += 1
+    c *= tr.tensor([2.0, 3.0])
+    assert c.tolist() == [4.0, 9.0]
+
+
+def test_indexing_matches_numpy():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = tr.tensor(x)
+    for index in [0, -1, (1, 2), (slice(None), 1), (Ellipsis, 2), (0, slice(1, None)), (None, 1),
+                  (slice(None, None, 2),), (1, Ellipsis, slice(0, 3, 2)), (0, None, slice(None), 3)]:
+        np.testing.assert_array_equal(t[index].numpy(), x[index], err_msg=str(index))
+    mask = x > 10
+    np.testing.assert_array_equal(t[tr.tensor(mask)].numpy(), x[mask])
+    np.testing.assert_array_equal(t[tr.tensor([1, 0, 1])].numpy(), x[[1, 0, 1]])
+    t[0, 1] = 100.0
+    t[1, :, 0] = tr.tensor([7.0, 8.0, 9.0])
+    t[t > 20] = -1
+    x[0, 1] = 100.0
+    x[1, :, 0] = [7.0, 8.0, 9.0]
+    x[x > 20] = -1
+    np.testing.assert_array_equal(t.numpy(), x)
+    with pytest.raises(IndexError, match="out of bounds"):
+        t[2]
+    with pytest.raises(IndexError, match="too many indices"):
+        t[0, 0, 0, 0]
+
+
+def test_numpy_interop_shares_memory_both_ways():
+    x = np.arange(6, dtype=np.float64).reshape(2, 3)
+    t = tr.from_numpy(x)
+    t.fill_(1.5)
+    assert x[1, 2] == 1.5  # the tensor writes into the array's memory
+    y = t.numpy()
+    y[0, 0] = -3
+    assert t[0, 0].item() == -3
+    del x
+    assert t.sum().item() == 1.5 * 5 - 3  # the tensor keeps the array alive
+    transposed = tr.tensor(np.arange(6.0).reshape(2, 3)).t()
+    np.testing.assert_array_equal(transposed.numpy(), np.arange(6.0).reshape(2, 3).T)  # strides carried over
+    with pytest.raises(TypeError, match="no NumPy dtype"):
+        tr.ones([2]).to(tr.bfloat16).numpy()
+    with pytest.raises(ValueError, match="detach"):
+        tr.ones([2]).requires_grad_().numpy()
+
+
+def test_autograd_matches_finite_differences():
+    rng = np.random.default_rng(2)
+    x0, w0 = rng.normal(size=(4, 3)), rng.normal(size=(3, 2))
+
+    def f(x, w):
+        return (((x @ w).tanh() * 2 + x.sum(1, keepdim=True)) ** 2).mean()
+
+    x, w = tr.tensor(x0, requires_grad=True), tr.tensor(w0, requires_grad=True)
+    loss = f(x, w)
+    loss.backward()
+    eps = 1e-6
+    for leaf, base, which in [(x, x0, 0), (w, w0, 1)]:
+        numeric = np.zeros_like(base)
+        for idx in np.ndindex(base.shape):
+            plus, minus = base.copy(), base.copy()
+            plus[idx] += eps
+            minus[idx] -= eps
+            args_p = [tr.tensor(plus if which == 0 else x0), tr.tensor(plus if which == 1 else w0)]
+            args_m = [tr.tensor(minus if which == 0 else x0), tr.tensor(minus if which == 1 else w0)]
+            numeric[idx] = (f(*args_p).item() - f(*args_m).item()) / (2 * eps)
+        np.testing.assert_allclose(leaf.grad.numpy(), numeric, rtol=1e-5, atol=1e-7)
+    assert x.is_leaf and not loss.is_leaf and loss.grad_fn_name is not None
+    gx, = tr.autograd.grad(f(x, w), x)
+    np.testing.assert_allclose(gx.numpy(), x.grad.numpy(), rtol=1e-12)
+
+
+def test_grad_modes_and_hooks():
+    x = tr.tensor([1.0, 2.0], requires_grad=True)
+    with tr.no_grad():
+        y = x * 2
+    assert not y.requires_grad
+    with tr.no_grad():
+        with tr.enable_grad():
+            assert (x * 2).requires_grad
+
+    @tr.no_grad()
+    def frozen(v):
+        return v * 3
+
+    assert not frozen(x).requires_grad
+    assert tr.is_grad_enabled()
+    seen = []
+    z = x * 3
+    z.register_hook(lambda g: seen.append(g.tolist()) or g * 10)
+    z.sum().backward()
+    assert seen == [[1.0, 1.0]] and x.grad.tolist() == [30.0, 30.0]
+
+
+def test_errors_are_python_exceptions():
+    with pytest.raises(ValueError, match="cannot be broadcast"):
+        tr.ones([2, 3]) + tr.ones([4])
+    with pytest.raises(TypeError):
+        tr.ones([2]) + "a"
+    with pytest.raises(ValueError, match="one-element"):
+        float(tr.ones([2]))
+    with pytest.raises(ValueError, match="leaf"):
+        w = tr.ones([2]).requires_grad_()
+        w += 1
