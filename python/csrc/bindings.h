@@ -13,6 +13,8 @@ namespace py = pybind11;
 
 void bind_tensor(py::module_& m);
 void bind_autograd(py::module_& m);
+void bind_nn(py::module_& m);
+void bind_distributed(py::module_& m);
 
 // A Python bool, int or float as a Scalar (TypeError for anything else).
 Scalar to_scalar(py::handle value);

@@ -37,4 +37,6 @@ PYBIND11_MODULE(_C, m) {
   });
   trainrun::python::bind_tensor(m);
   trainrun::python::bind_autograd(m);
+  trainrun::python::bind_nn(m);
+  trainrun::python::bind_distributed(m);
 }

@@ -168,7 +168,9 @@ void bind_tensor(py::module_& m) {
   dtypes.def_property_readonly("is_floating_point", [](DType d) { return is_floating(d); })
       .def_property_readonly("itemsize", [](DType d) { return element_size(d); });
 
-  py::class_<Tensor>(m, "Tensor")
+  py::class_<Tensor>(m, "Tensor", py::dynamic_attr())
+      // Tensor(t): another handle on t's data (what nn.Parameter builds on).
+      .def(py::init([](const Tensor& t) { return Tensor(t); }))
       .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.sizes())); })
       .def("size", [](const Tensor& t, std::optional<int64_t> d) -> py::object {
              if (d) return py::int_(t.size(*d));
@@ -217,6 +219,12 @@ void bind_tensor(py::module_& m) {
       .def("zero_", [](Tensor& t) { return zero_(t); }, release());
 
   m.def("from_numpy", &from_numpy, "A tensor sharing the array's memory");
+  // Checkpoints as safetensors: loading one cannot run code (no pickle).
+  m.def("save", [](const std::map<std::string, Tensor>& tensors, const std::string& path) {
+    save_safetensors(tensors, path);
+  }, py::arg("state_dict"), py::arg("path"), py::call_guard<py::gil_scoped_release>());
+  m.def("load", [](const std::string& path) { return load_safetensors(path); }, py::arg("path"),
+        py::call_guard<py::gil_scoped_release>());
   m.def("manual_seed", [](uint64_t s) { manual_seed(s); });
   m.def("zeros", [](const IntList& s, py::object d) { return zeros(s, options(d)); }, py::arg("size"),
         py::arg("dtype") = py::none());

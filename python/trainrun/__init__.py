@@ -32,7 +32,7 @@ _C = _load_extension()
 
 from trainrun._tensor import Tensor, tensor  # noqa: E402
 from trainrun._autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: E402
-from trainrun import autograd  # noqa: E402
+from trainrun import autograd, nn, optim, distributed  # noqa: E402,F401
 
 dtype = _C.dtype
 dtype.__repr__ = dtype.__str__ = lambda self: "trainrun." + self.name
@@ -42,6 +42,7 @@ float16, bfloat16, float32, float64 = _C.dtype.float16, _C.dtype.bfloat16, _C.dt
 half, float, double, long, int = float16, float32, float64, int64, int32  # noqa: A001
 
 from_numpy = _C.from_numpy
+save, load = _C.save, _C.load  # safetensors: a dict of tensors, no pickle
 manual_seed = _C.manual_seed
 zeros, ones, empty, full, rand, randn, randint, arange = (_C.zeros, _C.ones, _C.empty, _C.full, _C.rand, _C.randn,
                                                           _C.randint, _C.arange)

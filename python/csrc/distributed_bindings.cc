@@ -1,0 +1,133 @@
+// torch.distributed's API: the default group, collectives (blocking, or
+// async_op=True returning a Work), ReduceOp, and DistributedDataParallel.
+// Every blocking call releases the GIL.
+#include <pybind11/stl.h>
+
+#include "c10d/ddp/distributed_data_parallel.h"
+#include "c10d/distributed.h"
+#include "launcher/error_file.h"
+#include "python/csrc/bindings.h"
+
+namespace trainrun {
+namespace python {
+namespace {
+
+using c10d::ProcessGroup;
+using c10d::ReduceOp;
+using c10d::Work;
+using WorkPtr = std::shared_ptr<Work>;
+using GroupPtr = std::shared_ptr<ProcessGroup>;
+
+GroupPtr group_or_default(GroupPtr g) { return g ? g : c10d::default_group(); }
+
+// async_op: the Work; else wait (GIL released) and return None.
+py::object finish(WorkPtr w, bool async_op) {
+  if (async_op) return py::cast(w);
+  {
+    py::gil_scoped_release nogil;
+    w->wait();
+  }
+  return py::none();
+}
+
+}  // namespace
+
+void bind_distributed(py::module_& m) {
+  py::module_ d = m.def_submodule("distributed", "process groups and collectives");
+  py::enum_<ReduceOp::Kind>(d, "ReduceOp")
+      .value("SUM", ReduceOp::SUM)
+      .value("AVG", ReduceOp::AVG)
+      .value("PRODUCT", ReduceOp::PRODUCT)
+      .value("MIN", ReduceOp::MIN)
+      .value("MAX", ReduceOp::MAX)
+      .value("BAND", ReduceOp::BAND)
+      .value("BOR", ReduceOp::BOR)
+      .value("BXOR", ReduceOp::BXOR);
+  py::class_<Work, WorkPtr>(d, "Work")
+      .def("wait", [](Work& w, std::optional<double> timeout) {
+             py::gil_scoped_release nogil;
+             if (timeout) w.wait(std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000)));
+             else w.wait();
+             return true;
+           }, py::arg("timeout") = py::none())
+      .def("is_completed", &Work::is_completed)
+      .def("is_success", &Work::is_success);
+  py::class_<ProcessGroup, GroupPtr>(d, "ProcessGroup")
+      .def("rank", &ProcessGroup::rank)
+      .def("size", &ProcessGroup::size)
+      .def_property_readonly("name", &ProcessGroup::name);
+
+  d.def("init_process_group", [](const std::string& backend, const std::string& init_method, int rank, int world,
+                                 double timeout) {
+          c10d::InitOptions o;
+          o.backend = backend;
+          o.init_method = init_method;
+          o.rank = rank;
+          o.world_size = world;
+          o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
+          py::gil_scoped_release nogil;
+          c10d::init_process_group(o);
+        }, py::arg("backend") = "gloo", py::arg("init_method") = "env://", py::arg("rank") = -1,
+        py::arg("world_size") = -1, py::arg("timeout") = 1800.0);
+  d.def("is_initialized", &c10d::is_initialized);
+  d.def("get_rank", &c10d::get_rank);
+  d.def("get_world_size", &c10d::get_world_size);
+  d.def("destroy_process_group", [](GroupPtr g) {
+    py::gil_scoped_release nogil;
+    c10d::destroy_process_group(g);
+  }, py::arg("group") = nullptr);
+  d.def("new_group", [](std::vector<int> ranks) {
+    py::gil_scoped_release nogil;
+    return c10d::new_group(ranks);
+  }, py::arg("ranks") = std::vector<int>{});
+  d.def("all_reduce", [](Tensor& t, ReduceOp::Kind op, GroupPtr g, bool async_op) {
+    return finish(group_or_default(g)->allreduce(t, ReduceOp(op)), async_op);
+  }, py::arg("tensor"), py::arg("op") = ReduceOp::SUM, py::arg("group") = nullptr, py::arg("async_op") = false);
+  d.def("broadcast", [](Tensor& t, int src, GroupPtr g, bool async_op) {
+    return finish(group_or_default(g)->broadcast(t, src), async_op);
+  }, py::arg("tensor"), py::arg("src"), py::arg("group") = nullptr, py::arg("async_op") = false);
+  d.def("all_gather_into_tensor", [](Tensor& out, const Tensor& in, GroupPtr g, bool async_op) {
+    return finish(group_or_default(g)->all_gather_into_tensor(out, in), async_op);
+  }, py::arg("output_tensor"), py::arg("input_tensor"), py::arg("group") = nullptr, py::arg("async_op") = false);
+  d.def("reduce_scatter_tensor", [](Tensor& out, const Tensor& in, ReduceOp::Kind op, GroupPtr g, bool async_op) {
+    return finish(group_or_default(g)->reduce_scatter_tensor(out, in, ReduceOp(op)), async_op);
+  }, py::arg("output"), py::arg("input"), py::arg("op") = ReduceOp::SUM, py::arg("group") = nullptr,
+     py::arg("async_op") = false);
+  d.def("barrier", [](GroupPtr g, bool async_op) { return finish(group_or_default(g)->barrier(), async_op); },
+        py::arg("group") = nullptr, py::arg("async_op") = false);
+  d.def("send", [](const Tensor& t, int dst, GroupPtr g, int tag) {
+    finish(group_or_default(g)->send(t, dst, tag), false);
+  }, py::arg("tensor"), py::arg("dst"), py::arg("group") = nullptr, py::arg("tag") = 0);
+  d.def("recv", [](Tensor& t, int src, GroupPtr g, int tag) {
+    finish(group_or_default(g)->recv(t, src, tag), false);
+  }, py::arg("tensor"), py::arg("src"), py::arg("group") = nullptr, py::arg("tag") = 0);
+  d.def("record_error", [](const std::string& message, const std::string& traceback) {
+    record_worker_error(message, traceback);
+  }, "Writes the error file the launcher reads (TRAINRUN_ERROR_FILE).");
+
+  py::class_<c10d::DistributedDataParallel, nn::Module, std::shared_ptr<c10d::DistributedDataParallel>>(
+      d, "DistributedDataParallel")
+      .def(py::init([](std::shared_ptr<nn::Module> module, GroupPtr g, double bucket_cap_mb,
+                       bool find_unused_parameters, bool gradient_as_bucket_view, bool broadcast_buffers) {
+             c10d::DDPOptions o;
+             o.bucket_cap_mb = bucket_cap_mb;
+             o.find_unused_parameters = find_unused_parameters;
+             o.gradient_as_bucket_view = gradient_as_bucket_view;
+             o.broadcast_buffers = broadcast_buffers;
+             py::gil_scoped_release nogil;
+             return std::make_shared<c10d::DistributedDataParallel>(std::move(module), std::move(g), o);
+           }),
+           py::arg("module"), py::arg("process_group") = nullptr, py::arg("bucket_cap_mb") = 25.0,
+           py::arg("find_unused_parameters") = false, py::arg("gradient_as_bucket_view") = false,
+           py::arg("broadcast_buffers") = true)
+      .def("_set_sync", [](c10d::DistributedDataParallel& ddp, bool on) { ddp.reducer().set_sync(on); })
+      .def("_sync", [](c10d::DistributedDataParallel& ddp) { return ddp.reducer().sync(); })
+      .def("register_comm_hook", [](c10d::DistributedDataParallel& ddp, const std::string& name) {
+        if (name == "fp16_compress") ddp.register_comm_hook(c10d::fp16_compress_hook());
+        else if (name == "bf16_compress") ddp.register_comm_hook(c10d::bf16_compress_hook());
+        else throw ValueError("register_comm_hook: built-in hooks are 'fp16_compress' and 'bf16_compress'");
+      });
+}
+
+}  // namespace python
+}  // namespace trainrun

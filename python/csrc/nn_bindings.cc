@@ -1,0 +1,145 @@
+// nn.Module (subclassable from Python: a trampoline calls the Python
+// forward), the C++ layers, losses, and the optimizers.
+#include <pybind11/stl.h>
+
+#include "autograd/grad_mode.h"
+#include "nn/conv_pool.h"
+#include "nn/layers.h"
+#include "nn/losses.h"
+#include "nn/module.h"
+#include "nn/optim/adam.h"
+#include "nn/optim/sgd.h"
+#include "python/csrc/bindings.h"
+#include "tensor/ops.h"
+
+namespace trainrun {
+namespace python {
+namespace {
+
+// Lets Python classes override forward.
+class PyModule : public nn::Module {
+ public:
+  using nn::Module::Module;
+  Tensor forward(const Tensor& x) override { PYBIND11_OVERRIDE(Tensor, nn::Module, forward, x); }
+};
+
+using ModulePtr = std::shared_ptr<nn::Module>;
+
+}  // namespace
+
+void bind_nn(py::module_& m) {
+  py::module_ nn = m.def_submodule("nn", "modules, layers, losses");
+  py::class_<nn::Module, PyModule, ModulePtr>(nn, "Module", py::dynamic_attr())
+      .def(py::init([](const std::string& name) { return std::make_shared<PyModule>(name); }),
+           py::arg("type_name") = "Module")
+      .def("forward", &nn::Module::forward)
+      .def("__call__", [](nn::Module& self, const Tensor& x) { return self(x); })
+      .def("register_parameter", [](nn::Module& self, const std::string& name, Tensor t, bool rg) {
+             return self.register_parameter(name, t, rg);
+           }, py::arg("name"), py::arg("tensor"), py::arg("requires_grad") = true)
+      .def("register_buffer", [](nn::Module& self, const std::string& name, Tensor t) {
+        return self.register_buffer(name, t);
+      })
+      .def("register_module", [](nn::Module& self, const std::string& name, ModulePtr child) {
+        self.register_module(name, child);
+      })
+      .def("_param", [](nn::Module& self, const std::string& name) { return self.param(name); })
+      .def("_buffer", [](nn::Module& self, const std::string& name) { return self.buffer(name); })
+      .def("named_parameters", [](const nn::Module& self, bool recurse) { return self.named_parameters(recurse); },
+           py::arg("recurse") = true)
+      .def("parameters", [](const nn::Module& self, bool recurse) { return self.parameters(recurse); },
+           py::arg("recurse") = true)
+      .def("named_buffers", [](const nn::Module& self, bool recurse) { return self.named_buffers(recurse); },
+           py::arg("recurse") = true)
+      .def("named_children", &nn::Module::named_children)
+      .def("train", [](nn::Module& self, bool on) { self.train(on); return &self; }, py::arg("mode") = true,
+           py::return_value_policy::reference)
+      .def("eval", [](nn::Module& self) { self.eval(); return &self; }, py::return_value_policy::reference)
+      .def_property_readonly("training", &nn::Module::is_training)
+      .def("zero_grad", &nn::Module::zero_grad, py::arg("set_to_none") = true)
+      .def("state_dict", [](const nn::Module& self) { return self.state_dict(); })
+      .def("load_state_dict", &nn::Module::load_state_dict, py::arg("state_dict"), py::arg("strict") = true)
+      .def("to", [](nn::Module& self, DType d) { self.to(d); return &self; }, py::return_value_policy::reference)
+      .def_property_readonly("type_name", &nn::Module::type_name)
+      // module.weight, module.bias, module.child: what is registered under the name.
+      .def("__getattr__", [](nn::Module& self, const std::string& name) -> py::object {
+        for (auto& [n, t] : self.named_parameters(false))
+          if (n == name) return py::cast(t);
+        for (auto& [n, t] : self.named_buffers(false))
+          if (n == name) return py::cast(t);
+        for (auto& [n, c] : self.named_children())
+          if (n == name) return py::cast(c);
+        throw py::attribute_error(fmt::format("'{}' has no attribute, parameter, buffer or child '{}'",
+                                              self.type_name(), name));
+      });
+
+  py::class_<nn::Linear, nn::Module, std::shared_ptr<nn::Linear>>(nn, "Linear")
+      .def(py::init<int64_t, int64_t, bool>(), py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true);
+  py::class_<nn::ReLU, nn::Module, std::shared_ptr<nn::ReLU>>(nn, "ReLU").def(py::init<>());
+  py::class_<nn::GELU, nn::Module, std::shared_ptr<nn::GELU>>(nn, "GELU")
+      .def(py::init<std::string>(), py::arg("approximate") = "none");
+  py::class_<nn::Tanh, nn::Module, std::shared_ptr<nn::Tanh>>(nn, "Tanh").def(py::init<>());
+  py::class_<nn::Dropout, nn::Module, std::shared_ptr<nn::Dropout>>(nn, "Dropout")
+      .def(py::init<double>(), py::arg("p") = 0.5);
+  py::class_<nn::LayerNorm, nn::Module, std::shared_ptr<nn::LayerNorm>>(nn, "LayerNorm")
+      .def(py::init([](py::object shape, double eps) {
+             IntList s = py::isinstance<py::int_>(shape) ? IntList{shape.cast<int64_t>()} : shape.cast<IntList>();
+             return std::make_shared<nn::LayerNorm>(s, eps);
+           }), py::arg("normalized_shape"), py::arg("eps") = 1e-5);
+  py::class_<nn::Embedding, nn::Module, std::shared_ptr<nn::Embedding>>(nn, "Embedding")
+      .def(py::init<int64_t, int64_t>());
+  py::class_<nn::Flatten, nn::Module, std::shared_ptr<nn::Flatten>>(nn, "Flatten")
+      .def(py::init<int64_t, int64_t>(), py::arg("start_dim") = 1, py::arg("end_dim") = -1);
+  py::class_<nn::Conv2d, nn::Module, std::shared_ptr<nn::Conv2d>>(nn, "Conv2d")
+      .def(py::init([](int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padding, int64_t groups, bool bias) {
+             return std::make_shared<nn::Conv2d>(in, out, IntList{k}, IntList{stride}, IntList{padding}, IntList{1},
+                                                 groups, bias);
+           }), py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1,
+           py::arg("padding") = 0, py::arg("groups") = 1, py::arg("bias") = true);
+  py::class_<nn::ModuleList, nn::Module, std::shared_ptr<nn::ModuleList>>(nn, "ModuleList");
+  py::class_<nn::Sequential, nn::ModuleList, std::shared_ptr<nn::Sequential>>(nn, "Sequential")
+      .def(py::init([](py::args modules) {
+        std::vector<ModulePtr> list;
+        for (py::handle h : modules) list.push_back(h.cast<ModulePtr>());
+        return std::make_shared<nn::Sequential>(list);
+      }));
+
+  nn.def("cross_entropy", [](const Tensor& x, const Tensor& y, double smoothing) {
+           py::gil_scoped_release nogil;
+           return cross_entropy(x, y, Tensor(), "mean", -100, smoothing);
+         }, py::arg("input"), py::arg("target"), py::arg("label_smoothing") = 0.0);
+  nn.def("mse_loss", [](const Tensor& x, const Tensor& y) { return nn::mse_loss(x, y); });
+
+  py::module_ optim = m.def_submodule("optim", "optimizers");
+  py::class_<optim::Optimizer>(optim, "Optimizer")
+      .def("step", [](optim::Optimizer& o) {
+        py::gil_scoped_release nogil;
+        o.step();
+      })
+      .def("zero_grad", &optim::Optimizer::zero_grad, py::arg("set_to_none") = true);
+  py::class_<optim::SGD, optim::Optimizer>(optim, "SGD")
+      .def(py::init([](std::vector<Tensor> params, double lr, double momentum, double weight_decay, bool nesterov) {
+             optim::SGDOptions o;
+             o.lr = lr, o.momentum = momentum, o.weight_decay = weight_decay, o.nesterov = nesterov;
+             return std::make_unique<optim::SGD>(std::move(params), o);
+           }), py::arg("params"), py::arg("lr") = 1e-3, py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0,
+           py::arg("nesterov") = false);
+  auto adam_options = [](double lr, std::pair<double, double> betas, double eps, double wd, bool amsgrad) {
+    optim::AdamOptions o;
+    o.lr = lr, o.beta1 = betas.first, o.beta2 = betas.second, o.eps = eps, o.weight_decay = wd, o.amsgrad = amsgrad;
+    return o;
+  };
+  py::class_<optim::Adam, optim::Optimizer>(optim, "Adam")
+      .def(py::init([adam_options](std::vector<Tensor> p, double lr, std::pair<double, double> b, double eps, double wd,
+                                   bool ams) { return std::make_unique<optim::Adam>(std::move(p), adam_options(lr, b, eps, wd, ams)); }),
+           py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999),
+           py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.0, py::arg("amsgrad") = false);
+  py::class_<optim::AdamW, optim::Adam>(optim, "AdamW")
+      .def(py::init([adam_options](std::vector<Tensor> p, double lr, std::pair<double, double> b, double eps, double wd,
+                                   bool ams) { return std::make_unique<optim::AdamW>(std::move(p), adam_options(lr, b, eps, wd, ams)); }),
+           py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999),
+           py::arg("eps") = 1e-8, py::arg("weight_decay") = 1e-2, py::arg("amsgrad") = false);
+}
+
+}  // namespace python
+}  // namespace trainrun

@@ -1,0 +1,55 @@
+"""trainrun.nn: Module (subclass it in Python: assign Parameters and child
+modules as attributes, write forward), the C++ layers, and losses."""
+from trainrun import _C
+from trainrun.nn import functional  # noqa: F401
+from trainrun.nn.parameter import Parameter
+
+Linear, ReLU, GELU, Tanh, Dropout = _C.nn.Linear, _C.nn.ReLU, _C.nn.GELU, _C.nn.Tanh, _C.nn.Dropout
+LayerNorm, Embedding, Flatten, Conv2d = _C.nn.LayerNorm, _C.nn.Embedding, _C.nn.Flatten, _C.nn.Conv2d
+
+
+class Module(_C.nn.Module):
+    """torch.nn.Module: attributes that are Parameters become parameters,
+    attributes that are modules become children (in C++, so that DDP and
+    state_dict see them); forward is yours."""
+
+    def __init__(self):
+        super().__init__(type(self).__name__)
+        object.__setattr__(self, "_children_py", {})
+
+    def __setattr__(self, name, value):
+        if isinstance(value, Parameter):
+            self.register_parameter(name, value, value.requires_grad)
+        elif isinstance(value, _C.nn.Module):
+            if "_children_py" not in self.__dict__:
+                raise AttributeError("call super().__init__() before assigning modules")
+            self.register_module(name, value)
+            self._children_py[name] = value  # keeps a Python subclass (and its forward) alive
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        children = self.__dict__.get("_children_py", {})
+        if name in children:
+            return children[name]
+        return super().__getattr__(name)  # parameters and buffers, from the C++ registry
+
+    def register_buffer(self, name, tensor):
+        return super().register_buffer(name, tensor)
+
+
+class Sequential(_C.nn.Sequential):
+    """Children "0", "1", ... run in order."""
+
+    def __init__(self, *modules):
+        super().__init__(*modules)
+        self._keep = list(modules)  # Python-defined children stay alive with it
+
+    def __getitem__(self, i):
+        return self._keep[i]
+
+    def __len__(self):
+        return len(self._keep)
+
+
+from trainrun.nn import parallel  # noqa: E402,F401

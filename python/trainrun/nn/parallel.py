@@ -1,0 +1,23 @@
+"""trainrun.nn.parallel.DistributedDataParallel, as PyTorch's: gradients
+averaged over the ranks during backward (buckets all-reduced as they fill)."""
+import contextlib
+
+from trainrun import _C
+
+
+class DistributedDataParallel(_C.distributed.DistributedDataParallel):
+    def __init__(self, module, process_group=None, bucket_cap_mb=25.0, find_unused_parameters=False,
+                 gradient_as_bucket_view=False, broadcast_buffers=True):
+        super().__init__(module, process_group, bucket_cap_mb, find_unused_parameters, gradient_as_bucket_view,
+                         broadcast_buffers)
+        self.module = module  # the Python module (and its forward) lives as long as this
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward passes inside only accumulate locally; the next one outside syncs it all."""
+        previous = self._sync()
+        self._set_sync(False)
+        try:
+            yield
+        finally:
+            self._set_sync(previous)

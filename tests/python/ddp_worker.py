@@ -1,0 +1,80 @@
+"""A rank of tests/python/test_nn_ddp.py, started by trainrun: DDP from
+Python on a Python-defined module. Checks that gradients equal one process
+on the concatenated batch, that no_sync accumulates, and (mode "fail") that
+@record reports a Python exception to the launcher."""
+import pathlib
+import sys
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
+import trainrun as tr  # noqa: E402
+import trainrun.distributed as dist  # noqa: E402
+from trainrun import nn  # noqa: E402
+from trainrun.distributed.elastic import record  # noqa: E402
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(5, 16)
+        self.gain = nn.Parameter(tr.ones([16]))
+        self.b = nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.b(tr.tanh(self.a(x)) * self.gain)
+
+
+def batch(rank, step):
+    rng = np.random.default_rng(10 * rank + step)
+    return tr.tensor(rng.normal(size=(6, 5)).astype(np.float32)), tr.tensor(rng.integers(0, 3, size=6))
+
+
+def grads(module):
+    return {n: p.grad.numpy().copy() for n, p in module.named_parameters()}
+
+
+@record
+def main():
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if sys.argv[1] == "fail":
+        if rank == 1:
+            raise ValueError("rank 1 found a NaN in batch 3")
+        dist.barrier()
+        return
+    tr.manual_seed(rank)  # DDP must replace these with rank 0's weights
+    net = Net()
+    model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=0.0005)
+    tr.manual_seed(0)
+    reference = Net()
+    assert all(np.array_equal(p.detach().numpy(), q.detach().numpy()) for (_, p), (_, q) in
+               zip(net.named_parameters(), reference.named_parameters())), "rank 0's weights"
+    x, y = batch(rank, 0)
+    nn.functional.cross_entropy(model(x), y).backward()
+    xs, ys = zip(*(batch(r, 0) for r in range(world)))
+    nn.functional.cross_entropy(reference(tr.cat(list(xs))), tr.cat(list(ys))).backward()
+    for name, g in grads(net).items():
+        np.testing.assert_allclose(g, grads(reference)[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    # no_sync: the first micro-batch stays local, the second syncs both.
+    model.zero_grad()
+    reference.zero_grad()
+    with model.no_sync():
+        x, y = batch(rank, 1)
+        nn.functional.cross_entropy(model(x), y).backward()
+    x, y = batch(rank, 2)
+    nn.functional.cross_entropy(model(x), y).backward()
+    for r in range(world):
+        for step in (1, 2):
+            xr, yr = batch(r, step)
+            (nn.functional.cross_entropy(reference(xr), yr) / world).backward()
+    for name, g in grads(net).items():
+        np.testing.assert_allclose(g, grads(reference)[name], rtol=1e-5, atol=1e-6, err_msg="no_sync " + name)
+    work = dist.all_reduce(tr.ones([4]), async_op=True)
+    work.wait()
+    print(f"rank {rank}: ddp ok", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
