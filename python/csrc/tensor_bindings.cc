@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "autograd/variable.h"
+#include "tensor/dlpack.h"
 #include "python/csrc/bindings.h"
 #include "tensor/ops.h"
 
@@ -157,6 +158,28 @@ TensorOptions options(py::object dtype) {
   return o;
 }
 
+// DLPack capsules, as the Python array API defines them: named "dltensor"
+// until a consumer takes ownership and renames it "used_dltensor".
+py::capsule to_dlpack_capsule(const Tensor& t) {
+  DLManagedTensor* managed = to_dlpack(t);
+  return py::capsule(managed, "dltensor", [](PyObject* capsule) {
+    if (PyCapsule_IsValid(capsule, "dltensor")) {  // never consumed: we still own it
+      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+    }
+  });
+}
+
+Tensor from_dlpack_object(py::object obj) {
+  py::object capsule = py::hasattr(obj, "__dlpack__") ? obj.attr("__dlpack__")() : obj;
+  TR_CHECK(PyCapsule_IsValid(capsule.ptr(), "dltensor"), TypeError,
+           "from_dlpack: expected an object with __dlpack__ or an unused 'dltensor' capsule");
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  Tensor t = from_dlpack(managed);  // the tensor now owns the producer's memory
+  PyCapsule_SetName(capsule.ptr(), "used_dltensor");
+  return t;
+}
+
 }  // namespace
 
 void bind_tensor(py::module_& m) {
@@ -187,8 +210,20 @@ void bind_tensor(py::module_& m) {
       .def("storage_offset", &Tensor::storage_offset)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
       .def("item", &item_of)
-      .def("__repr__", [](const Tensor& t) { return t.str(); })
+      .def("__repr__", [](const Tensor& t) {
+        // The core prints PyTorch's spelling ("dtype=torch.float64"); from
+        // Python, name the package the dtype comes from.
+        std::string s = t.str();
+        for (size_t at = s.find("torch."); at != std::string::npos; at = s.find("torch.", at + 9))
+          s.replace(at, 6, "trainrun.");
+        return s;
+      })
       .def("numpy", &to_numpy)
+      .def("__dlpack__", [](const Tensor& t, py::object stream) { return to_dlpack_capsule(t); },
+           py::arg("stream") = py::none())
+      .def("__dlpack_device__", [](const Tensor& t) {
+        return py::make_tuple(t.device().is_cpu() ? 1 : 2, t.device().is_cpu() ? 0 : t.device().index);
+      })
       .def("__len__", [](const Tensor& t) {
         TR_CHECK(t.dim() > 0, TypeError, "len() of a 0-d tensor");
         return t.size(0);
@@ -219,6 +254,7 @@ void bind_tensor(py::module_& m) {
       .def("zero_", [](Tensor& t) { return zero_(t); }, release());
 
   m.def("from_numpy", &from_numpy, "A tensor sharing the array's memory");
+  m.def("from_dlpack", &from_dlpack_object, "A tensor sharing the memory of any DLPack producer (NumPy, PyTorch)");
   // Checkpoints as safetensors: loading one cannot run code (no pickle).
   m.def("save", [](const std::map<std::string, Tensor>& tensors, const std::string& path) {
     save_safetensors(tensors, path);

@@ -41,7 +41,7 @@ uint8, int8, int32, int64 = _C.dtype.uint8, _C.dtype.int8, _C.dtype.int32, _C.dt
 float16, bfloat16, float32, float64 = _C.dtype.float16, _C.dtype.bfloat16, _C.dtype.float32, _C.dtype.float64
 half, float, double, long, int = float16, float32, float64, int64, int32  # noqa: A001
 
-from_numpy = _C.from_numpy
+from_numpy, from_dlpack = _C.from_numpy, _C.from_dlpack
 save, load = _C.save, _C.load  # safetensors: a dict of tensors, no pickle
 manual_seed = _C.manual_seed
 zeros, ones, empty, full, rand, randn, randint, arange = (_C.zeros, _C.ones, _C.empty, _C.full, _C.rand, _C.randn,

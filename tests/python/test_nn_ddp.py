@@ -64,6 +64,30 @@ def test_sgd_step_follows_the_update_rule():
     np.testing.assert_allclose(w.detach().numpy(), w2, rtol=1e-6)
 
 
+def test_training_matches_pytorch_step_for_step():
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed: no peer to compare with")
+    torch.manual_seed(0)
+    theirs = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    ours = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 4))
+    ours.load_state_dict({k: tr.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(12, 6)).astype(np.float32), rng.integers(0, 4, size=12)
+    opt_t = torch.optim.AdamW(theirs.parameters(), lr=1e-2)
+    opt_o = tr.optim.AdamW(ours.parameters(), lr=1e-2)
+    for _ in range(4):
+        opt_t.zero_grad()
+        loss_t = torch.nn.functional.cross_entropy(theirs(torch.from_numpy(x)), torch.from_numpy(y))
+        loss_t.backward()
+        opt_t.step()
+        opt_o.zero_grad()
+        loss_o = nn.functional.cross_entropy(ours(tr.tensor(x)), tr.tensor(y))
+        loss_o.backward()
+        opt_o.step()
+        assert abs(loss_o.item() - loss_t.item()) < 1e-5
+    for k, v in theirs.state_dict().items():
+        np.testing.assert_allclose(ours.state_dict()[k].numpy(), v.numpy(), rtol=1e-4, atol=1e-6, err_msg=k)
+
+
 def launch(*args, timeout=120):
     return subprocess.run([str(TRAINRUN), *args], capture_output=True, text=True, timeout=timeout)
 

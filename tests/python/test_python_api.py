@@ -167,3 +167,18 @@ def test_errors_are_python_exceptions():
     with pytest.raises(ValueError, match="leaf"):
         w = tr.ones([2]).requires_grad_()
         w += 1
+
+
+def test_dlpack_both_ways():
+    t = tr.arange(6, dtype=tr.float32).reshape(2, 3)
+    np.testing.assert_array_equal(np.from_dlpack(t), np.arange(6, dtype=np.float32).reshape(2, 3))
+    c = tr.from_dlpack(np.arange(4.0))
+    assert c.dtype == tr.float64 and c.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert "dtype=trainrun.float64" in repr(c)
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    shared = torch.from_dlpack(t)  # no copy: writes show on both sides
+    shared[1, 1] = -1.0
+    assert t[1, 1].item() == -1.0
+    back = tr.from_dlpack(torch.arange(3, dtype=torch.int64))
+    back[0] = 7
+    assert back.tolist() == [7, 1, 2]
