@@ -4,9 +4,11 @@
 #include <pybind11/stl.h>
 
 #include "autograd/engine.h"
+#include "autograd/functions/record.h"
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
 #include "python/csrc/bindings.h"
+#include "tensor/ops.h"
 
 namespace trainrun {
 namespace python {
@@ -54,6 +56,45 @@ void bind_autograd(py::module_& m) {
           return autograd::grad(outputs, inputs, {}, retain_graph, create_graph);
         },
         py::arg("outputs"), py::arg("inputs"), py::arg("retain_graph") = false, py::arg("create_graph") = false);
+  // autograd.Function from Python: the outputs become outputs of a node whose
+  // backward calls the Python `backward(*grads)` (with the GIL) and takes
+  // one gradient (or None) per tensor input.
+  m.def("_attach_function_node", [](const std::string& name, const std::vector<Tensor>& inputs,
+                                    std::vector<Tensor> outputs, py::function backward_fn) {
+    std::vector<IntList> shapes;
+    std::vector<DType> dtypes;
+    for (Tensor& o : outputs) {
+      for (const Tensor& i : inputs)
+        if (o.is_same(i)) o = alias(detach(o));  // an input returned as is gets its own history
+      shapes.push_back(o.sizes());
+      dtypes.push_back(o.dtype());
+    }
+    auto fn = std::make_shared<py::function>(std::move(backward_fn));
+    const size_t n_inputs = inputs.size();
+    MultiFormula formula = [fn, shapes, dtypes, n_inputs, name](const TensorList& grads, const TensorList&) {
+      py::gil_scoped_acquire gil;
+      py::tuple args(shapes.size());
+      for (size_t k = 0; k < shapes.size(); ++k) {
+        Tensor g = k < grads.size() ? grads[k] : Tensor();
+        args[k] = py::cast(g.defined() ? g : zeros(shapes[k], dtypes[k]));  // materialized, as PyTorch's default
+      }
+      py::object result = (*fn)(*args);
+      py::tuple r = py::isinstance<py::tuple>(result) ? result.cast<py::tuple>() : py::make_tuple(result);
+      TR_CHECK(r.size() == n_inputs, ValueError,
+               "{}.backward returned {} gradients, but forward took {} tensor inputs", name, r.size(), n_inputs);
+      TensorList out;
+      for (py::handle h : r) out.push_back(h.is_none() ? Tensor() : h.cast<Tensor>());
+      return out;
+    };
+    auto node = std::make_shared<FormulaNode>(name + "Backward", std::move(formula),
+                                              static_cast<uint32_t>(outputs.size()));
+    std::vector<Edge> edges;
+    for (const Tensor& t : inputs) edges.push_back(gradient_edge(t));
+    node->set_next_edges(std::move(edges));
+    for (size_t k = 0; k < outputs.size(); ++k)
+      if (is_floating(outputs[k].dtype())) set_history(outputs[k], node, static_cast<uint32_t>(k));
+    return outputs;
+  });
   m.def("is_grad_enabled", [] { return GradMode::is_enabled(); });
   m.def("set_grad_enabled", [](bool on) { GradMode::set_enabled(on); });
 }

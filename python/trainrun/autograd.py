@@ -1,4 +1,4 @@
-"""trainrun.autograd: backward and grad, as torch.autograd's."""
+"""trainrun.autograd: backward, grad and Function, as torch.autograd's."""
 from trainrun import _C
 from trainrun._autograd import no_grad, enable_grad, set_grad_enabled  # noqa: F401
 
@@ -19,3 +19,62 @@ def grad(outputs, inputs, retain_graph=False, create_graph=False):
     inputs = [inputs] if single else list(inputs)
     result = _C.grad(outputs, inputs, retain_graph, create_graph)
     return tuple(result)
+
+
+class FunctionCtx:
+    """What forward leaves for backward (ctx.save_for_backward, ctx.saved_tensors, any attribute)."""
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+
+class Function:
+    """A differentiable operation written in Python:
+
+        class Cube(Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x * x
+
+            @staticmethod
+            def backward(ctx, g):
+                x, = ctx.saved_tensors
+                return 3 * x * x * g
+
+        y = Cube.apply(x)
+
+    forward runs without recording a graph; backward gets one gradient per
+    output and returns one per argument of forward (None for those that need
+    none), as in PyTorch."""
+
+    @classmethod
+    def apply(cls, *args):
+        ctx = FunctionCtx()
+        with no_grad():
+            result = cls.forward(ctx, *args)
+        inputs = [a for a in args if isinstance(a, _C.Tensor)]
+        if not _C.is_grad_enabled() or not any(t.requires_grad for t in inputs):
+            return result
+        single = not isinstance(result, tuple)
+        outputs = [result] if single else list(result)
+        positions = [i for i, a in enumerate(args) if isinstance(a, _C.Tensor)]
+
+        def backward(*grads):
+            result = cls.backward(ctx, *grads)
+            result = result if isinstance(result, tuple) else (result,)
+            if len(result) != len(args):
+                raise ValueError(f"{cls.__name__}.backward returned {len(result)} gradients, but forward took "
+                                 f"{len(args)} arguments (return None for those that need none)")
+            return tuple(result[i] for i in positions)
+
+        attached = _C._attach_function_node(cls.__name__, inputs, outputs, backward)
+        return attached[0] if single else tuple(attached)
+
+    @staticmethod
+    def forward(ctx, *args):
+        raise NotImplementedError("subclasses of Function define forward(ctx, ...)")
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError("subclasses of Function define backward(ctx, *grads)")

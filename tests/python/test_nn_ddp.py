@@ -113,3 +113,25 @@ def test_main_job_reaches_its_accuracy():
     line = next(l for l in r.stdout.splitlines() if l.startswith("[rank0]:held-out accuracy "))
     assert float(line.split()[2]) >= 0.95, line
     assert "checkpoint reloaded" in line
+
+
+def test_pip_installs_the_package_into_a_venv(tmp_path):
+    """pip install (offline, Debian's setuptools) into a venv made with
+    --system-site-packages; the installed package imports from anywhere."""
+    import shutil
+    source = tmp_path / "src"
+    shutil.copytree(ROOT / "python", source / "python", ignore=shutil.ignore_patterns("__pycache__", "csrc"))
+    (source / "bazel-bin" / "python" / "trainrun").mkdir(parents=True)
+    shutil.copy2(ROOT / "bazel-bin" / "python" / "trainrun" / "_C.so",
+                 source / "bazel-bin" / "python" / "trainrun" / "_C.so")
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation", "--no-index", "-q",
+                        str(source / "python")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([str(venv / "bin" / "python"), "-c",
+                        "import trainrun, pathlib; print(pathlib.Path(trainrun.__file__).parent.parent.name, "
+                        "(trainrun.ones([2]) * 3).tolist())"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["site-packages", "[3.0,", "3.0]"], r.stdout

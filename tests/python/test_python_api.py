@@ -182,3 +182,38 @@ def test_dlpack_both_ways():
     back = tr.from_dlpack(torch.arange(3, dtype=torch.int64))
     back[0] = 7
     assert back.tolist() == [7, 1, 2]
+
+
+def test_custom_function_in_python():
+    class ScaledCube(tr.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, scale):
+            ctx.save_for_backward(x)
+            ctx.scale = scale
+            return x * x * x * scale
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 3 * x * x * g * ctx.scale, None
+
+    x = tr.tensor([1.0, -2.0, 0.5], requires_grad=True)
+    y = ScaledCube.apply(x, 2.0)
+    assert y.grad_fn_name == "ScaledCubeBackward"
+    (y * tr.tensor([1.0, 2.0, 3.0])).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [6.0, 48.0, 4.5], rtol=1e-6)
+    with tr.no_grad():
+        assert not ScaledCube.apply(x, 2.0).requires_grad
+
+    class Wrong(tr.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a + b
+
+        @staticmethod
+        def backward(ctx, g):
+            return g  # one gradient for two inputs
+
+    a, b = tr.ones([2]).requires_grad_(), tr.ones([2]).requires_grad_()
+    with pytest.raises(ValueError, match="Wrong.backward returned 1 gradients, but forward took 2 arguments"):
+        Wrong.apply(a, b).sum().backward()
