@@ -6,6 +6,10 @@
 #include "c10d/ddp/distributed_data_parallel.h"
 #include "c10d/distributed.h"
 #include "launcher/error_file.h"
+#include "store/file_store.h"
+#include "store/hash_store.h"
+#include "store/prefix_store.h"
+#include "store/tcp_store.h"
 #include "python/csrc/bindings.h"
 
 namespace trainrun {
@@ -52,14 +56,69 @@ void bind_distributed(py::module_& m) {
            }, py::arg("timeout") = py::none())
       .def("is_completed", &Work::is_completed)
       .def("is_success", &Work::is_success);
+  // Stores: values are bytes (str is encoded as UTF-8), waits release the GIL.
+  auto seconds = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  auto as_bytes = [](py::object v) {
+    std::string s = py::isinstance<py::str>(v) ? v.cast<std::string>() : std::string(v.cast<py::bytes>());
+    return Bytes(s.begin(), s.end());
+  };
+  py::class_<Store, std::shared_ptr<Store>>(d, "Store")
+      .def("set", [as_bytes](Store& st, const std::string& k, py::object v) {
+        Bytes b = as_bytes(v);
+        py::gil_scoped_release nogil;
+        st.set(k, b);
+      })
+      .def("get", [](Store& st, const std::string& k) {
+        Bytes b;
+        {
+          py::gil_scoped_release nogil;
+          b = st.get(k);
+        }
+        return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
+      })
+      .def("add", [](Store& st, const std::string& k, int64_t v) {
+        py::gil_scoped_release nogil;
+        return st.add(k, v);
+      })
+      .def("check", [](Store& st, const std::vector<std::string>& keys) { return st.check(keys); })
+      .def("wait", [seconds](Store& st, const std::vector<std::string>& keys, std::optional<double> timeout) {
+        py::gil_scoped_release nogil;
+        if (timeout) st.wait(keys, seconds(*timeout));
+        else st.wait(keys);
+      }, py::arg("keys"), py::arg("timeout") = py::none())
+      .def("delete_key", &Store::delete_key)
+      .def("num_keys", &Store::num_keys);
+  py::class_<HashStore, Store, std::shared_ptr<HashStore>>(d, "HashStore").def(py::init<>());
+  py::class_<FileStore, Store, std::shared_ptr<FileStore>>(d, "FileStore")
+      .def(py::init([seconds](const std::string& path, double timeout) {
+        return std::make_shared<FileStore>(path, seconds(timeout));
+      }), py::arg("file_name"), py::arg("timeout") = 300.0);
+  py::class_<PrefixStore, Store, std::shared_ptr<PrefixStore>>(d, "PrefixStore")
+      .def(py::init<std::string, std::shared_ptr<Store>>(), py::arg("prefix"), py::arg("store"));
+  py::class_<TCPStore, Store, std::shared_ptr<TCPStore>>(d, "TCPStore")
+      .def(py::init([seconds](const std::string& host, int port, std::optional<int> world_size, bool is_master,
+                              double timeout, bool wait_for_workers) {
+             TCPStoreOptions o;
+             o.is_master = is_master;
+             if (world_size) o.num_workers = *world_size;
+             o.timeout = seconds(timeout);
+             o.wait_for_workers = wait_for_workers;
+             py::gil_scoped_release nogil;
+             return std::make_shared<TCPStore>(host, static_cast<uint16_t>(port), o);
+           }), py::arg("host_name"), py::arg("port"), py::arg("world_size") = py::none(),
+           py::arg("is_master") = false, py::arg("timeout") = 300.0, py::arg("wait_for_workers") = true)
+      .def_property_readonly("port", &TCPStore::port)
+      .def_property_readonly("host", &TCPStore::host);
+
   py::class_<ProcessGroup, GroupPtr>(d, "ProcessGroup")
       .def("rank", &ProcessGroup::rank)
       .def("size", &ProcessGroup::size)
       .def_property_readonly("name", &ProcessGroup::name);
 
   d.def("init_process_group", [](const std::string& backend, const std::string& init_method, int rank, int world,
-                                 double timeout) {
+                                 double timeout, std::shared_ptr<Store> store) {
           c10d::InitOptions o;
+          o.store = std::move(store);
           o.backend = backend;
           o.init_method = init_method;
           o.rank = rank;
@@ -68,7 +127,7 @@ void bind_distributed(py::module_& m) {
           py::gil_scoped_release nogil;
           c10d::init_process_group(o);
         }, py::arg("backend") = "gloo", py::arg("init_method") = "env://", py::arg("rank") = -1,
-        py::arg("world_size") = -1, py::arg("timeout") = 1800.0);
+        py::arg("world_size") = -1, py::arg("timeout") = 1800.0, py::arg("store") = nullptr);
   d.def("is_initialized", &c10d::is_initialized);
   d.def("get_rank", &c10d::get_rank);
   d.def("get_world_size", &c10d::get_world_size);

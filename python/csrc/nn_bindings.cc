@@ -3,6 +3,8 @@
 #include <pybind11/stl.h>
 
 #include "autograd/grad_mode.h"
+#include "nn/attention.h"
+#include "nn/batch_norm.h"
 #include "nn/conv_pool.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
@@ -96,6 +98,30 @@ void bind_nn(py::module_& m) {
                                                  groups, bias);
            }), py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1,
            py::arg("padding") = 0, py::arg("groups") = 1, py::arg("bias") = true);
+  py::class_<nn::BatchNorm, nn::Module, std::shared_ptr<nn::BatchNorm>>(nn, "_BatchNorm");
+  py::class_<nn::BatchNorm1d, nn::BatchNorm, std::shared_ptr<nn::BatchNorm1d>>(nn, "BatchNorm1d")
+      .def(py::init<int64_t, double, double, bool, bool>(), py::arg("num_features"), py::arg("eps") = 1e-5,
+           py::arg("momentum") = 0.1, py::arg("affine") = true, py::arg("track_running_stats") = true);
+  py::class_<nn::BatchNorm2d, nn::BatchNorm, std::shared_ptr<nn::BatchNorm2d>>(nn, "BatchNorm2d")
+      .def(py::init<int64_t, double, double, bool, bool>(), py::arg("num_features"), py::arg("eps") = 1e-5,
+           py::arg("momentum") = 0.1, py::arg("affine") = true, py::arg("track_running_stats") = true);
+  py::class_<nn::MaxPool2d, nn::Module, std::shared_ptr<nn::MaxPool2d>>(nn, "MaxPool2d")
+      .def(py::init([](int64_t k, std::optional<int64_t> s, int64_t p) {
+             return std::make_shared<nn::MaxPool2d>(IntList{k}, s ? IntList{*s} : IntList{}, IntList{p});
+           }), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0);
+  py::class_<nn::AvgPool2d, nn::Module, std::shared_ptr<nn::AvgPool2d>>(nn, "AvgPool2d")
+      .def(py::init([](int64_t k, std::optional<int64_t> s, int64_t p) {
+             return std::make_shared<nn::AvgPool2d>(IntList{k}, s ? IntList{*s} : IntList{}, IntList{p});
+           }), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0);
+  py::class_<nn::Softmax, nn::Module, std::shared_ptr<nn::Softmax>>(nn, "Softmax").def(py::init<int64_t>());
+  py::class_<nn::SiLU, nn::Module, std::shared_ptr<nn::SiLU>>(nn, "SiLU").def(py::init<>());
+  py::class_<nn::RMSNorm, nn::Module, std::shared_ptr<nn::RMSNorm>>(nn, "RMSNorm")
+      .def(py::init([](int64_t d, double eps) { return std::make_shared<nn::RMSNorm>(IntList{d}, eps); }),
+           py::arg("normalized_shape"), py::arg("eps") = 1e-6);
+  py::class_<nn::CausalSelfAttention, nn::Module, std::shared_ptr<nn::CausalSelfAttention>>(nn, "CausalSelfAttention")
+      .def(py::init<int64_t, int64_t>(), py::arg("d_model"), py::arg("num_heads"));
+  py::class_<nn::TransformerBlock, nn::Module, std::shared_ptr<nn::TransformerBlock>>(nn, "TransformerBlock")
+      .def(py::init<int64_t, int64_t>(), py::arg("d_model"), py::arg("num_heads"));
   py::class_<nn::ModuleList, nn::Module, std::shared_ptr<nn::ModuleList>>(nn, "ModuleList");
   py::class_<nn::Sequential, nn::ModuleList, std::shared_ptr<nn::Sequential>>(nn, "Sequential")
       .def(py::init([](py::args modules) {

@@ -328,6 +328,48 @@ void bind_tensor(py::module_& m) {
   m.def("masked_fill", [](const Tensor& x, const Tensor& mask, py::object v) {
         return masked_fill(x, mask, to_scalar(v));
       });
+  m.def("gather", [](const Tensor& x, int64_t d, const Tensor& i) { return gather(x, d, i); }, release());
+  m.def("scatter", [](const Tensor& x, int64_t d, const Tensor& i, const Tensor& src) { return scatter(x, d, i, src); },
+        release());
+  m.def("sort", [](const Tensor& x, int64_t d, bool desc) { return sort(x, d, desc); }, py::arg("input"),
+        py::arg("dim") = -1, py::arg("descending") = false, release());
+  m.def("topk", [](const Tensor& x, int64_t k, int64_t d, bool largest) { return topk(x, k, d, largest); },
+        py::arg("input"), py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true, release());
+  m.def("cumsum", [](const Tensor& x, int64_t d) { return cumsum(x, d); }, release());
+  m.def("std", [](const Tensor& x, const IntList& d, int64_t c, bool k) { return trainrun::std(x, d, c, k); },
+        py::arg("input"), py::arg("dim") = IntList{}, py::arg("correction") = 1, py::arg("keepdim") = false, release());
+  m.def("norm", [](const Tensor& x, double p, const IntList& d, bool k) { return norm(x, p, d, k); }, py::arg("input"),
+        py::arg("p") = 2.0, py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def("logsumexp", [](const Tensor& x, const IntList& d, bool k) { return logsumexp(x, d, k); }, py::arg("input"),
+        py::arg("dim"), py::arg("keepdim") = false, release());
+  m.def("prod", [](const Tensor& x, const IntList& d, bool k) { return prod(x, d, k); }, py::arg("input"),
+        py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def("bmm", [](const Tensor& a, const Tensor& b) { return bmm(a, b); }, release());
+  m.def("chunk", [](const Tensor& x, int64_t n, int64_t d) { return chunk(x, n, d); }, py::arg("input"),
+        py::arg("chunks"), py::arg("dim") = 0);
+  m.def("split", [](const Tensor& x, int64_t n, int64_t d) { return split(x, n, d); }, py::arg("tensor"),
+        py::arg("split_size"), py::arg("dim") = 0);
+  m.def("one_hot", [](const Tensor& x, int64_t n) { return one_hot(x, n); }, py::arg("input"),
+        py::arg("num_classes") = -1);
+  m.def("embedding", [](const Tensor& i, const Tensor& w) { return embedding(w, i); }, release());
+  m.def("layer_norm", [](const Tensor& x, const IntList& shape, const Tensor& w, const Tensor& b, double eps) {
+        return std::get<0>(layer_norm(x, shape, w, b, eps));
+      }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = Tensor(), py::arg("bias") = Tensor(),
+      py::arg("eps") = 1e-5, release());
+  m.def("conv2d", [](const Tensor& x, const Tensor& w, const Tensor& b, const IntList& s, const IntList& p,
+                     const IntList& d, int64_t g) { return conv2d(x, w, b, s, p, d, g); },
+        py::arg("input"), py::arg("weight"), py::arg("bias") = Tensor(), py::arg("stride") = IntList{1},
+        py::arg("padding") = IntList{0}, py::arg("dilation") = IntList{1}, py::arg("groups") = 1, release());
+  m.def("max_pool2d", [](const Tensor& x, const IntList& k, const IntList& s, const IntList& p) {
+        return std::get<0>(max_pool2d(x, k, s, p));
+      }, py::arg("input"), py::arg("kernel_size"), py::arg("stride") = IntList{}, py::arg("padding") = IntList{0},
+      release());
+  m.def("avg_pool2d", [](const Tensor& x, const IntList& k, const IntList& s, const IntList& p) {
+        return avg_pool2d(x, k, s, p);
+      }, py::arg("input"), py::arg("kernel_size"), py::arg("stride") = IntList{}, py::arg("padding") = IntList{0},
+      release());
+  m.def("dropout", [](const Tensor& x, double p, bool train) { return std::get<0>(dropout(x, p, train)); },
+        py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, release());
   m.def("softmax", [](const Tensor& x, int64_t d) { return softmax(x, d); }, release());
   m.def("log_softmax", [](const Tensor& x, int64_t d) { return log_softmax(x, d); }, release());
   m.def("cross_entropy", [](const Tensor& x, const Tensor& y) { return cross_entropy(x, y); }, release());

@@ -135,3 +135,51 @@ def test_pip_installs_the_package_into_a_venv(tmp_path):
                        capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["site-packages", "[3.0,", "3.0]"], r.stdout
+
+
+def test_stores_from_python():
+    import trainrun.distributed as dist
+    s = dist.HashStore()
+    s.set("a", "1")
+    assert s.get("a") == b"1" and s.add("n", 5) == 5 and s.add("n", 1) == 6
+    assert s.check(["a"]) and not s.check(["missing"])
+    with pytest.raises(TimeoutError):
+        s.wait(["missing"], timeout=0.05)
+    master = dist.TCPStore("127.0.0.1", 0, world_size=1, is_master=True, wait_for_workers=False)
+    client = dist.TCPStore("127.0.0.1", master.port, timeout=10)
+    client.set("k", b"\x00\xff")
+    assert master.get("k") == b"\x00\xff"
+    prefixed = dist.PrefixStore("job", client)
+    prefixed.set("x", "y")
+    assert client.get("job/x") == b"y"
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    t = tr.ones([3])
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    assert dist.get_world_size() == 1 and t.tolist() == [1.0, 1.0, 1.0]
+    dist.destroy_process_group()
+
+
+def test_cnn_layers_and_functional_ops_from_python():
+    class Cnn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 4, 3, padding=1)
+            self.bn = nn.BatchNorm2d(4)
+            self.pool = nn.MaxPool2d(2)
+            self.head = nn.Linear(4 * 4 * 4, 3)
+
+        def forward(self, x):
+            return self.head(self.pool(tr.relu(self.bn(self.conv(x)))).flatten(1))
+
+    m = Cnn()
+    x = tr.randn([5, 1, 8, 8])
+    loss = nn.functional.cross_entropy(m(x), tr.tensor([0, 1, 2, 0, 1]))
+    loss.backward()
+    assert m.conv.weight.grad.shape == (4, 1, 3, 3)
+    assert [n for n, _ in m.named_buffers()] == ["bn.running_mean", "bn.running_var", "bn.num_batches_tracked"]
+    a = np.random.default_rng(3).normal(size=(4, 6)).astype(np.float32)
+    values, indices = tr.topk(tr.tensor(a), 2, 1)
+    np.testing.assert_allclose(values.numpy(), -np.sort(-a, 1)[:, :2], rtol=1e-6)
+    np.testing.assert_allclose(tr.cumsum(tr.tensor(a), 1).numpy(), np.cumsum(a, 1), rtol=1e-5)
+    np.testing.assert_allclose(tr.logsumexp(tr.tensor(a), [1]).numpy(), np.log(np.exp(a).sum(1)), rtol=1e-5)
+    assert [c.shape for c in tr.chunk(tr.tensor(a), 2, 1)] == [(4, 3), (4, 3)]

@@ -6,6 +6,9 @@ from trainrun.nn.parameter import Parameter
 
 Linear, ReLU, GELU, Tanh, Dropout = _C.nn.Linear, _C.nn.ReLU, _C.nn.GELU, _C.nn.Tanh, _C.nn.Dropout
 LayerNorm, Embedding, Flatten, Conv2d = _C.nn.LayerNorm, _C.nn.Embedding, _C.nn.Flatten, _C.nn.Conv2d
+BatchNorm1d, BatchNorm2d, MaxPool2d, AvgPool2d = _C.nn.BatchNorm1d, _C.nn.BatchNorm2d, _C.nn.MaxPool2d, _C.nn.AvgPool2d
+Softmax, SiLU, RMSNorm = _C.nn.Softmax, _C.nn.SiLU, _C.nn.RMSNorm
+CausalSelfAttention, TransformerBlock = _C.nn.CausalSelfAttention, _C.nn.TransformerBlock
 
 
 class Module(_C.nn.Module):

@@ -4,3 +4,5 @@ from trainrun import _C
 relu, gelu, sigmoid, tanh = _C.relu, _C.gelu, _C.sigmoid, _C.tanh
 softmax, log_softmax = _C.softmax, _C.log_softmax
 cross_entropy, mse_loss = _C.nn.cross_entropy, _C.nn.mse_loss
+conv2d, max_pool2d, avg_pool2d, layer_norm, embedding, dropout, one_hot = (
+    _C.conv2d, _C.max_pool2d, _C.avg_pool2d, _C.layer_norm, _C.embedding, _C.dropout, _C.one_hot)
