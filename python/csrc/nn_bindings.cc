@@ -1,5 +1,6 @@
 // nn.Module (subclassable from Python: a trampoline calls the Python
 // forward), the C++ layers, losses, and the optimizers.
+#include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
 #include "autograd/grad_mode.h"
@@ -10,6 +11,7 @@
 #include "nn/losses.h"
 #include "nn/module.h"
 #include "nn/optim/adam.h"
+#include "nn/optim/lr_scheduler.h"
 #include "nn/optim/sgd.h"
 #include "python/csrc/bindings.h"
 #include "tensor/ops.h"
@@ -165,6 +167,29 @@ void bind_nn(py::module_& m) {
                                    bool ams) { return std::make_unique<optim::AdamW>(std::move(p), adam_options(lr, b, eps, wd, ams)); }),
            py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999),
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 1e-2, py::arg("amsgrad") = false);
+
+  // LR schedulers keep their optimizer alive (keep_alive) as PyTorch's reference it.
+  using optim::LRScheduler;
+  py::class_<LRScheduler, std::shared_ptr<LRScheduler>>(optim, "LRScheduler")
+      .def("step", &LRScheduler::step)
+      .def("get_last_lr", &LRScheduler::get_last_lr);
+  py::class_<optim::StepLR, LRScheduler, std::shared_ptr<optim::StepLR>>(optim, "StepLR")
+      .def(py::init<optim::Optimizer&, int64_t, double>(), py::arg("optimizer"), py::arg("step_size"),
+           py::arg("gamma") = 0.1, py::keep_alive<1, 2>());
+  py::class_<optim::CosineAnnealingLR, LRScheduler, std::shared_ptr<optim::CosineAnnealingLR>>(optim,
+                                                                                               "CosineAnnealingLR")
+      .def(py::init<optim::Optimizer&, int64_t, double>(), py::arg("optimizer"), py::arg("T_max"),
+           py::arg("eta_min") = 0.0, py::keep_alive<1, 2>());
+  py::class_<optim::LinearLR, LRScheduler, std::shared_ptr<optim::LinearLR>>(optim, "LinearLR")
+      .def(py::init<optim::Optimizer&, double, double, int64_t>(), py::arg("optimizer"),
+           py::arg("start_factor") = 1.0 / 3, py::arg("end_factor") = 1.0, py::arg("total_iters") = 5,
+           py::keep_alive<1, 2>());
+  py::class_<optim::LambdaLR, LRScheduler, std::shared_ptr<optim::LambdaLR>>(optim, "LambdaLR")
+      .def(py::init<optim::Optimizer&, std::function<double(int64_t)>>(), py::arg("optimizer"),
+           py::arg("lr_lambda"), py::keep_alive<1, 2>());
+  py::class_<optim::SequentialLR, LRScheduler, std::shared_ptr<optim::SequentialLR>>(optim, "SequentialLR")
+      .def(py::init<optim::Optimizer&, std::vector<std::shared_ptr<LRScheduler>>, std::vector<int64_t>>(),
+           py::arg("optimizer"), py::arg("schedulers"), py::arg("milestones"), py::keep_alive<1, 2>());
 }
 
 }  // namespace python

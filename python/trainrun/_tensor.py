@@ -164,6 +164,10 @@ Tensor.softmax = lambda self, dim: _C.softmax(self, dim)
 Tensor.log_softmax = lambda self, dim: _C.log_softmax(self, dim)
 Tensor.masked_fill = lambda self, mask, value: _C.masked_fill(self, mask, _number(value))
 Tensor.index_select = lambda self, dim, index: _C.index_select(self, dim, index)
+for _name in ("gather", "scatter", "sort", "topk", "cumsum", "std", "norm", "logsumexp", "prod", "chunk", "split",
+              "index_select", "masked_select", "where", "bmm", "gelu", "silu", "log_softmax", "softmax"):
+    if hasattr(_C, _name):
+        setattr(Tensor, _name, (lambda op: lambda self, *args, **kwargs: op(self, *args, **kwargs))(getattr(_C, _name)))
 Tensor.backward = lambda self, gradient=None, retain_graph=False, create_graph=False: _C.backward(
     self, gradient, retain_graph, create_graph)
 Tensor.T = property(lambda self: self.permute(list(range(self.ndim))[::-1]))

@@ -183,3 +183,28 @@ def test_cnn_layers_and_functional_ops_from_python():
     np.testing.assert_allclose(tr.cumsum(tr.tensor(a), 1).numpy(), np.cumsum(a, 1), rtol=1e-5)
     np.testing.assert_allclose(tr.logsumexp(tr.tensor(a), [1]).numpy(), np.log(np.exp(a).sum(1)), rtol=1e-5)
     assert [c.shape for c in tr.chunk(tr.tensor(a), 2, 1)] == [(4, 3), (4, 3)]
+
+
+def test_lr_schedulers_follow_pytorch():
+    w = nn.Parameter(tr.ones([1]))
+    opt = tr.optim.SGD([w], lr=1.0)
+    warmup = tr.optim.lr_scheduler.LinearLR(opt, start_factor=0.5, total_iters=2)
+    decay = tr.optim.lr_scheduler.LambdaLR(opt, lambda step: 0.5 ** step)
+    schedule = tr.optim.lr_scheduler.SequentialLR(opt, [warmup, decay], milestones=[2])
+    lrs = []
+    for _ in range(5):
+        lrs.append(schedule.get_last_lr()[0])
+        opt.step()
+        schedule.step()
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed: no peer to compare with")
+    tw = torch.nn.Parameter(torch.ones(1))
+    topt = torch.optim.SGD([tw], lr=1.0)
+    tsched = torch.optim.lr_scheduler.SequentialLR(
+        topt, [torch.optim.lr_scheduler.LinearLR(topt, start_factor=0.5, total_iters=2),
+               torch.optim.lr_scheduler.LambdaLR(topt, lambda step: 0.5 ** step)], milestones=[2])
+    expected = []
+    for _ in range(5):
+        expected.append(tsched.get_last_lr()[0])
+        topt.step()
+        tsched.step()
+    np.testing.assert_allclose(lrs, expected, rtol=1e-12)

@@ -1,4 +1,4 @@
-"""trainrun.optim: SGD, Adam, AdamW (fused one-pass update), as PyTorch's."""
+"""trainrun.optim: SGD, Adam, AdamW (fused one-pass update) and LR schedulers, as PyTorch's."""
 from trainrun import _C
 
 
@@ -19,3 +19,6 @@ class Adam(_C.optim.Adam):
 class AdamW(_C.optim.AdamW):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False):
         super().__init__(_params(params), lr, tuple(betas), eps, weight_decay, amsgrad)
+
+
+from trainrun.optim import lr_scheduler  # noqa: E402,F401
