@@ -58,8 +58,10 @@ std::string take_query(const std::string& url, int& rank, int& world_size) {
     size_t eq = kv.find('=');
     TR_CHECK(eq != std::string::npos, ValueError, "init_process_group: '{}' in '{}' is not key=value", kv, url);
     std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-    if (key == "rank" && rank < 0) rank = parse_int(value, "rank", url);
-    else if (key == "world_size" && world_size < 0) world_size = parse_int(value, "world_size", url);
+    if (key == "rank" && rank < 0)
+      rank = parse_int(value, "rank", url);
+    else if (key == "world_size" && world_size < 0)
+      world_size = parse_int(value, "world_size", url);
     else if (key != "rank" && key != "world_size")
       throw ValueError(fmt::format("init_process_group: unknown parameter '{}' in '{}'", key, url));
     if (amp == std::string::npos) break;
@@ -114,12 +116,12 @@ std::shared_ptr<Store> store_from_init_method(const InitOptions& o, int& rank, i
     TR_CHECK(!path.empty(), ValueError, "init_process_group({}): no file path", url);
     return std::make_shared<FileStore>(path, o.timeout);
   }
-  throw ValueError(fmt::format(
-      "init_process_group: init_method '{}' is not one of env://, tcp://HOST:PORT, file:///PATH", url));
+  throw ValueError(
+      fmt::format("init_process_group: init_method '{}' is not one of env://, tcp://HOST:PORT, file:///PATH", url));
 }
 
-std::shared_ptr<ProcessGroup> make_group(const std::string& backend, std::shared_ptr<Store> store, int rank,
-                                         int size, const std::string& name, Milliseconds timeout) {
+std::shared_ptr<ProcessGroup> make_group(const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
+                                         const std::string& name, Milliseconds timeout) {
   if (backend == "gloo") {
     ProcessGroupGloo::Options o;
     o.timeout = timeout;
@@ -203,8 +205,8 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::o
   const int group_rank = static_cast<int>(it - ranks.begin());
   const std::string name = fmt::format("group_{}", id);
   auto prefixed = std::make_shared<PrefixStore>(name, s.store);
-  auto group = make_group(s.backend, prefixed, group_rank, static_cast<int>(ranks.size()), name,
-                          timeout.value_or(s.timeout));
+  auto group =
+      make_group(s.backend, prefixed, group_rank, static_cast<int>(ranks.size()), name, timeout.value_or(s.timeout));
   s.subgroups.push_back(group);
   return group;
 }

@@ -10,15 +10,24 @@ namespace c10d {
 
 std::string ReduceOp::name() const {
   switch (kind) {
-    case SUM: return "SUM";
-    case AVG: return "AVG";
-    case PRODUCT: return "PRODUCT";
-    case MIN: return "MIN";
-    case MAX: return "MAX";
-    case BAND: return "BAND";
-    case BOR: return "BOR";
-    case BXOR: return "BXOR";
-    case PREMUL_SUM: return "PREMUL_SUM";
+    case SUM:
+      return "SUM";
+    case AVG:
+      return "AVG";
+    case PRODUCT:
+      return "PRODUCT";
+    case MIN:
+      return "MIN";
+    case MAX:
+      return "MAX";
+    case BAND:
+      return "BAND";
+    case BOR:
+      return "BOR";
+    case BXOR:
+      return "BXOR";
+    case PREMUL_SUM:
+      return "PREMUL_SUM";
   }
   return "?";
 }
@@ -58,8 +67,10 @@ ReduceFn reduce_function(ReduceOp op, DType dtype) {
           return elementwise<T>([](bool a, bool b) { return a && b; });
         else
           return elementwise<T>([](M a, M b) { return a * b; });
-      case ReduceOp::MIN: return elementwise<T>([](M a, M b) { return b < a ? b : a; });
-      case ReduceOp::MAX: return elementwise<T>([](M a, M b) { return a < b ? b : a; });
+      case ReduceOp::MIN:
+        return elementwise<T>([](M a, M b) { return b < a ? b : a; });
+      case ReduceOp::MAX:
+        return elementwise<T>([](M a, M b) { return a < b ? b : a; });
       case ReduceOp::BAND:
       case ReduceOp::BOR:
       case ReduceOp::BXOR:
@@ -68,8 +79,8 @@ ReduceFn reduce_function(ReduceOp op, DType dtype) {
           if (op.kind == ReduceOp::BOR) return elementwise<T>([](M a, M b) { return a | b; });
           return elementwise<T>([](M a, M b) { return a ^ b; });
         } else {
-          throw TypeError(fmt::format("ReduceOp.{} needs an integer or bool tensor, got {}", op.name(),
-                                      dtype_name(dtype)));
+          throw TypeError(
+              fmt::format("ReduceOp.{} needs an integer or bool tensor, got {}", op.name(), dtype_name(dtype)));
         }
     }
     throw ValueError("unknown ReduceOp");

@@ -187,13 +187,17 @@ RendezvousSettings parse_rdzv_conf(const std::string& conf) {
     const double seconds = std::strtod(v.c_str(), &end);
     const bool number = end != v.c_str() && *end == '\0' && seconds >= 0;
     const auto ms = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-    if (k == "join_timeout" && number) rs.join_timeout = ms;
-    else if (k == "last_call_timeout" && number) rs.last_call = ms;
+    if (k == "join_timeout" && number)
+      rs.join_timeout = ms;
+    else if (k == "last_call_timeout" && number)
+      rs.last_call = ms;
     else if (k == "read_timeout" || k == "is_host" || k == "timeout") {
       // accepted for compatibility; the store's timeouts cover them
     } else {
-      throw ValueError(fmt::format("--rdzv-conf: '{}' is not a known setting with a number of seconds "
-                                   "(join_timeout, last_call_timeout)", item));
+      throw ValueError(
+          fmt::format("--rdzv-conf: '{}' is not a known setting with a number of seconds "
+                      "(join_timeout, last_call_timeout)",
+                      item));
     }
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -232,8 +236,8 @@ int run_agent(LaunchOptions o) {
     rs.run_id = run_id;
     rs.min_nodes = o.min_nodes;
     rs.max_nodes = o.max_nodes;
-    HostPort hp = parse_host_port(o.rdzv_endpoint.find(':') == std::string::npos ? o.rdzv_endpoint + ":29400"
-                                                                                 : o.rdzv_endpoint);
+    HostPort hp =
+        parse_host_port(o.rdzv_endpoint.find(':') == std::string::npos ? o.rdzv_endpoint + ":29400" : o.rdzv_endpoint);
     const bool loopback = hp.host == "localhost" || hp.host == "127.0.0.1" || hp.host == "::1";
     if (loopback || hp.host == hostname() || hp.host == o.local_addr) {
       TCPStoreServer::Options so;
@@ -270,8 +274,8 @@ int run_agent(LaunchOptions o) {
   std::string log_dir = o.log_dir;
   bool files_wanted = false;
   for (int r = 0; r < o.nproc; ++r)
-    files_wanted = files_wanted || stream_mask_for(o.redirects, r, "--redirects") != 0 ||
-                   stream_mask_for(o.tee, r, "--tee") != 0;
+    files_wanted =
+        files_wanted || stream_mask_for(o.redirects, r, "--redirects") != 0 || stream_mask_for(o.tee, r, "--tee") != 0;
   if (log_dir.empty() && files_wanted) {
     log_dir = base + "/logs";
     say("--redirects/--tee without --log-dir: writing logs under " + log_dir);
@@ -333,9 +337,9 @@ int run_agent(LaunchOptions o) {
           WorkerSpec spec{argv, environment(env)};
           int out = -1, err = -1;
           w.process = std::make_unique<WorkerProcess>(spec, &out, &err);
-          const bool shown = o.shown_local_ranks.empty() ||
-                             std::find(o.shown_local_ranks.begin(), o.shown_local_ranks.end(), lr) !=
-                                 o.shown_local_ranks.end();
+          const bool shown =
+              o.shown_local_ranks.empty() ||
+              std::find(o.shown_local_ranks.begin(), o.shown_local_ranks.end(), lr) != o.shown_local_ranks.end();
           const int redirected = stream_mask_for(o.redirects, lr, "--redirects"),
                     teed = stream_mask_for(o.tee, lr, "--tee");
           const std::string prefix = fmt::format("[rank{}]:", w.rank);
@@ -370,8 +374,9 @@ int run_agent(LaunchOptions o) {
             w.process->signal(sig);
             w.stopped_by_us = true;
           }
-        if (!kill_at) kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                   std::chrono::duration<double>(o.grace_period));
+        if (!kill_at)
+          kill_at =
+              Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.grace_period));
       };
       for (;;) {
         bool any_running = false;
@@ -448,8 +453,8 @@ int run_agent(LaunchOptions o) {
   if (rdzv) {
     try {
       if (final_status == 0) rdzv->mark_done(round);
-      if (server && !rdzv->wait_all_done(round, nnodes,
-                                         final_status == 0 ? std::chrono::seconds(60) : std::chrono::seconds(5)))
+      if (server &&
+          !rdzv->wait_all_done(round, nnodes, final_status == 0 ? std::chrono::seconds(60) : std::chrono::seconds(5)))
         say("not every node of the last round reported back before the store closed");
     } catch (const std::exception& e) {
       say(fmt::format("the rendezvous store is gone: {}", e.what()));

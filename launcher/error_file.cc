@@ -14,8 +14,7 @@ void record_worker_error(const std::string& message, const std::string& tracebac
   nlohmann::json j;
   j["message"] = message;
   j["traceback"] = traceback;
-  j["timestamp"] =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  j["timestamp"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::ofstream(path) << j.dump() << "\n";
 }
 
@@ -35,8 +34,10 @@ std::optional<WorkerError> read_worker_error(const std::string& path) {
     if (m.contains("message") && m["message"].is_string()) e.message = m["message"].get<std::string>();
     if (m.contains("extraInfo") && m["extraInfo"].is_object()) {
       const auto& x = m["extraInfo"];
-      if (x.contains("py_callstack") && x["py_callstack"].is_string()) e.traceback = x["py_callstack"].get<std::string>();
-      if (x.contains("timestamp") && x["timestamp"].is_string()) e.timestamp = std::atof(x["timestamp"].get<std::string>().c_str());
+      if (x.contains("py_callstack") && x["py_callstack"].is_string())
+        e.traceback = x["py_callstack"].get<std::string>();
+      if (x.contains("timestamp") && x["timestamp"].is_string())
+        e.timestamp = std::atof(x["timestamp"].get<std::string>().c_str());
     }
   } else {
     return std::nullopt;

@@ -96,7 +96,8 @@ void resolve(LaunchOptions& o) {
   if (n == "cpu" || n == "auto") {
     o.nproc = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   } else if (n == "gpu") {
-    throw ValueError("--nproc-per-node gpu: no GPU is visible to this build (CUDA support comes with the NCCL backend)");
+    throw ValueError(
+        "--nproc-per-node gpu: no GPU is visible to this build (CUDA support comes with the NCCL backend)");
   } else {
     o.nproc = parse_int(n, "--nproc-per-node");
     TR_CHECK(o.nproc >= 1, ValueError, "--nproc-per-node: must be at least 1, got {}", o.nproc);
@@ -129,8 +130,7 @@ void resolve(LaunchOptions& o) {
              "--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT] (or use --standalone on one node)");
   }
   TR_CHECK(o.master_port >= 0 && o.master_port <= 65535, ValueError, "--master-port: {} is not a port", o.master_port);
-  TR_CHECK(o.rdzv_backend != "static" || o.max_nodes == 1 || o.master_port != 0 || !o.rdzv_endpoint.empty(),
-           ValueError,
+  TR_CHECK(o.rdzv_backend != "static" || o.max_nodes == 1 || o.master_port != 0 || !o.rdzv_endpoint.empty(), ValueError,
            "--master-port: a multi-node job needs a fixed port that every node knows (port 0 is single-node only)");
   TR_CHECK(o.max_restarts >= 0, ValueError, "--max-restarts: must be >= 0, got {}", o.max_restarts);
   TR_CHECK(o.monitor_interval > 0, ValueError, "--monitor-interval: must be positive, got {}", o.monitor_interval);
@@ -151,7 +151,8 @@ void resolve(LaunchOptions& o) {
     size_t start = 0;
     while (start <= o.local_ranks_filter.size()) {
       size_t comma = o.local_ranks_filter.find(',', start);
-      std::string item = o.local_ranks_filter.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      std::string item =
+          o.local_ranks_filter.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       int r = parse_int(item, "--local-ranks-filter");
       TR_CHECK(r >= 0 && r < o.nproc, ValueError, "--local-ranks-filter: local rank {} is not in [0, {})", r, o.nproc);
       o.shown_local_ranks.push_back(r);

@@ -3,7 +3,6 @@
 // underscores), each also settable through the PET_* variable torchrun
 // reads, so that existing commands and Kubernetes operators work unchanged.
 #include <CLI/CLI.hpp>
-
 #include <map>
 #include <optional>
 #include <string>

@@ -48,10 +48,9 @@ Conv2d::Conv2d(int64_t in, int64_t out, IntList kernel, IntList stride_, IntList
 Tensor Conv2d::forward(const Tensor& x) {
   const int64_t channel_dim = x.dim() == 4 ? 1 : 0;
   TR_CHECK((x.dim() == 3 || x.dim() == 4) && x.size(channel_dim) == in_channels, ValueError,
-           "Conv2d({}, {}): expected an input of shape [N, {}, H, W] or [{}, H, W], got {}", in_channels,
-           out_channels, in_channels, in_channels, x.shape_str());
-  return conv2d(x, param("weight"), has_bias ? param("bias") : Tensor(), stride, padding, dilation,
-                groups);
+           "Conv2d({}, {}): expected an input of shape [N, {}, H, W] or [{}, H, W], got {}", in_channels, out_channels,
+           in_channels, in_channels, x.shape_str());
+  return conv2d(x, param("weight"), has_bias ? param("bias") : Tensor(), stride, padding, dilation, groups);
 }
 
 MaxPool2d::MaxPool2d(IntList kernel, IntList stride_, IntList padding_, IntList dilation_, bool ceil)

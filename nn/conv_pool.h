@@ -9,8 +9,8 @@ namespace nn {
 // weight [out_channels, in_channels / groups, kH, kW], bias [out_channels].
 class Conv2d : public Module {
  public:
-  Conv2d(int64_t in_channels, int64_t out_channels, IntList kernel_size, IntList stride = {1},
-         IntList padding = {0}, IntList dilation = {1}, int64_t groups = 1, bool bias = true);
+  Conv2d(int64_t in_channels, int64_t out_channels, IntList kernel_size, IntList stride = {1}, IntList padding = {0},
+         IntList dilation = {1}, int64_t groups = 1, bool bias = true);
   Tensor forward(const Tensor& x) override;
   int64_t in_channels, out_channels, groups;
   IntList kernel_size, stride, padding, dilation;

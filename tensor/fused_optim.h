@@ -8,9 +8,9 @@ namespace trainrun {
 
 struct AdamStep {
   double lr, beta1, beta2, eps, weight_decay;
-  double step;        // this update's step count (1 for the first)
+  double step;  // this update's step count (1 for the first)
   bool amsgrad, maximize;
-  bool decoupled;     // AdamW: decay the parameter, not the gradient
+  bool decoupled;  // AdamW: decay the parameter, not the gradient
 };
 
 // Updates param, exp_avg and exp_avg_sq (and max_exp_avg_sq when amsgrad)

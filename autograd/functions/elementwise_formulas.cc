@@ -64,7 +64,9 @@ Tensor add_sub_autograd(const Op<AlphaSig>& below, bool subtract, const Tensor& 
   DType ad = a.dtype(), bd = b.dtype();
   return record_out(
       subtract ? "SubBackward" : "AddBackward", out, {a, b}, {}, false,
-      [&](const TensorList& in, const Tensor& o) { return below.call(keys_of(in[0], in[1], o), in[0], in[1], alpha, o); },
+      [&](const TensorList& in, const Tensor& o) {
+        return below.call(keys_of(in[0], in[1], o), in[0], in[1], alpha, o);
+      },
       [=](const Tensor& g, const TensorList&) -> TensorList {
         Tensor ga = sum_to(g, as), gb = sum_to(scale == 1.0 ? g : mul(g, scale), bs);
         return {cast_to(ga, ad), cast_to(gb, bd)};
@@ -143,7 +145,9 @@ Tensor where_autograd(const Tensor& cond, const Tensor& a, const Tensor& b, cons
   DType ad = a.dtype(), bd = b.dtype();
   return record_out(
       "WhereBackward", out, {Tensor(), a, b}, {cond}, false,
-      [&](const TensorList& in, const Tensor& o) { return op.call(keys_of(cond, in[1], in[2], o), cond, in[1], in[2], o); },
+      [&](const TensorList& in, const Tensor& o) {
+        return op.call(keys_of(cond, in[1], in[2], o), cond, in[1], in[2], o);
+      },
       [=](const Tensor& g, const TensorList& s) -> TensorList {
         Tensor zero = zeros_like(g);
         return {Tensor(), cast_to(sum_to(where(s[0], g, zero), as), ad), cast_to(sum_to(where(s[0], zero, g), bs), bd)};
@@ -168,7 +172,9 @@ Tensor div_rounding_autograd(const Tensor& a, const Tensor& b, const std::string
   DType ad = a.dtype(), bd = b.dtype();
   return record_out(
       "DivBackward", out, {a, b}, {}, false,
-      [&](const TensorList& in, const Tensor& o) { return below.call(keys_of(in[0], in[1], o), in[0], in[1], mode, o); },
+      [&](const TensorList& in, const Tensor& o) {
+        return below.call(keys_of(in[0], in[1], o), in[0], in[1], mode, o);
+      },
       [=](const Tensor& g, const TensorList&) -> TensorList {
         return {zeros(as, ad), zeros(bs, bd)};
       });
@@ -197,10 +203,12 @@ Tensor addc_autograd(bool divide, const Tensor& self, const Tensor& t1, const Te
         return {cast_to(sum_to(g, ss), sd), cast_to(sum_to(g1, s1), d1), cast_to(sum_to(g2, s2), d2)};
       });
 }
-Tensor addcmul_autograd(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, const Tensor& out) {
+Tensor addcmul_autograd(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
+                        const Tensor& out) {
   return addc_autograd(false, self, t1, t2, value, out);
 }
-Tensor addcdiv_autograd(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, const Tensor& out) {
+Tensor addcdiv_autograd(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
+                        const Tensor& out) {
   return addc_autograd(true, self, t1, t2, value, out);
 }
 KernelRegistration<AddcSig> reg_addcmul("addcmul", DispatchKey::Autograd, &addcmul_autograd);

@@ -65,7 +65,8 @@ TensorList record_multi(const char* name, const TensorList& inputs, const Tensor
   node->set_next_edges(std::move(edges));
   for (const Tensor& t : save) node->save(t, false);
   for (size_t i = 0; i < results.size(); ++i)
-    if (results[i].defined() && is_floating(results[i].dtype())) set_history(results[i], node, static_cast<uint32_t>(i));
+    if (results[i].defined() && is_floating(results[i].dtype()))
+      set_history(results[i], node, static_cast<uint32_t>(i));
   return results;
 }
 

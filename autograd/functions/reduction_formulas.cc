@@ -39,7 +39,6 @@ Tensor mean_autograd(const Tensor& x, const IntList& dims, bool keepdim, std::op
 KernelRegistration<SumSig> reg_sum("sum", DispatchKey::Autograd, &sum_autograd);
 KernelRegistration<SumSig> reg_mean("mean", DispatchKey::Autograd, &mean_autograd);
 
-
 // prod: d/dx_i = prod of the others. Where x_i == 0 that is not result / x_i:
 // it is the product of the other elements when x_i is the only zero of its
 // slice, and 0 when there are more.

@@ -127,9 +127,7 @@ void Reducer::on_grad_ready(size_t index) {
   if (--b.pending == 0) launch_ready_buckets();
 }
 
-void Reducer::launch(Bucket& b) {
-  b.work = hook_ ? hook_(*group_, b.flat) : group_->allreduce(b.flat, ReduceOp::AVG);
-}
+void Reducer::launch(Bucket& b) { b.work = hook_ ? hook_(*group_, b.flat) : group_->allreduce(b.flat, ReduceOp::AVG); }
 
 void Reducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) launch(buckets_[next_bucket_++]);

@@ -111,8 +111,7 @@ struct ProcessGroupGloo::PendingP2P {
   bool is_send;
 };
 
-ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, std::string name,
-                                   Options options)
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, std::string name, Options options)
     : ProcessGroup(rank, size, std::move(name), options.timeout), store_(std::move(store)) {
   TR_CHECK(size >= 1 && rank >= 0 && rank < size, ValueError,
            "ProcessGroupGloo '{}': rank {} is not in [0, {}) (world size {})", name_, rank, size, size);
@@ -129,8 +128,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   } catch (const trainrun::Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw DistBackendError(fmt::format("ProcessGroupGloo '{}': rank {} of {} could not connect to its peers: {}",
-                                       name_, rank, size, e.what()));
+    throw DistBackendError(fmt::format("ProcessGroupGloo '{}': rank {} of {} could not connect to its peers: {}", name_,
+                                       rank, size, e.what()));
   }
   // Over TCP, bcube (log n steps) for small buffers and the ring (optimal
   // bytes per link) for large ones: measured with bench/collectives.py --tcp
@@ -158,8 +157,10 @@ ProcessGroupGloo::~ProcessGroupGloo() {
   {
     std::lock_guard<std::mutex> lock(p2p_mu_);
     for (auto& p : p2p_queue_) {
-      if (p->is_send) p->gloo_buffer->abortWaitSend();
-      else p->gloo_buffer->abortWaitRecv();
+      if (p->is_send)
+        p->gloo_buffer->abortWaitSend();
+      else
+        p->gloo_buffer->abortWaitRecv();
     }
   }
   p2p_cv_.notify_all();
@@ -261,7 +262,7 @@ void ProcessGroupGloo::reduce_in_place(Tensor& buffer, ReduceOp op, uint32_t tag
       o.setReduceFunction(fn);
       o.setTag(tag);
       o.setTimeout(timeout_);
-      const int algorithm = forced_allreduce_algorithm_ != 0 ? forced_allreduce_algorithm_
+      const int algorithm = forced_allreduce_algorithm_ != 0    ? forced_allreduce_algorithm_
                             : buffer.nbytes() <= kBcubeMaxBytes ? 2
                                                                 : 1;
       o.setAlgorithm(algorithm == 2 ? gloo::AllreduceOptions::Algorithm::BCUBE
@@ -284,11 +285,13 @@ void ProcessGroupGloo::reduce_in_place(Tensor& buffer, ReduceOp op, uint32_t tag
 std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
   check_cpu(tensor, "allreduce", name_, "tensor");
   reduce_function(op, tensor.dtype());  // refuses op/dtype mismatches now, on the caller's thread
-  return enqueue("allreduce", fmt::format("allreduce({} {}, {})", dtype_name(tensor.dtype()), tensor.shape_str(), op.name()), [this, tensor, op](uint32_t tag) {
-    Tensor buffer = contiguous_buffer(tensor);
-    reduce_in_place(buffer, op, tag, -1);
-    copy_back(tensor, buffer);
-  });
+  return enqueue("allreduce",
+                 fmt::format("allreduce({} {}, {})", dtype_name(tensor.dtype()), tensor.shape_str(), op.name()),
+                 [this, tensor, op](uint32_t tag) {
+                   Tensor buffer = contiguous_buffer(tensor);
+                   reduce_in_place(buffer, op, tag, -1);
+                   copy_back(tensor, buffer);
+                 });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::allreduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op) {
@@ -300,49 +303,57 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce_coalesced(std::vector<Tensor>&
              dtype_name(tensors[0].dtype()), dtype_name(t.dtype()));
   }
   reduce_function(op, tensors[0].dtype());
-  return enqueue("allreduce_coalesced", fmt::format("allreduce_coalesced({} x {}, {})", tensors.size(), dtype_name(tensors[0].dtype()), op.name()), [this, tensors, op](uint32_t tag) {
-    std::vector<Tensor> flat;
-    for (const Tensor& t : tensors) flat.push_back(reshape(contiguous_buffer(t), {-1}));
-    Tensor buffer = cat(flat, 0);
-    reduce_in_place(buffer, op, tag, -1);
-    int64_t offset = 0;
-    for (const Tensor& t : tensors) {
-      copy_back(t, reshape(narrow(buffer, 0, offset, t.numel()), t.sizes()));
-      offset += t.numel();
-    }
-  });
+  return enqueue(
+      "allreduce_coalesced",
+      fmt::format("allreduce_coalesced({} x {}, {})", tensors.size(), dtype_name(tensors[0].dtype()), op.name()),
+      [this, tensors, op](uint32_t tag) {
+        std::vector<Tensor> flat;
+        for (const Tensor& t : tensors) flat.push_back(reshape(contiguous_buffer(t), {-1}));
+        Tensor buffer = cat(flat, 0);
+        reduce_in_place(buffer, op, tag, -1);
+        int64_t offset = 0;
+        for (const Tensor& t : tensors) {
+          copy_back(t, reshape(narrow(buffer, 0, offset, t.numel()), t.sizes()));
+          offset += t.numel();
+        }
+      });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
   check_cpu(tensor, "broadcast", name_, "tensor");
   check_rank(root, "broadcast", "root");
-  return enqueue("broadcast", fmt::format("broadcast({} {}, root {})", dtype_name(tensor.dtype()), tensor.shape_str(), root), [this, tensor, root](uint32_t tag) {
-    if (tensor.numel() == 0) return;
-    Tensor buffer = contiguous_buffer(tensor);
-    if (shm_) {
-      shm_->broadcast(bytes_of(buffer), static_cast<size_t>(buffer.nbytes()), root);
-    } else {
-      gloo::BroadcastOptions o(context_);
-      o.setOutput<char>(bytes_of(buffer), static_cast<size_t>(buffer.nbytes()));
-      o.setRoot(root);
-      o.setTag(tag);
-      o.setTimeout(timeout_);
-      gloo::broadcast(o);
-    }
-    copy_back(tensor, buffer);
-  });
+  return enqueue("broadcast",
+                 fmt::format("broadcast({} {}, root {})", dtype_name(tensor.dtype()), tensor.shape_str(), root),
+                 [this, tensor, root](uint32_t tag) {
+                   if (tensor.numel() == 0) return;
+                   Tensor buffer = contiguous_buffer(tensor);
+                   if (shm_) {
+                     shm_->broadcast(bytes_of(buffer), static_cast<size_t>(buffer.nbytes()), root);
+                   } else {
+                     gloo::BroadcastOptions o(context_);
+                     o.setOutput<char>(bytes_of(buffer), static_cast<size_t>(buffer.nbytes()));
+                     o.setRoot(root);
+                     o.setTag(tag);
+                     o.setTimeout(timeout_);
+                     gloo::broadcast(o);
+                   }
+                   copy_back(tensor, buffer);
+                 });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::reduce(Tensor& tensor, int root, ReduceOp op) {
   check_cpu(tensor, "reduce", name_, "tensor");
   check_rank(root, "reduce", "root");
   reduce_function(op, tensor.dtype());
-  return enqueue("reduce", fmt::format("reduce({} {}, root {}, {})", dtype_name(tensor.dtype()), tensor.shape_str(), root, op.name()), [this, tensor, root, op](uint32_t tag) {
-    // A copy: the reduction scribbles partial results into non-root buffers.
-    Tensor buffer = clone(tensor);
-    reduce_in_place(buffer, op, tag, root);
-    if (rank_ == root) copy_back(tensor, buffer);
-  });
+  return enqueue(
+      "reduce",
+      fmt::format("reduce({} {}, root {}, {})", dtype_name(tensor.dtype()), tensor.shape_str(), root, op.name()),
+      [this, tensor, root, op](uint32_t tag) {
+        // A copy: the reduction scribbles partial results into non-root buffers.
+        Tensor buffer = clone(tensor);
+        reduce_in_place(buffer, op, tag, root);
+        if (rank_ == root) copy_back(tensor, buffer);
+      });
 }
 
 void ProcessGroupGloo::gather_bytes(const Tensor& in, const Tensor& out, uint32_t tag) {
@@ -363,14 +374,15 @@ std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, 
   TR_CHECK(static_cast<int>(outputs.size()) == size_, ValueError,
            "allgather on group '{}': expected {} output tensors (one per rank), got {}", name_, size_, outputs.size());
   for (const Tensor& o : outputs) check_like(o, input, "allgather", name_, "an output");
-  return enqueue("allgather", fmt::format("allgather({} {})", dtype_name(input.dtype()), input.shape_str()), [this, outputs, input](uint32_t tag) {
-    Tensor in = contiguous_buffer(input);
-    IntList shape = input.sizes();
-    shape.insert(shape.begin(), size_);
-    Tensor flat = empty(shape, input.dtype());
-    if (input.numel() > 0) gather_bytes(in, flat, tag);
-    for (int r = 0; r < size_; ++r) copy_back(outputs[r], select(flat, 0, r));
-  });
+  return enqueue("allgather", fmt::format("allgather({} {})", dtype_name(input.dtype()), input.shape_str()),
+                 [this, outputs, input](uint32_t tag) {
+                   Tensor in = contiguous_buffer(input);
+                   IntList shape = input.sizes();
+                   shape.insert(shape.begin(), size_);
+                   Tensor flat = empty(shape, input.dtype());
+                   if (input.numel() > 0) gather_bytes(in, flat, tag);
+                   for (int r = 0; r < size_; ++r) copy_back(outputs[r], select(flat, 0, r));
+                 });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::all_gather_into_tensor(Tensor& output, const Tensor& input) {
@@ -379,12 +391,14 @@ std::shared_ptr<Work> ProcessGroupGloo::all_gather_into_tensor(Tensor& output, c
   TR_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel() * size_, ValueError,
            "all_gather_into_tensor on group '{}': output is {} {} but must hold {} inputs of {} {}", name_,
            dtype_name(output.dtype()), output.shape_str(), size_, dtype_name(input.dtype()), input.shape_str());
-  return enqueue("all_gather_into_tensor", fmt::format("all_gather_into_tensor({} {})", dtype_name(input.dtype()), input.shape_str()), [this, output, input](uint32_t tag) {
-    if (input.numel() == 0) return;
-    Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
-    gather_bytes(in, out, tag);
-    copy_back(output, out);
-  });
+  return enqueue("all_gather_into_tensor",
+                 fmt::format("all_gather_into_tensor({} {})", dtype_name(input.dtype()), input.shape_str()),
+                 [this, output, input](uint32_t tag) {
+                   if (input.numel() == 0) return;
+                   Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
+                   gather_bytes(in, out, tag);
+                   copy_back(output, out);
+                 });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) {
@@ -394,24 +408,27 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter_tensor(Tensor& output, co
            "reduce_scatter_tensor on group '{}': input is {} {} but must hold {} outputs of {} {}", name_,
            dtype_name(input.dtype()), input.shape_str(), size_, dtype_name(output.dtype()), output.shape_str());
   reduce_function(op, input.dtype());
-  return enqueue("reduce_scatter_tensor", fmt::format("reduce_scatter_tensor({} {}, {})", dtype_name(output.dtype()), output.shape_str(), op.name()), [this, output, input, op](uint32_t tag) {
-    if (output.numel() == 0) return;
-    if (shm_) {
-      // Each rank reduces only its own chunk, straight from the others' inputs.
-      Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
-      if (op.kind == ReduceOp::PREMUL_SUM) in = mul(in, op.factor);
-      shm_->reduce_scatter(bytes_of(in), bytes_of(out), static_cast<size_t>(out.numel()), out.element_size(),
-                           reduce_function(op, out.dtype()));
-      if (op.kind == ReduceOp::AVG) finish_average(out, size_);
-      copy_back(output, out);
-      return;
-    }
-    // Over TCP: reduced whole, then each rank keeps its chunk (Gloo has no
-    // reduce-scatter in its newer API; the older class would slow the context).
-    Tensor buffer = reshape(clone(input), {-1});
-    reduce_in_place(buffer, op, tag, -1);
-    copy_back(output, reshape(narrow(buffer, 0, output.numel() * rank_, output.numel()), output.sizes()));
-  });
+  return enqueue(
+      "reduce_scatter_tensor",
+      fmt::format("reduce_scatter_tensor({} {}, {})", dtype_name(output.dtype()), output.shape_str(), op.name()),
+      [this, output, input, op](uint32_t tag) {
+        if (output.numel() == 0) return;
+        if (shm_) {
+          // Each rank reduces only its own chunk, straight from the others' inputs.
+          Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
+          if (op.kind == ReduceOp::PREMUL_SUM) in = mul(in, op.factor);
+          shm_->reduce_scatter(bytes_of(in), bytes_of(out), static_cast<size_t>(out.numel()), out.element_size(),
+                               reduce_function(op, out.dtype()));
+          if (op.kind == ReduceOp::AVG) finish_average(out, size_);
+          copy_back(output, out);
+          return;
+        }
+        // Over TCP: reduced whole, then each rank keeps its chunk (Gloo has no
+        // reduce-scatter in its newer API; the older class would slow the context).
+        Tensor buffer = reshape(clone(input), {-1});
+        reduce_in_place(buffer, op, tag, -1);
+        copy_back(output, reshape(narrow(buffer, 0, output.numel() * rank_, output.numel()), output.sizes()));
+      });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& output, std::vector<Tensor>& inputs, ReduceOp op) {
@@ -429,8 +446,9 @@ std::shared_ptr<Work> ProcessGroupGloo::alltoall_base(Tensor& output, const Tens
                                                       const IntList& input_splits) {
   check_cpu(input, "alltoall_base", name_, "input");
   check_cpu(output, "alltoall_base", name_, "output");
-  TR_CHECK(output.dtype() == input.dtype(), ValueError, "alltoall_base on group '{}': output dtype {} != input dtype {}",
-           name_, dtype_name(output.dtype()), dtype_name(input.dtype()));
+  TR_CHECK(output.dtype() == input.dtype(), ValueError,
+           "alltoall_base on group '{}': output dtype {} != input dtype {}", name_, dtype_name(output.dtype()),
+           dtype_name(input.dtype()));
   auto counts = [&](const Tensor& t, const IntList& splits, const char* what) {
     const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
     const int64_t row_bytes = rows == 0 ? 0 : t.nbytes() / rows;
@@ -457,16 +475,17 @@ std::shared_ptr<Work> ProcessGroupGloo::alltoall_base(Tensor& output, const Tens
   };
   std::vector<int64_t> in_counts = counts(input, input_splits, "input"),
                        out_counts = counts(output, output_splits, "output");
-  return enqueue("alltoall_base", fmt::format("alltoall_base({})", dtype_name(input.dtype())), [this, output, input, in_counts, out_counts](uint32_t tag) {
-    Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
-    gloo::AlltoallvOptions o(context_);
-    o.setInput<char>(bytes_of(in), in_counts);
-    o.setOutput<char>(bytes_of(out), out_counts);
-    o.setTag(tag);
-    o.setTimeout(timeout_);
-    gloo::alltoallv(o);
-    copy_back(output, out);
-  });
+  return enqueue("alltoall_base", fmt::format("alltoall_base({})", dtype_name(input.dtype())),
+                 [this, output, input, in_counts, out_counts](uint32_t tag) {
+                   Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
+                   gloo::AlltoallvOptions o(context_);
+                   o.setInput<char>(bytes_of(in), in_counts);
+                   o.setOutput<char>(bytes_of(out), out_counts);
+                   o.setTag(tag);
+                   o.setTimeout(timeout_);
+                   gloo::alltoallv(o);
+                   copy_back(output, out);
+                 });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::alltoall(std::vector<Tensor>& outputs, std::vector<Tensor>& inputs) {
@@ -484,79 +503,84 @@ std::shared_ptr<Work> ProcessGroupGloo::alltoall(std::vector<Tensor>& outputs, s
     out_counts.push_back(outputs[r].nbytes());
     flat_in.push_back(reshape(inputs[r], {-1}));
   }
-  return enqueue("alltoall", fmt::format("alltoall({})", dtype_name(inputs[0].dtype())), [this, outputs, flat_in, in_counts, out_counts](uint32_t tag) {
-    Tensor in = cat(flat_in, 0);
-    int64_t out_numel = 0;
-    for (const Tensor& t : outputs) out_numel += t.numel();
-    Tensor out = empty({out_numel}, in.dtype());
-    gloo::AlltoallvOptions o(context_);
-    o.setInput<char>(bytes_of(in), in_counts);
-    o.setOutput<char>(bytes_of(out), out_counts);
-    o.setTag(tag);
-    o.setTimeout(timeout_);
-    gloo::alltoallv(o);
-    int64_t offset = 0;
-    for (const Tensor& t : outputs) {
-      copy_back(t, reshape(narrow(out, 0, offset, t.numel()), t.sizes()));
-      offset += t.numel();
-    }
-  });
+  return enqueue("alltoall", fmt::format("alltoall({})", dtype_name(inputs[0].dtype())),
+                 [this, outputs, flat_in, in_counts, out_counts](uint32_t tag) {
+                   Tensor in = cat(flat_in, 0);
+                   int64_t out_numel = 0;
+                   for (const Tensor& t : outputs) out_numel += t.numel();
+                   Tensor out = empty({out_numel}, in.dtype());
+                   gloo::AlltoallvOptions o(context_);
+                   o.setInput<char>(bytes_of(in), in_counts);
+                   o.setOutput<char>(bytes_of(out), out_counts);
+                   o.setTag(tag);
+                   o.setTimeout(timeout_);
+                   gloo::alltoallv(o);
+                   int64_t offset = 0;
+                   for (const Tensor& t : outputs) {
+                     copy_back(t, reshape(narrow(out, 0, offset, t.numel()), t.sizes()));
+                     offset += t.numel();
+                   }
+                 });
+}
+
+// gather's outputs and scatter's inputs: size() tensors like `like` on the
+// root, none elsewhere.
+void ProcessGroupGloo::check_root_list(const std::vector<Tensor>& list, const Tensor& like, int root, const char* op,
+                                       const char* what) const {
+  if (rank_ == root) {
+    TR_CHECK(static_cast<int>(list.size()) == size_, ValueError, "{} on group '{}': the root needs {} {} tensors, got {}",
+             op, name_, size_, what, list.size());
+    for (const Tensor& t : list) check_like(t, like, op, name_, what);
+  } else {
+    TR_CHECK(list.empty(), ValueError, "{} on group '{}': only the root (rank {}) takes {}s", op, name_, root, what);
+  }
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::gather(std::vector<Tensor>& outputs, const Tensor& input, int root) {
   check_cpu(input, "gather", name_, "input");
   check_rank(root, "gather", "root");
-  if (rank_ == root) {
-    TR_CHECK(static_cast<int>(outputs.size()) == size_, ValueError,
-             "gather on group '{}': the root needs {} output tensors, got {}", name_, size_, outputs.size());
-    for (const Tensor& o : outputs) check_like(o, input, "gather", name_, "an output");
-  } else {
-    TR_CHECK(outputs.empty(), ValueError, "gather on group '{}': only the root (rank {}) takes outputs", name_, root);
-  }
-  return enqueue("gather", fmt::format("gather({} {}, root {})", dtype_name(input.dtype()), input.shape_str(), root), [this, outputs, input, root](uint32_t tag) {
-    Tensor in = contiguous_buffer(input);
-    IntList shape = input.sizes();
-    shape.insert(shape.begin(), size_);
-    Tensor flat = rank_ == root ? empty(shape, input.dtype()) : Tensor();
-    gloo::GatherOptions o(context_);
-    o.setInput<char>(bytes_of(in), static_cast<size_t>(in.nbytes()));
-    if (rank_ == root) o.setOutput<char>(bytes_of(flat), static_cast<size_t>(flat.nbytes()));
-    o.setRoot(root);
-    o.setTag(tag);
-    o.setTimeout(timeout_);
-    gloo::gather(o);
-    if (rank_ == root)
-      for (int r = 0; r < size_; ++r) copy_back(outputs[r], select(flat, 0, r));
-  });
+  check_root_list(outputs, input, root, "gather", "output");
+  return enqueue("gather", fmt::format("gather({} {}, root {})", dtype_name(input.dtype()), input.shape_str(), root),
+                 [this, outputs, input, root](uint32_t tag) {
+                   Tensor in = contiguous_buffer(input);
+                   IntList shape = input.sizes();
+                   shape.insert(shape.begin(), size_);
+                   Tensor flat = rank_ == root ? empty(shape, input.dtype()) : Tensor();
+                   gloo::GatherOptions o(context_);
+                   o.setInput<char>(bytes_of(in), static_cast<size_t>(in.nbytes()));
+                   if (rank_ == root) o.setOutput<char>(bytes_of(flat), static_cast<size_t>(flat.nbytes()));
+                   o.setRoot(root);
+                   o.setTag(tag);
+                   o.setTimeout(timeout_);
+                   gloo::gather(o);
+                   if (rank_ == root)
+                     for (int r = 0; r < size_; ++r) copy_back(outputs[r], select(flat, 0, r));
+                 });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::scatter(Tensor& output, std::vector<Tensor>& inputs, int root) {
   check_cpu(output, "scatter", name_, "output");
   check_rank(root, "scatter", "root");
-  if (rank_ == root) {
-    TR_CHECK(static_cast<int>(inputs.size()) == size_, ValueError,
-             "scatter on group '{}': the root needs {} input tensors, got {}", name_, size_, inputs.size());
-    for (const Tensor& t : inputs) check_like(t, output, "scatter", name_, "an input");
-  } else {
-    TR_CHECK(inputs.empty(), ValueError, "scatter on group '{}': only the root (rank {}) takes inputs", name_, root);
-  }
-  return enqueue("scatter", fmt::format("scatter({} {}, root {})", dtype_name(output.dtype()), output.shape_str(), root), [this, output, inputs, root](uint32_t tag) {
-    Tensor out = contiguous_buffer(output);
-    std::vector<Tensor> ins;
-    std::vector<char*> ptrs;
-    for (const Tensor& t : inputs) {
-      ins.push_back(contiguous_buffer(t));
-      ptrs.push_back(bytes_of(ins.back()));
-    }
-    gloo::ScatterOptions o(context_);
-    if (rank_ == root) o.setInputs<char>(ptrs, static_cast<size_t>(out.nbytes()));
-    o.setOutput<char>(bytes_of(out), static_cast<size_t>(out.nbytes()));
-    o.setRoot(root);
-    o.setTag(tag);
-    o.setTimeout(timeout_);
-    gloo::scatter(o);
-    copy_back(output, out);
-  });
+  check_root_list(inputs, output, root, "scatter", "input");
+  return enqueue("scatter",
+                 fmt::format("scatter({} {}, root {})", dtype_name(output.dtype()), output.shape_str(), root),
+                 [this, output, inputs, root](uint32_t tag) {
+                   Tensor out = contiguous_buffer(output);
+                   std::vector<Tensor> ins;
+                   std::vector<char*> ptrs;
+                   for (const Tensor& t : inputs) {
+                     ins.push_back(contiguous_buffer(t));
+                     ptrs.push_back(bytes_of(ins.back()));
+                   }
+                   gloo::ScatterOptions o(context_);
+                   if (rank_ == root) o.setInputs<char>(ptrs, static_cast<size_t>(out.nbytes()));
+                   o.setOutput<char>(bytes_of(out), static_cast<size_t>(out.nbytes()));
+                   o.setRoot(root);
+                   o.setTag(tag);
+                   o.setTimeout(timeout_);
+                   gloo::scatter(o);
+                   copy_back(output, out);
+                 });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::barrier() {
@@ -579,9 +603,8 @@ std::shared_ptr<Work> ProcessGroupGloo::post_p2p(const char* op, Tensor tensor, 
   p->gloo_buffer = context_->createUnboundBuffer(bytes_of(p->buffer), static_cast<size_t>(p->buffer.nbytes()));
   const uint64_t slot = gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(tag));
   std::string peer_text = peers.size() == 1 ? std::to_string(peers[0]) : "any rank";
-  p->work = std::make_shared<Work>(
-      fmt::format("{} {} rank {} (tag {}) on group '{}' (rank {} of {})", op, is_send ? "to" : "from", peer_text, tag,
-                  name_, rank_, size_));
+  p->work = std::make_shared<Work>(fmt::format("{} {} rank {} (tag {}) on group '{}' (rank {} of {})", op,
+                                               is_send ? "to" : "from", peer_text, tag, name_, rank_, size_));
   if (is_send)
     p->gloo_buffer->send(peers[0], slot);
   else if (peers.size() == 1)
@@ -608,7 +631,8 @@ void ProcessGroupGloo::p2p_loop() {
     }
     try {
       int peer = -1;
-      const bool ok = p->is_send ? p->gloo_buffer->waitSend(&peer, timeout_) : p->gloo_buffer->waitRecv(&peer, timeout_);
+      const bool ok =
+          p->is_send ? p->gloo_buffer->waitSend(&peer, timeout_) : p->gloo_buffer->waitRecv(&peer, timeout_);
       if (!ok) throw DistBackendError(fmt::format("{}: aborted (the group was destroyed)", p->work->description()));
       if (!p->is_send) {
         copy_back(p->tensor, p->buffer);
@@ -618,9 +642,9 @@ void ProcessGroupGloo::p2p_loop() {
     } catch (const trainrun::Error& e) {
       p->work->finish(std::current_exception());
     } catch (const std::exception& e) {
-      p->work->finish(std::make_exception_ptr(DistBackendError(fmt::format(
-          "{}: {} (the peer exited, or sent nothing within the group timeout of {} ms)", p->work->description(),
-          e.what(), timeout_.count()))));
+      p->work->finish(std::make_exception_ptr(
+          DistBackendError(fmt::format("{}: {} (the peer exited, or sent nothing within the group timeout of {} ms)",
+                                       p->work->description(), e.what(), timeout_.count()))));
     }
     std::lock_guard<std::mutex> lock(p2p_mu_);
     p2p_queue_.pop_front();

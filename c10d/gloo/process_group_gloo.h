@@ -1,12 +1,11 @@
 #pragma once
 // The CPU backend: collectives over Gloo's TCP transport, rendezvous through
 // a trainrun Store; between ranks of one host, allreduce, allgather,
-// reduce_scatter and broadcast go through shared memory (shm/) instead. Collectives run on the group's own worker thread in
-// issue order (the caller never blocks); point-to-point sends and receives
-// are posted at once and complete on their own. Only Gloo's newer API
-// (gloo::allreduce with options, unbound buffers) is used: mixing in the
-// older algorithm classes on one context shrinks the socket buffers to the
-// first message's size and slows later transfers by 100x.
+// reduce_scatter and broadcast go through shared memory (shm/) instead. Collectives run on the group's own worker
+// thread in issue order (the caller never blocks); point-to-point sends and receives are posted at once and complete on
+// their own. Only Gloo's newer API (gloo::allreduce with options, unbound buffers) is used: mixing in the older
+// algorithm classes on one context shrinks the socket buffers to the first message's size and slows later transfers by
+// 100x.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -77,6 +76,8 @@ class ProcessGroupGloo final : public ProcessGroup {
   // Debug mode (TRAINRUN_DISTRIBUTED_DEBUG=DETAIL): every rank's signature
   // of collective `tag`, gathered; throws naming both sides on a mismatch.
   void check_signatures(uint32_t tag, const std::string& signature);
+  void check_root_list(const std::vector<Tensor>& list, const Tensor& like, int root, const char* op,
+                       const char* what) const;
   // out = every rank's in, in rank order (shared memory or Gloo).
   void gather_bytes(const Tensor& in, const Tensor& out, uint32_t tag);
   void worker_loop();

@@ -69,8 +69,7 @@ bool ShmCommunicator::usable(Store& store, int rank, int size) {
   return enabled_here();
 }
 
-ShmCommunicator::ShmCommunicator(Store& store, int rank, int size, std::chrono::milliseconds timeout,
-                                 size_t slot_bytes)
+ShmCommunicator::ShmCommunicator(Store& store, int rank, int size, std::chrono::milliseconds timeout, size_t slot_bytes)
     : rank_(rank), size_(size), timeout_(timeout), slot_bytes_(slot_bytes) {
   // A name no other job on this host uses: rank 0 draws it for everyone.
   if (rank == 0) {
@@ -99,9 +98,7 @@ ShmCommunicator::ShmCommunicator(Store& store, int rank, int size, std::chrono::
   segments_[rank].unlink();
 }
 
-ShmCommunicator::Header* ShmCommunicator::header(int r) const {
-  return static_cast<Header*>(segments_[r].data());
-}
+ShmCommunicator::Header* ShmCommunicator::header(int r) const { return static_cast<Header*>(segments_[r].data()); }
 
 char* ShmCommunicator::slot(int r) const { return static_cast<char*>(segments_[r].data()) + kHeaderBytes; }
 
@@ -135,9 +132,9 @@ void ShmCommunicator::barrier() {
         missing.push_back(dead ? fmt::format("{} (pid {} has exited)", q, pid) : std::to_string(q));
       }
       if (any_dead || timed_out)
-        throw DistBackendError(fmt::format(
-            "shared-memory barrier: ranks that had not arrived after {} ms: {}",
-            std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count(), fmt::join(missing, ", ")));
+        throw DistBackendError(fmt::format("shared-memory barrier: ranks that had not arrived after {} ms: {}",
+                                           std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count(),
+                                           fmt::join(missing, ", ")));
     }
   }
 }

@@ -19,7 +19,9 @@ void bind_autograd(py::module_& m) {
       .def_property(
           "requires_grad", [](const Tensor& t) { return requires_grad(t); },
           [](Tensor& t, bool on) { set_requires_grad(t, on); })
-      .def("requires_grad_", [](Tensor& t, bool on) { return set_requires_grad(t, on); }, py::arg("requires_grad") = true)
+      .def(
+          "requires_grad_", [](Tensor& t, bool on) { return set_requires_grad(t, on); },
+          py::arg("requires_grad") = true)
       .def_property(
           "grad",
           [](const Tensor& t) -> py::object {
@@ -28,10 +30,11 @@ void bind_autograd(py::module_& m) {
           },
           [](const Tensor& t, py::object g) { set_grad(t, g.is_none() ? Tensor() : g.cast<Tensor>()); })
       .def_property_readonly("is_leaf", [](const Tensor& t) { return is_leaf(t); })
-      .def_property_readonly("grad_fn_name", [](const Tensor& t) -> py::object {
-        auto fn = grad_fn(t);
-        return fn ? py::cast(fn->name()) : py::none();
-      })
+      .def_property_readonly("grad_fn_name",
+                             [](const Tensor& t) -> py::object {
+                               auto fn = grad_fn(t);
+                               return fn ? py::cast(fn->name()) : py::none();
+                             })
       .def("retain_grad", [](const Tensor& t) { retain_grad(t); })
       .def("register_hook", [](const Tensor& t, py::function hook) {
         register_hook(t, [hook](const Tensor& g) -> Tensor {
@@ -41,21 +44,22 @@ void bind_autograd(py::module_& m) {
         });
       });
 
-  m.def("backward",
-        [](const Tensor& t, py::object gradient, bool retain_graph, bool create_graph) {
-          Tensor g = gradient.is_none() ? Tensor() : gradient.cast<Tensor>();
-          py::gil_scoped_release nogil;
-          autograd::backward({t}, {g}, retain_graph, create_graph);
-        },
-        py::arg("tensor"), py::arg("gradient") = py::none(), py::arg("retain_graph") = false,
-        py::arg("create_graph") = false);
-  m.def("grad",
-        [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, bool retain_graph,
-           bool create_graph) {
-          py::gil_scoped_release nogil;
-          return autograd::grad(outputs, inputs, {}, retain_graph, create_graph);
-        },
-        py::arg("outputs"), py::arg("inputs"), py::arg("retain_graph") = false, py::arg("create_graph") = false);
+  m.def(
+      "backward",
+      [](const Tensor& t, py::object gradient, bool retain_graph, bool create_graph) {
+        Tensor g = gradient.is_none() ? Tensor() : gradient.cast<Tensor>();
+        py::gil_scoped_release nogil;
+        autograd::backward({t}, {g}, retain_graph, create_graph);
+      },
+      py::arg("tensor"), py::arg("gradient") = py::none(), py::arg("retain_graph") = false,
+      py::arg("create_graph") = false);
+  m.def(
+      "grad",
+      [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, bool retain_graph, bool create_graph) {
+        py::gil_scoped_release nogil;
+        return autograd::grad(outputs, inputs, {}, retain_graph, create_graph);
+      },
+      py::arg("outputs"), py::arg("inputs"), py::arg("retain_graph") = false, py::arg("create_graph") = false);
   // autograd.Function from Python: the outputs become outputs of a node whose
   // backward calls the Python `backward(*grads)` (with the GIL) and takes
   // one gradient (or None) per tensor input.
@@ -80,14 +84,14 @@ void bind_autograd(py::module_& m) {
       }
       py::object result = (*fn)(*args);
       py::tuple r = py::isinstance<py::tuple>(result) ? result.cast<py::tuple>() : py::make_tuple(result);
-      TR_CHECK(r.size() == n_inputs, ValueError,
-               "{}.backward returned {} gradients, but forward took {} tensor inputs", name, r.size(), n_inputs);
+      TR_CHECK(r.size() == n_inputs, ValueError, "{}.backward returned {} gradients, but forward took {} tensor inputs",
+               name, r.size(), n_inputs);
       TensorList out;
       for (py::handle h : r) out.push_back(h.is_none() ? Tensor() : h.cast<Tensor>());
       return out;
     };
-    auto node = std::make_shared<FormulaNode>(name + "Backward", std::move(formula),
-                                              static_cast<uint32_t>(outputs.size()));
+    auto node =
+        std::make_shared<FormulaNode>(name + "Backward", std::move(formula), static_cast<uint32_t>(outputs.size()));
     std::vector<Edge> edges;
     for (const Tensor& t : inputs) edges.push_back(gradient_edge(t));
     node->set_next_edges(std::move(edges));

@@ -6,11 +6,11 @@
 #include "c10d/ddp/distributed_data_parallel.h"
 #include "c10d/distributed.h"
 #include "launcher/error_file.h"
+#include "python/csrc/bindings.h"
 #include "store/file_store.h"
 #include "store/hash_store.h"
 #include "store/prefix_store.h"
 #include "store/tcp_store.h"
-#include "python/csrc/bindings.h"
 
 namespace trainrun {
 namespace python {
@@ -48,12 +48,17 @@ void bind_distributed(py::module_& m) {
       .value("BOR", ReduceOp::BOR)
       .value("BXOR", ReduceOp::BXOR);
   py::class_<Work, WorkPtr>(d, "Work")
-      .def("wait", [](Work& w, std::optional<double> timeout) {
-             py::gil_scoped_release nogil;
-             if (timeout) w.wait(std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000)));
-             else w.wait();
-             return true;
-           }, py::arg("timeout") = py::none())
+      .def(
+          "wait",
+          [](Work& w, std::optional<double> timeout) {
+            py::gil_scoped_release nogil;
+            if (timeout)
+              w.wait(std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000)));
+            else
+              w.wait();
+            return true;
+          },
+          py::arg("timeout") = py::none())
       .def("is_completed", &Work::is_completed)
       .def("is_success", &Work::is_success);
   // Stores: values are bytes (str is encoded as UTF-8), waits release the GIL.
@@ -63,36 +68,45 @@ void bind_distributed(py::module_& m) {
     return Bytes(s.begin(), s.end());
   };
   py::class_<Store, std::shared_ptr<Store>>(d, "Store")
-      .def("set", [as_bytes](Store& st, const std::string& k, py::object v) {
-        Bytes b = as_bytes(v);
-        py::gil_scoped_release nogil;
-        st.set(k, b);
-      })
-      .def("get", [](Store& st, const std::string& k) {
-        Bytes b;
-        {
-          py::gil_scoped_release nogil;
-          b = st.get(k);
-        }
-        return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
-      })
-      .def("add", [](Store& st, const std::string& k, int64_t v) {
-        py::gil_scoped_release nogil;
-        return st.add(k, v);
-      })
+      .def("set",
+           [as_bytes](Store& st, const std::string& k, py::object v) {
+             Bytes b = as_bytes(v);
+             py::gil_scoped_release nogil;
+             st.set(k, b);
+           })
+      .def("get",
+           [](Store& st, const std::string& k) {
+             Bytes b;
+             {
+               py::gil_scoped_release nogil;
+               b = st.get(k);
+             }
+             return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
+           })
+      .def("add",
+           [](Store& st, const std::string& k, int64_t v) {
+             py::gil_scoped_release nogil;
+             return st.add(k, v);
+           })
       .def("check", [](Store& st, const std::vector<std::string>& keys) { return st.check(keys); })
-      .def("wait", [seconds](Store& st, const std::vector<std::string>& keys, std::optional<double> timeout) {
-        py::gil_scoped_release nogil;
-        if (timeout) st.wait(keys, seconds(*timeout));
-        else st.wait(keys);
-      }, py::arg("keys"), py::arg("timeout") = py::none())
+      .def(
+          "wait",
+          [seconds](Store& st, const std::vector<std::string>& keys, std::optional<double> timeout) {
+            py::gil_scoped_release nogil;
+            if (timeout)
+              st.wait(keys, seconds(*timeout));
+            else
+              st.wait(keys);
+          },
+          py::arg("keys"), py::arg("timeout") = py::none())
       .def("delete_key", &Store::delete_key)
       .def("num_keys", &Store::num_keys);
   py::class_<HashStore, Store, std::shared_ptr<HashStore>>(d, "HashStore").def(py::init<>());
   py::class_<FileStore, Store, std::shared_ptr<FileStore>>(d, "FileStore")
       .def(py::init([seconds](const std::string& path, double timeout) {
-        return std::make_shared<FileStore>(path, seconds(timeout));
-      }), py::arg("file_name"), py::arg("timeout") = 300.0);
+             return std::make_shared<FileStore>(path, seconds(timeout));
+           }),
+           py::arg("file_name"), py::arg("timeout") = 300.0);
   py::class_<PrefixStore, Store, std::shared_ptr<PrefixStore>>(d, "PrefixStore")
       .def(py::init<std::string, std::shared_ptr<Store>>(), py::arg("prefix"), py::arg("store"));
   py::class_<TCPStore, Store, std::shared_ptr<TCPStore>>(d, "TCPStore")
@@ -105,8 +119,9 @@ void bind_distributed(py::module_& m) {
              o.wait_for_workers = wait_for_workers;
              py::gil_scoped_release nogil;
              return std::make_shared<TCPStore>(host, static_cast<uint16_t>(port), o);
-           }), py::arg("host_name"), py::arg("port"), py::arg("world_size") = py::none(),
-           py::arg("is_master") = false, py::arg("timeout") = 300.0, py::arg("wait_for_workers") = true)
+           }),
+           py::arg("host_name"), py::arg("port"), py::arg("world_size") = py::none(), py::arg("is_master") = false,
+           py::arg("timeout") = 300.0, py::arg("wait_for_workers") = true)
       .def_property_readonly("port", &TCPStore::port)
       .def_property_readonly("host", &TCPStore::host);
 
@@ -115,54 +130,78 @@ void bind_distributed(py::module_& m) {
       .def("size", &ProcessGroup::size)
       .def_property_readonly("name", &ProcessGroup::name);
 
-  d.def("init_process_group", [](const std::string& backend, const std::string& init_method, int rank, int world,
-                                 double timeout, std::shared_ptr<Store> store) {
-          c10d::InitOptions o;
-          o.store = std::move(store);
-          o.backend = backend;
-          o.init_method = init_method;
-          o.rank = rank;
-          o.world_size = world;
-          o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
-          py::gil_scoped_release nogil;
-          c10d::init_process_group(o);
-        }, py::arg("backend") = "gloo", py::arg("init_method") = "env://", py::arg("rank") = -1,
-        py::arg("world_size") = -1, py::arg("timeout") = 1800.0, py::arg("store") = nullptr);
+  d.def(
+      "init_process_group",
+      [](const std::string& backend, const std::string& init_method, int rank, int world, double timeout,
+         std::shared_ptr<Store> store) {
+        c10d::InitOptions o;
+        o.store = std::move(store);
+        o.backend = backend;
+        o.init_method = init_method;
+        o.rank = rank;
+        o.world_size = world;
+        o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
+        py::gil_scoped_release nogil;
+        c10d::init_process_group(o);
+      },
+      py::arg("backend") = "gloo", py::arg("init_method") = "env://", py::arg("rank") = -1, py::arg("world_size") = -1,
+      py::arg("timeout") = 1800.0, py::arg("store") = nullptr);
   d.def("is_initialized", &c10d::is_initialized);
   d.def("get_rank", &c10d::get_rank);
   d.def("get_world_size", &c10d::get_world_size);
-  d.def("destroy_process_group", [](GroupPtr g) {
-    py::gil_scoped_release nogil;
-    c10d::destroy_process_group(g);
-  }, py::arg("group") = nullptr);
-  d.def("new_group", [](std::vector<int> ranks) {
-    py::gil_scoped_release nogil;
-    return c10d::new_group(ranks);
-  }, py::arg("ranks") = std::vector<int>{});
-  d.def("all_reduce", [](Tensor& t, ReduceOp::Kind op, GroupPtr g, bool async_op) {
-    return finish(group_or_default(g)->allreduce(t, ReduceOp(op)), async_op);
-  }, py::arg("tensor"), py::arg("op") = ReduceOp::SUM, py::arg("group") = nullptr, py::arg("async_op") = false);
-  d.def("broadcast", [](Tensor& t, int src, GroupPtr g, bool async_op) {
-    return finish(group_or_default(g)->broadcast(t, src), async_op);
-  }, py::arg("tensor"), py::arg("src"), py::arg("group") = nullptr, py::arg("async_op") = false);
-  d.def("all_gather_into_tensor", [](Tensor& out, const Tensor& in, GroupPtr g, bool async_op) {
-    return finish(group_or_default(g)->all_gather_into_tensor(out, in), async_op);
-  }, py::arg("output_tensor"), py::arg("input_tensor"), py::arg("group") = nullptr, py::arg("async_op") = false);
-  d.def("reduce_scatter_tensor", [](Tensor& out, const Tensor& in, ReduceOp::Kind op, GroupPtr g, bool async_op) {
-    return finish(group_or_default(g)->reduce_scatter_tensor(out, in, ReduceOp(op)), async_op);
-  }, py::arg("output"), py::arg("input"), py::arg("op") = ReduceOp::SUM, py::arg("group") = nullptr,
-     py::arg("async_op") = false);
-  d.def("barrier", [](GroupPtr g, bool async_op) { return finish(group_or_default(g)->barrier(), async_op); },
-        py::arg("group") = nullptr, py::arg("async_op") = false);
-  d.def("send", [](const Tensor& t, int dst, GroupPtr g, int tag) {
-    finish(group_or_default(g)->send(t, dst, tag), false);
-  }, py::arg("tensor"), py::arg("dst"), py::arg("group") = nullptr, py::arg("tag") = 0);
-  d.def("recv", [](Tensor& t, int src, GroupPtr g, int tag) {
-    finish(group_or_default(g)->recv(t, src, tag), false);
-  }, py::arg("tensor"), py::arg("src"), py::arg("group") = nullptr, py::arg("tag") = 0);
-  d.def("record_error", [](const std::string& message, const std::string& traceback) {
-    record_worker_error(message, traceback);
-  }, "Writes the error file the launcher reads (TRAINRUN_ERROR_FILE).");
+  d.def(
+      "destroy_process_group",
+      [](GroupPtr g) {
+        py::gil_scoped_release nogil;
+        c10d::destroy_process_group(g);
+      },
+      py::arg("group") = nullptr);
+  d.def(
+      "new_group",
+      [](std::vector<int> ranks) {
+        py::gil_scoped_release nogil;
+        return c10d::new_group(ranks);
+      },
+      py::arg("ranks") = std::vector<int>{});
+  d.def(
+      "all_reduce",
+      [](Tensor& t, ReduceOp::Kind op, GroupPtr g, bool async_op) {
+        return finish(group_or_default(g)->allreduce(t, ReduceOp(op)), async_op);
+      },
+      py::arg("tensor"), py::arg("op") = ReduceOp::SUM, py::arg("group") = nullptr, py::arg("async_op") = false);
+  d.def(
+      "broadcast",
+      [](Tensor& t, int src, GroupPtr g, bool async_op) {
+        return finish(group_or_default(g)->broadcast(t, src), async_op);
+      },
+      py::arg("tensor"), py::arg("src"), py::arg("group") = nullptr, py::arg("async_op") = false);
+  d.def(
+      "all_gather_into_tensor",
+      [](Tensor& out, const Tensor& in, GroupPtr g, bool async_op) {
+        return finish(group_or_default(g)->all_gather_into_tensor(out, in), async_op);
+      },
+      py::arg("output_tensor"), py::arg("input_tensor"), py::arg("group") = nullptr, py::arg("async_op") = false);
+  d.def(
+      "reduce_scatter_tensor",
+      [](Tensor& out, const Tensor& in, ReduceOp::Kind op, GroupPtr g, bool async_op) {
+        return finish(group_or_default(g)->reduce_scatter_tensor(out, in, ReduceOp(op)), async_op);
+      },
+      py::arg("output"), py::arg("input"), py::arg("op") = ReduceOp::SUM, py::arg("group") = nullptr,
+      py::arg("async_op") = false);
+  d.def(
+      "barrier", [](GroupPtr g, bool async_op) { return finish(group_or_default(g)->barrier(), async_op); },
+      py::arg("group") = nullptr, py::arg("async_op") = false);
+  d.def(
+      "send",
+      [](const Tensor& t, int dst, GroupPtr g, int tag) { finish(group_or_default(g)->send(t, dst, tag), false); },
+      py::arg("tensor"), py::arg("dst"), py::arg("group") = nullptr, py::arg("tag") = 0);
+  d.def(
+      "recv", [](Tensor& t, int src, GroupPtr g, int tag) { finish(group_or_default(g)->recv(t, src, tag), false); },
+      py::arg("tensor"), py::arg("src"), py::arg("group") = nullptr, py::arg("tag") = 0);
+  d.def(
+      "record_error",
+      [](const std::string& message, const std::string& traceback) { record_worker_error(message, traceback); },
+      "Writes the error file the launcher reads (TRAINRUN_ERROR_FILE).");
 
   py::class_<c10d::DistributedDataParallel, nn::Module, std::shared_ptr<c10d::DistributedDataParallel>>(
       d, "DistributedDataParallel")
@@ -182,9 +221,12 @@ void bind_distributed(py::module_& m) {
       .def("_set_sync", [](c10d::DistributedDataParallel& ddp, bool on) { ddp.reducer().set_sync(on); })
       .def("_sync", [](c10d::DistributedDataParallel& ddp) { return ddp.reducer().sync(); })
       .def("register_comm_hook", [](c10d::DistributedDataParallel& ddp, const std::string& name) {
-        if (name == "fp16_compress") ddp.register_comm_hook(c10d::fp16_compress_hook());
-        else if (name == "bf16_compress") ddp.register_comm_hook(c10d::bf16_compress_hook());
-        else throw ValueError("register_comm_hook: built-in hooks are 'fp16_compress' and 'bf16_compress'");
+        if (name == "fp16_compress")
+          ddp.register_comm_hook(c10d::fp16_compress_hook());
+        else if (name == "bf16_compress")
+          ddp.register_comm_hook(c10d::bf16_compress_hook());
+        else
+          throw ValueError("register_comm_hook: built-in hooks are 'fp16_compress' and 'bf16_compress'");
       });
 }
 

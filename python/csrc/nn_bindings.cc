@@ -38,32 +38,53 @@ void bind_nn(py::module_& m) {
            py::arg("type_name") = "Module")
       .def("forward", &nn::Module::forward)
       .def("__call__", [](nn::Module& self, const Tensor& x) { return self(x); })
-      .def("register_parameter", [](nn::Module& self, const std::string& name, Tensor t, bool rg) {
-             return self.register_parameter(name, t, rg);
-           }, py::arg("name"), py::arg("tensor"), py::arg("requires_grad") = true)
-      .def("register_buffer", [](nn::Module& self, const std::string& name, Tensor t) {
-        return self.register_buffer(name, t);
-      })
-      .def("register_module", [](nn::Module& self, const std::string& name, ModulePtr child) {
-        self.register_module(name, child);
-      })
+      .def(
+          "register_parameter",
+          [](nn::Module& self, const std::string& name, Tensor t, bool rg) {
+            return self.register_parameter(name, t, rg);
+          },
+          py::arg("name"), py::arg("tensor"), py::arg("requires_grad") = true)
+      .def("register_buffer",
+           [](nn::Module& self, const std::string& name, Tensor t) { return self.register_buffer(name, t); })
+      .def("register_module",
+           [](nn::Module& self, const std::string& name, ModulePtr child) { self.register_module(name, child); })
       .def("_param", [](nn::Module& self, const std::string& name) { return self.param(name); })
       .def("_buffer", [](nn::Module& self, const std::string& name) { return self.buffer(name); })
-      .def("named_parameters", [](const nn::Module& self, bool recurse) { return self.named_parameters(recurse); },
-           py::arg("recurse") = true)
-      .def("parameters", [](const nn::Module& self, bool recurse) { return self.parameters(recurse); },
-           py::arg("recurse") = true)
-      .def("named_buffers", [](const nn::Module& self, bool recurse) { return self.named_buffers(recurse); },
-           py::arg("recurse") = true)
+      .def(
+          "named_parameters", [](const nn::Module& self, bool recurse) { return self.named_parameters(recurse); },
+          py::arg("recurse") = true)
+      .def(
+          "parameters", [](const nn::Module& self, bool recurse) { return self.parameters(recurse); },
+          py::arg("recurse") = true)
+      .def(
+          "named_buffers", [](const nn::Module& self, bool recurse) { return self.named_buffers(recurse); },
+          py::arg("recurse") = true)
       .def("named_children", &nn::Module::named_children)
-      .def("train", [](nn::Module& self, bool on) { self.train(on); return &self; }, py::arg("mode") = true,
-           py::return_value_policy::reference)
-      .def("eval", [](nn::Module& self) { self.eval(); return &self; }, py::return_value_policy::reference)
+      .def(
+          "train",
+          [](nn::Module& self, bool on) {
+            self.train(on);
+            return &self;
+          },
+          py::arg("mode") = true, py::return_value_policy::reference)
+      .def(
+          "eval",
+          [](nn::Module& self) {
+            self.eval();
+            return &self;
+          },
+          py::return_value_policy::reference)
       .def_property_readonly("training", &nn::Module::is_training)
       .def("zero_grad", &nn::Module::zero_grad, py::arg("set_to_none") = true)
       .def("state_dict", [](const nn::Module& self) { return self.state_dict(); })
       .def("load_state_dict", &nn::Module::load_state_dict, py::arg("state_dict"), py::arg("strict") = true)
-      .def("to", [](nn::Module& self, DType d) { self.to(d); return &self; }, py::return_value_policy::reference)
+      .def(
+          "to",
+          [](nn::Module& self, DType d) {
+            self.to(d);
+            return &self;
+          },
+          py::return_value_policy::reference)
       .def_property_readonly("type_name", &nn::Module::type_name)
       // module.weight, module.bias, module.child: what is registered under the name.
       .def("__getattr__", [](nn::Module& self, const std::string& name) -> py::object {
@@ -73,8 +94,8 @@ void bind_nn(py::module_& m) {
           if (n == name) return py::cast(t);
         for (auto& [n, c] : self.named_children())
           if (n == name) return py::cast(c);
-        throw py::attribute_error(fmt::format("'{}' has no attribute, parameter, buffer or child '{}'",
-                                              self.type_name(), name));
+        throw py::attribute_error(
+            fmt::format("'{}' has no attribute, parameter, buffer or child '{}'", self.type_name(), name));
       });
 
   py::class_<nn::Linear, nn::Module, std::shared_ptr<nn::Linear>>(nn, "Linear")
@@ -89,7 +110,8 @@ void bind_nn(py::module_& m) {
       .def(py::init([](py::object shape, double eps) {
              IntList s = py::isinstance<py::int_>(shape) ? IntList{shape.cast<int64_t>()} : shape.cast<IntList>();
              return std::make_shared<nn::LayerNorm>(s, eps);
-           }), py::arg("normalized_shape"), py::arg("eps") = 1e-5);
+           }),
+           py::arg("normalized_shape"), py::arg("eps") = 1e-5);
   py::class_<nn::Embedding, nn::Module, std::shared_ptr<nn::Embedding>>(nn, "Embedding")
       .def(py::init<int64_t, int64_t>());
   py::class_<nn::Flatten, nn::Module, std::shared_ptr<nn::Flatten>>(nn, "Flatten")
@@ -98,7 +120,8 @@ void bind_nn(py::module_& m) {
       .def(py::init([](int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padding, int64_t groups, bool bias) {
              return std::make_shared<nn::Conv2d>(in, out, IntList{k}, IntList{stride}, IntList{padding}, IntList{1},
                                                  groups, bias);
-           }), py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1,
+           }),
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1,
            py::arg("padding") = 0, py::arg("groups") = 1, py::arg("bias") = true);
   py::class_<nn::BatchNorm, nn::Module, std::shared_ptr<nn::BatchNorm>>(nn, "_BatchNorm");
   py::class_<nn::BatchNorm1d, nn::BatchNorm, std::shared_ptr<nn::BatchNorm1d>>(nn, "BatchNorm1d")
@@ -110,11 +133,13 @@ void bind_nn(py::module_& m) {
   py::class_<nn::MaxPool2d, nn::Module, std::shared_ptr<nn::MaxPool2d>>(nn, "MaxPool2d")
       .def(py::init([](int64_t k, std::optional<int64_t> s, int64_t p) {
              return std::make_shared<nn::MaxPool2d>(IntList{k}, s ? IntList{*s} : IntList{}, IntList{p});
-           }), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0);
+           }),
+           py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0);
   py::class_<nn::AvgPool2d, nn::Module, std::shared_ptr<nn::AvgPool2d>>(nn, "AvgPool2d")
       .def(py::init([](int64_t k, std::optional<int64_t> s, int64_t p) {
              return std::make_shared<nn::AvgPool2d>(IntList{k}, s ? IntList{*s} : IntList{}, IntList{p});
-           }), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0);
+           }),
+           py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0);
   py::class_<nn::Softmax, nn::Module, std::shared_ptr<nn::Softmax>>(nn, "Softmax").def(py::init<int64_t>());
   py::class_<nn::SiLU, nn::Module, std::shared_ptr<nn::SiLU>>(nn, "SiLU").def(py::init<>());
   py::class_<nn::RMSNorm, nn::Module, std::shared_ptr<nn::RMSNorm>>(nn, "RMSNorm")
@@ -132,25 +157,30 @@ void bind_nn(py::module_& m) {
         return std::make_shared<nn::Sequential>(list);
       }));
 
-  nn.def("cross_entropy", [](const Tensor& x, const Tensor& y, double smoothing) {
-           py::gil_scoped_release nogil;
-           return cross_entropy(x, y, Tensor(), "mean", -100, smoothing);
-         }, py::arg("input"), py::arg("target"), py::arg("label_smoothing") = 0.0);
+  nn.def(
+      "cross_entropy",
+      [](const Tensor& x, const Tensor& y, double smoothing) {
+        py::gil_scoped_release nogil;
+        return cross_entropy(x, y, Tensor(), "mean", -100, smoothing);
+      },
+      py::arg("input"), py::arg("target"), py::arg("label_smoothing") = 0.0);
   nn.def("mse_loss", [](const Tensor& x, const Tensor& y) { return nn::mse_loss(x, y); });
 
   py::module_ optim = m.def_submodule("optim", "optimizers");
   py::class_<optim::Optimizer>(optim, "Optimizer")
-      .def("step", [](optim::Optimizer& o) {
-        py::gil_scoped_release nogil;
-        o.step();
-      })
+      .def("step",
+           [](optim::Optimizer& o) {
+             py::gil_scoped_release nogil;
+             o.step();
+           })
       .def("zero_grad", &optim::Optimizer::zero_grad, py::arg("set_to_none") = true);
   py::class_<optim::SGD, optim::Optimizer>(optim, "SGD")
       .def(py::init([](std::vector<Tensor> params, double lr, double momentum, double weight_decay, bool nesterov) {
              optim::SGDOptions o;
              o.lr = lr, o.momentum = momentum, o.weight_decay = weight_decay, o.nesterov = nesterov;
              return std::make_unique<optim::SGD>(std::move(params), o);
-           }), py::arg("params"), py::arg("lr") = 1e-3, py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0,
+           }),
+           py::arg("params"), py::arg("lr") = 1e-3, py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0,
            py::arg("nesterov") = false);
   auto adam_options = [](double lr, std::pair<double, double> betas, double eps, double wd, bool amsgrad) {
     optim::AdamOptions o;
@@ -159,12 +189,16 @@ void bind_nn(py::module_& m) {
   };
   py::class_<optim::Adam, optim::Optimizer>(optim, "Adam")
       .def(py::init([adam_options](std::vector<Tensor> p, double lr, std::pair<double, double> b, double eps, double wd,
-                                   bool ams) { return std::make_unique<optim::Adam>(std::move(p), adam_options(lr, b, eps, wd, ams)); }),
+                                   bool ams) {
+             return std::make_unique<optim::Adam>(std::move(p), adam_options(lr, b, eps, wd, ams));
+           }),
            py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999),
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.0, py::arg("amsgrad") = false);
   py::class_<optim::AdamW, optim::Adam>(optim, "AdamW")
       .def(py::init([adam_options](std::vector<Tensor> p, double lr, std::pair<double, double> b, double eps, double wd,
-                                   bool ams) { return std::make_unique<optim::AdamW>(std::move(p), adam_options(lr, b, eps, wd, ams)); }),
+                                   bool ams) {
+             return std::make_unique<optim::AdamW>(std::move(p), adam_options(lr, b, eps, wd, ams));
+           }),
            py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999),
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 1e-2, py::arg("amsgrad") = false);
 
@@ -185,8 +219,8 @@ void bind_nn(py::module_& m) {
            py::arg("start_factor") = 1.0 / 3, py::arg("end_factor") = 1.0, py::arg("total_iters") = 5,
            py::keep_alive<1, 2>());
   py::class_<optim::LambdaLR, LRScheduler, std::shared_ptr<optim::LambdaLR>>(optim, "LambdaLR")
-      .def(py::init<optim::Optimizer&, std::function<double(int64_t)>>(), py::arg("optimizer"),
-           py::arg("lr_lambda"), py::keep_alive<1, 2>());
+      .def(py::init<optim::Optimizer&, std::function<double(int64_t)>>(), py::arg("optimizer"), py::arg("lr_lambda"),
+           py::keep_alive<1, 2>());
   py::class_<optim::SequentialLR, LRScheduler, std::shared_ptr<optim::SequentialLR>>(optim, "SequentialLR")
       .def(py::init<optim::Optimizer&, std::vector<std::shared_ptr<LRScheduler>>, std::vector<int64_t>>(),
            py::arg("optimizer"), py::arg("schedulers"), py::arg("milestones"), py::keep_alive<1, 2>());

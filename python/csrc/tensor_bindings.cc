@@ -6,8 +6,8 @@
 #include <pybind11/stl.h>
 
 #include "autograd/variable.h"
-#include "tensor/dlpack.h"
 #include "python/csrc/bindings.h"
+#include "tensor/dlpack.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
@@ -18,15 +18,24 @@ using release = py::call_guard<py::gil_scoped_release>;
 
 const char* numpy_format(DType d) {
   switch (d) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::Float16: return "float16";
-    case DType::Int64: return "int64";
-    case DType::Int32: return "int32";
-    case DType::Int8: return "int8";
-    case DType::UInt8: return "uint8";
-    case DType::Bool: return "bool";
-    default: break;
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::Float16:
+      return "float16";
+    case DType::Int64:
+      return "int64";
+    case DType::Int32:
+      return "int32";
+    case DType::Int8:
+      return "int8";
+    case DType::UInt8:
+      return "uint8";
+    case DType::Bool:
+      return "bool";
+    default:
+      break;
   }
   throw TypeError(fmt::format("{} has no NumPy dtype; convert it first, e.g. t.to(trainrun.float32)", dtype_name(d)));
 }
@@ -49,8 +58,9 @@ DType dtype_of_numpy(const py::dtype& d) {
 // The tensor's memory as an ndarray; the array keeps the tensor alive.
 py::array to_numpy(const Tensor& t) {
   TR_CHECK(t.device().is_cpu(), TypeError, "numpy(): the tensor is on {}; copy it to the CPU first", t.device().str());
-  TR_CHECK(!requires_grad(t), ValueError,
-           "numpy(): the tensor requires grad; call detach() first (as in PyTorch) so the array cannot bypass autograd");
+  TR_CHECK(
+      !requires_grad(t), ValueError,
+      "numpy(): the tensor requires grad; call detach() first (as in PyTorch) so the array cannot bypass autograd");
   std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end()), strides;
   for (int64_t s : t.strides()) strides.push_back(s * t.element_size());
   auto* keep = new Tensor(t);
@@ -81,9 +91,12 @@ py::object item_of(const Tensor& t) {
   TR_CHECK(t.numel() == 1, ValueError, "item(): the tensor has {} elements, not one", t.numel());
   Scalar s = t.item();
   switch (s.kind()) {
-    case Scalar::Kind::Bool: return py::bool_(s.to<bool>());
-    case Scalar::Kind::Int: return py::int_(s.to<int64_t>());
-    case Scalar::Kind::Float: return py::float_(s.to<double>());
+    case Scalar::Kind::Bool:
+      return py::bool_(s.to<bool>());
+    case Scalar::Kind::Int:
+      return py::int_(s.to<int64_t>());
+    case Scalar::Kind::Float:
+      return py::float_(s.to<double>());
   }
   return py::none();
 }
@@ -101,8 +114,8 @@ Tensor binary(const Tensor& a, py::object b) {
   return TS(a, s);
 }
 
-#define TR_BINARY_FN(name)                                                                  \
-  Tensor name##_tt(const Tensor& a, const Tensor& b) { return name(a, b); }                \
+#define TR_BINARY_FN(name)                                                  \
+  Tensor name##_tt(const Tensor& a, const Tensor& b) { return name(a, b); } \
   Tensor name##_ts(const Tensor& a, const Scalar& b) { return name(a, b); }
 TR_BINARY_FN(mul)
 TR_BINARY_FN(div)
@@ -123,28 +136,18 @@ TR_BINARY_FN(bitwise_or)
 TR_BINARY_FN(bitwise_xor)
 #undef TR_BINARY_FN
 
-Tensor add_any(const Tensor& a, py::object b, py::object alpha) {
-  Scalar al = to_scalar(alpha);
+// add and sub: a tensor or a number on the right, scaled by alpha.
+template <bool subtract>
+Tensor add_or_sub(const Tensor& a, py::object b, py::object alpha) {
+  const Scalar al = to_scalar(alpha);
   if (py::isinstance<Tensor>(b)) {
     Tensor bt = b.cast<Tensor>();
     py::gil_scoped_release nogil;
-    return add(a, bt, al);
+    return subtract ? sub(a, bt, al) : add(a, bt, al);
   }
-  Scalar s = to_scalar(b);
+  const Scalar s = to_scalar(b);
   py::gil_scoped_release nogil;
-  return add(a, s, al);
-}
-
-Tensor sub_any(const Tensor& a, py::object b, py::object alpha) {
-  Scalar al = to_scalar(alpha);
-  if (py::isinstance<Tensor>(b)) {
-    Tensor bt = b.cast<Tensor>();
-    py::gil_scoped_release nogil;
-    return sub(a, bt, al);
-  }
-  Scalar s = to_scalar(b);
-  py::gil_scoped_release nogil;
-  return sub(a, s, al);
+  return subtract ? sub(a, s, al) : add(a, s, al);
 }
 
 std::optional<DType> opt_dtype(py::object d) {
@@ -195,10 +198,13 @@ void bind_tensor(py::module_& m) {
       // Tensor(t): another handle on t's data (what nn.Parameter builds on).
       .def(py::init([](const Tensor& t) { return Tensor(t); }))
       .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.sizes())); })
-      .def("size", [](const Tensor& t, std::optional<int64_t> d) -> py::object {
-             if (d) return py::int_(t.size(*d));
-             return py::tuple(py::cast(t.sizes()));
-           }, py::arg("dim") = py::none())
+      .def(
+          "size",
+          [](const Tensor& t, std::optional<int64_t> d) -> py::object {
+            if (d) return py::int_(t.size(*d));
+            return py::tuple(py::cast(t.sizes()));
+          },
+          py::arg("dim") = py::none())
       .def("stride", [](const Tensor& t) { return py::tuple(py::cast(t.strides())); })
       .def_property_readonly("dtype", &Tensor::dtype)
       .def_property_readonly("ndim", &Tensor::dim)
@@ -210,24 +216,28 @@ void bind_tensor(py::module_& m) {
       .def("storage_offset", &Tensor::storage_offset)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
       .def("item", &item_of)
-      .def("__repr__", [](const Tensor& t) {
-        // The core prints PyTorch's spelling ("dtype=torch.float64"); from
-        // Python, name the package the dtype comes from.
-        std::string s = t.str();
-        for (size_t at = s.find("torch."); at != std::string::npos; at = s.find("torch.", at + 9))
-          s.replace(at, 6, "trainrun.");
-        return s;
-      })
+      .def("__repr__",
+           [](const Tensor& t) {
+             // The core prints PyTorch's spelling ("dtype=torch.float64"); from
+             // Python, name the package the dtype comes from.
+             std::string s = t.str();
+             for (size_t at = s.find("torch."); at != std::string::npos; at = s.find("torch.", at + 9))
+               s.replace(at, 6, "trainrun.");
+             return s;
+           })
       .def("numpy", &to_numpy)
-      .def("__dlpack__", [](const Tensor& t, py::object stream) { return to_dlpack_capsule(t); },
-           py::arg("stream") = py::none())
-      .def("__dlpack_device__", [](const Tensor& t) {
-        return py::make_tuple(t.device().is_cpu() ? 1 : 2, t.device().is_cpu() ? 0 : t.device().index);
-      })
-      .def("__len__", [](const Tensor& t) {
-        TR_CHECK(t.dim() > 0, TypeError, "len() of a 0-d tensor");
-        return t.size(0);
-      })
+      .def(
+          "__dlpack__", [](const Tensor& t, py::object stream) { return to_dlpack_capsule(t); },
+          py::arg("stream") = py::none())
+      .def("__dlpack_device__",
+           [](const Tensor& t) {
+             return py::make_tuple(t.device().is_cpu() ? 1 : 2, t.device().is_cpu() ? 0 : t.device().index);
+           })
+      .def("__len__",
+           [](const Tensor& t) {
+             TR_CHECK(t.dim() > 0, TypeError, "len() of a 0-d tensor");
+             return t.size(0);
+           })
       // Views and copies.
       .def("view", [](const Tensor& t, const IntList& s) { return view(t, s); })
       .def("reshape", [](const Tensor& t, const IntList& s) { return reshape(t, s); })
@@ -235,144 +245,209 @@ void bind_tensor(py::module_& m) {
       .def("transpose", [](const Tensor& t, int64_t a, int64_t b) { return transpose(t, a, b); })
       .def("t", [](const Tensor& x) { return t(x); })
       .def("select", [](const Tensor& t, int64_t d, int64_t i) { return select(t, d, i); })
-      .def("slice", [](const Tensor& t, int64_t d, std::optional<int64_t> s, std::optional<int64_t> e, int64_t st) {
-             return slice(t, d, s, e, st);
-           })
+      .def("slice", [](const Tensor& t, int64_t d, std::optional<int64_t> s, std::optional<int64_t> e,
+                       int64_t st) { return slice(t, d, s, e, st); })
       .def("narrow", [](const Tensor& t, int64_t d, int64_t s, int64_t n) { return narrow(t, d, s, n); })
       .def("unsqueeze", [](const Tensor& t, int64_t d) { return unsqueeze(t, d); })
-      .def("squeeze", [](const Tensor& t, std::optional<int64_t> d) { return d ? squeeze(t, *d) : squeeze(t); },
-           py::arg("dim") = py::none())
+      .def(
+          "squeeze", [](const Tensor& t, std::optional<int64_t> d) { return d ? squeeze(t, *d) : squeeze(t); },
+          py::arg("dim") = py::none())
       .def("expand", [](const Tensor& t, const IntList& s) { return expand(t, s); })
-      .def("flatten", [](const Tensor& t, int64_t a, int64_t b) { return flatten(t, a, b); }, py::arg("start_dim") = 0,
-           py::arg("end_dim") = -1)
-      .def("contiguous", [](const Tensor& t) { return contiguous(t); }, release())
-      .def("clone", [](const Tensor& t) { return clone(t); }, release())
-      .def("to", [](const Tensor& t, DType d) { return to(t, d); }, release())
+      .def(
+          "flatten", [](const Tensor& t, int64_t a, int64_t b) { return flatten(t, a, b); }, py::arg("start_dim") = 0,
+          py::arg("end_dim") = -1)
+      .def(
+          "contiguous", [](const Tensor& t) { return contiguous(t); }, release())
+      .def(
+          "clone", [](const Tensor& t) { return clone(t); }, release())
+      .def(
+          "to", [](const Tensor& t, DType d) { return to(t, d); }, release())
       .def("detach", [](const Tensor& t) { return detach(t); })
-      .def("copy_", [](Tensor& t, const Tensor& s) { return copy_(t, s); }, release())
+      .def(
+          "copy_", [](Tensor& t, const Tensor& s) { return copy_(t, s); }, release())
       .def("fill_", [](Tensor& t, py::object v) { return fill_(t, to_scalar(v)); })
-      .def("zero_", [](Tensor& t) { return zero_(t); }, release());
+      .def(
+          "zero_", [](Tensor& t) { return zero_(t); }, release());
 
   m.def("from_numpy", &from_numpy, "A tensor sharing the array's memory");
   m.def("from_dlpack", &from_dlpack_object, "A tensor sharing the memory of any DLPack producer (NumPy, PyTorch)");
   // Checkpoints as safetensors: loading one cannot run code (no pickle).
-  m.def("save", [](const std::map<std::string, Tensor>& tensors, const std::string& path) {
-    save_safetensors(tensors, path);
-  }, py::arg("state_dict"), py::arg("path"), py::call_guard<py::gil_scoped_release>());
-  m.def("load", [](const std::string& path) { return load_safetensors(path); }, py::arg("path"),
-        py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "save",
+      [](const std::map<std::string, Tensor>& tensors, const std::string& path) { save_safetensors(tensors, path); },
+      py::arg("state_dict"), py::arg("path"), py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "load", [](const std::string& path) { return load_safetensors(path); }, py::arg("path"),
+      py::call_guard<py::gil_scoped_release>());
   m.def("manual_seed", [](uint64_t s) { manual_seed(s); });
-  m.def("zeros", [](const IntList& s, py::object d) { return zeros(s, options(d)); }, py::arg("size"),
-        py::arg("dtype") = py::none());
-  m.def("ones", [](const IntList& s, py::object d) { return ones(s, options(d)); }, py::arg("size"),
-        py::arg("dtype") = py::none());
-  m.def("empty", [](const IntList& s, py::object d) { return empty(s, options(d)); }, py::arg("size"),
-        py::arg("dtype") = py::none());
-  m.def("full", [](const IntList& s, py::object v, py::object d) { return full(s, to_scalar(v), options(d)); },
-        py::arg("size"), py::arg("fill_value"), py::arg("dtype") = py::none());
-  m.def("rand", [](const IntList& s, py::object d) { return rand(s, options(d)); }, py::arg("size"),
-        py::arg("dtype") = py::none(), release());
-  m.def("randn", [](const IntList& s, py::object d) { return randn(s, options(d)); }, py::arg("size"),
-        py::arg("dtype") = py::none(), release());
-  m.def("randint", [](int64_t lo, int64_t hi, const IntList& s) { return randint(lo, hi, s); }, release());
-  m.def("arange", [](py::object start, py::object end, py::object step, py::object d) {
+  m.def(
+      "zeros", [](const IntList& s, py::object d) { return zeros(s, options(d)); }, py::arg("size"),
+      py::arg("dtype") = py::none());
+  m.def(
+      "ones", [](const IntList& s, py::object d) { return ones(s, options(d)); }, py::arg("size"),
+      py::arg("dtype") = py::none());
+  m.def(
+      "empty", [](const IntList& s, py::object d) { return empty(s, options(d)); }, py::arg("size"),
+      py::arg("dtype") = py::none());
+  m.def(
+      "full", [](const IntList& s, py::object v, py::object d) { return full(s, to_scalar(v), options(d)); },
+      py::arg("size"), py::arg("fill_value"), py::arg("dtype") = py::none());
+  m.def(
+      "rand", [](const IntList& s, py::object d) { return rand(s, options(d)); }, py::arg("size"),
+      py::arg("dtype") = py::none(), release());
+  m.def(
+      "randn", [](const IntList& s, py::object d) { return randn(s, options(d)); }, py::arg("size"),
+      py::arg("dtype") = py::none(), release());
+  m.def(
+      "randint", [](int64_t lo, int64_t hi, const IntList& s) { return randint(lo, hi, s); }, release());
+  m.def(
+      "arange",
+      [](py::object start, py::object end, py::object step, py::object d) {
         if (end.is_none()) return arange(to_scalar(start), options(d));
         return arange(to_scalar(start), to_scalar(end), to_scalar(step), options(d));
-      }, py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1, py::arg("dtype") = py::none());
+      },
+      py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1, py::arg("dtype") = py::none());
 
   // Elementwise.
-#define TR_UNARY(name) m.def(#name, [](const Tensor& x) { return name(x); }, release());
-  TR_UNARY(exp) TR_UNARY(log) TR_UNARY(log1p) TR_UNARY(sqrt) TR_UNARY(rsqrt) TR_UNARY(sin) TR_UNARY(cos)
-  TR_UNARY(tanh) TR_UNARY(sigmoid) TR_UNARY(erf) TR_UNARY(silu) TR_UNARY(neg) TR_UNARY(abs) TR_UNARY(relu)
-  TR_UNARY(sign) TR_UNARY(floor) TR_UNARY(round) TR_UNARY(logical_not) TR_UNARY(bitwise_not)
+#define TR_UNARY(name) \
+  m.def(               \
+      #name, [](const Tensor& x) { return name(x); }, release());
+  TR_UNARY(exp)
+  TR_UNARY(log) TR_UNARY(log1p) TR_UNARY(sqrt) TR_UNARY(rsqrt) TR_UNARY(sin) TR_UNARY(cos) TR_UNARY(tanh)
+      TR_UNARY(sigmoid) TR_UNARY(erf) TR_UNARY(silu) TR_UNARY(neg) TR_UNARY(abs) TR_UNARY(relu) TR_UNARY(sign)
+          TR_UNARY(floor) TR_UNARY(round) TR_UNARY(logical_not) TR_UNARY(bitwise_not)
 #undef TR_UNARY
-  m.def("gelu", [](const Tensor& x, const std::string& a) { return gelu(x, a); }, py::arg("input"),
-        py::arg("approximate") = "none", release());
-  m.def("clamp", [](const Tensor& x, py::object lo, py::object hi) {
+              m.def(
+                  "gelu", [](const Tensor& x, const std::string& a) { return gelu(x, a); }, py::arg("input"),
+                  py::arg("approximate") = "none", release());
+  m.def(
+      "clamp",
+      [](const Tensor& x, py::object lo, py::object hi) {
         std::optional<Scalar> l, h;
         if (!lo.is_none()) l = to_scalar(lo);
         if (!hi.is_none()) h = to_scalar(hi);
         py::gil_scoped_release nogil;
         return clamp(x, l, h);
-      }, py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none());
-  m.def("add", &add_any, py::arg("input"), py::arg("other"), py::arg("alpha") = 1);
-  m.def("sub", &sub_any, py::arg("input"), py::arg("other"), py::arg("alpha") = 1);
+      },
+      py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none());
+  m.def("add", &add_or_sub<false>, py::arg("input"), py::arg("other"), py::arg("alpha") = 1);
+  m.def("sub", &add_or_sub<true>, py::arg("input"), py::arg("other"), py::arg("alpha") = 1);
 #define TR_BINARY(name) m.def(#name, &binary<&name##_tt, &name##_ts>);
-  TR_BINARY(mul) TR_BINARY(div) TR_BINARY(remainder) TR_BINARY(pow) TR_BINARY(maximum) TR_BINARY(minimum)
-  TR_BINARY(eq) TR_BINARY(ne) TR_BINARY(lt) TR_BINARY(le) TR_BINARY(gt) TR_BINARY(ge) TR_BINARY(logical_and)
-  TR_BINARY(logical_or) TR_BINARY(bitwise_and) TR_BINARY(bitwise_or) TR_BINARY(bitwise_xor)
+  TR_BINARY(mul)
+  TR_BINARY(div) TR_BINARY(remainder) TR_BINARY(pow) TR_BINARY(maximum) TR_BINARY(minimum) TR_BINARY(eq) TR_BINARY(ne)
+      TR_BINARY(lt) TR_BINARY(le) TR_BINARY(gt) TR_BINARY(ge) TR_BINARY(logical_and) TR_BINARY(logical_or)
+          TR_BINARY(bitwise_and) TR_BINARY(bitwise_or) TR_BINARY(bitwise_xor)
 #undef TR_BINARY
-  m.def("where", [](const Tensor& c, const Tensor& a, const Tensor& b) { return where(c, a, b); }, release());
+              m.def(
+                  "where", [](const Tensor& c, const Tensor& a, const Tensor& b) { return where(c, a, b); }, release());
 
   // Products, reductions, indexing, nn functions.
-  m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, release());
-  m.def("mm", [](const Tensor& a, const Tensor& b) { return mm(a, b); }, release());
-  m.def("sum", [](const Tensor& x, const IntList& d, bool k) { return sum(x, d, k); }, py::arg("input"),
-        py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
-  m.def("mean", [](const Tensor& x, const IntList& d, bool k) { return mean(x, d, k); }, py::arg("input"),
-        py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
-  m.def("amax", [](const Tensor& x, const IntList& d, bool k) { return amax(x, d, k); }, py::arg("input"),
-        py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
-  m.def("amin", [](const Tensor& x, const IntList& d, bool k) { return amin(x, d, k); }, py::arg("input"),
-        py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
-  m.def("argmax", [](const Tensor& x, std::optional<int64_t> d, bool k) { return argmax(x, d, k); }, py::arg("input"),
-        py::arg("dim") = py::none(), py::arg("keepdim") = false, release());
-  m.def("var", [](const Tensor& x, const IntList& d, int64_t c, bool k) { return var(x, d, c, k); }, py::arg("input"),
-        py::arg("dim") = IntList{}, py::arg("correction") = 1, py::arg("keepdim") = false, release());
-  m.def("cat", [](const std::vector<Tensor>& ts, int64_t d) { return cat(ts, d); }, py::arg("tensors"),
-        py::arg("dim") = 0, release());
-  m.def("stack", [](const std::vector<Tensor>& ts, int64_t d) { return stack(ts, d); }, py::arg("tensors"),
-        py::arg("dim") = 0, release());
-  m.def("index_select", [](const Tensor& x, int64_t d, const Tensor& i) { return index_select(x, d, i); }, release());
-  m.def("masked_select", [](const Tensor& x, const Tensor& m) { return masked_select(x, m); }, release());
-  m.def("masked_fill", [](const Tensor& x, const Tensor& mask, py::object v) {
-        return masked_fill(x, mask, to_scalar(v));
-      });
-  m.def("gather", [](const Tensor& x, int64_t d, const Tensor& i) { return gather(x, d, i); }, release());
-  m.def("scatter", [](const Tensor& x, int64_t d, const Tensor& i, const Tensor& src) { return scatter(x, d, i, src); },
-        release());
-  m.def("sort", [](const Tensor& x, int64_t d, bool desc) { return sort(x, d, desc); }, py::arg("input"),
-        py::arg("dim") = -1, py::arg("descending") = false, release());
-  m.def("topk", [](const Tensor& x, int64_t k, int64_t d, bool largest) { return topk(x, k, d, largest); },
-        py::arg("input"), py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true, release());
-  m.def("cumsum", [](const Tensor& x, int64_t d) { return cumsum(x, d); }, release());
-  m.def("std", [](const Tensor& x, const IntList& d, int64_t c, bool k) { return trainrun::std(x, d, c, k); },
-        py::arg("input"), py::arg("dim") = IntList{}, py::arg("correction") = 1, py::arg("keepdim") = false, release());
-  m.def("norm", [](const Tensor& x, double p, const IntList& d, bool k) { return norm(x, p, d, k); }, py::arg("input"),
-        py::arg("p") = 2.0, py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
-  m.def("logsumexp", [](const Tensor& x, const IntList& d, bool k) { return logsumexp(x, d, k); }, py::arg("input"),
-        py::arg("dim"), py::arg("keepdim") = false, release());
-  m.def("prod", [](const Tensor& x, const IntList& d, bool k) { return prod(x, d, k); }, py::arg("input"),
-        py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
-  m.def("bmm", [](const Tensor& a, const Tensor& b) { return bmm(a, b); }, release());
-  m.def("chunk", [](const Tensor& x, int64_t n, int64_t d) { return chunk(x, n, d); }, py::arg("input"),
-        py::arg("chunks"), py::arg("dim") = 0);
-  m.def("split", [](const Tensor& x, int64_t n, int64_t d) { return split(x, n, d); }, py::arg("tensor"),
-        py::arg("split_size"), py::arg("dim") = 0);
-  m.def("one_hot", [](const Tensor& x, int64_t n) { return one_hot(x, n); }, py::arg("input"),
-        py::arg("num_classes") = -1);
-  m.def("embedding", [](const Tensor& i, const Tensor& w) { return embedding(w, i); }, release());
-  m.def("layer_norm", [](const Tensor& x, const IntList& shape, const Tensor& w, const Tensor& b, double eps) {
+  m.def(
+      "matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, release());
+  m.def(
+      "mm", [](const Tensor& a, const Tensor& b) { return mm(a, b); }, release());
+  m.def(
+      "sum", [](const Tensor& x, const IntList& d, bool k) { return sum(x, d, k); }, py::arg("input"),
+      py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def(
+      "mean", [](const Tensor& x, const IntList& d, bool k) { return mean(x, d, k); }, py::arg("input"),
+      py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def(
+      "amax", [](const Tensor& x, const IntList& d, bool k) { return amax(x, d, k); }, py::arg("input"),
+      py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def(
+      "amin", [](const Tensor& x, const IntList& d, bool k) { return amin(x, d, k); }, py::arg("input"),
+      py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def(
+      "argmax", [](const Tensor& x, std::optional<int64_t> d, bool k) { return argmax(x, d, k); }, py::arg("input"),
+      py::arg("dim") = py::none(), py::arg("keepdim") = false, release());
+  m.def(
+      "var", [](const Tensor& x, const IntList& d, int64_t c, bool k) { return var(x, d, c, k); }, py::arg("input"),
+      py::arg("dim") = IntList{}, py::arg("correction") = 1, py::arg("keepdim") = false, release());
+  m.def(
+      "cat", [](const std::vector<Tensor>& ts, int64_t d) { return cat(ts, d); }, py::arg("tensors"),
+      py::arg("dim") = 0, release());
+  m.def(
+      "stack", [](const std::vector<Tensor>& ts, int64_t d) { return stack(ts, d); }, py::arg("tensors"),
+      py::arg("dim") = 0, release());
+  m.def(
+      "index_select", [](const Tensor& x, int64_t d, const Tensor& i) { return index_select(x, d, i); }, release());
+  m.def(
+      "masked_select", [](const Tensor& x, const Tensor& m) { return masked_select(x, m); }, release());
+  m.def("masked_fill",
+        [](const Tensor& x, const Tensor& mask, py::object v) { return masked_fill(x, mask, to_scalar(v)); });
+  m.def(
+      "gather", [](const Tensor& x, int64_t d, const Tensor& i) { return gather(x, d, i); }, release());
+  m.def(
+      "scatter", [](const Tensor& x, int64_t d, const Tensor& i, const Tensor& src) { return scatter(x, d, i, src); },
+      release());
+  m.def(
+      "sort", [](const Tensor& x, int64_t d, bool desc) { return sort(x, d, desc); }, py::arg("input"),
+      py::arg("dim") = -1, py::arg("descending") = false, release());
+  m.def(
+      "topk", [](const Tensor& x, int64_t k, int64_t d, bool largest) { return topk(x, k, d, largest); },
+      py::arg("input"), py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true, release());
+  m.def(
+      "cumsum", [](const Tensor& x, int64_t d) { return cumsum(x, d); }, release());
+  m.def(
+      "std", [](const Tensor& x, const IntList& d, int64_t c, bool k) { return trainrun::std(x, d, c, k); },
+      py::arg("input"), py::arg("dim") = IntList{}, py::arg("correction") = 1, py::arg("keepdim") = false, release());
+  m.def(
+      "norm", [](const Tensor& x, double p, const IntList& d, bool k) { return norm(x, p, d, k); }, py::arg("input"),
+      py::arg("p") = 2.0, py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def(
+      "logsumexp", [](const Tensor& x, const IntList& d, bool k) { return logsumexp(x, d, k); }, py::arg("input"),
+      py::arg("dim"), py::arg("keepdim") = false, release());
+  m.def(
+      "prod", [](const Tensor& x, const IntList& d, bool k) { return prod(x, d, k); }, py::arg("input"),
+      py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def(
+      "bmm", [](const Tensor& a, const Tensor& b) { return bmm(a, b); }, release());
+  m.def(
+      "chunk", [](const Tensor& x, int64_t n, int64_t d) { return chunk(x, n, d); }, py::arg("input"),
+      py::arg("chunks"), py::arg("dim") = 0);
+  m.def(
+      "split", [](const Tensor& x, int64_t n, int64_t d) { return split(x, n, d); }, py::arg("tensor"),
+      py::arg("split_size"), py::arg("dim") = 0);
+  m.def(
+      "one_hot", [](const Tensor& x, int64_t n) { return one_hot(x, n); }, py::arg("input"),
+      py::arg("num_classes") = -1);
+  m.def(
+      "embedding", [](const Tensor& i, const Tensor& w) { return embedding(w, i); }, release());
+  m.def(
+      "layer_norm",
+      [](const Tensor& x, const IntList& shape, const Tensor& w, const Tensor& b, double eps) {
         return std::get<0>(layer_norm(x, shape, w, b, eps));
-      }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = Tensor(), py::arg("bias") = Tensor(),
+      },
+      py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = Tensor(), py::arg("bias") = Tensor(),
       py::arg("eps") = 1e-5, release());
-  m.def("conv2d", [](const Tensor& x, const Tensor& w, const Tensor& b, const IntList& s, const IntList& p,
-                     const IntList& d, int64_t g) { return conv2d(x, w, b, s, p, d, g); },
-        py::arg("input"), py::arg("weight"), py::arg("bias") = Tensor(), py::arg("stride") = IntList{1},
-        py::arg("padding") = IntList{0}, py::arg("dilation") = IntList{1}, py::arg("groups") = 1, release());
-  m.def("max_pool2d", [](const Tensor& x, const IntList& k, const IntList& s, const IntList& p) {
+  m.def(
+      "conv2d",
+      [](const Tensor& x, const Tensor& w, const Tensor& b, const IntList& s, const IntList& p, const IntList& d,
+         int64_t g) { return conv2d(x, w, b, s, p, d, g); },
+      py::arg("input"), py::arg("weight"), py::arg("bias") = Tensor(), py::arg("stride") = IntList{1},
+      py::arg("padding") = IntList{0}, py::arg("dilation") = IntList{1}, py::arg("groups") = 1, release());
+  m.def(
+      "max_pool2d",
+      [](const Tensor& x, const IntList& k, const IntList& s, const IntList& p) {
         return std::get<0>(max_pool2d(x, k, s, p));
-      }, py::arg("input"), py::arg("kernel_size"), py::arg("stride") = IntList{}, py::arg("padding") = IntList{0},
+      },
+      py::arg("input"), py::arg("kernel_size"), py::arg("stride") = IntList{}, py::arg("padding") = IntList{0},
       release());
-  m.def("avg_pool2d", [](const Tensor& x, const IntList& k, const IntList& s, const IntList& p) {
-        return avg_pool2d(x, k, s, p);
-      }, py::arg("input"), py::arg("kernel_size"), py::arg("stride") = IntList{}, py::arg("padding") = IntList{0},
+  m.def(
+      "avg_pool2d",
+      [](const Tensor& x, const IntList& k, const IntList& s, const IntList& p) { return avg_pool2d(x, k, s, p); },
+      py::arg("input"), py::arg("kernel_size"), py::arg("stride") = IntList{}, py::arg("padding") = IntList{0},
       release());
-  m.def("dropout", [](const Tensor& x, double p, bool train) { return std::get<0>(dropout(x, p, train)); },
-        py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, release());
-  m.def("softmax", [](const Tensor& x, int64_t d) { return softmax(x, d); }, release());
-  m.def("log_softmax", [](const Tensor& x, int64_t d) { return log_softmax(x, d); }, release());
-  m.def("cross_entropy", [](const Tensor& x, const Tensor& y) { return cross_entropy(x, y); }, release());
+  m.def(
+      "dropout", [](const Tensor& x, double p, bool train) { return std::get<0>(dropout(x, p, train)); },
+      py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, release());
+  m.def(
+      "softmax", [](const Tensor& x, int64_t d) { return softmax(x, d); }, release());
+  m.def(
+      "log_softmax", [](const Tensor& x, int64_t d) { return log_softmax(x, d); }, release());
+  m.def(
+      "cross_entropy", [](const Tensor& x, const Tensor& y) { return cross_entropy(x, y); }, release());
 }
 
 }  // namespace python

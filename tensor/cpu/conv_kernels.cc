@@ -17,7 +17,9 @@
 namespace trainrun {
 namespace {
 
-int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
 
 IntList pair_arg(const IntList& v, const char* name, const char* op, int64_t min_value) {
   TR_CHECK(v.size() == 1 || v.size() == 2, ValueError, "{}: {} must have 1 or 2 values, got [{}]", op, name,
@@ -105,7 +107,9 @@ struct ConvArgs {
   bool batched;
   IntList st, pad, dil;
   int64_t N, C, H, W, O, Cg, kH, kW, Ho, Wo, groups;
-  Conv2dShape shape() const { return {N, C, H, W, O, kH, kW, Ho, Wo, groups, {st[0], st[1]}, {pad[0], pad[1]}, {dil[0], dil[1]}}; }
+  Conv2dShape shape() const {
+    return {N, C, H, W, O, kH, kW, Ho, Wo, groups, {st[0], st[1]}, {pad[0], pad[1]}, {dil[0], dil[1]}};
+  }
 };
 
 ConvArgs check_conv_args(const char* op, const Tensor& input, const Tensor& weight, const IntList& stride,
@@ -129,8 +133,9 @@ ConvArgs check_conv_args(const char* op, const Tensor& input, const Tensor& weig
   a.C = input.size(lead), a.H = input.size(lead + 1), a.W = input.size(lead + 2);
   a.O = weight.size(0), a.Cg = weight.size(1), a.kH = weight.size(2), a.kW = weight.size(3);
   a.groups = groups;
-  TR_CHECK(a.C == a.Cg * groups, ValueError, "{}: input has {} channels but weight of shape {} with groups={} expects {}",
-           op, a.C, weight.shape_str(), groups, a.Cg * groups);
+  TR_CHECK(a.C == a.Cg * groups, ValueError,
+           "{}: input has {} channels but weight of shape {} with groups={} expects {}", op, a.C, weight.shape_str(),
+           groups, a.Cg * groups);
   TR_CHECK(a.O % groups == 0, ValueError, "{}: out channels ({}) must be divisible by groups ({})", op, a.O, groups);
   a.Ho = conv_out_size(a.H, a.kH, a.st[0], a.pad[0], a.dil[0]);
   a.Wo = conv_out_size(a.W, a.kW, a.st[1], a.pad[1], a.dil[1]);
@@ -185,7 +190,8 @@ Tensor conv2d_cpu(const Tensor& input_in, const Tensor& weight_in, const Tensor&
             im2col(img, col.data(), a.Cg, a.H, a.W, a.kH, a.kW, a.Ho, a.Wo, a.st, a.pad, a.dil);
             B = col.data();
           }
-          gemm<T>(false, false, Og, P, K, ptr<T>(w) + g * Og * K, B, T(0), mutable_ptr<T>(out) + (n * a.O + g * Og) * P);
+          gemm<T>(false, false, Og, P, K, ptr<T>(w) + g * Og * K, B, T(0),
+                  mutable_ptr<T>(out) + (n * a.O + g * Og) * P);
         }
       }
     }
@@ -194,8 +200,9 @@ Tensor conv2d_cpu(const Tensor& input_in, const Tensor& weight_in, const Tensor&
   return finish(out);
 }
 
-using Conv2dBackwardSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, const IntList&,
-                                                             const IntList&, const IntList&, int64_t, bool, bool, bool);
+using Conv2dBackwardSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
+                                                             const IntList&, const IntList&, const IntList&, int64_t,
+                                                             bool, bool, bool);
 
 // grad_weight[g] = sum_n grad_out[n, g] @ im2col(x[n, g])^T and
 // grad_x[n, g] = col2im(weight[g]^T @ grad_out[n, g]); grad_bias sums

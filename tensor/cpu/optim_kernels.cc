@@ -57,8 +57,8 @@ void fused_adam_cpu(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& 
       parallel_for(0, param.numel(), 1 << 14,
                    [&](int64_t b, int64_t e) { adam_range<T>(p, g, m, v, vmax, b, e, args); });
     } else {
-      throw TypeError(fmt::format("fused_adam_: {} parameters are not supported; use fused=false",
-                                  dtype_name(param.dtype())));
+      throw TypeError(
+          fmt::format("fused_adam_: {} parameters are not supported; use fused=false", dtype_name(param.dtype())));
     }
   });
 }

@@ -19,13 +19,11 @@ namespace {
 
 TEST(FormulaCoverage, EveryDifferentiableOpHasAnAutogradKernel) {
   // Ops whose results are integers or booleans: nothing to differentiate.
-  const std::set<std::string> non_differentiable = {
-      "all",          "any",         "argmax",     "argmin",      "bitwise_and", "bitwise_not",
-      "bitwise_or",   "bitwise_xor", "eq",         "ge",          "gt",          "le",
-      "logical_and",  "logical_not", "logical_or", "logical_xor", "lt",          "ne",
-      "nonzero",
-      // Optimizer updates run under NoGradGuard.
-      "fused_adam_"};
+  const std::set<std::string> non_differentiable = {"all", "any", "argmax", "argmin", "bitwise_and", "bitwise_not",
+                                                    "bitwise_or", "bitwise_xor", "eq", "ge", "gt", "le", "logical_and",
+                                                    "logical_not", "logical_or", "logical_xor", "lt", "ne", "nonzero",
+                                                    // Optimizer updates run under NoGradGuard.
+                                                    "fused_adam_"};
   std::vector<std::string> missing;
   for (const std::string& op : Dispatcher::get().op_names(DispatchKey::Autograd)) {
     if (non_differentiable.count(op) || op.find("::") != std::string::npos) continue;
@@ -41,8 +39,10 @@ TEST(FormulaCoverage, EveryDifferentiableOpHasAnAutogradKernel) {
 TEST(FormulaCoverage, Reductions) {
   manual_seed(11);
   Tensor x = leaf({2, 3, 4}), pos = leaf({2, 3, 4}, 0.5, 1.5);
-  check("prod all", [](const TensorList& v) { return prod(v[0]); }, {pos}, true);
-  check("prod dim", [](const TensorList& v) { return prod(v[0], {1}); }, {x}, true);
+  check(
+      "prod all", [](const TensorList& v) { return prod(v[0]); }, {pos}, true);
+  check(
+      "prod dim", [](const TensorList& v) { return prod(v[0], {1}); }, {x}, true);
   check("prod keepdim", [](const TensorList& v) { return prod(v[0], {0, 2}, true); }, {x});
   // Zeros: one in a slice (the others' product), two in a slice (zero).
   Tensor z = tensor<double>({0, 2, 3, 4, 0, 0, 1, 2, 3}, {3, 3});
@@ -52,16 +52,26 @@ TEST(FormulaCoverage, Reductions) {
   check("amin keepdim", [](const TensorList& v) { return amin(v[0], {0, 2}, true); }, {x});
   check("max.dim", [](const TensorList& v) { return std::get<0>(max(v[0], 2)); }, {x});
   check("min.dim keepdim", [](const TensorList& v) { return std::get<0>(min(v[0], 1, true)); }, {x});
-  check("var", [](const TensorList& v) { return var(v[0], {1}); }, {x}, true);
-  check("var population keepdim", [](const TensorList& v) { return var(v[0], {0, 2}, 0, true); }, {x}, true);
+  check(
+      "var", [](const TensorList& v) { return var(v[0], {1}); }, {x}, true);
+  check(
+      "var population keepdim",
+      [](const TensorList& v) {
+        return var(v[0], {0, 2}, 0, true);
+      },
+      {x}, true);
   check("std", [](const TensorList& v) { return trainrun::std(v[0], {2}); }, {x});
-  check("norm 2", [](const TensorList& v) { return norm(v[0], 2.0, {2}); }, {x}, true);
+  check(
+      "norm 2", [](const TensorList& v) { return norm(v[0], 2.0, {2}); }, {x}, true);
   check("norm 1", [](const TensorList& v) { return norm(v[0], 1.0, {1}); }, {x});
   check("norm 3 all", [](const TensorList& v) { return norm(v[0], 3.0); }, {x});
   check("norm inf", [](const TensorList& v) { return norm(v[0], INFINITY, {2}, true); }, {x});
-  check("logsumexp", [](const TensorList& v) { return logsumexp(v[0], {1}); }, {x}, true);
-  check("cumsum", [](const TensorList& v) { return cumsum(v[0], 1); }, {x}, true);
-  check("cumsum last", [](const TensorList& v) { return cumsum(v[0], -1); }, {transposed_leaf(3, 5)}, true);
+  check(
+      "logsumexp", [](const TensorList& v) { return logsumexp(v[0], {1}); }, {x}, true);
+  check(
+      "cumsum", [](const TensorList& v) { return cumsum(v[0], 1); }, {x}, true);
+  check(
+      "cumsum last", [](const TensorList& v) { return cumsum(v[0], -1); }, {transposed_leaf(3, 5)}, true);
 
   // Ties share the gradient, as PyTorch does.
   Tensor t = tensor<double>({1, 3, 3}, {3});
@@ -82,10 +92,11 @@ TEST(FormulaCoverage, IndexingOps) {
   check("scatter larger src", [&](const TensorList& v) { return scatter(v[0], 0, index, v[1]); }, {x, big_src});
   check("scatter value", [&](const TensorList& v) { return scatter(v[0], 0, index, 2.0); }, {x});
   Tensor repeated = tensor<int64_t>({0, 0, 1, 1, 0, 0, 1, 1}, {2, 4});
-  check("scatter_add", [&](const TensorList& v) { return scatter_add(v[0], 0, repeated, v[1]); }, {x, src}, true);
+  check(
+      "scatter_add", [&](const TensorList& v) { return scatter_add(v[0], 0, repeated, v[1]); }, {x, src}, true);
   Tensor rows = tensor<int64_t>({2, 0, 2}, {3});
-  check("index_add", [&](const TensorList& v) { return index_add(v[0], 0, rows, v[1], 1.5); }, {x, leaf({3, 4})},
-        true);
+  check(
+      "index_add", [&](const TensorList& v) { return index_add(v[0], 0, rows, v[1], 1.5); }, {x, leaf({3, 4})}, true);
   Tensor mask = gt(rand({4}), 0.5);
   check("masked_select", [&](const TensorList& v) { return masked_select(v[0], mask); }, {x});
   Tensor mask2 = gt(rand({3, 4}), 0.3);
@@ -100,9 +111,12 @@ TEST(FormulaCoverage, IndexingOps) {
 TEST(FormulaCoverage, TernaryAndPiecewiseOps) {
   manual_seed(13);
   Tensor a = leaf({3, 4}), row = leaf({4}), col = leaf({3, 1}), pos = leaf({4}, 0.5, 2.0);
-  check("addcmul", [](const TensorList& v) { return addcmul(v[0], v[1], v[2], 0.5); }, {a, row, col}, true);
-  check("addcdiv", [](const TensorList& v) { return addcdiv(v[0], v[1], v[2], 2.0); }, {col, a, pos}, true);
-  check("lerp tensor weight", [](const TensorList& v) { return lerp(v[0], v[1], v[2]); }, {a, row, col}, true);
+  check(
+      "addcmul", [](const TensorList& v) { return addcmul(v[0], v[1], v[2], 0.5); }, {a, row, col}, true);
+  check(
+      "addcdiv", [](const TensorList& v) { return addcdiv(v[0], v[1], v[2], 2.0); }, {col, a, pos}, true);
+  check(
+      "lerp tensor weight", [](const TensorList& v) { return lerp(v[0], v[1], v[2]); }, {a, row, col}, true);
   check("lerp scalar weight", [](const TensorList& v) { return lerp(v[0], v[1], 0.3); }, {a, row});
   check("clamp", [](const TensorList& v) { return clamp(v[0], -0.5, 0.5); }, {a});
   check("clamp min only", [](const TensorList& v) { return clamp(v[0], 0.0, std::nullopt); }, {a});
@@ -129,18 +143,18 @@ TEST(FormulaCoverage, Conv2dAndPooling) {
     Tensor x = leaf(c.in), w = leaf(c.w), b = c.bias ? leaf({c.w[0]}) : Tensor();
     TensorList inputs{x, w};
     if (c.bias) inputs.push_back(b);
-    check("conv2d",
-          [&](const TensorList& v) {
-            return conv2d(v[0], v[1], c.bias ? v[2] : Tensor(), c.stride, c.pad, c.dil, c.groups);
-          },
-          inputs, /*second_order=*/true);
+    check(
+        "conv2d",
+        [&](const TensorList& v) {
+          return conv2d(v[0], v[1], c.bias ? v[2] : Tensor(), c.stride, c.pad, c.dil, c.groups);
+        },
+        inputs, /*second_order=*/true);
     // float32 goes through oneDNN's backward primitives: same gradients.
     Tensor x32 = detach(x).to(DType::Float32), w32 = detach(w).to(DType::Float32);
     Tensor b32 = c.bias ? detach(b).to(DType::Float32) : Tensor();
     set_requires_grad(x32), set_requires_grad(w32);
     if (c.bias) set_requires_grad(b32);
-    Tensor gy = randn(conv2d(detach(x), detach(w), Tensor(), c.stride, c.pad, c.dil, c.groups).sizes(),
-                      DType::Float64);
+    Tensor gy = randn(conv2d(detach(x), detach(w), Tensor(), c.stride, c.pad, c.dil, c.groups).sizes(), DType::Float64);
     backward(sum(mul(conv2d(x, w, b, c.stride, c.pad, c.dil, c.groups), gy)));
     backward(sum(mul(conv2d(x32, w32, b32, c.stride, c.pad, c.dil, c.groups), gy.to(DType::Float32))));
     EXPECT_TRUE(allclose(grad(x32).to(DType::Float64), grad(x), 1e-4, 1e-4));
@@ -153,9 +167,12 @@ TEST(FormulaCoverage, Conv2dAndPooling) {
   backward(sum(conv2d(x, w)));
   EXPECT_TRUE(grad(x).defined());
   EXPECT_FALSE(grad(w).defined());
-  check("avg_pool2d double backward",
-        [](const TensorList& v) { return avg_pool2d(v[0], {2, 2}, {1, 1}, {1, 1}, false, false); },
-        {leaf({1, 2, 4, 5})}, true);
+  check(
+      "avg_pool2d double backward",
+      [](const TensorList& v) {
+        return avg_pool2d(v[0], {2, 2}, {1, 1}, {1, 1}, false, false);
+      },
+      {leaf({1, 2, 4, 5})}, true);
 }
 
 }  // namespace

@@ -38,25 +38,30 @@ TEST(InPlace, NonLeafOpsMatchTheOutOfPlaceForm) {
   TensorList v{randn({3, 4}, DType::Float64), randn({4}, DType::Float64), randn({3, 4}, DType::Float64)};
   // add_ / mul_ (whose formula needs the value from before the write) /
   // relu_ / chains of them, on an intermediate h.
-  expect_same_grads(grads_of([](TensorList& in) {
-                      Tensor h = mul(in[0], 2.0);
-                      add_(h, in[1]);
-                      mul_(h, in[2]);
-                      relu_(h);
-                      return h;
-                    }, v),
+  expect_same_grads(grads_of(
+                        [](TensorList& in) {
+                          Tensor h = mul(in[0], 2.0);
+                          add_(h, in[1]);
+                          mul_(h, in[2]);
+                          relu_(h);
+                          return h;
+                        },
+                        v),
                     grads_of([](TensorList& in) { return relu(mul(add(mul(in[0], 2.0), in[1]), in[2])); }, v));
-  expect_same_grads(grads_of([](TensorList& in) {
-                      Tensor h = exp(in[0]);
-                      Tensor k = mul(h, 1.0);  // exp saves its result; write into a fresh tensor
-                      sub_(k, in[1], 0.5);
-                      addcmul_(k, in[2], in[2], 0.25);
-                      clamp_(k, -1.0, 2.0);
-                      return k;
-                    }, v),
-                    grads_of([](TensorList& in) {
-                      return clamp(addcmul(sub(exp(in[0]), in[1], 0.5), in[2], in[2], 0.25), -1.0, 2.0);
-                    }, v));
+  expect_same_grads(
+      grads_of(
+          [](TensorList& in) {
+            Tensor h = exp(in[0]);
+            Tensor k = mul(h, 1.0);  // exp saves its result; write into a fresh tensor
+            sub_(k, in[1], 0.5);
+            addcmul_(k, in[2], in[2], 0.25);
+            clamp_(k, -1.0, 2.0);
+            return k;
+          },
+          v),
+      grads_of(
+          [](TensorList& in) { return clamp(addcmul(sub(exp(in[0]), in[1], 0.5), in[2], in[2], 0.25), -1.0, 2.0); },
+          v));
 }
 
 TEST(InPlace, HistoryAndVersionAreUpdated) {

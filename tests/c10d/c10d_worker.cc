@@ -45,7 +45,8 @@ void expect_equal(const Tensor& got, const Tensor& want, const std::string& what
                      dtype_name(want.dtype()), want.shape_str()));
   const double tol = got.dtype() == DType::Float16 || got.dtype() == DType::BFloat16 ? 1e-2 : 1e-6;
   Tensor a = got.to(DType::Float64), b = want.to(DType::Float64);
-  if (!allclose(a, b, tol, tol)) fail(fmt::format("{}: values differ\n got  {}\n want {}", what, got.str(), want.str()));
+  if (!allclose(a, b, tol, tol))
+    fail(fmt::format("{}: values differ\n got  {}\n want {}", what, got.str(), want.str()));
 }
 
 // What rank r contributes: small integers (1..5 + r) that every dtype holds
@@ -62,21 +63,36 @@ Tensor expected_reduction(ReduceOp op, DType dt, const IntList& shape = {2, 3}) 
   for (int r = 1; r < g_world; ++r) {
     Tensor x = input_of(r, DType::Float64, shape);
     switch (op.kind) {
-      case ReduceOp::SUM: case ReduceOp::AVG: acc = add(acc, x); break;
-      case ReduceOp::PREMUL_SUM: acc = add(acc, x); break;
-      case ReduceOp::PRODUCT: acc = mul(acc, x); break;
-      case ReduceOp::MIN: acc = minimum(acc, x); break;
-      case ReduceOp::MAX: acc = maximum(acc, x); break;
-      default: break;
+      case ReduceOp::SUM:
+      case ReduceOp::AVG:
+        acc = add(acc, x);
+        break;
+      case ReduceOp::PREMUL_SUM:
+        acc = add(acc, x);
+        break;
+      case ReduceOp::PRODUCT:
+        acc = mul(acc, x);
+        break;
+      case ReduceOp::MIN:
+        acc = minimum(acc, x);
+        break;
+      case ReduceOp::MAX:
+        acc = maximum(acc, x);
+        break;
+      default:
+        break;
     }
   }
-  if (op.kind == ReduceOp::AVG) acc = is_floating(dt) ? div(acc, g_world) : div(acc, scalar_tensor(g_world, DType::Float64), "trunc");
+  if (op.kind == ReduceOp::AVG)
+    acc = is_floating(dt) ? div(acc, g_world) : div(acc, scalar_tensor(g_world, DType::Float64), "trunc");
   if (op.kind == ReduceOp::PREMUL_SUM) acc = mul(acc, op.factor);
   if (op.kind == ReduceOp::BAND || op.kind == ReduceOp::BOR || op.kind == ReduceOp::BXOR) {
     Tensor a = input_of(0, DType::Int64, shape);
     for (int r = 1; r < g_world; ++r) {
       Tensor x = input_of(r, DType::Int64, shape);
-      a = op.kind == ReduceOp::BAND ? bitwise_and(a, x) : op.kind == ReduceOp::BOR ? bitwise_or(a, x) : bitwise_xor(a, x);
+      a = op.kind == ReduceOp::BAND  ? bitwise_and(a, x)
+          : op.kind == ReduceOp::BOR ? bitwise_or(a, x)
+                                     : bitwise_xor(a, x);
     }
     return a.to(dt);
   }
@@ -89,8 +105,10 @@ void collectives() {
                               DType::Int64,   DType::Int32,   DType::UInt8};
   for (DType dt : all_dtypes) {
     std::vector<ReduceOp> ops = {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX, ReduceOp::AVG};
-    if (is_floating(dt)) ops.push_back(ReduceOp::premul_sum(0.5));
-    else ops.insert(ops.end(), {ReduceOp::BAND, ReduceOp::BOR, ReduceOp::BXOR});
+    if (is_floating(dt))
+      ops.push_back(ReduceOp::premul_sum(0.5));
+    else
+      ops.insert(ops.end(), {ReduceOp::BAND, ReduceOp::BOR, ReduceOp::BXOR});
     for (ReduceOp op : ops) {
       if (dt == DType::UInt8 && op.kind == ReduceOp::PRODUCT) continue;  // 5^4 overflows a byte
       Tensor t = input_of(g_rank, dt);
@@ -121,8 +139,10 @@ void collectives() {
                amax(narrow(big_gathered, 0, r * big_n, big_n)).item<double>() == r,
            "all_gather_into_tensor of 8 MiB per rank");
   Tensor big_scattered = empty({big_n}, DType::Float32);
-  pg->reduce_scatter_tensor(big_scattered, full({g_world * big_n}, static_cast<double>(g_rank + 1)), ReduceOp::AVG)->wait();
-  expect(amin(big_scattered).item<double>() == (g_world + 1) / 2.0 && amax(big_scattered).item<double>() == (g_world + 1) / 2.0,
+  pg->reduce_scatter_tensor(big_scattered, full({g_world * big_n}, static_cast<double>(g_rank + 1)), ReduceOp::AVG)
+      ->wait();
+  expect(amin(big_scattered).item<double>() == (g_world + 1) / 2.0 &&
+             amax(big_scattered).item<double>() == (g_world + 1) / 2.0,
          "reduce_scatter_tensor AVG of 8 MiB per rank");
   Tensor big_bcast = full({big_n}, static_cast<double>(g_rank));
   pg->broadcast(big_bcast, g_world - 1)->wait();
@@ -149,14 +169,16 @@ void collectives() {
   for (int r = 0; r < g_world; ++r) expect_equal(gathered[r], input_of(r, DType::Float16), "allgather");
   Tensor into = empty({g_world * 2, 3}, DType::Int64);
   pg->all_gather_into_tensor(into, input_of(g_rank, DType::Int64))->wait();
-  for (int r = 0; r < g_world; ++r) expect_equal(narrow(into, 0, 2 * r, 2), input_of(r, DType::Int64), "all_gather_into_tensor");
+  for (int r = 0; r < g_world; ++r)
+    expect_equal(narrow(into, 0, 2 * r, 2), input_of(r, DType::Int64), "all_gather_into_tensor");
 
   // reduce_scatter_tensor: rank r's input is [world * 2, 3]; out = sum over ranks of chunk r.
   Tensor rs_in = add(arange(g_world * 6).view({g_world * 2, 3}), g_rank).to(DType::Float32);
   Tensor rs_out = empty({2, 3});
   pg->reduce_scatter_tensor(rs_out, rs_in)->wait();
   Tensor want = zeros({g_world * 2, 3});
-  for (int r = 0; r < g_world; ++r) want = add(want, add(arange(g_world * 6).view({g_world * 2, 3}), r).to(DType::Float32));
+  for (int r = 0; r < g_world; ++r)
+    want = add(want, add(arange(g_world * 6).view({g_world * 2, 3}), r).to(DType::Float32));
   expect_equal(rs_out, narrow(want, 0, 2 * g_rank, 2), "reduce_scatter_tensor");
   std::vector<Tensor> rs_list;
   for (int r = 0; r < g_world; ++r) rs_list.push_back(full({3}, static_cast<double>(r * 10 + g_rank)));
@@ -176,8 +198,8 @@ void collectives() {
   Tensor a2a_out = empty({(g_rank + 1) * g_world, 2}, DType::Int64);
   pg->alltoall_base(a2a_out, cat(rows, 0), out_splits, in_splits)->wait();
   for (int s = 0; s < g_world; ++s)
-    expect_equal(narrow(a2a_out, 0, s * (g_rank + 1), g_rank + 1), full({g_rank + 1, 2}, 100.0 * s + g_rank, DType::Int64),
-                 fmt::format("alltoall_base rows from {}", s));
+    expect_equal(narrow(a2a_out, 0, s * (g_rank + 1), g_rank + 1),
+                 full({g_rank + 1, 2}, 100.0 * s + g_rank, DType::Int64), fmt::format("alltoall_base rows from {}", s));
   std::vector<Tensor> a2a_in, a2a_outs;
   for (int d = 0; d < g_world; ++d) {
     a2a_in.push_back(full({g_rank + 1}, static_cast<double>(g_rank)));
@@ -409,9 +431,10 @@ class Branchy : public nn::Module {
 
 std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed, int64_t hidden = 32) {
   manual_seed(seed);
-  return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(10, hidden), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(hidden, hidden),
-      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(hidden, 3)});
+  return std::make_shared<nn::Sequential>(
+      std::vector<std::shared_ptr<nn::Module>>{std::make_shared<nn::Linear>(10, hidden), std::make_shared<nn::ReLU>(),
+                                               std::make_shared<nn::Linear>(hidden, hidden),
+                                               std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(hidden, 3)});
 }
 
 // Rank r's batch (every rank can build every rank's).
@@ -553,14 +576,22 @@ int main(int argc, char** argv) {
     init_process_group(o);
     g_rank = get_rank();
     g_world = get_world_size();
-    if (scenario == "collectives") collectives();
-    else if (scenario == "p2p") point_to_point();
-    else if (scenario == "async") async_and_groups();
-    else if (scenario == "peer_dies") peer_dies();
-    else if (scenario == "late_rank") late_rank();
-    else if (scenario == "mismatch") mismatch();
-    else if (scenario == "ddp") ddp();
-    else fail("unknown scenario " + scenario);
+    if (scenario == "collectives")
+      collectives();
+    else if (scenario == "p2p")
+      point_to_point();
+    else if (scenario == "async")
+      async_and_groups();
+    else if (scenario == "peer_dies")
+      peer_dies();
+    else if (scenario == "late_rank")
+      late_rank();
+    else if (scenario == "mismatch")
+      mismatch();
+    else if (scenario == "ddp")
+      ddp();
+    else
+      fail("unknown scenario " + scenario);
     destroy_process_group();
   } catch (const std::exception& e) {
     fail(std::string("uncaught: ") + e.what());

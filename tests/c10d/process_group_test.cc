@@ -1,9 +1,9 @@
 // Runs each c10d_worker scenario with 2, 3 and 4 ranks around a TCP store
 // hosted here (as a launcher hosts it), and checks that every rank passed.
 // A run that outlives its deadline is killed and reported, never waited on.
-#include <gtest/gtest.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -156,7 +156,8 @@ TEST(ProcessGroupGloo, ADeadPeerFailsTheOthersWithinTheTimeout) {
       if (std::string(e->d_name).rfind("trainrun-", 0) == 0) left.push_back(e->d_name);
     closedir(d);
   }
-  EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << left.size() << " segments, e.g. " << (left.empty() ? "" : left[0]);
+  EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << left.size() << " segments, e.g. "
+                            << (left.empty() ? "" : left[0]);
 }
 
 TEST(ProcessGroupGloo, ATimeoutNamesTheRanksThatHadNotEnteredTheCollective) {

@@ -66,7 +66,8 @@ TEST(ReduceOp, FunctionsPerDtype) {
   reduce_function(ReduceOp::SUM, DType::Bool)(o, p, q, 2);
   EXPECT_TRUE(o[0]);
   EXPECT_FALSE(o[1]);
-  expect_error<TypeError>([] { reduce_function(ReduceOp::BAND, DType::Float32); }, {"BAND", "integer or bool", "float32"});
+  expect_error<TypeError>([] { reduce_function(ReduceOp::BAND, DType::Float32); },
+                          {"BAND", "integer or bool", "float32"});
   EXPECT_EQ(ReduceOp::premul_sum(0.25).factor, 0.25);
 }
 

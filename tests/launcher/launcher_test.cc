@@ -2,12 +2,12 @@
 // the environment, fail-fast with a root-cause summary, restarts, signal
 // forwarding, no orphans when the agent is SIGKILLed, two jobs on one host,
 // a two-node job on loopback, log lines that never interleave, bad flags.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -242,11 +242,11 @@ int free_port() {
 TEST(Launcher, TwoAgentsFormATwoNodeJob) {
   const std::string port = std::to_string(free_port());
   auto node = [&](int rank, const char* steps, const std::string& name) {
-    return std::make_unique<Agent>(std::vector<std::string>{"--nnodes", "2", "--node-rank", std::to_string(rank),
-                                                            "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-                                                            "--master-port", port, "--no-python", kWorker,
-                                                            "allreduce", steps},
-                                   name);
+    return std::make_unique<Agent>(
+        std::vector<std::string>{"--nnodes", "2", "--node-rank", std::to_string(rank), "--nproc-per-node", "2",
+                                 "--master-addr", "127.0.0.1", "--master-port", port, "--no-python", kWorker,
+                                 "allreduce", steps},
+        name);
   };
   auto n0 = node(0, "10", "node0"), n1 = node(1, "10", "node1");
   EXPECT_EQ(n0->wait(), 0) << n0->err();
@@ -282,8 +282,11 @@ bool wait_for_text(const Agent& a, const std::string& text, std::chrono::seconds
 
 std::vector<std::string> elastic_node(const std::string& endpoint, const char* steps,
                                       std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--rdzv-backend", "c10d",  "--rdzv-endpoint", endpoint, "--nnodes", "1:2",
-                                   "--nproc-per-node", "2", "--rdzv-conf", "last_call_timeout=0.3"};
+  std::vector<std::string> args = {"--rdzv-backend",   "c10d",
+                                   "--rdzv-endpoint",  endpoint,
+                                   "--nnodes",         "1:2",
+                                   "--nproc-per-node", "2",
+                                   "--rdzv-conf",      "last_call_timeout=0.3"};
   args.insert(args.end(), extra.begin(), extra.end());
   args.insert(args.end(), {"--no-python", kWorker, "allreduce", steps});
   return args;

@@ -39,12 +39,27 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const int rank = std::atoi(env("RANK").c_str());
   if (mode == "env") {
-    for (const char* name :
-         {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
-          "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TRAINRUN_RESTART_COUNT",
-          "TRAINRUN_MAX_RESTARTS", "TRAINRUN_RUN_ID", "TRAINRUN_ERROR_FILE", "TORCHELASTIC_RESTART_COUNT",
-          "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE",
-          "TORCHELASTIC_USE_AGENT_STORE", "OMP_NUM_THREADS"})
+    for (const char* name : {"RANK",
+                             "LOCAL_RANK",
+                             "WORLD_SIZE",
+                             "LOCAL_WORLD_SIZE",
+                             "GROUP_RANK",
+                             "GROUP_WORLD_SIZE",
+                             "ROLE_RANK",
+                             "ROLE_NAME",
+                             "ROLE_WORLD_SIZE",
+                             "MASTER_ADDR",
+                             "MASTER_PORT",
+                             "TRAINRUN_RESTART_COUNT",
+                             "TRAINRUN_MAX_RESTARTS",
+                             "TRAINRUN_RUN_ID",
+                             "TRAINRUN_ERROR_FILE",
+                             "TORCHELASTIC_RESTART_COUNT",
+                             "TORCHELASTIC_MAX_RESTARTS",
+                             "TORCHELASTIC_RUN_ID",
+                             "TORCHELASTIC_ERROR_FILE",
+                             "TORCHELASTIC_USE_AGENT_STORE",
+                             "OMP_NUM_THREADS"})
       std::printf("%s=%s\n", name, env(name).c_str());
     return 0;
   }
