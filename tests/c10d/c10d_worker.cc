@@ -1,8 +1,9 @@
 // One rank of a multi-process c10d test (tests/c10d/process_group_test.cc
-// starts WORLD_SIZE of them): joins the default group through env:// and
-// runs SCENARIO, checking every result against what the ranks' inputs imply.
-// Exits 0 when every check passed; prints the first failure otherwise.
-//   RANK=r WORLD_SIZE=n MASTER_ADDR=.. MASTER_PORT=.. c10d_worker SCENARIO
+// runs WORLD_SIZE of them under trainrun): joins the default group through
+// env:// and runs SCENARIO, checking every result against what the ranks'
+// inputs imply. Exits 0 when every check passed; prints the first failure
+// otherwise.
+//   trainrun --nproc-per-node N --no-python c10d_worker SCENARIO
 #include <unistd.h>
 
 #include <chrono>
@@ -569,6 +570,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string scenario = argv[1];
+  // Settings for rank 0 alone (the launcher gives every rank the same environment).
+  if (const char* extra = std::getenv("C10D_TEST_RANK0_ENV");
+      extra != nullptr && std::getenv("RANK") != nullptr && std::string(std::getenv("RANK")) == "0") {
+    std::string list = extra;
+    size_t start = 0;
+    while (start < list.size()) {
+      size_t semi = list.find(';', start);
+      std::string kv = list.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
+      if (size_t eq = kv.find('='); eq != std::string::npos)
+        setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+      if (semi == std::string::npos) break;
+      start = semi + 1;
+    }
+  }
   try {
     InitOptions o;
     o.timeout = scenario == "peer_dies" ? 10s : scenario == "late_rank" ? 2s : 60s;

@@ -1,6 +1,6 @@
-// Runs each c10d_worker scenario with 2, 3 and 4 ranks around a TCP store
-// hosted here (as a launcher hosts it), and checks that every rank passed.
-// A run that outlives its deadline is killed and reported, never waited on.
+// Runs each c10d_worker scenario with 2, 3 and 4 ranks under the trainrun
+// launcher, and checks that every rank passed. A run that outlives its
+// deadline is killed and reported, never waited on.
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -20,7 +20,6 @@
 #include "c10d/distributed.h"
 #include "c10d/gloo/process_group_gloo.h"
 #include "store/hash_store.h"
-#include "store/tcp_store_server.h"
 #include "tensor/ops.h"
 #include "tests/expect_error.h"
 
@@ -33,75 +32,76 @@ namespace {
 using namespace std::chrono_literals;
 
 struct RankResult {
-  int exit_code = -1;  // -1: killed at the deadline
-  std::string stderr_text;
+  int exit_code = -1;       // the job's exit status (trainrun's); -1: killed at the deadline
+  std::string stderr_text;  // this rank's lines, and trainrun's own (its failure summary)
 };
 
-// extra_env: added to every rank's environment; rank0_env: to rank 0's only.
+// Runs `world` ranks of the scenario under the trainrun launcher (which hosts
+// the store and sets the environment). extra_env goes to every rank;
+// rank0_env to rank 0 only (the worker applies it, as the launcher gives
+// every rank the same environment).
 std::vector<RankResult> run_ranks(const std::string& scenario, int world, std::chrono::seconds deadline,
                                   const std::vector<std::string>& extra_env = {},
                                   const std::vector<std::string>& rank0_env = {}) {
-  TCPStoreServer::Options so;
-  so.log = [](const std::string&) {};
-  TCPStoreServer server(so);
-  std::vector<pid_t> pids;
-  std::vector<std::string> logs;
-  const std::string dir = ::testing::TempDir();
-  for (int r = 0; r < world; ++r) {
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-    env_strings.push_back("RANK=" + std::to_string(r));
-    env_strings.push_back("WORLD_SIZE=" + std::to_string(world));
-    env_strings.push_back("MASTER_ADDR=127.0.0.1");
-    env_strings.push_back("MASTER_PORT=" + std::to_string(server.port()));
-    env_strings.push_back("TORCHELASTIC_USE_AGENT_STORE=True");
-    env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
-    if (r == 0) env_strings.insert(env_strings.end(), rank0_env.begin(), rank0_env.end());
-    std::vector<char*> envp;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    logs.push_back(dir + "/c10d_" + scenario + "_" + std::to_string(world) + "_" + std::to_string(r) + ".log");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 2, logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const char* path = "tests/c10d/c10d_worker";
-    char* argv[] = {const_cast<char*>(path), const_cast<char*>(scenario.c_str()), nullptr};
-    pid_t pid = 0;
-    EXPECT_EQ(posix_spawn(&pid, path, &actions, nullptr, argv, envp.data()), 0) << "cannot start " << path;
-    posix_spawn_file_actions_destroy(&actions);
-    pids.push_back(pid);
-  }
-  std::vector<RankResult> results(world);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
+  std::string rank0;
+  for (const auto& kv : rank0_env) rank0 += (rank0.empty() ? "" : ";") + kv;
+  env_strings.push_back("C10D_TEST_RANK0_ENV=" + rank0);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const std::string log = ::testing::TempDir() + "/c10d_" + scenario + "_" + std::to_string(world) + ".log";
+  std::vector<std::string> args = {"launcher/trainrun",
+                                   "--nproc-per-node",
+                                   std::to_string(world),
+                                   "--grace-period",
+                                   "2",
+                                   "--no-python",
+                                   "tests/c10d/c10d_worker",
+                                   scenario};
+  std::vector<char*> argv;
+  for (auto& x : args) argv.push_back(x.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data()), 0) << "cannot start trainrun";
+  posix_spawn_file_actions_destroy(&actions);
+  int code = -1;
   const auto end = std::chrono::steady_clock::now() + deadline;
-  int left = world;
-  while (left > 0) {
-    for (int r = 0; r < world; ++r) {
-      if (pids[r] == 0) continue;
-      int status = 0;
-      pid_t got = waitpid(pids[r], &status, WNOHANG);
-      if (got == pids[r]) {
-        results[r].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        pids[r] = 0;
-        --left;
-      }
+  for (;;) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      break;
     }
-    if (left == 0) break;
     if (std::chrono::steady_clock::now() > end) {
-      for (pid_t pid : pids)
-        if (pid != 0) {
-          kill(pid, SIGKILL);
-          waitpid(pid, nullptr, 0);
-        }
+      kill(pid, SIGKILL);  // its workers go with it (PR_SET_PDEATHSIG)
+      waitpid(pid, nullptr, 0);
       break;
     }
     std::this_thread::sleep_for(20ms);
   }
-  for (int r = 0; r < world; ++r) {
-    std::ifstream in(logs[r]);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    results[r].stderr_text = ss.str();
+  std::ifstream in(log);
+  std::vector<RankResult> results(world);
+  std::string line;
+  while (std::getline(in, line)) {
+    bool rank_line = false;
+    for (int r = 0; r < world; ++r) {
+      const std::string prefix = "[rank" + std::to_string(r) + "]:";
+      if (line.rfind(prefix, 0) == 0) {
+        results[r].stderr_text += line.substr(prefix.size()) + "\n";
+        rank_line = true;
+      }
+    }
+    if (!rank_line)
+      for (auto& res : results) res.stderr_text += line + "\n";
   }
+  for (auto& res : results) res.exit_code = code;
   return results;
 }
 
@@ -109,9 +109,8 @@ void expect_all_passed(const std::string& scenario, int world, const std::vector
                        const std::vector<std::string>& rank0_env = {}) {
   auto results = run_ranks(scenario, world, 120s, extra_env, rank0_env);
   for (int r = 0; r < world; ++r)
-    EXPECT_EQ(results[r].exit_code, 0) << scenario << " with " << world << " ranks: rank " << r
-                                       << (results[r].exit_code == -1 ? " was killed at the deadline" : " failed")
-                                       << ":\n"
+    EXPECT_EQ(results[r].exit_code, 0) << scenario << " with " << world << " ranks, rank " << r
+                                       << (results[r].exit_code == -1 ? ": killed at the deadline" : "") << ":\n"
                                        << results[r].stderr_text;
 }
 
