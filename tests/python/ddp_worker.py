@@ -70,6 +70,23 @@ def main():
             (nn.functional.cross_entropy(reference(xr), yr) / world).backward()
     for name, g in grads(net).items():
         np.testing.assert_allclose(g, grads(reference)[name], rtol=1e-5, atol=1e-6, err_msg="no_sync " + name)
+    # The bf16 compression hook: the same gradients to bf16 precision.
+    from trainrun.distributed.algorithms import default_hooks
+    tr.manual_seed(5)
+    compressed = nn.parallel.DistributedDataParallel(Net())
+    compressed.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    tr.manual_seed(5)
+    exact = nn.parallel.DistributedDataParallel(Net())
+    for m in (compressed, exact):
+        x, y = batch(rank, 3)
+        nn.functional.cross_entropy(m(x), y).backward()
+    for (name, p), (_, q) in zip(compressed.module.named_parameters(), exact.module.named_parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=2e-2, atol=2e-3, err_msg="bf16 " + name)
+    try:
+        compressed.register_comm_hook(None, lambda state, bucket: bucket)
+        raise AssertionError("a Python hook was accepted")
+    except NotImplementedError:
+        pass
     work = dist.all_reduce(tr.ones([4]), async_op=True)
     work.wait()
     print(f"rank {rank}: ddp ok", flush=True)

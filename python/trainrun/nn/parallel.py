@@ -3,6 +3,7 @@ averaged over the ranks during backward (buckets all-reduced as they fill)."""
 import contextlib
 
 from trainrun import _C
+from trainrun.distributed.algorithms import default_hooks
 
 
 class DistributedDataParallel(_C.distributed.DistributedDataParallel):
@@ -21,3 +22,13 @@ class DistributedDataParallel(_C.distributed.DistributedDataParallel):
             yield
         finally:
             self._set_sync(previous)
+
+    def register_comm_hook(self, state, hook):
+        """PyTorch's signature; the built-in compression hooks of
+        trainrun.distributed.algorithms.default_hooks run in C++."""
+        name = default_hooks.BUILT_IN.get(hook)
+        if name is None:
+            raise NotImplementedError("register_comm_hook: only the built-in hooks of "
+                                      "trainrun.distributed.algorithms.default_hooks are supported "
+                                      "(fp16_compress_hook, bf16_compress_hook)")
+        super().register_comm_hook(name)

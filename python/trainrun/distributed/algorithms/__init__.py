@@ -1,0 +1,1 @@
+"""trainrun.distributed.algorithms: DDP communication hooks."""
