@@ -33,8 +33,10 @@ namespace {
 // Allreduce over TCP: bcube up to this size, the ring above (see the constructor).
 constexpr int64_t kBcubeMaxBytes = 256 << 10;
 
-// Slot prefix of point-to-point messages (Gloo's collectives use 0x01-0x08).
+// Slot prefixes of point-to-point messages and of our ring reduce-scatter
+// (Gloo's collectives use 0x01-0x08).
 constexpr uint8_t kP2PSlotPrefix = 0x40;
+constexpr uint8_t kRingSlotPrefix = 0x41;
 
 // True when `host` resolves to an address this process can bind (so peers
 // can reach it there), as PyTorch checks before using the host name.
@@ -423,12 +425,41 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter_tensor(Tensor& output, co
           copy_back(output, out);
           return;
         }
-        // Over TCP: reduced whole, then each rank keeps its chunk (Gloo has no
-        // reduce-scatter in its newer API; the older class would slow the context).
-        Tensor buffer = reshape(clone(input), {-1});
-        reduce_in_place(buffer, op, tag, -1);
-        copy_back(output, reshape(narrow(buffer, 0, output.numel() * rank_, output.numel()), output.sizes()));
+        // Over TCP: a ring on unbound buffers (Gloo's newer API has no
+        // reduce-scatter, and its older class would slow the context).
+        Tensor work = reshape(clone(input), {-1});
+        if (op.kind == ReduceOp::PREMUL_SUM) mul_(work, op.factor);
+        ring_reduce_scatter(work, output.numel(), reduce_function(op, work.dtype()), tag);
+        Tensor mine = reshape(narrow(work, 0, output.numel() * rank_, output.numel()), output.sizes());
+        if (op.kind == ReduceOp::AVG) finish_average(mine, size_);
+        copy_back(output, mine);
       });
+}
+
+// Ring reduce-scatter: at step s rank r sends its partial sum of chunk
+// (r - s - 1) mod n to rank r + 1, and adds the partial sum of chunk
+// (r - s - 2) mod n that rank r - 1 sends; after n - 1 steps chunk r holds
+// every rank's contribution. Each rank sends (n - 1) / n of the buffer, half
+// of what an allreduce moves.
+void ProcessGroupGloo::ring_reduce_scatter(Tensor& work, int64_t chunk_numel, const ReduceFn& fn, uint32_t tag) {
+  if (size_ == 1 || chunk_numel == 0) return;
+  const size_t elem = static_cast<size_t>(work.element_size());
+  const size_t chunk_bytes = static_cast<size_t>(chunk_numel) * elem;
+  Tensor incoming = empty({chunk_numel}, work.dtype());
+  auto send_buf = context_->createUnboundBuffer(bytes_of(work), static_cast<size_t>(work.nbytes()));
+  auto recv_buf = context_->createUnboundBuffer(bytes_of(incoming), chunk_bytes);
+  const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
+  for (int step = 0; step < size_ - 1; ++step) {
+    const int send_chunk = ((rank_ - step - 1) % size_ + size_) % size_;
+    const int recv_chunk = ((rank_ - step - 2) % size_ + size_) % size_;
+    const uint64_t slot = gloo::Slot::build(kRingSlotPrefix, tag) + static_cast<uint8_t>(step % 256);
+    recv_buf->recv(prev, slot, 0, chunk_bytes);
+    send_buf->send(next, slot, static_cast<size_t>(send_chunk) * chunk_bytes, chunk_bytes);
+    recv_buf->waitRecv(timeout_);
+    char* acc = bytes_of(work) + static_cast<size_t>(recv_chunk) * chunk_bytes;
+    fn(acc, acc, bytes_of(incoming), static_cast<size_t>(chunk_numel));
+    send_buf->waitSend(timeout_);
+  }
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& output, std::vector<Tensor>& inputs, ReduceOp op) {
@@ -528,8 +559,8 @@ std::shared_ptr<Work> ProcessGroupGloo::alltoall(std::vector<Tensor>& outputs, s
 void ProcessGroupGloo::check_root_list(const std::vector<Tensor>& list, const Tensor& like, int root, const char* op,
                                        const char* what) const {
   if (rank_ == root) {
-    TR_CHECK(static_cast<int>(list.size()) == size_, ValueError, "{} on group '{}': the root needs {} {} tensors, got {}",
-             op, name_, size_, what, list.size());
+    TR_CHECK(static_cast<int>(list.size()) == size_, ValueError,
+             "{} on group '{}': the root needs {} {} tensors, got {}", op, name_, size_, what, list.size());
     for (const Tensor& t : list) check_like(t, like, op, name_, what);
   } else {
     TR_CHECK(list.empty(), ValueError, "{} on group '{}': only the root (rank {}) takes {}s", op, name_, root, what);

@@ -78,6 +78,8 @@ class ProcessGroupGloo final : public ProcessGroup {
   void check_signatures(uint32_t tag, const std::string& signature);
   void check_root_list(const std::vector<Tensor>& list, const Tensor& like, int root, const char* op,
                        const char* what) const;
+  // Over TCP: work (n chunks of chunk_numel) ends with chunk rank() reduced over every rank.
+  void ring_reduce_scatter(Tensor& work, int64_t chunk_numel, const ReduceFn& fn, uint32_t tag);
   // out = every rank's in, in rank order (shared memory or Gloo).
   void gather_bytes(const Tensor& in, const Tensor& out, uint32_t tag);
   void worker_loop();
