@@ -17,13 +17,12 @@ shared-memory transport; --tcp turns it off to measure trainrun over Gloo's
 TCP alone (what ranks on different hosts use), and --allreduce picks Gloo's
 allreduce algorithm there."""
 import argparse
-import os
 import pathlib
-import socket
 import statistics
-import subprocess
 import sys
 import textwrap
+
+from rank_processes import rank0_output
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RANK_BINARY = ROOT / "bazel-bin" / "bench" / "collectives_rank"
@@ -59,28 +58,10 @@ TORCH_RANK = textwrap.dedent("""
 """)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_ranks(command, world, env_extra=None):
-    """Starts `world` ranks of `command`; returns rank 0's {(op, bytes): seconds}."""
-    port = free_port()
-    procs = []
-    for rank in range(world):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), LOCAL_RANK=str(rank), **(env_extra or {}))
-        procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
-                                      text=True))
-    out, _ = procs[0].communicate(timeout=1800)
-    for p in procs[1:]:
-        p.wait(timeout=600)
-    if any(p.returncode != 0 for p in procs):
-        sys.exit(f"a rank of {command[0]} failed")
+    """Rank 0's {(op, bytes): seconds} from `world` ranks of `command`."""
     result = {}
-    for line in out.splitlines():
+    for line in rank0_output(command, world, env_extra).splitlines():
         op, nbytes, seconds = line.split("\t")
         result[(op, int(nbytes))] = float(seconds)
     return result

@@ -9,13 +9,12 @@ forward + backward + AdamW, one thread per process (2 ranks on 2 cores).
 Each cell is the median over rounds of rank 0's median step time; rounds
 alternate between the two sides. Overhead = DDP step / single-process step."""
 import argparse
-import os
 import pathlib
-import socket
 import statistics
-import subprocess
 import sys
 import textwrap
+
+from rank_processes import rank0_output
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RANK_BINARY = ROOT / "bazel-bin" / "bench" / "ddp_rank"
@@ -51,26 +50,9 @@ TORCH_RANK = textwrap.dedent("""
 """)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(command, world):
-    port = free_port()
-    procs = []
-    for rank in range(world):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   LOCAL_RANK=str(rank), OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
-                                      text=True))
-    out, _ = procs[0].communicate(timeout=600)
-    for p in procs[1:]:
-        p.wait(timeout=600)
-    if any(p.returncode != 0 for p in procs):
-        sys.exit(f"a rank of {command[0]} failed")
-    return float(out.strip().splitlines()[-1])
+    """Rank 0's median step time in seconds, one thread per process."""
+    return float(rank0_output(command, world, {"OMP_NUM_THREADS": "1"}, timeout=600).strip().splitlines()[-1])
 
 
 def main():

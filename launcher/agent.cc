@@ -209,7 +209,6 @@ RendezvousSettings parse_rdzv_conf(const std::string& conf) {
 struct AttemptResult {
   bool success = false;
   int terminate_signal = 0;  // a stop signal the agent received
-  int exit_status = 0;
 };
 
 }  // namespace

@@ -7,8 +7,7 @@
 namespace trainrun {
 
 FormulaNode::FormulaNode(std::string name, Formula formula)
-    : name_(std::move(name)),
-      formula_([f = std::move(formula)](const TensorList& grads, const TensorList& saved) {
+    : name_(std::move(name)), formula_([f = std::move(formula)](const TensorList& grads, const TensorList& saved) {
         return f(grads.at(0), saved);
       }) {}
 
@@ -31,6 +30,13 @@ bool any_requires_grad(const TensorList& inputs) {
   return false;
 }
 
+void connect(FormulaNode& node, const TensorList& inputs, const TensorList& save) {
+  std::vector<Edge> edges;
+  for (const Tensor& t : inputs) edges.push_back(t.defined() ? gradient_edge(t) : Edge{});
+  node.set_next_edges(std::move(edges));
+  for (const Tensor& t : save) node.save(t, false);
+}
+
 Tensor record(const char* name, const TensorList& inputs, const TensorList& save, bool save_result,
               const std::function<Tensor()>& forward, Formula formula) {
   Tensor result;
@@ -42,10 +48,7 @@ Tensor record(const char* name, const TensorList& inputs, const TensorList& save
   TR_CHECK(is_floating(result.dtype()), TypeError, "{}: an output of dtype {} cannot require grad", name,
            dtype_name(result.dtype()));
   auto node = std::make_shared<FormulaNode>(name, std::move(formula));
-  std::vector<Edge> edges;
-  for (const Tensor& t : inputs) edges.push_back(t.defined() ? gradient_edge(t) : Edge{});
-  node->set_next_edges(std::move(edges));
-  for (const Tensor& t : save) node->save(t, false);
+  connect(*node, inputs, save);
   if (save_result) node->save(result, true);
   set_history(result, node);
   return result;
@@ -60,10 +63,7 @@ TensorList record_multi(const char* name, const TensorList& inputs, const Tensor
   }
   if (!GradMode::is_enabled() || !any_requires_grad(inputs)) return results;
   auto node = std::make_shared<FormulaNode>(name, std::move(formula), static_cast<uint32_t>(results.size()));
-  std::vector<Edge> edges;
-  for (const Tensor& t : inputs) edges.push_back(t.defined() ? gradient_edge(t) : Edge{});
-  node->set_next_edges(std::move(edges));
-  for (const Tensor& t : save) node->save(t, false);
+  connect(*node, inputs, save);
   for (size_t i = 0; i < results.size(); ++i)
     if (results[i].defined() && is_floating(results[i].dtype()))
       set_history(results[i], node, static_cast<uint32_t>(i));
@@ -74,7 +74,8 @@ Tensor record_out(const char* name, const Tensor& out, const TensorList& inputs,
                   bool save_result, const OutForward& forward, Formula formula) {
   const bool graph = GradMode::is_enabled() && (any_requires_grad(inputs) || (out.defined() && requires_grad(out)));
   if (!out.defined() || !graph)
-    return record(name, inputs, save, save_result, [&] { return forward(inputs, out); }, std::move(formula));
+    return record(
+        name, inputs, save, save_result, [&] { return forward(inputs, out); }, std::move(formula));
 
   auto is_out = [&](const Tensor& t) { return t.defined() && t.impl() == out.impl(); };
   TR_CHECK(std::any_of(inputs.begin(), inputs.end(), is_out), NotImplementedError,
@@ -99,13 +100,14 @@ Tensor record_out(const char* name, const Tensor& out, const TensorList& inputs,
     for (Tensor& t : saved)
       if (is_out(t)) t = snapshot;
   }
-  Tensor result = record(name, ins, saved, save_result, [&] { return forward(ins, Tensor()); }, std::move(formula));
+  Tensor result = record(
+      name, ins, saved, save_result, [&] { return forward(ins, Tensor()); }, std::move(formula));
   TR_CHECK(result.sizes() == out.sizes(), ValueError,
            "{}: the result has shape {} but the tensor written in place has shape {}", name, result.shape_str(),
            out.shape_str());
   TR_CHECK(can_cast(result.dtype(), out.dtype()), TypeError,
-           "{}: result dtype {} cannot be written in place into a tensor of dtype {}", name,
-           dtype_name(result.dtype()), dtype_name(out.dtype()));
+           "{}: result dtype {} cannot be written in place into a tensor of dtype {}", name, dtype_name(result.dtype()),
+           dtype_name(out.dtype()));
   if (result.dtype() != out.dtype()) result = result.to(out.dtype());  // recorded: the gradient casts back
   {
     ExcludeDispatchKeyGuard below(DispatchKey::Autograd);

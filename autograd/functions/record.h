@@ -39,6 +39,10 @@ class FormulaNode final : public Node {
 
 bool any_requires_grad(const TensorList& inputs);
 
+// Points node's edges at the inputs' gradients (undefined inputs get none)
+// and saves `save` for its formula.
+void connect(FormulaNode& node, const TensorList& inputs, const TensorList& save);
+
 // Runs forward() with Autograd excluded; records `name` when needed.
 // save: the inputs the formula needs (pass undefined to skip a slot);
 // save_result: whether the formula also needs the output (appended last).

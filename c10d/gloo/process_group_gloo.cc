@@ -11,17 +11,15 @@
 #include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/scatter.h>
-#include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "c10d/gloo/gloo_store.h"
+#include "c10d/gloo/tcp_device.h"
+#include "c10d/gloo/tensor_buffers.h"
 #include "tensor/dispatcher.h"
 #include "tensor/dtype_visit.h"
 #include "tensor/ops.h"
@@ -33,66 +31,9 @@ namespace {
 // Allreduce over TCP: bcube up to this size, the ring above (see the constructor).
 constexpr int64_t kBcubeMaxBytes = 256 << 10;
 
-// Slot prefixes of point-to-point messages and of our ring reduce-scatter
-// (Gloo's collectives use 0x01-0x08).
-constexpr uint8_t kP2PSlotPrefix = 0x40;
+// Slot prefix of our ring reduce-scatter (Gloo's collectives use 0x01-0x08,
+// point-to-point messages 0x40).
 constexpr uint8_t kRingSlotPrefix = 0x41;
-
-// True when `host` resolves to an address this process can bind (so peers
-// can reach it there), as PyTorch checks before using the host name.
-bool resolves_to_bindable_address(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* result = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return false;
-  bool ok = false;
-  for (addrinfo* a = result; a != nullptr && !ok; a = a->ai_next) {
-    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    ok = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
-    close(fd);
-  }
-  freeaddrinfo(result);
-  return ok;
-}
-
-std::shared_ptr<gloo::transport::Device> make_device(const std::string& hostname) {
-  gloo::transport::tcp::attr attr;
-  if (!hostname.empty()) {
-    attr.hostname = hostname;
-  } else if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface != nullptr && *iface != '\0') {
-    attr.iface = iface;
-  } else {
-    char name[256] = {};
-    gethostname(name, sizeof(name) - 1);
-    attr.hostname = resolves_to_bindable_address(name) ? name : "127.0.0.1";
-  }
-  return gloo::transport::tcp::CreateDevice(attr);
-}
-
-Tensor contiguous_buffer(const Tensor& t) { return t.is_contiguous() ? t : contiguous(t); }
-
-void copy_back(const Tensor& dst, const Tensor& buffer) {
-  if (dst.impl() == buffer.impl()) return;
-  Tensor d = dst;
-  copy_(d, buffer);
-}
-
-char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
-
-void check_cpu(const Tensor& t, const char* op, const std::string& group, const char* what) {
-  TR_CHECK(t.defined(), ValueError, "{} on group '{}': {} is an undefined tensor", op, group, what);
-  TR_CHECK(t.device().is_cpu(), ValueError, "{} on group '{}' (gloo): {} is on {}; the gloo backend takes CPU tensors",
-           op, group, what, t.device().str());
-}
-
-void check_like(const Tensor& t, const Tensor& like, const char* op, const std::string& group, const char* what) {
-  check_cpu(t, op, group, what);
-  TR_CHECK(t.dtype() == like.dtype() && t.sizes() == like.sizes(), ValueError,
-           "{} on group '{}': {} is {} {} but must match the input's {} {}", op, group, what, dtype_name(t.dtype()),
-           t.shape_str(), dtype_name(like.dtype()), like.shape_str());
-}
 
 // AVG divides the sum by the group size (truncating for integers, as NCCL).
 void finish_average(Tensor& buffer, int size) {
@@ -105,13 +46,6 @@ void finish_average(Tensor& buffer, int size) {
 }
 
 }  // namespace
-
-struct ProcessGroupGloo::PendingP2P {
-  std::shared_ptr<Work> work;
-  Tensor tensor, buffer;
-  std::unique_ptr<gloo::transport::UnboundBuffer> gloo_buffer;
-  bool is_send;
-};
 
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, std::string name, Options options)
     : ProcessGroup(rank, size, std::move(name), options.timeout), store_(std::move(store)) {
@@ -156,27 +90,19 @@ ProcessGroupGloo::~ProcessGroupGloo() {
     stopping_ = true;
   }
   cv_.notify_all();
-  {
-    std::lock_guard<std::mutex> lock(p2p_mu_);
-    for (auto& p : p2p_queue_) {
-      if (p->is_send)
-        p->gloo_buffer->abortWaitSend();
-      else
-        p->gloo_buffer->abortWaitRecv();
-    }
-  }
-  p2p_cv_.notify_all();
+  abort_pending_p2p();
   if (worker_.joinable()) worker_.join();
   if (p2p_thread_.joinable()) p2p_thread_.join();
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::enqueue(const char* op, std::string signature,
+std::shared_ptr<Work> ProcessGroupGloo::enqueue(const char* op, const std::function<std::string()>& signature,
                                                 std::function<void(uint32_t)> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   TR_CHECK(!stopping_, DistBackendError, "{} on group '{}': the group is being destroyed", op, name_);
   const uint32_t seq = ++next_seq_;
   auto work = std::make_shared<Work>(fmt::format("{} #{} on group '{}' (rank {} of {})", op, seq, name_, rank_, size_));
-  queue_.push_back(Item{work, std::move(fn), seq, std::move(signature)});
+  // The signature is only built when debug mode compares it.
+  queue_.push_back(Item{work, std::move(fn), seq, debug_signatures_ ? signature() : std::string()});
   cv_.notify_one();
   return work;
 }
@@ -287,13 +213,14 @@ void ProcessGroupGloo::reduce_in_place(Tensor& buffer, ReduceOp op, uint32_t tag
 std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
   check_cpu(tensor, "allreduce", name_, "tensor");
   reduce_function(op, tensor.dtype());  // refuses op/dtype mismatches now, on the caller's thread
-  return enqueue("allreduce",
-                 fmt::format("allreduce({} {}, {})", dtype_name(tensor.dtype()), tensor.shape_str(), op.name()),
-                 [this, tensor, op](uint32_t tag) {
-                   Tensor buffer = contiguous_buffer(tensor);
-                   reduce_in_place(buffer, op, tag, -1);
-                   copy_back(tensor, buffer);
-                 });
+  return enqueue(
+      "allreduce",
+      [&] { return fmt::format("allreduce({} {}, {})", dtype_name(tensor.dtype()), tensor.shape_str(), op.name()); },
+      [this, tensor, op](uint32_t tag) {
+        Tensor buffer = contiguous_buffer(tensor);
+        reduce_in_place(buffer, op, tag, -1);
+        copy_back(tensor, buffer);
+      });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::allreduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op) {
@@ -307,7 +234,10 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce_coalesced(std::vector<Tensor>&
   reduce_function(op, tensors[0].dtype());
   return enqueue(
       "allreduce_coalesced",
-      fmt::format("allreduce_coalesced({} x {}, {})", tensors.size(), dtype_name(tensors[0].dtype()), op.name()),
+      [&] {
+        return fmt::format("allreduce_coalesced({} x {}, {})", tensors.size(), dtype_name(tensors[0].dtype()),
+                           op.name());
+      },
       [this, tensors, op](uint32_t tag) {
         std::vector<Tensor> flat;
         for (const Tensor& t : tensors) flat.push_back(reshape(contiguous_buffer(t), {-1}));
@@ -324,23 +254,24 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce_coalesced(std::vector<Tensor>&
 std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
   check_cpu(tensor, "broadcast", name_, "tensor");
   check_rank(root, "broadcast", "root");
-  return enqueue("broadcast",
-                 fmt::format("broadcast({} {}, root {})", dtype_name(tensor.dtype()), tensor.shape_str(), root),
-                 [this, tensor, root](uint32_t tag) {
-                   if (tensor.numel() == 0) return;
-                   Tensor buffer = contiguous_buffer(tensor);
-                   if (shm_) {
-                     shm_->broadcast(bytes_of(buffer), static_cast<size_t>(buffer.nbytes()), root);
-                   } else {
-                     gloo::BroadcastOptions o(context_);
-                     o.setOutput<char>(bytes_of(buffer), static_cast<size_t>(buffer.nbytes()));
-                     o.setRoot(root);
-                     o.setTag(tag);
-                     o.setTimeout(timeout_);
-                     gloo::broadcast(o);
-                   }
-                   copy_back(tensor, buffer);
-                 });
+  return enqueue(
+      "broadcast",
+      [&] { return fmt::format("broadcast({} {}, root {})", dtype_name(tensor.dtype()), tensor.shape_str(), root); },
+      [this, tensor, root](uint32_t tag) {
+        if (tensor.numel() == 0) return;
+        Tensor buffer = contiguous_buffer(tensor);
+        if (shm_) {
+          shm_->broadcast(bytes_of(buffer), static_cast<size_t>(buffer.nbytes()), root);
+        } else {
+          gloo::BroadcastOptions o(context_);
+          o.setOutput<char>(bytes_of(buffer), static_cast<size_t>(buffer.nbytes()));
+          o.setRoot(root);
+          o.setTag(tag);
+          o.setTimeout(timeout_);
+          gloo::broadcast(o);
+        }
+        copy_back(tensor, buffer);
+      });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::reduce(Tensor& tensor, int root, ReduceOp op) {
@@ -349,7 +280,10 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce(Tensor& tensor, int root, ReduceO
   reduce_function(op, tensor.dtype());
   return enqueue(
       "reduce",
-      fmt::format("reduce({} {}, root {}, {})", dtype_name(tensor.dtype()), tensor.shape_str(), root, op.name()),
+      [&] {
+        return fmt::format("reduce({} {}, root {}, {})", dtype_name(tensor.dtype()), tensor.shape_str(), root,
+                           op.name());
+      },
       [this, tensor, root, op](uint32_t tag) {
         // A copy: the reduction scribbles partial results into non-root buffers.
         Tensor buffer = clone(tensor);
@@ -376,15 +310,16 @@ std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, 
   TR_CHECK(static_cast<int>(outputs.size()) == size_, ValueError,
            "allgather on group '{}': expected {} output tensors (one per rank), got {}", name_, size_, outputs.size());
   for (const Tensor& o : outputs) check_like(o, input, "allgather", name_, "an output");
-  return enqueue("allgather", fmt::format("allgather({} {})", dtype_name(input.dtype()), input.shape_str()),
-                 [this, outputs, input](uint32_t tag) {
-                   Tensor in = contiguous_buffer(input);
-                   IntList shape = input.sizes();
-                   shape.insert(shape.begin(), size_);
-                   Tensor flat = empty(shape, input.dtype());
-                   if (input.numel() > 0) gather_bytes(in, flat, tag);
-                   for (int r = 0; r < size_; ++r) copy_back(outputs[r], select(flat, 0, r));
-                 });
+  return enqueue(
+      "allgather", [&] { return fmt::format("allgather({} {})", dtype_name(input.dtype()), input.shape_str()); },
+      [this, outputs, input](uint32_t tag) {
+        Tensor in = contiguous_buffer(input);
+        IntList shape = input.sizes();
+        shape.insert(shape.begin(), size_);
+        Tensor flat = empty(shape, input.dtype());
+        if (input.numel() > 0) gather_bytes(in, flat, tag);
+        for (int r = 0; r < size_; ++r) copy_back(outputs[r], select(flat, 0, r));
+      });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::all_gather_into_tensor(Tensor& output, const Tensor& input) {
@@ -393,14 +328,15 @@ std::shared_ptr<Work> ProcessGroupGloo::all_gather_into_tensor(Tensor& output, c
   TR_CHECK(output.dtype() == input.dtype() && output.numel() == input.numel() * size_, ValueError,
            "all_gather_into_tensor on group '{}': output is {} {} but must hold {} inputs of {} {}", name_,
            dtype_name(output.dtype()), output.shape_str(), size_, dtype_name(input.dtype()), input.shape_str());
-  return enqueue("all_gather_into_tensor",
-                 fmt::format("all_gather_into_tensor({} {})", dtype_name(input.dtype()), input.shape_str()),
-                 [this, output, input](uint32_t tag) {
-                   if (input.numel() == 0) return;
-                   Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
-                   gather_bytes(in, out, tag);
-                   copy_back(output, out);
-                 });
+  return enqueue(
+      "all_gather_into_tensor",
+      [&] { return fmt::format("all_gather_into_tensor({} {})", dtype_name(input.dtype()), input.shape_str()); },
+      [this, output, input](uint32_t tag) {
+        if (input.numel() == 0) return;
+        Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
+        gather_bytes(in, out, tag);
+        copy_back(output, out);
+      });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) {
@@ -412,7 +348,10 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter_tensor(Tensor& output, co
   reduce_function(op, input.dtype());
   return enqueue(
       "reduce_scatter_tensor",
-      fmt::format("reduce_scatter_tensor({} {}, {})", dtype_name(output.dtype()), output.shape_str(), op.name()),
+      [&] {
+        return fmt::format("reduce_scatter_tensor({} {}, {})", dtype_name(output.dtype()), output.shape_str(),
+                           op.name());
+      },
       [this, output, input, op](uint32_t tag) {
         if (output.numel() == 0) return;
         if (shm_) {
@@ -506,17 +445,18 @@ std::shared_ptr<Work> ProcessGroupGloo::alltoall_base(Tensor& output, const Tens
   };
   std::vector<int64_t> in_counts = counts(input, input_splits, "input"),
                        out_counts = counts(output, output_splits, "output");
-  return enqueue("alltoall_base", fmt::format("alltoall_base({})", dtype_name(input.dtype())),
-                 [this, output, input, in_counts, out_counts](uint32_t tag) {
-                   Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
-                   gloo::AlltoallvOptions o(context_);
-                   o.setInput<char>(bytes_of(in), in_counts);
-                   o.setOutput<char>(bytes_of(out), out_counts);
-                   o.setTag(tag);
-                   o.setTimeout(timeout_);
-                   gloo::alltoallv(o);
-                   copy_back(output, out);
-                 });
+  return enqueue(
+      "alltoall_base", [&] { return fmt::format("alltoall_base({})", dtype_name(input.dtype())); },
+      [this, output, input, in_counts, out_counts](uint32_t tag) {
+        Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
+        gloo::AlltoallvOptions o(context_);
+        o.setInput<char>(bytes_of(in), in_counts);
+        o.setOutput<char>(bytes_of(out), out_counts);
+        o.setTag(tag);
+        o.setTimeout(timeout_);
+        gloo::alltoallv(o);
+        copy_back(output, out);
+      });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::alltoall(std::vector<Tensor>& outputs, std::vector<Tensor>& inputs) {
@@ -534,24 +474,25 @@ std::shared_ptr<Work> ProcessGroupGloo::alltoall(std::vector<Tensor>& outputs, s
     out_counts.push_back(outputs[r].nbytes());
     flat_in.push_back(reshape(inputs[r], {-1}));
   }
-  return enqueue("alltoall", fmt::format("alltoall({})", dtype_name(inputs[0].dtype())),
-                 [this, outputs, flat_in, in_counts, out_counts](uint32_t tag) {
-                   Tensor in = cat(flat_in, 0);
-                   int64_t out_numel = 0;
-                   for (const Tensor& t : outputs) out_numel += t.numel();
-                   Tensor out = empty({out_numel}, in.dtype());
-                   gloo::AlltoallvOptions o(context_);
-                   o.setInput<char>(bytes_of(in), in_counts);
-                   o.setOutput<char>(bytes_of(out), out_counts);
-                   o.setTag(tag);
-                   o.setTimeout(timeout_);
-                   gloo::alltoallv(o);
-                   int64_t offset = 0;
-                   for (const Tensor& t : outputs) {
-                     copy_back(t, reshape(narrow(out, 0, offset, t.numel()), t.sizes()));
-                     offset += t.numel();
-                   }
-                 });
+  return enqueue(
+      "alltoall", [&] { return fmt::format("alltoall({})", dtype_name(inputs[0].dtype())); },
+      [this, outputs, flat_in, in_counts, out_counts](uint32_t tag) {
+        Tensor in = cat(flat_in, 0);
+        int64_t out_numel = 0;
+        for (const Tensor& t : outputs) out_numel += t.numel();
+        Tensor out = empty({out_numel}, in.dtype());
+        gloo::AlltoallvOptions o(context_);
+        o.setInput<char>(bytes_of(in), in_counts);
+        o.setOutput<char>(bytes_of(out), out_counts);
+        o.setTag(tag);
+        o.setTimeout(timeout_);
+        gloo::alltoallv(o);
+        int64_t offset = 0;
+        for (const Tensor& t : outputs) {
+          copy_back(t, reshape(narrow(out, 0, offset, t.numel()), t.sizes()));
+          offset += t.numel();
+        }
+      });
 }
 
 // gather's outputs and scatter's inputs: size() tensors like `like` on the
@@ -571,137 +512,61 @@ std::shared_ptr<Work> ProcessGroupGloo::gather(std::vector<Tensor>& outputs, con
   check_cpu(input, "gather", name_, "input");
   check_rank(root, "gather", "root");
   check_root_list(outputs, input, root, "gather", "output");
-  return enqueue("gather", fmt::format("gather({} {}, root {})", dtype_name(input.dtype()), input.shape_str(), root),
-                 [this, outputs, input, root](uint32_t tag) {
-                   Tensor in = contiguous_buffer(input);
-                   IntList shape = input.sizes();
-                   shape.insert(shape.begin(), size_);
-                   Tensor flat = rank_ == root ? empty(shape, input.dtype()) : Tensor();
-                   gloo::GatherOptions o(context_);
-                   o.setInput<char>(bytes_of(in), static_cast<size_t>(in.nbytes()));
-                   if (rank_ == root) o.setOutput<char>(bytes_of(flat), static_cast<size_t>(flat.nbytes()));
-                   o.setRoot(root);
-                   o.setTag(tag);
-                   o.setTimeout(timeout_);
-                   gloo::gather(o);
-                   if (rank_ == root)
-                     for (int r = 0; r < size_; ++r) copy_back(outputs[r], select(flat, 0, r));
-                 });
+  return enqueue(
+      "gather",
+      [&] { return fmt::format("gather({} {}, root {})", dtype_name(input.dtype()), input.shape_str(), root); },
+      [this, outputs, input, root](uint32_t tag) {
+        Tensor in = contiguous_buffer(input);
+        IntList shape = input.sizes();
+        shape.insert(shape.begin(), size_);
+        Tensor flat = rank_ == root ? empty(shape, input.dtype()) : Tensor();
+        gloo::GatherOptions o(context_);
+        o.setInput<char>(bytes_of(in), static_cast<size_t>(in.nbytes()));
+        if (rank_ == root) o.setOutput<char>(bytes_of(flat), static_cast<size_t>(flat.nbytes()));
+        o.setRoot(root);
+        o.setTag(tag);
+        o.setTimeout(timeout_);
+        gloo::gather(o);
+        if (rank_ == root)
+          for (int r = 0; r < size_; ++r) copy_back(outputs[r], select(flat, 0, r));
+      });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::scatter(Tensor& output, std::vector<Tensor>& inputs, int root) {
   check_cpu(output, "scatter", name_, "output");
   check_rank(root, "scatter", "root");
   check_root_list(inputs, output, root, "scatter", "input");
-  return enqueue("scatter",
-                 fmt::format("scatter({} {}, root {})", dtype_name(output.dtype()), output.shape_str(), root),
-                 [this, output, inputs, root](uint32_t tag) {
-                   Tensor out = contiguous_buffer(output);
-                   std::vector<Tensor> ins;
-                   std::vector<char*> ptrs;
-                   for (const Tensor& t : inputs) {
-                     ins.push_back(contiguous_buffer(t));
-                     ptrs.push_back(bytes_of(ins.back()));
-                   }
-                   gloo::ScatterOptions o(context_);
-                   if (rank_ == root) o.setInputs<char>(ptrs, static_cast<size_t>(out.nbytes()));
-                   o.setOutput<char>(bytes_of(out), static_cast<size_t>(out.nbytes()));
-                   o.setRoot(root);
-                   o.setTag(tag);
-                   o.setTimeout(timeout_);
-                   gloo::scatter(o);
-                   copy_back(output, out);
-                 });
+  return enqueue(
+      "scatter",
+      [&] { return fmt::format("scatter({} {}, root {})", dtype_name(output.dtype()), output.shape_str(), root); },
+      [this, output, inputs, root](uint32_t tag) {
+        Tensor out = contiguous_buffer(output);
+        std::vector<Tensor> ins;
+        std::vector<char*> ptrs;
+        for (const Tensor& t : inputs) {
+          ins.push_back(contiguous_buffer(t));
+          ptrs.push_back(bytes_of(ins.back()));
+        }
+        gloo::ScatterOptions o(context_);
+        if (rank_ == root) o.setInputs<char>(ptrs, static_cast<size_t>(out.nbytes()));
+        o.setOutput<char>(bytes_of(out), static_cast<size_t>(out.nbytes()));
+        o.setRoot(root);
+        o.setTag(tag);
+        o.setTimeout(timeout_);
+        gloo::scatter(o);
+        copy_back(output, out);
+      });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::barrier() {
-  return enqueue("barrier", "barrier()", [this](uint32_t tag) {
-    gloo::BarrierOptions o(context_);
-    o.setTag(tag);
-    o.setTimeout(timeout_);
-    gloo::barrier(o);
-  });
-}
-
-std::shared_ptr<Work> ProcessGroupGloo::post_p2p(const char* op, Tensor tensor, std::vector<int> peers, int tag,
-                                                 bool is_send) {
-  TR_CHECK(tag >= 0, ValueError, "{} on group '{}': tag must be >= 0, got {}", op, name_, tag);
-  auto p = std::make_shared<PendingP2P>();
-  p->is_send = is_send;
-  p->tensor = tensor;
-  // Sends copy non-contiguous tensors now; receives land in a buffer copied back on completion.
-  p->buffer = contiguous_buffer(tensor);
-  p->gloo_buffer = context_->createUnboundBuffer(bytes_of(p->buffer), static_cast<size_t>(p->buffer.nbytes()));
-  const uint64_t slot = gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(tag));
-  std::string peer_text = peers.size() == 1 ? std::to_string(peers[0]) : "any rank";
-  p->work = std::make_shared<Work>(fmt::format("{} {} rank {} (tag {}) on group '{}' (rank {} of {})", op,
-                                               is_send ? "to" : "from", peer_text, tag, name_, rank_, size_));
-  if (is_send)
-    p->gloo_buffer->send(peers[0], slot);
-  else if (peers.size() == 1)
-    p->gloo_buffer->recv(peers[0], slot);
-  else
-    p->gloo_buffer->recv(peers, slot);
-  {
-    std::lock_guard<std::mutex> lock(p2p_mu_);
-    p2p_queue_.push_back(p);
-  }
-  p2p_cv_.notify_one();
-  return p->work;
-}
-
-void ProcessGroupGloo::p2p_loop() {
-  ExcludeDispatchKeyGuard no_autograd(DispatchKey::Autograd);
-  for (;;) {
-    std::shared_ptr<PendingP2P> p;
-    {
-      std::unique_lock<std::mutex> lock(p2p_mu_);
-      p2p_cv_.wait(lock, [&] { return stopping_ || !p2p_queue_.empty(); });
-      if (p2p_queue_.empty()) return;
-      p = p2p_queue_.front();
-    }
-    try {
-      int peer = -1;
-      const bool ok =
-          p->is_send ? p->gloo_buffer->waitSend(&peer, timeout_) : p->gloo_buffer->waitRecv(&peer, timeout_);
-      if (!ok) throw DistBackendError(fmt::format("{}: aborted (the group was destroyed)", p->work->description()));
-      if (!p->is_send) {
-        copy_back(p->tensor, p->buffer);
-        p->work->set_source_rank(peer);
-      }
-      p->work->finish();
-    } catch (const trainrun::Error& e) {
-      p->work->finish(std::current_exception());
-    } catch (const std::exception& e) {
-      p->work->finish(std::make_exception_ptr(
-          DistBackendError(fmt::format("{}: {} (the peer exited, or sent nothing within the group timeout of {} ms)",
-                                       p->work->description(), e.what(), timeout_.count()))));
-    }
-    std::lock_guard<std::mutex> lock(p2p_mu_);
-    p2p_queue_.pop_front();
-  }
-}
-
-std::shared_ptr<Work> ProcessGroupGloo::send(const Tensor& tensor, int dst, int tag) {
-  check_cpu(tensor, "send", name_, "tensor");
-  check_rank(dst, "send", "destination");
-  TR_CHECK(dst != rank_, ValueError, "send on group '{}': rank {} cannot send to itself", name_, rank_);
-  return post_p2p("send", tensor, {dst}, tag, true);
-}
-
-std::shared_ptr<Work> ProcessGroupGloo::recv(Tensor& tensor, int src, int tag) {
-  check_cpu(tensor, "recv", name_, "tensor");
-  check_rank(src, "recv", "source");
-  TR_CHECK(src != rank_, ValueError, "recv on group '{}': rank {} cannot receive from itself", name_, rank_);
-  return post_p2p("recv", tensor, {src}, tag, false);
-}
-
-std::shared_ptr<Work> ProcessGroupGloo::recv_anysource(Tensor& tensor, int tag) {
-  check_cpu(tensor, "recv", name_, "tensor");
-  std::vector<int> peers;
-  for (int r = 0; r < size_; ++r)
-    if (r != rank_) peers.push_back(r);
-  return post_p2p("recv", tensor, peers, tag, false);
+  return enqueue(
+      "barrier", [] { return std::string("barrier()"); },
+      [this](uint32_t tag) {
+        gloo::BarrierOptions o(context_);
+        o.setTag(tag);
+        o.setTimeout(timeout_);
+        gloo::barrier(o);
+      });
 }
 
 }  // namespace c10d

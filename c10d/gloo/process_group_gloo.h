@@ -72,7 +72,8 @@ class ProcessGroupGloo final : public ProcessGroup {
   // DistBackendError naming the op, its number, the group and the ranks that
   // had not entered it when fn throws. `signature` ("allreduce(float32 [4],
   // SUM)") is compared across ranks first in debug mode.
-  std::shared_ptr<Work> enqueue(const char* op, std::string signature, std::function<void(uint32_t tag)> fn);
+  std::shared_ptr<Work> enqueue(const char* op, const std::function<std::string()>& signature,
+                                std::function<void(uint32_t tag)> fn);
   // Debug mode (TRAINRUN_DISTRIBUTED_DEBUG=DETAIL): every rank's signature
   // of collective `tag`, gathered; throws naming both sides on a mismatch.
   void check_signatures(uint32_t tag, const std::string& signature);
@@ -85,6 +86,8 @@ class ProcessGroupGloo final : public ProcessGroup {
   void worker_loop();
   std::shared_ptr<Work> post_p2p(const char* op, Tensor tensor, std::vector<int> peers, int tag, bool is_send);
   void p2p_loop();
+  // Destruction: wakes the p2p thread out of every pending wait.
+  void abort_pending_p2p();
   // The shared reduction of allreduce, reduce and reduce_scatter_tensor:
   // reduces `buffer` (contiguous) in place, to every rank or to root only.
   void reduce_in_place(Tensor& buffer, ReduceOp op, uint32_t tag, int root);

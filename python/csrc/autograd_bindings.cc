@@ -92,9 +92,7 @@ void bind_autograd(py::module_& m) {
     };
     auto node =
         std::make_shared<FormulaNode>(name + "Backward", std::move(formula), static_cast<uint32_t>(outputs.size()));
-    std::vector<Edge> edges;
-    for (const Tensor& t : inputs) edges.push_back(gradient_edge(t));
-    node->set_next_edges(std::move(edges));
+    connect(*node, inputs, {});
     for (size_t k = 0; k < outputs.size(); ++k)
       if (is_floating(outputs[k].dtype())) set_history(outputs[k], node, static_cast<uint32_t>(k));
     return outputs;

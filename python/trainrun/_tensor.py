@@ -44,17 +44,6 @@ def _other(x):
     return _number(x) if _is_number(x) else x
 
 
-def _reverse(op):
-    """other (op) self, where other is a Python number."""
-    def apply(self, other):
-        other = _other(other)
-        if _is_number(other):
-            other = _C.full([], other, self.dtype if isinstance(other, builtins.float) is False or
-                            self.is_floating_point() else _C.dtype.float32)
-        return op(other, self)
-    return apply
-
-
 # --- operators ---------------------------------------------------------------
 Tensor.__add__ = lambda self, other: _C.add(self, _other(other))
 Tensor.__radd__ = Tensor.__add__
@@ -172,8 +161,6 @@ Tensor.backward = lambda self, gradient=None, retain_graph=False, create_graph=F
     self, gradient, retain_graph, create_graph)
 Tensor.T = property(lambda self: self.permute(list(range(self.ndim))[::-1]))
 Tensor.is_floating_point = lambda self: self.dtype.is_floating_point
-Tensor.numel_ = None
-del Tensor.numel_
 _original_view, _original_reshape = Tensor.view, Tensor.reshape
 Tensor.view = lambda self, *shape: _original_view(self, list(shape[0]) if len(shape) == 1 and
                                                   isinstance(shape[0], (tuple, list)) else list(shape))

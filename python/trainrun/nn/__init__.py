@@ -37,9 +37,6 @@ class Module(_C.nn.Module):
             return children[name]
         return super().__getattr__(name)  # parameters and buffers, from the C++ registry
 
-    def register_buffer(self, name, tensor):
-        return super().register_buffer(name, tensor)
-
 
 class Sequential(_C.nn.Sequential):
     """Children "0", "1", ... run in order."""

@@ -1,0 +1,37 @@
+#pragma once
+// Helpers the Gloo backend's files share: contiguous staging buffers for
+// tensors of any layout, their bytes, and the argument checks every
+// collective and point-to-point call makes.
+#include <string>
+
+#include "tensor/ops.h"
+
+namespace trainrun {
+namespace c10d {
+
+inline Tensor contiguous_buffer(const Tensor& t) { return t.is_contiguous() ? t : contiguous(t); }
+
+inline void copy_back(const Tensor& dst, const Tensor& buffer) {
+  if (dst.impl() == buffer.impl()) return;
+  Tensor d = dst;
+  copy_(d, buffer);
+}
+
+inline char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
+
+inline void check_cpu(const Tensor& t, const char* op, const std::string& group, const char* what) {
+  TR_CHECK(t.defined(), ValueError, "{} on group '{}': {} is an undefined tensor", op, group, what);
+  TR_CHECK(t.device().is_cpu(), ValueError, "{} on group '{}' (gloo): {} is on {}; the gloo backend takes CPU tensors",
+           op, group, what, t.device().str());
+}
+
+inline void check_like(const Tensor& t, const Tensor& like, const char* op, const std::string& group,
+                       const char* what) {
+  check_cpu(t, op, group, what);
+  TR_CHECK(t.dtype() == like.dtype() && t.sizes() == like.sizes(), ValueError,
+           "{} on group '{}': {} is {} {} but must match the input's {} {}", op, group, what, dtype_name(t.dtype()),
+           t.shape_str(), dtype_name(like.dtype()), like.shape_str());
+}
+
+}  // namespace c10d
+}  // namespace trainrun
