@@ -26,6 +26,12 @@ class NotImplementedError : public Error { using Error::Error; };
 class TimeoutError : public Error { using Error::Error; };
 // A distributed backend (store, gloo, nccl) failed.
 class DistBackendError : public Error { using Error::Error; };
+// The CUDA runtime, driver or a CUDA library reported an error, or no GPU is
+// usable (Python: RuntimeError).
+class CudaError : public Error { using Error::Error; };
+// A device allocation failed even after the allocator returned its cached
+// blocks (Python: trainrun.cuda.OutOfMemoryError, a RuntimeError).
+class OutOfMemoryError : public Error { using Error::Error; };
 
 }  // namespace trainrun
 

@@ -33,7 +33,7 @@ Tensor empty_strided(const IntList& sizes, const IntList& strides, TensorOptions
     extent += (sizes[d] - 1) * strides[d];
   }
   size_t nbytes = any_zero ? 0 : static_cast<size_t>(extent * element_size(dtype));
-  Storage storage = Storage::make(allocator_for(opts.device)->allocate(nbytes), nbytes);
+  Storage storage = Storage::make(allocator_for(opts.device)->allocate(nbytes, opts.device), nbytes);
   return Tensor(intrusive_ptr<TensorImpl>::make(storage, dtype, sizes, strides, 0));
 }
 

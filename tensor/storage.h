@@ -43,6 +43,9 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual DataPtr allocate(size_t nbytes) = 0;
+  // Memory on `device` (index -1: the current device of its type); allocators
+  // of one device ignore it.
+  virtual DataPtr allocate(size_t nbytes, Device device) { (void)device; return allocate(nbytes); }
 };
 
 // A refcounted block of memory shared by every view of it.
