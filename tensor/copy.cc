@@ -1,4 +1,6 @@
 // copy_, fill_ and the ops built on them (contiguous, clone, to).
+#include <optional>
+
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
 #include "tensor/views.h"
@@ -10,6 +12,25 @@ using FillSig = Tensor&(Tensor&, const Scalar&);
 
 Tensor& copy_(Tensor& dst, const Tensor& src) {
   return TR_DISPATCH("copy_", CopySig, keys_of(dst, src), dst, src);
+}
+
+namespace {
+thread_local bool t_non_blocking_copy = false;
+}  // namespace
+
+bool copy_is_non_blocking() { return t_non_blocking_copy; }
+
+Tensor& copy_(Tensor& dst, const Tensor& src, bool non_blocking) {
+  const bool saved = t_non_blocking_copy;
+  t_non_blocking_copy = non_blocking;
+  try {
+    copy_(dst, src);
+  } catch (...) {
+    t_non_blocking_copy = saved;
+    throw;
+  }
+  t_non_blocking_copy = saved;
+  return dst;
 }
 
 Tensor& fill_(Tensor& x, const Scalar& v) { return TR_DISPATCH("fill_", FillSig, keys_of(x), x, v); }
@@ -27,6 +48,17 @@ Tensor to(const Tensor& x, DType dtype, bool copy) {
   if (dtype == x.dtype() && !copy) return x;
   Tensor out = empty(x.sizes(), TensorOptions(dtype, x.device()));
   return copy_(out, x);
+}
+
+Tensor to(const Tensor& x, Device device, std::optional<DType> dtype, bool non_blocking, bool copy) {
+  const DType dt = dtype.value_or(x.dtype());
+  // "cuda" means the current GPU; a tensor already there is not copied.
+  const bool same_device =
+      x.device().type == device.type && (device.index < 0 || x.device().index == device.index || device.is_cpu());
+  if (same_device && dt == x.dtype() && !copy) return x;
+  if (same_device) return to(x, dt, true);
+  Tensor out = empty(x.sizes(), TensorOptions(dt, device));
+  return copy_(out, x, non_blocking);
 }
 
 }  // namespace trainrun

@@ -92,8 +92,7 @@ void render(const Tensor& t, const Formatter& f, bool summarize, int indent, std
 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
-  TR_CHECK(device().is_cpu(), NotImplementedError, "printing a {} tensor: copy it to the CPU first", device().str());
-  const Tensor& t = *this;
+  const Tensor t = device().is_cpu() ? *this : cpu();
   bool floating = is_floating(dtype());
   bool summarize = numel() > kSummarizeAbove;
   std::vector<double> values;
@@ -110,6 +109,7 @@ std::string Tensor::str() const {
   }
   bool default_dtype = dtype() == default_float_dtype() || dtype() == DType::Int64 || dtype() == DType::Bool;
   if (numel() == 0 && dim() > 1) os << ", size=" << "(" << fmt::format("{}", fmt::join(sizes(), ", ")) << ")";
+  if (!device().is_cpu()) os << ", device='" << device().str() << "'";
   if (!default_dtype) os << ", dtype=torch." << dtype_name(dtype());
   os << ")";
   return os.str();

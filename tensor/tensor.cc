@@ -21,7 +21,7 @@ int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "s
 
 Scalar Tensor::item() const {
   TR_CHECK(numel() == 1, ValueError, "item(): expected a tensor with one element, got shape {}", shape_str());
-  TR_CHECK(device().is_cpu(), TypeError, "item(): tensor is on {}; copy it to the CPU first", device().str());
+  if (!device().is_cpu()) return cpu().item();  // waits for the GPU, like PyTorch's .item()
   return visit_dtype(dtype(), "item", [&](auto tag) -> Scalar {
     using T = decltype(tag);
     return Scalar(*static_cast<const T*>(data_ptr()));
@@ -49,6 +49,11 @@ Tensor Tensor::contiguous() const { return trainrun::contiguous(*this); }
 Tensor Tensor::clone() const { return trainrun::clone(*this); }
 Tensor Tensor::to(DType d) const { return trainrun::to(*this, d); }
 Tensor& Tensor::copy_(const Tensor& src) { return trainrun::copy_(*this, src); }
+Tensor Tensor::to(Device d, bool non_blocking) const { return trainrun::to(*this, d, std::nullopt, non_blocking); }
+Tensor Tensor::cuda(int index, bool non_blocking) const {
+  return trainrun::to(*this, Device(DeviceType::CUDA, static_cast<int16_t>(index)), std::nullopt, non_blocking);
+}
+Tensor Tensor::cpu() const { return trainrun::to(*this, Device(DeviceType::CPU)); }
 Tensor& Tensor::fill_(const Scalar& v) { return trainrun::fill_(*this, v); }
 Tensor& Tensor::zero_() { return trainrun::zero_(*this); }
 Tensor Tensor::operator-() const { return trainrun::neg(*this); }

@@ -47,7 +47,7 @@ class Tensor {
   Scalar item() const;
   template <typename T> T item() const { return item().to<T>(); }
 
-  std::string str() const;  // like print(tensor) in PyTorch
+  std::string str() const;  // like print(tensor) in PyTorch (a GPU tensor is copied to the CPU first)
   std::string shape_str() const;  // "[2, 3]"
 
   // --- methods for the most used ops (each forwards to the free function) ---
@@ -67,6 +67,12 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor to(DType dtype) const;
+  // This tensor on `device`; non_blocking returns before a copy between a GPU
+  // and pinned CPU memory is done (order it with streams or synchronize).
+  Tensor to(Device device, bool non_blocking = false) const;
+  Tensor cuda(int index = -1, bool non_blocking = false) const;
+  Tensor cpu() const;
+  bool is_cuda() const { return device().is_cuda(); }
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(const Scalar& v);
   Tensor& zero_();

@@ -13,9 +13,17 @@ namespace trainrun {
 TensorIterator::TensorIterator(const IteratorConfig& config, const Tensor& out, std::vector<Tensor> inputs)
     : config_(config), user_out_(out) {
   TR_CHECK(!inputs.empty(), ValueError, "{}: no inputs", config.op);
+  for (const Tensor& t : inputs) TR_CHECK(t.defined(), ValueError, "{}: an input tensor is undefined", config.op);
+  // The device of the first input that is not a CPU scalar: 0-dim CPU tensors
+  // (wrapped numbers) may join tensors of any device, as in PyTorch.
   Device device = inputs[0].device();
   for (const Tensor& t : inputs) {
-    TR_CHECK(t.defined(), ValueError, "{}: an input tensor is undefined", config.op);
+    if (!(t.dim() == 0 && t.device().is_cpu())) {
+      device = t.device();
+      break;
+    }
+  }
+  for (const Tensor& t : inputs) {
     TR_CHECK(t.device() == device || (t.dim() == 0 && t.device().is_cpu()), TypeError,
              "{}: expected all tensors on one device, got {} and {}", config.op, device.str(), t.device().str());
   }

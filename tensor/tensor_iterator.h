@@ -45,6 +45,12 @@ class TensorIterator {
   const Tensor& input(int i) const { return operands_[i + 1]; }
   bool is_scalar_input(int i) const { return operands_[i + 1].numel() == 1 && operands_[i + 1].dim() == 0; }
 
+  // The coalesced iteration space, for device loops (tensor/cuda/): sizes
+  // innermost first, byte strides [dim][operand], operand 0 the output.
+  const IntList& iter_sizes() const { return iter_sizes_; }
+  const std::vector<std::vector<int64_t>>& iter_strides() const { return iter_strides_; }
+  const Tensor& operand(int i) const { return operands_[i]; }
+
   // Runs loop over every element (in parallel above kElementwiseGrain).
   void for_each(ElementwiseLoop loop, int64_t grain = -1);
   // Finishes the op: copies into a caller's out of another dtype, returns it.

@@ -48,6 +48,15 @@ Tensor clone(const Tensor& x);
 // Copies src into dst (broadcasting src, converting dtype, any strides).
 Tensor& copy_(Tensor& dst, const Tensor& src);
 Tensor to(const Tensor& x, DType dtype, bool copy = false);
+// x on `device`, in `dtype` when given. non_blocking lets a copy between a GPU
+// and pinned CPU memory return before it completes.
+Tensor to(const Tensor& x, Device device, std::optional<DType> dtype = std::nullopt, bool non_blocking = false,
+          bool copy = false);
+// copy_ whose cross-device copy may return early (see to()).
+Tensor& copy_(Tensor& dst, const Tensor& src, bool non_blocking);
+// True inside a copy_(..., non_blocking=true): device kernels read it to
+// decide whether to wait for the copy.
+bool copy_is_non_blocking();
 Tensor& fill_(Tensor& x, const Scalar& v);
 Tensor& zero_(Tensor& x);
 

@@ -10,6 +10,7 @@ _NVCC_FLAGS = " ".join([
     "-Xcompiler -O3",
     "-gencode arch=compute_80,code=sm_80",
     "-gencode arch=compute_90,code=[sm_90,compute_90]",
+    "-diag-suppress=186",
     "-I.",
     "-I/usr/local/cuda/include/cccl",
 ])

@@ -1,0 +1,185 @@
+// The CUDA kernels of the elementwise ops, registered under DispatchKey::CUDA:
+// the same TensorIterator as the CPU (promotion, broadcasting, out=), with the
+// loop on the GPU (kernels/*.cu).
+#include <optional>
+#include <string>
+
+#include "tensor/cuda/elementwise_launch.h"
+#include "tensor/dispatcher.h"
+
+namespace trainrun::cuda {
+namespace {
+
+const char* binary_name(BinaryOp op) {
+  static const char* names[] = {"mul", "div", "div", "div", "remainder", "pow", "maximum", "minimum",
+                                "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
+                                "bitwise_and", "bitwise_or", "bitwise_xor"};
+  return names[static_cast<int>(op)];
+}
+
+template <BinaryOp op>
+Tensor binary_cuda(const Tensor& a, const Tensor& b, const Tensor& out) {
+  IteratorConfig config;
+  config.op = binary_name(op);
+  config.promote_integer_to_float = op == BinaryOp::Div;
+  if (binary_bool_result(op)) config.output_dtype = DType::Bool;
+  TensorIterator iter(config, out, {a, b});
+  const DType dt = iter.compute_dtype();
+  if constexpr (op == BinaryOp::BitwiseAnd || op == BinaryOp::BitwiseOr || op == BinaryOp::BitwiseXor)
+    TR_CHECK(!is_floating(dt), TypeError, "{}: not supported for floating dtype {}", config.op, dtype_name(dt));
+  launch_on_device(iter, config.op, [&](const ElementwiseArgs& args, CUstream_st* s) {
+    return launch_binary(op, dt, args, s);
+  });
+  return iter.output();
+}
+
+Tensor div_rounding_cuda(const Tensor& a, const Tensor& b, const std::string& mode, const Tensor& out) {
+  if (mode == "trunc") return binary_cuda<BinaryOp::DivTrunc>(a, b, out);
+  if (mode == "floor") return binary_cuda<BinaryOp::DivFloor>(a, b, out);
+  throw ValueError(fmt::format("div: rounding_mode must be 'trunc' or 'floor', got '{}'", mode));
+}
+
+Tensor add_cuda(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor& out) {
+  IteratorConfig config;
+  config.op = "add";
+  TensorIterator iter(config, out, {a, b});
+  const DType dt = iter.compute_dtype();
+  TR_CHECK(is_floating(dt) || !alpha.is_floating(), TypeError,
+           "add: for integral input tensors, alpha must not be a floating point number (got {})", alpha.to_double());
+  launch_on_device(iter, "add", [&](const ElementwiseArgs& args, CUstream_st* s) {
+    return launch_add(dt, kernel_scalar(alpha, dt), args, s);
+  });
+  return iter.output();
+}
+
+Tensor sub_cuda(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor& out) {
+  TR_CHECK(a.dtype() != DType::Bool && b.dtype() != DType::Bool, TypeError,
+           "sub: subtraction of bool tensors is not supported; use logical_xor or bitwise_not");
+  Scalar neg = alpha.is_floating() ? Scalar(-alpha.to_double()) : Scalar(-alpha.to_int());
+  return add_cuda(a, b, neg, out);
+}
+
+const char* unary_name(UnaryOp op) {
+  static const char* names[] = {"exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf",
+                                "silu", "gelu", "gelu", "neg", "abs", "relu", "sign", "floor", "round",
+                                "logical_not", "bitwise_not"};
+  return names[static_cast<int>(op)];
+}
+
+template <UnaryOp op>
+Tensor unary_cuda(const Tensor& x, const Tensor& out) {
+  IteratorConfig config;
+  config.op = unary_name(op);
+  config.promote_integer_to_float = unary_float_result(op);
+  if (op == UnaryOp::LogicalNot) config.output_dtype = DType::Bool;
+  TensorIterator iter(config, out, {x});
+  const DType dt = iter.compute_dtype();
+  TR_CHECK(!(dt == DType::Bool && (op == UnaryOp::Neg || op == UnaryOp::Relu || op == UnaryOp::Sign)), TypeError,
+           "{}: not supported for bool tensors{}", config.op, op == UnaryOp::Neg ? " (use logical_not)" : "");
+  TR_CHECK(!(op == UnaryOp::BitwiseNot && is_floating(dt)), TypeError, "bitwise_not: not supported for {}",
+           dtype_name(dt));
+  launch_on_device(iter, config.op, [&](const ElementwiseArgs& args, CUstream_st* s) {
+    return launch_unary(op, dt, args, s);
+  });
+  return iter.output();
+}
+
+Tensor gelu_cuda(const Tensor& x, const std::string& approximate, const Tensor& out) {
+  TR_CHECK(approximate == "none" || approximate == "tanh", ValueError,
+           "gelu: approximate must be 'none' or 'tanh', got '{}'", approximate);
+  return approximate == "none" ? unary_cuda<UnaryOp::GeluErf>(x, out) : unary_cuda<UnaryOp::GeluTanh>(x, out);
+}
+
+Tensor clamp_cuda(const Tensor& x, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi,
+                  const Tensor& out) {
+  TR_CHECK(lo || hi, ValueError, "clamp: at least one of min and max must be given");
+  bool float_bound = (lo && lo->is_floating()) || (hi && hi->is_floating());
+  if (float_bound && !is_floating(x.dtype())) return clamp_cuda(x.to(default_float_dtype()), lo, hi, out);
+  IteratorConfig config;
+  config.op = "clamp";
+  TensorIterator iter(config, out, {x});
+  const DType dt = iter.compute_dtype();
+  TR_CHECK(dt != DType::Bool, TypeError, "clamp: not supported for bool tensors");
+  launch_on_device(iter, "clamp", [&](const ElementwiseArgs& args, CUstream_st* s) {
+    return launch_clamp(dt, lo.has_value(), kernel_scalar(lo.value_or(Scalar(0)), dt), hi.has_value(),
+                        kernel_scalar(hi.value_or(Scalar(0)), dt), args, s);
+  });
+  return iter.output();
+}
+
+Tensor where_cuda(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  TR_CHECK(cond.dtype() == DType::Bool, TypeError, "where: condition must be a bool tensor, got {}",
+           dtype_name(cond.dtype()));
+  IteratorConfig config;
+  config.op = "where";
+  config.inputs_keeping_dtype = 1;
+  TensorIterator iter(config, out, {cond, a, b});
+  const DType dt = iter.compute_dtype();
+  launch_on_device(iter, "where", [&](const ElementwiseArgs& args, CUstream_st* s) {
+    return launch_where(dt, args, s);
+  });
+  return iter.output();
+}
+
+using BinarySig = Tensor(const Tensor&, const Tensor&, const Tensor&);
+using AlphaSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
+using UnarySig = Tensor(const Tensor&, const Tensor&);
+
+#define TR_REGISTER_BINARY(name, op) \
+  KernelRegistration<BinarySig> reg_##name(#name, DispatchKey::CUDA, &binary_cuda<BinaryOp::op>);
+TR_REGISTER_BINARY(mul, Mul)
+TR_REGISTER_BINARY(div, Div)
+TR_REGISTER_BINARY(remainder, Remainder)
+TR_REGISTER_BINARY(pow, Pow)
+TR_REGISTER_BINARY(maximum, Maximum)
+TR_REGISTER_BINARY(minimum, Minimum)
+TR_REGISTER_BINARY(eq, Eq)
+TR_REGISTER_BINARY(ne, Ne)
+TR_REGISTER_BINARY(lt, Lt)
+TR_REGISTER_BINARY(le, Le)
+TR_REGISTER_BINARY(gt, Gt)
+TR_REGISTER_BINARY(ge, Ge)
+TR_REGISTER_BINARY(logical_and, LogicalAnd)
+TR_REGISTER_BINARY(logical_or, LogicalOr)
+TR_REGISTER_BINARY(logical_xor, LogicalXor)
+TR_REGISTER_BINARY(bitwise_and, BitwiseAnd)
+TR_REGISTER_BINARY(bitwise_or, BitwiseOr)
+TR_REGISTER_BINARY(bitwise_xor, BitwiseXor)
+#undef TR_REGISTER_BINARY
+KernelRegistration<AlphaSig> reg_add("add", DispatchKey::CUDA, &add_cuda);
+KernelRegistration<AlphaSig> reg_sub("sub", DispatchKey::CUDA, &sub_cuda);
+KernelRegistration<Tensor(const Tensor&, const Tensor&, const std::string&, const Tensor&)> reg_div_rounding(
+    "div.rounding", DispatchKey::CUDA, &div_rounding_cuda);
+
+#define TR_REGISTER_UNARY(name, op) \
+  KernelRegistration<UnarySig> reg_##name(#name, DispatchKey::CUDA, &unary_cuda<UnaryOp::op>);
+TR_REGISTER_UNARY(exp, Exp)
+TR_REGISTER_UNARY(log, Log)
+TR_REGISTER_UNARY(log1p, Log1p)
+TR_REGISTER_UNARY(sqrt, Sqrt)
+TR_REGISTER_UNARY(rsqrt, Rsqrt)
+TR_REGISTER_UNARY(sin, Sin)
+TR_REGISTER_UNARY(cos, Cos)
+TR_REGISTER_UNARY(tanh, Tanh)
+TR_REGISTER_UNARY(sigmoid, Sigmoid)
+TR_REGISTER_UNARY(erf, Erf)
+TR_REGISTER_UNARY(silu, Silu)
+TR_REGISTER_UNARY(neg, Neg)
+TR_REGISTER_UNARY(abs, Abs)
+TR_REGISTER_UNARY(relu, Relu)
+TR_REGISTER_UNARY(sign, Sign)
+TR_REGISTER_UNARY(floor, Floor)
+TR_REGISTER_UNARY(round, Round)
+TR_REGISTER_UNARY(logical_not, LogicalNot)
+TR_REGISTER_UNARY(bitwise_not, BitwiseNot)
+#undef TR_REGISTER_UNARY
+KernelRegistration<Tensor(const Tensor&, const std::string&, const Tensor&)> reg_gelu("gelu", DispatchKey::CUDA,
+                                                                                      &gelu_cuda);
+KernelRegistration<Tensor(const Tensor&, const std::optional<Scalar>&, const std::optional<Scalar>&, const Tensor&)>
+    reg_clamp("clamp", DispatchKey::CUDA, &clamp_cuda);
+KernelRegistration<Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&)> reg_where("where",
+                                                                                                DispatchKey::CUDA,
+                                                                                                &where_cuda);
+
+}  // namespace
+}  // namespace trainrun::cuda
