@@ -40,6 +40,20 @@ std::vector<std::string> Dispatcher::op_names(std::optional<DispatchKey> missing
   return names;
 }
 
+std::vector<std::string> Dispatcher::ops_unsupported_on(DispatchKey key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> names;
+  for (const auto& [name, table] : tables_) {
+    if (table->kernel(static_cast<int>(key)) != nullptr || table->kernel(OpTable::kGenericSlot) != nullptr) continue;
+    bool other_backend = false;
+    for (DispatchKey k : {DispatchKey::CPU, DispatchKey::CUDA})
+      other_backend = other_backend || (k != key && table->kernel(static_cast<int>(k)) != nullptr);
+    if (other_backend) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 void Dispatcher::throw_no_kernel(const OpTable& t, DispatchKeySet keys) {
   throw NotImplementedError(fmt::format(
       "op '{}' has no kernel for dispatch key {}", t.name(),

@@ -46,6 +46,9 @@ class Dispatcher {
   // without a kernel for that key (tests use it to find ops that lack a
   // backward formula).
   std::vector<std::string> op_names(std::optional<DispatchKey> missing = std::nullopt);
+  // Ops that `key` cannot run: no kernel for it and no device-generic one,
+  // though some other backend has one (the CUDA coverage test uses it).
+  std::vector<std::string> ops_unsupported_on(DispatchKey key);
 
  private:
   std::mutex mu_;

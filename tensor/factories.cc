@@ -80,6 +80,12 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   TR_CHECK(std::isfinite(s) && std::isfinite(e), ValueError, "arange: start ({}) and end ({}) must be finite", s, e);
   TR_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError,
            "arange: upper bound and larger bound inconsistent with step sign (start={}, end={}, step={})", s, e, st);
+  if (!opts.device.is_cpu()) {
+    // Built on the CPU, then copied: the values are exactly the CPU's.
+    Device device = opts.device;
+    opts.device = Device();
+    return to(arange(start, end, step, opts), device);
+  }
   int64_t n = all_int ? (end.to_int() - start.to_int() + step.to_int() + (step.to_int() > 0 ? -1 : 1)) / step.to_int()
                       : static_cast<int64_t>(std::ceil((e - s) / st));
   Tensor out = empty({n}, opts);
@@ -97,6 +103,11 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
   TR_CHECK(steps >= 0, ValueError, "linspace: number of steps must be non-negative, got {}", steps);
+  if (!opts.device.is_cpu()) {
+    Device device = opts.device;
+    opts.device = Device();
+    return to(linspace(start, end, steps, opts), device);
+  }
   Tensor out = empty({steps}, opts);
   double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0;
   visit_dtype(out.dtype(), "linspace", [&](auto tag) {
@@ -149,10 +160,11 @@ namespace {
 enum class Distribution { Uniform, Normal, Bernoulli, RandInt };
 
 // Writes draws into a contiguous tensor. Element i uses Philox block
-// (first + i / lanes) so results are fixed by the seed alone.
+// (first + i / lanes) so results are fixed by the seed alone, on every
+// device: a GPU tensor's draws are made on the CPU and copied.
 void fill_random(Tensor& out, Distribution dist, double a, double b, Generator* gen) {
   if (gen == nullptr) gen = &default_generator();
-  Tensor target = out.is_contiguous() ? out : empty_like(out);
+  Tensor target = out.is_contiguous() && out.device().is_cpu() ? out : empty(out.sizes(), out.dtype());
   const int64_t n = target.numel();
   const uint64_t first = gen->reserve(static_cast<uint64_t>(n));
   const uint64_t key = gen->seed();

@@ -5,7 +5,7 @@
 #include <limits>
 #include <optional>
 
-#include "tensor/cpu/reduce_plan.h"
+#include "tensor/reduce_plan.h"
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
 #include "tensor/thread_pool.h"

@@ -64,3 +64,32 @@ int launch_copy(DType dst, DType src, const ElementwiseArgs& args, CUstream_st* 
 int launch_where(DType dt, const ElementwiseArgs& args, CUstream_st* stream);
 
 }  // namespace trainrun::cuda
+
+namespace trainrun::cuda {
+
+enum class ReduceKind : int {
+  Sum, Prod, Max, Min, ArgMax, ArgMin, All, Any,
+  Norm0, Norm1, Norm2, NormInf, NormNegInf, NormP, Var, LogSumExp,
+};
+
+// A reduction of each row of a contiguous [outer, inner] matrix (ReducePlan's
+// rows) into out[outer]. Output dtypes: Sum/Prod give int64 for integer and
+// bool inputs, else the input's; All/Any give Bool; ArgMax/ArgMin give Int64
+// (in `out`); Max/Min also write the winning index to `indices` when it is set.
+struct RowReduceArgs {
+  const void* in = nullptr;
+  void* out = nullptr;
+  int64_t* indices = nullptr;
+  int64_t outer = 0;
+  int64_t inner = 0;
+  double scale = 1;       // Sum: multiplies the result (mean: 1/inner)
+  double p = 2;           // NormP
+  int64_t correction = 1;  // Var
+};
+
+int launch_row_reduce(ReduceKind kind, DType in, const RowReduceArgs& args, CUstream_st* stream);
+// Inclusive prefix sums along each row of a contiguous [outer, inner] matrix;
+// in and out have dtype dt.
+int launch_row_cumsum(DType dt, const void* in, void* out, int64_t outer, int64_t inner, CUstream_st* stream);
+
+}  // namespace trainrun::cuda

@@ -1,4 +1,4 @@
-#include "tensor/cpu/reduce_plan.h"
+#include "tensor/reduce_plan.h"
 
 #include "tensor/views.h"
 

@@ -1,5 +1,5 @@
 #pragma once
-// Shared set-up of CPU reductions: the input is laid out as a contiguous
+// Shared set-up of reductions on every device: the input is laid out as a contiguous
 // [outer, inner] matrix whose rows are the reduced elements of one output
 // element (a transposing copy only when the reduced dims are not innermost).
 #include <vector>

@@ -1,0 +1,191 @@
+// The CUDA kernels of the reductions, registered under DispatchKey::CUDA: the
+// same ReducePlan as the CPU lays the input out as [outer, inner] rows on the
+// GPU, and kernels/reduce_kernels.cu reduces each row.
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <tuple>
+
+#include "tensor/cuda/elementwise_launch.h"
+#include "tensor/dispatcher.h"
+#include "tensor/factories.h"
+#include "tensor/reduce_plan.h"
+#include "tensor/views.h"
+
+namespace trainrun::cuda {
+namespace {
+
+DType sum_dtype(DType in, std::optional<DType> requested) {
+  if (requested) return *requested;
+  return is_floating(in) ? in : DType::Int64;
+}
+
+void check_nonempty(const ReducePlan& plan, const char* op) {
+  TR_CHECK(plan.inner > 0 || plan.outer == 0, IndexError,
+           "{}: cannot reduce over a zero-size dimension (the operation has no identity)", op);
+}
+
+// Reduces plan's rows into out (and indices), on the rows' GPU.
+void run(ReduceKind kind, const ReducePlan& plan, const Tensor& out, const char* op, double scale = 1.0,
+         double p = 2.0, int64_t correction = 1, int64_t* indices = nullptr) {
+  RowReduceArgs args;
+  args.in = plan.rows.data_ptr();
+  args.out = out.data_ptr();
+  args.indices = indices;
+  args.outer = plan.outer;
+  args.inner = plan.inner;
+  args.scale = scale;
+  args.p = p;
+  args.correction = correction;
+  const int device = plan.rows.device().index;
+  DeviceGuard guard(device);
+  check_launch(launch_row_reduce(kind, plan.rows.dtype(), args, current_stream(device).handle()), op);
+}
+
+TensorOptions on(const Tensor& x, DType dt) { return TensorOptions(dt, x.device()); }
+
+Tensor sum_like_cuda(const Tensor& x_in, const IntList& dims, bool keepdim, std::optional<DType> dtype, bool mean,
+                     bool prod) {
+  const char* op = prod ? "prod" : mean ? "mean" : "sum";
+  DType out_dtype = sum_dtype(x_in.dtype(), dtype);
+  TR_CHECK(!mean || is_floating(out_dtype), TypeError,
+           "mean: could not infer output dtype; input dtype must be floating point, got {} (pass dtype=)",
+           dtype_name(out_dtype));
+  TR_CHECK(out_dtype != DType::Bool, TypeError, "{}: bool output dtype is not supported", op);
+  // A requested dtype is also the accumulation dtype, as in PyTorch; integer
+  // inputs accumulate in int64 in the kernel itself.
+  Tensor x = dtype && *dtype != x_in.dtype() ? x_in.to(*dtype) : x_in;
+  ReducePlan plan(x, dims, keepdim, op);
+  Tensor out = empty(plan.out_shape, on(x, out_dtype));
+  double scale = mean ? 1.0 / static_cast<double>(plan.inner) : 1.0;
+  if (mean && plan.inner == 0) scale = std::numeric_limits<double>::quiet_NaN();
+  run(prod ? ReduceKind::Prod : ReduceKind::Sum, plan, out, op, scale);
+  return out;
+}
+
+Tensor sum_cuda(const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
+  return sum_like_cuda(x, dims, keepdim, dtype, false, false);
+}
+Tensor mean_cuda(const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
+  return sum_like_cuda(x, dims, keepdim, dtype, true, false);
+}
+Tensor prod_cuda(const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
+  // prod of integers is int64 like sum, computed from int64 input.
+  DType out_dtype = sum_dtype(x.dtype(), dtype);
+  return sum_like_cuda(x.dtype() != out_dtype ? x.to(out_dtype) : x, dims, keepdim, std::nullopt, false, true);
+}
+
+template <bool is_max>
+Tensor amax_cuda(const Tensor& x, const IntList& dims, bool keepdim) {
+  const char* op = is_max ? "amax" : "amin";
+  ReducePlan plan(x, dims, keepdim, op);
+  check_nonempty(plan, op);
+  Tensor out = empty(plan.out_shape, on(x, x.dtype()));
+  run(is_max ? ReduceKind::Max : ReduceKind::Min, plan, out, op);
+  return out;
+}
+
+template <bool is_max>
+std::tuple<Tensor, Tensor> max_dim_cuda(const Tensor& x, int64_t dim, bool keepdim) {
+  const char* op = is_max ? "max" : "min";
+  ReducePlan plan(x, {dim}, keepdim, op);
+  check_nonempty(plan, op);
+  Tensor values = empty(plan.out_shape, on(x, x.dtype()));
+  Tensor indices = empty(plan.out_shape, on(x, DType::Int64));
+  run(is_max ? ReduceKind::Max : ReduceKind::Min, plan, values, op, 1.0, 2.0, 1, indices.data<int64_t>());
+  return {values, indices};
+}
+
+template <bool is_max>
+Tensor argmax_cuda(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  const char* op = is_max ? "argmax" : "argmin";
+  Tensor src = dim ? x : reshape(x, {-1});
+  ReducePlan plan(src, dim ? IntList{*dim} : IntList{}, keepdim && dim.has_value(), op);
+  check_nonempty(plan, op);
+  IntList shape = plan.out_shape;
+  if (!dim && keepdim) shape = IntList(x.dim(), 1);
+  Tensor out = empty(shape, on(x, DType::Int64));
+  run(is_max ? ReduceKind::ArgMax : ReduceKind::ArgMin, plan, out, op);
+  return out;
+}
+
+Tensor var_cuda(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
+  TR_CHECK(is_floating(x.dtype()), TypeError, "var: expected a floating point tensor, got {}", dtype_name(x.dtype()));
+  ReducePlan plan(x, dims, keepdim, "var");
+  Tensor out = empty(plan.out_shape, on(x, x.dtype()));
+  run(ReduceKind::Var, plan, out, "var", 1.0, 2.0, correction);
+  return out;
+}
+
+Tensor norm_cuda(const Tensor& x, double p, const IntList& dims, bool keepdim) {
+  TR_CHECK(is_floating(x.dtype()), TypeError, "norm: expected a floating point tensor, got {}", dtype_name(x.dtype()));
+  ReducePlan plan(x, dims, keepdim, "norm");
+  Tensor out = empty(plan.out_shape, on(x, x.dtype()));
+  ReduceKind kind = std::isinf(p) ? (p > 0 ? ReduceKind::NormInf : ReduceKind::NormNegInf)
+                    : p == 0      ? ReduceKind::Norm0
+                    : p == 1      ? ReduceKind::Norm1
+                    : p == 2      ? ReduceKind::Norm2
+                                  : ReduceKind::NormP;
+  run(kind, plan, out, "norm", 1.0, p);
+  return out;
+}
+
+Tensor logsumexp_cuda(const Tensor& x_in, const IntList& dims, bool keepdim) {
+  Tensor x = is_floating(x_in.dtype()) ? x_in : x_in.to(default_float_dtype());
+  ReducePlan plan(x, dims, keepdim, "logsumexp");
+  Tensor out = empty(plan.out_shape, on(x, x.dtype()));
+  run(ReduceKind::LogSumExp, plan, out, "logsumexp");
+  return out;
+}
+
+template <bool is_all>
+Tensor all_cuda(const Tensor& x, const IntList& dims, bool keepdim) {
+  const char* op = is_all ? "all" : "any";
+  ReducePlan plan(x, dims, keepdim, op);
+  Tensor out = empty(plan.out_shape, on(x, DType::Bool));
+  run(is_all ? ReduceKind::All : ReduceKind::Any, plan, out, op);
+  return out;
+}
+
+Tensor cumsum_cuda(const Tensor& x_in, int64_t dim, std::optional<DType> dtype) {
+  DType out_dtype = sum_dtype(x_in.dtype(), dtype);
+  TR_CHECK(out_dtype != DType::Bool, TypeError, "cumsum: bool output dtype is not supported");
+  dim = wrap_dim(dim, x_in.dim(), "cumsum");
+  Tensor x = x_in.to(out_dtype);
+  if (x.dim() == 0) return clone(x);
+  Tensor rows = contiguous(transpose(x, dim, -1));
+  Tensor result = empty(rows.sizes(), on(x, out_dtype));
+  const int64_t inner = rows.size(-1);
+  const int64_t outer = inner == 0 ? 0 : rows.numel() / inner;
+  const int device = x.device().index;
+  DeviceGuard guard(device);
+  check_launch(launch_row_cumsum(out_dtype, rows.data_ptr(), result.data_ptr(), outer, inner,
+                                 current_stream(device).handle()),
+               "cumsum");
+  return contiguous(transpose(result, dim, -1));
+}
+
+using SumSig = Tensor(const Tensor&, const IntList&, bool, std::optional<DType>);
+using DimsSig = Tensor(const Tensor&, const IntList&, bool);
+using MaxDimSig = std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool);
+using ArgSig = Tensor(const Tensor&, std::optional<int64_t>, bool);
+KernelRegistration<SumSig> reg_sum("sum", DispatchKey::CUDA, &sum_cuda);
+KernelRegistration<SumSig> reg_mean("mean", DispatchKey::CUDA, &mean_cuda);
+KernelRegistration<SumSig> reg_prod("prod", DispatchKey::CUDA, &prod_cuda);
+KernelRegistration<DimsSig> reg_amax("amax", DispatchKey::CUDA, &amax_cuda<true>);
+KernelRegistration<DimsSig> reg_amin("amin", DispatchKey::CUDA, &amax_cuda<false>);
+KernelRegistration<MaxDimSig> reg_max_dim("max.dim", DispatchKey::CUDA, &max_dim_cuda<true>);
+KernelRegistration<MaxDimSig> reg_min_dim("min.dim", DispatchKey::CUDA, &max_dim_cuda<false>);
+KernelRegistration<ArgSig> reg_argmax("argmax", DispatchKey::CUDA, &argmax_cuda<true>);
+KernelRegistration<ArgSig> reg_argmin("argmin", DispatchKey::CUDA, &argmax_cuda<false>);
+KernelRegistration<Tensor(const Tensor&, const IntList&, int64_t, bool)> reg_var("var", DispatchKey::CUDA, &var_cuda);
+KernelRegistration<Tensor(const Tensor&, double, const IntList&, bool)> reg_norm("norm", DispatchKey::CUDA,
+                                                                                 &norm_cuda);
+KernelRegistration<DimsSig> reg_logsumexp("logsumexp", DispatchKey::CUDA, &logsumexp_cuda);
+KernelRegistration<DimsSig> reg_all("all", DispatchKey::CUDA, &all_cuda<true>);
+KernelRegistration<DimsSig> reg_any("any", DispatchKey::CUDA, &all_cuda<false>);
+KernelRegistration<Tensor(const Tensor&, int64_t, std::optional<DType>)> reg_cumsum("cumsum", DispatchKey::CUDA,
+                                                                                    &cumsum_cuda);
+
+}  // namespace
+}  // namespace trainrun::cuda
