@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 
 #include "c10d/gloo/process_group_gloo.h"
@@ -120,6 +121,16 @@ std::shared_ptr<Store> store_from_init_method(const InitOptions& o, int& rank, i
       fmt::format("init_process_group: init_method '{}' is not one of env://, tcp://HOST:PORT, file:///PATH", url));
 }
 
+std::mutex& backends_mutex() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
+
+std::map<std::string, BackendFactory>& backends() {
+  static auto* registry = new std::map<std::string, BackendFactory>();
+  return *registry;
+}
+
 std::shared_ptr<ProcessGroup> make_group(const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
                                          const std::string& name, Milliseconds timeout) {
   if (backend == "gloo") {
@@ -127,10 +138,30 @@ std::shared_ptr<ProcessGroup> make_group(const std::string& backend, std::shared
     o.timeout = timeout;
     return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size, name, o);
   }
-  throw ValueError(fmt::format("init_process_group: backend '{}' is not available (this build has: gloo)", backend));
+  {
+    std::lock_guard<std::mutex> lock(backends_mutex());
+    auto it = backends().find(backend);
+    if (it != backends().end()) return it->second(std::move(store), rank, size, name, timeout);
+  }
+  throw ValueError(fmt::format("init_process_group: backend '{}' is not available (this program has: {})", backend,
+                               fmt::join(available_backends(), ", ")));
 }
 
 }  // namespace
+
+void register_backend(const std::string& name, BackendFactory factory) {
+  TR_CHECK(name != "gloo", ValueError, "register_backend: 'gloo' is built in");
+  std::lock_guard<std::mutex> lock(backends_mutex());
+  backends()[name] = std::move(factory);
+}
+
+std::vector<std::string> available_backends() {
+  std::vector<std::string> names = {"gloo"};
+  std::lock_guard<std::mutex> lock(backends_mutex());
+  for (const auto& [name, factory] : backends()) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 void init_process_group(const InitOptions& options) {
   State& s = state();

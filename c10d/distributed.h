@@ -4,6 +4,7 @@
 // ("env://", "tcp://host:port", "file:///path") or a given store;
 // new_group makes subgroups; get_rank/get_world_size read the default group.
 // The state is per process (one default group), guarded by a mutex.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,15 @@ struct InitOptions {
   Milliseconds timeout{1800000};
   std::shared_ptr<Store> store;
 };
+
+// Makes the groups of a backend other than the built-in "gloo" ("nccl"
+// registers itself when //c10d/nccl is linked). `store` is already prefixed
+// for the group.
+using BackendFactory = std::function<std::shared_ptr<ProcessGroup>(
+    std::shared_ptr<Store> store, int rank, int size, const std::string& name, Milliseconds timeout)>;
+void register_backend(const std::string& name, BackendFactory factory);
+// "gloo" and the registered backends, sorted.
+std::vector<std::string> available_backends();
 
 // Throws ValueError naming what is missing or malformed; DistBackendError
 // when the ranks cannot connect within the timeout.

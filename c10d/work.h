@@ -31,7 +31,9 @@ class Work : public std::enable_shared_from_this<Work> {
   // Blocks until completion; rethrows the failure. With a timeout, throws
   // TimeoutError naming the work when it is not done by then (the work
   // itself carries on and may still complete).
-  void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // A GPU backend's work may instead make the caller's current stream wait
+  // for it and return at once (see nccl/work_nccl.h).
+  virtual void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   // Runs fn(*this) once this work completes (at once, on the calling thread,
   // if it already has; else on the thread that completes it). The returned

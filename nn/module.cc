@@ -130,6 +130,18 @@ void Module::to(DType dtype) {
   for (auto& [_, child] : children_) child->to(dtype);
 }
 
+void Module::to(Device device) {
+  NoGradGuard no_grad;
+  for (auto& [_, t] : params_) {
+    if (t.device() == device) continue;
+    const bool needs = requires_grad(t);
+    t = detach(t).to(device);
+    if (needs) set_requires_grad(t);
+  }
+  for (auto& [_, t] : buffers_) t = t.to(device);
+  for (auto& [_, child] : children_) child->to(device);
+}
+
 StateDict Module::state_dict() const {
   StateDict out;
   NoGradGuard no_grad;

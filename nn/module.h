@@ -61,6 +61,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void zero_grad(bool set_to_none = true);
   // Converts floating parameters and buffers to dtype (in place in the registry).
   void to(DType dtype);
+  // Moves every parameter and buffer to `device` (model.to("cuda") / .cuda()).
+  void to(Device device);
 
   // Copies of every parameter and buffer, by dotted name.
   StateDict state_dict() const;

@@ -20,9 +20,13 @@ void check_models_agree(ProcessGroup& group, const nn::Module& m) {
     ++count;
   }
   const int64_t hash = static_cast<int64_t>(std::hash<std::string>()(signature) & 0x7fffffffffffffffULL);
-  Tensor mine = tensor<int64_t>({count, hash}, {2});
-  Tensor all = empty({group.size() * 2}, DType::Int64);
+  // On the parameters' device: NCCL groups take CUDA tensors only.
+  const auto params = m.parameters();
+  const Device device = params.empty() ? Device() : params.front().device();
+  Tensor mine = tensor<int64_t>({count, hash}, {2}).to(device);
+  Tensor all = empty({group.size() * 2}, TensorOptions(DType::Int64, device));
   group.all_gather_into_tensor(all, mine)->wait();
+  all = all.cpu();
   for (int r = 0; r < group.size(); ++r) {
     const int64_t c = all.select(0, 2 * r).item<int64_t>(), h = all.select(0, 2 * r + 1).item<int64_t>();
     const int64_t c0 = all.select(0, 0).item<int64_t>(), h0 = all.select(0, 1).item<int64_t>();

@@ -40,7 +40,8 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> named_params, std::
       current.offsets.push_back(numel);
       numel += params_[i].second.numel();
     }
-    current.flat = zeros({numel}, params_[current.params.front()].second.dtype());
+    const Tensor& first = params_[current.params.front()].second;
+    current.flat = zeros({numel}, TensorOptions(first.dtype(), first.device()));
     for (size_t k = 0; k < current.params.size(); ++k) {
       bucket_of_[current.params[k]] = buckets_.size();
       slot_in_bucket_[current.params[k]] = k;

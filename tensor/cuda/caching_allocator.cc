@@ -208,8 +208,8 @@ void CachingAllocator::release_cached_segments() {
 void CachingAllocator::record_stream(void* ptr, StreamId stream) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = active_.find(ptr);
-  TR_CHECK(it != active_.end(), ValueError, "record_stream: {} is not memory of the caching allocator on {}", ptr,
-           device_name_);
+  // Memory from elsewhere (DLPack, IPC) follows its owner's rules, as in PyTorch.
+  if (it == active_.end()) return;
   if (stream != it->second->stream) it->second->stream_uses.insert(stream);
 }
 

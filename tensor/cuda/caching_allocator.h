@@ -80,7 +80,8 @@ class CachingAllocator {
   void* allocate(size_t size, StreamId stream);
   // Returns a block; deferred while streams recorded on it are still busy.
   void free(void* ptr);
-  // Marks ptr's block as used by `stream` (a tensor handed to another stream).
+  // Marks ptr's block as used by `stream` (a tensor handed to another stream);
+  // memory this allocator did not hand out is left alone.
   void record_stream(void* ptr, StreamId stream);
   // Returns every wholly free segment to the device.
   void empty_cache();
