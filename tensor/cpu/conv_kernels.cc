@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "tensor/conv_pool_shapes.h"
 #include "tensor/cpu/conv_onednn.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
@@ -16,19 +17,6 @@
 
 namespace trainrun {
 namespace {
-
-int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
-  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
-}
-
-IntList pair_arg(const IntList& v, const char* name, const char* op, int64_t min_value) {
-  TR_CHECK(v.size() == 1 || v.size() == 2, ValueError, "{}: {} must have 1 or 2 values, got [{}]", op, name,
-           fmt::join(v, ", "));
-  IntList r = v.size() == 1 ? IntList{v[0], v[0]} : v;
-  TR_CHECK(r[0] >= min_value && r[1] >= min_value, ValueError, "{}: {} must be >= {}, got [{}]", op, name, min_value,
-           fmt::join(v, ", "));
-  return r;
-}
 
 // Columns [C*kH*kW, Ho*Wo] of one image [C, H, W] (zero padding).
 template <typename T>
@@ -102,47 +90,9 @@ void col2im(const T* col, T* img, int64_t C, int64_t H, int64_t W, int64_t kH, i
   });
 }
 
-// The checked arguments of one convolution (forward and backward).
-struct ConvArgs {
-  bool batched;
-  IntList st, pad, dil;
-  int64_t N, C, H, W, O, Cg, kH, kW, Ho, Wo, groups;
-  Conv2dShape shape() const {
-    return {N, C, H, W, O, kH, kW, Ho, Wo, groups, {st[0], st[1]}, {pad[0], pad[1]}, {dil[0], dil[1]}};
-  }
-};
-
-ConvArgs check_conv_args(const char* op, const Tensor& input, const Tensor& weight, const IntList& stride,
-                         const IntList& padding, const IntList& dilation, int64_t groups) {
-  TR_CHECK(input.dim() == 3 || input.dim() == 4, ValueError,
-           "{}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape {}", op, input.shape_str());
-  TR_CHECK(weight.dim() == 4, ValueError, "{}: expected a 4-D weight (C_out, C_in/groups, kH, kW), got shape {}", op,
-           weight.shape_str());
-  TR_CHECK(groups >= 1, ValueError, "{}: groups must be positive, got {}", op, groups);
-  TR_CHECK(input.dtype() == weight.dtype(), TypeError, "{}: input dtype {} and weight dtype {} differ", op,
-           dtype_name(input.dtype()), dtype_name(weight.dtype()));
-  TR_CHECK(is_floating(input.dtype()), TypeError, "{}: expected floating point tensors, got {}", op,
-           dtype_name(input.dtype()));
-  ConvArgs a;
-  a.batched = input.dim() == 4;
-  const int64_t lead = a.batched ? 1 : 0;
-  a.st = pair_arg(stride, "stride", op, 1);
-  a.pad = pair_arg(padding, "padding", op, 0);
-  a.dil = pair_arg(dilation, "dilation", op, 1);
-  a.N = a.batched ? input.size(0) : 1;
-  a.C = input.size(lead), a.H = input.size(lead + 1), a.W = input.size(lead + 2);
-  a.O = weight.size(0), a.Cg = weight.size(1), a.kH = weight.size(2), a.kW = weight.size(3);
-  a.groups = groups;
-  TR_CHECK(a.C == a.Cg * groups, ValueError,
-           "{}: input has {} channels but weight of shape {} with groups={} expects {}", op, a.C, weight.shape_str(),
-           groups, a.Cg * groups);
-  TR_CHECK(a.O % groups == 0, ValueError, "{}: out channels ({}) must be divisible by groups ({})", op, a.O, groups);
-  a.Ho = conv_out_size(a.H, a.kH, a.st[0], a.pad[0], a.dil[0]);
-  a.Wo = conv_out_size(a.W, a.kW, a.st[1], a.pad[1], a.dil[1]);
-  TR_CHECK(a.Ho > 0 && a.Wo > 0, ValueError,
-           "{}: kernel {}x{} (dilation {}x{}) is larger than the padded input {}x{}", op, a.kH, a.kW, a.dil[0],
-           a.dil[1], a.H + 2 * a.pad[0], a.W + 2 * a.pad[1]);
-  return a;
+Conv2dShape onednn_shape(const ConvArgs& a) {
+  return {a.N, a.C, a.H, a.W, a.O, a.kH, a.kW, a.Ho, a.Wo, a.groups, {a.st[0], a.st[1]}, {a.pad[0], a.pad[1]},
+          {a.dil[0], a.dil[1]}};
 }
 
 // f16/bf16 run in float32.
@@ -172,7 +122,7 @@ Tensor conv2d_cpu(const Tensor& input_in, const Tensor& weight_in, const Tensor&
   };
   if (compute == DType::Float32) {
     Tensor b = bias.defined() ? contiguous(bias.to(compute)) : Tensor();
-    if (onednn_conv2d_forward(a.shape(), ptr<float>(x), ptr<float>(w), b.defined() ? ptr<float>(b) : nullptr,
+    if (onednn_conv2d_forward(onednn_shape(a), ptr<float>(x), ptr<float>(w), b.defined() ? ptr<float>(b) : nullptr,
                               mutable_ptr<float>(out)))
       return finish(out);
   }
@@ -231,7 +181,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward_cpu(const Tensor& grad_out_in
   if (compute == DType::Float32 && (need_input || need_weight)) {
     // oneDNN computes the bias gradient together with the weight gradient.
     Tensor gb32 = need_bias && need_weight ? empty({a.O}, compute) : Tensor();
-    done = onednn_conv2d_backward(a.shape(), ptr<float>(x), ptr<float>(w), ptr<float>(gy),
+    done = onednn_conv2d_backward(onednn_shape(a), ptr<float>(x), ptr<float>(w), ptr<float>(gy),
                                   need_input ? mutable_ptr<float>(gx) : nullptr,
                                   need_weight ? mutable_ptr<float>(gw) : nullptr,
                                   gb32.defined() ? mutable_ptr<float>(gb32) : nullptr);
@@ -272,14 +222,5 @@ KernelRegistration<Tensor(const Tensor&, const Tensor&, const Tensor&, const Int
 KernelRegistration<Conv2dBackwardSig> reg_conv2d_backward("conv2d_backward", DispatchKey::CPU, &conv2d_backward_cpu);
 
 }  // namespace
-
-// Used by pool kernels too.
-int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
-  int64_t numer = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-  int64_t out = numer / s + 1;
-  // The last window must start inside the input or the left padding.
-  if (ceil_mode && (out - 1) * s >= in + p) --out;
-  return out;
-}
 
 }  // namespace trainrun

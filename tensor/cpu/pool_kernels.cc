@@ -2,6 +2,7 @@
 #include <limits>
 #include <tuple>
 
+#include "tensor/conv_pool_shapes.h"
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
 #include "tensor/thread_pool.h"
@@ -9,44 +10,7 @@
 
 namespace trainrun {
 
-int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);
-
 namespace {
-
-struct PoolGeometry {
-  int64_t planes, H, W, Ho, Wo, kH, kW, sH, sW, pH, pW, dH, dW;
-  IntList out_shape;
-};
-
-PoolGeometry pool_geometry(const Tensor& x, const IntList& k, const IntList& s, const IntList& p, const IntList& d,
-                           bool ceil_mode, const char* op) {
-  TR_CHECK(x.dim() == 3 || x.dim() == 4, ValueError, "{}: expected a 3-D or 4-D input, got shape {}", op, x.shape_str());
-  auto pair = [&](const IntList& v, const IntList& dflt, const char* name) {
-    IntList r = v.empty() ? dflt : v.size() == 1 ? IntList{v[0], v[0]} : v;
-    TR_CHECK(r.size() == 2, ValueError, "{}: {} must have 1 or 2 values, got [{}]", op, name, fmt::join(v, ", "));
-    return r;
-  };
-  IntList kk = pair(k, {}, "kernel_size"), ss = pair(s, kk, "stride"), pp = pair(p, {0, 0}, "padding"),
-          dd = pair(d, {1, 1}, "dilation");
-  TR_CHECK(kk[0] > 0 && kk[1] > 0 && ss[0] > 0 && ss[1] > 0 && dd[0] > 0 && dd[1] > 0, ValueError,
-           "{}: kernel_size, stride and dilation must be positive", op);
-  TR_CHECK(pp[0] >= 0 && pp[1] >= 0 && pp[0] * 2 <= kk[0] && pp[1] * 2 <= kk[1], ValueError,
-           "{}: padding [{}] must be non-negative and at most half the kernel size [{}]", op, fmt::join(pp, ", "),
-           fmt::join(kk, ", "));
-  PoolGeometry g;
-  g.H = x.size(-2);
-  g.W = x.size(-1);
-  g.planes = x.numel() / std::max<int64_t>(g.H * g.W, 1);
-  g.kH = kk[0]; g.kW = kk[1]; g.sH = ss[0]; g.sW = ss[1]; g.pH = pp[0]; g.pW = pp[1]; g.dH = dd[0]; g.dW = dd[1];
-  g.Ho = pool_out_size(g.H, g.kH, g.sH, g.pH, g.dH, ceil_mode);
-  g.Wo = pool_out_size(g.W, g.kW, g.sW, g.pW, g.dW, ceil_mode);
-  TR_CHECK(g.Ho > 0 && g.Wo > 0, ValueError, "{}: output size is {}x{} for input {}: too small for the kernel", op,
-           g.Ho, g.Wo, x.shape_str());
-  g.out_shape = IntList(x.sizes().begin(), x.sizes().end() - 2);
-  g.out_shape.push_back(g.Ho);
-  g.out_shape.push_back(g.Wo);
-  return g;
-}
 
 std::tuple<Tensor, Tensor> max_pool2d_cpu(const Tensor& x_in, const IntList& k, const IntList& s, const IntList& p,
                                           const IntList& d, bool ceil_mode) {
@@ -89,25 +53,6 @@ std::tuple<Tensor, Tensor> max_pool2d_cpu(const Tensor& x_in, const IntList& k, 
     });
   });
   return {out, idx};
-}
-
-// The input rows [h0, h1) and columns [w0, w1) an avg_pool2d window covers,
-// and PyTorch's divisor for it: the window clipped to the padded input
-// (count_include_pad) or to the input itself.
-struct AvgWindow {
-  int64_t h0, h1, w0, w1, divisor;
-};
-
-AvgWindow avg_window(const PoolGeometry& g, int64_t oh, int64_t ow, bool count_include_pad) {
-  int64_t h0 = oh * g.sH - g.pH, w0 = ow * g.sW - g.pW;
-  int64_t h1 = std::min(h0 + g.kH, g.H + g.pH), w1 = std::min(w0 + g.kW, g.W + g.pW);
-  const int64_t padded_count = (h1 - h0) * (w1 - w0);
-  h0 = std::max<int64_t>(h0, 0);
-  w0 = std::max<int64_t>(w0, 0);
-  h1 = std::min(h1, g.H);
-  w1 = std::min(w1, g.W);
-  const int64_t count = count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
-  return {h0, h1, w0, w1, std::max<int64_t>(count, 1)};
 }
 
 Tensor avg_pool2d_cpu(const Tensor& x_in, const IntList& k, const IntList& s, const IntList& p, bool ceil_mode,

@@ -93,3 +93,27 @@ int launch_row_reduce(ReduceKind kind, DType in, const RowReduceArgs& args, CUst
 int launch_row_cumsum(DType dt, const void* in, void* out, int64_t outer, int64_t inner, CUstream_st* stream);
 
 }  // namespace trainrun::cuda
+
+namespace trainrun::cuda {
+
+// softmax or log_softmax of each row of a contiguous [rows, n] matrix.
+int launch_softmax(DType dt, bool log_output, const void* in, void* out, int64_t rows, int64_t n, CUstream_st* stream);
+// layer_norm (or rms_norm) of each row: out, and per row the mean (0 for
+// rms) and 1/std; weight and bias may be null.
+int launch_row_norm(DType dt, bool rms, const void* x, const void* weight, const void* bias, void* out, void* mean,
+                    void* rstd, int64_t rows, int64_t n, double eps, CUstream_st* stream);
+
+enum class TernaryOp : int { Lerp, Addcmul, Addcdiv };
+// out = op(a, b, c) computed in dt (value: addcmul/addcdiv's scale).
+int launch_ternary(TernaryOp op, DType dt, KernelScalar value, const ElementwiseArgs& args, CUstream_st* stream);
+
+// One fused Adam/AdamW step over n contiguous float32 or float64 elements
+// (max_exp_avg_sq only with amsgrad).
+struct AdamKernelArgs {
+  double lr, beta1, beta2, eps, weight_decay, step;
+  bool amsgrad, maximize, decoupled;
+};
+int launch_fused_adam(DType dt, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, void* max_exp_avg_sq,
+                      int64_t n, const AdamKernelArgs& args, CUstream_st* stream);
+
+}  // namespace trainrun::cuda

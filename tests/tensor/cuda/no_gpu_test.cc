@@ -7,6 +7,7 @@
 #include "tensor/cuda/event.h"
 #include "tensor/cuda/pinned_memory.h"
 #include "tensor/cuda/runtime.h"
+#include "tensor/dispatcher.h"
 #include "tensor/ops.h"
 #include "tests/expect_error.h"
 
@@ -48,6 +49,13 @@ TEST_F(NoGpu, StreamsEventsAndMemoryFunctionsNameTheReason) {
   EXPECT_TRUE(e.query());  // never recorded: complete, no GPU needed
   empty_cache();           // nothing to return; must not throw
   EXPECT_FALSE(is_pinned(ones({2})));
+}
+
+// Runs everywhere: an op with a CPU kernel and neither a CUDA nor a
+// device-generic one would fail on CUDA tensors; adding such an op fails here.
+TEST(CudaCoverage, EveryOpWithACpuKernelHasACudaKernel) {
+  const std::vector<std::string> missing = Dispatcher::get().ops_unsupported_on(DispatchKey::CUDA);
+  EXPECT_TRUE(missing.empty()) << "ops without a CUDA kernel: " << fmt::format("{}", fmt::join(missing, ", "));
 }
 
 TEST(CudaDevice, DeviceStringsParse) {

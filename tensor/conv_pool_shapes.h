@@ -1,0 +1,36 @@
+#pragma once
+// The checked geometry of conv2d and the 2-D pools, shared by the CPU and
+// CUDA kernels so that both accept and refuse the same arguments with the
+// same messages.
+#include "tensor/tensor.h"
+
+namespace trainrun {
+
+// The checked arguments of one convolution (forward and backward).
+struct ConvArgs {
+  bool batched;
+  IntList st, pad, dil;
+  int64_t N, C, H, W, O, Cg, kH, kW, Ho, Wo, groups;
+};
+ConvArgs check_conv_args(const char* op, const Tensor& input, const Tensor& weight, const IntList& stride,
+                         const IntList& padding, const IntList& dilation, int64_t groups);
+
+// Output size of a pooling window sweep (PyTorch's rule, ceil_mode included).
+int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);
+
+struct PoolGeometry {
+  int64_t planes, H, W, Ho, Wo, kH, kW, sH, sW, pH, pW, dH, dW;
+  IntList out_shape;
+};
+PoolGeometry pool_geometry(const Tensor& x, const IntList& k, const IntList& s, const IntList& p, const IntList& d,
+                           bool ceil_mode, const char* op);
+
+// The input rows [h0, h1) and columns [w0, w1) an avg_pool2d window covers,
+// and PyTorch's divisor for it: the window clipped to the padded input
+// (count_include_pad) or to the input itself.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, divisor;
+};
+AvgWindow avg_window(const PoolGeometry& g, int64_t oh, int64_t ow, bool count_include_pad);
+
+}  // namespace trainrun

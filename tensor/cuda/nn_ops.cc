@@ -1,0 +1,136 @@
+// CUDA kernels of softmax / log_softmax, layer_norm / rms_norm, the ternary
+// elementwise ops (lerp, addcmul, addcdiv) and the fused Adam step,
+// registered under DispatchKey::CUDA with the CPU kernels' checks.
+#include <tuple>
+
+#include "tensor/cuda/elementwise_launch.h"
+#include "tensor/dispatcher.h"
+#include "tensor/factories.h"
+#include "tensor/fused_optim.h"
+#include "tensor/views.h"
+
+namespace trainrun::cuda {
+namespace {
+
+void check(int err, const char* op) { check_launch(err, op); }
+
+template <bool log_output>
+Tensor softmax_cuda(const Tensor& x_in, int64_t dim) {
+  const char* op = log_output ? "log_softmax" : "softmax";
+  Tensor x = is_floating(x_in.dtype()) ? x_in : x_in.to(default_float_dtype());
+  if (x.dim() == 0) return log_output ? zeros_like(x) : ones_like(x);
+  dim = wrap_dim(dim, x.dim(), op);
+  const bool last = dim == x.dim() - 1;
+  Tensor rows = contiguous(last ? x : transpose(x, dim, -1));
+  Tensor out = empty(rows.sizes(), TensorOptions(x.dtype(), x.device()));
+  const int64_t n = rows.size(-1);
+  const int64_t nrows = n == 0 ? 0 : rows.numel() / n;
+  const int device = x.device().index;
+  DeviceGuard guard(device);
+  check(launch_softmax(x.dtype(), log_output, rows.data_ptr(), out.data_ptr(), nrows, n,
+                       current_stream(device).handle()),
+        op);
+  return last ? out : contiguous(transpose(out, dim, -1));
+}
+
+template <bool rms>
+std::tuple<Tensor, Tensor, Tensor> norm_cuda(const Tensor& x_in, const IntList& normalized_shape, const Tensor& weight,
+                                              const Tensor& bias, double eps) {
+  const char* op = rms ? "rms_norm" : "layer_norm";
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  TR_CHECK(k >= 1, ValueError, "{}: normalized_shape must have at least one dim", op);
+  TR_CHECK(x_in.dim() >= k && IntList(x_in.sizes().end() - k, x_in.sizes().end()) == normalized_shape, ValueError,
+           "{}: expected input with trailing shape [{}], got input of shape {}", op, fmt::join(normalized_shape, ", "),
+           x_in.shape_str());
+  for (const Tensor* p : {&weight, &bias})
+    TR_CHECK(!p->defined() || p->sizes() == normalized_shape, ValueError,
+             "{}: weight/bias of shape {} must have normalized_shape [{}]", op, p->shape_str(),
+             fmt::join(normalized_shape, ", "));
+  TR_CHECK(is_floating(x_in.dtype()), TypeError, "{}: expected a floating point input, got {}", op,
+           dtype_name(x_in.dtype()));
+  int64_t rows = 1, n = 1;
+  IntList stat_shape;
+  for (int64_t d = 0; d < x_in.dim(); ++d) {
+    if (d < x_in.dim() - k) {
+      rows *= x_in.size(d);
+      stat_shape.push_back(x_in.size(d));
+    } else {
+      n *= x_in.size(d);
+      stat_shape.push_back(1);
+    }
+  }
+  Tensor x = contiguous(x_in);
+  const TensorOptions opts(x.dtype(), x.device());
+  Tensor out = empty(x.sizes(), opts), mean = empty(stat_shape, opts), rstd = empty(stat_shape, opts);
+  Tensor w = weight.defined() ? contiguous(weight.to(x.dtype())) : Tensor();
+  Tensor b = bias.defined() ? contiguous(bias.to(x.dtype())) : Tensor();
+  const int device = x.device().index;
+  DeviceGuard guard(device);
+  check(launch_row_norm(x.dtype(), rms, x.data_ptr(), w.defined() ? w.data_ptr() : nullptr,
+                        b.defined() ? b.data_ptr() : nullptr, out.data_ptr(), mean.data_ptr(), rstd.data_ptr(), rows, n,
+                        eps, current_stream(device).handle()),
+        op);
+  return {out, mean, rstd};
+}
+
+Tensor lerp_cuda(const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& out) {
+  IteratorConfig config;
+  config.op = "lerp";
+  TensorIterator iter(config, out, {a, b, weight});
+  const DType dt = iter.compute_dtype();
+  TR_CHECK(is_floating(dt), TypeError, "lerp: expected floating point tensors, got {}", dtype_name(dt));
+  launch_on_device(iter, "lerp", [&](const ElementwiseArgs& args, CUstream_st* s) {
+    return launch_ternary(TernaryOp::Lerp, dt, KernelScalar{}, args, s);
+  });
+  return iter.output();
+}
+
+template <bool divide>
+Tensor addc_cuda(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, const Tensor& out) {
+  IteratorConfig config;
+  config.op = divide ? "addcdiv" : "addcmul";
+  config.promote_integer_to_float = divide;
+  TensorIterator iter(config, out, {self, t1, t2});
+  const DType dt = iter.compute_dtype();
+  TR_CHECK(dt != DType::Bool, TypeError, "{}: not supported for bool tensors", config.op);
+  launch_on_device(iter, config.op, [&](const ElementwiseArgs& args, CUstream_st* s) {
+    return launch_ternary(divide ? TernaryOp::Addcdiv : TernaryOp::Addcmul, dt, kernel_scalar(value, dt), args, s);
+  });
+  return iter.output();
+}
+
+void fused_adam_cuda(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
+                     const AdamStep& a) {
+  TR_CHECK(param.dtype() == DType::Float32 || param.dtype() == DType::Float64, TypeError,
+           "fused_adam_: {} parameters are not supported; use fused=false", dtype_name(param.dtype()));
+  for (const Tensor* t : {&grad, static_cast<const Tensor*>(&exp_avg), static_cast<const Tensor*>(&exp_avg_sq)})
+    TR_CHECK(t->is_cuda() && t->device() == param.device() && t->is_contiguous() && t->dtype() == param.dtype() &&
+                 t->numel() == param.numel(),
+             ValueError, "fused_adam_: every state tensor must match the parameter ({} {} on {}, contiguous)",
+             dtype_name(param.dtype()), param.shape_str(), param.device().str());
+  const int device = param.device().index;
+  DeviceGuard guard(device);
+  AdamKernelArgs k{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.step, a.amsgrad, a.maximize, a.decoupled};
+  check(launch_fused_adam(param.dtype(), param.data_ptr(), grad.data_ptr(), exp_avg.data_ptr(), exp_avg_sq.data_ptr(),
+                          a.amsgrad ? max_exp_avg_sq.data_ptr() : nullptr, param.numel(), k,
+                          current_stream(device).handle()),
+        "fused_adam_");
+  for (Tensor* t : {&param, &exp_avg, &exp_avg_sq}) t->impl()->bump_version();
+}
+
+using NormSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const IntList&, const Tensor&, const Tensor&, double);
+using TernarySig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
+using AddcSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Tensor&);
+KernelRegistration<Tensor(const Tensor&, int64_t)> reg_softmax("softmax", DispatchKey::CUDA, &softmax_cuda<false>);
+KernelRegistration<Tensor(const Tensor&, int64_t)> reg_log_softmax("log_softmax", DispatchKey::CUDA,
+                                                                   &softmax_cuda<true>);
+KernelRegistration<NormSig> reg_layer_norm("layer_norm", DispatchKey::CUDA, &norm_cuda<false>);
+KernelRegistration<NormSig> reg_rms_norm("rms_norm", DispatchKey::CUDA, &norm_cuda<true>);
+KernelRegistration<TernarySig> reg_lerp("lerp", DispatchKey::CUDA, &lerp_cuda);
+KernelRegistration<AddcSig> reg_addcmul("addcmul", DispatchKey::CUDA, &addc_cuda<false>);
+KernelRegistration<AddcSig> reg_addcdiv("addcdiv", DispatchKey::CUDA, &addc_cuda<true>);
+KernelRegistration<void(Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&, const AdamStep&)> reg_fused_adam(
+    "fused_adam_", DispatchKey::CUDA, &fused_adam_cuda);
+
+}  // namespace
+}  // namespace trainrun::cuda
