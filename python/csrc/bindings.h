@@ -15,7 +15,10 @@ void bind_tensor(py::module_& m);
 void bind_autograd(py::module_& m);
 void bind_nn(py::module_& m);
 void bind_distributed(py::module_& m);
+void bind_cuda(py::module_& m);
 
+// None (the CPU), "cpu", "cuda:1", an int (that GPU) or a trainrun.device.
+Device to_device(py::handle d);
 // A Python bool, int or float as a Scalar (TypeError for anything else).
 Scalar to_scalar(py::handle value);
 

@@ -19,7 +19,9 @@ Scalar to_scalar(py::handle value) {
 PYBIND11_MODULE(_C, m) {
   namespace py = pybind11;
   m.doc() = "trainrun's C++ core";
-  // trainrun's errors arrive as the matching Python exceptions.
+  // trainrun's errors arrive as the matching Python exceptions;
+  // OutOfMemoryError is trainrun.cuda.OutOfMemoryError, a RuntimeError.
+  static py::exception<trainrun::OutOfMemoryError> oom(m, "OutOfMemoryError", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -33,8 +35,13 @@ PYBIND11_MODULE(_C, m) {
       PyErr_SetString(PyExc_NotImplementedError, e.what());
     } catch (const trainrun::TimeoutError& e) {
       PyErr_SetString(PyExc_TimeoutError, e.what());
+    } catch (const trainrun::OutOfMemoryError& e) {
+      oom(e.what());
+    } catch (const trainrun::CudaError& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
     }
   });
+  trainrun::python::bind_cuda(m);  // first: the device type appears in later signatures
   trainrun::python::bind_tensor(m);
   trainrun::python::bind_autograd(m);
   trainrun::python::bind_nn(m);

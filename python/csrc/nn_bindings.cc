@@ -80,8 +80,15 @@ void bind_nn(py::module_& m) {
       .def("load_state_dict", &nn::Module::load_state_dict, py::arg("state_dict"), py::arg("strict") = true)
       .def(
           "to",
-          [](nn::Module& self, DType d) {
-            self.to(d);
+          [](nn::Module& self, py::handle target) {
+            // module.to(dtype) or module.to(device), as in PyTorch.
+            if (py::isinstance<DType>(target)) {
+              self.to(target.cast<DType>());
+            } else {
+              Device d = to_device(target);
+              py::gil_scoped_release nogil;
+              self.to(d);
+            }
             return &self;
           },
           py::return_value_policy::reference)

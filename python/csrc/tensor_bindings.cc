@@ -155,9 +155,10 @@ std::optional<DType> opt_dtype(py::object d) {
   return d.cast<DType>();
 }
 
-TensorOptions options(py::object dtype) {
+TensorOptions options(py::object dtype, py::object device = py::none()) {
   TensorOptions o;
   o.dtype = opt_dtype(dtype);
+  o.device = to_device(device);
   return o;
 }
 
@@ -207,6 +208,8 @@ void bind_tensor(py::module_& m) {
           py::arg("dim") = py::none())
       .def("stride", [](const Tensor& t) { return py::tuple(py::cast(t.strides())); })
       .def_property_readonly("dtype", &Tensor::dtype)
+      .def_property_readonly("device", &Tensor::device)
+      .def_property_readonly("is_cuda", &Tensor::is_cuda)
       .def_property_readonly("ndim", &Tensor::dim)
       .def("dim", &Tensor::dim)
       .def("numel", &Tensor::numel)
@@ -281,32 +284,51 @@ void bind_tensor(py::module_& m) {
       py::call_guard<py::gil_scoped_release>());
   m.def("manual_seed", [](uint64_t s) { manual_seed(s); });
   m.def(
-      "zeros", [](const IntList& s, py::object d) { return zeros(s, options(d)); }, py::arg("size"),
-      py::arg("dtype") = py::none());
+      "zeros", [](const IntList& s, py::object d, py::object dev) { return zeros(s, options(d, dev)); },
+      py::arg("size"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   m.def(
-      "ones", [](const IntList& s, py::object d) { return ones(s, options(d)); }, py::arg("size"),
-      py::arg("dtype") = py::none());
+      "ones", [](const IntList& s, py::object d, py::object dev) { return ones(s, options(d, dev)); },
+      py::arg("size"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   m.def(
-      "empty", [](const IntList& s, py::object d) { return empty(s, options(d)); }, py::arg("size"),
-      py::arg("dtype") = py::none());
+      "empty", [](const IntList& s, py::object d, py::object dev) { return empty(s, options(d, dev)); },
+      py::arg("size"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   m.def(
-      "full", [](const IntList& s, py::object v, py::object d) { return full(s, to_scalar(v), options(d)); },
-      py::arg("size"), py::arg("fill_value"), py::arg("dtype") = py::none());
+      "full",
+      [](const IntList& s, py::object v, py::object d, py::object dev) { return full(s, to_scalar(v), options(d, dev)); },
+      py::arg("size"), py::arg("fill_value"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   m.def(
-      "rand", [](const IntList& s, py::object d) { return rand(s, options(d)); }, py::arg("size"),
-      py::arg("dtype") = py::none(), release());
+      "rand",
+      [](const IntList& s, py::object d, py::object dev) {
+        TensorOptions o = options(d, dev);
+        py::gil_scoped_release nogil;
+        return rand(s, o);
+      },
+      py::arg("size"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   m.def(
-      "randn", [](const IntList& s, py::object d) { return randn(s, options(d)); }, py::arg("size"),
-      py::arg("dtype") = py::none(), release());
+      "randn",
+      [](const IntList& s, py::object d, py::object dev) {
+        TensorOptions o = options(d, dev);
+        py::gil_scoped_release nogil;
+        return randn(s, o);
+      },
+      py::arg("size"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   m.def(
-      "randint", [](int64_t lo, int64_t hi, const IntList& s) { return randint(lo, hi, s); }, release());
+      "randint",
+      [](int64_t lo, int64_t hi, const IntList& s, py::object d, py::object dev) {
+        TensorOptions o = options(d, dev);
+        if (!o.dtype) o.dtype = DType::Int64;
+        py::gil_scoped_release nogil;
+        return randint(lo, hi, s, o);
+      },
+      py::arg("low"), py::arg("high"), py::arg("size"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   m.def(
       "arange",
-      [](py::object start, py::object end, py::object step, py::object d) {
-        if (end.is_none()) return arange(to_scalar(start), options(d));
-        return arange(to_scalar(start), to_scalar(end), to_scalar(step), options(d));
+      [](py::object start, py::object end, py::object step, py::object d, py::object dev) {
+        if (end.is_none()) return arange(to_scalar(start), options(d, dev));
+        return arange(to_scalar(start), to_scalar(end), to_scalar(step), options(d, dev));
       },
-      py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1, py::arg("dtype") = py::none());
+      py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1, py::arg("dtype") = py::none(),
+      py::arg("device") = py::none());
 
   // Elementwise.
 #define TR_UNARY(name) \

@@ -32,7 +32,7 @@ _C = _load_extension()
 
 from trainrun._tensor import Tensor, tensor  # noqa: E402
 from trainrun._autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: E402
-from trainrun import autograd, nn, optim, distributed  # noqa: E402,F401
+from trainrun import autograd, nn, optim, distributed, cuda  # noqa: E402,F401
 
 dtype = _C.dtype
 dtype.__repr__ = dtype.__str__ = lambda self: "trainrun." + self.name
@@ -41,6 +41,7 @@ uint8, int8, int32, int64 = _C.dtype.uint8, _C.dtype.int8, _C.dtype.int32, _C.dt
 float16, bfloat16, float32, float64 = _C.dtype.float16, _C.dtype.bfloat16, _C.dtype.float32, _C.dtype.float64
 half, float, double, long, int = float16, float32, float64, int64, int32  # noqa: A001
 
+device = _C.device
 from_numpy, from_dlpack = _C.from_numpy, _C.from_dlpack
 save, load = _C.save, _C.load  # safetensors: a dict of tensors, no pickle
 manual_seed = _C.manual_seed
@@ -57,9 +58,9 @@ for _name in ("exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sig
 del _name
 
 
-def zeros_like(t, dtype=None):
-    return _C.zeros(list(t.shape), dtype if dtype is not None else t.dtype)
+def zeros_like(t, dtype=None, device=None):
+    return _C.zeros(list(t.shape), dtype if dtype is not None else t.dtype, device if device is not None else t.device)
 
 
-def ones_like(t, dtype=None):
-    return _C.ones(list(t.shape), dtype if dtype is not None else t.dtype)
+def ones_like(t, dtype=None, device=None):
+    return _C.ones(list(t.shape), dtype if dtype is not None else t.dtype, device if device is not None else t.device)

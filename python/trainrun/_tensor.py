@@ -10,10 +10,10 @@ from trainrun import _C
 Tensor = _C.Tensor
 
 
-def tensor(data, dtype=None, requires_grad=False):
+def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of `data` (nested lists, numbers, a NumPy
-    array or a tensor). Python floats become float32 and ints int64, as in
-    PyTorch."""
+    array or a tensor), on `device` when given. Python floats become float32
+    and ints int64, as in PyTorch."""
     if isinstance(data, Tensor):
         t = data.detach().clone()
     else:
@@ -27,6 +27,8 @@ def tensor(data, dtype=None, requires_grad=False):
         t = _C.from_numpy(np.ascontiguousarray(array)).clone()
     if dtype is not None:
         t = t.to(dtype)
+    if device is not None:
+        t = t.to(device)
     if requires_grad:
         t.requires_grad = True
     return t
@@ -102,7 +104,7 @@ Tensor.__index__ = lambda self: _scalar_of(self, builtins.int)
 
 
 def _tolist(self):
-    t = self.detach()
+    t = self.detach().cpu()
     if t.dtype == _C.dtype.bfloat16:
         t = t.to(_C.dtype.float32)
     return t.contiguous().numpy().tolist()
@@ -117,8 +119,48 @@ Tensor.long = lambda self: self.to(_C.dtype.int64)
 Tensor.int = lambda self: self.to(_C.dtype.int32)
 Tensor.bool = lambda self: self.to(_C.dtype.bool)
 Tensor.__iter__ = lambda self: (self.select(0, i) for i in range(len(self)))
-Tensor.__array__ = lambda self, dtype=None: self.detach().contiguous().numpy() if dtype is None else \
-    self.detach().contiguous().numpy().astype(dtype)
+Tensor.__array__ = lambda self, dtype=None: self.detach().cpu().contiguous().numpy() if dtype is None else \
+    self.detach().cpu().contiguous().numpy().astype(dtype)
+
+
+# --- devices ---------------------------------------------------------------------
+_to_dtype = Tensor.to
+
+
+def _to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
+    """to(dtype), to(device), to(device, dtype), to(other), with keywords, as
+    in PyTorch. A copy between a GPU and pinned CPU memory with
+    non_blocking=True returns before the data has moved."""
+    for a in args:
+        if isinstance(a, _C.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        else:
+            device = a
+    if device is not None and not copy and (dtype is None or dtype == self.dtype):
+        d = device if isinstance(device, _C.device) else _C.device(f"cuda:{device}" if isinstance(device, int)
+                                                                     else device)
+        if d.type == self.device.type and (d.index is None or d.index == self.device.index):
+            return self  # already there: the same tensor, as in PyTorch
+    if device is None:
+        if dtype is None or (dtype == self.dtype and not copy):
+            return self.clone() if copy else self
+        return _to_dtype(self, dtype)
+    return _C._cuda.to(self, device, dtype, non_blocking, copy)
+
+
+Tensor.to = _to
+Tensor.cuda = lambda self, device=None, non_blocking=False: _C._cuda.to(
+    self, "cuda" if device is None else (device if not isinstance(device, int) else f"cuda:{device}"), None,
+    non_blocking, False)
+Tensor.cpu = lambda self: _C._cuda.to(self, "cpu", None, False, False)
+Tensor.pin_memory = lambda self: _C._cuda.pin_memory(self)
+Tensor.is_pinned = lambda self: _C._cuda.is_pinned(self)
+Tensor.record_stream = lambda self, stream: _C._cuda.record_stream(self, stream)
+_copy = Tensor.copy_
+Tensor.copy_ = lambda self, src, non_blocking=False: _C._cuda.copy_(self, src, non_blocking) if non_blocking \
+    else _copy(self, src)
 
 
 # --- methods under PyTorch's names ----------------------------------------------

@@ -12,5 +12,13 @@ get_rank, get_world_size, new_group = _d.get_rank, _d.get_world_size, _d.new_gro
 all_reduce, broadcast, barrier = _d.all_reduce, _d.broadcast, _d.barrier
 all_gather_into_tensor, reduce_scatter_tensor, send, recv = _d.all_gather_into_tensor, _d.reduce_scatter_tensor, \
     _d.send, _d.recv
+def is_nccl_available():
+    return "nccl" in _d.available_backends()
+
+
+def is_gloo_available():
+    return True
+
+
 Store, TCPStore, FileStore, HashStore, PrefixStore = _d.Store, _d.TCPStore, _d.FileStore, _d.HashStore, \
     _d.PrefixStore

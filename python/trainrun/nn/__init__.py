@@ -38,6 +38,15 @@ class Module(_C.nn.Module):
         return super().__getattr__(name)  # parameters and buffers, from the C++ registry
 
 
+def _cuda(self, device=None):
+    """module.cuda(): every parameter and buffer to the GPU (current, or `device`)."""
+    return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
+
+
+_C.nn.Module.cuda = _cuda
+_C.nn.Module.cpu = lambda self: self.to("cpu")
+
+
 class Sequential(_C.nn.Sequential):
     """Children "0", "1", ... run in order."""
 

@@ -1,0 +1,97 @@
+"""trainrun.cuda: torch.cuda's API over trainrun's CUDA runtime.
+
+Devices, streams and events, the caching allocator's statistics, and the
+TF32 switch. On a machine without a usable GPU, is_available() is False and
+anything that needs a GPU raises RuntimeError saying why.
+"""
+from trainrun import _C
+
+_cuda = _C._cuda
+
+OutOfMemoryError = _C.OutOfMemoryError
+is_available = _cuda.is_available
+device_count = _cuda.device_count
+current_device = _cuda.current_device
+get_device_name = _cuda.get_device_name
+synchronize = _cuda.synchronize
+memory_stats = _cuda.memory_stats
+memory_allocated = _cuda.memory_allocated
+max_memory_allocated = _cuda.max_memory_allocated
+memory_reserved = _cuda.memory_reserved
+max_memory_reserved = _cuda.max_memory_reserved
+reset_peak_memory_stats = _cuda.reset_peak_memory_stats
+empty_cache = _cuda.empty_cache
+current_stream = _cuda.current_stream
+default_stream = _cuda.default_stream
+Event = _cuda.Event
+
+
+def unavailable_reason():
+    """Why is_available() is False ('' when it is True)."""
+    return _cuda.unavailable_reason()
+
+
+def set_device(device):
+    _cuda.set_device(device)
+
+
+def Stream(device=None, priority=0):  # noqa: N802  (PyTorch's class name)
+    """A stream from the device's pool; priority < 0 asks for a high-priority one."""
+    return _cuda.stream_from_pool(device, priority < 0)
+
+
+class StreamContext:
+    """`with trainrun.cuda.stream(s):` makes s the current stream (and its
+    device the current device), restoring both after."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        if self.stream is None:
+            return None
+        self._device = _cuda.current_device()
+        self._previous = _cuda.current_stream(self.stream.device)
+        _cuda.set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.stream is None:
+            return False
+        _cuda.set_stream(self._previous)
+        _cuda.set_device(self._device)
+        return False
+
+
+def stream(s):
+    return StreamContext(s)
+
+
+class device:  # noqa: N801  (PyTorch's name)
+    """`with trainrun.cuda.device(1):` makes GPU 1 current for the block."""
+
+    def __init__(self, index):
+        self.index = index
+
+    def __enter__(self):
+        self._previous = _cuda.current_device()
+        _cuda.set_device(self.index)
+
+    def __exit__(self, *exc):
+        _cuda.set_device(self._previous)
+        return False
+
+
+class _Matmul:
+    """trainrun.backends.cuda.matmul.allow_tf32, as torch.backends has it."""
+
+    @property
+    def allow_tf32(self):
+        return _cuda.allow_tf32()
+
+    @allow_tf32.setter
+    def allow_tf32(self, value):
+        _cuda.set_allow_tf32(bool(value))
+
+
+matmul = _Matmul()

@@ -1,0 +1,101 @@
+"""trainrun.cuda and CUDA tensors from Python. Without a GPU: availability
+is reported with the reason, and every CUDA entry point raises RuntimeError
+saying why; devices parse and compare as in PyTorch. With a GPU: ops,
+streams, events, memory statistics and pinned copies against the CPU."""
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+if not (ROOT / "bazel-bin" / "python" / "trainrun" / "_C.so").exists():
+    pytest.skip("trainrun._C is not built (bazel build //python:trainrun/_C.so)", allow_module_level=True)
+
+import trainrun  # noqa: E402
+from trainrun import cuda  # noqa: E402
+
+needs_gpu = pytest.mark.skipif(not cuda.is_available(), reason=f"needs a GPU: {cuda.unavailable_reason()}")
+no_gpu = pytest.mark.skipif(cuda.is_available(), reason="a GPU is present: the no-GPU paths do not apply")
+
+
+def test_devices_parse_print_and_compare():
+    d = trainrun.device("cuda:1")
+    assert (d.type, d.index, str(d), repr(d)) == ("cuda", 1, "cuda:1", "device(type='cuda', index=1)")
+    assert trainrun.device("cpu") == "cpu" and trainrun.device("cuda", 0) == trainrun.device("cuda:0")
+    assert trainrun.device("cuda").index is None
+    with pytest.raises(ValueError, match="invalid device string 'gpu'"):
+        trainrun.device("gpu")
+    x = trainrun.ones([2, 3])
+    assert x.device == "cpu" and not x.is_cuda
+    assert x.to("cpu") is x and x.cpu().device == "cpu"
+    assert x.to(trainrun.float64).dtype == trainrun.float64
+    assert x.to("cpu", trainrun.int64).dtype == trainrun.int64
+    assert trainrun.zeros_like(x).device == x.device
+
+
+@no_gpu
+def test_without_a_gpu_every_entry_point_says_why():
+    assert not cuda.is_available() and cuda.device_count() == 0
+    reason = cuda.unavailable_reason()
+    assert "CUDA is not available" in reason
+    x = trainrun.ones([3])
+    for make in (lambda: x.cuda(), lambda: x.to("cuda"), lambda: trainrun.zeros([2], device="cuda"),
+                 lambda: trainrun.randn([2], device="cuda:0"), lambda: cuda.current_stream(), lambda: cuda.Stream(),
+                 lambda: cuda.memory_allocated(), lambda: x.pin_memory(), lambda: trainrun.nn.Linear(2, 2).cuda()):
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            make()
+    assert not x.is_pinned()
+    cuda.empty_cache()  # nothing to free; fine
+
+
+def test_nccl_backend_is_available_and_refuses_cpu_tensors(tmp_path):
+    import trainrun.distributed as dist
+    assert dist.is_nccl_available()
+    dist.init_process_group("nccl", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        with pytest.raises(TypeError, match="expected CUDA tensors.*gloo"):
+            dist.all_reduce(trainrun.ones([4]))
+    finally:
+        dist.destroy_process_group()
+
+
+@needs_gpu
+def test_ops_on_the_gpu_match_the_cpu():
+    trainrun.manual_seed(0)
+    a, b = trainrun.randn([64, 32]), trainrun.randn([32, 16])
+    ga, gb = a.cuda(), b.cuda()
+    assert ga.is_cuda and ga.device == "cuda:0"
+    prod_gpu, prod_cpu = (ga @ gb).cpu().tolist(), (a @ b).tolist()
+    assert max(abs(x - y) for r1, r2 in zip(prod_gpu, prod_cpu) for x, y in zip(r1, r2)) < 1e-3
+    got = trainrun.softmax(ga @ gb, -1).cpu().tolist()
+    want = trainrun.softmax(a @ b, -1).tolist()
+    assert max(abs(x - y) for r1, r2 in zip(got, want) for x, y in zip(r1, r2)) < 1e-5
+    assert abs((ga.sum()).item() - a.sum().item()) < 1e-3
+    assert "device='cuda:0'" in repr(ga)
+
+
+@needs_gpu
+def test_streams_events_memory_and_pinned_copies():
+    s = cuda.Stream()
+    start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+    with cuda.stream(s):
+        assert cuda.current_stream() == s
+        start.record()
+        x = trainrun.ones([1 << 20], device="cuda")
+        y = x * 3
+        end.record()
+    cuda.current_stream().wait_stream(s)
+    end.synchronize()
+    assert start.elapsed_time(end) >= 0
+    assert y[0].item() == 3
+    assert cuda.memory_allocated() >= 4 << 20
+    stats = cuda.memory_stats()
+    assert stats["num_device_alloc"] >= 1 and stats["reserved_bytes.all.current"] >= stats["allocated_bytes.all.current"]
+    host = trainrun.arange(1000, dtype=trainrun.float32).pin_memory()
+    assert host.is_pinned()
+    dev = host.to("cuda", non_blocking=True)
+    cuda.synchronize()
+    assert dev.cpu().tolist() == host.tolist()
+    with pytest.raises(cuda.OutOfMemoryError, match="CUDA out of memory"):
+        trainrun.empty([1 << 45], dtype=trainrun.uint8, device="cuda")
