@@ -5,6 +5,7 @@
 #include <charconv>
 #include <thread>
 
+#include "tensor/cuda/runtime.h"
 #include "tensor/error.h"
 
 namespace trainrun {
@@ -30,7 +31,7 @@ std::string names(const char* dashed) {
 
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option(names("--nproc-per-node") + ",--nproc", o.nproc_per_node,
-                 "Workers per node: a number, or cpu (one per core), gpu (one per GPU; 0 here), auto (gpu if any, "
+                 "Workers per node: a number, or cpu (one per core), gpu (one per GPU), auto (gpu if any, "
                  "else cpu)")
       ->envname("PET_NPROC_PER_NODE");
   app.add_option("--nnodes", o.nnodes, "Number of nodes, N or MIN:MAX")->envname("PET_NNODES");
@@ -93,11 +94,12 @@ size_t find_program(const CLI::App& app, int argc, char** argv) {
 
 void resolve(LaunchOptions& o) {
   const std::string& n = o.nproc_per_node;
-  if (n == "cpu" || n == "auto") {
+  if (n == "cpu" || (n == "auto" && !cuda::is_available())) {
     o.nproc = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  } else if (n == "gpu") {
-    throw ValueError(
-        "--nproc-per-node gpu: no GPU is visible to this build (CUDA support comes with the NCCL backend)");
+  } else if (n == "gpu" || n == "auto") {
+    // One worker per visible GPU, as torchrun does.
+    TR_CHECK(cuda::is_available(), ValueError, "--nproc-per-node gpu: {}", cuda::unavailable_reason());
+    o.nproc = cuda::device_count();
   } else {
     o.nproc = parse_int(n, "--nproc-per-node");
     TR_CHECK(o.nproc >= 1, ValueError, "--nproc-per-node: must be at least 1, got {}", o.nproc);

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "tensor/cuda/runtime.h"
+
 extern char** environ;
 
 namespace trainrun {
@@ -394,6 +396,12 @@ TEST(Launcher, BadFlagsExitWithTwoAndOneLine) {
     std::string err = a.err();
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
     EXPECT_EQ(err.rfind("trainrun: ", 0), 0u) << err;
+  }
+  // One worker per GPU: without one, the reason is the line.
+  if (!cuda::is_available()) {
+    Agent gpu({"--nproc-per-node", "gpu", "x.py"}, "gpu");
+    EXPECT_EQ(gpu.wait(), 2);
+    EXPECT_NE(gpu.err().find("--nproc-per-node gpu: CUDA is not available"), std::string::npos) << gpu.err();
   }
   Agent missing({"--no-python", "/nonexistent/program"}, "missing");
   EXPECT_EQ(missing.wait(), 127);
