@@ -53,7 +53,7 @@ std::shared_ptr<Work> Work::then(std::function<void(Work&)> fn) {
       return;
     }
     try {
-      fn(*self);
+      self->run_callback([&] { fn(*self); });
       next->finish();
     } catch (...) {
       next->finish(std::current_exception());

@@ -40,6 +40,11 @@ class Work : public std::enable_shared_from_this<Work> {
   // work completes after fn, failing when this work or fn failed.
   std::shared_ptr<Work> then(std::function<void(Work&)> fn);
 
+  // Runs a then() callback; a GPU backend's work runs it with its stream
+  // current and waits for what it queued there before the chained work
+  // completes (so that work is ready for any stream that waits on it).
+  virtual void run_callback(const std::function<void()>& fn) { fn(); }
+
   // For p2p receives from any source: the rank the message came from.
   int source_rank() const { return source_rank_; }
 

@@ -192,8 +192,13 @@ Tensor& copy_autograd(Tensor& dst, const Tensor& src) {
   if (record_it) {
     DType sd = src.dtype();
     IntList src_shape = src.sizes();
-    auto node = std::make_shared<FormulaNode>("CopyBackward", [sd, src_shape](const Tensor& g, const TensorList&) {
-      return TensorList{cast_to(sum_to(g, src_shape), sd)};
+    Device src_device = src.device();
+    // The gradient goes back to the source's dtype and device (x.cuda(): its
+    // gradient returns to the CPU).
+    auto node = std::make_shared<FormulaNode>("CopyBackward", [sd, src_shape, src_device](const Tensor& g,
+                                                                                          const TensorList&) {
+      Tensor r = cast_to(sum_to(g, src_shape), sd);
+      return TensorList{r.defined() && r.device() != src_device ? r.to(src_device) : r};
     });
     node->set_next_edges({gradient_edge(src)});
     set_history(dst, node);

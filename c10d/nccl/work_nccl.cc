@@ -13,6 +13,7 @@ WorkNCCL::WorkNCCL(std::string description, int device, bool cpu_wait, Milliseco
       started_(std::chrono::steady_clock::now()) {}
 
 void WorkNCCL::record_end(const cuda::Stream& stream, std::vector<Tensor> tensors) {
+  stream_ = stream;
   end_.record(stream);
   tensors_ = std::move(tensors);
 }
@@ -20,6 +21,12 @@ void WorkNCCL::record_end(const cuda::Stream& stream, std::vector<Tensor> tensor
 void WorkNCCL::complete(std::exception_ptr error) {
   finish(error);
   tensors_.clear();
+}
+
+void WorkNCCL::run_callback(const std::function<void()>& fn) {
+  cuda::StreamGuard on_stream(stream_);
+  fn();
+  stream_.synchronize();
 }
 
 void WorkNCCL::wait(std::optional<std::chrono::milliseconds> timeout) {

@@ -18,6 +18,8 @@ class WorkNCCL final : public Work {
   WorkNCCL(std::string description, int device, bool cpu_wait, Milliseconds timeout);
 
   void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt) override;
+  // then() callbacks run on the NCCL stream, which is synchronized after them.
+  void run_callback(const std::function<void()>& fn) override;
 
   // Marks the collective's end on `stream` and keeps `tensors` alive until it.
   void record_end(const cuda::Stream& stream, std::vector<Tensor> tensors);
@@ -34,6 +36,7 @@ class WorkNCCL final : public Work {
   Milliseconds timeout_;
   std::chrono::steady_clock::time_point started_;
   cuda::Event end_;
+  cuda::Stream stream_{0};
   std::vector<Tensor> tensors_;
 };
 

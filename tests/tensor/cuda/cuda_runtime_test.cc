@@ -137,5 +137,15 @@ TEST_F(CudaRuntime, AutogradAndAdamOnCudaMatchTheCpu) {
   for (size_t i = 0; i < pc.size(); ++i) expect_same(pg[i].second, pc[i].second, 1e-4, 1e-6, "weight " + pc[i].first);
 }
 
+TEST_F(CudaRuntime, GradientsFlowBackAcrossDevices) {
+  Tensor x = randn({4, 3}, DType::Float32);
+  set_requires_grad(x);
+  Tensor y = mul(x.cuda(), scalar_tensor(2.0));  // CPU -> GPU inside the graph
+  backward(sum(y.cpu()));                         // and back
+  ASSERT_TRUE(grad(x).defined());
+  EXPECT_TRUE(grad(x).device().is_cpu()) << "the gradient returns to the leaf's device";
+  expect_same(grad(x), full({4, 3}, 2.0, DType::Float32), 0, 0, "d(sum(2x))/dx");
+}
+
 }  // namespace
 }  // namespace trainrun::cuda
