@@ -6,6 +6,7 @@
 #include "tensor/allocator.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
+#include "tensor/random_draw.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
 
@@ -157,55 +158,21 @@ Tensor from_blob(void* data, const IntList& sizes, const IntList& strides, DType
 // ---- random ----
 namespace {
 
-enum class Distribution { Uniform, Normal, Bernoulli, RandInt };
+using Distribution = RandomDistribution;
+using RandomFillSig = void(Tensor&, int64_t, double, double, uint64_t, uint64_t);
 
-// Writes draws into a contiguous tensor. Element i uses Philox block
-// (first + i / lanes) so results are fixed by the seed alone, on every
-// device: a GPU tensor's draws are made on the CPU and copied.
+// Draws into `out` on its own device (tensor/random_draw.h: the values are
+// the same on every device for the same seed).
 void fill_random(Tensor& out, Distribution dist, double a, double b, Generator* gen) {
   if (gen == nullptr) gen = &default_generator();
-  Tensor target = out.is_contiguous() && out.device().is_cpu() ? out : empty(out.sizes(), out.dtype());
-  const int64_t n = target.numel();
-  const uint64_t first = gen->reserve(static_cast<uint64_t>(n));
+  Tensor target = out.is_contiguous() ? out : empty_like(out);
+  const uint64_t first = gen->reserve(static_cast<uint64_t>(target.numel()));
   const uint64_t key = gen->seed();
-  visit_dtype(target.dtype(), "random fill", [&](auto tag) {
-    using T = decltype(tag);
-    using Acc = opmath_t<T>;
-    T* p = static_cast<T*>(target.data_ptr());
-    parallel_for(0, n, 16384, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        // Normals take two words each (two per block), the rest one (four per block).
-        const bool two_words = dist == Distribution::Normal || std::is_same<T, double>::value ||
-                               (dist == Distribution::RandInt && (b - a) > 4294967296.0);
-        uint64_t block = two_words ? i / 2 : i / 4;
-        auto w = philox4x32(key, 0, first + block);
-        uint32_t w0 = two_words ? w[(i % 2) * 2] : w[i % 4];
-        uint32_t w1 = two_words ? w[(i % 2) * 2 + 1] : 0;
-        // Uniform in [0, 1): 24 bits for float, 53 for double.
-        double u = two_words ? ((static_cast<uint64_t>(w0) << 21) ^ (w1 >> 11)) * (1.0 / 9007199254740992.0)
-                             : (w0 >> 8) * (1.0 / 16777216.0);
-        double v = 0;
-        switch (dist) {
-          case Distribution::Uniform: v = a + (b - a) * u; break;
-          case Distribution::Bernoulli: v = u < a ? 1 : 0; break;
-          case Distribution::RandInt: {
-            uint64_t range = static_cast<uint64_t>(b - a);
-            uint64_t r = two_words ? ((static_cast<uint64_t>(w0) << 32) | w1) : w0;
-            v = a + static_cast<double>(r % range);
-            break;
-          }
-          case Distribution::Normal: {
-            double u1 = (w0 + 1.0) * (1.0 / 4294967297.0);  // (0, 1]: log is finite
-            double u2 = w1 * (1.0 / 4294967296.0);
-            v = a + b * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-            break;
-          }
-        }
-        if constexpr (std::is_same<T, bool>::value) p[i] = v != 0;
-        else p[i] = static_cast<T>(static_cast<Acc>(v));
-      }
-    });
-  });
+  {
+    ExcludeDispatchKeyGuard no_autograd(DispatchKey::Autograd);  // a fill, not a graph op
+    TR_DISPATCH("random_fill_", RandomFillSig, keys_of(target), target, static_cast<int64_t>(dist), a, b, key,
+                first);
+  }
   if (!target.is_same(out)) copy_(out, target);
 }
 

@@ -21,7 +21,21 @@ namespace {
 CUstream_st* stream_of(const Tensor& t) { return current_stream(t.device().index).handle(); }
 
 // Sorts each row along dim; returns values and positions, first k of each row.
-std::tuple<Tensor, Tensor> sort_rows(const Tensor& x, int64_t dim, int64_t k, bool descending, const char* op) {
+// The dtype keys are sorted in: smaller integers widen to int32 and 16-bit
+// floats to float32 (exact, and order-preserving).
+DType sort_key_dtype(DType dt) {
+  switch (dt) {
+    case DType::Bool:
+    case DType::UInt8:
+    case DType::Int8: return DType::Int32;
+    case DType::Float16:
+    case DType::BFloat16: return DType::Float32;
+    default: return dt;
+  }
+}
+
+std::tuple<Tensor, Tensor> sort_rows(const Tensor& x_in, int64_t dim, int64_t k, bool descending, const char* op) {
+  const Tensor x = x_in.to(sort_key_dtype(x_in.dtype()));
   Tensor rows = contiguous(transpose(x, dim, -1));
   const int64_t n = rows.size(-1);
   const int64_t nrows = n == 0 ? 0 : rows.numel() / n;
@@ -47,7 +61,7 @@ std::tuple<Tensor, Tensor> sort_rows(const Tensor& x, int64_t dim, int64_t k, bo
     keys = contiguous(keys.narrow(-1, 0, k));
     positions = contiguous(positions.narrow(-1, 0, k));
   }
-  return {contiguous(transpose(keys, dim, -1)), contiguous(transpose(positions, dim, -1))};
+  return {contiguous(transpose(keys, dim, -1)).to(x_in.dtype()), contiguous(transpose(positions, dim, -1))};
 }
 
 std::tuple<Tensor, Tensor> sort_cuda(const Tensor& x, int64_t dim, bool descending, bool /*stable*/) {

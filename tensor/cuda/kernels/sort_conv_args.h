@@ -9,7 +9,8 @@
 namespace trainrun::cuda {
 
 // Stable sort of each row of a contiguous [rows, n] matrix, carrying int64
-// values along (the original positions). offsets: rows + 1 ints (i * n).
+// values along (the original positions); keys are int32, int64, float32 or
+// float64. offsets: rows + 1 ints (i * n).
 // With temp == nullptr, only sets *temp_bytes to the scratch it needs.
 int launch_sort_rows(DType dt, bool descending, const void* keys_in, void* keys_out, const int64_t* values_in,
                      int64_t* values_out, int64_t rows, int64_t n, const int* offsets, void* temp, size_t* temp_bytes,
