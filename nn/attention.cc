@@ -24,7 +24,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {
     // Row i may see columns j <= i.
-    Tensor rows = unsqueeze(arange(L), 1), cols = unsqueeze(arange(S), 0);
+    const TensorOptions on(DType::Int64, q.device());
+    Tensor rows = unsqueeze(arange(L, on), 1), cols = unsqueeze(arange(S, on), 0);
     scores = where(le(cols, rows), scores, neg_inf);
   } else if (attn_mask.defined()) {
     scores = attn_mask.dtype() == DType::Bool ? where(attn_mask, scores, neg_inf) : add(scores, attn_mask);

@@ -71,7 +71,7 @@ Tensor& trunc_normal_(Tensor& t, double mean, double std, double a, double b) {
   for (int round = 0; round < 100; ++round) {
     Tensor outside = logical_or(lt(t, a), gt(t, b));
     if (!any(outside).item<bool>()) return t;
-    Tensor fresh = empty(t.sizes(), t.dtype());
+    Tensor fresh = empty(t.sizes(), TensorOptions(t.dtype(), t.device()));
     trainrun::normal_(fresh, mean, std);
     Tensor replaced = where(outside, fresh, t);
     copy_(t, replaced);

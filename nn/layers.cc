@@ -76,7 +76,7 @@ Tensor Dropout::forward(const Tensor& x) {
   if (!is_training() || p == 0) return x;
   if (p == 1) return mul(x, 0.0);
   // The mask is data, not part of the graph: only the multiply is.
-  Tensor mask = dropout_mask(x.sizes(), p).to(x.dtype());
+  Tensor mask = dropout_mask(x.sizes(), p, nullptr, x.device()).to(x.dtype());
   return mul(x, mul(mask, 1.0 / (1.0 - p)));
 }
 

@@ -72,7 +72,7 @@ Tensor cat_kernel(const std::vector<Tensor>& tensors, int64_t dim) {
   std::vector<Tensor> parts;
   for (const Tensor& t : tensors)
     if (!(t.dim() == 1 && t.numel() == 0)) parts.push_back(t);
-  if (parts.empty()) return empty({0}, result_type(tensors));
+  if (parts.empty()) return empty({0}, TensorOptions(result_type(tensors), tensors[0].device()));
   const Tensor& ref = parts[0];
   TR_CHECK(ref.dim() > 0, ValueError, "cat: zero-dimensional tensor (at position 0) cannot be concatenated");
   dim = wrap_dim(dim, ref.dim(), "cat");

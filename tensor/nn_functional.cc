@@ -58,7 +58,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   }
   IntList shape = indices.sizes();
   shape.push_back(num_classes);
-  return scatter(zeros(shape, DType::Int64), -1, unsqueeze(indices, -1), 1);
+  return scatter(zeros(shape, TensorOptions(DType::Int64, indices.device())), -1, unsqueeze(indices, -1), 1);
 }
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntList stride, IntList padding,
@@ -96,16 +96,16 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& input, IntLi
                      count_include_pad);
 }
 
-Tensor dropout_mask(const IntList& sizes, double p, Generator* gen) {
+Tensor dropout_mask(const IntList& sizes, double p, Generator* gen, Device device) {
   TR_CHECK(p >= 0 && p <= 1, ValueError, "dropout: probability must be in [0, 1], got {}", p);
-  Tensor mask = empty(sizes, DType::Bool);
+  Tensor mask = empty(sizes, TensorOptions(DType::Bool, device));
   return bernoulli_(mask, 1 - p, gen);
 }
 
 std::tuple<Tensor, Tensor> dropout(const Tensor& x, double p, bool train, Generator* gen) {
   TR_CHECK(p >= 0 && p <= 1, ValueError, "dropout: probability must be in [0, 1], got {}", p);
-  if (!train || p == 0) return {x, ones(x.sizes(), DType::Bool)};
-  Tensor mask = dropout_mask(x.sizes(), p, gen);
+  if (!train || p == 0) return {x, ones(x.sizes(), TensorOptions(DType::Bool, x.device()))};
+  Tensor mask = dropout_mask(x.sizes(), p, gen, x.device());
   if (p == 1) return {zeros_like(x), mask};
   return {mul(mul(x, mask), 1.0 / (1.0 - p)), mask};
 }
@@ -133,7 +133,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& wei
   }
   Tensor picked = squeeze(gather(lp, 1, unsqueeze(safe_target, 1)), 1);  // shape of target
   Tensor w = weight.defined() ? index_select(weight.to(lp.dtype()), 0, reshape(safe_target, {-1})).view(tg.sizes())
-                              : ones(tg.sizes(), lp.dtype());
+                              : ones(tg.sizes(), TensorOptions(lp.dtype(), lp.device()));
   w = mul(w, valid);
   Tensor losses = neg(mul(picked, w));
   if (reduction == "none") return log_probs.dim() == 1 ? reshape(losses, {}) : losses;

@@ -49,7 +49,7 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& input, IntLi
                            IntList padding = {0, 0}, bool ceil_mode = false, bool count_include_pad = true);
 
 // A bool keep-mask: each element kept with probability 1 - p.
-Tensor dropout_mask(const IntList& sizes, double p, Generator* gen = nullptr);
+Tensor dropout_mask(const IntList& sizes, double p, Generator* gen = nullptr, Device device = Device());
 // Returns (x * mask / (1 - p), mask); identity when !train or p == 0.
 std::tuple<Tensor, Tensor> dropout(const Tensor& x, double p, bool train = true, Generator* gen = nullptr);
 

@@ -176,7 +176,7 @@ Tensor div_rounding_autograd(const Tensor& a, const Tensor& b, const std::string
         return below.call(keys_of(in[0], in[1], o), in[0], in[1], mode, o);
       },
       [=](const Tensor& g, const TensorList&) -> TensorList {
-        return {zeros(as, ad), zeros(bs, bd)};
+        return {zeros(as, TensorOptions(ad, g.device())), zeros(bs, TensorOptions(bd, g.device()))};
       });
 }
 KernelRegistration<DivRoundingSig> reg_div_rounding("div.rounding", DispatchKey::Autograd, &div_rounding_autograd);

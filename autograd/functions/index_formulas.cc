@@ -24,7 +24,7 @@ Tensor index_select_autograd(const Tensor& x, int64_t dim, const Tensor& index) 
   return record(
       "IndexSelectBackward", {x}, {index}, false, [&] { return op.call(keys_of(x, index), x, dim, index); },
       [=](const Tensor& g, const TensorList& s) -> TensorList {
-        return {index_add(zeros(shape, g.dtype()), dim, s[0], g).to(xd)};
+        return {index_add(zeros(shape, TensorOptions(g.dtype(), g.device())), dim, s[0], g).to(xd)};
       });
 }
 Tensor gather_autograd(const Tensor& x, int64_t dim, const Tensor& index) {
@@ -34,7 +34,7 @@ Tensor gather_autograd(const Tensor& x, int64_t dim, const Tensor& index) {
   return record(
       "GatherBackward", {x}, {index}, false, [&] { return op.call(keys_of(x, index), x, dim, index); },
       [=](const Tensor& g, const TensorList& s) -> TensorList {
-        return {scatter_add(zeros(shape, g.dtype()), dim, s[0], g).to(xd)};
+        return {scatter_add(zeros(shape, TensorOptions(g.dtype(), g.device())), dim, s[0], g).to(xd)};
       });
 }
 KernelRegistration<IndexSig> reg_index_select("index_select", DispatchKey::Autograd, &index_select_autograd);
@@ -46,7 +46,7 @@ Tensor to_source_shape(const Tensor& g, const IntList& src_shape) {
   if (g.sizes() == src_shape) return g;
   if (src_shape.empty()) return sum(g);
   NoGradGuard no_grad;  // (double backward through this case is not supported)
-  Tensor full = zeros(src_shape, g.dtype()), part = full;
+  Tensor full = zeros(src_shape, TensorOptions(g.dtype(), g.device())), part = full;
   for (int64_t d = 0; d < g.dim(); ++d) part = narrow(part, d, 0, g.size(d));
   copy_(part, detach(g));
   return full;
@@ -64,7 +64,7 @@ Tensor scatter_autograd(const Tensor& x, int64_t dim, const Tensor& index, const
       [&] { return op.call(keys_of(x, index, src), x, dim, index, src, reduce); },
       [=](const Tensor& g, const TensorList& s) -> TensorList {
         const Tensor& idx = s[0];
-        Tensor gx = assign ? scatter(g, dim, idx, zeros({}, g.dtype())) : g;
+        Tensor gx = assign ? scatter(g, dim, idx, zeros({}, TensorOptions(g.dtype(), g.device()))) : g;
         Tensor gsrc = to_source_shape(gather(g, dim, idx), src_shape);
         return {cast_to(gx, xd), Tensor(), cast_to(gsrc, sd)};
       });
@@ -101,7 +101,7 @@ Tensor masked_select_autograd(const Tensor& x, const Tensor& mask) {
         Tensor positions = reshape(nonzero(reshape(contiguous(expand(s[0], shape)), {-1})), {-1});
         int64_t numel = 1;
         for (int64_t n : shape) numel *= n;
-        Tensor full = index_add(zeros({numel}, g.dtype()), 0, positions, g);
+        Tensor full = index_add(zeros({numel}, TensorOptions(g.dtype(), g.device())), 0, positions, g);
         return {cast_to(sum_to(reshape(full, shape), x_shape), xd), Tensor()};
       });
 }
@@ -124,7 +124,7 @@ std::tuple<Tensor, Tensor> reordering_autograd(const char* node, const Tensor& x
       },
       [=](const Tensor& g, const TensorList&) -> TensorList {
         if (shape.empty()) return {cast_to(g, xd)};
-        return {cast_to(scatter(zeros(shape, g.dtype()), d, *indices, g), xd)};
+        return {cast_to(scatter(zeros(shape, TensorOptions(g.dtype(), g.device())), d, *indices, g), xd)};
       });
   return {values, *indices};
 }

@@ -134,7 +134,7 @@ std::tuple<Tensor, Tensor> max_pool2d_autograd(const Tensor& x, const IntList& k
     IntList flat_in = plane_shape, flat_out = plane_shape;
     flat_in.push_back(shape[planes_dim] * shape[planes_dim + 1]);
     flat_out.push_back(-1);
-    Tensor gi = scatter_add(zeros(flat_in, g.dtype()), planes_dim, reshape(idx, flat_out), reshape(g, flat_out));
+    Tensor gi = scatter_add(zeros(flat_in, TensorOptions(g.dtype(), g.device())), planes_dim, reshape(idx, flat_out), reshape(g, flat_out));
     return TensorList{cast_to(reshape(gi, shape), xd)};
   });
   node->set_next_edges({gradient_edge(x)});

@@ -105,7 +105,7 @@ std::tuple<Tensor, Tensor> indexed_extreme_autograd(const Op<MaxDimSig>& op, con
       [=](const Tensor& g, const TensorList&) -> TensorList {
         if (shape.empty()) return {cast_to(g, xd)};
         Tensor gk = keepdim ? g : unsqueeze(g, d), ik = keepdim ? *indices : unsqueeze(*indices, d);
-        return {cast_to(scatter(zeros(shape, g.dtype()), d, ik, gk), xd)};
+        return {cast_to(scatter(zeros(shape, TensorOptions(g.dtype(), g.device())), d, ik, gk), xd)};
       });
   return {values, *indices};
 }

@@ -66,7 +66,7 @@ KernelRegistration<ViewSig> reg_expand("expand", DispatchKey::Autograd, &expand_
 Tensor scatter_into_zeros(const IntList& shape, DType dtype, const std::function<Tensor(Tensor&)>& part,
                           const Tensor& g) {
   NoGradGuard no_grad;
-  Tensor z = zeros(shape, dtype);
+  Tensor z = zeros(shape, TensorOptions(dtype, g.device()));
   Tensor p = part(z);
   copy_(p, detach(g));
   return z;
@@ -128,8 +128,8 @@ Tensor as_strided_autograd(const Tensor& x, const IntList& sizes, const IntList&
   return record(
       "AsStridedBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, sizes, strides, offset); },
       [=](const Tensor& g, const TensorList&) -> TensorList {
-        Tensor positions = contiguous(as_strided(arange(storage_numel), sizes, strides, view_offset));
-        Tensor flat = index_add(zeros({storage_numel}, g.dtype()), 0, reshape(positions, {-1}),
+        Tensor positions = contiguous(as_strided(arange(storage_numel, TensorOptions(DType::Int64, g.device())), sizes, strides, view_offset));
+        Tensor flat = index_add(zeros({storage_numel}, TensorOptions(g.dtype(), g.device())), 0, reshape(positions, {-1}),
                                 reshape(contiguous(g), {-1}));
         return {cast_to(contiguous(as_strided(flat, x_sizes, x_strides, x_offset)), dt)};
       });

@@ -41,9 +41,9 @@ void Adam::step() {
       auto& st = state_of(gi, i);
       if (!st.count("step")) {
         st["step"] = zeros({}, DType::Float64);
-        st["exp_avg"] = zeros(p.sizes(), p.dtype());
-        st["exp_avg_sq"] = zeros(p.sizes(), p.dtype());
-        if (amsgrad) st["max_exp_avg_sq"] = zeros(p.sizes(), p.dtype());
+        st["exp_avg"] = zeros(p.sizes(), TensorOptions(p.dtype(), p.device()));
+        st["exp_avg_sq"] = zeros(p.sizes(), TensorOptions(p.dtype(), p.device()));
+        if (amsgrad) st["max_exp_avg_sq"] = zeros(p.sizes(), TensorOptions(p.dtype(), p.device()));
       }
       add_(st["step"], 1.0);
       const double step = st["step"].item<double>();

@@ -6,6 +6,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/variable.h"
+#include "nn/attention.h"
 #include "nn/layers.h"
 #include "nn/losses.h"
 #include "nn/optim/adam.h"
@@ -135,6 +136,33 @@ TEST_F(CudaRuntime, AutogradAndAdamOnCudaMatchTheCpu) {
   }
   auto pc = cpu_model->named_parameters(), pg = gpu_model->named_parameters();
   for (size_t i = 0; i < pc.size(); ++i) expect_same(pg[i].second, pc[i].second, 1e-4, 1e-6, "weight " + pc[i].first);
+}
+
+// Backward formulas that build buffers (select, slice, index_select, gather,
+// dropout masks, the causal mask) make them on the gradient's device.
+TEST_F(CudaRuntime, FormulasAndMasksStayOnTheDevice) {
+  Tensor x = randn({6, 5}, DType::Float32);
+  Tensor idx = tensor<int64_t>({0, 3, 3});
+  Tensor gi = randint(0, 6, {2, 5}, DType::Int64);
+  auto run = [&](Device dev) {
+    Tensor xd = detach(x.to(dev));
+    set_requires_grad(xd);
+    Tensor loss = add(add(sum(select(xd, 0, 1)), sum(slice(xd, 1, 1, 4))),
+                      add(sum(index_select(xd, 0, idx.to(dev))), sum(gather(xd, 0, gi.to(dev)))));
+    backward(loss);
+    return grad(xd);
+  };
+  Tensor gg = run(kCuda);
+  EXPECT_TRUE(gg.is_cuda());
+  expect_same(gg, run(Device()), 1e-6, 1e-6, "gradients of the indexing formulas");
+  Tensor q = randn({2, 4, 8}, DType::Float32), k = randn({2, 4, 8}, DType::Float32), v = randn({2, 4, 8}, DType::Float32);
+  expect_same(nn::scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), Tensor(), true),
+              nn::scaled_dot_product_attention(q, k, v, Tensor(), true), 1e-5, 1e-6, "causal attention");
+  auto [dropped, mask] = dropout(ones({1000}, TensorOptions(DType::Float32, kCuda)), 0.5, true);
+  EXPECT_TRUE(mask.is_cuda());
+  const double kept = sum(mask.to(DType::Float32)).item<double>();
+  EXPECT_GT(kept, 400);
+  EXPECT_LT(kept, 600);
 }
 
 TEST_F(CudaRuntime, GradientsFlowBackAcrossDevices) {
