@@ -15,14 +15,13 @@
 namespace trainrun::cuda {
 namespace {
 
-// int64, contiguous, in [0, size): negative indices wrap once, anything else
-// out of range is an IndexError naming the first bad value.
-Tensor checked_index(const Tensor& index_in, int64_t size, const char* op, int64_t dim) {
+// int64, contiguous, on `device`, in [0, size): a CPU index is copied over
+// (as PyTorch allows), negative indices wrap once, anything else out of range
+// is an IndexError naming the first bad value.
+Tensor checked_index(const Tensor& index_in, Device device, int64_t size, const char* op, int64_t dim) {
   TR_CHECK(index_in.dtype() == DType::Int64 || index_in.dtype() == DType::Int32, TypeError,
            "{}: index must be int64 or int32, got {}", op, dtype_name(index_in.dtype()));
-  TR_CHECK(index_in.is_cuda(), TypeError, "{}: index must be on the input's device (cuda), got {}", op,
-           index_in.device().str());
-  Tensor index = contiguous(index_in.to(DType::Int64));
+  Tensor index = contiguous(to(index_in, device, DType::Int64));
   if (index.numel() == 0) return index;
   Tensor lo = scalar_tensor(-size, DType::Int64), hi = scalar_tensor(size, DType::Int64);
   Tensor bad = logical_or(lt(index, lo), ge(index, hi));
@@ -68,7 +67,7 @@ Tensor index_select_cuda(const Tensor& x_in, int64_t dim, const Tensor& index_in
   dim = wrap_dim(dim, x_in.dim(), "index_select");
   Tensor x = contiguous(x_in);
   const int64_t size = x.dim() == 0 ? 1 : x.size(dim);
-  Tensor index = checked_index(index_in, size, "index_select", dim);
+  Tensor index = checked_index(index_in, x.device(), size, "index_select", dim);
   IntList shape = x.sizes();
   if (x.dim() > 0) shape[dim] = index.numel();
   Tensor out = empty(shape, TensorOptions(x.dtype(), x.device()));
@@ -86,7 +85,7 @@ Tensor gather_cuda(const Tensor& x_in, int64_t dim, const Tensor& index_in) {
   dim = wrap_dim(dim, x_in.dim(), "gather");
   check_shapes(x_in, dim, index_in, nullptr, "gather");
   Tensor x = contiguous(x_in);
-  Tensor index = checked_index(index_in, x.dim() == 0 ? 1 : x.size(dim), "gather", dim);
+  Tensor index = checked_index(index_in, x.device(), x.dim() == 0 ? 1 : x.size(dim), "gather", dim);
   Tensor out = empty(index.sizes(), TensorOptions(x.dtype(), x.device()));
   DeviceGuard guard(x.device().index);
   check_launch(launch_gather(x.element_size(), x.data_ptr(), out.data_ptr(), index.data<int64_t>(), index.numel(),
@@ -103,7 +102,7 @@ Tensor scatter_cuda(const Tensor& x, int64_t dim, const Tensor& index_in, const 
   Tensor src = src_in.dim() == 0 ? expand(src_in.to(x.dtype()), index_in.sizes()) : src_in.to(x.dtype());
   if (!src.is_cuda()) src = src.to(x.device());
   check_shapes(out, dim, index_in, &src, op);
-  Tensor index = checked_index(index_in, x.dim() == 0 ? 1 : x.size(dim), op, dim);
+  Tensor index = checked_index(index_in, x.device(), x.dim() == 0 ? 1 : x.size(dim), op, dim);
   DeviceGuard guard(x.device().index);
   check_launch(launch_scatter(x.dtype(), add, out.data_ptr(), src.data_ptr(), index.data<int64_t>(), index.numel(),
                               geometry(index, out, &src, dim), stream_of(x)),
@@ -120,7 +119,7 @@ Tensor index_add_cuda(const Tensor& x, int64_t dim, const Tensor& index_in, cons
            x.shape_str(), index_in.numel(), dim);
   Tensor out = clone(x);
   Tensor src = contiguous(src_in.to(x.dtype()));
-  Tensor index = checked_index(index_in, x.size(dim), "index_add", dim);
+  Tensor index = checked_index(index_in, x.device(), x.size(dim), "index_add", dim);
   DeviceGuard guard(x.device().index);
   check_launch(launch_index_add(x.dtype(), kernel_scalar(alpha, x.dtype()), out.data_ptr(), src.data_ptr(),
                                 index.data<int64_t>(), src.numel(), geometry(src, out, &src, dim), stream_of(x)),
