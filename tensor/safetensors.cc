@@ -48,9 +48,7 @@ void save_safetensors(const std::map<std::string, Tensor>& tensors, const std::s
   for (const auto& [name, t] : tensors) {
     TR_CHECK(name != "__metadata__", ValueError, "save_safetensors: '__metadata__' is reserved and cannot name a tensor");
     TR_CHECK(t.defined(), ValueError, "save_safetensors: tensor '{}' is undefined", name);
-    TR_CHECK(t.device().is_cpu(), TypeError, "save_safetensors: tensor '{}' is on {}; copy it to the CPU", name,
-             t.device().str());
-    Tensor c = contiguous(t);
+    Tensor c = contiguous(t.cpu());  // GPU tensors are written from a CPU copy
     uint64_t nbytes = static_cast<uint64_t>(c.nbytes());
     header[name] = {{"dtype", st_dtype(c.dtype())}, {"shape", c.sizes()}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
