@@ -161,7 +161,9 @@ TEST(FormulaCoverage, Conv2dAndPooling) {
     backward(sum(mul(conv2d(x32, w32, b32, c.stride, c.pad, c.dil, c.groups), gy.to(DType::Float32))));
     EXPECT_TRUE(allclose(grad(x32).to(DType::Float64), grad(x), 1e-4, 1e-4));
     EXPECT_TRUE(allclose(grad(w32).to(DType::Float64), grad(w), 1e-4, 1e-4));
-    if (c.bias) EXPECT_TRUE(allclose(grad(b32).to(DType::Float64), grad(b), 1e-4, 1e-4));
+    if (c.bias) {
+      EXPECT_TRUE(allclose(grad(b32).to(DType::Float64), grad(b), 1e-4, 1e-4));
+    }
   }
   // Only the input needs a gradient: the weight's is not computed.
   Tensor x = leaf({1, 2, 4, 4});
