@@ -12,18 +12,51 @@ namespace trainrun {
 namespace {
 using MmSig = Tensor(const Tensor&, const Tensor&, const Tensor&);
 using AddmmSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&);
+
+// The operands' checks, here once for every device's kernel.
+void check_operands(const Tensor& a, const Tensor& b, const char* op) {
+  TR_CHECK(a.dtype() == b.dtype(), TypeError, "{}: expected both matrices to have the same dtype, got {} and {}", op,
+           dtype_name(a.dtype()), dtype_name(b.dtype()));
+  TR_CHECK(a.device() == b.device(), TypeError, "{}: expected both matrices on one device, got {} and {}", op,
+           a.device().str(), b.device().str());
+}
+
+void check_mm(const Tensor& a, const Tensor& b, const char* op) {
+  TR_CHECK(a.dim() == 2 && b.dim() == 2, ValueError, "{}: expected 2-D matrices, got shapes {} and {}", op,
+           a.shape_str(), b.shape_str());
+  TR_CHECK(a.size(1) == b.size(0), ValueError, "{}: shapes {} and {} cannot be multiplied ({}x{} and {}x{})", op,
+           a.shape_str(), b.shape_str(), a.size(0), a.size(1), b.size(0), b.size(1));
+  check_operands(a, b, op);
+}
+
+void check_bmm(const Tensor& a, const Tensor& b) {
+  TR_CHECK(a.dim() == 3 && b.dim() == 3, ValueError, "bmm: expected 3-D tensors, got shapes {} and {}", a.shape_str(),
+           b.shape_str());
+  TR_CHECK(a.size(0) == b.size(0), ValueError, "bmm: batch sizes differ: {} vs {} (shapes {} and {})", a.size(0),
+           b.size(0), a.shape_str(), b.shape_str());
+  TR_CHECK(a.size(2) == b.size(1), ValueError, "bmm: shapes {} and {} cannot be multiplied ({}x{} and {}x{})",
+           a.shape_str(), b.shape_str(), a.size(1), a.size(2), b.size(1), b.size(2));
+  check_operands(a, b, "bmm");
+}
+
 }  // namespace
 
-Tensor mm(const Tensor& a, const Tensor& b) { return TR_DISPATCH("mm", MmSig, keys_of(a, b), a, b, Tensor()); }
+Tensor mm(const Tensor& a, const Tensor& b) {
+  check_mm(a, b, "mm");
+  return TR_DISPATCH("mm", MmSig, keys_of(a, b), a, b, Tensor());
+}
 Tensor& mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  check_mm(a, b, "mm");
   TR_DISPATCH("mm", MmSig, keys_of(a, b, out), a, b, out);
   out.impl()->bump_version();
   return out;
 }
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  check_mm(a, b, "addmm");
   return TR_DISPATCH("addmm", AddmmSig, keys_of(self, a, b), self, a, b, beta, alpha);
 }
 Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  check_bmm(a, b);
   return TR_DISPATCH("baddbmm", AddmmSig, keys_of(self, a, b), self, a, b, beta, alpha);
 }
 Tensor bmm(const Tensor& a, const Tensor& b) { return baddbmm(Tensor(), a, b, 0, 1); }

@@ -33,4 +33,14 @@ ReducePlan::ReducePlan(const Tensor& x, const IntList& dims, bool keepdim, const
   rows = contiguous(nd == 0 ? x : permute(x, perm));
 }
 
+DType sum_dtype(DType in, std::optional<DType> requested) {
+  if (requested) return *requested;
+  return is_floating(in) ? in : DType::Int64;
+}
+
+void check_nonempty(const ReducePlan& plan, const char* op) {
+  TR_CHECK(plan.inner > 0 || plan.outer == 0, IndexError,
+           "{}: cannot reduce over a zero-size dimension (the operation has no identity)", op);
+}
+
 }  // namespace trainrun

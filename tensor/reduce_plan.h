@@ -2,6 +2,7 @@
 // Shared set-up of reductions on every device: the input is laid out as a contiguous
 // [outer, inner] matrix whose rows are the reduced elements of one output
 // element (a transposing copy only when the reduced dims are not innermost).
+#include <optional>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -17,5 +18,12 @@ struct ReducePlan {
   // or repeated dim, naming `op`.
   ReducePlan(const Tensor& x, const IntList& dims, bool keepdim, const char* op);
 };
+
+// The result dtype of sum/prod/cumsum: the requested one, else the input's
+// when floating, else int64 (PyTorch's rule).
+DType sum_dtype(DType in, std::optional<DType> requested);
+// Throws IndexError naming `op` when a reduction without an identity (max,
+// argmax, ...) would reduce over nothing.
+void check_nonempty(const ReducePlan& plan, const char* op);
 
 }  // namespace trainrun

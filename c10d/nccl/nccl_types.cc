@@ -22,18 +22,15 @@ ncclDataType_t nccl_dtype(DType dt, const char* op) {
 }
 
 NcclReduction::NcclReduction(ReduceOp op, DType dt, ncclComm_t comm, const char* name) {
+  check(op, dt, name);
   const bool is_bool = dt == DType::Bool;
   switch (op.kind) {
-    case ReduceOp::SUM: op_ = is_bool ? ncclMax : ncclSum; return;
-    case ReduceOp::PRODUCT: op_ = is_bool ? ncclMin : ncclProd; return;
-    case ReduceOp::MIN: op_ = ncclMin; return;
-    case ReduceOp::MAX: op_ = ncclMax; return;
-    case ReduceOp::AVG:
-      TR_CHECK(!is_bool, TypeError, "{}: AVG of bool tensors is not defined", name);
-      op_ = ncclAvg;
-      return;
+    case ReduceOp::SUM: op_ = is_bool ? ncclMax : ncclSum; break;
+    case ReduceOp::PRODUCT: op_ = is_bool ? ncclMin : ncclProd; break;
+    case ReduceOp::MIN: op_ = ncclMin; break;
+    case ReduceOp::MAX: op_ = ncclMax; break;
+    case ReduceOp::AVG: op_ = ncclAvg; break;
     case ReduceOp::PREMUL_SUM: {
-      TR_CHECK(is_floating(dt), TypeError, "{}: PREMUL_SUM needs a floating dtype, got {}", name, dtype_name(dt));
       // The factor in the tensor's own type, read by NCCL from host memory now.
       union { float f; double d; uint16_t h; } scalar{};
       if (dt == DType::Float32) scalar.f = static_cast<float>(op.factor);
@@ -44,15 +41,13 @@ NcclReduction::NcclReduction(ReduceOp op, DType dt, ncclComm_t comm, const char*
                  std::string(name) + ": creating PREMUL_SUM", comm);
       comm_ = comm;
       custom_ = true;
-      return;
+      break;
     }
     case ReduceOp::BAND:
     case ReduceOp::BOR:
     case ReduceOp::BXOR:
-      break;
+      break;  // refused by check()
   }
-  throw TypeError(fmt::format("{}: ReduceOp {} is not supported by NCCL (it has no bitwise reductions; use gloo)",
-                              name, op.name()));
 }
 
 void NcclReduction::check(ReduceOp op, DType dt, const char* name) {

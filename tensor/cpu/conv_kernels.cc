@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "tensor/conv_pool_shapes.h"
+#include "tensor/nn_shapes.h"
 #include "tensor/cpu/conv_onednn.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"

@@ -69,16 +69,6 @@ void gemm_naive(const Tensor& a_in, const Tensor& b_in, Tensor& out, double alph
   });
 }
 
-void check_mm(const Tensor& a, const Tensor& b, const char* op) {
-  TR_CHECK(a.dim() == 2 && b.dim() == 2, ValueError, "{}: expected 2-D matrices, got shapes {} and {}", op,
-           a.shape_str(), b.shape_str());
-  TR_CHECK(a.size(1) == b.size(0), ValueError,
-           "{}: shapes {} and {} cannot be multiplied ({}x{} and {}x{})", op, a.shape_str(), b.shape_str(), a.size(0),
-           a.size(1), b.size(0), b.size(1));
-  TR_CHECK(a.dtype() == b.dtype(), TypeError, "{}: expected both matrices to have the same dtype, got {} and {}", op,
-           dtype_name(a.dtype()), dtype_name(b.dtype()));
-}
-
 // out = beta * out + alpha * a @ b; out is contiguous [M, N] of a's dtype.
 void addmm_into(Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
   switch (a.dtype()) {
@@ -98,7 +88,6 @@ void addmm_into(Tensor& out, const Tensor& a, const Tensor& b, double alpha, dou
 }
 
 Tensor mm_cpu(const Tensor& a, const Tensor& b, const Tensor& out_arg) {
-  check_mm(a, b, "mm");
   IntList shape = {a.size(0), b.size(1)};
   Tensor out = out_arg.defined() && out_arg.is_contiguous() && out_arg.sizes() == shape && out_arg.dtype() == a.dtype()
                    ? out_arg : empty(shape, a.dtype());
@@ -114,7 +103,6 @@ Tensor mm_cpu(const Tensor& a, const Tensor& b, const Tensor& out_arg) {
 }
 
 Tensor addmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
-  check_mm(a, b, "addmm");
   IntList shape = {a.size(0), b.size(1)};
   Tensor out = empty(shape, a.dtype());
   double be = beta.to_double();
@@ -124,12 +112,6 @@ Tensor addmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Sca
 }
 
 Tensor baddbmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
-  TR_CHECK(a.dim() == 3 && b.dim() == 3, ValueError, "bmm: expected 3-D tensors, got shapes {} and {}", a.shape_str(),
-           b.shape_str());
-  TR_CHECK(a.size(0) == b.size(0), ValueError, "bmm: batch sizes differ: {} vs {} (shapes {} and {})", a.size(0),
-           b.size(0), a.shape_str(), b.shape_str());
-  TR_CHECK(a.size(2) == b.size(1), ValueError, "bmm: shapes {} and {} cannot be multiplied ({}x{} and {}x{})",
-           a.shape_str(), b.shape_str(), a.size(1), a.size(2), b.size(1), b.size(2));
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, a.dtype());
   double be = self.defined() ? beta.to_double() : 0.0;
   if (be != 0) copy_(out, self);

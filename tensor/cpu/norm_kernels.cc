@@ -4,47 +4,13 @@
 #include <tuple>
 
 #include "tensor/dispatcher.h"
+#include "tensor/nn_shapes.h"
 #include "tensor/factories.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
 
 namespace trainrun {
 namespace {
-
-// Rows of the normalized trailing dims, and the stats' shape.
-struct NormShape {
-  int64_t rows = 1, n = 1;
-  IntList stat_shape;
-};
-
-NormShape check_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight, const Tensor& bias,
-                     const char* op) {
-  const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  TR_CHECK(k >= 1, ValueError, "{}: normalized_shape must have at least one dim", op);
-  TR_CHECK(x.dim() >= k, ValueError, "{}: input of shape {} has fewer dims than normalized_shape [{}]", op,
-           x.shape_str(), fmt::join(normalized_shape, ", "));
-  IntList trailing(x.sizes().end() - k, x.sizes().end());
-  TR_CHECK(trailing == normalized_shape, ValueError,
-           "{}: expected input with trailing shape [{}], got input of shape {}", op, fmt::join(normalized_shape, ", "),
-           x.shape_str());
-  for (const Tensor* p : {&weight, &bias}) {
-    if (!p->defined()) continue;
-    TR_CHECK(p->sizes() == normalized_shape, ValueError, "{}: weight/bias of shape {} must have normalized_shape [{}]",
-             op, p->shape_str(), fmt::join(normalized_shape, ", "));
-  }
-  TR_CHECK(is_floating(x.dtype()), TypeError, "{}: expected a floating point input, got {}", op, dtype_name(x.dtype()));
-  NormShape s;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (d < x.dim() - k) {
-      s.rows *= x.size(d);
-      s.stat_shape.push_back(x.size(d));
-    } else {
-      s.n *= x.size(d);
-      s.stat_shape.push_back(1);
-    }
-  }
-  return s;
-}
 
 template <bool rms>
 std::tuple<Tensor, Tensor, Tensor> norm_cpu(const Tensor& x_in, const IntList& normalized_shape, const Tensor& weight,

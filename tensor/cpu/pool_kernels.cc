@@ -2,7 +2,7 @@
 #include <limits>
 #include <tuple>
 
-#include "tensor/conv_pool_shapes.h"
+#include "tensor/nn_shapes.h"
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
 #include "tensor/thread_pool.h"

@@ -79,11 +79,6 @@ void sum_rows(const ReducePlan& plan, Tensor& out, F f, double scale) {
   });
 }
 
-DType sum_dtype(DType in, std::optional<DType> requested) {
-  if (requested) return *requested;
-  return is_floating(in) ? in : DType::Int64;
-}
-
 Tensor sum_like_cpu(const Tensor& x_in, const IntList& dims, bool keepdim, std::optional<DType> dtype, bool mean) {
   const char* op = mean ? "mean" : "sum";
   DType out_dtype = sum_dtype(x_in.dtype(), dtype);
@@ -149,11 +144,6 @@ int64_t arg_extreme(const T* row, int64_t n) {
     if (is_max ? v > bv : v < bv) { bv = v; best = i; }
   }
   return best;
-}
-
-void check_nonempty(const ReducePlan& plan, const char* op) {
-  TR_CHECK(plan.inner > 0 || plan.outer == 0, IndexError,
-           "{}: cannot reduce over a zero-size dimension (the operation has no identity)", op);
 }
 
 template <bool is_max>

@@ -20,7 +20,7 @@ bool same_geometry(const Tensor& a, const Tensor& b) {
   return a.sizes() == b.sizes() && a.strides() == b.strides() && a.storage_offset() == b.storage_offset();
 }
 
-// A contiguous tensor like `t` on `device`, or t itself when it already is.
+// A contiguous tensor like `t` (same device), or t itself when it already is.
 Tensor contiguous_target(const Tensor& t) {
   return t.is_contiguous() ? t : empty(t.sizes(), TensorOptions(t.dtype(), t.device()));
 }

@@ -95,19 +95,7 @@ void gemm_into(Tensor& out, const Tensor& a, const Tensor& b, double alpha, doub
                op);
 }
 
-void check_mm(const Tensor& a, const Tensor& b, const char* op) {
-  TR_CHECK(a.dim() == 2 && b.dim() == 2, ValueError, "{}: expected 2-D matrices, got shapes {} and {}", op,
-           a.shape_str(), b.shape_str());
-  TR_CHECK(a.size(1) == b.size(0), ValueError, "{}: shapes {} and {} cannot be multiplied ({}x{} and {}x{})", op,
-           a.shape_str(), b.shape_str(), a.size(0), a.size(1), b.size(0), b.size(1));
-  TR_CHECK(a.dtype() == b.dtype(), TypeError, "{}: expected both matrices to have the same dtype, got {} and {}", op,
-           dtype_name(a.dtype()), dtype_name(b.dtype()));
-  TR_CHECK(a.device() == b.device(), TypeError, "{}: expected both matrices on one device, got {} and {}", op,
-           a.device().str(), b.device().str());
-}
-
 Tensor mm_cuda(const Tensor& a, const Tensor& b, const Tensor& out_arg) {
-  check_mm(a, b, "mm");
   IntList shape = {a.size(0), b.size(1)};
   const bool direct = out_arg.defined() && out_arg.is_contiguous() && out_arg.sizes() == shape &&
                       out_arg.dtype() == a.dtype() && out_arg.device() == a.device();
@@ -124,7 +112,6 @@ Tensor mm_cuda(const Tensor& a, const Tensor& b, const Tensor& out_arg) {
 }
 
 Tensor addmm_cuda(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
-  check_mm(a, b, "addmm");
   Tensor out = empty({a.size(0), b.size(1)}, TensorOptions(a.dtype(), a.device()));
   const double be = beta.to_double();
   if (be != 0) copy_(out, self);  // broadcasts self (e.g. a bias row)
@@ -133,14 +120,6 @@ Tensor addmm_cuda(const Tensor& self, const Tensor& a, const Tensor& b, const Sc
 }
 
 Tensor baddbmm_cuda(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
-  TR_CHECK(a.dim() == 3 && b.dim() == 3, ValueError, "bmm: expected 3-D tensors, got shapes {} and {}", a.shape_str(),
-           b.shape_str());
-  TR_CHECK(a.size(0) == b.size(0), ValueError, "bmm: batch sizes differ: {} vs {} (shapes {} and {})", a.size(0),
-           b.size(0), a.shape_str(), b.shape_str());
-  TR_CHECK(a.size(2) == b.size(1), ValueError, "bmm: shapes {} and {} cannot be multiplied ({}x{} and {}x{})",
-           a.shape_str(), b.shape_str(), a.size(1), a.size(2), b.size(1), b.size(2));
-  TR_CHECK(a.dtype() == b.dtype(), TypeError, "bmm: expected both tensors to have the same dtype, got {} and {}",
-           dtype_name(a.dtype()), dtype_name(b.dtype()));
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, TensorOptions(a.dtype(), a.device()));
   const double be = self.defined() ? beta.to_double() : 0.0;
   if (be != 0) copy_(out, self);

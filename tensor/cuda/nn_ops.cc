@@ -7,6 +7,7 @@
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
 #include "tensor/fused_optim.h"
+#include "tensor/nn_shapes.h"
 #include "tensor/views.h"
 
 namespace trainrun::cuda {
@@ -37,38 +38,17 @@ template <bool rms>
 std::tuple<Tensor, Tensor, Tensor> norm_cuda(const Tensor& x_in, const IntList& normalized_shape, const Tensor& weight,
                                               const Tensor& bias, double eps) {
   const char* op = rms ? "rms_norm" : "layer_norm";
-  const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  TR_CHECK(k >= 1, ValueError, "{}: normalized_shape must have at least one dim", op);
-  TR_CHECK(x_in.dim() >= k && IntList(x_in.sizes().end() - k, x_in.sizes().end()) == normalized_shape, ValueError,
-           "{}: expected input with trailing shape [{}], got input of shape {}", op, fmt::join(normalized_shape, ", "),
-           x_in.shape_str());
-  for (const Tensor* p : {&weight, &bias})
-    TR_CHECK(!p->defined() || p->sizes() == normalized_shape, ValueError,
-             "{}: weight/bias of shape {} must have normalized_shape [{}]", op, p->shape_str(),
-             fmt::join(normalized_shape, ", "));
-  TR_CHECK(is_floating(x_in.dtype()), TypeError, "{}: expected a floating point input, got {}", op,
-           dtype_name(x_in.dtype()));
-  int64_t rows = 1, n = 1;
-  IntList stat_shape;
-  for (int64_t d = 0; d < x_in.dim(); ++d) {
-    if (d < x_in.dim() - k) {
-      rows *= x_in.size(d);
-      stat_shape.push_back(x_in.size(d));
-    } else {
-      n *= x_in.size(d);
-      stat_shape.push_back(1);
-    }
-  }
+  const NormShape shape = check_norm(x_in, normalized_shape, weight, bias, op);
   Tensor x = contiguous(x_in);
   const TensorOptions opts(x.dtype(), x.device());
-  Tensor out = empty(x.sizes(), opts), mean = empty(stat_shape, opts), rstd = empty(stat_shape, opts);
+  Tensor out = empty(x.sizes(), opts), mean = empty(shape.stat_shape, opts), rstd = empty(shape.stat_shape, opts);
   Tensor w = weight.defined() ? contiguous(weight.to(x.dtype())) : Tensor();
   Tensor b = bias.defined() ? contiguous(bias.to(x.dtype())) : Tensor();
   const int device = x.device().index;
   DeviceGuard guard(device);
   check(launch_row_norm(x.dtype(), rms, x.data_ptr(), w.defined() ? w.data_ptr() : nullptr,
-                        b.defined() ? b.data_ptr() : nullptr, out.data_ptr(), mean.data_ptr(), rstd.data_ptr(), rows, n,
-                        eps, current_stream(device).handle()),
+                        b.defined() ? b.data_ptr() : nullptr, out.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
+                        shape.rows, shape.n, eps, current_stream(device).handle()),
         op);
   return {out, mean, rstd};
 }

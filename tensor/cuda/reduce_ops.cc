@@ -15,16 +15,6 @@
 namespace trainrun::cuda {
 namespace {
 
-DType sum_dtype(DType in, std::optional<DType> requested) {
-  if (requested) return *requested;
-  return is_floating(in) ? in : DType::Int64;
-}
-
-void check_nonempty(const ReducePlan& plan, const char* op) {
-  TR_CHECK(plan.inner > 0 || plan.outer == 0, IndexError,
-           "{}: cannot reduce over a zero-size dimension (the operation has no identity)", op);
-}
-
 // Reduces plan's rows into out (and indices), on the rows' GPU.
 void run(ReduceKind kind, const ReducePlan& plan, const Tensor& out, const char* op, double scale = 1.0,
          double p = 2.0, int64_t correction = 1, int64_t* indices = nullptr) {

@@ -104,15 +104,4 @@ DeviceGuard::~DeviceGuard() {
   if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
 }
 
-void* driver_entry_point(const char* symbol, int version) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult status;
-  cudaError_t err = cudaGetDriverEntryPointByVersion(symbol, &fn, version, cudaEnableDefault, &status);
-  if (err != cudaSuccess || status != cudaDriverEntryPointSuccess) {
-    cudaGetLastError();
-    return nullptr;
-  }
-  return fn;
-}
-
 }  // namespace trainrun::cuda

@@ -39,9 +39,4 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
-// A driver API function, found through the runtime (the driver library is
-// never linked); nullptr when the driver lacks it. `version` is the CUDA
-// version the caller's prototype comes from (e.g. 12000).
-void* driver_entry_point(const char* symbol, int version);
-
 }  // namespace trainrun::cuda

@@ -1,10 +1,10 @@
 // The CUDA kernels of sort / topk (CUB segmented sort of rows), conv2d and
 // its backward (im2col + cuBLAS GEMMs + col2im), and the 2-D pools,
 // registered under DispatchKey::CUDA with the CPU's argument checks
-// (tensor/conv_pool_shapes.h).
+// (tensor/nn_shapes.h).
 #include <tuple>
 
-#include "tensor/conv_pool_shapes.h"
+#include "tensor/nn_shapes.h"
 #include "tensor/cuda/elementwise_launch.h"
 #include "tensor/cuda/kernels/sort_conv_args.h"
 #include "tensor/dispatcher.h"

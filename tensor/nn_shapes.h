@@ -1,7 +1,7 @@
 #pragma once
-// The checked geometry of conv2d and the 2-D pools, shared by the CPU and
-// CUDA kernels so that both accept and refuse the same arguments with the
-// same messages.
+// The checked geometry of conv2d, the 2-D pools and layer/rms norm, shared by
+// the CPU and CUDA kernels so that both accept and refuse the same arguments
+// with the same messages.
 #include "tensor/tensor.h"
 
 namespace trainrun {
@@ -32,5 +32,14 @@ struct AvgWindow {
   int64_t h0, h1, w0, w1, divisor;
 };
 AvgWindow avg_window(const PoolGeometry& g, int64_t oh, int64_t ow, bool count_include_pad);
+
+// Rows of the normalized trailing dims, and the stats' shape.
+struct NormShape {
+  int64_t rows = 1, n = 1;
+  IntList stat_shape;
+};
+// Checks layer_norm / rms_norm's arguments (weight and bias may be undefined).
+NormShape check_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight, const Tensor& bias,
+                     const char* op);
 
 }  // namespace trainrun

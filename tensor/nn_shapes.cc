@@ -1,4 +1,4 @@
-#include "tensor/conv_pool_shapes.h"
+#include "tensor/nn_shapes.h"
 
 #include <algorithm>
 
@@ -101,6 +101,35 @@ AvgWindow avg_window(const PoolGeometry& g, int64_t oh, int64_t ow, bool count_i
   w1 = std::min(w1, g.W);
   const int64_t count = count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
   return {h0, h1, w0, w1, std::max<int64_t>(count, 1)};
+}
+
+NormShape check_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight, const Tensor& bias,
+                     const char* op) {
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  TR_CHECK(k >= 1, ValueError, "{}: normalized_shape must have at least one dim", op);
+  TR_CHECK(x.dim() >= k, ValueError, "{}: input of shape {} has fewer dims than normalized_shape [{}]", op,
+           x.shape_str(), fmt::join(normalized_shape, ", "));
+  IntList trailing(x.sizes().end() - k, x.sizes().end());
+  TR_CHECK(trailing == normalized_shape, ValueError,
+           "{}: expected input with trailing shape [{}], got input of shape {}", op, fmt::join(normalized_shape, ", "),
+           x.shape_str());
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    TR_CHECK(p->sizes() == normalized_shape, ValueError, "{}: weight/bias of shape {} must have normalized_shape [{}]",
+             op, p->shape_str(), fmt::join(normalized_shape, ", "));
+  }
+  TR_CHECK(is_floating(x.dtype()), TypeError, "{}: expected a floating point input, got {}", op, dtype_name(x.dtype()));
+  NormShape s;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d < x.dim() - k) {
+      s.rows *= x.size(d);
+      s.stat_shape.push_back(x.size(d));
+    } else {
+      s.n *= x.size(d);
+      s.stat_shape.push_back(1);
+    }
+  }
+  return s;
 }
 
 }  // namespace trainrun
