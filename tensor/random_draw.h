@@ -6,11 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define TR_HOST_DEVICE __host__ __device__
-#else
-#define TR_HOST_DEVICE
-#endif
+#include "tensor/host_device.h"
 
 namespace trainrun {
 

@@ -1,7 +1,9 @@
 // Row-wise CUDA kernels: softmax / log_softmax and layer_norm / rms_norm, one
-// block per row with block-level reductions in float (double for float64).
+// block per row with block-level reductions in float (double for float64);
+// also the ternary elementwise ops and the fused Adam step (adam_update.h).
 #include <cuda/std/limits>
 
+#include "tensor/adam_update.h"
 #include "tensor/cuda/kernels/reduce_loop.cuh"
 
 namespace trainrun::cuda {
@@ -103,32 +105,10 @@ struct TernaryFn {
 };
 
 template <typename T>
-__global__ void fused_adam_kernel(T* p, const T* g_in, T* m, T* v, T* vmax, int64_t n, AdamKernelArgs a, T bc2_sqrt,
-                                  T neg_step_size) {
-  const T b1 = static_cast<T>(a.beta1), b2 = static_cast<T>(a.beta2);
-  const T one_minus_b1 = static_cast<T>(1 - a.beta1), one_minus_b2 = static_cast<T>(1 - a.beta2);
-  const T wd = static_cast<T>(a.weight_decay), eps = static_cast<T>(a.eps);
-  const T decay = static_cast<T>(1 - a.lr * a.weight_decay);
+__global__ void fused_adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, AdamCoefficients<T> c) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    T g = a.maximize ? -g_in[i] : g_in[i];
-    T w = p[i];
-    if (a.weight_decay != 0) {
-      if (a.decoupled) w = w * decay;
-      else g = g + wd * w;
-    }
-    const T mi = one_minus_b1 < T(0.5) ? m[i] + one_minus_b1 * (g - m[i]) : g - (g - m[i]) * b1;
-    const T vi = v[i] * b2 + one_minus_b2 * (g * g);
-    m[i] = mi;
-    v[i] = vi;
-    T second = vi;
-    if (a.amsgrad) {
-      second = vmax[i] > vi ? vmax[i] : vi;
-      vmax[i] = second;
-    }
-    const T denom = sqrt(second) / bc2_sqrt + eps;
-    p[i] = w + neg_step_size * (mi / denom);
-  }
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    adam_element(p, g, m, v, vmax, i, c);
 }
 
 }  // namespace
@@ -196,11 +176,11 @@ int launch_fused_adam(DType dt, void* param, const void* grad, void* exp_avg, vo
   const int64_t blocks = std::min<int64_t>((n + 255) / 256, int64_t(multiprocessor_count()) * 8);
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    const T bc2_sqrt = static_cast<T>(std::sqrt(1 - std::pow(a.beta2, a.step)));
-    const T neg_step_size = static_cast<T>(-a.lr / (1 - std::pow(a.beta1, a.step)));
+    const AdamCoefficients<T> c = adam_coefficients<T>(a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.step,
+                                                       a.amsgrad, a.maximize, a.decoupled);
     fused_adam_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
         static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg), static_cast<T*>(exp_avg_sq),
-        static_cast<T*>(max_exp_avg_sq), n, a, bc2_sqrt, neg_step_size);
+        static_cast<T*>(max_exp_avg_sq), n, c);
     return static_cast<int>(cudaGetLastError());
   };
   if (dt == DType::Float32) return run(float{});
