@@ -1,6 +1,7 @@
 // CPU kernels of where, lerp, addcmul and addcdiv.
 #include "tensor/cpu/loops.h"
 #include "tensor/dispatcher.h"
+#include "tensor/elementwise_math.h"
 
 namespace trainrun {
 namespace {
@@ -31,10 +32,7 @@ Tensor lerp_cpu(const Tensor& a, const Tensor& b, const Tensor& weight, const Te
   visit_float_dtype(iter.compute_dtype(), "lerp", [&](auto tag) {
     using T = decltype(tag);
     using Acc = opmath_t<T>;
-    // PyTorch's form: exact at weight 0 and 1.
-    ternary_kernel<T, T>(iter, [](Acc x, Acc y, Acc w) {
-      return std::abs(w) < Acc(0.5) ? x + w * (y - x) : y - (y - x) * (Acc(1) - w);
-    });
+    ternary_kernel<T, T>(iter, [](Acc x, Acc y, Acc w) { return lerp_math(x, y, w); });
   });
   return iter.output();
 }

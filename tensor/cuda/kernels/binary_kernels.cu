@@ -1,95 +1,17 @@
 // CUDA kernels of the binary elementwise ops, add with alpha, and where.
-// The math mirrors tensor/cpu/binary_kernels.cc so both devices agree.
+// The per-value math is tensor/elementwise_math.h, shared with the CPU
+// kernels; integer division by zero gives 0 here (PyTorch's CUDA result is
+// unspecified too), where the CPU raises.
 #include "tensor/cuda/kernels/elementwise_loop.cuh"
 
 namespace trainrun::cuda {
 namespace {
 
-template <typename T>
-__device__ T int_pow(T base, T exp) {
-  if constexpr (std::is_signed<T>::value) {
-    if (exp < 0) {
-      if (base == 1) return 1;
-      if (base == -1) return (exp % 2) ? -1 : 1;
-      return 0;
-    }
-  }
-  T result = 1;
-  while (exp) {
-    if (exp & 1) result = static_cast<T>(result * base);
-    base = static_cast<T>(base * base);
-    exp = static_cast<T>(exp >> 1);
-  }
-  return result;
-}
-
-// The op on math values of T. Integer division by zero has no exception to
-// raise on the device; it gives 0 (PyTorch's CUDA result is unspecified too).
-template <BinaryOp op, typename T, typename Acc = opmath<T>>
-__device__ __forceinline__ auto apply(Acc a, Acc b) {
-  constexpr bool is_float = std::is_floating_point<Acc>::value;
-  if constexpr (op == BinaryOp::Mul) {
-    if constexpr (std::is_same<T, bool>::value) return a && b; else return a * b;
-  } else if constexpr (op == BinaryOp::Div) {
-    return a / b;
-  } else if constexpr (op == BinaryOp::DivTrunc) {
-    if constexpr (is_float) return trunc(a / b);
-    else return b == 0 ? Acc(0) : static_cast<Acc>(a / b);
-  } else if constexpr (op == BinaryOp::DivFloor) {
-    if constexpr (is_float) {
-      if (b == 0) return a / b;
-      Acc mod = fmod(a, b), div = (a - mod) / b;
-      if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
-      Acc fl = floor(div);
-      if (div - fl > Acc(0.5)) fl += 1;
-      return div == 0 ? copysign(Acc(0), a / b) : fl;
-    } else {
-      if (b == 0) return Acc(0);
-      Acc q = static_cast<Acc>(a / b);
-      if ((a % b != 0) && ((a < 0) != (b < 0))) q = static_cast<Acc>(q - 1);
-      return q;
-    }
-  } else if constexpr (op == BinaryOp::Remainder) {
-    if constexpr (is_float) {
-      Acc r = fmod(a, b);
-      if (r != 0 && ((r < 0) != (b < 0))) r += b;
-      return r;
-    } else {
-      if (b == 0) return Acc(0);
-      Acc r = static_cast<Acc>(a % b);
-      if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<Acc>(r + b);
-      return r;
-    }
-  } else if constexpr (op == BinaryOp::Pow) {
-    if constexpr (is_float) return pow(a, b);
-    else if constexpr (std::is_same<Acc, bool>::value) return a || !b;
-    else return int_pow<Acc>(a, b);
-  } else if constexpr (op == BinaryOp::Maximum) {
-    if constexpr (is_float) { if (a != a || b != b) return a + b; }
-    return a > b ? a : b;
-  } else if constexpr (op == BinaryOp::Minimum) {
-    if constexpr (is_float) { if (a != a || b != b) return a + b; }
-    return a < b ? a : b;
-  }
-  else if constexpr (op == BinaryOp::Eq) return a == b;
-  else if constexpr (op == BinaryOp::Ne) return a != b;
-  else if constexpr (op == BinaryOp::Lt) return a < b;
-  else if constexpr (op == BinaryOp::Le) return a <= b;
-  else if constexpr (op == BinaryOp::Gt) return a > b;
-  else if constexpr (op == BinaryOp::Ge) return a >= b;
-  else if constexpr (op == BinaryOp::LogicalAnd) return a != Acc(0) && b != Acc(0);
-  else if constexpr (op == BinaryOp::LogicalOr) return a != Acc(0) || b != Acc(0);
-  else if constexpr (op == BinaryOp::LogicalXor) return (a != Acc(0)) != (b != Acc(0));
-  else if constexpr (op == BinaryOp::BitwiseAnd) return static_cast<Acc>(a & b);
-  else if constexpr (op == BinaryOp::BitwiseOr) return static_cast<Acc>(a | b);
-  else return static_cast<Acc>(a ^ b);
-}
-
 template <BinaryOp op, typename T>
 struct BinaryFn {
   __device__ void operator()(char** p) const {
     using Out = std::conditional_t<binary_bool_result(op), bool, T>;
-    store<Out>(p[0], apply<op, T>(load<T>(p[1]), load<T>(p[2])));
+    store<Out>(p[0], binary_math<op, opmath<T>>(load<T>(p[1]), load<T>(p[2])));
   }
 };
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "tensor/dtype.h"
+#include "tensor/elementwise_math.h"  // BinaryOp, UnaryOp
 
 struct CUstream_st;
 
@@ -35,19 +36,6 @@ struct KernelScalar {
   double f = 0;
   int64_t i = 0;
 };
-
-enum class BinaryOp : int {
-  Mul, Div, DivTrunc, DivFloor, Remainder, Pow, Maximum, Minimum,
-  Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr, LogicalXor, BitwiseAnd, BitwiseOr, BitwiseXor,
-};
-constexpr bool binary_bool_result(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::LogicalXor; }
-
-enum class UnaryOp : int {
-  Exp, Log, Log1p, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Erf, Silu, GeluErf, GeluTanh,  // float results
-  Neg, Abs, Relu, Sign, Floor, Round,                                                // same dtype
-  LogicalNot, BitwiseNot,
-};
-constexpr bool unary_float_result(UnaryOp op) { return op <= UnaryOp::GeluTanh; }
 
 // out = a op b, computed in `compute` (out is Bool for comparisons and
 // logical ops, else `compute`).

@@ -94,8 +94,7 @@ struct TernaryFn {
     using Acc = opmath<T>;
     const Acc a = load<T>(p[1]), b = load<T>(p[2]), c = load<T>(p[3]);
     if constexpr (op == TernaryOp::Lerp) {
-      // PyTorch's form: exact at weight 0 and 1.
-      store<T>(p[0], (c < Acc(0.5) && c > Acc(-0.5)) ? a + c * (b - a) : b - (b - a) * (Acc(1) - c));
+      store<T>(p[0], lerp_math(a, b, c));
     } else if constexpr (op == TernaryOp::Addcmul) {
       store<T>(p[0], a + value * (b * c));
     } else {
