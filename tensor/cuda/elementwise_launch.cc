@@ -6,7 +6,19 @@
 
 namespace trainrun::cuda {
 
-ElementwiseArgs elementwise_args(const TensorIterator& iter) {
+namespace {
+
+// Whether every operand in memory steps one element at a time through a single dim.
+bool dense(const ElementwiseArgs& a) {
+  if (a.ndim != 1) return false;
+  for (int k = 0; k < a.nops; ++k)
+    if (a.data[k] != nullptr && a.strides[0][k] != a.element_size[k]) return false;
+  return true;
+}
+
+}  // namespace
+
+ElementwiseArgs elementwise_geometry(const TensorIterator& iter) {
   ElementwiseArgs a;
   const IntList& sizes = iter.iter_sizes();
   const auto& strides = iter.iter_strides();
@@ -18,7 +30,6 @@ ElementwiseArgs elementwise_args(const TensorIterator& iter) {
   a.ndim = static_cast<int>(sizes.size());
   a.nops = iter.ntensors();
   a.numel = iter.numel();
-  a.contiguous = a.ndim == 1;
   for (int d = 0; d < a.ndim; ++d) {
     a.sizes[d] = sizes[d];
     for (int k = 0; k < a.nops; ++k) a.strides[d][k] = strides[d][k];
@@ -26,18 +37,25 @@ ElementwiseArgs elementwise_args(const TensorIterator& iter) {
   for (int k = 0; k < a.nops; ++k) {
     const Tensor& t = iter.operand(k);
     a.element_size[k] = t.element_size();
-    if (t.device().is_cpu()) {
-      // A wrapped number: its value rides along in the kernel's arguments.
-      TR_CHECK(k > 0 && t.numel() == 1, TypeError, "CUDA kernel got a CPU tensor of shape {} as operand {}",
-               t.shape_str(), k);
-      std::memcpy(a.scalars[k], t.data_ptr(), t.element_size());
-      a.data[k] = nullptr;
-      for (int d = 0; d < a.ndim; ++d) a.strides[d][k] = 0;
-    } else {
-      a.data[k] = static_cast<char*>(t.data_ptr());
-      if (a.ndim == 1 && strides[0][k] != t.element_size()) a.contiguous = false;
-    }
+    a.data[k] = static_cast<char*>(t.data_ptr());
   }
+  a.contiguous = dense(a);
+  return a;
+}
+
+ElementwiseArgs elementwise_args(const TensorIterator& iter) {
+  ElementwiseArgs a = elementwise_geometry(iter);
+  for (int k = 0; k < a.nops; ++k) {
+    const Tensor& t = iter.operand(k);
+    if (!t.device().is_cpu()) continue;
+    // A wrapped number: its value rides along in the kernel's arguments.
+    TR_CHECK(k > 0 && t.numel() == 1, TypeError, "CUDA kernel got a CPU tensor of shape {} as operand {}",
+             t.shape_str(), k);
+    std::memcpy(a.scalars[k], t.data_ptr(), t.element_size());
+    a.data[k] = nullptr;
+    for (int d = 0; d < a.ndim; ++d) a.strides[d][k] = 0;
+  }
+  a.contiguous = dense(a);
   return a;
 }
 

@@ -11,6 +11,9 @@ namespace trainrun::cuda {
 
 // The launch geometry of `iter`; CPU scalar operands travel by value.
 ElementwiseArgs elementwise_args(const TensorIterator& iter);
+// The same with every operand read from memory, wherever it lives (tests run
+// the kernels' per-element code over CPU iterators with it).
+ElementwiseArgs elementwise_geometry(const TensorIterator& iter);
 // `s` in the form kernels read for compute dtype `dt`.
 KernelScalar kernel_scalar(const Scalar& s, DType dt);
 

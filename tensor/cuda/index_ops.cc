@@ -4,7 +4,7 @@
 // the offending value) is raised on the host, as the CPU kernels raise it:
 // that check, and the sizes of masked_select and nonzero, wait for the GPU.
 #include "tensor/cuda/elementwise_launch.h"
-#include "tensor/cuda/kernels/index_args.h"
+#include "tensor/cuda/kernel_geometry.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
@@ -30,20 +30,6 @@ Tensor checked_index(const Tensor& index_in, Device device, int64_t size, const 
     throw IndexError(fmt::format("{}: index {} is out of bounds for dim {} with size {}", op, first, dim, size));
   }
   return contiguous(where(lt(index, scalar_tensor(0, DType::Int64)), add(index, hi), index));
-}
-
-IndexGeometry geometry(const Tensor& shape_of, const Tensor& x, const Tensor* src, int64_t dim) {
-  TR_CHECK(shape_of.dim() <= kMaxElementwiseDims, NotImplementedError,
-           "CUDA indexing handles at most {} dims, got {}", kMaxElementwiseDims, shape_of.dim());
-  IndexGeometry g;
-  g.ndim = static_cast<int>(shape_of.dim());
-  g.dim = static_cast<int>(dim);
-  for (int d = 0; d < g.ndim; ++d) {
-    g.sizes[d] = shape_of.size(d);
-    g.x_strides[d] = x.dim() == 0 ? 0 : x.stride(d);
-    g.s_strides[d] = src != nullptr && src->dim() > 0 ? src->stride(d) : 0;
-  }
-  return g;
 }
 
 void check_shapes(const Tensor& x, int64_t dim, const Tensor& index, const Tensor* src, const char* op) {
@@ -89,7 +75,7 @@ Tensor gather_cuda(const Tensor& x_in, int64_t dim, const Tensor& index_in) {
   Tensor out = empty(index.sizes(), TensorOptions(x.dtype(), x.device()));
   DeviceGuard guard(x.device().index);
   check_launch(launch_gather(x.element_size(), x.data_ptr(), out.data_ptr(), index.data<int64_t>(), index.numel(),
-                             geometry(index, x, nullptr, dim), stream_of(x)),
+                             index_geometry(index, x, nullptr, dim), stream_of(x)),
                "gather");
   return out;
 }
@@ -105,7 +91,7 @@ Tensor scatter_cuda(const Tensor& x, int64_t dim, const Tensor& index_in, const 
   Tensor index = checked_index(index_in, x.device(), x.dim() == 0 ? 1 : x.size(dim), op, dim);
   DeviceGuard guard(x.device().index);
   check_launch(launch_scatter(x.dtype(), add, out.data_ptr(), src.data_ptr(), index.data<int64_t>(), index.numel(),
-                              geometry(index, out, &src, dim), stream_of(x)),
+                              index_geometry(index, out, &src, dim), stream_of(x)),
                op);
   return out;
 }
@@ -122,7 +108,8 @@ Tensor index_add_cuda(const Tensor& x, int64_t dim, const Tensor& index_in, cons
   Tensor index = checked_index(index_in, x.device(), x.size(dim), "index_add", dim);
   DeviceGuard guard(x.device().index);
   check_launch(launch_index_add(x.dtype(), kernel_scalar(alpha, x.dtype()), out.data_ptr(), src.data_ptr(),
-                                index.data<int64_t>(), src.numel(), geometry(src, out, &src, dim), stream_of(x)),
+                                index.data<int64_t>(), src.numel(), index_geometry(src, out, &src, dim),
+                                stream_of(x)),
                "index_add");
   return out;
 }

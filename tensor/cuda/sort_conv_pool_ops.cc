@@ -4,9 +4,8 @@
 // (tensor/nn_shapes.h).
 #include <tuple>
 
-#include "tensor/nn_shapes.h"
+#include "tensor/cuda/kernel_geometry.h"
 #include "tensor/cuda/elementwise_launch.h"
-#include "tensor/cuda/kernels/sort_conv_args.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
@@ -82,10 +81,6 @@ std::tuple<Tensor, Tensor> topk_cuda(const Tensor& x, int64_t k, int64_t dim, bo
   return sort_rows(x, dim, k, largest, "topk");
 }
 
-ConvGeometry conv_geometry(const ConvArgs& a) {
-  return {a.N, a.C, a.H, a.W, a.kH, a.kW, a.Ho, a.Wo, a.st[0], a.st[1], a.pad[0], a.pad[1], a.dil[0], a.dil[1]};
-}
-
 // [N, C*kH*kW, Ho*Wo] columns of the (batched, contiguous) input.
 Tensor im2col(const Tensor& x, const ConvArgs& a) {
   Tensor cols = empty({a.N, a.C * a.kH * a.kW, a.Ho * a.Wo}, TensorOptions(x.dtype(), x.device()));
@@ -152,10 +147,6 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward_cuda(const Tensor& grad_out_i
   }
   if (need_bias) grad_bias = sum(gy, {0, 2});
   return {grad_input, grad_weight, grad_bias};
-}
-
-PoolArgs pool_args(const PoolGeometry& g, bool count_include_pad) {
-  return {g.planes, g.H, g.W, g.Ho, g.Wo, g.kH, g.kW, g.sH, g.sW, g.pH, g.pW, g.dH, g.dW, count_include_pad};
 }
 
 std::tuple<Tensor, Tensor> max_pool2d_cuda(const Tensor& x_in, const IntList& k, const IntList& s, const IntList& p,

@@ -1,79 +1,17 @@
 #pragma once
 // The one elementwise loop of the CUDA kernels (the device half of
-// TensorIterator): each thread computes operand pointers for its elements and
-// calls a functor on them. Contiguous launches skip the index arithmetic; each
-// thread handles kUnroll elements a block-width apart, so loads stay
-// coalesced and several are in flight at once.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+// TensorIterator): each thread computes operand pointers for its elements
+// (element_access.h) and calls a functor on them. Each thread handles
+// kUnroll elements a block-width apart, so loads stay coalesced and several
+// are in flight at once.
 #include <cuda_runtime.h>
 
-#include <cstdint>
-#include <type_traits>
-
-#include "tensor/cuda/kernels/kernel_args.h"
+#include "tensor/cuda/kernels/element_access.h"
 
 namespace trainrun::cuda {
 
-// The CUDA type of each dtype, and the type math is done in.
-template <typename T> struct OpMath { using type = T; };
-template <> struct OpMath<__half> { using type = float; };
-template <> struct OpMath<__nv_bfloat16> { using type = float; };
-template <typename T> using opmath = typename OpMath<T>::type;
-
-template <typename T>
-constexpr bool is_reduced_float = std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value;
-
-template <typename To, typename From>
-__device__ __forceinline__ To convert(From v) {
-  if constexpr (std::is_same<To, From>::value) {
-    return v;
-  } else if constexpr (is_reduced_float<From>) {
-    return convert<To>(static_cast<float>(v));
-  } else if constexpr (std::is_same<To, bool>::value) {
-    return v != From(0);
-  } else if constexpr (std::is_same<To, __half>::value) {
-    return __float2half_rn(static_cast<float>(v));
-  } else if constexpr (std::is_same<To, __nv_bfloat16>::value) {
-    return __float2bfloat16_rn(static_cast<float>(v));
-  } else {
-    return static_cast<To>(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ opmath<T> load(const char* p) {
-  return convert<opmath<T>>(*reinterpret_cast<const T*>(p));
-}
-
-template <typename T, typename V>
-__device__ __forceinline__ void store(char* p, V v) {
-  *reinterpret_cast<T*>(p) = convert<T>(v);
-}
-
 constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
-
-template <int NOPS>
-__device__ __forceinline__ void operand_pointers(const ElementwiseArgs& a, int64_t i, char* (&p)[NOPS]) {
-  if (a.contiguous) {
-#pragma unroll
-    for (int k = 0; k < NOPS; ++k)
-      p[k] = a.data[k] != nullptr ? a.data[k] + i * a.element_size[k] : const_cast<char*>(a.scalars[k]);
-    return;
-  }
-  int64_t offsets[NOPS] = {};
-  int64_t rem = i;
-  for (int d = 0; d < a.ndim; ++d) {
-    const int64_t idx = rem % a.sizes[d];
-    rem /= a.sizes[d];
-#pragma unroll
-    for (int k = 0; k < NOPS; ++k) offsets[k] += idx * a.strides[d][k];
-  }
-#pragma unroll
-  for (int k = 0; k < NOPS; ++k)
-    p[k] = a.data[k] != nullptr ? a.data[k] + offsets[k] : const_cast<char*>(a.scalars[k]);
-}
 
 template <int NOPS, typename F>
 __global__ void __launch_bounds__(kThreads) elementwise_kernel(ElementwiseArgs args, F f) {
@@ -103,8 +41,18 @@ int launch_elementwise(const ElementwiseArgs& args, CUstream_st* stream, F f) {
   return static_cast<int>(cudaGetLastError());
 }
 
-// Calls f(T{}) with T the CUDA type of dt; returns cudaErrorInvalidValue for
-// a dtype the caller's `allowed` predicate rejects.
+// Blocks of 256 threads for a grid-stride loop over n elements.
+inline unsigned grid_blocks(int64_t n) {
+  int64_t b = (n + 255) / 256;
+  return static_cast<unsigned>(b > (int64_t(1) << 30) ? (int64_t(1) << 30) : (b < 1 ? 1 : b));
+}
+
+// Runs its statement for each i in [0, n), spread over the whole grid.
+#define TR_GRID_LOOP(i, n)                                                                   \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+// Calls f(T{}) with T the CUDA type of dt.
 template <typename F>
 int visit_cuda_dtype(DType dt, F f) {
   switch (dt) {
@@ -119,19 +67,6 @@ int visit_cuda_dtype(DType dt, F f) {
     case DType::Float64: return f(double{});
   }
   return static_cast<int>(cudaErrorInvalidValue);
-}
-
-template <typename T>
-__host__ __device__ constexpr bool is_floating_cuda() {
-  return std::is_floating_point<T>::value || is_reduced_float<T>;
-}
-
-// The value of a KernelScalar in T's math type.
-template <typename T>
-__host__ __device__ opmath<T> scalar_as(KernelScalar s) {
-  if constexpr (is_floating_cuda<T>()) return static_cast<opmath<T>>(s.f);
-  else if constexpr (std::is_same<T, bool>::value) return s.i != 0;
-  else return static_cast<T>(s.i);
 }
 
 }  // namespace trainrun::cuda
