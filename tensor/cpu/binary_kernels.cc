@@ -40,7 +40,8 @@ Tensor binary_cpu(const Tensor& a, const Tensor& b, const Tensor& out) {
   };
   if constexpr (op == BinaryOp::BitwiseAnd || op == BinaryOp::BitwiseOr || op == BinaryOp::BitwiseXor) {
     visit_integral_dtype(dt, config.op, true, run);
-  } else if constexpr (binary_bool_result(op) || op == BinaryOp::Mul || op == BinaryOp::Pow || op == BinaryOp::Maximum || op == BinaryOp::Minimum) {
+  } else if constexpr (binary_bool_result(op) || op == BinaryOp::Mul || op == BinaryOp::Pow ||
+                       op == BinaryOp::Maximum || op == BinaryOp::Minimum) {
     visit_dtype(dt, config.op, run);
   } else {
     visit_numeric_dtype(dt, config.op, run);

@@ -29,6 +29,13 @@ void run(ReduceKind kind, const ReducePlan& plan, const Tensor& out, const char*
   args.correction = correction;
   const int device = plan.rows.device().index;
   DeviceGuard guard(device);
+  // Freed when this returns, after the launch: the caching allocator reuses
+  // it only for later work on this stream.
+  Tensor scratch;
+  if (const size_t bytes = row_reduce_scratch_bytes(plan.outer, plan.inner); bytes > 0) {
+    scratch = empty({static_cast<int64_t>(bytes)}, TensorOptions(DType::UInt8, plan.rows.device()));
+    args.scratch = scratch.data_ptr();
+  }
   check_launch(launch_row_reduce(kind, plan.rows.dtype(), args, current_stream(device).handle()), op);
 }
 

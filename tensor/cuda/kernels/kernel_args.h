@@ -4,6 +4,7 @@
 // the other's headers. Every launch_* function queues its kernel on `stream`
 // and returns the launch's cudaError_t as an int (0: success); callers wrap it
 // in TR_CUDA_CHECK.
+#include <cstddef>
 #include <cstdint>
 
 #include "tensor/dtype.h"
@@ -73,7 +74,13 @@ struct RowReduceArgs {
   double scale = 1;       // Sum: multiplies the result (mean: 1/inner)
   double p = 2;           // NormP
   int64_t correction = 1;  // Var
+  void* scratch = nullptr;  // device memory of row_reduce_scratch_bytes(outer, inner) bytes
 };
+
+// Device scratch a row reduction of this shape needs for the partial results
+// of rows split over several blocks (0: none). The host allocates it through
+// the caching allocator, so it shows in the memory statistics.
+size_t row_reduce_scratch_bytes(int64_t outer, int64_t inner);
 
 int launch_row_reduce(ReduceKind kind, DType in, const RowReduceArgs& args, CUstream_st* stream);
 // Inclusive prefix sums along each row of a contiguous [outer, inner] matrix;

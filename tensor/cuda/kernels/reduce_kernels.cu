@@ -185,23 +185,17 @@ template <typename T>
 int reduce_typed(ReduceKind kind, const RowReduceArgs& a, CUstream_st* stream) {
   const T* in = static_cast<const T*>(a.in);
   constexpr bool floating = is_floating_cuda<T>();
+  // Launches one reducer over the rows.
+  auto go = [&](const auto& reducer) { return launch_reducer<T>(reducer, in, a.outer, a.inner, a.scratch, stream); };
   switch (kind) {
-    case ReduceKind::Sum:
-      return launch_reducer<T>(SumReducer<T, false>{static_cast<sum_out<T>*>(a.out), a.scale}, in, a.outer, a.inner, stream);
-    case ReduceKind::Prod:
-      return launch_reducer<T>(SumReducer<T, true>{static_cast<sum_out<T>*>(a.out), 1.0}, in, a.outer, a.inner, stream);
-    case ReduceKind::Max:
-      return launch_reducer<T>(ExtremeReducer<T, true>{static_cast<T*>(a.out), a.indices}, in, a.outer, a.inner, stream);
-    case ReduceKind::Min:
-      return launch_reducer<T>(ExtremeReducer<T, false>{static_cast<T*>(a.out), a.indices}, in, a.outer, a.inner, stream);
-    case ReduceKind::ArgMax:
-      return launch_reducer<T>(ExtremeReducer<T, true>{nullptr, static_cast<int64_t*>(a.out)}, in, a.outer, a.inner, stream);
-    case ReduceKind::ArgMin:
-      return launch_reducer<T>(ExtremeReducer<T, false>{nullptr, static_cast<int64_t*>(a.out)}, in, a.outer, a.inner, stream);
-    case ReduceKind::All:
-      return launch_reducer<T>(AllReducer<T, true>{static_cast<bool*>(a.out)}, in, a.outer, a.inner, stream);
-    case ReduceKind::Any:
-      return launch_reducer<T>(AllReducer<T, false>{static_cast<bool*>(a.out)}, in, a.outer, a.inner, stream);
+    case ReduceKind::Sum: return go(SumReducer<T, false>{static_cast<sum_out<T>*>(a.out), a.scale});
+    case ReduceKind::Prod: return go(SumReducer<T, true>{static_cast<sum_out<T>*>(a.out), 1.0});
+    case ReduceKind::Max: return go(ExtremeReducer<T, true>{static_cast<T*>(a.out), a.indices});
+    case ReduceKind::Min: return go(ExtremeReducer<T, false>{static_cast<T*>(a.out), a.indices});
+    case ReduceKind::ArgMax: return go(ExtremeReducer<T, true>{nullptr, static_cast<int64_t*>(a.out)});
+    case ReduceKind::ArgMin: return go(ExtremeReducer<T, false>{nullptr, static_cast<int64_t*>(a.out)});
+    case ReduceKind::All: return go(AllReducer<T, true>{static_cast<bool*>(a.out)});
+    case ReduceKind::Any: return go(AllReducer<T, false>{static_cast<bool*>(a.out)});
     default:
       break;
   }
@@ -209,14 +203,14 @@ int reduce_typed(ReduceKind kind, const RowReduceArgs& a, CUstream_st* stream) {
     T* out = static_cast<T*>(a.out);
     using Acc = opmath<T>;
     switch (kind) {
-      case ReduceKind::Norm0: return launch_reducer<T>(NormReducer<T, ReduceKind::Norm0>{out, Acc(0)}, in, a.outer, a.inner, stream);
-      case ReduceKind::Norm1: return launch_reducer<T>(NormReducer<T, ReduceKind::Norm1>{out, Acc(1)}, in, a.outer, a.inner, stream);
-      case ReduceKind::Norm2: return launch_reducer<T>(NormReducer<T, ReduceKind::Norm2>{out, Acc(2)}, in, a.outer, a.inner, stream);
-      case ReduceKind::NormInf: return launch_reducer<T>(NormReducer<T, ReduceKind::NormInf>{out, Acc(0)}, in, a.outer, a.inner, stream);
-      case ReduceKind::NormNegInf: return launch_reducer<T>(NormReducer<T, ReduceKind::NormNegInf>{out, Acc(0)}, in, a.outer, a.inner, stream);
-      case ReduceKind::NormP: return launch_reducer<T>(NormReducer<T, ReduceKind::NormP>{out, static_cast<Acc>(a.p)}, in, a.outer, a.inner, stream);
-      case ReduceKind::Var: return launch_reducer<T>(VarReducer<T>{out, a.correction}, in, a.outer, a.inner, stream);
-      case ReduceKind::LogSumExp: return launch_reducer<T>(LogSumExpReducer<T>{out}, in, a.outer, a.inner, stream);
+      case ReduceKind::Norm0: return go(NormReducer<T, ReduceKind::Norm0>{out, Acc(0)});
+      case ReduceKind::Norm1: return go(NormReducer<T, ReduceKind::Norm1>{out, Acc(1)});
+      case ReduceKind::Norm2: return go(NormReducer<T, ReduceKind::Norm2>{out, Acc(2)});
+      case ReduceKind::NormInf: return go(NormReducer<T, ReduceKind::NormInf>{out, Acc(0)});
+      case ReduceKind::NormNegInf: return go(NormReducer<T, ReduceKind::NormNegInf>{out, Acc(0)});
+      case ReduceKind::NormP: return go(NormReducer<T, ReduceKind::NormP>{out, static_cast<Acc>(a.p)});
+      case ReduceKind::Var: return go(VarReducer<T>{out, a.correction});
+      case ReduceKind::LogSumExp: return go(LogSumExpReducer<T>{out});
       default: break;
     }
   }
@@ -254,6 +248,11 @@ __global__ void __launch_bounds__(kReduceThreads) row_cumsum_kernel(const T* in,
 }
 
 }  // namespace
+
+size_t row_reduce_scratch_bytes(int64_t outer, int64_t inner) {
+  const int64_t splits = reduce_splits(outer, inner);
+  return splits > 1 ? static_cast<size_t>(splits * outer * kMaxReduceStateBytes) : 0;
+}
 
 int launch_row_reduce(ReduceKind kind, DType dt, const RowReduceArgs& args, CUstream_st* stream) {
   return visit_cuda_dtype(dt, [&](auto tag) -> int { return reduce_typed<decltype(tag)>(kind, args, stream); });

@@ -3,9 +3,10 @@
 // states accumulate, combine and finish; one set of kernels runs them all:
 //  - short rows (up to kWarpRowMax): one warp per row;
 //  - long rows: a block per row, or, when rows are too few to fill the GPU,
-//    several blocks per row writing partial states that a second kernel
-//    combines. The split depends only on the shape and the GPU's SM count, so
-//    results are reproducible run to run.
+//    several blocks per row writing partial states (into scratch the caller
+//    allocates, see row_reduce_scratch_bytes) that a second kernel combines.
+//    The split depends only on the shape and the GPU's SM count, so results
+//    are reproducible run to run.
 #include "tensor/cuda/kernels/elementwise_loop.cuh"
 
 namespace trainrun::cuda {
@@ -13,6 +14,7 @@ namespace trainrun::cuda {
 constexpr int kReduceThreads = 256;
 constexpr int64_t kWarpRowMax = 1024;
 constexpr int64_t kSplitChunk = 16384;  // elements per block when a row is split
+constexpr int64_t kMaxReduceStateBytes = 32;  // the largest reducer state (Welford's is 24)
 
 template <typename S>
 __device__ __forceinline__ S shuffle_down(S s, int offset) {
@@ -78,7 +80,8 @@ __global__ void __launch_bounds__(kReduceThreads)
 }
 
 template <typename R, typename S>
-__global__ void __launch_bounds__(kReduceThreads) combine_partials_kernel(R r, const S* partial, int64_t outer, int splits) {
+__global__ void __launch_bounds__(kReduceThreads)
+    combine_partials_kernel(R r, const S* partial, int64_t outer, int splits) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kReduceThreads / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= outer) return;
@@ -90,41 +93,42 @@ __global__ void __launch_bounds__(kReduceThreads) combine_partials_kernel(R r, c
 
 int multiprocessor_count();
 
+// How many blocks share each row: 1 for short rows (a warp each) and for
+// more rows than gridDim.y allows; else enough to give the GPU about four
+// blocks per SM, at most one per kSplitChunk elements.
+inline int64_t reduce_splits(int64_t outer, int64_t inner) {
+  if (outer == 0 || inner <= kWarpRowMax || outer > 65535) return 1;
+  const int64_t target_blocks = 4LL * multiprocessor_count();
+  const int64_t wanted = (target_blocks + outer - 1) / outer;
+  const int64_t by_size = (inner + kSplitChunk - 1) / kSplitChunk;
+  const int64_t splits = by_size < wanted ? by_size : wanted;
+  return splits < 1 ? 1 : splits;
+}
+
+// `scratch` holds the partial states of split rows: at least
+// row_reduce_scratch_bytes(outer, inner) bytes of device memory.
 template <typename T, typename R>
-int launch_reducer(const R& r, const T* in, int64_t outer, int64_t inner, CUstream_st* stream) {
+int launch_reducer(const R& r, const T* in, int64_t outer, int64_t inner, void* scratch, CUstream_st* stream) {
   using S = decltype(r.init());
+  static_assert(sizeof(S) <= kMaxReduceStateBytes, "raise kMaxReduceStateBytes");
   if (outer == 0) return 0;
   constexpr int kRowsPerBlock = kReduceThreads / 32;
-  if (inner <= kWarpRowMax) {
+  const int64_t splits = reduce_splits(outer, inner);
+  if (inner <= kWarpRowMax || outer > 65535) {
+    // Short rows, or too many long rows for gridDim.y: one warp each.
     const int64_t blocks = (outer + kRowsPerBlock - 1) / kRowsPerBlock;
     warp_per_row_kernel<<<static_cast<unsigned>(blocks), kReduceThreads, 0, stream>>>(r, in, outer, inner);
     return static_cast<int>(cudaGetLastError());
   }
-  const int64_t target_blocks = 4LL * multiprocessor_count();
-  int64_t splits = (inner + kSplitChunk - 1) / kSplitChunk;
-  const int64_t wanted = (target_blocks + outer - 1) / outer;
-  if (splits > wanted) splits = wanted;
-  if (splits < 1) splits = 1;
-  if (outer > 65535) splits = 1;  // gridDim.y limit; rows are plenty then
+  S* partial = splits > 1 ? static_cast<S*>(scratch) : nullptr;
+  if (splits > 1 && partial == nullptr) return static_cast<int>(cudaErrorInvalidValue);
   const int64_t chunk = (inner + splits - 1) / splits;
-  if (outer > 65535) {
-    // Too many long rows for gridDim.y: one warp each is still parallel enough.
-    const int64_t blocks = (outer + kRowsPerBlock - 1) / kRowsPerBlock;
-    warp_per_row_kernel<<<static_cast<unsigned>(blocks), kReduceThreads, 0, stream>>>(r, in, outer, inner);
-    return static_cast<int>(cudaGetLastError());
-  }
-  S* partial = nullptr;
-  if (splits > 1) {
-    cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(S) * outer * splits, stream);
-    if (err != cudaSuccess) return static_cast<int>(err);
-  }
   dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(outer));
   block_per_chunk_kernel<<<grid, kReduceThreads, 0, stream>>>(r, in, inner, chunk, partial);
   if (splits > 1) {
     const int64_t blocks = (outer + kRowsPerBlock - 1) / kRowsPerBlock;
     combine_partials_kernel<<<static_cast<unsigned>(blocks), kReduceThreads, 0, stream>>>(r, partial, outer,
                                                                                          static_cast<int>(splits));
-    cudaFreeAsync(partial, stream);
   }
   return static_cast<int>(cudaGetLastError());
 }
