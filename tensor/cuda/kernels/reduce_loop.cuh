@@ -8,13 +8,10 @@
 //    The split depends only on the shape and the GPU's SM count, so results
 //    are reproducible run to run.
 #include "tensor/cuda/kernels/elementwise_loop.cuh"
+#include "tensor/cuda/kernels/reducers.h"
 
 namespace trainrun::cuda {
 
-constexpr int kReduceThreads = 256;
-constexpr int64_t kWarpRowMax = 1024;
-constexpr int64_t kSplitChunk = 16384;  // elements per block when a row is split
-constexpr int64_t kMaxReduceStateBytes = 32;  // the largest reducer state (Welford's is 24)
 
 template <typename S>
 __device__ __forceinline__ S shuffle_down(S s, int offset) {

@@ -3,8 +3,9 @@
 // the shared math (tensor/elementwise_math.h), the conv and pool elements, and
 // the indexing elements. The kernels are grid-stride loops over exactly these
 // functions, so their index arithmetic and math are checked on machines
-// without a GPU. Reductions, scans, softmax and the norms (warp shuffles,
-// shared memory) are not here: the GPU suites cover them.
+// without a GPU. The reductions' reducers are in reducers_test.cc; scans,
+// softmax and the norms (warp shuffles, shared memory) run only in the GPU
+// suites.
 #include <gtest/gtest.h>
 
 #include <string>
