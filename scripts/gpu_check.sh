@@ -7,8 +7,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-SkylakeX}"
-tests=(tests/tensor/cuda/caching_allocator_test tests/tensor/cuda/no_gpu_test tests/tensor/cuda/cuda_ops_test
-       tests/tensor/cuda/cuda_nn_ops_test tests/tensor/cuda/cuda_runtime_test tests/c10d/nccl_test)
+tests=(tests/tensor/cuda/caching_allocator_test tests/tensor/cuda/no_gpu_test tests/tensor/cuda/kernel_elements_test
+       tests/tensor/cuda/reducers_test tests/tensor/cuda/cuda_ops_test tests/tensor/cuda/cuda_nn_ops_test
+       tests/tensor/cuda/cuda_runtime_test tests/c10d/nccl_test)
 if [ "${1:-}" != "--no-build" ]; then
   targets=()
   for t in "${tests[@]}"; do targets+=("//${t%/*}:${t##*/}"); done

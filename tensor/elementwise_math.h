@@ -53,7 +53,7 @@ TR_HOST_DEVICE inline T int_pow(T base, T exp) {
 // remainder. An integer division by zero gives 0 here (a device kernel cannot
 // raise); the CPU kernels check the divisor first and raise.
 template <BinaryOp op, typename Acc>
-TR_HOST_DEVICE inline auto binary_math(Acc a, Acc b) {
+TR_HOST_DEVICE TR_FORCEINLINE auto binary_math(Acc a, Acc b) {
   constexpr bool is_float = std::is_floating_point<Acc>::value;
   if constexpr (op == BinaryOp::Mul) {
     if constexpr (std::is_same<Acc, bool>::value) return a && b; else return a * b;
@@ -115,7 +115,7 @@ TR_HOST_DEVICE inline auto binary_math(Acc a, Acc b) {
 // op(x) in math type T. LogicalNot is not here: its result is bool, and the
 // kernels compute it as x == 0.
 template <UnaryOp op, typename T>
-TR_HOST_DEVICE inline T unary_math(T x) {
+TR_HOST_DEVICE TR_FORCEINLINE T unary_math(T x) {
   constexpr double kSqrt1_2 = 0.70710678118654752440;
   constexpr double kSqrt2OverPi = 0.79788456080286535588;
   if constexpr (op == UnaryOp::Exp) return std::exp(x);

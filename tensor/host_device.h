@@ -7,3 +7,11 @@
 #else
 #define TR_HOST_DEVICE
 #endif
+
+// TR_FORCEINLINE marks the per-element helpers that must inline into the
+// kernels' loops (as __forceinline__ does under nvcc).
+#ifdef __CUDACC__
+#define TR_FORCEINLINE __forceinline__
+#else
+#define TR_FORCEINLINE inline __attribute__((always_inline))
+#endif

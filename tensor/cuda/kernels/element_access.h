@@ -30,7 +30,7 @@ TR_HOST_DEVICE constexpr bool is_floating_cuda() {
 }
 
 template <typename To, typename From>
-TR_HOST_DEVICE inline To convert(From v) {
+TR_HOST_DEVICE TR_FORCEINLINE To convert(From v) {
   if constexpr (std::is_same<To, From>::value) {
     return v;
   } else if constexpr (is_reduced_float<From>) {
@@ -47,12 +47,12 @@ TR_HOST_DEVICE inline To convert(From v) {
 }
 
 template <typename T>
-TR_HOST_DEVICE inline opmath<T> load(const char* p) {
+TR_HOST_DEVICE TR_FORCEINLINE opmath<T> load(const char* p) {
   return convert<opmath<T>>(*reinterpret_cast<const T*>(p));
 }
 
 template <typename T, typename V>
-TR_HOST_DEVICE inline void store(char* p, V v) {
+TR_HOST_DEVICE TR_FORCEINLINE void store(char* p, V v) {
   *reinterpret_cast<T*>(p) = convert<T>(v);
 }
 
@@ -68,7 +68,7 @@ TR_HOST_DEVICE inline opmath<T> scalar_as(KernelScalar s) {
 // Sizes are innermost first, so i's coordinates come out by repeated
 // division; contiguous launches skip that. (nvcc unrolls the NOPS loops.)
 template <int NOPS>
-TR_HOST_DEVICE inline void operand_pointers(const ElementwiseArgs& a, int64_t i, char* (&p)[NOPS]) {
+TR_HOST_DEVICE TR_FORCEINLINE void operand_pointers(const ElementwiseArgs& a, int64_t i, char* (&p)[NOPS]) {
   if (a.contiguous) {
     for (int k = 0; k < NOPS; ++k)
       p[k] = a.data[k] != nullptr ? a.data[k] + i * a.element_size[k] : const_cast<char*>(a.scalars[k]);
