@@ -91,18 +91,6 @@ PoolGeometry pool_geometry(const Tensor& x, const IntList& k, const IntList& s, 
   return g;
 }
 
-AvgWindow avg_window(const PoolGeometry& g, int64_t oh, int64_t ow, bool count_include_pad) {
-  int64_t h0 = oh * g.sH - g.pH, w0 = ow * g.sW - g.pW;
-  int64_t h1 = std::min(h0 + g.kH, g.H + g.pH), w1 = std::min(w0 + g.kW, g.W + g.pW);
-  const int64_t padded_count = (h1 - h0) * (w1 - w0);
-  h0 = std::max<int64_t>(h0, 0);
-  w0 = std::max<int64_t>(w0, 0);
-  h1 = std::min(h1, g.H);
-  w1 = std::min(w1, g.W);
-  const int64_t count = count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
-  return {h0, h1, w0, w1, std::max<int64_t>(count, 1)};
-}
-
 NormShape check_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight, const Tensor& bias,
                      const char* op) {
   const int64_t k = static_cast<int64_t>(normalized_shape.size());

@@ -2,6 +2,7 @@
 // The checked geometry of conv2d, the 2-D pools and layer/rms norm, shared by
 // the CPU and CUDA kernels so that both accept and refuse the same arguments
 // with the same messages.
+#include "tensor/avg_pool_window.h"  // avg_window over a PoolGeometry
 #include "tensor/tensor.h"
 
 namespace trainrun {
@@ -25,13 +26,6 @@ struct PoolGeometry {
 PoolGeometry pool_geometry(const Tensor& x, const IntList& k, const IntList& s, const IntList& p, const IntList& d,
                            bool ceil_mode, const char* op);
 
-// The input rows [h0, h1) and columns [w0, w1) an avg_pool2d window covers,
-// and PyTorch's divisor for it: the window clipped to the padded input
-// (count_include_pad) or to the input itself.
-struct AvgWindow {
-  int64_t h0, h1, w0, w1, divisor;
-};
-AvgWindow avg_window(const PoolGeometry& g, int64_t oh, int64_t ow, bool count_include_pad);
 
 // Rows of the normalized trailing dims, and the stats' shape.
 struct NormShape {

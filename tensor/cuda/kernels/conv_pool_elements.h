@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "tensor/avg_pool_window.h"
 #include "tensor/cuda/kernels/element_access.h"
 #include "tensor/cuda/kernels/sort_conv_args.h"
 
@@ -77,29 +78,11 @@ TR_HOST_DEVICE inline void max_pool2d_element(const T* x, T* out, int64_t* indic
   indices[o] = best_i;
 }
 
-// The input rows [h0, h1) and columns [w0, w1) an average-pool window covers,
-// and what its sum is divided by.
-struct Window {
-  int64_t h0, h1, w0, w1, divisor;
-};
-
-TR_HOST_DEVICE inline Window avg_window(const PoolArgs& a, int64_t oh, int64_t ow) {
-  int64_t h0 = oh * a.sH - a.pH, w0 = ow * a.sW - a.pW;
-  int64_t h1 = std::min(h0 + a.kH, a.H + a.pH), w1 = std::min(w0 + a.kW, a.W + a.pW);
-  const int64_t padded = (h1 - h0) * (w1 - w0);
-  h0 = std::max(h0, int64_t(0));
-  w0 = std::max(w0, int64_t(0));
-  h1 = std::min(h1, a.H);
-  w1 = std::min(w1, a.W);
-  const int64_t count = a.count_include_pad ? padded : (h1 - h0) * (w1 - w0);
-  return {h0, h1, w0, w1, std::max(count, int64_t(1))};
-}
-
 template <typename T>
 TR_HOST_DEVICE inline void avg_pool2d_element(const T* x, T* out, const PoolArgs& a, int64_t o) {
   const int64_t ow = o % a.Wo, oh = (o / a.Wo) % a.Ho, plane = o / (a.Wo * a.Ho);
   const T* src = x + plane * a.H * a.W;
-  const Window win = avg_window(a, oh, ow);
+  const AvgWindow win = avg_window(a, oh, ow, a.count_include_pad);
   opmath<T> sum = 0;
   for (int64_t ih = win.h0; ih < win.h1; ++ih)
     for (int64_t iw = win.w0; iw < win.w1; ++iw) sum += convert<opmath<T>>(src[ih * a.W + iw]);
@@ -119,7 +102,7 @@ TR_HOST_DEVICE inline void avg_pool2d_backward_element(const T* grad_out, T* gra
   opmath<T> sum = 0;
   for (int64_t oh = oh_lo; oh <= oh_hi; ++oh)
     for (int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
-      const Window win = avg_window(a, oh, ow);
+      const AvgWindow win = avg_window(a, oh, ow, a.count_include_pad);
       if (h >= win.h0 && h < win.h1 && w >= win.w0 && w < win.w1)
         sum += convert<opmath<T>>(go[oh * a.Wo + ow]) / static_cast<opmath<T>>(win.divisor);
     }
