@@ -35,11 +35,14 @@ TEST_F(CudaRuntime, StreamGuardSetsAndRestoresTheCurrentStream) {
 
 TEST_F(CudaRuntime, EventsOrderStreamsAndTimeWork) {
   Stream producer = stream_from_pool(0), consumer = stream_from_pool(0);
-  Tensor x = zeros({1 << 22}, TensorOptions(DType::Float32, kCuda));
+  Tensor x = zeros({1 << 22}, TensorOptions(DType::Float32, kCuda));  // filled on the default stream
+  Event filled;
+  filled.record();  // pool streams do not wait for the default stream by themselves
   Event start(true), done(true);
   Tensor y;
   {
     StreamGuard g(producer);
+    filled.block(producer);
     record_stream(x, producer);
     start.record();
     for (int i = 0; i < 20; ++i) add_(x, ones_like(x));
