@@ -76,7 +76,7 @@ template <typename T, typename R>
 void reduce_rows_like_the_gpu(const R& r, const Tensor& rows, int64_t splits) {
   const Tensor x = contiguous(rows);
   for (int64_t row = 0; row < x.size(0); ++row)
-    reduce_row_like_the_gpu<T>(r, x.data<T>() + row * x.size(1), x.size(1), splits, row);
+    reduce_row_like_the_gpu<T>(r, static_cast<const T*>(x.data_ptr()) + row * x.size(1), x.size(1), splits, row);
 }
 
 void expect_equal(const Tensor& got, const Tensor& want, const std::string& what, double rtol, double atol = 0) {
@@ -116,6 +116,13 @@ TEST(Reducers, SumsAndProductsMatchTheCpu) {
     expect_equal(out, sum(x, {1}), "sum", 1e-4, 1e-4);
     reduce_rows_like_the_gpu<float>(SumReducer<float, false>{out.data<float>(), 1.0 / sh.inner}, x, sh.splits);
     expect_equal(out, mean(x, {1}), "mean", 1e-4, 1e-6);
+
+    // bfloat16 reads as __nv_bfloat16, sums in float and rounds back once.
+    const Tensor xb = x.to(DType::BFloat16);
+    Tensor bout = empty({4}, TensorOptions(DType::BFloat16));
+    reduce_rows_like_the_gpu<__nv_bfloat16>(
+        SumReducer<__nv_bfloat16, false>{static_cast<__nv_bfloat16*>(bout.data_ptr()), 1.0}, xb, sh.splits);
+    expect_equal(bout, sum(xb, {1}), "bfloat16 sum", 1e-2, 1e-2);
 
     // Integers sum in int64 without overflowing their own type.
     const Tensor ints = add(mul(randint(-100, 100, {4, sh.inner}, DType::Int32, &gen), scalar_tensor(20000000)),
