@@ -11,6 +11,9 @@ using CopySig = Tensor&(Tensor&, const Tensor&);
 using FillSig = Tensor&(Tensor&, const Scalar&);
 
 Tensor& copy_(Tensor& dst, const Tensor& src) {
+  if (dst.numel() != 0 && src.sizes() != dst.sizes())
+    TR_CHECK(broadcast_shapes(dst.sizes(), src.sizes(), "copy_") == dst.sizes(), ValueError,
+             "copy_: source shape {} cannot be broadcast to destination shape {}", src.shape_str(), dst.shape_str());
   return TR_DISPATCH("copy_", CopySig, keys_of(dst, src), dst, src);
 }
 

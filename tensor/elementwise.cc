@@ -132,6 +132,8 @@ Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  TR_CHECK(cond.dtype() == DType::Bool, TypeError, "where: condition must be a bool tensor, got {}",
+           dtype_name(cond.dtype()));
   return TR_DISPATCH("where", TernarySig, keys_of(cond, a, b), cond, a, b, Tensor());
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) { return where(cond, a, wrap(b)); }

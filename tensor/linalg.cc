@@ -47,6 +47,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 Tensor& mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
   check_mm(a, b, "mm");
+  TR_CHECK(out.dim() == 2 && out.size(0) == a.size(0) && out.size(1) == b.size(1), ValueError,
+           "mm: out= has shape {} but the result has shape [{}, {}]", out.shape_str(), a.size(0), b.size(1));
   TR_DISPATCH("mm", MmSig, keys_of(a, b, out), a, b, out);
   out.impl()->bump_version();
   return out;

@@ -25,9 +25,7 @@ Tensor& copy_cpu(Tensor& dst, const Tensor& src_in) {
            src_in.device().str());
   if (dst.numel() == 0) return dst;
   Tensor src = src_in;
-  if (src.sizes() != dst.sizes()) {
-    TR_CHECK(broadcast_shapes(dst.sizes(), src.sizes(), "copy_") == dst.sizes(), ValueError,
-             "copy_: source shape {} cannot be broadcast to destination shape {}", src.shape_str(), dst.shape_str());
+  if (src.sizes() != dst.sizes()) {  // broadcasts (copy_'s front checked that it can)
     src = expand(src, dst.sizes());
   }
   if (dst.impl()->storage() == src.impl()->storage()) {

@@ -92,10 +92,8 @@ Tensor mm_cpu(const Tensor& a, const Tensor& b, const Tensor& out_arg) {
   Tensor out = out_arg.defined() && out_arg.is_contiguous() && out_arg.sizes() == shape && out_arg.dtype() == a.dtype()
                    ? out_arg : empty(shape, a.dtype());
   addmm_into(out, a, b, 1.0, 0.0);
-  if (out_arg.defined() && !out.is_same(out_arg)) {
+  if (out_arg.defined() && !out.is_same(out_arg)) {  // out= of another dtype or layout (shape checked in mm_out)
     Tensor dst = out_arg;
-    TR_CHECK(dst.sizes() == shape, ValueError, "mm: out= has shape {} but the result has shape [{}, {}]",
-             dst.shape_str(), shape[0], shape[1]);
     copy_(dst, out);
     return dst;
   }

@@ -7,8 +7,6 @@ namespace trainrun {
 namespace {
 
 Tensor where_cpu(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  TR_CHECK(cond.dtype() == DType::Bool, TypeError, "where: condition must be a bool tensor, got {}",
-           dtype_name(cond.dtype()));
   IteratorConfig config;
   config.op = "where";
   config.inputs_keeping_dtype = 1;

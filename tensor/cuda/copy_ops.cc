@@ -101,9 +101,7 @@ void copy_device_to_host(Tensor& dst, const Tensor& src_in) {
 Tensor& copy_cuda(Tensor& dst, const Tensor& src_in) {
   if (dst.numel() == 0) return dst;
   Tensor src = src_in;
-  if (src.sizes() != dst.sizes()) {
-    TR_CHECK(broadcast_shapes(dst.sizes(), src.sizes(), "copy_") == dst.sizes(), ValueError,
-             "copy_: source shape {} cannot be broadcast to destination shape {}", src.shape_str(), dst.shape_str());
+  if (src.sizes() != dst.sizes()) {  // broadcasts (copy_'s front checked that it can)
     src = expand(src, dst.sizes());
     if (src.device() != dst.device()) src = contiguous(src);  // materialize before a transfer
   }

@@ -108,8 +108,6 @@ Tensor clamp_cuda(const Tensor& x, const std::optional<Scalar>& lo, const std::o
 }
 
 Tensor where_cuda(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  TR_CHECK(cond.dtype() == DType::Bool, TypeError, "where: condition must be a bool tensor, got {}",
-           dtype_name(cond.dtype()));
   IteratorConfig config;
   config.op = "where";
   config.inputs_keeping_dtype = 1;

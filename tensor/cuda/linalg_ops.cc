@@ -101,10 +101,8 @@ Tensor mm_cuda(const Tensor& a, const Tensor& b, const Tensor& out_arg) {
                       out_arg.dtype() == a.dtype() && out_arg.device() == a.device();
   Tensor out = direct ? out_arg : empty(shape, TensorOptions(a.dtype(), a.device()));
   gemm_into(out, a, b, 1.0, 0.0, "mm");
-  if (out_arg.defined() && !out.is_same(out_arg)) {
+  if (out_arg.defined() && !out.is_same(out_arg)) {  // out= of another dtype or layout (shape checked in mm_out)
     Tensor dst = out_arg;
-    TR_CHECK(dst.sizes() == shape, ValueError, "mm: out= has shape {} but the result has shape [{}, {}]",
-             dst.shape_str(), shape[0], shape[1]);
     copy_(dst, out);
     return dst;
   }

@@ -13,8 +13,6 @@
 namespace trainrun::cuda {
 namespace {
 
-void check(int err, const char* op) { check_launch(err, op); }
-
 template <bool log_output>
 Tensor softmax_cuda(const Tensor& x_in, int64_t dim) {
   const char* op = log_output ? "log_softmax" : "softmax";
@@ -28,9 +26,9 @@ Tensor softmax_cuda(const Tensor& x_in, int64_t dim) {
   const int64_t nrows = n == 0 ? 0 : rows.numel() / n;
   const int device = x.device().index;
   DeviceGuard guard(device);
-  check(launch_softmax(x.dtype(), log_output, rows.data_ptr(), out.data_ptr(), nrows, n,
-                       current_stream(device).handle()),
-        op);
+  check_launch(
+      launch_softmax(x.dtype(), log_output, rows.data_ptr(), out.data_ptr(), nrows, n, current_stream(device).handle()),
+      op);
   return last ? out : contiguous(transpose(out, dim, -1));
 }
 
@@ -46,10 +44,10 @@ std::tuple<Tensor, Tensor, Tensor> norm_cuda(const Tensor& x_in, const IntList& 
   Tensor b = bias.defined() ? contiguous(bias.to(x.dtype())) : Tensor();
   const int device = x.device().index;
   DeviceGuard guard(device);
-  check(launch_row_norm(x.dtype(), rms, x.data_ptr(), w.defined() ? w.data_ptr() : nullptr,
-                        b.defined() ? b.data_ptr() : nullptr, out.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
-                        shape.rows, shape.n, eps, current_stream(device).handle()),
-        op);
+  check_launch(launch_row_norm(x.dtype(), rms, x.data_ptr(), w.defined() ? w.data_ptr() : nullptr,
+                               b.defined() ? b.data_ptr() : nullptr, out.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
+                               shape.rows, shape.n, eps, current_stream(device).handle()),
+               op);
   return {out, mean, rstd};
 }
 
@@ -91,10 +89,10 @@ void fused_adam_cuda(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor&
   const int device = param.device().index;
   DeviceGuard guard(device);
   AdamKernelArgs k{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.step, a.amsgrad, a.maximize, a.decoupled};
-  check(launch_fused_adam(param.dtype(), param.data_ptr(), grad.data_ptr(), exp_avg.data_ptr(), exp_avg_sq.data_ptr(),
-                          a.amsgrad ? max_exp_avg_sq.data_ptr() : nullptr, param.numel(), k,
-                          current_stream(device).handle()),
-        "fused_adam_");
+  check_launch(launch_fused_adam(param.dtype(), param.data_ptr(), grad.data_ptr(), exp_avg.data_ptr(),
+                                 exp_avg_sq.data_ptr(), a.amsgrad ? max_exp_avg_sq.data_ptr() : nullptr, param.numel(),
+                                 k, current_stream(device).handle()),
+               "fused_adam_");
   for (Tensor* t : {&param, &exp_avg, &exp_avg_sq}) t->impl()->bump_version();
 }
 
