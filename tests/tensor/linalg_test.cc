@@ -30,6 +30,8 @@ TEST(Linalg, ShapeErrorsNameBothShapes) {
   expect_error<ValueError>([] { matmul(zeros({2, 3, 4}), zeros({5, 6})); }, {"matmul", "[2, 3, 4]"});
   expect_error<TypeError>([] { mm(zeros({2, 2}), zeros({2, 2}, DType::Float64)); }, {"mm", "float64"});
   expect_error<ValueError>([] { bmm(zeros({2, 3, 4}), zeros({3, 4, 5})); }, {"bmm", "batch"});
+  Tensor wrong_out = zeros({3, 3});
+  expect_error<ValueError>([&] { mm_out(wrong_out, zeros({2, 3}), zeros({3, 4})); }, {"mm", "out=", "[3, 3]", "[2, 4]"});
 }
 
 TEST(Linalg, MatmulBroadcastsBatches) {
