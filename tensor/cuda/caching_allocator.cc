@@ -17,6 +17,15 @@ struct CachingAllocator::Block {
   Block* next = nullptr;
   std::set<StreamId> stream_uses;
   int pending_events = 0;
+
+  // Takes over the right neighbour (free, out of its pool) and deletes it.
+  void absorb_next() {
+    Block* right = next;
+    size += right->size;
+    next = right->next;
+    if (next != nullptr) next->prev = this;
+    delete right;
+  }
 };
 
 bool CachingAllocator::BlockOrder::operator()(const Block* a, const Block* b) const {
@@ -154,22 +163,16 @@ void CachingAllocator::free_block(Block* block) {
   block->requested = 0;
   stats_.active_blocks -= 1;
   Pool& pool = *block->pool;
+  // Coalesce with free neighbours, which leave the pool as they merge.
   if (block->prev != nullptr && !block->prev->allocated) {
     Block* prev = block->prev;
     pool.erase(prev);
-    prev->size += block->size;
-    prev->next = block->next;
-    if (block->next != nullptr) block->next->prev = prev;
-    delete block;
+    prev->absorb_next();
     block = prev;
   }
   if (block->next != nullptr && !block->next->allocated) {
-    Block* next = block->next;
-    pool.erase(next);
-    block->size += next->size;
-    block->next = next->next;
-    if (next->next != nullptr) next->next->prev = block;
-    delete next;
+    pool.erase(block->next);
+    block->absorb_next();
   }
   pool.insert(block);
 }
