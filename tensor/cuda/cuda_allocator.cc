@@ -44,13 +44,7 @@ class CudaMemoryBackend final : public DeviceMemoryBackend {
   }
 
   bool event_done(void* event) override {
-    cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
-    if (err == cudaErrorNotReady) {
-      cudaGetLastError();
-      return false;
-    }
-    TR_CUDA_CHECK(err);
-    return true;
+    return TR_CUDA_QUERY(cudaEventQuery(static_cast<cudaEvent_t>(event)));
   }
 
   void destroy_event(void* event) override { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }

@@ -52,13 +52,7 @@ void Event::block(const Stream& stream) const {
 
 bool Event::query() const {
   if (!recorded()) return true;
-  cudaError_t err = cudaEventQuery(event_);
-  if (err == cudaErrorNotReady) {
-    cudaGetLastError();
-    return false;
-  }
-  TR_CUDA_CHECK(err);
-  return true;
+  return TR_CUDA_QUERY(cudaEventQuery(event_));
 }
 
 void Event::synchronize() const {

@@ -86,11 +86,7 @@ class PinnedMemoryPool {
 
   static bool events_done(PinnedBlock* b) {
     for (auto it = b->events.begin(); it != b->events.end();) {
-      cudaError_t err = cudaEventQuery(it->second);
-      if (err == cudaErrorNotReady) {
-        cudaGetLastError();
-        return false;
-      }
+      if (!TR_CUDA_QUERY(cudaEventQuery(it->second))) return false;
       cudaEventDestroy(it->second);
       it = b->events.erase(it);
     }

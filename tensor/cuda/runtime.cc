@@ -43,6 +43,15 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
                               call, file, line));
 }
 
+bool query_done(cudaError_t err, const char* call, const char* file, int line) {
+  if (err == cudaSuccess) return true;
+  if (err == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  throw_cuda_error(err, call, file, line);
+}
+
 int device_count() { return probe().count; }
 
 bool is_available() { return probe().count > 0; }

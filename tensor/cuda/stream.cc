@@ -49,13 +49,7 @@ int resolve(int device) { return device < 0 ? current_device() : (check_device(d
 
 bool Stream::query() const {
   DeviceGuard guard(device_);
-  cudaError_t err = cudaStreamQuery(handle_);
-  if (err == cudaErrorNotReady) {
-    cudaGetLastError();
-    return false;
-  }
-  TR_CUDA_CHECK(err);
-  return true;
+  return TR_CUDA_QUERY(cudaStreamQuery(handle_));
 }
 
 void Stream::synchronize() const {
