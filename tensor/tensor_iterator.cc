@@ -36,8 +36,17 @@ TensorIterator::TensorIterator(const IteratorConfig& config, const Tensor& out, 
     if (config.promote_integer_to_float && !is_floating(compute_dtype_)) compute_dtype_ = default_float_dtype();
   }
   // 2. Broadcast shape.
-  shape_ = inputs[0].sizes();
-  for (size_t i = 1; i < inputs.size(); ++i) shape_ = broadcast_shapes(shape_, inputs[i].sizes(), config.op);
+  if (config.shape_from_output) {
+    TR_CHECK(out.defined(), ValueError, "{}: an in-place iterator needs its output", config.op);
+    shape_ = out.sizes();
+    for (const Tensor& t : inputs)
+      TR_CHECK(broadcast_shapes(shape_, t.sizes(), config.op) == shape_, ValueError,
+               "{}: an input of shape {} cannot be broadcast to the output's shape {}", config.op, t.shape_str(),
+               out.shape_str());
+  } else {
+    shape_ = inputs[0].sizes();
+    for (size_t i = 1; i < inputs.size(); ++i) shape_ = broadcast_shapes(shape_, inputs[i].sizes(), config.op);
+  }
   numel_ = 1;
   for (int64_t s : shape_) numel_ *= s;
   // 3. Output: the caller's when it fits, else a new tensor.

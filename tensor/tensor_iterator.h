@@ -27,6 +27,9 @@ struct IteratorConfig {
   // The first N inputs keep their dtype and take no part in promotion
   // (where's condition).
   int inputs_keeping_dtype = 0;
+  // In-place ops (fill_): the shape is out's, and inputs broadcast to it
+  // (a 0-dim value fills the whole of out) instead of setting it.
+  bool shape_from_output = false;
 };
 
 class TensorIterator {

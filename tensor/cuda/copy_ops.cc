@@ -124,13 +124,8 @@ Tensor& copy_cuda(Tensor& dst, const Tensor& src_in) {
 
 Tensor& fill_cuda(Tensor& x, const Scalar& v) {
   if (x.numel() == 0) return x;
-  // The iterator wants an input: fill from a CPU scalar of x's dtype, which
-  // travels to the kernel by value.
-  IteratorConfig config;
-  config.op = "fill_";
-  config.compute_dtype = x.dtype();
-  Tensor value = full({}, v, x.dtype());
-  TensorIterator iter(config, x, {value});
+  // The value is a CPU scalar of x's dtype, which travels to the kernel by value.
+  const TensorIterator iter = fill_iterator(x, v);
   launch_on_device(iter, "fill_", [&](const ElementwiseArgs& args, CUstream_st* s) {
     return launch_copy(x.dtype(), x.dtype(), args, s);
   });

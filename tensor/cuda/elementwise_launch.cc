@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/factories.h"
 
 namespace trainrun::cuda {
 
@@ -57,6 +58,14 @@ ElementwiseArgs elementwise_args(const TensorIterator& iter) {
   }
   a.contiguous = dense(a);
   return a;
+}
+
+TensorIterator fill_iterator(const Tensor& x, const Scalar& s) {
+  IteratorConfig config;
+  config.op = "fill_";
+  config.compute_dtype = x.dtype();
+  config.shape_from_output = true;
+  return TensorIterator(config, x, {full({}, s, x.dtype())});
 }
 
 KernelScalar kernel_scalar(const Scalar& s, DType dt) {

@@ -14,6 +14,9 @@ ElementwiseArgs elementwise_args(const TensorIterator& iter);
 // The same with every operand read from memory, wherever it lives (tests run
 // the kernels' per-element code over CPU iterators with it).
 ElementwiseArgs elementwise_geometry(const TensorIterator& iter);
+// The iterator fill_ launches over: x as the output, s as a 0-dim value of
+// x's dtype broadcast over all of it.
+TensorIterator fill_iterator(const Tensor& x, const Scalar& s);
 // `s` in the form kernels read for compute dtype `dt`.
 KernelScalar kernel_scalar(const Scalar& s, DType dt);
 

@@ -8,34 +8,29 @@ namespace trainrun::cuda {
 namespace {
 
 template <BinaryOp op, typename T>
-struct BinaryFn {
-  __device__ void operator()(char** p) const {
-    using Out = std::conditional_t<binary_bool_result(op), bool, T>;
-    store<Out>(p[0], binary_math<op, opmath<T>>(load<T>(p[1]), load<T>(p[2])));
-  }
+struct BinaryFn : ElementTypes<std::conditional_t<binary_bool_result(op), bool, T>, T, T> {
+  __device__ auto operator()(opmath<T> a, opmath<T> b) const { return binary_math<op, opmath<T>>(a, b); }
 };
 
 template <typename T>
-struct AddFn {
+struct AddFn : ElementTypes<T, T, T> {
   opmath<T> alpha;
-  __device__ void operator()(char** p) const { store<T>(p[0], load<T>(p[1]) + alpha * load<T>(p[2])); }
+  __device__ opmath<T> operator()(opmath<T> a, opmath<T> b) const { return a + alpha * b; }
 };
 
 template <typename T>
-struct AddOneFn {
-  __device__ void operator()(char** p) const { store<T>(p[0], load<T>(p[1]) + load<T>(p[2])); }
+struct AddOneFn : ElementTypes<T, T, T> {
+  __device__ opmath<T> operator()(opmath<T> a, opmath<T> b) const { return a + b; }
 };
 
-struct OrFn {
-  __device__ void operator()(char** p) const { store<bool>(p[0], load<bool>(p[1]) || load<bool>(p[2])); }
+struct OrFn : ElementTypes<bool, bool, bool> {
+  __device__ bool operator()(bool a, bool b) const { return a || b; }
 };
 
+// The 16-bit floats pass through float exactly, so where copies bits.
 template <typename T>
-struct WhereFn {
-  __device__ void operator()(char** p) const {
-    *reinterpret_cast<T*>(p[0]) =
-        *reinterpret_cast<const bool*>(p[1]) ? *reinterpret_cast<const T*>(p[2]) : *reinterpret_cast<const T*>(p[3]);
-  }
+struct WhereFn : ElementTypes<T, bool, T, T> {
+  __device__ opmath<T> operator()(bool c, opmath<T> a, opmath<T> b) const { return c ? a : b; }
 };
 
 template <BinaryOp op>
@@ -50,7 +45,7 @@ int launch_binary_op(DType dt, const ElementwiseArgs& args, CUstream_st* stream)
     } else if constexpr (numeric_only && std::is_same<T, bool>::value) {
       return static_cast<int>(cudaErrorInvalidValue);
     } else {
-      return launch_elementwise<3>(args, stream, BinaryFn<op, T>{});
+      return launch_elementwise(args, stream, BinaryFn<op, T>{});
     }
   });
 }
@@ -75,11 +70,11 @@ int launch_add(DType dt, KernelScalar alpha, const ElementwiseArgs& args, CUstre
   return visit_cuda_dtype(dt, [&](auto tag) -> int {
     using T = decltype(tag);
     if constexpr (std::is_same<T, bool>::value) {
-      return launch_elementwise<3>(args, stream, OrFn{});
+      return launch_elementwise(args, stream, OrFn{});
     } else {
       const opmath<T> al = scalar_as<T>(alpha);
-      if (al == opmath<T>(1)) return launch_elementwise<3>(args, stream, AddOneFn<T>{});
-      return launch_elementwise<3>(args, stream, AddFn<T>{al});
+      if (al == opmath<T>(1)) return launch_elementwise(args, stream, AddOneFn<T>{});
+      return launch_elementwise(args, stream, AddFn<T>{{}, al});
     }
   });
 }
@@ -87,7 +82,7 @@ int launch_add(DType dt, KernelScalar alpha, const ElementwiseArgs& args, CUstre
 int launch_where(DType dt, const ElementwiseArgs& args, CUstream_st* stream) {
   return visit_cuda_dtype(dt, [&](auto tag) -> int {
     using T = decltype(tag);
-    return launch_elementwise<4>(args, stream, WhereFn<T>{});
+    return launch_elementwise(args, stream, WhereFn<T>{});
   });
 }
 

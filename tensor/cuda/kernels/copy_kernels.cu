@@ -5,11 +5,10 @@
 namespace trainrun::cuda {
 namespace {
 
+// The loop converts: S's value in its math type, stored as D.
 template <typename D, typename S>
-struct CopyFn {
-  __device__ void operator()(char** p) const {
-    *reinterpret_cast<D*>(p[0]) = convert<D>(*reinterpret_cast<const S*>(p[1]));
-  }
+struct CopyFn : ElementTypes<D, S> {
+  __device__ opmath<S> operator()(opmath<S> v) const { return v; }
 };
 
 }  // namespace
@@ -19,7 +18,11 @@ int launch_copy(DType dst, DType src, const ElementwiseArgs& args, CUstream_st* 
     using D = decltype(dst_tag);
     return visit_cuda_dtype(src, [&](auto src_tag) -> int {
       using S = decltype(src_tag);
-      return launch_elementwise<2>(args, stream, CopyFn<D, S>{});
+      // A copy within a 16-bit float dtype moves bits (NaN payloads too).
+      if constexpr (std::is_same<D, S>::value && is_reduced_float<D>)
+        return launch_elementwise(args, stream, CopyFn<uint16_t, uint16_t>{});
+      else
+        return launch_elementwise(args, stream, CopyFn<D, S>{});
     });
   });
 }

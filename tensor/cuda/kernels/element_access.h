@@ -29,8 +29,11 @@ TR_HOST_DEVICE constexpr bool is_floating_cuda() {
   return std::is_floating_point<T>::value || is_reduced_float<T>;
 }
 
+// Conversions follow tensor/cpu/convert.h's rules: a float goes to uint8
+// through int64 (the GPU's own float-to-unsigned conversion saturates -1.0 to
+// 0 where the CPU gives 255).
 template <typename To, typename From>
-TR_HOST_DEVICE TR_FORCEINLINE To convert(From v) {
+TR_HOST_DEVICE TR_FORCEINLINE constexpr To convert(From v) {
   if constexpr (std::is_same<To, From>::value) {
     return v;
   } else if constexpr (is_reduced_float<From>) {
@@ -41,6 +44,8 @@ TR_HOST_DEVICE TR_FORCEINLINE To convert(From v) {
     return __float2half_rn(static_cast<float>(v));
   } else if constexpr (std::is_same<To, __nv_bfloat16>::value) {
     return __float2bfloat16_rn(static_cast<float>(v));
+  } else if constexpr (std::is_same<To, uint8_t>::value && std::is_floating_point<From>::value) {
+    return static_cast<To>(static_cast<int64_t>(v));
   } else {
     return static_cast<To>(v);
   }
@@ -64,14 +69,18 @@ TR_HOST_DEVICE inline opmath<T> scalar_as(KernelScalar s) {
   else return static_cast<T>(s.i);
 }
 
-// The address of element i of each operand (a scalar operand's value slot).
-// Sizes are innermost first, so i's coordinates come out by repeated
-// division; contiguous launches skip that. (nvcc unrolls the NOPS loops.)
+// The address of element i of each operand; a scalar operand's is its slot
+// in `scalar_slots`. Sizes are innermost first, so i's coordinates come out
+// by repeated division; contiguous launches skip that. (nvcc unrolls the NOPS
+// loops.) Kernels pass a shared-memory copy of args.scalars, never the kernel
+// parameter itself: a pointer into a parameter makes nvcc copy the whole
+// ElementwiseArgs (~760 bytes) to every thread's stack, which cost add 95% of
+// the memory bandwidth on an H200.
 template <int NOPS>
-TR_HOST_DEVICE TR_FORCEINLINE void operand_pointers(const ElementwiseArgs& a, int64_t i, char* (&p)[NOPS]) {
+TR_HOST_DEVICE TR_FORCEINLINE void operand_pointers(const ElementwiseArgs& a, int64_t i, char* (&p)[NOPS],
+                                                    char (*scalar_slots)[8]) {
   if (a.contiguous) {
-    for (int k = 0; k < NOPS; ++k)
-      p[k] = a.data[k] != nullptr ? a.data[k] + i * a.element_size[k] : const_cast<char*>(a.scalars[k]);
+    for (int k = 0; k < NOPS; ++k) p[k] = a.data[k] != nullptr ? a.data[k] + i * a.element_size[k] : scalar_slots[k];
     return;
   }
   int64_t offsets[NOPS] = {};
@@ -81,8 +90,7 @@ TR_HOST_DEVICE TR_FORCEINLINE void operand_pointers(const ElementwiseArgs& a, in
     rem /= a.sizes[d];
     for (int k = 0; k < NOPS; ++k) offsets[k] += idx * a.strides[d][k];
   }
-  for (int k = 0; k < NOPS; ++k)
-    p[k] = a.data[k] != nullptr ? a.data[k] + offsets[k] : const_cast<char*>(a.scalars[k]);
+  for (int k = 0; k < NOPS; ++k) p[k] = a.data[k] != nullptr ? a.data[k] + offsets[k] : scalar_slots[k];
 }
 
 // Adds v to *address: atomically on the device, plainly on the host (where

@@ -88,18 +88,12 @@ __global__ void __launch_bounds__(kReduceThreads)
 }
 
 template <TernaryOp op, typename T>
-struct TernaryFn {
+struct TernaryFn : ElementTypes<T, T, T, T> {
   opmath<T> value;
-  __device__ void operator()(char** p) const {
-    using Acc = opmath<T>;
-    const Acc a = load<T>(p[1]), b = load<T>(p[2]), c = load<T>(p[3]);
-    if constexpr (op == TernaryOp::Lerp) {
-      store<T>(p[0], lerp_math(a, b, c));
-    } else if constexpr (op == TernaryOp::Addcmul) {
-      store<T>(p[0], a + value * (b * c));
-    } else {
-      store<T>(p[0], a + value * (b / c));
-    }
+  __device__ opmath<T> operator()(opmath<T> a, opmath<T> b, opmath<T> c) const {
+    if constexpr (op == TernaryOp::Lerp) return lerp_math(a, b, c);
+    else if constexpr (op == TernaryOp::Addcmul) return a + value * (b * c);
+    else return a + value * (b / c);
   }
 };
 
@@ -160,9 +154,9 @@ int launch_ternary(TernaryOp op, DType dt, KernelScalar value, const Elementwise
       switch (op) {
         case TernaryOp::Lerp:
           if constexpr (!is_floating_cuda<T>()) return static_cast<int>(cudaErrorInvalidValue);
-          else return launch_elementwise<4>(args, stream, TernaryFn<TernaryOp::Lerp, T>{v});
-        case TernaryOp::Addcmul: return launch_elementwise<4>(args, stream, TernaryFn<TernaryOp::Addcmul, T>{v});
-        case TernaryOp::Addcdiv: return launch_elementwise<4>(args, stream, TernaryFn<TernaryOp::Addcdiv, T>{v});
+          else return launch_elementwise(args, stream, TernaryFn<TernaryOp::Lerp, T>{{}, v});
+        case TernaryOp::Addcmul: return launch_elementwise(args, stream, TernaryFn<TernaryOp::Addcmul, T>{{}, v});
+        case TernaryOp::Addcdiv: return launch_elementwise(args, stream, TernaryFn<TernaryOp::Addcdiv, T>{{}, v});
       }
       return static_cast<int>(cudaErrorInvalidValue);
     }

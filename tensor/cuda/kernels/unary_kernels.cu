@@ -6,20 +6,18 @@ namespace trainrun::cuda {
 namespace {
 
 template <UnaryOp op, typename T>
-struct UnaryFn {
-  __device__ void operator()(char** p) const {
-    if constexpr (op == UnaryOp::LogicalNot) store<bool>(p[0], !(load<T>(p[1]) != opmath<T>(0)));
-    else store<T>(p[0], unary_math<op, opmath<T>>(load<T>(p[1])));
+struct UnaryFn : ElementTypes<std::conditional_t<op == UnaryOp::LogicalNot, bool, T>, T> {
+  __device__ auto operator()(opmath<T> a) const {
+    if constexpr (op == UnaryOp::LogicalNot) return !(a != opmath<T>(0));
+    else return unary_math<op, opmath<T>>(a);
   }
 };
 
 template <typename T>
-struct ClampFn {
+struct ClampFn : ElementTypes<T, T> {
   bool has_lo, has_hi;
   opmath<T> lo, hi;
-  __device__ void operator()(char** p) const {
-    store<T>(p[0], clamp_math(load<T>(p[1]), has_lo, lo, has_hi, hi));
-  }
+  __device__ opmath<T> operator()(opmath<T> a) const { return clamp_math(a, has_lo, lo, has_hi, hi); }
 };
 
 template <UnaryOp op>
@@ -34,7 +32,7 @@ int launch_unary_op(DType dt, const ElementwiseArgs& args, CUstream_st* stream) 
                          std::is_same<T, bool>::value) {
       return static_cast<int>(cudaErrorInvalidValue);
     } else {
-      return launch_elementwise<2>(args, stream, UnaryFn<op, T>{});
+      return launch_elementwise(args, stream, UnaryFn<op, T>{});
     }
   });
 }
@@ -62,7 +60,7 @@ int launch_clamp(DType dt, bool has_lo, KernelScalar lo, bool has_hi, KernelScal
     if constexpr (std::is_same<T, bool>::value) {
       return static_cast<int>(cudaErrorInvalidValue);
     } else {
-      return launch_elementwise<2>(args, stream, ClampFn<T>{has_lo, has_hi, scalar_as<T>(lo), scalar_as<T>(hi)});
+      return launch_elementwise(args, stream, ClampFn<T>{{}, has_lo, has_hi, scalar_as<T>(lo), scalar_as<T>(hi)});
     }
   });
 }

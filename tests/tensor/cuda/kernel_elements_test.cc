@@ -8,15 +8,18 @@
 // suites.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 
 #include "tensor/cuda/elementwise_launch.h"
 #include "tensor/cuda/kernel_geometry.h"
 #include "tensor/cuda/kernels/conv_pool_elements.h"
+#include "tensor/cpu/convert.h"
 #include "tensor/cuda/kernels/index_elements.h"
 #include "tensor/generator.h"
 #include "tensor/nn_functional.h"
 #include "tensor/ops.h"
+#include "tests/expect_error.h"
 
 namespace trainrun::cuda {
 namespace {
@@ -44,10 +47,10 @@ Tensor binary_like_a_kernel(const Tensor& a, const Tensor& b) {
   config.op = "kernel_elements_test";
   if (binary_bool_result(op)) config.output_dtype = DType::Bool;
   TensorIterator iter(config, Tensor(), {a, b});
-  const ElementwiseArgs args = elementwise_geometry(iter);
+  ElementwiseArgs args = elementwise_geometry(iter);
   for (int64_t i = 0; i < args.numel; ++i) {
     char* p[3];
-    operand_pointers<3>(args, i, p);
+    operand_pointers<3>(args, i, p, args.scalars);
     using Out = std::conditional_t<binary_bool_result(op), bool, CudaT>;
     store<Out>(p[0], binary_math<op, opmath<CudaT>>(load<CudaT>(p[1]), load<CudaT>(p[2])));
   }
@@ -87,6 +90,62 @@ TEST(KernelElements, ReducedFloatsConvertLikeTheCpu) {
                                             : binary_like_a_kernel<BinaryOp::Div, __nv_bfloat16>(a, b);
     expect_equal(got, div(a, b), "div", 0, 0);
   }
+}
+
+// fill_'s launch: the iterator must span all of x (it once took its shape
+// from the 0-dim value and refused every x), in x's own layout.
+TEST(KernelElements, FillCoversEveryLayoutOfItsTarget) {
+  struct Case {
+    std::string name;
+    IntList base_shape;
+    std::function<Tensor(Tensor&)> view;
+  };
+  const std::vector<Case> cases = {
+      {"contiguous", {6, 4}, [](Tensor& b) { return b; }},
+      {"transposed", {6, 4}, [](Tensor& b) { return transpose(b, 0, 1); }},
+      {"strided slice", {4, 6, 9}, [](Tensor& b) { return b.slice(2, 1, 9, 3); }},
+      {"0-dim", {}, [](Tensor& b) { return b; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Tensor base = zeros(c.base_shape, DType::Float32);
+    Tensor x = c.view(base);
+    const TensorIterator iter = fill_iterator(x, 2.5);
+    ASSERT_EQ(iter.shape(), x.sizes());
+    ElementwiseArgs args = elementwise_geometry(iter);
+    for (int64_t i = 0; i < args.numel; ++i) {
+      char* p[2];
+      operand_pointers<2>(args, i, p, args.scalars);
+      store<float>(p[0], load<float>(p[1]));
+    }
+    Tensor want = zeros(c.base_shape, DType::Float32);
+    c.view(want).copy_(full({}, 2.5, DType::Float32));  // only the view's elements
+    expect_equal(base, want, c.name, 0, 0);
+  }
+  IteratorConfig config;
+  config.op = "fill_";
+  config.shape_from_output = true;
+  expect_error<ValueError>([&] { TensorIterator(config, zeros({2, 3}), {zeros({4})}); },
+                           {"fill_", "cannot be broadcast", "size 3 vs 4"});
+  expect_error<ValueError>([&] { TensorIterator(config, zeros({2, 3}), {zeros({1, 2, 3})}); },
+                           {"fill_", "shape [1, 2, 3] cannot be broadcast to the output's shape [2, 3]"});
+}
+
+// A float goes to uint8 through int64 on both devices (PyTorch's rule): the
+// GPU's own float-to-unsigned conversion saturates -1.0 to 0 where the CPU
+// gives 255. The static_asserts run the conversions at compile time, where
+// an out-of-range float-to-unsigned cast is undefined and refused: a direct
+// cast fails to build here, on a machine without a GPU.
+TEST(KernelElements, FloatToUint8GoesThroughInt64OnEveryDevice) {
+  static_assert(cuda::convert<uint8_t>(-1.0f) == 255);
+  static_assert(cuda::convert<uint8_t>(300.0) == 44);
+  static_assert(cuda::convert<uint8_t>(-129.5f) == 127);
+  static_assert(trainrun::convert<uint8_t>(-1.0f) == 255);
+  static_assert(trainrun::convert<uint8_t>(300.0) == 44);
+  static_assert(trainrun::convert<uint8_t>(-129.5) == 127);
+  EXPECT_EQ(cuda::convert<uint8_t>(__float2half_rn(-2.0f)), 254);
+  const Tensor x = tensor<float>({-1, 300, -129.5, 2.7, 255});
+  expect_equal(x.to(DType::UInt8), tensor<uint8_t>({255, 44, 127, 2, 255}), "to(uint8)", 0, 0);
 }
 
 TEST(KernelElements, IntegerFloorDivisionAndRemainderFollowPython) {
