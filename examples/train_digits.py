@@ -1,7 +1,7 @@
 """The main job: a digits classifier trained with DistributedDataParallel on
 every rank `trainrun` starts.
 
-    trainrun --nproc-per-node 2 examples/train_digits.py [--epochs 30]
+    trainrun --nproc-per-node 2 examples/train_digits.py [--epochs 30] [--device cuda]
 
 The data are the 8x8 handwritten digits (1,797 images) that Debian's
 python3-sklearn ships as a CSV file; 20% are held out. Each rank trains on
@@ -9,7 +9,8 @@ its shard of the training split, reshuffled every epoch the same way on
 every rank (as DistributedSampler does); DDP averages the gradients. Rank 0
 prints the loss and held-out accuracy, saves a checkpoint (safetensors: no
 pickle), and every rank checks that a fresh model loaded from it scores the
-same.
+same. With --device cuda each rank trains on GPU LOCAL_RANK and DDP
+all-reduces over NCCL.
 """
 import argparse
 import gzip
@@ -58,22 +59,29 @@ def accuracy(model, x, y):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--data", default=DIGITS, help="the digits CSV (gzip), as python3-sklearn ships it")
     args = parser.parse_args()
     start = time.perf_counter()
-    dist.init_process_group("gloo")
+    if args.device == "cuda":
+        tr.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        device = tr.device("cuda", tr.cuda.current_device())
+    else:
+        device = tr.device("cpu")
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
 
-    images, labels = load_digits()
+    images, labels = load_digits(args.data)
     order = np.random.default_rng(0).permutation(len(labels))  # the same split on every rank
     n_test = len(labels) // 5
     test, train = order[:n_test], order[n_test:]
-    train_x, train_y = tr.from_numpy(images[train].copy()), tr.from_numpy(labels[train].copy())
-    test_x, test_y = tr.from_numpy(images[test].copy()), tr.from_numpy(labels[test].copy())
+    train_x, train_y = tr.from_numpy(images[train].copy()).to(device), tr.from_numpy(labels[train].copy()).to(device)
+    test_x, test_y = tr.from_numpy(images[test].copy()).to(device), tr.from_numpy(labels[test].copy()).to(device)
     if rank == 0:
-        print(f"digits: {len(train)} training and {n_test} held-out images, {world} ranks", flush=True)
+        print(f"digits: {len(train)} training and {n_test} held-out images, {world} ranks on {device.type}", flush=True)
 
     tr.manual_seed(1 + rank)  # different on purpose: DDP starts every rank from rank 0's weights
-    net = Classifier()
+    net = Classifier().to(device)
     model = nn.parallel.DistributedDataParallel(net)
     opt = tr.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
     batch = 32
@@ -81,14 +89,14 @@ def main():
         mine = np.random.default_rng(100 + epoch).permutation(len(train))[rank::world]
         losses = []
         for b in range(0, len(mine) - batch + 1, batch):
-            idx = tr.from_numpy(mine[b:b + batch].copy())
+            idx = tr.from_numpy(mine[b:b + batch].copy()).to(device)
             opt.zero_grad()
             loss = nn.functional.cross_entropy(model(tr.index_select(train_x, 0, idx)),
                                                tr.index_select(train_y, 0, idx))
             loss.backward()
             opt.step()
             losses.append(loss.item())
-        stats = tr.tensor([sum(losses), float(len(losses))], dtype=tr.float64)
+        stats = tr.tensor([sum(losses), float(len(losses))], dtype=tr.float64).to(device)
         dist.all_reduce(stats)
         if rank == 0 and (epoch == 0 or epoch % 5 == 4 or epoch == args.epochs - 1):
             print(f"epoch {epoch + 1:2d}  loss {stats[0].item() / stats[1].item():.4f}  "
@@ -102,6 +110,7 @@ def main():
     dist.barrier()
     fresh = Classifier()
     fresh.load_state_dict(tr.load(str(checkpoint)))
+    fresh.to(device)
     reloaded = accuracy(fresh, test_x, test_y)
     if reloaded != final:
         raise RuntimeError(f"the reloaded checkpoint scores {reloaded} but the trained model {final}")

@@ -99,3 +99,25 @@ def test_streams_events_memory_and_pinned_copies():
     assert dev.cpu().tolist() == host.tolist()
     with pytest.raises(cuda.OutOfMemoryError, match="CUDA out of memory"):
         trainrun.empty([1 << 45], dtype=trainrun.uint8, device="cuda")
+
+
+@needs_gpu
+def test_main_job_on_one_gpu_follows_the_cpu_run():
+    """The main job with --device cuda (DDP over NCCL, one rank) prints the
+    same per-epoch losses and accuracies as on the CPU: same seeds, same draws
+    on either device, and float32 sums that agree to the printed digits."""
+    import os
+    import subprocess
+    data = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
+    data = os.environ.get("TRAINRUN_DIGITS", data)
+    if not pathlib.Path(data).exists():
+        pytest.skip(f"no digits data at {data} (python3-sklearn; or set TRAINRUN_DIGITS)")
+    env = dict(os.environ, TRAINRUN_PYTHON=sys.executable)
+    runs = {}
+    for device in ("cuda", "cpu"):
+        r = subprocess.run([str(ROOT / "bazel-bin" / "launcher" / "trainrun"), "--nproc-per-node", "1",
+                            str(ROOT / "examples" / "train_digits.py"), "--epochs", "10", "--device", device,
+                            "--data", data], capture_output=True, text=True, timeout=180, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        runs[device] = [line for line in r.stdout.splitlines() if line.startswith("[rank0]:epoch")]
+    assert len(runs["cuda"]) == 3 and runs["cuda"] == runs["cpu"], runs
