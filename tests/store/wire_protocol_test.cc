@@ -118,5 +118,68 @@ TEST(WireProtocol, RejectsOverLimitLengthsBeforeTheBytesArrive) {
   EXPECT_NE(r.error.find("0x7e"), std::string::npos) << r.error;
 }
 
+// Builds a modern request: the type byte, then each part (le64 lengths and
+// the bytes they announce) as given.
+std::vector<uint8_t> le64(uint64_t n) {
+  std::vector<uint8_t> out(8);
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
+  return out;
+}
+std::vector<uint8_t> sized(const std::string& bytes) {
+  std::vector<uint8_t> out = le64(bytes.size());
+  out.insert(out.end(), bytes.begin(), bytes.end());
+  return out;
+}
+std::vector<uint8_t> request(wire::Query type, const std::vector<std::vector<uint8_t>>& parts) {
+  std::vector<uint8_t> out{static_cast<uint8_t>(type)};
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+ParseStatus status_of(const std::vector<uint8_t>& bytes, const wire::Limits& limits, std::string* error = nullptr) {
+  wire::Request req;
+  auto r = wire::parse_request(bytes.data(), bytes.size(), Dialect::kModern, limits, &req);
+  if (error != nullptr) *error = r.error;
+  return r.status;
+}
+
+// Every limit on both sides: a length exactly at it is served, one more is
+// refused naming it.
+TEST(WireProtocol, EveryLimitTakesItsValueAndRefusesOneMore) {
+  wire::Limits limits;
+  limits.max_key_bytes = 16;
+  limits.max_value_bytes = 100;
+  limits.max_keys_per_request = 3;
+  std::string error;
+  EXPECT_EQ(status_of(request(wire::Query::kGet, {sized(std::string(16, 'k'))}), limits), ParseStatus::kComplete);
+  EXPECT_EQ(status_of(request(wire::Query::kGet, {sized(std::string(17, 'k'))}), limits, &error),
+            ParseStatus::kInvalid);
+  EXPECT_NE(error.find("key length 17 is over the limit of 16"), std::string::npos) << error;
+  EXPECT_EQ(status_of(request(wire::Query::kSet, {sized("k"), sized(std::string(100, 'v'))}), limits),
+            ParseStatus::kComplete);
+  EXPECT_EQ(status_of(request(wire::Query::kSet, {sized("k"), sized(std::string(101, 'v'))}), limits, &error),
+            ParseStatus::kInvalid);
+  EXPECT_NE(error.find("value length 101 is over the limit of 100"), std::string::npos) << error;
+  const auto keys = [](int n) {
+    std::vector<std::vector<uint8_t>> parts{le64(n)};
+    for (int i = 0; i < n; ++i) parts.push_back(sized("key" + std::to_string(i)));
+    return parts;
+  };
+  EXPECT_EQ(status_of(request(wire::Query::kCheck, keys(3)), limits), ParseStatus::kComplete);
+  EXPECT_EQ(status_of(request(wire::Query::kCheck, keys(4)), limits, &error), ParseStatus::kInvalid);
+  EXPECT_NE(error.find("key count 4 is over the limit of 3"), std::string::npos) << error;
+  // The whole request: SET of key "k" is 1 + 8 + 1 + 8 bytes before its value.
+  limits.max_value_bytes = 1000;
+  limits.max_request_bytes = 200;
+  EXPECT_EQ(status_of(request(wire::Query::kSet, {sized("k"), sized(std::string(200 - 18, 'v'))}), limits),
+            ParseStatus::kComplete);
+  EXPECT_EQ(status_of(request(wire::Query::kSet, {sized("k"), sized(std::string(201 - 18, 'v'))}), limits, &error),
+            ParseStatus::kInvalid);
+  EXPECT_NE(error.find("request is over the limit of 200 bytes"), std::string::npos) << error;
+  // And through a key: GET is 1 + 8 bytes before it.
+  limits.max_key_bytes = 1000;
+  EXPECT_EQ(status_of(request(wire::Query::kGet, {sized(std::string(200 - 9, 'k'))}), limits), ParseStatus::kComplete);
+  EXPECT_EQ(status_of(request(wire::Query::kGet, {sized(std::string(201 - 9, 'k'))}), limits), ParseStatus::kInvalid);
+}
+
 }  // namespace
 }  // namespace trainrun
