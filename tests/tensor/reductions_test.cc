@@ -1,5 +1,7 @@
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "tests/tensor/test_util.h"
 
@@ -33,6 +35,42 @@ TEST(Reductions, LargeFloatSumIsAccurate) {
   double got = sum(x).item<double>();
   EXPECT_NEAR(got, expected, expected * 1e-6);
   EXPECT_NEAR(mean(x).item<double>(), 0.1f, 1e-7);
+}
+
+TEST(Reductions, EveryReductionWithoutADimKeepsEveryDimAsOne) {
+  // keepdim=true with no dim reduces over all dims and keeps each as size 1
+  // (PyTorch gives [1, 1, 1] for all of these, argmax/argmin included); the
+  // values are those of the plain full reduction.
+  const Tensor x = sub(arange(24, DType::Float32).view({2, 3, 4}), scalar_tensor(10.5));
+  const Tensor b = gt(x, scalar_tensor(-20.0));
+  const IntList ones{1, 1, 1};
+  struct Case {
+    std::string name;
+    Tensor kept, plain;
+  };
+  const std::vector<Case> cases = {
+      {"sum", sum(x, {}, true), sum(x)},
+      {"mean", mean(x, {}, true), mean(x)},
+      {"prod", prod(x, {}, true), prod(x)},
+      {"amax", amax(x, {}, true), amax(x)},
+      {"amin", amin(x, {}, true), amin(x)},
+      {"argmax", argmax(x, std::nullopt, true), argmax(x)},
+      {"argmin", argmin(x, std::nullopt, true), argmin(x)},
+      {"var", var(x, {}, 1, true), var(x)},
+      {"std", trainrun::std(x, {}, 1, true), trainrun::std(x)},
+      {"norm", norm(x, 2, {}, true), norm(x)},
+      {"all", all(b, {}, true), all(b)},
+      {"any", any(b, {}, true), any(b)},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(c.kept.sizes(), ones);
+    EXPECT_EQ(c.plain.dim(), 0);
+    EXPECT_EQ(c.kept.dtype(), c.plain.dtype());
+    EXPECT_EQ(c.kept.reshape({}).to(DType::Float64).item<double>(), c.plain.to(DType::Float64).item<double>());
+  }
+  EXPECT_EQ(argmax(x, std::nullopt, true).item<int64_t>(), 23);
+  EXPECT_EQ(argmin(x, std::nullopt, true).item<int64_t>(), 0);
 }
 
 TEST(Reductions, MaxMinArgmaxWithIndices) {
