@@ -90,6 +90,20 @@ void collectives() {
       expect_equal(t, expected_reduction(op, dt), fmt::format("allreduce {} {}", op.name(), dtype_name(dt)));
     }
   }
+  // Integer AVG truncates toward zero (as NCCL does), also below zero: rank
+  // 0's -1 averages to 0 (floor would give -1) at every world size.
+  for (DType dt : {DType::Int64, DType::Int32}) {
+    const auto contribution = [](int r) {
+      return tensor<int64_t>({r == 0 ? -1 : 0, -2 * r - 1, 3 - 2 * r, -5, 7 * r - 9}, {5});
+    };
+    Tensor t = contribution(g_rank).to(dt);
+    pg->allreduce(t, ReduceOp::AVG)->wait();
+    Tensor total = zeros({5}, DType::Float64);
+    for (int r = 0; r < g_world; ++r) total = add(total, contribution(r).to(DType::Float64));
+    expect_equal(t, div(total, scalar_tensor(g_world, DType::Float64), "trunc").to(dt),
+                 fmt::format("allreduce AVG of negative {}", dtype_name(dt)));
+    expect(narrow(t, 0, 0, 1).to(DType::Int64).item<int64_t>() == 0, "integer AVG rounds -1/n toward zero");
+  }
   // A non-contiguous tensor (a transposed view) is reduced in place.
   Tensor base = input_of(g_rank, DType::Float32).t().contiguous();
   Tensor view = base.t();
@@ -106,21 +120,20 @@ void collectives() {
   pg->allreduce(big)->wait();
   Tensor big_want = add(mul(arange(big_n).to(DType::Float32), 1e-3 * g_world), g_world * (g_world - 1) / 2.0);
   expect(allclose(big, big_want, 1e-5, 1e-3), "allreduce of 8 MiB + 12 bytes");
+  // The data depend on position (never constants), so a piece, slot or
+  // slice read from the wrong offset shows. float32 holds all of it exactly:
+  // arange up to 4 ranks * 2M, and residues mod 65521 times at most 10.
   Tensor big_gathered = empty({g_world * big_n}, DType::Float32);
-  pg->all_gather_into_tensor(big_gathered, full({big_n}, static_cast<double>(g_rank)))->wait();
-  for (int r = 0; r < g_world; ++r)
-    expect(amin(narrow(big_gathered, 0, r * big_n, big_n)).item<double>() == r &&
-               amax(narrow(big_gathered, 0, r * big_n, big_n)).item<double>() == r,
-           "all_gather_into_tensor of 8 MiB per rank");
+  pg->all_gather_into_tensor(big_gathered, add(arange(big_n), g_rank * big_n).to(DType::Float32))->wait();
+  expect(allclose(big_gathered, arange(g_world * big_n).to(DType::Float32), 0, 0), "all_gather_into_tensor of 8 MiB per rank");
+  const Tensor pattern = remainder(arange(g_world * big_n), 65521).to(DType::Float32);
   Tensor big_scattered = empty({big_n}, DType::Float32);
-  pg->reduce_scatter_tensor(big_scattered, full({g_world * big_n}, static_cast<double>(g_rank + 1)), ReduceOp::AVG)
-      ->wait();
-  expect(amin(big_scattered).item<double>() == (g_world + 1) / 2.0 &&
-             amax(big_scattered).item<double>() == (g_world + 1) / 2.0,
+  pg->reduce_scatter_tensor(big_scattered, mul(pattern, g_rank + 1), ReduceOp::AVG)->wait();
+  expect(allclose(big_scattered, mul(narrow(pattern, 0, g_rank * big_n, big_n), (g_world + 1) / 2.0), 0, 0),
          "reduce_scatter_tensor AVG of 8 MiB per rank");
-  Tensor big_bcast = full({big_n}, static_cast<double>(g_rank));
+  Tensor big_bcast = add(arange(big_n), g_rank).to(DType::Float32);
   pg->broadcast(big_bcast, g_world - 1)->wait();
-  expect(amin(big_bcast).item<double>() == g_world - 1, "broadcast of 8 MiB");
+  expect(allclose(big_bcast, add(arange(big_n), g_world - 1).to(DType::Float32), 0, 0), "broadcast of 8 MiB");
 
   std::vector<Tensor> coalesced = {input_of(g_rank, DType::Float32), input_of(g_rank, DType::Float32, {4})};
   pg->allreduce_coalesced(coalesced)->wait();
