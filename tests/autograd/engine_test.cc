@@ -18,6 +18,41 @@ Tensor leaf(std::vector<float> v) {
   return set_requires_grad(t);
 }
 
+// Ties, which gradcheck's random inputs never produce, follow PyTorch:
+// maximum/minimum split a tie's gradient evenly between the two sides,
+// amax/amin evenly between the tied elements, and max/min along a dim give
+// it to the index they returned (the first).
+TEST(Engine, TiesShareOrPickTheGradientAsPyTorch) {
+  const double third = static_cast<float>(1.0 / 3);  // as float32 holds it
+  Tensor a = leaf({1, 2, 3}), b = leaf({1, 5, 3});
+  backward(sum(maximum(a, b)));
+  EXPECT_VALUES(grad(a), 0.5, 0, 0.5);
+  EXPECT_VALUES(grad(b), 0.5, 1, 0.5);
+  Tensor c = leaf({1, 2, 3}), d = leaf({1, 5, 3});
+  backward(sum(minimum(c, d)));
+  EXPECT_VALUES(grad(c), 0.5, 1, 0.5);
+  EXPECT_VALUES(grad(d), 0.5, 0, 0.5);
+  Tensor x = leaf({2, 5, 5, 7, 7, 7});
+  backward(sum(amax(x.view({2, 3}), {1})));
+  EXPECT_VALUES(grad(x), 0, 0.5, 0.5, third, third, third);
+  Tensor y = leaf({4, 1, 1, 0, 0, 9});
+  backward(sum(amin(y.view({2, 3}), {1})));
+  EXPECT_VALUES(grad(y), 0, 0.5, 0.5, 0.5, 0.5, 0);
+  Tensor z = leaf({2, 5, 5, 7, 7, 7});
+  backward(sum(amax(z)));  // over all dims: three-way tie
+  EXPECT_VALUES(grad(z), 0, 0, 0, third, third, third);
+  Tensor m = leaf({2, 5, 5, 7, 7, 7});
+  auto [values, indices] = max(m.view({2, 3}), 1);
+  EXPECT_VALUES(indices, 1, 0);
+  backward(sum(values));
+  EXPECT_VALUES(grad(m), 0, 1, 0, 1, 0, 0);
+  Tensor n = leaf({4, 1, 1, 0, 0, 9});
+  auto [low, low_at] = min(n.view({2, 3}), 1);
+  EXPECT_VALUES(low_at, 1, 0);
+  backward(sum(low));
+  EXPECT_VALUES(grad(n), 0, 1, 0, 1, 0, 0);
+}
+
 TEST(Engine, BackwardAccumulatesIntoLeaves) {
   Tensor x = leaf({1, 2, 3});
   Tensor y = sum(mul(x, x));
