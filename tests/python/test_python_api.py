@@ -216,3 +216,35 @@ def test_custom_function_in_python():
     a, b = tr.ones([2]).requires_grad_(), tr.ones([2]).requires_grad_()
     with pytest.raises(ValueError, match="Wrong.backward returned 1 gradients, but forward took 2 arguments"):
         Wrong.apply(a, b).sum().backward()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool"])
+def test_numpy_round_trips_every_dtype_with_extreme_values(dtype):
+    """NumPy -> trainrun -> NumPy keeps the dtype and every bit, for the
+    dtype's negative, extreme and special values, both when sharing memory
+    (from_numpy) and when copying (tensor)."""
+    np_dtype = np.dtype(dtype)
+    if np_dtype.kind == "f":
+        info = np.finfo(np_dtype)
+        values = [info.min, -1.5, -info.tiny, -0.0, 0.0, info.tiny, 2.5, info.max, np.inf, -np.inf, np.nan]
+    elif np_dtype.kind in "iu":
+        info = np.iinfo(np_dtype)
+        values = sorted({int(info.min), int(info.min) + 1, -1 if info.min < 0 else 0, 0, 1, 2,
+                         int(info.max) - 1, int(info.max)})
+    else:
+        values = [True, False, True]
+    a = np.array(values, dtype=np_dtype)
+    shared = tr.from_numpy(a)
+    copied = tr.tensor(a)
+    assert str(shared.dtype) == f"trainrun.{dtype}" and str(copied.dtype) == f"trainrun.{dtype}"
+    for t in (shared, copied):
+        back = t.numpy()
+        assert back.dtype == np_dtype
+        assert back.tobytes() == a.tobytes(), (dtype, back, a)
+    # from_numpy shares memory both ways; tensor() copies.
+    a[1] = a[0]
+    assert shared.numpy()[1] == a[0] or (np_dtype.kind == "f" and np.isnan(a[0]))
+    assert copied.numpy().tobytes() != a.tobytes()
+    # Values built on the trainrun side come out as NumPy has them.
+    if np_dtype.kind in "iu":
+        assert tr.tensor(values, dtype=getattr(tr, dtype)).numpy().tolist() == values
