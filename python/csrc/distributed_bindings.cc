@@ -88,7 +88,11 @@ void bind_distributed(py::module_& m) {
              py::gil_scoped_release nogil;
              return st.add(k, v);
            })
-      .def("check", [](Store& st, const std::vector<std::string>& keys) { return st.check(keys); })
+      .def("check",
+           [](Store& st, const std::vector<std::string>& keys) {
+             py::gil_scoped_release nogil;
+             return st.check(keys);
+           })
       .def(
           "wait",
           [seconds](Store& st, const std::vector<std::string>& keys, std::optional<double> timeout) {
@@ -99,8 +103,8 @@ void bind_distributed(py::module_& m) {
               st.wait(keys);
           },
           py::arg("keys"), py::arg("timeout") = py::none())
-      .def("delete_key", &Store::delete_key)
-      .def("num_keys", &Store::num_keys);
+      .def("delete_key", &Store::delete_key, py::call_guard<py::gil_scoped_release>())
+      .def("num_keys", &Store::num_keys, py::call_guard<py::gil_scoped_release>());
   py::class_<HashStore, Store, std::shared_ptr<HashStore>>(d, "HashStore").def(py::init<>());
   py::class_<FileStore, Store, std::shared_ptr<FileStore>>(d, "FileStore")
       .def(py::init([seconds](const std::string& path, double timeout) {

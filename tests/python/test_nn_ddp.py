@@ -159,6 +159,57 @@ def test_stores_from_python():
     dist.destroy_process_group()
 
 
+def _blocks_until_another_thread_acts(call, act, delay=0.2):
+    """Runs call() on this thread while another Python thread runs act()
+    after `delay`. call() must block for the other thread and return once it
+    acts: if call() held the GIL, the other thread could never run and call()
+    would end in its timeout instead."""
+    import threading
+    import time
+    done = threading.Event()
+
+    def later():
+        time.sleep(delay)
+        act()
+        done.set()
+
+    helper = threading.Thread(target=later)
+    start = time.monotonic()
+    helper.start()
+    try:
+        result = call()
+    finally:
+        helper.join(timeout=30)
+    assert done.is_set(), "the other thread never ran"
+    assert time.monotonic() - start < 8, "the call waited out its timeout: was the GIL released?"
+    return result
+
+
+def test_blocking_store_calls_release_the_gil(tmp_path):
+    import trainrun.distributed as dist
+    master = dist.TCPStore("127.0.0.1", 0, world_size=1, is_master=True, wait_for_workers=False, timeout=10)
+    client = dist.TCPStore("127.0.0.1", master.port, timeout=10)
+    stores = {"hash": (dist.HashStore(),) * 2, "tcp": (client, master),
+              "file": (dist.FileStore(str(tmp_path / "fs"), timeout=10),
+                       dist.FileStore(str(tmp_path / "fs"), timeout=10)),
+              "prefix": (dist.PrefixStore("p", client), dist.PrefixStore("p", master))}
+    for name, (waiter, setter) in stores.items():
+        got = _blocks_until_another_thread_acts(lambda: waiter.get(f"{name}-g"), lambda: setter.set(f"{name}-g", "v"))
+        assert got == b"v", name
+        _blocks_until_another_thread_acts(lambda: waiter.wait([f"{name}-w"], timeout=10),
+                                          lambda: setter.set(f"{name}-w", "1"))
+    # A master store waiting for its worker (on a port found free just before).
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    workers = []
+    master2 = _blocks_until_another_thread_acts(
+        lambda: dist.TCPStore("127.0.0.1", port, world_size=2, is_master=True, wait_for_workers=True, timeout=10),
+        lambda: workers.append(dist.TCPStore("127.0.0.1", port, world_size=2, timeout=10)))
+    assert master2.port == port and len(workers) == 1
+
+
 def test_cnn_layers_and_functional_ops_from_python():
     class Cnn(nn.Module):
         def __init__(self):
