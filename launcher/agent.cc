@@ -326,8 +326,9 @@ int run_agent(LaunchOptions o) {
           Worker w;
           w.local_rank = lr;
           w.rank = node_rank * o.nproc + lr;
-          make_dirs(fmt::format("{}/{}", attempt_dir, w.rank));
-          w.error_file = fmt::format("{}/{}/error.json", attempt_dir, w.rank);
+          // Per local rank, as torchrun lays out attempt_N/LOCAL_RANK/error.json.
+          make_dirs(fmt::format("{}/{}", attempt_dir, lr));
+          w.error_file = fmt::format("{}/{}/error.json", attempt_dir, lr);
           std::map<std::string, std::string> env = common;
           env["RANK"] = env["ROLE_RANK"] = std::to_string(w.rank);
           env["LOCAL_RANK"] = std::to_string(lr);

@@ -273,6 +273,42 @@ TEST(Launcher, TwoAgentsFormATwoNodeJob) {
   EXPECT_NE(m0->err().find("root cause"), std::string::npos) << m0->err();
 }
 
+// On node rank 1 of a 2-node job what differs between ranks and nodes shows:
+// LOCAL_RANK is not RANK, GROUP_RANK is 1, the world counts both nodes.
+TEST(Launcher, SecondNodeWorkersGetTheirGlobalAndLocalRanks) {
+  const std::string port = std::to_string(free_port());
+  auto node = [&](int rank) {
+    return std::make_unique<Agent>(
+        std::vector<std::string>{"--nnodes", "2", "--node-rank", std::to_string(rank), "--nproc-per-node", "2",
+                                 "--master-addr", "127.0.0.1", "--master-port", port, "--no-python", kWorker, "env"},
+        "env_node" + std::to_string(rank));
+  };
+  auto n0 = node(0), n1 = node(1);
+  ASSERT_EQ(n0->wait(), 0) << n0->err();
+  ASSERT_EQ(n1->wait(), 0) << n1->err();
+  std::set<std::string> run_ids, ports;
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const Agent& a = r < 2 ? *n0 : *n1;
+    auto env = env_of_rank(a.out(), r);
+    EXPECT_EQ(env["RANK"], std::to_string(r));
+    EXPECT_EQ(env["LOCAL_RANK"], std::to_string(r % 2));
+    EXPECT_EQ(env["ROLE_RANK"], std::to_string(r));
+    EXPECT_EQ(env["WORLD_SIZE"], "4");
+    EXPECT_EQ(env["ROLE_WORLD_SIZE"], "4");
+    EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+    EXPECT_EQ(env["GROUP_RANK"], std::to_string(r / 2));
+    EXPECT_EQ(env["GROUP_WORLD_SIZE"], "2");
+    EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
+    EXPECT_NE(env["TRAINRUN_ERROR_FILE"].find("/" + std::to_string(r % 2) + "/error.json"), std::string::npos)
+        << env["TRAINRUN_ERROR_FILE"];
+    run_ids.insert(env["TRAINRUN_RUN_ID"]);
+    ports.insert(env["MASTER_PORT"]);
+  }
+  EXPECT_EQ(run_ids.size(), 1u);
+  EXPECT_EQ(ports.size(), 1u);
+}
+
 bool wait_for_text(const Agent& a, const std::string& text, std::chrono::seconds deadline = 20s) {
   const auto end = Clock::now() + deadline;
   while (Clock::now() < end) {
