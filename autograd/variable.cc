@@ -104,10 +104,12 @@ void register_hook(const Tensor& t, TensorHook hook) {
   TR_CHECK(requires_grad(t), ValueError,
            "register_hook: cannot register a hook on a tensor that does not require grad");
   AutogradMeta& m = materialize(t);
-  if (m.grad_fn)
+  if (m.grad_fn) {
     m.grad_fn->add_tensor_pre_hook(m.output_nr, std::move(hook));
-  else
-    grad_accumulator(t)->add_tensor_pre_hook(0, std::move(hook));
+    return;
+  }
+  m.leaf_hooks.push_back(hook);
+  if (auto live = m.grad_accumulator.lock()) live->add_tensor_pre_hook(0, std::move(hook));
 }
 
 void register_post_accumulate_grad_hook(const Tensor& t, std::function<void(const Tensor&)> hook) {
@@ -124,6 +126,7 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
   // The node holds the leaf; the leaf holds the node weakly (no cycle). A
   // detached alias would lose .grad, so the node keeps the tensor itself.
   auto acc = std::make_shared<AccumulateGrad>(t);
+  for (const auto& hook : m.leaf_hooks) acc->add_tensor_pre_hook(0, hook);
   m.grad_accumulator = acc;
   return acc;
 }

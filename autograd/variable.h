@@ -16,6 +16,10 @@ struct AutogradMeta final : AutogradMetaInterface {
   std::shared_ptr<Node> grad_fn;  // null for leaves
   uint32_t output_nr = 0;         // which output of grad_fn this tensor is
   std::weak_ptr<Node> grad_accumulator;
+  // A leaf's register_hook hooks. They live here, not only on the
+  // accumulator: that node is held weakly and made anew for each graph, and
+  // a hook kept on it alone was lost with it.
+  std::vector<std::function<Tensor(const Tensor&)>> leaf_hooks;
   std::vector<std::function<void(const Tensor&)>> post_accumulate_grad_hooks;
   std::shared_ptr<Tensor> retained_grad;  // set by retain_grad() on a non-leaf
 };

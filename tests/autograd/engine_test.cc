@@ -53,6 +53,23 @@ TEST(Engine, TiesShareOrPickTheGradientAsPyTorch) {
   EXPECT_VALUES(grad(n), 0, 1, 0, 1, 0, 0);
 }
 
+// A hook registered on a leaf before any graph uses it, and kept for every
+// later graph (the leaf's accumulator node is made anew for each).
+TEST(Engine, LeafHooksRunInEveryLaterGraph) {
+  Tensor x = leaf({1, 2});
+  int calls = 0;
+  register_hook(x, [&calls](const Tensor& g) {
+    ++calls;
+    return mul(g, 10.0);
+  });
+  backward(sum(mul(x, 3.0)));
+  EXPECT_EQ(calls, 1);
+  EXPECT_VALUES(grad(x), 30, 30);
+  backward(sum(x));  // a second, separate graph
+  EXPECT_EQ(calls, 2);
+  EXPECT_VALUES(grad(x), 40, 40);
+}
+
 TEST(Engine, BackwardAccumulatesIntoLeaves) {
   Tensor x = leaf({1, 2, 3});
   Tensor y = sum(mul(x, x));
