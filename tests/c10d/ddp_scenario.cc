@@ -1,6 +1,7 @@
 // The "ddp" scenario of c10d_worker: DistributedDataParallel against one
 // process on the concatenated batch, no_sync, gradient_as_bucket_view with
 // the fp16 hook, unused parameters, and ranks whose models differ.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -102,6 +103,40 @@ void ddp_scenario() {
       backward(div(cross_entropy((*ref)(xr), yr), static_cast<double>(g_world)));
     }
   expect_grads_close(*net, *ref, 1e-5, "no_sync accumulation");
+
+  // Buckets follow the parameters in reverse (the order backward produces
+  // their gradients), and the first all-reduce starts while backward is still
+  // working: before the first layer's weight, the last gradient computed, has
+  // one. That overlap is what DDP's buckets exist for.
+  {
+    const auto buckets = model.reducer().bucket_indices();
+    const size_t last_param = net->parameters().size() - 1;
+    expect(std::find(buckets.front().begin(), buckets.front().end(), last_param) != buckets.front().end(),
+           "the first bucket holds the last parameter");
+    expect(std::find(buckets.back().begin(), buckets.back().end(), size_t{0}) != buckets.back().end(),
+           "the last bucket holds the first parameter");
+    for (size_t b = 1; b < buckets.size(); ++b)
+      expect(*std::min_element(buckets[b - 1].begin(), buckets[b - 1].end()) >
+                 *std::max_element(buckets[b].begin(), buckets[b].end()),
+             "buckets in reverse parameter order");
+    auto first_weight_done = std::make_shared<bool>(false);
+    auto seen_at_launch = std::make_shared<std::vector<bool>>();
+    register_hook(net->parameters()[0], [first_weight_done](const Tensor& g) {
+      *first_weight_done = true;
+      return g;
+    });
+    model.register_comm_hook([first_weight_done, seen_at_launch](ProcessGroup& group, Tensor& bucket) {
+      seen_at_launch->push_back(*first_weight_done);
+      return group.allreduce(bucket, ReduceOp::AVG);
+    });
+    model.zero_grad();
+    auto [x, y] = batch_of(g_rank, 9);
+    backward(cross_entropy(model(x), y));
+    expect(seen_at_launch->size() == buckets.size(), "one launch per bucket");
+    expect(!seen_at_launch->empty() && !seen_at_launch->front(),
+           "the first bucket's all-reduce started before backward reached the first layer");
+    expect(*first_weight_done, "the first layer's gradient was computed");
+  }
 
   // gradient_as_bucket_view and the fp16 compression hook.
   {
