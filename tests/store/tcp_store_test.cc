@@ -86,7 +86,7 @@ TEST(TCPStore, MasterStartsTheServerAndWaitsForWorkers) {
   expect_error<TimeoutError>([&] { master.wait_for_workers(50ms); }, {"only 1 of 3 workers"});
   std::vector<std::string> errors(2);
   std::vector<std::thread> workers;
-  for (int w = 0; w < 2; ++w)
+  auto start_worker = [&](int w) {
     workers.emplace_back([&, w] {
       try {
         TCPStoreOptions o = client_options();
@@ -97,6 +97,13 @@ TEST(TCPStore, MasterStartsTheServerAndWaitsForWorkers) {
         errors[w] = e.what();
       }
     });
+  };
+  // One worker short of the count, the master still waits (both sides of the limit).
+  start_worker(0);
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (master.add("init/", 0) < 2 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+  expect_error<TimeoutError>([&] { master.wait_for_workers(100ms); }, {"only 2 of 3 workers"});
+  start_worker(1);
   master.wait_for_workers(5s);
   EXPECT_EQ(master.add("init/", 0), 3);
   store_barrier(master, "done", 3, 5s);
