@@ -28,6 +28,11 @@ TEST(Linalg, MmWithTransposedViewsNeedsNoCopy) {
 TEST(Linalg, ShapeErrorsNameBothShapes) {
   expect_error<ValueError>([] { mm(zeros({2, 3}), zeros({4, 5})); }, {"mm", "[2, 3]", "[4, 5]"});
   expect_error<ValueError>([] { matmul(zeros({2, 3, 4}), zeros({5, 6})); }, {"matmul", "[2, 3, 4]"});
+  // Batched on both sides: the contracted dims must agree either way round.
+  expect_error<ValueError>([] { matmul(zeros({2, 3, 4}), zeros({2, 3, 5})); },
+                           {"matmul", "cannot be multiplied", "4 vs 3"});
+  expect_error<ValueError>([] { matmul(zeros({2, 3, 2}), zeros({2, 3, 5})); },
+                           {"matmul", "cannot be multiplied", "2 vs 3"});
   expect_error<TypeError>([] { mm(zeros({2, 2}), zeros({2, 2}, DType::Float64)); }, {"mm", "float64"});
   expect_error<ValueError>([] { bmm(zeros({2, 3, 4}), zeros({3, 4, 5})); }, {"bmm", "batch"});
   Tensor wrong_out = zeros({3, 3});
