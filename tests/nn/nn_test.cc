@@ -129,6 +129,35 @@ TEST(Optim, SGDMomentumNesterovWeightDecay) {
   EXPECT_NEAR(got[1], ref[1], 1e-5);
 }
 
+// Dampening scales each new gradient into the momentum buffer (not the first:
+// PyTorch seeds the buffer with the gradient itself); maximize steps uphill.
+TEST(Optim, SGDDampeningAndMaximize) {
+  for (bool maximize : {false, true}) {
+    SCOPED_TRACE(maximize ? "maximize" : "minimize");
+    Tensor p = tensor<float>({1.0f, -2.0f}, {2});
+    set_requires_grad(p);
+    optim::SGDOptions o;
+    o.lr = 0.1;
+    o.momentum = 0.9;
+    o.dampening = 0.5;
+    o.maximize = maximize;
+    optim::SGD sgd({p}, o);
+    std::vector<double> ref = {1.0, -2.0}, buf = {0, 0};
+    for (int step = 0; step < 3; ++step) {
+      set_grad(p, tensor<float>({0.5f, -0.25f}, {2}));
+      sgd.step();
+      for (int i = 0; i < 2; ++i) {
+        const double g = (i == 0 ? 0.5 : -0.25) * (maximize ? -1 : 1);
+        buf[i] = step == 0 ? g : 0.9 * buf[i] + 0.5 * g;
+        ref[i] -= 0.1 * buf[i];
+      }
+    }
+    std::vector<double> got = values(p);
+    EXPECT_NEAR(got[0], ref[0], 1e-6);
+    EXPECT_NEAR(got[1], ref[1], 1e-6);
+  }
+}
+
 TEST(Optim, AdamWMatchesTheAlgorithmAndStateRoundTrips) {
   Tensor p = tensor<float>({1.0f}, {1});
   set_requires_grad(p);
