@@ -148,6 +148,13 @@ void collectives() {
     pg->reduce(r, root, ReduceOp::MAX)->wait();
     expect_equal(r, g_rank == root ? expected_reduction(ReduceOp::MAX, DType::Int32) : input_of(g_rank, DType::Int32),
                  fmt::format("reduce MAX to {}", root));
+    // AVG to a root: the root divides (integers truncate), the others keep their input.
+    for (DType dt : {DType::Float32, DType::Int64}) {
+      Tensor avg = input_of(g_rank, dt);
+      pg->reduce(avg, root, ReduceOp::AVG)->wait();
+      if (g_rank == root)
+        expect_equal(avg, expected_reduction(ReduceOp::AVG, dt), fmt::format("reduce AVG {} to {}", dtype_name(dt), root));
+    }
   }
 
   std::vector<Tensor> gathered;
