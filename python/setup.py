@@ -34,7 +34,7 @@ setup(
     version="0.1.0",
     description="Distributed training runtime with PyTorch's API",
     packages=["trainrun", "trainrun.nn", "trainrun.optim", "trainrun.distributed",
-              "trainrun.distributed.algorithms"],
+              "trainrun.distributed.algorithms", "trainrun.utils", "trainrun.utils.data"],
     package_dir={"": "."},
     python_requires=">=3.11",
     cmdclass={"build_py": BuildWithExtension},

@@ -32,7 +32,7 @@ _C = _load_extension()
 
 from trainrun._tensor import Tensor, tensor  # noqa: E402
 from trainrun._autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: E402
-from trainrun import autograd, nn, optim, distributed, cuda  # noqa: E402,F401
+from trainrun import autograd, nn, optim, distributed, cuda, utils  # noqa: E402,F401
 
 dtype = _C.dtype
 dtype.__repr__ = dtype.__str__ = lambda self: "trainrun." + self.name
@@ -44,7 +44,20 @@ half, float, double, long, int = float16, float32, float64, int64, int32  # noqa
 device = _C.device
 from_numpy, from_dlpack = _C.from_numpy, _C.from_dlpack
 save, load = _C.save, _C.load  # safetensors: a dict of tensors, no pickle
-manual_seed = _C.manual_seed
+from trainrun._generator import Generator, default_generator, randperm  # noqa: E402,F401
+
+
+def manual_seed(seed):
+    """Seeds trainrun's random ops and the default Generator (permutations,
+    shuffling); returns the default Generator, as PyTorch does."""
+    _C.manual_seed(seed)
+    return default_generator.manual_seed(seed)
+
+
+def initial_seed():
+    return default_generator.initial_seed()
+
+
 zeros, ones, empty, full, rand, randn, randint, arange = (_C.zeros, _C.ones, _C.empty, _C.full, _C.rand, _C.randn,
                                                           _C.randint, _C.arange)
 for _name in ("exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "neg", "abs", "relu",

@@ -1,0 +1,88 @@
+"""trainrun.Generator and trainrun.randperm: PyTorch's CPU generator for
+permutations. A Generator is the Mersenne Twister (mt19937) PyTorch's CPU
+generator is, seeded the same way, and randperm draws from it exactly as
+PyTorch's CPU randperm does (a Fisher-Yates pass taking one 32-bit draw per
+position). So `torch.Generator().manual_seed(s)` and `trainrun.Generator().
+manual_seed(s)` give the same permutations, the same shuffles from
+DataLoader/RandomSampler/random_split and the same DistributedSampler
+indices. Tensor random ops (rand, randn, dropout, ...) use trainrun's own
+Philox generator, seeded by trainrun.manual_seed; a Generator drives
+permutations and sampling only."""
+import random as _random
+
+import numpy as np
+
+from trainrun import _C
+
+_DEFAULT_SEED = 67280421310721  # what torch.Generator() starts from
+
+
+class Generator:
+    """A CPU random generator with PyTorch's seeding and draw order."""
+
+    def __init__(self, device="cpu"):
+        if str(device) != "cpu":
+            raise ValueError(f"Generator: only device='cpu' is supported, got {device!r}")
+        self.device = _C.device("cpu")
+        self.manual_seed(_DEFAULT_SEED)
+
+    def manual_seed(self, seed):
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+            raise TypeError(f"manual_seed expected an int, got {type(seed).__name__}")
+        self._seed = int(seed) % (1 << 64)
+        # mt19937 keeps the low 32 bits of the seed, as PyTorch's CPU generator does.
+        self._engine = np.random.RandomState(self._seed & 0xFFFFFFFF)
+        return self
+
+    def initial_seed(self):
+        return self._seed
+
+    def seed(self):
+        """Seeds from the operating system's entropy; returns the seed."""
+        s = _random.SystemRandom().getrandbits(63)
+        self.manual_seed(s)
+        return s
+
+    def _random32(self, count):
+        """The next `count` 32-bit outputs of the engine, as Python ints."""
+        if count <= 0:
+            return []
+        return self._engine.randint(0, 1 << 32, size=count, dtype=np.uint64).tolist()
+
+    def _random63(self):
+        """A non-negative 63-bit draw: PyTorch's int64 random_() (two 32-bit outputs, high first)."""
+        hi, lo = self._random32(2)
+        return ((hi << 32) | lo) % (1 << 63)
+
+
+default_generator = Generator()
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0..n-1 (trainrun.int64 unless dtype says otherwise)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"randperm(): argument 'n' must be int, not {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"randperm(): n must be non-negative, got {n}")
+    g = default_generator if generator is None else generator
+    if not isinstance(g, Generator):
+        raise TypeError(f"randperm(): generator must be a trainrun.Generator, not {type(g).__name__}")
+    order = _permutation(int(n), g)
+    out = _C.from_numpy(np.asarray(order, dtype=np.int64))
+    if dtype is not None:
+        out = out.to(dtype)
+    if device is not None:
+        out = out.to(device)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def _permutation(n, generator):
+    """PyTorch's CPU randperm: for i in 0..n-2 swap i with i + draw % (n - i)."""
+    order = list(range(n))
+    draws = generator._random32(n - 1)
+    for i, z in enumerate(draws):
+        j = i + z % (n - i)
+        order[i], order[j] = order[j], order[i]
+    return order
