@@ -204,6 +204,76 @@ void bind_distributed(py::module_& m) {
       "recv", [](Tensor& t, int src, GroupPtr g, int tag) { finish(group_or_default(g)->recv(t, src, tag), false); },
       py::arg("tensor"), py::arg("src"), py::arg("group") = nullptr, py::arg("tag") = 0);
   d.def(
+      "reduce",
+      [](Tensor& t, int dst, ReduceOp::Kind op, GroupPtr g, bool async_op) {
+        return finish(group_or_default(g)->reduce(t, dst, ReduceOp(op)), async_op);
+      },
+      py::arg("tensor"), py::arg("dst"), py::arg("op") = ReduceOp::SUM, py::arg("group") = nullptr,
+      py::arg("async_op") = false);
+  // The list arguments hold tensor handles: results land in the caller's tensors.
+  d.def(
+      "all_gather",
+      [](std::vector<Tensor> outputs, const Tensor& input, GroupPtr g, bool async_op) {
+        return finish(group_or_default(g)->allgather(outputs, input), async_op);
+      },
+      py::arg("tensor_list"), py::arg("tensor"), py::arg("group") = nullptr, py::arg("async_op") = false);
+  d.def(
+      "reduce_scatter",
+      [](Tensor& output, std::vector<Tensor> inputs, ReduceOp::Kind op, GroupPtr g, bool async_op) {
+        return finish(group_or_default(g)->reduce_scatter(output, inputs, ReduceOp(op)), async_op);
+      },
+      py::arg("output"), py::arg("input_list"), py::arg("op") = ReduceOp::SUM, py::arg("group") = nullptr,
+      py::arg("async_op") = false);
+  d.def(
+      "all_to_all_single",
+      [](Tensor& output, const Tensor& input, std::optional<IntList> output_split_sizes,
+         std::optional<IntList> input_split_sizes, GroupPtr g, bool async_op) {
+        return finish(group_or_default(g)->alltoall_base(output, input, output_split_sizes.value_or(IntList{}),
+                                                         input_split_sizes.value_or(IntList{})),
+                      async_op);
+      },
+      py::arg("output"), py::arg("input"), py::arg("output_split_sizes") = py::none(),
+      py::arg("input_split_sizes") = py::none(), py::arg("group") = nullptr, py::arg("async_op") = false);
+  d.def(
+      "all_to_all",
+      [](std::vector<Tensor> outputs, std::vector<Tensor> inputs, GroupPtr g, bool async_op) {
+        return finish(group_or_default(g)->alltoall(outputs, inputs), async_op);
+      },
+      py::arg("output_tensor_list"), py::arg("input_tensor_list"), py::arg("group") = nullptr,
+      py::arg("async_op") = false);
+  d.def(
+      "gather",
+      [](const Tensor& t, std::optional<std::vector<Tensor>> gather_list, int dst, GroupPtr g, bool async_op) {
+        std::vector<Tensor> outputs = gather_list.value_or(std::vector<Tensor>{});
+        return finish(group_or_default(g)->gather(outputs, t, dst), async_op);
+      },
+      py::arg("tensor"), py::arg("gather_list") = py::none(), py::arg("dst") = 0, py::arg("group") = nullptr,
+      py::arg("async_op") = false);
+  d.def(
+      "scatter",
+      [](Tensor& t, std::optional<std::vector<Tensor>> scatter_list, int src, GroupPtr g, bool async_op) {
+        std::vector<Tensor> inputs = scatter_list.value_or(std::vector<Tensor>{});
+        return finish(group_or_default(g)->scatter(t, inputs, src), async_op);
+      },
+      py::arg("tensor"), py::arg("scatter_list") = py::none(), py::arg("src") = 0, py::arg("group") = nullptr,
+      py::arg("async_op") = false);
+  d.def(
+      "isend", [](const Tensor& t, int dst, GroupPtr g, int tag) { return group_or_default(g)->send(t, dst, tag); },
+      py::arg("tensor"), py::arg("dst"), py::arg("group") = nullptr, py::arg("tag") = 0);
+  d.def(
+      "irecv", [](Tensor& t, int src, GroupPtr g, int tag) { return group_or_default(g)->recv(t, src, tag); },
+      py::arg("tensor"), py::arg("src"), py::arg("group") = nullptr, py::arg("tag") = 0);
+  // batch_isend_irecv's C++ half: (is_send, tensor, peer, tag) per op, all posted before any waits.
+  d.def(
+      "_batch_isend_irecv",
+      [](const std::vector<std::tuple<bool, Tensor, int, int>>& ops, GroupPtr g) {
+        std::vector<c10d::P2POp> posted;
+        for (const auto& [is_send, tensor, peer, tag] : ops)
+          posted.push_back({is_send ? c10d::P2POp::SEND : c10d::P2POp::RECV, tensor, peer, tag});
+        return group_or_default(g)->batch_isend_irecv(posted);
+      },
+      py::arg("ops"), py::arg("group") = nullptr);
+  d.def(
       "record_error",
       [](const std::string& message, const std::string& traceback) { record_worker_error(message, traceback); },
       "Writes the error file the launcher reads (TRAINRUN_ERROR_FILE).");

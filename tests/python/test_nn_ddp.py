@@ -98,6 +98,37 @@ def test_ddp_from_python_matches_one_process():
     assert "[rank0]:rank 0: ddp ok" in r.stdout and "[rank1]:rank 1: ddp ok" in r.stdout
 
 
+def test_torch_distributed_api_on_three_ranks():
+    """Every collective, point-to-point and object call of torch.distributed,
+    with timedelta timeouts, on 3 ranks under the launcher."""
+    r = launch("--nproc-per-node", "3", str(ROOT / "tests" / "python" / "collectives_worker.py"), timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for rank in range(3):
+        assert f"[rank{rank}]:rank {rank}: ok" in r.stdout, r.stdout + r.stderr
+
+
+def test_init_process_group_takes_pytorchs_arguments():
+    import datetime
+    import trainrun.distributed as dist
+    with pytest.raises(TypeError, match="timeout must be a datetime.timedelta"):
+        dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore(), timeout="10s")
+    with pytest.raises(ValueError, match="Invalid backend: 'mpi'"):
+        dist.init_process_group("mpi", rank=0, world_size=1, store=dist.HashStore())
+    with pytest.raises(ValueError, match="both init_method and store"):
+        dist.init_process_group("gloo", "env://", rank=0, world_size=1, store=dist.HashStore())
+    # PyTorch's positional order: backend, init_method, timeout, world_size, rank.
+    dist.init_process_group("gloo", None, datetime.timedelta(seconds=20), 1, 0, dist.HashStore())
+    try:
+        assert dist.get_backend() == dist.Backend.GLOO == "gloo"
+        t = tr.ones([2])
+        dist.all_reduce(t, async_op=True).wait(timeout=datetime.timedelta(seconds=5))
+        assert t.tolist() == [1.0, 1.0]
+        with pytest.raises(NotImplementedError, match="timeout"):
+            dist.new_group([0], timeout=datetime.timedelta(seconds=1))
+    finally:
+        dist.destroy_process_group()
+
+
 def test_record_gives_the_launcher_the_python_root_cause():
     r = launch("--nproc-per-node", "2", "--grace-period", "1", str(ROOT / "tests" / "python" / "ddp_worker.py"),
                "fail")

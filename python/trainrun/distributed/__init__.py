@@ -1,17 +1,68 @@
 """trainrun.distributed: process groups and collectives with
-torch.distributed's names. Blocking calls release the GIL; async_op=True
-returns a Work to wait on."""
+torch.distributed's names, argument names and defaults. Blocking calls
+release the GIL; async_op=True returns a Work to wait on; timeouts are
+datetime.timedelta (seconds are taken too)."""
+import datetime as _datetime
+import pickle as _pickle
+
+import numpy as _np
+
 from trainrun import _C
 from trainrun.distributed import elastic  # noqa: F401
 
 _d = _C.distributed
 ReduceOp, Work, ProcessGroup = _d.ReduceOp, _d.Work, _d.ProcessGroup
-init_process_group, is_initialized, destroy_process_group = _d.init_process_group, _d.is_initialized, \
-    _d.destroy_process_group
-get_rank, get_world_size, new_group = _d.get_rank, _d.get_world_size, _d.new_group
-all_reduce, broadcast, barrier = _d.all_reduce, _d.broadcast, _d.barrier
-all_gather_into_tensor, reduce_scatter_tensor, send, recv = _d.all_gather_into_tensor, _d.reduce_scatter_tensor, \
-    _d.send, _d.recv
+is_initialized, destroy_process_group = _d.is_initialized, _d.destroy_process_group
+all_reduce, broadcast, barrier, reduce = _d.all_reduce, _d.broadcast, _d.barrier, _d.reduce
+all_gather, all_gather_into_tensor = _d.all_gather, _d.all_gather_into_tensor
+reduce_scatter, reduce_scatter_tensor = _d.reduce_scatter, _d.reduce_scatter_tensor
+all_to_all, all_to_all_single, gather, scatter = _d.all_to_all, _d.all_to_all_single, _d.gather, _d.scatter
+send, recv, isend, irecv = _d.send, _d.recv, _d.isend, _d.irecv
+Store, TCPStore, FileStore, HashStore, PrefixStore = _d.Store, _d.TCPStore, _d.FileStore, _d.HashStore, \
+    _d.PrefixStore
+
+default_pg_timeout = _datetime.timedelta(minutes=30)
+
+
+class Backend(str):
+    """Backend names, as torch.distributed.Backend."""
+    GLOO = "gloo"
+    NCCL = "nccl"
+
+    def __new__(cls, name):
+        value = str(name).lower()
+        if value not in (cls.GLOO, cls.NCCL):
+            raise ValueError(f"Invalid backend: '{name}' (trainrun has 'gloo' and 'nccl')")
+        return super().__new__(cls, value)
+
+
+class group:  # noqa: N801  (PyTorch's name)
+    """group.WORLD stands for the default group (as None does)."""
+    WORLD = None
+
+
+GroupMember = group
+_state = {"backend": None}
+
+
+def _seconds(timeout, where):
+    if timeout is None:
+        return None
+    if isinstance(timeout, _datetime.timedelta):
+        seconds = timeout.total_seconds()
+    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        seconds = float(timeout)
+    else:
+        raise TypeError(f"{where}: timeout must be a datetime.timedelta, got {type(timeout).__name__}")
+    if seconds <= 0:
+        raise ValueError(f"{where}: timeout must be positive, got {timeout}")
+    return seconds
+
+
+def is_available():
+    return True
+
+
 def is_nccl_available():
     return "nccl" in _d.available_backends()
 
@@ -20,5 +71,149 @@ def is_gloo_available():
     return True
 
 
-Store, TCPStore, FileStore, HashStore, PrefixStore = _d.Store, _d.TCPStore, _d.FileStore, _d.HashStore, \
-    _d.PrefixStore
+def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
+                       group_name="", pg_options=None):
+    """Starts the default group, as torch.distributed.init_process_group:
+    env:// (the launcher's variables), tcp://, file:// or a given store."""
+    if store is not None and init_method is not None:
+        raise ValueError("init_process_group: cannot specify both init_method and store")
+    name = Backend(backend if backend is not None else "gloo")
+    seconds = _seconds(timeout, "init_process_group")
+    _d.init_process_group(backend=str(name), init_method=init_method if init_method is not None else "env://",
+                          rank=rank, world_size=world_size,
+                          timeout=seconds if seconds is not None else default_pg_timeout.total_seconds(), store=store)
+    _state["backend"] = str(name)
+
+
+def get_backend(group=None):
+    if not is_initialized():
+        raise RuntimeError("get_backend: the default process group has not been initialized "
+                           "(call init_process_group first)")
+    return _state["backend"]
+
+
+def get_rank(group=None):
+    return _d.get_rank() if group is None else group.rank()
+
+
+def get_world_size(group=None):
+    return _d.get_world_size() if group is None else group.size()
+
+
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None):
+    if timeout is not None:
+        raise NotImplementedError("new_group(timeout=...): a new group takes the default group's timeout")
+    if backend is not None and str(Backend(backend)) != _state["backend"]:
+        raise NotImplementedError(f"new_group(backend={backend!r}): a new group uses the default group's backend "
+                                  f"({_state['backend']})")
+    return _d.new_group(list(ranks) if ranks is not None else [])
+
+
+_work_wait = Work.wait
+
+
+def _wait(self, timeout=None):
+    """Blocks until the work is done (or the timeout passes: RuntimeError naming it)."""
+    return _work_wait(self, _seconds(timeout, "Work.wait"))
+
+
+Work.wait = _wait
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """A barrier that fails after `timeout` (default: the group's) instead of waiting on."""
+    work = barrier(group=group, async_op=True)
+    work.wait(timeout)
+
+
+# ---- point to point in batches ---------------------------------------------
+
+class P2POp:
+    """One send or receive of batch_isend_irecv: op is isend or irecv."""
+
+    def __init__(self, op, tensor, peer, group=None, tag=0):
+        if op not in (isend, irecv):
+            raise ValueError("P2POp: op must be trainrun.distributed.isend or irecv")
+        self.op, self.tensor, self.peer, self.group, self.tag = op, tensor, peer, group, tag
+
+
+def batch_isend_irecv(p2p_op_list):
+    """Posts every send and receive before waiting on any; returns their Works."""
+    if not p2p_op_list:
+        raise ValueError("batch_isend_irecv: p2p_op_list is empty")
+    groups = {id(op.group) for op in p2p_op_list}
+    if len(groups) != 1:
+        raise ValueError("batch_isend_irecv: every P2POp must use the same group")
+    return _d._batch_isend_irecv([(op.op is isend, op.tensor, op.peer, op.tag) for op in p2p_op_list],
+                                 p2p_op_list[0].group)
+
+
+# ---- object collectives: pickled bytes in uint8 tensors ---------------------
+# As in PyTorch, these unpickle what other ranks send: use them only among
+# ranks you trust.
+
+def _to_bytes_tensor(obj):
+    return _C.from_numpy(_np.frombuffer(_pickle.dumps(obj), dtype=_np.uint8).copy())
+
+
+def _from_bytes_tensor(t, size):
+    return _pickle.loads(t.numpy()[:size].tobytes())
+
+
+def _int64(value):
+    return _C.from_numpy(_np.array([value], dtype=_np.int64))
+
+
+def all_gather_object(object_list, obj, group=None):
+    """object_list[r] becomes rank r's obj, on every rank."""
+    n = get_world_size(group)
+    if len(object_list) != n:
+        raise ValueError(f"all_gather_object: object_list has {len(object_list)} entries for a group of {n}")
+    mine = _to_bytes_tensor(obj)
+    sizes = [_int64(0) for _ in range(n)]
+    all_gather(sizes, _int64(mine.shape[0]), group=group)
+    sizes = [int(s.item()) for s in sizes]
+    padded = _C.from_numpy(_np.zeros(max(sizes), dtype=_np.uint8))
+    padded.numpy()[:mine.shape[0]] = mine.numpy()
+    slots = [_C.from_numpy(_np.zeros(max(sizes), dtype=_np.uint8)) for _ in range(n)]
+    all_gather(slots, padded, group=group)
+    for r in range(n):
+        object_list[r] = _from_bytes_tensor(slots[r], sizes[r])
+
+
+def gather_object(obj, object_gather_list=None, dst=0, group=None):
+    """On dst, object_gather_list[r] becomes rank r's obj."""
+    gathered = [None] * get_world_size(group)
+    all_gather_object(gathered, obj, group=group)
+    if get_rank(group) == dst:
+        if object_gather_list is None or len(object_gather_list) != len(gathered):
+            raise ValueError("gather_object: dst needs an object_gather_list with one entry per rank")
+        object_gather_list[:] = gathered
+
+
+def broadcast_object_list(object_list, src=0, group=None, device=None):
+    """Every rank's object_list becomes src's (the same length on every rank)."""
+    payload = _to_bytes_tensor(list(object_list)) if get_rank(group) == src else None
+    size = _int64(payload.shape[0] if payload is not None else 0)
+    broadcast(size, src, group=group)
+    buffer = payload if payload is not None else _C.from_numpy(_np.zeros(int(size.item()), dtype=_np.uint8))
+    broadcast(buffer, src, group=group)
+    received = _from_bytes_tensor(buffer, int(size.item()))
+    if len(received) != len(object_list):
+        raise ValueError(f"broadcast_object_list: src sent {len(received)} objects, this rank's list holds "
+                         f"{len(object_list)}")
+    object_list[:] = received
+
+
+def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=0, group=None):
+    """scatter_object_output_list[0] becomes src's scatter_object_input_list[rank]."""
+    n = get_world_size(group)
+    objects = [None] * n
+    if get_rank(group) == src:
+        if scatter_object_input_list is None or len(scatter_object_input_list) != n:
+            raise ValueError(f"scatter_object_list: src needs scatter_object_input_list with {n} entries")
+        objects = list(scatter_object_input_list)
+    broadcast_object_list(objects, src=src, group=group)
+    if not scatter_object_output_list:
+        raise ValueError("scatter_object_list: scatter_object_output_list needs at least one entry")
+    scatter_object_output_list[0] = objects[get_rank(group)]
