@@ -58,8 +58,9 @@ def initial_seed():
     return default_generator.initial_seed()
 
 
-zeros, ones, empty, full, rand, randn, randint, arange = (_C.zeros, _C.ones, _C.empty, _C.full, _C.rand, _C.randn,
-                                                          _C.randint, _C.arange)
+arange = _C.arange
+from trainrun._factories import (empty, empty_like, full, full_like, ones, ones_like, rand, rand_like, randint,  # noqa
+                                 randn, randn_like, zeros, zeros_like)
 for _name in ("exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "neg", "abs", "relu",
               "sign", "floor", "round", "logical_not", "bitwise_not", "clamp", "add", "sub", "mul", "div",
               "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
@@ -70,10 +71,3 @@ for _name in ("exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sig
     globals()[_name] = getattr(_C, _name)
 del _name
 
-
-def zeros_like(t, dtype=None, device=None):
-    return _C.zeros(list(t.shape), dtype if dtype is not None else t.dtype, device if device is not None else t.device)
-
-
-def ones_like(t, dtype=None, device=None):
-    return _C.ones(list(t.shape), dtype if dtype is not None else t.dtype, device if device is not None else t.device)

@@ -248,3 +248,29 @@ def test_numpy_round_trips_every_dtype_with_extreme_values(dtype):
     # Values built on the trainrun side come out as NumPy has them.
     if np_dtype.kind in "iu":
         assert tr.tensor(values, dtype=getattr(tr, dtype)).numpy().tolist() == values
+
+
+def test_factories_take_sizes_as_varargs_or_one_sequence_as_pytorch():
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    for name in ("zeros", "ones", "empty", "rand", "randn"):
+        for args in ((2, 3), ((2, 3),), ([4],), (5,), ((),)):
+            ours, theirs = getattr(tr, name)(*args), getattr(torch, name)(*args)
+            assert tuple(ours.shape) == tuple(theirs.shape), (name, args)
+            assert str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1], (name, args)
+    for fill in (1.5, 3, True):
+        ours, theirs = tr.full((2, 2), fill), torch.full((2, 2), fill)
+        assert str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1] and ours.tolist() == theirs.tolist()
+    assert tr.zeros(2, 3, dtype=tr.int32).dtype == tr.int32
+    x = tr.ones(3, requires_grad=True)
+    assert x.requires_grad and tr.zeros_like(x).shape == (3,) and not tr.zeros_like(x).requires_grad
+    assert tr.full_like(x, 7).tolist() == [7.0, 7.0, 7.0] and tr.ones_like(x, dtype=tr.float64).dtype == tr.float64
+    assert tr.randint(5, (3, 2)).shape == (3, 2) and tr.randint(-2, 2, (100,)).min().item() >= -2
+    assert tr.randint(0, 10, size=(4,)).dtype == tr.int64
+    with pytest.raises(TypeError, match="size must be ints"):
+        tr.zeros(2, "3")
+    with pytest.raises(TypeError, match="missing its size"):
+        tr.zeros()
+    with pytest.raises(ValueError, match="negative dimension -1"):
+        tr.ones(2, -1)
+    with pytest.raises(NotImplementedError, match="generator"):
+        tr.rand(2, generator=tr.Generator())

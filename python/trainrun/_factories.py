@@ -1,0 +1,121 @@
+"""Factories with PyTorch's calling conventions: sizes as varargs or one
+tuple/list/Size (`zeros(2, 3)`, `zeros((2, 3))`), and the keywords dtype=,
+device=, requires_grad= (and generator= where PyTorch takes one; only None
+is accepted for the tensor draws, which use trainrun's generator)."""
+import numbers
+
+from trainrun import _C
+
+
+def _size(args, where):
+    """The size a factory was given: *ints, or one sequence of ints."""
+    if not args:
+        raise TypeError(f"{where}() missing its size (ints, or one tuple of ints: () for a 0-dim tensor)")
+    if len(args) == 1 and not isinstance(args[0], numbers.Integral):
+        args = args[0]
+    try:
+        size = [int(s) for s in args]
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}(): size must be ints or one tuple of ints, got {args!r}") from None
+    for s, given in zip(size, args):
+        if isinstance(given, bool) or not isinstance(given, numbers.Integral):
+            raise TypeError(f"{where}(): size must be ints or one tuple of ints, got {args!r}")
+        if s < 0:
+            raise ValueError(f"{where}(): negative dimension {s} in size {tuple(size)}")
+    return size
+
+
+def _finish(t, requires_grad):
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _no_generator(generator, where):
+    if generator is not None:
+        raise NotImplementedError(f"{where}(generator=...): tensor draws use trainrun's generator "
+                                  "(seed it with trainrun.manual_seed); Generator objects drive permutations")
+
+
+def zeros(*size, out=None, dtype=None, device=None, requires_grad=False):
+    if out is not None:
+        raise NotImplementedError("zeros(out=...) is not supported; use out.zero_()")
+    return _finish(_C.zeros(_size(size, "zeros"), dtype, device), requires_grad)
+
+
+def ones(*size, out=None, dtype=None, device=None, requires_grad=False):
+    if out is not None:
+        raise NotImplementedError("ones(out=...) is not supported; use out.fill_(1)")
+    return _finish(_C.ones(_size(size, "ones"), dtype, device), requires_grad)
+
+
+def empty(*size, out=None, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    if out is not None:
+        raise NotImplementedError("empty(out=...) is not supported")
+    t = _C.empty(_size(size, "empty"), dtype, device)
+    if pin_memory:
+        t = t.pin_memory()
+    return _finish(t, requires_grad)
+
+
+def full(size, fill_value, *, out=None, dtype=None, device=None, requires_grad=False):
+    if out is not None:
+        raise NotImplementedError("full(out=...) is not supported; use out.fill_(value)")
+    if dtype is None and isinstance(fill_value, bool):
+        dtype = _C.dtype.bool
+    elif dtype is None and isinstance(fill_value, numbers.Integral):
+        dtype = _C.dtype.int64  # PyTorch infers int64 from an int fill value
+    return _finish(_C.full(_size((size,), "full"), fill_value, dtype, device), requires_grad)
+
+
+def rand(*size, generator=None, out=None, dtype=None, device=None, requires_grad=False):
+    _no_generator(generator, "rand")
+    return _finish(_C.rand(_size(size, "rand"), dtype, device), requires_grad)
+
+
+def randn(*size, generator=None, out=None, dtype=None, device=None, requires_grad=False):
+    _no_generator(generator, "randn")
+    return _finish(_C.randn(_size(size, "randn"), dtype, device), requires_grad)
+
+
+def randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+    """randint(high, size) or randint(low, high, size), as PyTorch's."""
+    _no_generator(generator, "randint")
+    if size is not None:
+        args = args + (size,)
+    if len(args) == 2:
+        low, (high, size) = 0, args
+    elif len(args) == 3:
+        low, high, size = args
+    else:
+        raise TypeError("randint(): expected (high, size) or (low, high, size)")
+    return _finish(_C.randint(int(low), int(high), _size((size,), "randint"), dtype, device), requires_grad)
+
+
+def _like(maker, t, dtype, device, requires_grad, *extra):
+    return _finish(maker(list(t.shape), *extra, dtype if dtype is not None else t.dtype,
+                         device if device is not None else t.device), requires_grad)
+
+
+def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
+    return _like(_C.zeros, input, dtype, device, requires_grad)
+
+
+def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
+    return _like(_C.ones, input, dtype, device, requires_grad)
+
+
+def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
+    return _like(_C.empty, input, dtype, device, requires_grad)
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
+    return _like(_C.full, input, dtype, device, requires_grad, fill_value)
+
+
+def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
+    return _like(_C.rand, input, dtype, device, requires_grad)
+
+
+def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
+    return _like(_C.randn, input, dtype, device, requires_grad)
