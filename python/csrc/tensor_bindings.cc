@@ -393,16 +393,18 @@ void bind_tensor(py::module_& m) {
       "stack", [](const std::vector<Tensor>& ts, int64_t d) { return stack(ts, d); }, py::arg("tensors"),
       py::arg("dim") = 0, release());
   m.def(
-      "index_select", [](const Tensor& x, int64_t d, const Tensor& i) { return index_select(x, d, i); }, release());
+      "index_select", [](const Tensor& x, int64_t d, const Tensor& i) { return index_select(x, d, i); },
+      py::arg("input"), py::arg("dim"), py::arg("index"), release());
   m.def(
       "masked_select", [](const Tensor& x, const Tensor& m) { return masked_select(x, m); }, release());
   m.def("masked_fill",
         [](const Tensor& x, const Tensor& mask, py::object v) { return masked_fill(x, mask, to_scalar(v)); });
   m.def(
-      "gather", [](const Tensor& x, int64_t d, const Tensor& i) { return gather(x, d, i); }, release());
+      "gather", [](const Tensor& x, int64_t d, const Tensor& i) { return gather(x, d, i); }, py::arg("input"),
+      py::arg("dim"), py::arg("index"), release());
   m.def(
       "scatter", [](const Tensor& x, int64_t d, const Tensor& i, const Tensor& src) { return scatter(x, d, i, src); },
-      release());
+      py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"), release());
   m.def(
       "sort", [](const Tensor& x, int64_t d, bool desc) { return sort(x, d, desc); }, py::arg("input"),
       py::arg("dim") = -1, py::arg("descending") = false, release());
@@ -410,7 +412,16 @@ void bind_tensor(py::module_& m) {
       "topk", [](const Tensor& x, int64_t k, int64_t d, bool largest) { return topk(x, k, d, largest); },
       py::arg("input"), py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true, release());
   m.def(
-      "cumsum", [](const Tensor& x, int64_t d) { return cumsum(x, d); }, release());
+      "cumsum",
+      [](const Tensor& x, int64_t d, std::optional<DType> dtype) { return cumsum(dtype ? x.to(*dtype) : x, d); },
+      py::arg("input"), py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none(), release());
+  // max/min along a dim: (values, indices); Python wraps them in named tuples.
+  m.def(
+      "max_dim", [](const Tensor& x, int64_t d, bool k) { return trainrun::max(x, d, k); }, py::arg("input"),
+      py::arg("dim"), py::arg("keepdim") = false, release());
+  m.def(
+      "min_dim", [](const Tensor& x, int64_t d, bool k) { return trainrun::min(x, d, k); }, py::arg("input"),
+      py::arg("dim"), py::arg("keepdim") = false, release());
   m.def(
       "std", [](const Tensor& x, const IntList& d, int64_t c, bool k) { return trainrun::std(x, d, c, k); },
       py::arg("input"), py::arg("dim") = IntList{}, py::arg("correction") = 1, py::arg("keepdim") = false, release());
@@ -465,9 +476,13 @@ void bind_tensor(py::module_& m) {
       "dropout", [](const Tensor& x, double p, bool train) { return std::get<0>(dropout(x, p, train)); },
       py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, release());
   m.def(
-      "softmax", [](const Tensor& x, int64_t d) { return softmax(x, d); }, release());
+      "softmax",
+      [](const Tensor& x, int64_t d, std::optional<DType> dtype) { return softmax(dtype ? x.to(*dtype) : x, d); },
+      py::arg("input"), py::arg("dim"), py::arg("dtype") = py::none(), release());
   m.def(
-      "log_softmax", [](const Tensor& x, int64_t d) { return log_softmax(x, d); }, release());
+      "log_softmax",
+      [](const Tensor& x, int64_t d, std::optional<DType> dtype) { return log_softmax(dtype ? x.to(*dtype) : x, d); },
+      py::arg("input"), py::arg("dim"), py::arg("dtype") = py::none(), release());
   m.def(
       "cross_entropy", [](const Tensor& x, const Tensor& y) { return cross_entropy(x, y); }, release());
 }

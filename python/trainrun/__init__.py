@@ -66,8 +66,10 @@ for _name in ("exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sig
               "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
               "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "matmul", "mm", "sum", "mean",
               "amax", "amin", "argmax", "var", "cat", "stack", "index_select", "masked_select", "masked_fill",
-              "softmax", "log_softmax", "gather", "scatter", "sort", "topk", "cumsum", "std", "norm", "logsumexp",
+              "softmax", "log_softmax", "gather", "scatter", "cumsum", "std", "norm", "logsumexp",
               "prod", "bmm", "chunk", "split"):
     globals()[_name] = getattr(_C, _name)
 del _name
+from trainrun import return_types  # noqa: E402,F401
+from trainrun._reductions import max, min, sort, topk  # noqa: E402,A004
 

@@ -186,8 +186,6 @@ Tensor.sum = lambda self, dim=None, keepdim=False: _C.sum(self, _dims(dim), keep
 Tensor.mean = lambda self, dim=None, keepdim=False: _C.mean(self, _dims(dim), keepdim)
 Tensor.amax = lambda self, dim=None, keepdim=False: _C.amax(self, _dims(dim), keepdim)
 Tensor.amin = lambda self, dim=None, keepdim=False: _C.amin(self, _dims(dim), keepdim)
-Tensor.max = lambda self: _C.amax(self, [], False)
-Tensor.min = lambda self: _C.amin(self, [], False)
 Tensor.argmax = lambda self, dim=None, keepdim=False: _C.argmax(self, dim, keepdim)
 Tensor.var = lambda self, dim=None, unbiased=True, keepdim=False: _C.var(self, _dims(dim), 1 if unbiased else 0,
                                                                          keepdim)
@@ -199,6 +197,9 @@ for _name in ("gather", "scatter", "sort", "topk", "cumsum", "std", "norm", "log
               "index_select", "masked_select", "where", "bmm", "gelu", "silu", "log_softmax", "softmax"):
     if hasattr(_C, _name):
         setattr(Tensor, _name, (lambda op: lambda self, *args, **kwargs: op(self, *args, **kwargs))(getattr(_C, _name)))
+from trainrun import _reductions  # noqa: E402
+Tensor.max, Tensor.min, Tensor.sort, Tensor.topk = (_reductions.max, _reductions.min, _reductions.sort,
+                                                    _reductions.topk)
 Tensor.backward = lambda self, gradient=None, retain_graph=False, create_graph=False: _C.backward(
     self, gradient, retain_graph, create_graph)
 Tensor.T = property(lambda self: self.permute(list(range(self.ndim))[::-1]))

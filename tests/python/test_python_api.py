@@ -274,3 +274,36 @@ def test_factories_take_sizes_as_varargs_or_one_sequence_as_pytorch():
         tr.ones(2, -1)
     with pytest.raises(NotImplementedError, match="generator"):
         tr.rand(2, generator=tr.Generator())
+
+
+def test_reductions_take_dim_keywords_and_return_named_tuples_as_pytorch():
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    data = [[3.0, -1.0, 2.5, 7.0], [0.5, 4.0, -2.0, 1.0], [9.0, 8.0, 6.0, -3.0]]  # no ties
+    x, tx = tr.tensor(data), torch.tensor(data)
+    assert x.max().item() == tx.max().item() and tr.min(x).item() == torch.min(tx).item()
+    for name in ("max", "min"):
+        for dim in (0, 1, -1):
+            for keepdim in (False, True):
+                ours, theirs = getattr(x, name)(dim=dim, keepdim=keepdim), getattr(tx, name)(dim=dim, keepdim=keepdim)
+                assert type(ours).__name__ == type(theirs).__name__ == name
+                assert ours.values.tolist() == theirs.values.tolist() and ours.indices.tolist() == theirs.indices.tolist()
+                values, indices = getattr(tr, name)(x, dim, keepdim)
+                assert values.tolist() == theirs.values.tolist() and indices.tolist() == theirs.indices.tolist()
+        other, tother = tr.full((3, 4), 1.0), torch.full((3, 4), 1.0)
+        assert getattr(tr, name)(x, other).tolist() == getattr(torch, name)(tx, tother).tolist()
+    for descending in (False, True):
+        ours, theirs = x.sort(dim=0, descending=descending), tx.sort(dim=0, descending=descending)
+        assert ours.values.tolist() == theirs.values.tolist() and ours.indices.tolist() == theirs.indices.tolist()
+    ours, theirs = tr.topk(x, 2, dim=1), torch.topk(tx, 2, dim=1)
+    assert ours.values.tolist() == theirs.values.tolist() and ours.indices.tolist() == theirs.indices.tolist()
+    assert x.topk(1, largest=False).indices.tolist() == tx.topk(1, largest=False).indices.tolist()
+    np.testing.assert_allclose(tr.softmax(x, dim=-1).numpy(), torch.softmax(tx, dim=-1).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(x.log_softmax(dim=0).numpy(), tx.log_softmax(dim=0).numpy(), rtol=1e-6, atol=2e-6)
+    assert tr.softmax(x, 1, dtype=tr.float64).dtype == tr.float64
+    assert x.cumsum(dim=1).tolist() == tx.cumsum(dim=1).tolist()
+    idx, tidx = tr.tensor([2, 0]), torch.tensor([2, 0])
+    assert tr.index_select(x, dim=0, index=idx).tolist() == torch.index_select(tx, dim=0, index=tidx).tolist()
+    g, tg = tr.tensor([[1, 0], [3, 3], [0, 2]]), torch.tensor([[1, 0], [3, 3], [0, 2]])
+    assert x.gather(dim=1, index=g).tolist() == tx.gather(dim=1, index=tg).tolist()
+    with pytest.raises(TypeError, match="dim must be an int"):
+        x.max(dim="1")

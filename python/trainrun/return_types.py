@@ -1,0 +1,11 @@
+"""Named-tuple results, as torch.return_types: `x.max(dim=1).values`,
+`values, indices = x.sort()`."""
+import collections
+
+max = collections.namedtuple("max", ["values", "indices"])  # noqa: A001  (PyTorch's names)
+min = collections.namedtuple("min", ["values", "indices"])  # noqa: A001
+sort = collections.namedtuple("sort", ["values", "indices"])
+topk = collections.namedtuple("topk", ["values", "indices"])
+for _t in (max, min, sort, topk):
+    _t.__module__ = "trainrun.return_types"
+del _t
