@@ -435,6 +435,12 @@ void bind_tensor(py::module_& m) {
       "prod", [](const Tensor& x, const IntList& d, bool k) { return prod(x, d, k); }, py::arg("input"),
       py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
   m.def(
+      "all", [](const Tensor& x, const IntList& d, bool k) { return all(x, d, k); }, py::arg("input"),
+      py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def(
+      "any", [](const Tensor& x, const IntList& d, bool k) { return any(x, d, k); }, py::arg("input"),
+      py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
+  m.def(
       "bmm", [](const Tensor& a, const Tensor& b) { return bmm(a, b); }, release());
   m.def(
       "chunk", [](const Tensor& x, int64_t n, int64_t d) { return chunk(x, n, d); }, py::arg("input"),

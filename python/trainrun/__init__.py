@@ -71,5 +71,14 @@ for _name in ("exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sig
     globals()[_name] = getattr(_C, _name)
 del _name
 from trainrun import return_types  # noqa: E402,F401
+from trainrun._size import Size  # noqa: E402,F401
+
+
+def all(input, dim=None, keepdim=False):  # noqa: A001,A002  (PyTorch's names)
+    return input.all(dim, keepdim)
+
+
+def any(input, dim=None, keepdim=False):  # noqa: A001,A002
+    return input.any(dim, keepdim)
 from trainrun._reductions import max, min, sort, topk  # noqa: E402,A004
 

@@ -197,6 +197,45 @@ for _name in ("gather", "scatter", "sort", "topk", "cumsum", "std", "norm", "log
               "index_select", "masked_select", "where", "bmm", "gelu", "silu", "log_softmax", "softmax"):
     if hasattr(_C, _name):
         setattr(Tensor, _name, (lambda op: lambda self, *args, **kwargs: op(self, *args, **kwargs))(getattr(_C, _name)))
+from trainrun._size import Size  # noqa: E402
+_original_shape, _original_size, _original_expand = Tensor.shape, Tensor.size, Tensor.expand
+Tensor.shape = property(lambda self: Size(_original_shape.__get__(self)))
+
+
+def _size_method(self, dim=None):
+    return Size(_original_shape.__get__(self)) if dim is None else _original_size(self, dim)
+
+
+Tensor.size = _size_method
+Tensor.expand = lambda self, *sizes: _original_expand(self, list(sizes[0]) if len(sizes) == 1 and
+                                                      isinstance(sizes[0], (tuple, list)) else list(sizes))
+Tensor.expand_as = lambda self, other: _original_expand(self, list(other.shape))
+Tensor.all = lambda self, dim=None, keepdim=False: _C.all(self, _dims(dim), keepdim)
+Tensor.any = lambda self, dim=None, keepdim=False: _C.any(self, _dims(dim), keepdim)
+Tensor.type_as = lambda self, other: self.to(other.dtype)
+
+
+def _new(maker):
+    def new(self, *size, dtype=None, device=None, requires_grad=False):
+        return maker(*size, dtype=dtype if dtype is not None else self.dtype,
+                     device=device if device is not None else self.device, requires_grad=requires_grad)
+    return new
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    from trainrun._factories import full
+    return full(size, fill_value, dtype=dtype if dtype is not None else self.dtype,
+                device=device if device is not None else self.device, requires_grad=requires_grad)
+
+
+def _install_new_methods():
+    from trainrun import _factories
+    Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty = (_new(_factories.zeros), _new(_factories.ones),
+                                                           _new(_factories.empty))
+    Tensor.new_full = _new_full
+
+
+_install_new_methods()
 from trainrun import _reductions  # noqa: E402
 Tensor.max, Tensor.min, Tensor.sort, Tensor.topk = (_reductions.max, _reductions.min, _reductions.sort,
                                                     _reductions.topk)

@@ -307,3 +307,31 @@ def test_reductions_take_dim_keywords_and_return_named_tuples_as_pytorch():
     assert x.gather(dim=1, index=g).tolist() == tx.gather(dim=1, index=tg).tolist()
     with pytest.raises(TypeError, match="dim must be an int"):
         x.max(dim="1")
+
+
+def test_size_expand_all_any_and_new_tensors_as_pytorch():
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    x, tx = tr.ones(2, 3), torch.ones(2, 3)
+    assert isinstance(x.shape, tr.Size) and x.shape == tx.shape and x.size() == tx.size() and x.size(-1) == 3
+    assert x.shape.numel() == tx.shape.numel() and x.shape[1:] == tx.shape[1:] and isinstance(x.shape[1:], tr.Size)
+    assert x.expand(4, 2, 3).shape == tx.expand(4, 2, 3).shape == x.expand((4, 2, 3)).shape
+    assert tr.ones(1, 3).expand_as(x).shape == x.shape
+    data = [[True, False, True], [True, True, True]]
+    b, tb = tr.tensor(data), torch.tensor(data)
+    for dim in (None, 0, 1, (0, 1)):
+        for keepdim in (False, True):
+            if dim is None and keepdim:
+                continue
+            for name in ("all", "any"):
+                ours = getattr(b, name)() if dim is None else getattr(b, name)(dim=dim, keepdim=keepdim)
+                theirs = getattr(tb, name)() if dim is None else (
+                    getattr(tb, name)(dim=dim, keepdim=keepdim) if not isinstance(dim, tuple)
+                    else getattr(tb, name)().reshape([1, 1] if keepdim else []))
+                assert ours.tolist() == theirs.tolist() and tuple(ours.shape) == tuple(theirs.shape), (name, dim)
+    assert tr.all(b).item() is False and tr.any(b, dim=0).tolist() == [True, True, True]
+    for name in ("new_zeros", "new_ones", "new_empty"):
+        ours, theirs = getattr(x, name)(2, 2), getattr(tx, name)(2, 2)
+        assert ours.shape == theirs.shape and ours.dtype == tr.float32
+    assert x.new_full((3,), 7).tolist() == tx.new_full((3,), 7).tolist()
+    assert x.new_zeros((2,), dtype=tr.int64).dtype == tr.int64
+    assert tr.arange(3).type_as(x).dtype == tr.float32
