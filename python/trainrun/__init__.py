@@ -43,7 +43,25 @@ half, float, double, long, int = float16, float32, float64, int64, int32  # noqa
 
 device = _C.device
 from_numpy, from_dlpack = _C.from_numpy, _C.from_dlpack
-save, load = _C.save, _C.load  # safetensors: a dict of tensors, no pickle
+save = _C.save  # safetensors: a dict of tensors, no pickle
+
+
+def load(f, map_location=None, weights_only=None, **kwargs):
+    """Reads a safetensors file (what trainrun.save writes) or a torch.save
+    checkpoint. The latter is unpickled with only tensors, storages and plain
+    containers allowed (torch.load(weights_only=True)); anything else is
+    refused, naming it, so no foreign code runs."""
+    from trainrun import _torch_checkpoint
+    path = str(f)
+    if _torch_checkpoint.is_torch_checkpoint(path):
+        result = _torch_checkpoint.load_torch_checkpoint(path)
+    else:
+        result = _C.load(path)
+    if map_location is not None and str(map_location) != "cpu":
+        result = {k: v.to(map_location) if isinstance(v, Tensor) else v for k, v in result.items()}
+    return result
+
+
 from trainrun._generator import Generator, default_generator, randperm  # noqa: E402,F401
 
 

@@ -335,3 +335,45 @@ def test_size_expand_all_any_and_new_tensors_as_pytorch():
     assert x.new_full((3,), 7).tolist() == tx.new_full((3,), 7).tolist()
     assert x.new_zeros((2,), dtype=tr.int64).dtype == tr.int64
     assert tr.arange(3).type_as(x).dtype == tr.float32
+
+
+def test_load_reads_torch_save_checkpoints_and_refuses_code(tmp_path):
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3), torch.nn.Linear(3, 2))
+    base = torch.arange(24, dtype=torch.float32).view(4, 6)
+    state = dict(model.state_dict())
+    state.update({"view": base[1:, ::2].t(), "same_storage": base, "bf16": torch.tensor([1.5, -2.25, 3e38]).bfloat16(),
+                  "i8": torch.tensor([-128, 0, 127], dtype=torch.int8), "flag": torch.tensor([True, False]),
+                  "param": torch.nn.Parameter(torch.ones(2)), "nested": {"list": [torch.zeros(1), 3, "x"]}})
+    path = tmp_path / "model.pt"
+    torch.save(state, path)
+    loaded = tr.load(path)
+    for key, value in state.items():
+        if key == "nested":
+            continue
+        ours = loaded[key]
+        assert tuple(ours.shape) == tuple(value.shape), key
+        assert str(ours.dtype).split(".")[1] == str(value.dtype).split(".")[1], key
+        assert ours.float().tolist() == value.float().tolist(), key
+    assert loaded["nested"]["list"][1:] == [3, "x"] and loaded["nested"]["list"][0].tolist() == [0.0]
+    # The weights drive a trainrun model to PyTorch's output.
+    ours_model = tr.nn.Sequential(tr.nn.Linear(4, 3), tr.nn.LayerNorm(3), tr.nn.Linear(3, 2))
+    ours_model.load_state_dict({k: loaded[k] for k in model.state_dict()})
+    x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    np.testing.assert_allclose(ours_model(tr.from_numpy(x)).detach().numpy(),
+                               model(torch.from_numpy(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
+    # A checkpoint that would run code is refused, naming the global; nothing runs.
+
+    class Evil:
+        def __reduce__(self):
+            import os
+            return (os.system, ("touch " + str(tmp_path / "ran"),))
+
+    torch.save({"w": torch.ones(1), "payload": Evil()}, tmp_path / "evil.pt")
+    with pytest.raises(Exception, match="os.system|posix.system"):
+        tr.load(tmp_path / "evil.pt")
+    assert not (tmp_path / "ran").exists()
+    # safetensors files still load as before.
+    tr.save({"a": tr.ones(2)}, str(tmp_path / "a.safetensors"))
+    assert tr.load(tmp_path / "a.safetensors")["a"].tolist() == [1.0, 1.0]
