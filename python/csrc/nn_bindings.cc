@@ -20,6 +20,13 @@ namespace trainrun {
 namespace python {
 namespace {
 
+optim::ParamGroup& group_at(optim::Optimizer& o, size_t g) {
+  TR_CHECK(g < o.param_groups().size(), IndexError, "param group {} out of range ({} groups)", g,
+           o.param_groups().size());
+  return o.param_groups()[g];
+}
+
+
 // Lets Python classes override forward.
 class PyModule : public nn::Module {
  public:
@@ -180,7 +187,21 @@ void bind_nn(py::module_& m) {
              py::gil_scoped_release nogil;
              o.step();
            })
-      .def("zero_grad", &optim::Optimizer::zero_grad, py::arg("set_to_none") = true);
+      .def("zero_grad", &optim::Optimizer::zero_grad, py::arg("set_to_none") = true)
+      // What trainrun.optim's param_groups view reads and writes (options by C++ name).
+      .def("_group_count", [](optim::Optimizer& o) { return o.param_groups().size(); })
+      .def("_group_params", [](optim::Optimizer& o, size_t g) { return group_at(o, g).params; })
+      .def("_group_options", [](optim::Optimizer& o, size_t g) { return group_at(o, g).options; })
+      .def("_set_group_option",
+           [](optim::Optimizer& o, size_t g, const std::string& name, double value) {
+             optim::ParamGroup& group = group_at(o, g);
+             if (!group.options.count(name))
+               throw py::key_error(fmt::format("param group {} has no option '{}'", g, name));
+             group.options[name] = value;
+           })
+      .def("_add_param_group", [](optim::Optimizer& o, std::vector<Tensor> params, optim::Options options) {
+        o.add_param_group({std::move(params), std::move(options)});
+      });
   py::class_<optim::SGD, optim::Optimizer>(optim, "SGD")
       .def(py::init([](std::vector<Tensor> params, double lr, double momentum, double weight_decay, bool nesterov) {
              optim::SGDOptions o;

@@ -377,3 +377,32 @@ def test_load_reads_torch_save_checkpoints_and_refuses_code(tmp_path):
     # safetensors files still load as before.
     tr.save({"a": tr.ones(2)}, str(tmp_path / "a.safetensors"))
     assert tr.load(tmp_path / "a.safetensors")["a"].tolist() == [1.0, 1.0]
+
+
+def test_optimizer_param_groups_as_pytorch():
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    results = []
+    for lib in (tr, torch):
+        a = lib.tensor([1.0, -2.0], requires_grad=True)
+        b = lib.tensor([0.5, 3.0], requires_grad=True)
+        opt = lib.optim.SGD([{"params": [a]}, {"params": [b], "lr": 0.5, "momentum": 0.9}], lr=0.1)
+        assert [g["lr"] for g in opt.param_groups] == [0.1, 0.5]
+        assert opt.param_groups[1]["momentum"] == 0.9 and opt.param_groups[0]["momentum"] == 0.0
+        for step in range(3):
+            opt.zero_grad()
+            ((a * a).sum() + (b * b * b).sum()).backward()
+            opt.step()
+            opt.param_groups[0]["lr"] = 0.1 / (step + 2)  # what a hand-written schedule does
+        c = lib.tensor([1.0], requires_grad=True)
+        opt.add_param_group({"params": [c], "lr": 0.2})
+        assert len(opt.param_groups) == 3 and opt.param_groups[2]["lr"] == 0.2
+        adam = lib.optim.AdamW([a], betas=(0.8, 0.95))
+        assert tuple(adam.param_groups[0]["betas"]) == (0.8, 0.95)
+        results.append((a.detach().tolist(), b.detach().tolist()))
+    np.testing.assert_allclose(np.array(results[0], dtype=np.float64), np.array(results[1], dtype=np.float64),
+                               rtol=1e-5)
+    opt = tr.optim.SGD([tr.ones(1, requires_grad=True)], lr=0.1)
+    with pytest.raises(KeyError, match="no option 'betas'"):
+        opt.param_groups[0]["betas"] = (0.9, 0.99)
+    with pytest.raises(ValueError, match="unknown option 'colour'"):
+        opt.add_param_group({"params": [tr.ones(1, requires_grad=True)], "colour": 1})

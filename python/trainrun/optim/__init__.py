@@ -1,24 +1,124 @@
-"""trainrun.optim: SGD, Adam, AdamW (fused one-pass update) and LR schedulers, as PyTorch's."""
+"""trainrun.optim: SGD, Adam, AdamW (fused one-pass update) and LR schedulers,
+as PyTorch's: params may be tensors or a list of param-group dicts whose keys
+override the constructor's defaults, and `param_groups` is a list of
+dict-like groups whose options ('lr', 'momentum', 'betas', ...) can be read
+and set while training, as schedulers and scripts do."""
+from collections.abc import MutableMapping
+
 from trainrun import _C
 
+# PyTorch's option names that trainrun's C++ optimizers keep under other names.
+_BETAS = ("beta1", "beta2")
+_BOOLEAN = {"nesterov", "amsgrad", "maximize", "fused"}
 
-def _params(params):
-    return [p for p in params]
+
+class _ParamGroup(MutableMapping):
+    """One param group: 'params' and its options, read and written through to the optimizer."""
+
+    def __init__(self, optimizer, index):
+        self._optimizer, self._index = optimizer, index
+
+    def _options(self):
+        return _C.optim.Optimizer._group_options(self._optimizer, self._index)
+
+    def __getitem__(self, key):
+        if key == "params":
+            return _C.optim.Optimizer._group_params(self._optimizer, self._index)
+        options = self._options()
+        if key == "betas" and all(b in options for b in _BETAS):
+            return (options["beta1"], options["beta2"])
+        if key not in options:
+            raise KeyError(key)
+        return bool(options[key]) if key in _BOOLEAN else options[key]
+
+    def __setitem__(self, key, value):
+        if key == "params":
+            raise KeyError("'params' of a param group cannot be replaced; use add_param_group")
+        if key == "betas":
+            if not all(b in self._options() for b in _BETAS):
+                raise KeyError(f"param group {self._index} has no option 'betas'")
+            for name, v in zip(_BETAS, value):
+                _C.optim.Optimizer._set_group_option(self._optimizer, self._index, name, float(v))
+            return
+        _C.optim.Optimizer._set_group_option(self._optimizer, self._index, key, float(value))
+
+    def __delitem__(self, key):
+        raise KeyError(f"options of a param group cannot be deleted ({key!r})")
+
+    def _keys(self):
+        keys = ["params"]
+        for k in self._options():
+            if k in _BETAS:
+                if "betas" not in keys:
+                    keys.append("betas")
+            else:
+                keys.append(k)
+        return keys
+
+    def __iter__(self):
+        return iter(self._keys())
+
+    def __len__(self):
+        return len(self._keys())
+
+    def __repr__(self):
+        return repr({k: (f"[{len(self['params'])} tensors]" if k == "params" else self[k]) for k in self})
 
 
-class SGD(_C.optim.SGD):
+def _to_options(group):
+    options = {}
+    for key, value in group.items():
+        if key == "params":
+            continue
+        if key == "betas":
+            options["beta1"], options["beta2"] = (float(b) for b in value)
+        else:
+            options[key] = float(value)
+    return options
+
+
+class _GroupsMixin:
+    """param_groups and add_param_group over the C++ optimizer's groups."""
+
+    def _init_groups(self, params, init):
+        params = list(params)
+        if params and isinstance(params[0], dict):
+            first, rest = params[0], params[1:]
+            init(list(first["params"]))
+            for key, value in _to_options(first).items():
+                _C.optim.Optimizer._set_group_option(self, 0, key, value)
+            for group in rest:
+                self.add_param_group(group)
+        else:
+            init(params)
+
+    @property
+    def param_groups(self):
+        return [_ParamGroup(self, i) for i in range(_C.optim.Optimizer._group_count(self))]
+
+    def add_param_group(self, param_group):
+        if "params" not in param_group:
+            raise ValueError("add_param_group: the group needs a 'params' entry")
+        params = param_group["params"]
+        params = [params] if isinstance(params, _C.Tensor) else list(params)
+        _C.optim.Optimizer._add_param_group(self, params, _to_options(param_group))
+
+
+class SGD(_GroupsMixin, _C.optim.SGD):
     def __init__(self, params, lr=1e-3, momentum=0.0, weight_decay=0.0, nesterov=False):
-        super().__init__(_params(params), lr, momentum, weight_decay, nesterov)
+        self._init_groups(params, lambda p: _C.optim.SGD.__init__(self, p, lr, momentum, weight_decay, nesterov))
 
 
-class Adam(_C.optim.Adam):
+class Adam(_GroupsMixin, _C.optim.Adam):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False):
-        super().__init__(_params(params), lr, tuple(betas), eps, weight_decay, amsgrad)
+        self._init_groups(params, lambda p: _C.optim.Adam.__init__(self, p, lr, tuple(betas), eps, weight_decay,
+                                                                   amsgrad))
 
 
-class AdamW(_C.optim.AdamW):
+class AdamW(_GroupsMixin, _C.optim.AdamW):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False):
-        super().__init__(_params(params), lr, tuple(betas), eps, weight_decay, amsgrad)
+        self._init_groups(params, lambda p: _C.optim.AdamW.__init__(self, p, lr, tuple(betas), eps, weight_decay,
+                                                                    amsgrad))
 
 
 from trainrun.optim import lr_scheduler  # noqa: E402,F401
