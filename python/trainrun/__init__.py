@@ -84,12 +84,40 @@ for _name in ("exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sig
               "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
               "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "matmul", "mm", "sum", "mean",
               "amax", "amin", "argmax", "var", "cat", "stack", "index_select", "masked_select", "masked_fill",
-              "softmax", "log_softmax", "gather", "scatter", "cumsum", "std", "norm", "logsumexp",
-              "prod", "bmm", "chunk", "split"):
+              "softmax", "log_softmax", "gather", "scatter", "cumsum", "norm",
+              "bmm", "chunk", "split"):
     globals()[_name] = getattr(_C, _name)
 del _name
 from trainrun import return_types  # noqa: E402,F401
 from trainrun._size import Size  # noqa: E402,F401
+
+
+def var(input, dim=None, unbiased=True, keepdim=False):  # noqa: A002
+    return input.var(dim, unbiased, keepdim)
+
+
+def std(input, dim=None, unbiased=True, keepdim=False):  # noqa: A002
+    return input.std(dim, unbiased, keepdim)
+
+
+def prod(input, dim=None, keepdim=False, dtype=None):  # noqa: A002
+    return input.prod(dim, keepdim, dtype=dtype)
+
+
+def logsumexp(input, dim, keepdim=False):  # noqa: A002
+    return input.logsumexp(dim, keepdim)
+
+
+def isnan(input):  # noqa: A002
+    return input.isnan()
+
+
+def isinf(input):  # noqa: A002
+    return input.isinf()
+
+
+def isfinite(input):  # noqa: A002
+    return input.isfinite()
 
 
 def all(input, dim=None, keepdim=False):  # noqa: A001,A002  (PyTorch's names)

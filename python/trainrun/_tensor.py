@@ -197,6 +197,14 @@ for _name in ("gather", "scatter", "sort", "topk", "cumsum", "std", "norm", "log
               "index_select", "masked_select", "where", "bmm", "gelu", "silu", "log_softmax", "softmax"):
     if hasattr(_C, _name):
         setattr(Tensor, _name, (lambda op: lambda self, *args, **kwargs: op(self, *args, **kwargs))(getattr(_C, _name)))
+Tensor.std = lambda self, dim=None, unbiased=True, keepdim=False: _C.std(self, _dims(dim), 1 if unbiased else 0,
+                                                                         keepdim)
+Tensor.prod = lambda self, dim=None, keepdim=False, dtype=None: _C.prod(
+    self if dtype is None else self.to(dtype), _dims(dim), keepdim)
+Tensor.logsumexp = lambda self, dim, keepdim=False: _C.logsumexp(self, _dims(dim), keepdim)
+Tensor.isnan = lambda self: self != self
+Tensor.isinf = lambda self: (self.abs() == float("inf")) if self.is_floating_point() else self != self
+Tensor.isfinite = lambda self: ~(self.isnan() | self.isinf()) if self.is_floating_point() else self == self
 from trainrun._size import Size  # noqa: E402
 _original_shape, _original_size, _original_expand = Tensor.shape, Tensor.size, Tensor.expand
 Tensor.shape = property(lambda self: Size(_original_shape.__get__(self)))

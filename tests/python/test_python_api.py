@@ -406,3 +406,27 @@ def test_optimizer_param_groups_as_pytorch():
         opt.param_groups[0]["betas"] = (0.9, 0.99)
     with pytest.raises(ValueError, match="unknown option 'colour'"):
         opt.add_param_group({"params": [tr.ones(1, requires_grad=True)], "colour": 1})
+
+
+def test_nn_utils_clip_and_vectors_and_loss_modules_as_pytorch():
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    out = {}
+    for lib in (tr, torch):
+        a = lib.tensor([3.0, -4.0], requires_grad=True)
+        b = lib.tensor([[1.0, 2.0]], requires_grad=True)
+        ((a * a).sum() + (b * 5).sum()).backward()
+        total = lib.nn.utils.clip_grad_norm_([a, b], max_norm=2.0)
+        inf_total = lib.nn.utils.clip_grad_norm_([a, b], max_norm=100.0, norm_type=float("inf"))
+        lib.nn.utils.clip_grad_value_([a, b], 0.5)
+        vec = lib.nn.utils.parameters_to_vector([a, b])
+        ce = lib.nn.CrossEntropyLoss(label_smoothing=0.1)(lib.tensor([[1.0, 2.0, 0.5]]), lib.tensor([1]))
+        mse = lib.nn.MSELoss()(lib.tensor([1.0, 3.0]), lib.tensor([0.0, 0.0]))
+        out[lib.__name__] = (total.item(), inf_total.item(), a.grad.tolist(), b.grad.tolist(), vec.tolist(),
+                             ce.item(), mse.item())
+    np.testing.assert_allclose(np.array(out["trainrun"][0:2]), np.array(out["torch"][0:2]), rtol=1e-5)
+    assert out["trainrun"][2:5] == out["torch"][2:5]
+    np.testing.assert_allclose(np.array(out["trainrun"][5:]), np.array(out["torch"][5:]), rtol=1e-5)
+    ml = tr.nn.ModuleList([tr.nn.Linear(2, 2), tr.nn.Identity()])
+    assert len(ml) == 2 and len(list(ml.parameters())) == 2 and isinstance(ml[1], tr.nn.Identity)
+    with pytest.raises(NotImplementedError, match="reduction='sum'"):
+        tr.nn.MSELoss(reduction="sum")

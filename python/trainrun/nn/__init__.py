@@ -61,4 +61,83 @@ class Sequential(_C.nn.Sequential):
         return len(self._keep)
 
 
+class Identity(Module):
+    """Returns its input (takes and ignores any constructor arguments, as PyTorch's)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):  # noqa: A002
+        return input
+
+
+class ModuleList(Module):
+    """Modules held in a list and registered as children "0", "1", ...; it has no forward."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        object.__setattr__(self, "_list", [])
+        for m in modules or []:
+            self.append(m)
+
+    def append(self, module):
+        setattr(self, str(len(self._list)), module)
+        self._list.append(module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __getitem__(self, i):
+        return ModuleList(self._list[i]) if isinstance(i, slice) else self._list[i]
+
+    def __len__(self):
+        return len(self._list)
+
+    def __iter__(self):
+        return iter(self._list)
+
+    def forward(self, *args):
+        raise NotImplementedError("ModuleList has no forward: call its modules")
+
+
+class _Loss(Module):
+    """Losses take (input, target): called directly, not through the one-tensor module call."""
+
+    def __call__(self, input, target):  # noqa: A002
+        return self.forward(input, target)
+
+
+def _only_defaults(name, **given):
+    defaults = {"weight": None, "ignore_index": -100, "reduction": "mean", "size_average": None, "reduce": None}
+    for key, value in given.items():
+        if value != defaults[key]:
+            raise NotImplementedError(f"{name}({key}={value!r}) is not supported yet; the default is "
+                                      f"{defaults[key]!r}")
+
+
+class CrossEntropyLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__()
+        _only_defaults("CrossEntropyLoss", weight=weight, ignore_index=ignore_index, reduction=reduction,
+                       size_average=size_average, reduce=reduce)
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input, target):  # noqa: A002
+        return functional.cross_entropy(input, target, label_smoothing=self.label_smoothing)
+
+
+class MSELoss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        _only_defaults("MSELoss", reduction=reduction, size_average=size_average, reduce=reduce)
+
+    def forward(self, input, target):  # noqa: A002
+        return functional.mse_loss(input, target)
+
+
+from trainrun.nn import utils  # noqa: E402,F401
 from trainrun.nn import parallel  # noqa: E402,F401
