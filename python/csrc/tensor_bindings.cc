@@ -297,6 +297,38 @@ void bind_tensor(py::module_& m) {
       [](const IntList& s, py::object v, py::object d, py::object dev) { return full(s, to_scalar(v), options(d, dev)); },
       py::arg("size"), py::arg("fill_value"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   m.def(
+      "eye",
+      [](int64_t n, std::optional<int64_t> m_cols, py::object d, py::object dev) {
+        return eye(n, m_cols.value_or(-1), options(d, dev));
+      },
+      py::arg("n"), py::arg("m") = py::none(), py::arg("dtype") = py::none(), py::arg("device") = py::none());
+  m.def(
+      "linspace",
+      [](double start, double end, int64_t steps, py::object d, py::object dev) {
+        return linspace(start, end, steps, options(d, dev));
+      },
+      py::arg("start"), py::arg("end"), py::arg("steps"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
+  m.def(
+      "lerp",
+      [](const Tensor& a, const Tensor& b, py::object w) {
+        return py::isinstance<Tensor>(w) ? lerp(a, b, w.cast<Tensor>()) : lerp(a, b, to_scalar(w));
+      },
+      py::arg("input"), py::arg("end"), py::arg("weight"));
+  m.def(
+      "addcmul",
+      [](const Tensor& x, const Tensor& t1, const Tensor& t2, py::object v) { return addcmul(x, t1, t2, to_scalar(v)); },
+      py::arg("input"), py::arg("tensor1"), py::arg("tensor2"), py::kw_only(), py::arg("value") = 1);
+  m.def(
+      "addcdiv",
+      [](const Tensor& x, const Tensor& t1, const Tensor& t2, py::object v) { return addcdiv(x, t1, t2, to_scalar(v)); },
+      py::arg("input"), py::arg("tensor1"), py::arg("tensor2"), py::kw_only(), py::arg("value") = 1);
+  m.def(
+      "dot", [](const Tensor& a, const Tensor& b) { return dot(a, b); }, py::arg("input"), py::arg("other"),
+      release());
+  m.def(
+      "outer", [](const Tensor& a, const Tensor& b) { return outer(a, b); }, py::arg("input"), py::arg("vec2"),
+      release());
+  m.def(
       "rand",
       [](const IntList& s, py::object d, py::object dev) {
         TensorOptions o = options(d, dev);

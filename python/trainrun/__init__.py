@@ -77,15 +77,15 @@ def initial_seed():
 
 
 arange = _C.arange
-from trainrun._factories import (empty, empty_like, full, full_like, ones, ones_like, rand, rand_like, randint,  # noqa
-                                 randn, randn_like, zeros, zeros_like)
+from trainrun._factories import (empty, empty_like, full, full_like, linspace, ones, ones_like, rand, rand_like,  # noqa
+                                 randint, randn, randn_like, zeros, zeros_like)
 for _name in ("exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "neg", "abs", "relu",
               "sign", "floor", "round", "logical_not", "bitwise_not", "clamp", "add", "sub", "mul", "div",
               "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
               "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "matmul", "mm", "sum", "mean",
               "amax", "amin", "argmax", "var", "cat", "stack", "index_select", "masked_select", "masked_fill",
               "softmax", "log_softmax", "gather", "scatter", "cumsum", "norm",
-              "bmm", "chunk", "split"):
+              "bmm", "chunk", "split", "eye", "lerp", "addcmul", "addcdiv", "dot", "outer"):
     globals()[_name] = getattr(_C, _name)
 del _name
 from trainrun import return_types  # noqa: E402,F401

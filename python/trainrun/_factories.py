@@ -119,3 +119,11 @@ def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_for
 
 def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
     return _like(_C.randn, input, dtype, device, requires_grad)
+
+
+def linspace(start, end, steps, *, out=None, dtype=None, device=None, requires_grad=False):
+    if out is not None:
+        raise NotImplementedError("linspace(out=...) is not supported")
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 0:
+        raise ValueError(f"linspace(): steps must be a non-negative int, got {steps!r}")
+    return _finish(_C.linspace(float(start), float(end), int(steps), dtype, device), requires_grad)

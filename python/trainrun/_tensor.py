@@ -205,6 +205,11 @@ Tensor.logsumexp = lambda self, dim, keepdim=False: _C.logsumexp(self, _dims(dim
 Tensor.isnan = lambda self: self != self
 Tensor.isinf = lambda self: (self.abs() == float("inf")) if self.is_floating_point() else self != self
 Tensor.isfinite = lambda self: ~(self.isnan() | self.isinf()) if self.is_floating_point() else self == self
+Tensor.lerp = lambda self, end, weight: _C.lerp(self, end, weight)
+Tensor.addcmul = lambda self, tensor1, tensor2, *, value=1: _C.addcmul(self, tensor1, tensor2, value=value)
+Tensor.addcdiv = lambda self, tensor1, tensor2, *, value=1: _C.addcdiv(self, tensor1, tensor2, value=value)
+Tensor.dot = lambda self, other: _C.dot(self, other)
+Tensor.outer = lambda self, vec2: _C.outer(self, vec2)
 from trainrun._size import Size  # noqa: E402
 _original_shape, _original_size, _original_expand = Tensor.shape, Tensor.size, Tensor.expand
 Tensor.shape = property(lambda self: Size(_original_shape.__get__(self)))

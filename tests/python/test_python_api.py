@@ -430,3 +430,22 @@ def test_nn_utils_clip_and_vectors_and_loss_modules_as_pytorch():
     assert len(ml) == 2 and len(list(ml.parameters())) == 2 and isinstance(ml[1], tr.nn.Identity)
     with pytest.raises(NotImplementedError, match="reduction='sum'"):
         tr.nn.MSELoss(reduction="sum")
+
+
+def test_eye_linspace_lerp_addc_dot_outer_with_gradients_as_pytorch():
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    out = {}
+    for lib in (tr, torch):
+        a = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        b = lib.tensor([0.5, 4.0, -1.0], requires_grad=True)
+        w = lib.tensor([0.25, 0.5, 0.75])
+        y = (lib.lerp(a, b, w) * 2).sum() + lib.addcmul(a, a, b, value=0.5).sum() + \
+            lib.addcdiv(b, a, b + 10, value=2).sum() + lib.dot(a, b) + lib.outer(a, b).sum() + a.lerp(b, 0.3).sum()
+        y.backward()
+        out[lib.__name__] = (y.item(), a.grad.tolist(), b.grad.tolist(), lib.eye(2, 3).tolist(),
+                             lib.eye(3, dtype=lib.int64).tolist(), lib.linspace(-1, 1, 5).tolist(),
+                             str(lib.linspace(0, 1, 3, dtype=lib.float64).dtype).split(".")[1])
+    ours, theirs = out["trainrun"], out["torch"]
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5)
+    np.testing.assert_allclose(np.array(ours[1:3]), np.array(theirs[1:3]), rtol=1e-5)
+    assert ours[3:] == theirs[3:]

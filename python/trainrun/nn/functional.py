@@ -1,7 +1,7 @@
 """trainrun.nn.functional: PyTorch's functional forms."""
 from trainrun import _C
 
-relu, gelu, sigmoid, tanh = _C.relu, _C.gelu, _C.sigmoid, _C.tanh
+relu, gelu, sigmoid, tanh, silu = _C.relu, _C.gelu, _C.sigmoid, _C.tanh, _C.silu
 softmax, log_softmax = _C.softmax, _C.log_softmax
 cross_entropy, mse_loss = _C.nn.cross_entropy, _C.nn.mse_loss
 conv2d, max_pool2d, avg_pool2d, layer_norm, embedding, dropout, one_hot = (
