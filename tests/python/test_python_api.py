@@ -449,3 +449,26 @@ def test_eye_linspace_lerp_addc_dot_outer_with_gradients_as_pytorch():
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5)
     np.testing.assert_allclose(np.array(ours[1:3]), np.array(theirs[1:3]), rtol=1e-5)
     assert ours[3:] == theirs[3:]
+
+
+def test_state_dict_keys_follow_pytorchs_order():
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    keys = []
+    for lib in (tr, torch):
+        class Net(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = lib.nn.Conv2d(1, 2, 3)
+                self.bn = lib.nn.BatchNorm2d(2)
+                self.head = lib.nn.Sequential(lib.nn.Linear(4, 3), lib.nn.ReLU(), lib.nn.Linear(3, 2))
+
+            def forward(self, x):
+                return x
+
+        keys.append(list(Net().state_dict()))
+    assert keys[0] == keys[1]
+    sd = tr.nn.Linear(2, 2).state_dict()
+    assert isinstance(sd, dict) and list(sd) == ["weight", "bias"]
+    fresh = tr.nn.Linear(2, 2)
+    fresh.load_state_dict(sd)
+    assert fresh.weight.tolist() == sd["weight"].tolist()

@@ -1,5 +1,7 @@
 """trainrun.nn: Module (subclass it in Python: assign Parameters and child
 modules as attributes, write forward), the C++ layers, and losses."""
+import collections
+
 from trainrun import _C
 from trainrun.nn import functional  # noqa: F401
 from trainrun.nn.parameter import Parameter
@@ -44,6 +46,32 @@ def _cuda(self, device=None):
 
 
 _C.nn.Module.cuda = _cuda
+_unordered_state_dict = _C.nn.Module.state_dict
+
+
+def _state_dict_keys(module, prefix=""):
+    """PyTorch's state_dict order: a module's parameters, then its buffers, then each child's, recursively."""
+    for name, _ in module.named_parameters(False):
+        yield prefix + name
+    for name, _ in module.named_buffers(False):
+        yield prefix + name
+    for name, child in module.named_children():
+        yield from _state_dict_keys(child, prefix + name + ".")
+
+
+def _state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+    """An OrderedDict in PyTorch's key order (the values are copies)."""
+    values = _unordered_state_dict(self)
+    out = collections.OrderedDict() if destination is None else destination
+    for key in _state_dict_keys(self):
+        if key in values:
+            out[prefix + key] = values[key]
+    for key, value in values.items():  # anything the walk did not reach keeps its place at the end
+        out.setdefault(prefix + key, value)
+    return out
+
+
+_C.nn.Module.state_dict = _state_dict
 _C.nn.Module.cpu = lambda self: self.to("cpu")
 
 
