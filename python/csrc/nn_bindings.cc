@@ -171,14 +171,51 @@ void bind_nn(py::module_& m) {
         return std::make_shared<nn::Sequential>(list);
       }));
 
+  // The losses with PyTorch's signatures; the deprecated size_average/reduce
+  // are refused unless None.
+  auto no_legacy = [](const char* fn, const py::object& size_average, const py::object& reduce) {
+    if (!size_average.is_none() || !reduce.is_none())
+      throw TypeError(fmt::format("{}: size_average and reduce are deprecated in PyTorch; use reduction=", fn));
+  };
   nn.def(
       "cross_entropy",
-      [](const Tensor& x, const Tensor& y, double smoothing) {
+      [no_legacy](const Tensor& x, const Tensor& y, std::optional<Tensor> weight, py::object size_average,
+                  int64_t ignore_index, py::object reduce, const std::string& reduction, double smoothing) {
+        no_legacy("cross_entropy", size_average, reduce);
         py::gil_scoped_release nogil;
-        return cross_entropy(x, y, Tensor(), "mean", -100, smoothing);
+        return cross_entropy(x, y, weight.value_or(Tensor()), reduction, ignore_index, smoothing);
       },
-      py::arg("input"), py::arg("target"), py::arg("label_smoothing") = 0.0);
-  nn.def("mse_loss", [](const Tensor& x, const Tensor& y) { return nn::mse_loss(x, y); });
+      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("size_average") = py::none(),
+      py::arg("ignore_index") = -100, py::arg("reduce") = py::none(), py::arg("reduction") = "mean",
+      py::arg("label_smoothing") = 0.0);
+  nn.def(
+      "nll_loss",
+      [no_legacy](const Tensor& x, const Tensor& y, std::optional<Tensor> weight, py::object size_average,
+                  int64_t ignore_index, py::object reduce, const std::string& reduction) {
+        no_legacy("nll_loss", size_average, reduce);
+        py::gil_scoped_release nogil;
+        return nll_loss(x, y, weight.value_or(Tensor()), reduction, ignore_index);
+      },
+      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("size_average") = py::none(),
+      py::arg("ignore_index") = -100, py::arg("reduce") = py::none(), py::arg("reduction") = "mean");
+  nn.def(
+      "mse_loss",
+      [no_legacy](const Tensor& x, const Tensor& y, py::object size_average, py::object reduce,
+                  const std::string& reduction) {
+        no_legacy("mse_loss", size_average, reduce);
+        return nn::mse_loss(x, y, reduction);
+      },
+      py::arg("input"), py::arg("target"), py::arg("size_average") = py::none(), py::arg("reduce") = py::none(),
+      py::arg("reduction") = "mean");
+  nn.def(
+      "l1_loss",
+      [no_legacy](const Tensor& x, const Tensor& y, py::object size_average, py::object reduce,
+                  const std::string& reduction) {
+        no_legacy("l1_loss", size_average, reduce);
+        return nn::l1_loss(x, y, reduction);
+      },
+      py::arg("input"), py::arg("target"), py::arg("size_average") = py::none(), py::arg("reduce") = py::none(),
+      py::arg("reduction") = "mean");
 
   py::module_ optim = m.def_submodule("optim", "optimizers");
   py::class_<optim::Optimizer>(optim, "Optimizer")

@@ -428,8 +428,8 @@ def test_nn_utils_clip_and_vectors_and_loss_modules_as_pytorch():
     np.testing.assert_allclose(np.array(out["trainrun"][5:]), np.array(out["torch"][5:]), rtol=1e-5)
     ml = tr.nn.ModuleList([tr.nn.Linear(2, 2), tr.nn.Identity()])
     assert len(ml) == 2 and len(list(ml.parameters())) == 2 and isinstance(ml[1], tr.nn.Identity)
-    with pytest.raises(NotImplementedError, match="reduction='sum'"):
-        tr.nn.MSELoss(reduction="sum")
+    with pytest.raises(TypeError, match="size_average and reduce are deprecated"):
+        tr.nn.MSELoss(size_average=True)(tr.ones(2), tr.ones(2))
 
 
 def test_eye_linspace_lerp_addc_dot_outer_with_gradients_as_pytorch():
@@ -472,3 +472,40 @@ def test_state_dict_keys_follow_pytorchs_order():
     fresh = tr.nn.Linear(2, 2)
     fresh.load_state_dict(sd)
     assert fresh.weight.tolist() == sd["weight"].tolist()
+
+
+
+def test_losses_take_pytorchs_arguments_and_match_its_values_and_gradients():
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    logits = np.array([[1.0, 2.0, 0.5], [0.1, -1.0, 3.0], [2.0, 2.0, -2.0], [0.0, 1.0, 0.0]], dtype=np.float32)
+    target = np.array([1, 2, 0, 2])
+    weight = np.array([0.2, 1.0, 3.0], dtype=np.float32)
+    cases = [dict(), dict(reduction="sum"), dict(reduction="none"), dict(weight=True), dict(ignore_index=2),
+             dict(weight=True, ignore_index=0, reduction="mean"), dict(label_smoothing=0.2)]
+    for case in cases:
+        got = {}
+        for lib in (tr, torch):
+            x = lib.tensor(logits, requires_grad=True)
+            kwargs = dict(case)
+            if kwargs.pop("weight", False):
+                kwargs["weight"] = lib.tensor(weight)
+            t = lib.tensor(target)
+            ce = lib.nn.functional.cross_entropy(x, t, **kwargs)
+            nll_kwargs = {k: v for k, v in kwargs.items() if k != "label_smoothing"}
+            nll = lib.nn.functional.nll_loss(lib.nn.functional.log_softmax(x, dim=1), t, **nll_kwargs)
+            module = lib.nn.CrossEntropyLoss(**kwargs)(x, t)
+            (ce.sum() + nll.sum() + module.sum()).backward()
+            got[lib.__name__] = (ce.detach().tolist(), nll.detach().tolist(), module.detach().tolist(),
+                                 x.grad.tolist())
+        for ours, theirs in zip(got["trainrun"], got["torch"]):
+            np.testing.assert_allclose(np.array(ours), np.array(theirs), rtol=1e-5, atol=1e-6, err_msg=str(case))
+    for reduction in ("mean", "sum", "none"):
+        a, b = np.array([1.0, -3.0, 2.5], dtype=np.float32), np.array([0.5, 0.0, 4.0], dtype=np.float32)
+        for name, module in (("mse_loss", "MSELoss"), ("l1_loss", "L1Loss")):
+            ours = getattr(tr.nn.functional, name)(tr.tensor(a), tr.tensor(b), reduction=reduction)
+            theirs = getattr(torch.nn.functional, name)(torch.tensor(a), torch.tensor(b), reduction=reduction)
+            assert ours.tolist() == pytest.approx(theirs.tolist())
+            assert getattr(tr.nn, module)(reduction=reduction)(tr.tensor(a), tr.tensor(b)).tolist() == \
+                pytest.approx(theirs.tolist())
+    with pytest.raises(ValueError, match="reduction"):
+        tr.nn.functional.mse_loss(tr.ones(2), tr.ones(2), reduction="avg")

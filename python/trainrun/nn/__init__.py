@@ -138,33 +138,43 @@ class _Loss(Module):
         return self.forward(input, target)
 
 
-def _only_defaults(name, **given):
-    defaults = {"weight": None, "ignore_index": -100, "reduction": "mean", "size_average": None, "reduce": None}
-    for key, value in given.items():
-        if value != defaults[key]:
-            raise NotImplementedError(f"{name}({key}={value!r}) is not supported yet; the default is "
-                                      f"{defaults[key]!r}")
-
-
 class CrossEntropyLoss(_Loss):
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                  label_smoothing=0.0):
         super().__init__()
-        _only_defaults("CrossEntropyLoss", weight=weight, ignore_index=ignore_index, reduction=reduction,
-                       size_average=size_average, reduce=reduce)
-        self.label_smoothing = label_smoothing
+        object.__setattr__(self, "_args", dict(weight=weight, size_average=size_average, ignore_index=ignore_index,
+                                               reduce=reduce, reduction=reduction, label_smoothing=label_smoothing))
 
     def forward(self, input, target):  # noqa: A002
-        return functional.cross_entropy(input, target, label_smoothing=self.label_smoothing)
+        return functional.cross_entropy(input, target, **self._args)
+
+
+class NLLLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        super().__init__()
+        object.__setattr__(self, "_args", dict(weight=weight, size_average=size_average, ignore_index=ignore_index,
+                                               reduce=reduce, reduction=reduction))
+
+    def forward(self, input, target):  # noqa: A002
+        return functional.nll_loss(input, target, **self._args)
 
 
 class MSELoss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        _only_defaults("MSELoss", reduction=reduction, size_average=size_average, reduce=reduce)
+        object.__setattr__(self, "_args", dict(size_average=size_average, reduce=reduce, reduction=reduction))
 
     def forward(self, input, target):  # noqa: A002
-        return functional.mse_loss(input, target)
+        return functional.mse_loss(input, target, **self._args)
+
+
+class L1Loss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        object.__setattr__(self, "_args", dict(size_average=size_average, reduce=reduce, reduction=reduction))
+
+    def forward(self, input, target):  # noqa: A002
+        return functional.l1_loss(input, target, **self._args)
 
 
 from trainrun.nn import utils  # noqa: E402,F401

@@ -110,8 +110,6 @@ except ImportError:  # pragma: no cover
 
 KNOWN_GAPS = {  # idioms trainrun does not pass yet (issue 15): take each off as it is fixed
     'grad_fn is None for leaves',
-    'F.l1_loss',
-    'F.nll_loss',
     'F.pad',
 }
 
