@@ -198,24 +198,19 @@ void bind_nn(py::module_& m) {
       },
       py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("size_average") = py::none(),
       py::arg("ignore_index") = -100, py::arg("reduce") = py::none(), py::arg("reduction") = "mean");
-  nn.def(
-      "mse_loss",
-      [no_legacy](const Tensor& x, const Tensor& y, py::object size_average, py::object reduce,
-                  const std::string& reduction) {
-        no_legacy("mse_loss", size_average, reduce);
-        return nn::mse_loss(x, y, reduction);
-      },
-      py::arg("input"), py::arg("target"), py::arg("size_average") = py::none(), py::arg("reduce") = py::none(),
-      py::arg("reduction") = "mean");
-  nn.def(
-      "l1_loss",
-      [no_legacy](const Tensor& x, const Tensor& y, py::object size_average, py::object reduce,
-                  const std::string& reduction) {
-        no_legacy("l1_loss", size_average, reduce);
-        return nn::l1_loss(x, y, reduction);
-      },
-      py::arg("input"), py::arg("target"), py::arg("size_average") = py::none(), py::arg("reduce") = py::none(),
-      py::arg("reduction") = "mean");
+  using PointwiseLoss = Tensor (*)(const Tensor&, const Tensor&, const std::string&);
+  for (auto [name, loss] : {std::pair<const char*, PointwiseLoss>{"mse_loss", &nn::mse_loss},
+                            std::pair<const char*, PointwiseLoss>{"l1_loss", &nn::l1_loss}}) {
+    nn.def(
+        name,
+        [no_legacy, name = name, loss = loss](const Tensor& x, const Tensor& y, py::object size_average,
+                                              py::object reduce, const std::string& reduction) {
+          no_legacy(name, size_average, reduce);
+          return loss(x, y, reduction);
+        },
+        py::arg("input"), py::arg("target"), py::arg("size_average") = py::none(), py::arg("reduce") = py::none(),
+        py::arg("reduction") = "mean");
+  }
 
   py::module_ optim = m.def_submodule("optim", "optimizers");
   py::class_<optim::Optimizer>(optim, "Optimizer")

@@ -46,20 +46,37 @@ from_numpy, from_dlpack = _C.from_numpy, _C.from_dlpack
 save = _C.save  # safetensors: a dict of tensors, no pickle
 
 
-def load(f, map_location=None, weights_only=None, **kwargs):
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
     """Reads a safetensors file (what trainrun.save writes) or a torch.save
     checkpoint. The latter is unpickled with only tensors, storages and plain
     containers allowed (torch.load(weights_only=True)); anything else is
-    refused, naming it, so no foreign code runs."""
+    refused, naming it, so no foreign code runs. map_location: a device (or
+    its name) every tensor is moved to."""
     from trainrun import _torch_checkpoint
+    if pickle_module is not None or mmap or pickle_load_args:
+        given = [name for name, value in (("pickle_module", pickle_module is not None), ("mmap", mmap)) if value]
+        given += sorted(pickle_load_args)
+        raise NotImplementedError(f"load(): {', '.join(given)} not supported (trainrun reads weights only, with "
+                                  "its own restricted unpickler)")
+    if map_location is not None and not isinstance(map_location, (str, device)):
+        raise TypeError(f"load(): map_location must be a device or its name, got {type(map_location).__name__}")
     path = str(f)
     if _torch_checkpoint.is_torch_checkpoint(path):
         result = _torch_checkpoint.load_torch_checkpoint(path)
     else:
         result = _C.load(path)
-    if map_location is not None and str(map_location) != "cpu":
-        result = {k: v.to(map_location) if isinstance(v, Tensor) else v for k, v in result.items()}
-    return result
+    return result if map_location is None or str(map_location) == "cpu" else _to_device(result, map_location)
+
+
+def _to_device(value, where):
+    """Every tensor inside dicts, lists and tuples moved to `where`."""
+    if isinstance(value, Tensor):
+        return value.to(where)
+    if isinstance(value, dict):
+        return type(value)((k, _to_device(v, where)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_device(v, where) for v in value)
+    return value
 
 
 from trainrun._generator import Generator, default_generator, randperm  # noqa: E402,F401
@@ -83,7 +100,7 @@ for _name in ("exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sig
               "sign", "floor", "round", "logical_not", "bitwise_not", "clamp", "add", "sub", "mul", "div",
               "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
               "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "matmul", "mm", "sum", "mean",
-              "amax", "amin", "argmax", "var", "cat", "stack", "index_select", "masked_select", "masked_fill",
+              "amax", "amin", "argmax", "cat", "stack", "index_select", "masked_select", "masked_fill",
               "softmax", "log_softmax", "gather", "scatter", "cumsum", "norm",
               "bmm", "chunk", "split", "eye", "lerp", "addcmul", "addcdiv", "dot", "outer"):
     globals()[_name] = getattr(_C, _name)
@@ -126,5 +143,7 @@ def all(input, dim=None, keepdim=False):  # noqa: A001,A002  (PyTorch's names)
 
 def any(input, dim=None, keepdim=False):  # noqa: A001,A002
     return input.any(dim, keepdim)
+
+
 from trainrun._reductions import max, min, sort, topk  # noqa: E402,A004
 

@@ -189,12 +189,11 @@ Tensor.amin = lambda self, dim=None, keepdim=False: _C.amin(self, _dims(dim), ke
 Tensor.argmax = lambda self, dim=None, keepdim=False: _C.argmax(self, dim, keepdim)
 Tensor.var = lambda self, dim=None, unbiased=True, keepdim=False: _C.var(self, _dims(dim), 1 if unbiased else 0,
                                                                          keepdim)
-Tensor.softmax = lambda self, dim: _C.softmax(self, dim)
-Tensor.log_softmax = lambda self, dim: _C.log_softmax(self, dim)
 Tensor.masked_fill = lambda self, mask, value: _C.masked_fill(self, mask, _number(value))
 Tensor.index_select = lambda self, dim, index: _C.index_select(self, dim, index)
-for _name in ("gather", "scatter", "sort", "topk", "cumsum", "std", "norm", "logsumexp", "prod", "chunk", "split",
-              "index_select", "masked_select", "where", "bmm", "gelu", "silu", "log_softmax", "softmax"):
+# Methods that take the op's own arguments (softmax/log_softmax/cumsum: dim=, dtype=).
+for _name in ("gather", "scatter", "cumsum", "norm", "chunk", "split", "index_select", "masked_select", "where", "bmm",
+              "gelu", "silu", "log_softmax", "softmax"):
     if hasattr(_C, _name):
         setattr(Tensor, _name, (lambda op: lambda self, *args, **kwargs: op(self, *args, **kwargs))(getattr(_C, _name)))
 Tensor.std = lambda self, dim=None, unbiased=True, keepdim=False: _C.std(self, _dims(dim), 1 if unbiased else 0,
@@ -228,27 +227,19 @@ Tensor.any = lambda self, dim=None, keepdim=False: _C.any(self, _dims(dim), keep
 Tensor.type_as = lambda self, other: self.to(other.dtype)
 
 
+from trainrun import _factories  # noqa: E402
+
+
 def _new(maker):
-    def new(self, *size, dtype=None, device=None, requires_grad=False):
-        return maker(*size, dtype=dtype if dtype is not None else self.dtype,
+    """Tensor.new_*: a factory whose dtype and device default to the tensor's."""
+    def new(self, *args, dtype=None, device=None, requires_grad=False):
+        return maker(*args, dtype=dtype if dtype is not None else self.dtype,
                      device=device if device is not None else self.device, requires_grad=requires_grad)
     return new
 
 
-def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
-    from trainrun._factories import full
-    return full(size, fill_value, dtype=dtype if dtype is not None else self.dtype,
-                device=device if device is not None else self.device, requires_grad=requires_grad)
-
-
-def _install_new_methods():
-    from trainrun import _factories
-    Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty = (_new(_factories.zeros), _new(_factories.ones),
-                                                           _new(_factories.empty))
-    Tensor.new_full = _new_full
-
-
-_install_new_methods()
+Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty, Tensor.new_full = (
+    _new(_factories.zeros), _new(_factories.ones), _new(_factories.empty), _new(_factories.full))
 from trainrun import _reductions  # noqa: E402
 Tensor.max, Tensor.min, Tensor.sort, Tensor.topk = (_reductions.max, _reductions.min, _reductions.sort,
                                                     _reductions.topk)

@@ -132,49 +132,53 @@ class ModuleList(Module):
 
 
 class _Loss(Module):
-    """Losses take (input, target): called directly, not through the one-tensor module call."""
+    """A loss module: its options are attributes, as PyTorch's (criterion.reduction),
+    passed to its functional form. Called with (input, target) directly, not
+    through the one-tensor module call."""
+    _options = ("reduction",)
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        if size_average is not None or reduce is not None:
+            raise TypeError(f"{type(self).__name__}: size_average and reduce are deprecated in PyTorch; "
+                            "use reduction=")
+        self.reduction = reduction
 
     def __call__(self, input, target):  # noqa: A002
         return self.forward(input, target)
 
+    def forward(self, input, target):  # noqa: A002
+        return self._function(input, target, **{name: getattr(self, name) for name in self._options})
 
-class CrossEntropyLoss(_Loss):
+
+class _WeightedLoss(_Loss):
+    _options = ("weight", "ignore_index", "reduction")
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.weight, self.ignore_index = weight, ignore_index
+
+
+class CrossEntropyLoss(_WeightedLoss):
+    _function = staticmethod(functional.cross_entropy)
+    _options = _WeightedLoss._options + ("label_smoothing",)
+
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                  label_smoothing=0.0):
-        super().__init__()
-        object.__setattr__(self, "_args", dict(weight=weight, size_average=size_average, ignore_index=ignore_index,
-                                               reduce=reduce, reduction=reduction, label_smoothing=label_smoothing))
-
-    def forward(self, input, target):  # noqa: A002
-        return functional.cross_entropy(input, target, **self._args)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
+        self.label_smoothing = label_smoothing
 
 
-class NLLLoss(_Loss):
-    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-        super().__init__()
-        object.__setattr__(self, "_args", dict(weight=weight, size_average=size_average, ignore_index=ignore_index,
-                                               reduce=reduce, reduction=reduction))
-
-    def forward(self, input, target):  # noqa: A002
-        return functional.nll_loss(input, target, **self._args)
+class NLLLoss(_WeightedLoss):
+    _function = staticmethod(functional.nll_loss)
 
 
 class MSELoss(_Loss):
-    def __init__(self, size_average=None, reduce=None, reduction="mean"):
-        super().__init__()
-        object.__setattr__(self, "_args", dict(size_average=size_average, reduce=reduce, reduction=reduction))
-
-    def forward(self, input, target):  # noqa: A002
-        return functional.mse_loss(input, target, **self._args)
+    _function = staticmethod(functional.mse_loss)
 
 
 class L1Loss(_Loss):
-    def __init__(self, size_average=None, reduce=None, reduction="mean"):
-        super().__init__()
-        object.__setattr__(self, "_args", dict(size_average=size_average, reduce=reduce, reduction=reduction))
-
-    def forward(self, input, target):  # noqa: A002
-        return functional.l1_loss(input, target, **self._args)
+    _function = staticmethod(functional.l1_loss)
 
 
 from trainrun.nn import utils  # noqa: E402,F401
