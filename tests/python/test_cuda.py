@@ -121,3 +121,14 @@ def test_main_job_on_one_gpu_follows_the_cpu_run():
         assert r.returncode == 0, r.stdout + r.stderr
         runs[device] = [line for line in r.stdout.splitlines() if line.startswith("[rank0]:epoch")]
     assert len(runs["cuda"]) == 3 and runs["cuda"] == runs["cpu"], runs
+
+
+@needs_gpu
+def test_data_loader_pins_batches_when_asked():
+    from trainrun.utils.data import DataLoader, TensorDataset
+    ds = TensorDataset(trainrun.arange(8).float(), trainrun.arange(8))
+    pinned = list(DataLoader(ds, batch_size=4, pin_memory=True))
+    plain = list(DataLoader(ds, batch_size=4))
+    assert all(t.is_pinned() for batch in pinned for t in batch)
+    assert not any(t.is_pinned() for batch in plain for t in batch)
+    assert [t.tolist() for b in pinned for t in b] == [t.tolist() for b in plain for t in b]

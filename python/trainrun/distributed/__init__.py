@@ -77,6 +77,8 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     env:// (the launcher's variables), tcp://, file:// or a given store."""
     if store is not None and init_method is not None:
         raise ValueError("init_process_group: cannot specify both init_method and store")
+    if pg_options is not None:
+        raise NotImplementedError("init_process_group(pg_options=...): backend options are not supported")
     name = Backend(backend if backend is not None else "gloo")
     seconds = _seconds(timeout, "init_process_group")
     _d.init_process_group(backend=str(name), init_method=init_method if init_method is not None else "env://",
@@ -103,6 +105,8 @@ def get_world_size(group=None):
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None):
     if timeout is not None:
         raise NotImplementedError("new_group(timeout=...): a new group takes the default group's timeout")
+    if pg_options is not None:
+        raise NotImplementedError("new_group(pg_options=...): backend options are not supported")
     if backend is not None and str(Backend(backend)) != _state["backend"]:
         raise NotImplementedError(f"new_group(backend={backend!r}): a new group uses the default group's backend "
                                   f"({_state['backend']})")

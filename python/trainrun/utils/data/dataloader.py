@@ -1,4 +1,5 @@
 """DataLoader: batches from a dataset through a sampler and a collate function."""
+import trainrun
 from trainrun._generator import default_generator
 from trainrun.utils.data._collate import default_collate, default_convert
 from trainrun.utils.data.dataset import IterableDataset
@@ -73,14 +74,29 @@ class DataLoader:
         # at every pass, before the sampler's draws: keep the stream in step.
         (self.generator if self.generator is not None else default_generator)._random63()
         if isinstance(self.dataset, IterableDataset):
-            yield from self._iterate_stream()
+            yield from (self._pinned(b) for b in self._iterate_stream())
             return
         if self._auto_collation:
             for indices in self.batch_sampler:
-                yield self.collate_fn([self.dataset[i] for i in indices])
+                yield self._pinned(self.collate_fn([self.dataset[i] for i in indices]))
         else:
             for i in self.sampler:
-                yield self.collate_fn(self.dataset[i])
+                yield self._pinned(self.collate_fn(self.dataset[i]))
+
+    def _pinned(self, batch):
+        """pin_memory=True: the batch's tensors in page-locked memory (when a
+        GPU is usable; without one PyTorch ignores the option too)."""
+        if not self.pin_memory or not trainrun.cuda.is_available():
+            return batch
+        if isinstance(batch, trainrun.Tensor):
+            return batch.pin_memory()
+        if isinstance(batch, dict):
+            return type(batch)((k, self._pinned(v)) for k, v in batch.items())
+        if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+            return type(batch)(*(self._pinned(v) for v in batch))
+        if isinstance(batch, (list, tuple)):
+            return type(batch)(self._pinned(v) for v in batch)
+        return batch
 
     def _iterate_stream(self):
         if self.batch_size is None:
