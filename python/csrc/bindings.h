@@ -16,6 +16,7 @@ void bind_autograd(py::module_& m);
 void bind_nn(py::module_& m);
 void bind_distributed(py::module_& m);
 void bind_cuda(py::module_& m);
+void bind_ops(py::module_& m);
 
 // None (the CPU), "cpu", "cuda:1", an int (that GPU) or a trainrun.device.
 Device to_device(py::handle d);

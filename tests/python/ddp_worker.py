@@ -25,6 +25,15 @@ class Net(nn.Module):
         return self.b(tr.tanh(self.a(x)) * self.gain)
 
 
+class MaskedNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(5, 3)
+
+    def forward(self, x, mask, scale=1.0):
+        return self.a(x * mask) * scale
+
+
 def batch(rank, step):
     rng = np.random.default_rng(10 * rank + step)
     return tr.tensor(rng.normal(size=(6, 5)).astype(np.float32)), tr.tensor(rng.integers(0, 3, size=6))
@@ -87,6 +96,20 @@ def main():
         raise AssertionError("a Python hook was accepted")
     except NotImplementedError:
         pass
+    # A forward with several arguments and a keyword (an attention mask, a scale) goes through DDP whole.
+    tr.manual_seed(7)
+    masked = nn.parallel.DistributedDataParallel(MaskedNet())
+    tr.manual_seed(7)
+    masked_reference = MaskedNet()
+    x, y = batch(rank, 4)
+    mask = (tr.arange(5) != rank).float()
+    nn.functional.cross_entropy(masked(x, mask, scale=0.5), y).backward()
+    for r in range(world):
+        xr, yr = batch(r, 4)
+        (nn.functional.cross_entropy(masked_reference(xr, (tr.arange(5) != r).float(), scale=0.5), yr) /
+         world).backward()
+    for (name, p), (_, q) in zip(masked.module.named_parameters(), masked_reference.named_parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg="masked " + name)
     work = dist.all_reduce(tr.ones([4]), async_op=True)
     work.wait()
     print(f"rank {rank}: ddp ok", flush=True)

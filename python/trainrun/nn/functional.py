@@ -1,8 +1,8 @@
-"""trainrun.nn.functional: PyTorch's functional forms."""
-from trainrun import _C
+"""trainrun.nn.functional: PyTorch's functional forms. Each is declared once,
+in _functional_activations.py, _functional_losses.py or
+_functional_layers.py (or in C++ for the losses with kernels of their own),
+and bound here from the op table."""
+from trainrun import _op_table
+from trainrun.nn import _functional_activations, _functional_layers, _functional_losses  # noqa: F401
 
-relu, gelu, sigmoid, tanh, silu = _C.relu, _C.gelu, _C.sigmoid, _C.tanh, _C.silu
-softmax, log_softmax = _C.softmax, _C.log_softmax
-cross_entropy, nll_loss, mse_loss, l1_loss = _C.nn.cross_entropy, _C.nn.nll_loss, _C.nn.mse_loss, _C.nn.l1_loss
-conv2d, max_pool2d, avg_pool2d, layer_norm, embedding, dropout, one_hot = (
-    _C.conv2d, _C.max_pool2d, _C.avg_pool2d, _C.layer_norm, _C.embedding, _C.dropout, _C.one_hot)
+globals().update(_op_table.functional())

@@ -3,6 +3,7 @@ averaged over the ranks during backward (buckets all-reduced as they fill)."""
 import contextlib
 
 from trainrun import _C
+from trainrun._autograd import no_grad
 from trainrun.distributed.algorithms import default_hooks
 
 
@@ -12,6 +13,19 @@ class DistributedDataParallel(_C.distributed.DistributedDataParallel):
         super().__init__(module, process_group, bucket_cap_mb, find_unused_parameters, gradient_as_bucket_view,
                          broadcast_buffers)
         self.module = module  # the Python module (and its forward) lives as long as this
+        self._process_group, self._broadcast_buffers = process_group, broadcast_buffers
+
+    def forward(self, *inputs, **kwargs):
+        """Runs the wrapped module on every argument it takes. One tensor goes through C++ (which also
+        broadcasts rank 0's buffers); other calls broadcast the buffers here, then call the module."""
+        if len(inputs) == 1 and not kwargs and isinstance(inputs[0], _C.Tensor):
+            return super().forward(inputs[0])
+        if self._broadcast_buffers and self.training:
+            from trainrun import distributed as dist
+            with no_grad():
+                for _, buffer in self.module.named_buffers():
+                    dist.broadcast(buffer, 0, group=self._process_group)
+        return self.module(*inputs, **kwargs)
 
     @contextlib.contextmanager
     def no_sync(self):

@@ -1,0 +1,110 @@
+// The tensor core's ops that tensor_bindings.cc does not hold: views with
+// their own geometry (diagonal, as_strided, unbind), scatter/index updates,
+// nonzero, the fused linear-algebra forms (addmm, baddbmm, mv), closeness
+// tests and the random fills. Python (trainrun/_ops_*.py) gives them
+// PyTorch's names as functions and Tensor methods.
+#include <pybind11/stl.h>
+
+#include "python/csrc/bindings.h"
+#include "tensor/ops.h"
+
+namespace trainrun {
+namespace python {
+
+using release = py::call_guard<py::gil_scoped_release>;
+
+void bind_ops(py::module_& m) {
+  py::module_ o = m.def_submodule("_ops", "tensor-core ops that the Python package exposes under PyTorch's names");
+  o.def(
+      "diagonal", [](const Tensor& x, int64_t offset, int64_t d1, int64_t d2) { return diagonal(x, offset, d1, d2); },
+      py::arg("input"), py::arg("offset") = 0, py::arg("dim1") = 0, py::arg("dim2") = 1);
+  o.def(
+      "as_strided",
+      [](const Tensor& x, const IntList& sizes, const IntList& strides, std::optional<int64_t> offset) {
+        return as_strided(x, sizes, strides, offset);
+      },
+      py::arg("input"), py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none());
+  o.def(
+      "unbind", [](const Tensor& x, int64_t d) { return unbind(x, d); }, py::arg("input"), py::arg("dim") = 0);
+  o.def(
+      "split_with_sizes", [](const Tensor& x, const IntList& s, int64_t d) { return split_with_sizes(x, s, d); },
+      py::arg("input"), py::arg("split_sizes"), py::arg("dim") = 0);
+  o.def(
+      "unflatten", [](const Tensor& x, int64_t d, const IntList& s) { return unflatten(x, d, s); }, py::arg("input"),
+      py::arg("dim"), py::arg("sizes"));
+  o.def(
+      "scatter_add",
+      [](const Tensor& x, int64_t d, const Tensor& i, const Tensor& src) { return scatter_add(x, d, i, src); },
+      py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"), release());
+  o.def(
+      "scatter_value",
+      [](const Tensor& x, int64_t d, const Tensor& i, py::object v) { return scatter(x, d, i, to_scalar(v)); },
+      py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("value"));
+  o.def(
+      "index_add",
+      [](const Tensor& x, int64_t d, const Tensor& i, const Tensor& src, py::object alpha) {
+        return index_add(x, d, i, src, to_scalar(alpha));
+      },
+      py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("source"), py::arg("alpha") = 1);
+  o.def(
+      "masked_fill_", [](Tensor& x, const Tensor& mask, py::object v) { return masked_fill_(x, mask, to_scalar(v)); },
+      py::arg("input"), py::arg("mask"), py::arg("value"));
+  o.def(
+      "nonzero", [](const Tensor& x) { return nonzero(x); }, py::arg("input"), release());
+  o.def(
+      "addmm",
+      [](const Tensor& s, const Tensor& a, const Tensor& b, py::object beta, py::object alpha) {
+        return addmm(s, a, b, to_scalar(beta), to_scalar(alpha));
+      },
+      py::arg("input"), py::arg("mat1"), py::arg("mat2"), py::arg("beta") = 1, py::arg("alpha") = 1);
+  o.def(
+      "baddbmm",
+      [](const Tensor& s, const Tensor& a, const Tensor& b, py::object beta, py::object alpha) {
+        return baddbmm(s, a, b, to_scalar(beta), to_scalar(alpha));
+      },
+      py::arg("input"), py::arg("batch1"), py::arg("batch2"), py::arg("beta") = 1, py::arg("alpha") = 1);
+  o.def(
+      "mv", [](const Tensor& a, const Tensor& v) { return mv(a, v); }, py::arg("input"), py::arg("vec"), release());
+  o.def(
+      "argmin", [](const Tensor& x, std::optional<int64_t> d, bool k) { return argmin(x, d, k); }, py::arg("input"),
+      py::arg("dim") = py::none(), py::arg("keepdim") = false, release());
+  o.def(
+      "isclose",
+      [](const Tensor& a, const Tensor& b, double rtol, double atol, bool nan) { return isclose(a, b, rtol, atol, nan); },
+      py::arg("input"), py::arg("other"), py::arg("rtol") = 1e-5, py::arg("atol") = 1e-8, py::arg("equal_nan") = false,
+      release());
+  o.def(
+      "allclose",
+      [](const Tensor& a, const Tensor& b, double rtol, double atol, bool nan) { return allclose(a, b, rtol, atol, nan); },
+      py::arg("input"), py::arg("other"), py::arg("rtol") = 1e-5, py::arg("atol") = 1e-8, py::arg("equal_nan") = false,
+      release());
+  o.def(
+      "uniform_", [](Tensor& t, double from, double to) { return uniform_(t, from, to); }, py::arg("input"),
+      py::arg("from") = 0.0, py::arg("to") = 1.0, release());
+  o.def(
+      "normal_", [](Tensor& t, double mean, double std) { return normal_(t, mean, std); }, py::arg("input"),
+      py::arg("mean") = 0.0, py::arg("std") = 1.0, release());
+  o.def(
+      "bernoulli_", [](Tensor& t, double p) { return bernoulli_(t, p); }, py::arg("input"), py::arg("p") = 0.5,
+      release());
+  o.def(
+      "rms_norm",
+      [](const Tensor& x, const IntList& shape, const Tensor& w, double eps) {
+        return std::get<0>(rms_norm(x, shape, w, eps));
+      },
+      py::arg("input"), py::arg("normalized_shape"), py::arg("weight"), py::arg("eps"), release());
+  o.def("get_default_dtype", &default_float_dtype);
+  o.def(
+      "set_default_dtype",
+      [](DType d) {
+        TR_CHECK(is_floating(d), TypeError, "set_default_dtype(): only floating dtypes can be the default, got {}",
+                 dtype_name(d));
+        set_default_float_dtype(d);
+      },
+      py::arg("d"));
+  o.def("promote_types", &promote_types, py::arg("type1"), py::arg("type2"));
+  o.def("can_cast", &can_cast, py::arg("from_"), py::arg("to"));
+}
+
+}  // namespace python
+}  // namespace trainrun

@@ -1,0 +1,70 @@
+"""The Python op table: an op written in Python (a composite of core ops, so
+autograd differentiates it for free) is declared once, with PyTorch's
+signature, and bound from here as `trainrun.<name>`, as a `Tensor` method
+and/or as `trainrun.nn.functional.<name>`, so the three never drift apart:
+
+    @op(method=True)
+    def flip(input, dims): ...
+
+A method receives the tensor as `input`, as PyTorch's do. `inplace=True` also
+binds `Tensor.<name>_`, which writes the result back into the tensor."""
+from trainrun import _C
+
+_functions = {}    # name -> callable, bound as trainrun.<name>
+_functional = {}   # name -> callable, bound as trainrun.nn.functional.<name>
+
+
+def op(function=True, method=False, functional=False, inplace=False, name=None, aliases=()):
+    def register(fn):
+        names = (name or fn.__name__,) + tuple(aliases)
+        for n in names:
+            if function:
+                _functions[n] = fn
+            if functional:
+                _functional[n] = fn
+            if method:
+                setattr(_C.Tensor, n, fn)
+            if inplace:
+                setattr(_C.Tensor, n + "_", _writing_back(fn, n + "_"))
+        return fn
+    return register
+
+
+def _writing_back(fn, name):
+    def method(self, *args, **kwargs):
+        self.copy_(fn(self, *args, **kwargs))
+        return self
+    method.__name__ = name
+    method.__doc__ = f"In-place form: writes {fn.__name__}(self, ...) back into self and returns self."
+    return method
+
+
+def functions():
+    return dict(_functions)
+
+
+def functional():
+    return dict(_functional)
+
+
+def int_list(args, where, what="sizes"):
+    """Sizes or dims given PyTorch's ways: f(2, 3), f((2, 3)), f([2, 3]), f(trainrun.Size)."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    out = []
+    for a in args:
+        if isinstance(a, bool) or not hasattr(a, "__index__"):
+            raise TypeError(f"{where}(): {what} must be ints, got {type(a).__name__}")
+        out.append(a.__index__())
+    return out
+
+
+def wrap_dim(dim, ndim, where):
+    if isinstance(dim, bool) or not hasattr(dim, "__index__"):
+        raise TypeError(f"{where}(): dim must be an int, got {type(dim).__name__}")
+    d = dim.__index__()
+    bound = max(ndim, 1)
+    if not -bound <= d < bound:
+        raise IndexError(f"{where}(): dim {dim} is out of range for a tensor of {ndim} dimensions "
+                         f"(expected in [{-bound}, {bound - 1}])")
+    return d % bound

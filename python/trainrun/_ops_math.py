@@ -1,0 +1,447 @@
+"""Math ops with PyTorch's signatures that are composites of core ops:
+rounding, exponent/log bases, clamps, closeness tests, order statistics
+(median, kthvalue, mode), products (mv, addmm, baddbmm, einsum), distances.
+Their gradients come from the core ops they are made of."""
+import builtins
+import collections
+import math
+
+import numpy as np
+
+from trainrun import _C
+from trainrun._op_table import op, wrap_dim
+
+_ops = _C._ops
+
+
+def _like(value, t):
+    return _C.full([], value, dtype=t.dtype if t.is_floating_point() else _C.dtype.float32, device=t.device)
+
+
+# ---- elementwise ------------------------------------------------------------------------
+@op(method=True, inplace=True)
+def square(input):  # noqa: A002
+    return input * input
+
+
+@op(method=True, inplace=True)
+def reciprocal(input):  # noqa: A002
+    return 1.0 / (input if input.is_floating_point() else input.float())
+
+
+@op(method=True, inplace=True)
+def exp2(input):  # noqa: A002
+    return _C.exp(input * math.log(2.0))
+
+
+@op(method=True, inplace=True)
+def expm1(input):  # noqa: A002
+    return _C.exp(input) - 1.0
+
+
+@op(method=True, inplace=True)
+def log2(input):  # noqa: A002
+    return _C.log(input) * (1.0 / math.log(2.0))
+
+
+@op(method=True, inplace=True)
+def log10(input):  # noqa: A002
+    return _C.log(input) * (1.0 / math.log(10.0))
+
+
+@op(method=True, inplace=True)
+def ceil(input):  # noqa: A002
+    return -_C.floor(-input) if input.is_floating_point() else input.clone()
+
+
+@op(method=True, inplace=True, aliases=("fix",))
+def trunc(input):  # noqa: A002
+    return _C.where(input < 0, ceil(input), _C.floor(input)) if input.is_floating_point() else input.clone()
+
+
+@op(method=True, inplace=True)
+def frac(input):  # noqa: A002
+    return input - trunc(input)
+
+
+@op(method=True, inplace=True)
+def fmod(input, other):  # noqa: A002
+    """The C remainder: the sign of the dividend (Python's % is remainder())."""
+    if not input.is_floating_point() and not (isinstance(other, float) or
+                                              (isinstance(other, _C.Tensor) and other.is_floating_point())):
+        r = _C.remainder(input, other)
+        other_t = other if isinstance(other, _C.Tensor) else _C.full([], other, dtype=input.dtype, device=input.device)
+        fix = (r != 0) & ((input < 0) != (other_t < 0))
+        return _C.where(fix, r - other_t, r)
+    q = input / other
+    return input - trunc(q).detach() * other
+
+
+@op(method=True, inplace=True)
+def tan(input):  # noqa: A002
+    return _C.sin(input) / _C.cos(input)
+
+
+@op(method=True, inplace=True)
+def sinh(input):  # noqa: A002
+    return (_C.exp(input) - _C.exp(-input)) * 0.5
+
+
+@op(method=True, inplace=True)
+def cosh(input):  # noqa: A002
+    return (_C.exp(input) + _C.exp(-input)) * 0.5
+
+
+@op(method=True, inplace=True, aliases=("negative",))
+def neg(input):  # noqa: A002
+    return _C.neg(input)
+
+
+@op(method=True, inplace=True, aliases=("clip",))
+def clamp(input, min=None, max=None):  # noqa: A002
+    """Each element limited to [min, max]; either bound may be a number or a tensor (or None)."""
+    if min is None and max is None:
+        raise ValueError("clamp(): at least one of min and max must not be None")
+    if isinstance(min, _C.Tensor) or isinstance(max, _C.Tensor):
+        out = input
+        if min is not None:
+            out = _C.maximum(out, min if isinstance(min, _C.Tensor) else _C.full([], min, dtype=input.dtype, device=input.device))
+        if max is not None:
+            out = _C.minimum(out, max if isinstance(max, _C.Tensor) else _C.full([], max, dtype=input.dtype, device=input.device))
+        return out
+    return _C.clamp(input, min, max)
+
+
+@op(method=True, inplace=True)
+def clamp_min(input, min):  # noqa: A002
+    return clamp(input, min=min)
+
+
+@op(method=True, inplace=True)
+def clamp_max(input, max):  # noqa: A002
+    return clamp(input, max=max)
+
+
+@op(method=True, inplace=True)
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002
+    """NaN, +inf and -inf replaced by nan, posinf and neginf (by default the dtype's largest/smallest)."""
+    if not input.is_floating_point():
+        return input.clone()
+    info = np.finfo({"float16": np.float16, "float64": np.float64}.get(input.dtype.name, np.float32))
+    big = float(info.max) if input.dtype.name != "bfloat16" else 3.3895313892515355e38
+    out = _C.where(input != input, _like(nan, input), input)
+    out = _C.where(out == float("inf"), _like(big if posinf is None else posinf, input), out)
+    return _C.where(out == float("-inf"), _like(-big if neginf is None else neginf, input), out)
+
+
+@op(method=True)
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
+    return _ops.isclose(input, other, rtol, atol, equal_nan)
+
+
+@op(method=True)
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
+    return _ops.allclose(input, other, rtol, atol, equal_nan)
+
+
+@op(method=True)
+def equal(input, other):  # noqa: A002
+    """True when both have the same shape and elements."""
+    return list(input.shape) == list(other.shape) and builtins.bool((input == other).all().item())
+
+
+@op(method=True)
+def argmin(input, dim=None, keepdim=False):  # noqa: A002
+    return _ops.argmin(input, dim, keepdim)
+
+
+@op(method=True)
+def cumprod(input, dim, *, dtype=None):  # noqa: A002
+    """Running products along dim: exp of the running sum of logs of |x|, with signs and zeros handled
+    (a zero makes every later product zero)."""
+    x = input if dtype is None else input.to(dtype)
+    if not x.is_floating_point():
+        a = np.cumprod(x.cpu().numpy(), axis=wrap_dim(dim, x.ndim, "cumprod"))
+        return _C.from_numpy(np.ascontiguousarray(a)).to(x.device)
+    d = wrap_dim(dim, x.ndim, "cumprod")
+    zero = x == 0
+    safe = _C.where(zero, _C.ones([], dtype=x.dtype, device=x.device), x)
+    negatives = _C.cumsum((safe < 0).to(_C.dtype.int64), d)
+    magnitude = _C.exp(_C.cumsum(_C.log(safe.abs()), d))
+    sign = 1.0 - 2.0 * _C.remainder(negatives, 2).to(x.dtype)
+    seen_zero = _C.cumsum(zero.to(_C.dtype.int64), d) > 0
+    return _C.where(seen_zero, _C.zeros([], dtype=x.dtype, device=x.device), magnitude * sign)
+
+
+# ---- order statistics -----------------------------------------------------------------------
+median_result = collections.namedtuple("median", ["values", "indices"])
+kthvalue_result = collections.namedtuple("kthvalue", ["values", "indices"])
+mode_result = collections.namedtuple("mode", ["values", "indices"])
+for _t in (median_result, kthvalue_result, mode_result):
+    _t.__module__ = "trainrun.return_types"
+
+
+def _kth_along(input, k, dim, keepdim, where):  # noqa: A002
+    """The k-th smallest (0-based) along dim with its index: sort, then pick."""
+    d = wrap_dim(dim, input.ndim, where)
+    n = input.shape[d] if input.ndim else 1
+    if not 0 <= k < n:
+        raise IndexError(f"{where}(): k = {k + 1} is out of range for dim {dim} of size {n}")
+    values, indices = _C.sort(input, d, False)
+    v, i = values.narrow(d, k, 1), indices.narrow(d, k, 1)
+    if not keepdim:
+        v, i = v.squeeze(d), i.squeeze(d)
+    return v, i
+
+
+@op(method=True)
+def median(input, dim=None, keepdim=False):  # noqa: A002
+    """The lower median (for an even count, the smaller of the two middle values), as PyTorch's."""
+    if dim is None:
+        flat = input.reshape([-1])
+        return _kth_along(flat, (flat.shape[0] - 1) // 2, 0, False, "median")[0]
+    n = input.shape[dim] if input.ndim else 1
+    return median_result(*_kth_along(input, (n - 1) // 2, dim, keepdim, "median"))
+
+
+@op(method=True)
+def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
+    if builtins.bool((input != input).any().item()):
+        raise NotImplementedError("nanmedian(): inputs with NaN are not supported yet")
+    return median(input, dim, keepdim)
+
+
+@op(method=True)
+def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
+    return kthvalue_result(*_kth_along(input, k - 1, dim, keepdim, "kthvalue"))
+
+
+@op(method=True)
+def mode(input, dim=-1, keepdim=False):  # noqa: A002
+    """The most frequent value along dim (the smallest of ties) and the index of its last occurrence."""
+    d = wrap_dim(dim, input.ndim, "mode")
+    a = np.moveaxis(input.detach().cpu().numpy(), d, -1)
+    rows = a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+    values = np.empty(rows.shape[0], dtype=a.dtype)
+    indices = np.empty(rows.shape[0], dtype=np.int64)
+    for r, row in enumerate(rows):
+        uniq, counts = np.unique(row, return_counts=True)
+        values[r] = uniq[np.argmax(counts)]
+        indices[r] = len(row) - 1 - np.flatnonzero(row[::-1] == values[r])[0]
+    shape = list(a.shape[:-1])
+    v = _C.from_numpy(values.reshape(shape)).to(input.device)
+    i = _C.from_numpy(indices.reshape(shape)).to(input.device)
+    if keepdim and input.ndim:
+        v, i = v.unsqueeze(d), i.unsqueeze(d)
+    return mode_result(v, i)
+
+
+# ---- products ---------------------------------------------------------------------------------
+@op(method=True)
+def mv(input, vec):  # noqa: A002
+    return _ops.mv(input, vec)
+
+
+@op(method=True)
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
+    return _ops.addmm(input, mat1, mat2, beta, alpha)
+
+
+@op(method=True)
+def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
+    out = _ops.mv(mat, vec)
+    return (input * beta if beta != 1 else input) + (out * alpha if alpha != 1 else out)
+
+
+@op(method=True)
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+    return _ops.baddbmm(input, batch1, batch2, beta, alpha)
+
+
+@op(method=True)
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+    out = _C.bmm(batch1, batch2).sum(dim=0)
+    return (input * beta if beta != 1 else input) + (out * alpha if alpha != 1 else out)
+
+
+@op(method=True)
+def inner(input, other):  # noqa: A002
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    return _C.matmul(input, other.transpose(-1, -2) if other.ndim > 1 else other) if input.ndim <= 2 and \
+        other.ndim <= 2 else einsum("...i,...i", input, other)
+
+
+@op()
+def tensordot(a, b, dims=2):
+    if isinstance(dims, int):
+        dims_a, dims_b = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        dims_a, dims_b = ([dims[0]] if isinstance(dims[0], int) else list(dims[0]),
+                          [dims[1]] if isinstance(dims[1], int) else list(dims[1]))
+    dims_a = [wrap_dim(d, a.ndim, "tensordot") for d in dims_a]
+    dims_b = [wrap_dim(d, b.ndim, "tensordot") for d in dims_b]
+    free_a = [d for d in range(a.ndim) if d not in dims_a]
+    free_b = [d for d in range(b.ndim) if d not in dims_b]
+    k = int(np.prod([a.shape[d] for d in dims_a]))
+    left = a.permute(free_a + dims_a).reshape([-1, k])
+    right = b.permute(dims_b + free_b).reshape([k, -1])
+    return _C.mm(left, right).reshape([a.shape[d] for d in free_a] + [b.shape[d] for d in free_b])
+
+
+def _parse_einsum(equation, n):
+    equation = equation.replace(" ", "")
+    if "->" in equation:
+        lhs, rhs = equation.split("->")
+    else:
+        lhs, rhs = equation, None
+    terms = lhs.split(",")
+    if len(terms) != n:
+        raise ValueError(f"einsum(): the equation has {len(terms)} operands but {n} tensors were given")
+    return terms, rhs
+
+
+def _expand_ellipsis(term, ndim, letters):
+    if "..." not in term:
+        if len(term) != ndim:
+            raise ValueError(f"einsum(): subscript {term!r} has {len(term)} letters for a tensor of {ndim} dims")
+        return term
+    k = ndim - (len(term) - 3)
+    return term.replace("...", letters[len(letters) - k:] if k else "")
+
+
+@op()
+def einsum(equation, *operands):
+    """Einstein summation, contracted pairwise left to right with batched matrix products (so it costs what
+    the equivalent bmm calls cost). Each letter appears at most once per operand."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    terms, rhs = _parse_einsum(equation, len(operands))
+    ell = "".join(chr(c) for c in range(ord("A"), ord("Z") + 1) if chr(c) not in equation)[:12]
+    max_ell = max((t.ndim - (len(s) - 3) for s, t in zip(terms, operands) if "..." in s), default=0)
+    ell = ell[:max_ell]
+    terms = [_expand_ellipsis(s, t.ndim, ell) for s, t in zip(terms, operands)]
+    for s in terms:
+        if len(set(s)) != len(s):
+            raise NotImplementedError(f"einsum(): repeated subscripts within one operand ({s!r}, a diagonal) "
+                                      "are not supported")
+    if rhs is None:
+        counts = collections.Counter("".join(terms))
+        rhs = ell + "".join(sorted(c for c in counts if counts[c] == 1 and c not in ell))
+    else:
+        rhs = rhs.replace("...", ell)
+    sizes = {}
+    for s, t in zip(terms, operands):
+        for c, n in zip(s, t.shape):
+            if sizes.get(c, 1) != n and n != 1 and sizes.get(c) is not None:
+                raise ValueError(f"einsum(): subscript {c!r} has size {n} in one operand and {sizes[c]} in another")
+            sizes[c] = max(sizes.get(c, 1), n)
+    current, cur = operands[0], terms[0]
+    for i in range(1, len(operands)):
+        later = set(rhs) | set("".join(terms[i + 1:]))
+        current, cur = _contract(current, cur, operands[i], terms[i], later, sizes)
+    # Letters only this operand has and the output lacks are summed away; then order as the output.
+    gone = [k for k, c in enumerate(cur) if c not in rhs]
+    if gone:
+        current = current.sum(dim=gone)
+        cur = "".join(c for c in cur if c in rhs)
+    return current.permute([cur.index(c) for c in rhs]) if cur != rhs else current
+
+
+def _contract(a, sa, b, sb, keep, sizes):
+    """a (letters sa) times b (letters sb), summing the shared letters not in `keep`, as one bmm."""
+    # Sum first what appears in one operand only and is not kept.
+    for t_name in ("a", "b"):
+        t, s, other = (a, sa, sb) if t_name == "a" else (b, sb, sa)
+        drop = [k for k, c in enumerate(s) if c not in other and c not in keep]
+        if drop:
+            t = t.sum(dim=drop)
+            s = "".join(c for k, c in enumerate(s) if k not in drop)
+        if t_name == "a":
+            a, sa = t, s
+        else:
+            b, sb = t, s
+    batch = [c for c in sa if c in sb and c in keep]
+    contracted = [c for c in sa if c in sb and c not in keep]
+    left = [c for c in sa if c not in sb]
+    right = [c for c in sb if c not in sa]
+
+    def arrange(t, s, order):
+        t = t.permute([s.index(c) for c in order]) if order else t
+        return t.expand([sizes[c] for c in order])
+
+    def prod(cs):
+        return int(np.prod([sizes[c] for c in cs])) if cs else 1
+
+    A = arrange(a, sa, batch + left + contracted).reshape([prod(batch), prod(left), prod(contracted)])
+    B = arrange(b, sb, batch + contracted + right).reshape([prod(batch), prod(contracted), prod(right)])
+    out = _C.bmm(A, B).reshape([sizes[c] for c in batch + left + right])
+    return out, "".join(batch + left + right)
+
+
+@op()
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """Pairwise p-norm distances between the rows of x1 and of x2 (batched over leading dims)."""
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    if p == 2.0:
+        return _C.sqrt((diff * diff).sum(dim=-1))
+    return _C.norm(diff, float(p), [-1], False)
+
+
+@op(method=True)
+def cross(input, other, dim=None):  # noqa: A002
+    if dim is None:
+        dim = next((d for d in range(input.ndim) if input.shape[d] == 3), None)
+        if dim is None:
+            raise ValueError("cross(): no dimension of size 3")
+    d = wrap_dim(dim, input.ndim, "cross")
+    if input.shape[d] != 3:
+        raise ValueError(f"cross(): dim {dim} must have size 3, got {input.shape[d]}")
+    a = [input.select(d, i) for i in range(3)]
+    b = [other.select(d, i) for i in range(3)]
+    return _C.stack([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], d)
+
+
+@op()
+def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
+    out = _C.pow(_C.full([], float(base), dtype=_C.dtype.float64), _C.linspace(start, end, steps,
+                                                                                  dtype=_C.dtype.float64))
+    out = out.to(dtype if dtype is not None else _ops.get_default_dtype())
+    if device is not None:
+        out = out.to(device)
+    out.requires_grad = requires_grad
+    return out
+
+
+@op()
+def std_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None):  # noqa: A002
+    c = (1 if unbiased else 0) if correction is None else correction
+    dims = [] if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    return _C.std(input, dims, c, keepdim), _C.mean(input, dims, keepdim)
+
+
+@op()
+def var_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None):  # noqa: A002
+    c = (1 if unbiased else 0) if correction is None else correction
+    dims = [] if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    return _C.var(input, dims, c, keepdim), _C.mean(input, dims, keepdim)
+
+
+@op(method=True)
+def logaddexp(input, other):  # noqa: A002
+    m = _C.maximum(input, other).detach()
+    m = _C.where(m.isinf(), _C.zeros([], dtype=m.dtype, device=m.device), m)
+    return m + _C.log(_C.exp(input - m) + _C.exp(other - m))
+
+
+@op(method=True)
+def xlogy(input, other):  # noqa: A002
+    """input * log(other), 0 where input is 0 (and other is not NaN)."""
+    if not isinstance(other, _C.Tensor):
+        other = _C.full([], float(other), dtype=input.dtype if input.is_floating_point() else _C.dtype.float32)
+    if not isinstance(input, _C.Tensor):
+        input = _C.full([], float(input), dtype=other.dtype)  # noqa: A001
+    zero = input == 0
+    safe = _C.where(zero, _C.ones([], dtype=other.dtype, device=other.device), other)
+    return _C.where(zero & (other == other), _C.zeros([], dtype=safe.dtype, device=safe.device),
+                    input * _C.log(safe))

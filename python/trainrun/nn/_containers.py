@@ -1,0 +1,196 @@
+"""Containers, as torch.nn's: Sequential, ModuleList, ModuleDict,
+ParameterList, ParameterDict. Their entries are registered as children or
+parameters under their index or key, so state_dict keys read as PyTorch's
+("0.weight", "layers.fc.bias")."""
+import collections
+
+from trainrun import _C
+from trainrun.nn._module import Module
+from trainrun.nn.parameter import Parameter
+
+
+class Sequential(Module):
+    """Modules run in order, each on the previous one's output. Children are named "0", "1", ..., or by the
+    keys of an OrderedDict."""
+
+    def __init__(self, *args):
+        super().__init__()
+        object.__setattr__(self, "_order", [])
+        if len(args) == 1 and isinstance(args[0], collections.OrderedDict):
+            for name, module in args[0].items():
+                self.add_module(name, module)
+        else:
+            for i, module in enumerate(args):
+                self.add_module(str(i), module)
+
+    def add_module(self, name, module):
+        setattr(self, name, module)
+        if name not in self._order:
+            self._order.append(name)
+
+    def append(self, module):
+        self.add_module(str(len(self._order)), module)
+        return self
+
+    def forward(self, input):  # noqa: A002
+        for name in self._order:
+            input = self._children_py[name](input)  # noqa: A001
+        return input
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return Sequential(collections.OrderedDict((n, self._children_py[n]) for n in self._order[i]))
+        return self._children_py[self._order[i]]
+
+    def __len__(self):
+        return len(self._order)
+
+    def __iter__(self):
+        return (self._children_py[n] for n in self._order)
+
+
+class ModuleList(Module):
+    """Modules held in a list and registered as children "0", "1", ...; it has no forward."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        object.__setattr__(self, "_list", [])
+        for m in modules or []:
+            self.append(m)
+
+    def append(self, module):
+        setattr(self, str(len(self._list)), module)
+        self._list.append(module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __getitem__(self, i):
+        return ModuleList(self._list[i]) if isinstance(i, slice) else self._list[i]
+
+    def __len__(self):
+        return len(self._list)
+
+    def __iter__(self):
+        return iter(self._list)
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleList has no forward: call its modules")
+
+
+class _Keyed:
+    """The mapping methods ModuleDict and ParameterDict share; entries keep insertion order in _keys."""
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(list(self._keys))
+
+    def keys(self):
+        return list(self._keys)
+
+    def values(self):
+        return [self[k] for k in self._keys]
+
+    def items(self):
+        return [(k, self[k]) for k in self._keys]
+
+    def update(self, entries):
+        for k, v in (entries.items() if hasattr(entries, "items") else entries):
+            self[k] = v
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} has no forward: use its entries")
+
+
+class ModuleDict(_Keyed, Module):
+    """Modules held by name (insertion order), registered as children under their keys."""
+
+    def __init__(self, modules=None):
+        Module.__init__(self)
+        object.__setattr__(self, "_keys", [])
+        if modules is not None:
+            self.update(modules)
+
+    def __setitem__(self, key, module):
+        setattr(self, key, module)
+        if key not in self._keys:
+            self._keys.append(key)
+
+    def __getitem__(self, key):
+        return self._children_py[key]
+
+
+def _as_parameter(value):
+    return value if isinstance(value, Parameter) else Parameter(value)
+
+
+class ParameterList(Module):
+    """Parameters held in a list, registered as "0", "1", ..."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        object.__setattr__(self, "_size", 0)
+        for v in values or []:
+            self.append(v)
+
+    def append(self, value):
+        p = _as_parameter(value)
+        self.register_parameter(str(self._size), p, p.requires_grad)
+        object.__setattr__(self, "_size", self._size + 1)
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(self._size)[i]]
+        if not -self._size <= i < self._size:
+            raise IndexError(f"ParameterList index {i} out of range ({self._size} parameters)")
+        return self._param(str(i % self._size))
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return (self[i] for i in range(self._size))
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterList has no forward")
+
+
+class ParameterDict(_Keyed, Module):
+    """Parameters held by name (insertion order)."""
+
+    def __init__(self, parameters=None):
+        Module.__init__(self)
+        object.__setattr__(self, "_keys", [])
+        if parameters is not None:
+            self.update(parameters)
+
+    def __setitem__(self, key, value):
+        p = _as_parameter(value)
+        self.register_parameter(key, p, p.requires_grad)
+        if key not in self._keys:
+            self._keys.append(key)
+
+    def __getitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        return self._param(key)
+
+
+del _C

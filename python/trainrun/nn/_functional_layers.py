@@ -1,0 +1,414 @@
+"""The layer functions of torch.nn.functional with PyTorch's signatures:
+ints or tuples for kernel sizes, strides and paddings, padding="same",
+attention with masks, padding modes, interpolation, normalizations. The
+C++ kernels do the heavy ones (conv2d, pools, layer_norm, embedding);
+the rest are composites of core ops."""
+import math
+
+import numpy as np
+
+from trainrun import _C
+from trainrun._op_table import op
+
+
+def _pair(value, where, what):
+    if isinstance(value, (tuple, list)):
+        if len(value) == 1:
+            return [int(value[0])] * 2
+        if len(value) != 2:
+            raise ValueError(f"{where}(): {what} must be an int or a pair, got {value}")
+        return [int(v) for v in value]
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{where}(): {what} must be an int or a pair of ints, got {type(value).__name__}")
+    return [int(value)] * 2
+
+
+def _index(values, device):
+    return _C.from_numpy(np.ascontiguousarray(values, dtype=np.int64)).to(device)
+
+
+@op(function=False, functional=True)
+def linear(input, weight, bias=None):  # noqa: A002
+    """input @ weight.T + bias."""
+    if input.ndim == 2 and bias is not None:
+        return _C._ops.addmm(bias, input, weight.t(), 1, 1)
+    out = _C.matmul(input, weight.t())
+    return out + bias if bias is not None else out
+
+
+@op(function=False, functional=True)
+def bilinear(input1, input2, weight, bias=None):
+    from trainrun._ops_math import einsum
+    out = einsum("...i,oij,...j->...o", input1, weight, input2)
+    return out + bias if bias is not None else out
+
+
+@op(function=False, functional=True)
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    stride, dilation = _pair(stride, "conv2d", "stride"), _pair(dilation, "conv2d", "dilation")
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = [0, 0]
+        elif padding == "same":
+            if stride != [1, 1]:
+                raise ValueError("conv2d(): padding='same' is not supported for strided convolutions")
+            total = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
+            if any(t % 2 for t in total):  # asymmetric: pad the extra row/column at the end, as PyTorch does
+                input = pad(input, [0, total[1] % 2, 0, total[0] % 2])  # noqa: A001
+            padding = [t // 2 for t in total]
+        else:
+            raise ValueError(f"conv2d(): padding must be 'valid', 'same', an int or a pair, got {padding!r}")
+    else:
+        padding = _pair(padding, "conv2d", "padding")
+    optional_bias = {"bias": bias} if bias is not None else {}
+    return _C.conv2d(input, weight, stride=stride, padding=padding, dilation=dilation, groups=groups, **optional_bias)
+
+
+@op(function=False, functional=True)
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """A 1-D convolution as a 2-D one over a height of 1."""
+    one = lambda v: v[0] if isinstance(v, (tuple, list)) else v  # noqa: E731
+    pad_arg = padding if isinstance(padding, str) else (0, one(padding))
+    out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, one(stride)), pad_arg, (1, one(dilation)),
+                 groups)
+    return out.squeeze(2)
+
+
+def _pool_args(where, kernel_size, stride, padding):
+    k = _pair(kernel_size, where, "kernel_size")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _pair(stride, where, "stride")
+    return k, s, _pair(padding, where, "padding")
+
+
+@op(function=False, functional=True)
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
+               return_indices=False):
+    if _pair(dilation, "max_pool2d", "dilation") != [1, 1] or ceil_mode or return_indices:
+        raise NotImplementedError("max_pool2d(): dilation, ceil_mode and return_indices are not supported")
+    k, s, p = _pool_args("max_pool2d", kernel_size, stride, padding)
+    return _C.max_pool2d(input, k, s, p)
+
+
+@op(function=False, functional=True)
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,  # noqa: A002
+               divisor_override=None):
+    if ceil_mode or not count_include_pad or divisor_override is not None:
+        raise NotImplementedError("avg_pool2d(): ceil_mode, count_include_pad=False and divisor_override are "
+                                  "not supported")
+    k, s, p = _pool_args("avg_pool2d", kernel_size, stride, padding)
+    return _C.avg_pool2d(input, k, s, p)
+
+
+def _adaptive_pool2d(input, output_size, reduce, where):  # noqa: A002
+    out_h, out_w = _pair(output_size if not isinstance(output_size, (tuple, list)) else
+                         [input.shape[-2 + i] if v is None else v for i, v in enumerate(output_size)], where,
+                         "output_size")
+    in_h, in_w = input.shape[-2], input.shape[-1]
+    if in_h % out_h == 0 and in_w % out_w == 0:  # even windows: one pooling kernel
+        k = [in_h // out_h, in_w // out_w]
+        return (_C.avg_pool2d if reduce == "mean" else lambda x, k, s, p: _C.max_pool2d(x, k, s, p))(input, k, k,
+                                                                                                   [0, 0])
+    rows = []
+    for i in range(out_h):  # PyTorch's windows: [floor(i * in / out), ceil((i + 1) * in / out))
+        h0, h1 = (i * in_h) // out_h, -((-(i + 1) * in_h) // out_h)
+        cols = []
+        for j in range(out_w):
+            w0, w1 = (j * in_w) // out_w, -((-(j + 1) * in_w) // out_w)
+            cell = input.narrow(-2, h0, h1 - h0).narrow(-1, w0, w1 - w0)
+            cols.append(cell.mean(dim=(-2, -1)) if reduce == "mean" else cell.amax(dim=(-2, -1)))
+        rows.append(_C.stack(cols, -1))
+    return _C.stack(rows, -2)
+
+
+@op(function=False, functional=True)
+def adaptive_avg_pool2d(input, output_size):  # noqa: A002
+    return _adaptive_pool2d(input, output_size, "mean", "adaptive_avg_pool2d")
+
+
+@op(function=False, functional=True)
+def adaptive_max_pool2d(input, output_size, return_indices=False):  # noqa: A002
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool2d(return_indices=True) is not supported")
+    return _adaptive_pool2d(input, output_size, "max", "adaptive_max_pool2d")
+
+
+@op(function=False, functional=True)
+def adaptive_avg_pool1d(input, output_size):  # noqa: A002
+    return adaptive_avg_pool2d(input.unsqueeze(-2), (1, output_size)).squeeze(-2)
+
+
+@op(function=False, functional=True)
+def pad(input, pad, mode="constant", value=None):  # noqa: A002
+    """Pads the last len(pad)/2 dims: pad = (left, right) of the last dim, then of the one before, ...
+    mode: constant (value, default 0; negative pads crop), reflect, replicate or circular."""
+    if len(pad) % 2:
+        raise ValueError(f"pad(): pad must have an even length, got {len(pad)}")
+    if len(pad) // 2 > input.ndim:
+        raise ValueError(f"pad(): pad {list(pad)} covers {len(pad) // 2} dims but the input has {input.ndim}")
+    out = input
+    for i in range(len(pad) // 2):
+        d = input.ndim - 1 - i
+        left, right = int(pad[2 * i]), int(pad[2 * i + 1])
+        if left == 0 and right == 0:
+            continue
+        n = out.shape[d]
+        if mode == "constant":
+            if left < 0:
+                out, n, left = out.narrow(d, -left, n + left), n + left, 0
+            if right < 0:
+                out, n, right = out.narrow(d, 0, n + right), n + right, 0
+            parts = []
+            for width in (left, None, right):
+                if width is None:
+                    parts.append(out)
+                elif width:
+                    shape = list(out.shape)
+                    shape[d] = width
+                    parts.append(_C.full(shape, 0 if value is None else value, dtype=out.dtype, device=out.device))
+            out = _C.cat(parts, d)
+            continue
+        positions = np.arange(-left, n + right)
+        if mode == "replicate":
+            positions = np.clip(positions, 0, n - 1)
+        elif mode == "reflect":
+            if left >= n or right >= n:
+                raise ValueError(f"pad(): reflect padding ({left}, {right}) must be smaller than the dim ({n})")
+            period = 2 * (n - 1)
+            positions = np.abs(positions) % period if period else np.zeros_like(positions)
+            positions = np.where(positions >= n, period - positions, positions)
+        elif mode == "circular":
+            positions = positions % n
+        else:
+            raise ValueError(f"pad(): mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+        out = _C.index_select(out, d, _index(positions, out.device))
+    return out
+
+
+@op(function=False, functional=True)
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):  # noqa: A002
+    if out is not None:
+        raise NotImplementedError("normalize(out=...) is not supported")
+    norm = _C.norm(input, float(p), [dim], True)
+    return input / _C.clamp(norm, eps, None).expand(list(input.shape))
+
+
+@op(function=False, functional=True)
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    n1 = _C.clamp(_C.norm(x1, 2.0, [dim], False), eps, None)
+    n2 = _C.clamp(_C.norm(x2, 2.0, [dim], False), eps, None)
+    return (x1 * x2).sum(dim=dim) / (n1 * n2)
+
+
+@op(function=False, functional=True)
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    return _C.norm(x1 - x2 + eps, float(p), [-1], keepdim)
+
+
+def _source_positions(out_size, in_size, scale, align_corners, mode):
+    """Where each output position reads from along one dim, as PyTorch's upsampling kernels compute it."""
+    dst = np.arange(out_size, dtype=np.float64)
+    if mode == "nearest":
+        ratio = (1.0 / scale) if scale else in_size / out_size
+        return np.minimum(np.floor(dst * ratio), in_size - 1).astype(np.int64)
+    if align_corners:
+        ratio = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+        return dst * ratio
+    ratio = (1.0 / scale) if scale else in_size / out_size
+    return np.maximum((dst + 0.5) * ratio - 0.5, 0.0)
+
+
+@op(function=False, functional=True)
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,  # noqa: A002
+                recompute_scale_factor=None, antialias=False):
+    """Resizes the spatial dims (all but batch and channel): mode nearest, linear, bilinear or bicubic-free
+    separable linear, with PyTorch's source-index rules (align_corners, scale_factor)."""
+    spatial = input.ndim - 2
+    if spatial < 1:
+        raise ValueError(f"interpolate(): expected a batched input with channels (3-D or more), got {input.ndim}-D")
+    if mode not in ("nearest", "linear", "bilinear", "trilinear"):
+        raise NotImplementedError(f"interpolate(mode={mode!r}) is not supported (nearest, linear, bilinear)")
+    if antialias:
+        raise NotImplementedError("interpolate(antialias=True) is not supported")
+    if mode != "nearest" and align_corners is None:
+        align_corners = False
+    if mode == "nearest" and align_corners is not None:
+        raise ValueError("interpolate(): align_corners only applies to linear modes")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate(): give exactly one of size and scale_factor")
+    if size is not None:
+        sizes = list(size) if isinstance(size, (tuple, list)) else [size] * spatial
+        scales = [None] * spatial
+    else:
+        scales = list(scale_factor) if isinstance(scale_factor, (tuple, list)) else [scale_factor] * spatial
+        sizes = [int(math.floor(input.shape[2 + i] * scales[i])) for i in range(spatial)]
+        if recompute_scale_factor:
+            scales = [None] * spatial
+    out = input
+    for i in range(spatial):
+        d = 2 + i
+        n_in, n_out = input.shape[d], sizes[i]
+        pos = _source_positions(n_out, n_in, scales[i], align_corners, mode)
+        if mode == "nearest":
+            out = _C.index_select(out, d, _index(pos, out.device))
+            continue
+        lo = np.minimum(np.floor(pos).astype(np.int64), n_in - 1)
+        hi = np.minimum(lo + 1, n_in - 1)
+        frac = (pos - lo).astype(np.float32)
+        shape = [1] * out.ndim
+        shape[d] = n_out
+        w = _C.from_numpy(np.ascontiguousarray(frac)).to(out.device).to(out.dtype).reshape(shape)
+        a = _C.index_select(out, d, _index(lo, out.device))
+        b = _C.index_select(out, d, _index(hi, out.device))
+        out = a + (b - a) * w
+    return out
+
+
+@op(function=False, functional=True)
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):  # noqa: A002
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+@op(function=False, functional=True)
+def pixel_shuffle(input, upscale_factor):  # noqa: A002
+    r = upscale_factor
+    *lead, c, h, w = input.shape
+    out = input.reshape(lead + [c // (r * r), r, r, h, w])
+    k = len(lead)
+    out = out.permute(list(range(k)) + [k, k + 3, k + 1, k + 4, k + 2])
+    return out.reshape(lead + [c // (r * r), h * r, w * r])
+
+
+@op(function=False, functional=True)
+def pixel_unshuffle(input, downscale_factor):  # noqa: A002
+    r = downscale_factor
+    *lead, c, h, w = input.shape
+    out = input.reshape(lead + [c, h // r, r, w // r, r])
+    k = len(lead)
+    out = out.permute(list(range(k)) + [k, k + 2, k + 4, k + 1, k + 3])
+    return out.reshape(lead + [c * r * r, h // r, w // r])
+
+
+@op(function=False, functional=True)
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 scale=None, enable_gqa=False):
+    """softmax(q k^T * scale + mask) v. attn_mask: bool (True = attend) or float (added); is_causal masks the
+    future (the top-left aligned lower triangle, as PyTorch's)."""
+    L, S = query.shape[-2], key.shape[-2]
+    if enable_gqa and key.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        groups = query.shape[-3] // key.shape[-3]
+        key = key.repeat_interleave(groups, dim=-3)
+        value = value.repeat_interleave(groups, dim=-3)
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention(): give attn_mask or is_causal, not both")
+    s = (1.0 / math.sqrt(query.shape[-1])) if scale is None else scale
+    scores = _C.matmul(query, key.transpose(-2, -1)) * s
+    if is_causal:
+        future = _C.from_numpy(np.ascontiguousarray(np.triu(np.ones((L, S), dtype=bool), 1))).to(query.device)
+        scores = _C.masked_fill(scores, future, float("-inf"))
+    elif attn_mask is not None:
+        if attn_mask.dtype == _C.dtype.bool:
+            scores = _C.masked_fill(scores, ~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = _C.softmax(scores, -1, None)
+    if dropout_p > 0.0:
+        weights = _C.dropout(weights, dropout_p, True)
+    return _C.matmul(weights, value)
+
+
+@op(function=False, functional=True)
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):  # noqa: A002
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    affine = {k: v for k, v in (("weight", weight), ("bias", bias)) if v is not None}
+    return _C.layer_norm(input, shape, eps=eps, **affine)
+
+
+@op(function=False, functional=True)
+def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    if eps is None:
+        eps = float(np.finfo(np.float64 if input.dtype == _C.dtype.float64 else np.float32).eps)
+    dims = list(range(-len(shape), 0))
+    out = input * _C.rsqrt((input * input).mean(dim=dims, keepdim=True) + eps)
+    return out * weight if weight is not None else out
+
+
+@op(function=False, functional=True)
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):  # noqa: A002
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise ValueError(f"group_norm(): {c} channels do not split into {num_groups} groups")
+    x = input.reshape([n, num_groups, -1])
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) * (x - mean)).mean(dim=-1, keepdim=True)
+    out = ((x - mean) * _C.rsqrt(var + eps)).reshape(list(input.shape))
+    affine = [1, c] + [1] * (input.ndim - 2)
+    if weight is not None:
+        out = out * weight.reshape(affine)
+    if bias is not None:
+        out = out + bias.reshape(affine)
+    return out
+
+
+@op(function=False, functional=True)
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,  # noqa: A002
+                  use_input_stats=True, momentum=0.1, eps=1e-05):
+    if not use_input_stats:
+        raise NotImplementedError("instance_norm(use_input_stats=False) is not supported")
+    return group_norm(input, input.shape[1], weight, bias, eps)
+
+
+@op(function=False, functional=True)
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,  # noqa: A002
+               momentum=0.1, eps=1e-05):
+    """Normalizes over every dim but the channels (dim 1). training: with the batch's statistics, updating
+    running_mean/running_var in place (unbiased variance, as PyTorch's); else with the running ones."""
+    dims = [0] + list(range(2, input.ndim))
+    shape = [1, input.shape[1]] + [1] * (input.ndim - 2)
+    if training:
+        mean = input.mean(dim=dims)
+        var = ((input - mean.reshape(shape)) ** 2).mean(dim=dims)
+        if running_mean is not None:
+            count = input.numel() // input.shape[1]
+            with _no_grad():
+                running_mean.copy_(running_mean * (1 - momentum) + mean.detach() * momentum)
+                running_var.copy_(running_var * (1 - momentum) + var.detach() * (count / max(count - 1, 1)) *
+                                  momentum)
+    else:
+        mean, var = running_mean, running_var
+    out = (input - mean.reshape(shape)) * _C.rsqrt(var.reshape(shape) + eps)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
+def _no_grad():
+    from trainrun._autograd import no_grad
+    return no_grad()
+
+
+@op(function=False, functional=True)
+def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout(): p must be in [0, 1], got {p}")
+    out = _C.dropout(input, p, training)
+    return input.copy_(out) if inplace else out
+
+
+@op(function=False, functional=True)
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,  # noqa
+              sparse=False):
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding(): max_norm, scale_grad_by_freq and sparse are not supported")
+    out = _C.embedding(input, weight)
+    if padding_idx is not None:  # the padding row gets no gradient
+        keep = (input != (padding_idx % weight.shape[0])).unsqueeze(-1).to(out.dtype)
+        out = out * keep + (out * (1 - keep)).detach()
+    return out
+
+
+@op(function=False, functional=True)
+def one_hot(tensor, num_classes=-1):
+    return _C.one_hot(tensor, num_classes)

@@ -1,0 +1,224 @@
+"""Layers written in Python over the functional forms: MultiheadAttention,
+GroupNorm, Conv1d, PReLU, adaptive pools, Upsample, PixelShuffle, padding
+layers, Unflatten, Identity. Parameter names, shapes and initialization
+follow PyTorch's, so state_dicts load across."""
+import math
+
+from trainrun import _C
+from trainrun.nn import functional as F
+from trainrun.nn import init
+from trainrun.nn._module import Module
+from trainrun.nn.parameter import Parameter
+
+
+class Identity(Module):
+    """Returns its input (takes and ignores any constructor arguments, as PyTorch's)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):  # noqa: A002
+        return input
+
+
+class Unflatten(Module):
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, input):  # noqa: A002
+        return input.unflatten(self.dim, self.unflattened_size)
+
+
+class GroupNorm(Module):
+    def __init__(self, num_groups, num_channels, eps=1e-05, affine=True, device=None, dtype=None):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
+                             f"({num_groups})")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        if affine:
+            self.weight = Parameter(_C.ones([num_channels], dtype=dtype, device=device))
+            self.bias = Parameter(_C.zeros([num_channels], dtype=dtype, device=device))
+
+    def forward(self, input):  # noqa: A002
+        w, b = (self.weight, self.bias) if self.affine else (None, None)
+        return F.group_norm(input, self.num_groups, w, b, self.eps)
+
+
+class Conv1d(Module):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise NotImplementedError("Conv1d: only padding_mode='zeros' is supported")
+        k = kernel_size[0] if isinstance(kernel_size, (tuple, list)) else kernel_size
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k,)
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        self.weight = Parameter(_C.empty([out_channels, in_channels // groups, k], dtype=dtype, device=device))
+        bound = 1.0 / math.sqrt(in_channels // groups * k)  # kaiming_uniform_(a=sqrt(5)), PyTorch's default
+        init.uniform_(self.weight, -bound, bound)
+        if bias:
+            self.bias = Parameter(_C.empty([out_channels], dtype=dtype, device=device))
+            init.uniform_(self.bias, -bound, bound)
+        else:
+            object.__setattr__(self, "bias", None)
+
+    def forward(self, input):  # noqa: A002
+        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class PReLU(Module):
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.weight = Parameter(_C.full([num_parameters], init, dtype=dtype, device=device))
+
+    def forward(self, input):  # noqa: A002
+        return F.prelu(input, self.weight)
+
+
+def _option_module(name, function, *option_names):
+    """A parameter-free layer that stores its options and passes them on."""
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        values = dict(zip(option_names, args))
+        values.update(kwargs)
+        for n in option_names:
+            setattr(self, n, values.get(n))
+
+    def forward(self, input):  # noqa: A002
+        return function(input, *(getattr(self, n) for n in option_names))
+    return type(name, (Module,), {"__init__": __init__, "forward": forward, "__module__": "trainrun.nn"})
+
+
+AdaptiveAvgPool2d = _option_module("AdaptiveAvgPool2d", F.adaptive_avg_pool2d, "output_size")
+AdaptiveMaxPool2d = _option_module("AdaptiveMaxPool2d", F.adaptive_max_pool2d, "output_size")
+AdaptiveAvgPool1d = _option_module("AdaptiveAvgPool1d", F.adaptive_avg_pool1d, "output_size")
+PixelShuffle = _option_module("PixelShuffle", F.pixel_shuffle, "upscale_factor")
+PixelUnshuffle = _option_module("PixelUnshuffle", F.pixel_unshuffle, "downscale_factor")
+Upsample = _option_module("Upsample", F.interpolate, "size", "scale_factor", "mode", "align_corners")
+_upsample_init = Upsample.__init__
+
+
+def _upsample_defaults(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                       recompute_scale_factor=None):
+    _upsample_init(self, size, scale_factor, mode, align_corners)
+
+
+Upsample.__init__ = _upsample_defaults
+
+
+class _Pad(Module):
+    mode, dims = "constant", 2
+
+    def __init__(self, padding, value=0.0):
+        super().__init__()
+        self.padding = tuple(padding) if isinstance(padding, (tuple, list)) else (padding,) * (2 * self.dims)
+        self.value = value
+
+    def forward(self, input):  # noqa: A002
+        return F.pad(input, list(self.padding), self.mode, self.value if self.mode == "constant" else None)
+
+
+def _pad_class(name, mode, dims, has_value):
+    def __init__(self, padding, *rest):
+        _Pad.__init__(self, padding, *(rest if has_value else ()))
+    return type(name, (_Pad,), {"mode": mode, "dims": dims, "__init__": __init__, "__module__": "trainrun.nn"})
+
+
+ZeroPad2d = _pad_class("ZeroPad2d", "constant", 2, False)
+ConstantPad1d = _pad_class("ConstantPad1d", "constant", 1, True)
+ConstantPad2d = _pad_class("ConstantPad2d", "constant", 2, True)
+ReflectionPad1d = _pad_class("ReflectionPad1d", "reflect", 1, False)
+ReflectionPad2d = _pad_class("ReflectionPad2d", "reflect", 2, False)
+ReplicationPad1d = _pad_class("ReplicationPad1d", "replicate", 1, False)
+ReplicationPad2d = _pad_class("ReplicationPad2d", "replicate", 2, False)
+
+
+class _OutProj(Module):
+    """MultiheadAttention's output projection (PyTorch's NonDynamicallyQuantizableLinear): weight and bias."""
+
+    def __init__(self, embed_dim, bias, device, dtype):
+        super().__init__()
+        bound = 1.0 / math.sqrt(embed_dim)
+        self.weight = Parameter(init.uniform_(_C.empty([embed_dim, embed_dim], dtype=dtype, device=device), -bound,
+                                              bound))
+        if bias:
+            self.bias = Parameter(_C.zeros([embed_dim], dtype=dtype, device=device))
+        else:
+            object.__setattr__(self, "bias", None)
+
+    def forward(self, input):  # noqa: A002
+        return F.linear(input, self.weight, self.bias)
+
+
+class MultiheadAttention(Module):
+    """torch.nn.MultiheadAttention: packed in_proj_weight/in_proj_bias, out_proj; forward(query, key, value,
+    key_padding_mask=None, need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False)
+    returns (output, weights or None). Masks: bool True = not allowed, or float added to the scores."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
+                             f"({num_heads})")
+        if add_bias_kv or add_zero_attn or (kdim not in (None, embed_dim)) or (vdim not in (None, embed_dim)):
+            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and kdim/vdim different from "
+                                      "embed_dim are not supported")
+        self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
+        self.head_dim = embed_dim // num_heads
+        self.in_proj_weight = Parameter(init.xavier_uniform_(_C.empty([3 * embed_dim, embed_dim], dtype=dtype,
+                                                                      device=device)))
+        if bias:
+            self.in_proj_bias = Parameter(_C.zeros([3 * embed_dim], dtype=dtype, device=device))
+        else:
+            object.__setattr__(self, "in_proj_bias", None)
+        self.out_proj = _OutProj(embed_dim, bias, device, dtype)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        batched = query.ndim == 3
+        if not batched:
+            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        elif self.batch_first:
+            query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
+        L, N, E = query.shape
+        S = key.shape[0]
+        H, D = self.num_heads, self.head_dim
+        w_q, w_k, w_v = self.in_proj_weight.chunk(3, 0)
+        b_q, b_k, b_v = self.in_proj_bias.chunk(3, 0) if self.in_proj_bias is not None else (None, None, None)
+
+        def heads(x, w, b, n):  # (n, N, E) -> (N, H, n, D)
+            return F.linear(x, w, b).reshape([n, N, H, D]).permute(1, 2, 0, 3)
+
+        q, k, v = heads(query, w_q, b_q, L), heads(key, w_k, b_k, S), heads(value, w_v, b_v, S)
+        scores = _C.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(D))  # (N, H, L, S)
+        if is_causal and attn_mask is None:
+            attn_mask = _C.ones([L, S], dtype=_C.dtype.bool).triu(1)
+        if attn_mask is not None:
+            mask = attn_mask if attn_mask.ndim == 2 else attn_mask.reshape([N, H, L, S])
+            if mask.dtype == _C.dtype.bool:
+                scores = _C.masked_fill(scores, mask, float("-inf"))
+            else:
+                scores = scores + mask
+        if key_padding_mask is not None:
+            pad = key_padding_mask.reshape([N, 1, 1, S])
+            if pad.dtype == _C.dtype.bool:
+                scores = _C.masked_fill(scores, pad, float("-inf"))
+            else:
+                scores = scores + pad
+        weights = _C.softmax(scores, -1, None)
+        if self.dropout > 0.0 and self.training:
+            weights = F.dropout(weights, self.dropout, True)
+        out = _C.matmul(weights, v).permute(2, 0, 1, 3).reshape([L, N, E])  # (L, N, E)
+        out = self.out_proj(out)
+        if not batched:
+            out = out.squeeze(1)
+        elif self.batch_first:
+            out = out.transpose(0, 1)
+        if not need_weights:
+            return out, None
+        w = weights.mean(dim=1) if average_attn_weights else weights
+        return out, (w.squeeze(0) if not batched else w)

@@ -1,0 +1,190 @@
+"""nn.Module as PyTorch's: subclass it in Python (assign Parameters and
+child modules as attributes, write forward with any arguments), call it
+with any arguments, hook it. Parameters and children are registered in C++
+(nn::Module), so DDP and state_dict see them; hooks and calls with several
+arguments run here, in Python."""
+import collections
+import itertools
+
+from trainrun import _C
+from trainrun.nn.parameter import Parameter
+
+
+class RemovableHandle:
+    """What register_*_hook returns: .remove() takes the hook off (also as a context manager)."""
+    _ids = itertools.count()
+
+    def __init__(self, hooks):
+        self._hooks, self.id = hooks, next(RemovableHandle._ids)
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _hook_table(module, name):
+    table = module.__dict__.get(name)
+    if table is None:
+        table = collections.OrderedDict()
+        object.__setattr__(module, name, table)
+    return table
+
+
+def _add_hook(module, table_name, entry, prepend):
+    table = _hook_table(module, table_name)
+    handle = RemovableHandle(table)
+    table[handle.id] = entry
+    if prepend:
+        table.move_to_end(handle.id, last=False)
+    return handle
+
+
+def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+    """hook(module, args) -> None or new args (with_kwargs: hook(module, args, kwargs) -> None or (args, kwargs))."""
+    return _add_hook(self, "_forward_pre_hooks_py", (hook, with_kwargs), prepend)
+
+
+def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+    """hook(module, args, output) -> None or a new output (with_kwargs: hook(module, args, kwargs, output))."""
+    return _add_hook(self, "_forward_hooks_py", (hook, with_kwargs), prepend)
+
+
+_cpp_call = _C.nn.Module.__call__
+
+
+def _call(self, *args, **kwargs):
+    """Runs the forward pre-hooks, forward, then the forward hooks (each may replace what it sees)."""
+    pre = self.__dict__.get("_forward_pre_hooks_py")
+    post = self.__dict__.get("_forward_hooks_py")
+    if pre:
+        for hook, with_kwargs in list(pre.values()):
+            if with_kwargs:
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    args, kwargs = result
+            else:
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+    if type(self).forward is _C.nn.Module.forward and len(args) == 1 and not kwargs and \
+            isinstance(args[0], _C.Tensor):
+        output = _cpp_call(self, args[0])  # a C++ layer: one tensor in, one out
+    else:
+        output = self.forward(*args, **kwargs)
+    if post:
+        for hook, with_kwargs in list(post.values()):
+            result = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
+            if result is not None:
+                output = result
+    return output
+
+
+_C.nn.Module.__call__ = _call
+_C.nn.Module.register_forward_pre_hook = register_forward_pre_hook
+_C.nn.Module.register_forward_hook = register_forward_hook
+
+
+class Module(_C.nn.Module):
+    """torch.nn.Module: attributes that are Parameters become parameters,
+    attributes that are modules become children (in C++, so that DDP and
+    state_dict see them); forward is yours, with any arguments."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(type(self).__name__)
+        object.__setattr__(self, "_children_py", {})
+
+    def __setattr__(self, name, value):
+        if isinstance(value, Parameter):
+            self.register_parameter(name, value, value.requires_grad)
+        elif isinstance(value, _C.nn.Module):
+            if "_children_py" not in self.__dict__:
+                raise AttributeError("call super().__init__() before assigning modules")
+            self.register_module(name, value)
+            self._children_py[name] = value  # keeps a Python subclass (and its forward) alive
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        children = self.__dict__.get("_children_py", {})
+        if name in children:
+            return children[name]
+        return super().__getattr__(name)  # parameters and buffers, from the C++ registry
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+
+# ---- the rest of torch.nn.Module's methods, for C++ layers and Python modules alike ----------------
+def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+    """(name, module) for this module and every descendant, depth first, each once."""
+    memo = set() if memo is None else memo
+    if remove_duplicate and id(self) in memo:
+        return
+    memo.add(id(self))
+    yield prefix, self
+    for name, child in self.named_children():
+        yield from named_modules(child, memo, prefix + ("." if prefix else "") + name, remove_duplicate)
+
+
+def _apply_fn(self, fn):
+    """fn(module) on every descendant and then on this module (PyTorch's order); returns self."""
+    for child in self.children():
+        child.apply(fn)
+    fn(self)
+    return self
+
+
+def _requires_grad_(self, requires_grad=True):
+    for p in self.parameters():
+        p.requires_grad_(requires_grad)
+    return self
+
+
+def _get_submodule(self, target):
+    module = self
+    for part in target.split(".") if target else []:
+        children = dict(module.named_children())
+        if part not in children:
+            raise AttributeError(f"{module.type_name} has no submodule '{part}' (looking up '{target}')")
+        module = children[part]
+    return module
+
+
+def _get_parameter(self, target):
+    path, _, name = target.rpartition(".")
+    params = dict(_get_submodule(self, path).named_parameters(False))
+    if name not in params:
+        raise AttributeError(f"no parameter '{target}'")
+    return params[name]
+
+
+def _repr(self):
+    lines = [f"({name}): " + repr(child).replace("\n", "\n  ") for name, child in self.named_children()]
+    extra = self.extra_repr()
+    head = f"{self.type_name}({extra}"
+    if not lines:
+        return head + ")"
+    return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+_C.nn.Module.named_modules = named_modules
+_C.nn.Module.modules = lambda self: (m for _, m in named_modules(self))
+_C.nn.Module.children = lambda self: (m for _, m in self.named_children())
+_C.nn.Module.apply = _apply_fn
+_C.nn.Module.requires_grad_ = _requires_grad_
+_C.nn.Module.buffers = lambda self, recurse=True: (b for _, b in self.named_buffers(recurse))
+_C.nn.Module.add_module = lambda self, name, module: setattr(self, name, module) if isinstance(self, Module) \
+    else self.register_module(name, module)
+_C.nn.Module.register_module_ = _C.nn.Module.add_module
+_C.nn.Module.get_submodule = _get_submodule
+_C.nn.Module.get_parameter = _get_parameter
+_C.nn.Module.extra_repr = lambda self: ""
+_C.nn.Module.__repr__ = _repr
+for _name, _dtype in (("half", _C.dtype.float16), ("float", _C.dtype.float32), ("double", _C.dtype.float64),
+                      ("bfloat16", _C.dtype.bfloat16)):
+    setattr(_C.nn.Module, _name, (lambda d: lambda self: self.to(d))(_dtype))
