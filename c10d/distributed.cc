@@ -238,6 +238,7 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::o
   auto prefixed = std::make_shared<PrefixStore>(name, s.store);
   auto group =
       make_group(s.backend, prefixed, group_rank, static_cast<int>(ranks.size()), name, timeout.value_or(s.timeout));
+  group->set_global_ranks(ranks);
   s.subgroups.push_back(group);
   return group;
 }

@@ -10,6 +10,12 @@ void ProcessGroup::check_rank(int r, const char* op, const char* what) const {
            what, r, size_);
 }
 
+void ProcessGroup::set_global_ranks(std::vector<int> ranks) {
+  TR_CHECK(static_cast<int>(ranks.size()) == size_, ValueError,
+           "group '{}' has {} members but {} global ranks were given", name_, size_, ranks.size());
+  global_ranks_ = std::move(ranks);
+}
+
 std::vector<std::shared_ptr<Work>> ProcessGroup::batch_isend_irecv(std::vector<P2POp>& ops) {
   std::vector<std::shared_ptr<Work>> works;
   works.reserve(ops.size());

@@ -27,15 +27,26 @@ struct P2POp {
 };
 
 class ProcessGroup {
+  static std::vector<int> identity_ranks(int size) {
+    std::vector<int> r(size > 0 ? size : 0);
+    for (int i = 0; i < size; ++i) r[i] = i;
+    return r;
+  }
+
  public:
   ProcessGroup(int rank, int size, std::string name, Milliseconds timeout)
-      : rank_(rank), size_(size), name_(std::move(name)), timeout_(timeout) {}
+      : rank_(rank), size_(size), global_ranks_(identity_ranks(size)), name_(std::move(name)), timeout_(timeout) {}
   virtual ~ProcessGroup() = default;
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // The default group's rank of each member, in group-rank order (identity
+  // for the default group): what get_process_group_ranks reports and DTensor's
+  // meshes are built from.
+  const std::vector<int>& global_ranks() const { return global_ranks_; }
+  void set_global_ranks(std::vector<int> ranks);
   const std::string& name() const { return name_; }
   Milliseconds timeout() const { return timeout_; }
   virtual std::string backend_name() const = 0;
@@ -80,6 +91,7 @@ class ProcessGroup {
   void check_rank(int r, const char* op, const char* what) const;
 
   int rank_, size_;
+  std::vector<int> global_ranks_;
   std::string name_;
   Milliseconds timeout_;
 };

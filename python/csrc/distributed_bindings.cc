@@ -132,6 +132,8 @@ void bind_distributed(py::module_& m) {
   py::class_<ProcessGroup, GroupPtr>(d, "ProcessGroup")
       .def("rank", &ProcessGroup::rank)
       .def("size", &ProcessGroup::size)
+      .def("global_ranks", &ProcessGroup::global_ranks)
+      .def("timeout_seconds", [](const ProcessGroup& g) { return g.timeout().count() / 1000.0; })
       .def_property_readonly("name", &ProcessGroup::name);
 
   d.def(
@@ -163,11 +165,13 @@ void bind_distributed(py::module_& m) {
       py::arg("group") = nullptr);
   d.def(
       "new_group",
-      [](std::vector<int> ranks) {
+      [](std::vector<int> ranks, std::optional<double> timeout) {
+        std::optional<Milliseconds> t;
+        if (timeout) t = Milliseconds(static_cast<int64_t>(*timeout * 1000));
         py::gil_scoped_release nogil;
-        return c10d::new_group(ranks);
+        return c10d::new_group(ranks, t);
       },
-      py::arg("ranks") = std::vector<int>{});
+      py::arg("ranks") = std::vector<int>{}, py::arg("timeout") = py::none());
   d.def(
       "all_reduce",
       [](Tensor& t, ReduceOp::Kind op, GroupPtr g, bool async_op) {

@@ -96,6 +96,26 @@ def main():
         s = mine()
         dist.all_reduce(s, group=sub)
         check(s.tolist() == (mine(0) + mine(1)).tolist() and dist.get_world_size(sub) == 2, "new_group")
+    # Global ranks of a group, a group with its own timeout, and subgroups that cover the world.
+    check(dist.get_process_group_ranks(None) == list(range(world)), "get_process_group_ranks(WORLD)")
+    tail = dist.new_group([2, 1], timeout=datetime.timedelta(seconds=7))
+    if rank in (1, 2):
+        check(dist.get_process_group_ranks(tail) == [2, 1] and tail.rank() == [2, 1].index(rank), "group ranks")
+        check(dist.get_global_rank(tail, 0) == 2 and dist.get_group_rank(tail, 1) == 1, "global/group rank")
+        check(abs(tail.timeout_seconds() - 7.0) < 1e-6, "new_group timeout")
+        t = torch.ones(1) * rank
+        dist.all_reduce(t, group=tail)
+        check(t.item() == 3.0, "all_reduce on [2, 1]")
+    else:
+        check(tail is None, "a non-member gets None")
+    mine_sub, subs = dist.new_subgroups_by_enumeration([[0], [1, 2]])
+    check(len(subs) == 2 and dist.get_process_group_ranks(mine_sub) == ([0] if rank == 0 else [1, 2]),
+          "new_subgroups_by_enumeration")
+    try:
+        dist.new_subgroups(group_size=2)
+        check(False, "new_subgroups accepted a size that does not divide 3")
+    except ValueError:
+        pass
     dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
     print(f"rank {rank}: ok", flush=True)
     dist.destroy_process_group()

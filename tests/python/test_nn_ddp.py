@@ -123,8 +123,10 @@ def test_init_process_group_takes_pytorchs_arguments():
         t = tr.ones([2])
         dist.all_reduce(t, async_op=True).wait(timeout=datetime.timedelta(seconds=5))
         assert t.tolist() == [1.0, 1.0]
-        with pytest.raises(NotImplementedError, match="timeout"):
-            dist.new_group([0], timeout=datetime.timedelta(seconds=1))
+        solo = dist.new_group([0], timeout=datetime.timedelta(seconds=1))
+        assert abs(solo.timeout_seconds() - 1.0) < 1e-9 and dist.get_process_group_ranks(solo) == [0]
+        with pytest.raises(TypeError, match="new_group: timeout must be a datetime.timedelta"):
+            dist.new_group([0], timeout="1s")
     finally:
         dist.destroy_process_group()
 

@@ -102,15 +102,72 @@ def get_world_size(group=None):
     return _d.get_world_size() if group is None else group.size()
 
 
-def new_group(ranks=None, timeout=None, backend=None, pg_options=None):
-    if timeout is not None:
-        raise NotImplementedError("new_group(timeout=...): a new group takes the default group's timeout")
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False):
+    """A group of the given default-group ranks (all of them when None). Every rank of the default group
+    calls it, in the same order; a rank outside `ranks` gets None. timeout: the group's own (default: the
+    default group's)."""
+    if use_local_synchronization:
+        raise NotImplementedError("new_group(use_local_synchronization=True) is not supported: every rank calls "
+                                  "new_group")
     if pg_options is not None:
         raise NotImplementedError("new_group(pg_options=...): backend options are not supported")
     if backend is not None and str(Backend(backend)) != _state["backend"]:
         raise NotImplementedError(f"new_group(backend={backend!r}): a new group uses the default group's backend "
                                   f"({_state['backend']})")
-    return _d.new_group(list(ranks) if ranks is not None else [])
+    return _d.new_group(list(ranks) if ranks is not None else [], _seconds(timeout, "new_group"))
+
+
+def get_process_group_ranks(group):
+    """The default-group ranks of the members of `group`, in group-rank order."""
+    if group is None:
+        return list(range(get_world_size()))
+    return list(group.global_ranks())
+
+
+def get_global_rank(group, group_rank):
+    """The default-group rank of `group`'s member `group_rank`."""
+    ranks = get_process_group_ranks(group)
+    if not 0 <= group_rank < len(ranks):
+        raise ValueError(f"get_global_rank: group rank {group_rank} is not in a group of size {len(ranks)}")
+    return ranks[group_rank]
+
+
+def get_group_rank(group, global_rank):
+    """`group`'s rank of the default-group rank `global_rank`."""
+    ranks = get_process_group_ranks(group)
+    if global_rank not in ranks:
+        raise ValueError(f"get_group_rank: global rank {global_rank} is not a member of the group (ranks {ranks})")
+    return ranks.index(global_rank)
+
+
+def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None):
+    """Splits the default group into consecutive subgroups of group_size ranks (default: the ranks of one
+    node, LOCAL_WORLD_SIZE); returns (this rank's subgroup, all subgroups)."""
+    import os
+    if group is not None:
+        raise NotImplementedError("new_subgroups(group=...): only the default group is split")
+    world = get_world_size()
+    if group_size is None:
+        group_size = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    if group_size <= 0 or world % group_size:
+        raise ValueError(f"new_subgroups: group_size {group_size} must be positive and divide the world size {world}")
+    return new_subgroups_by_enumeration([list(range(start, start + group_size)) for start in range(0, world, group_size)],
+                                        timeout, backend, pg_options)
+
+
+def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None, pg_options=None):
+    """One group per list of ranks (disjoint); returns (this rank's subgroup or None, all subgroups)."""
+    seen, mine, subgroups = set(), None, []
+    for ranks in ranks_per_subgroup_list:
+        overlap = seen.intersection(ranks)
+        if overlap:
+            raise ValueError(f"new_subgroups_by_enumeration: rank(s) {sorted(overlap)} are in more than one subgroup")
+        seen.update(ranks)
+        g = new_group(ranks, timeout, backend, pg_options)
+        subgroups.append(g)
+        if g is not None:
+            mine = g
+    return mine, subgroups
 
 
 _work_wait = Work.wait
