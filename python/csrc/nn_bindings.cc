@@ -231,9 +231,20 @@ void bind_nn(py::module_& m) {
                throw py::key_error(fmt::format("param group {} has no option '{}'", g, name));
              group.options[name] = value;
            })
-      .def("_add_param_group", [](optim::Optimizer& o, std::vector<Tensor> params, optim::Options options) {
-        o.add_param_group({std::move(params), std::move(options)});
-      });
+      .def("_add_param_group",
+           [](optim::Optimizer& o, std::vector<Tensor> params, optim::Options options) {
+             o.add_param_group({std::move(params), std::move(options)});
+           })
+      // (per-parameter state in group order, per-group options): trainrun.optim shapes it as PyTorch's.
+      .def("_state_dict",
+           [](const optim::Optimizer& o) {
+             optim::OptimizerState st = o.state_dict();
+             return std::make_pair(st.state, st.groups);
+           })
+      .def("_load_state_dict",
+           [](optim::Optimizer& o, std::vector<std::map<std::string, Tensor>> state, std::vector<optim::Options> groups) {
+             o.load_state_dict({std::move(state), std::move(groups)});
+           });
   py::class_<optim::SGD, optim::Optimizer>(optim, "SGD")
       .def(py::init([](std::vector<Tensor> params, double lr, double momentum, double weight_decay, bool nesterov) {
              optim::SGDOptions o;

@@ -43,7 +43,16 @@ half, float, double, long, int = float16, float32, float64, int64, int32  # noqa
 
 device = _C.device
 from_numpy, from_dlpack = _C.from_numpy, _C.from_dlpack
-save = _C.save  # safetensors: a dict of tensors, no pickle
+def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True):
+    """Writes obj (tensors, state dicts, a whole training checkpoint of dicts, lists and numbers) in
+    PyTorch's zip format, which torch.load and trainrun.load read; a path ending in .safetensors gets a
+    safetensors file instead (obj must then be a dict of tensors)."""
+    from trainrun import _torch_checkpoint
+    if pickle_module is not None:
+        raise NotImplementedError("save(pickle_module=...) is not supported")
+    if isinstance(f, (str, pathlib.PurePath)) and str(f).endswith(".safetensors"):
+        return _C.save(obj, str(f))
+    _torch_checkpoint.save_torch_checkpoint(obj, f if not isinstance(f, pathlib.PurePath) else str(f))
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
@@ -60,9 +69,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
                                   "its own restricted unpickler)")
     if map_location is not None and not isinstance(map_location, (str, device)):
         raise TypeError(f"load(): map_location must be a device or its name, got {type(map_location).__name__}")
-    path = str(f)
+    path = f if hasattr(f, "read") else str(f)
     if _torch_checkpoint.is_torch_checkpoint(path):
         result = _torch_checkpoint.load_torch_checkpoint(path)
+    elif hasattr(f, "read"):
+        raise ValueError("load(): a file object must hold a torch.save checkpoint (safetensors are read by path)")
     else:
         result = _C.load(path)
     return result if map_location is None or str(map_location) == "cpu" else _to_device(result, map_location)

@@ -1,5 +1,7 @@
-"""Reading PyTorch checkpoints (torch.save's zip format) without running
-foreign code. The pickle inside is read by an unpickler that resolves only
+"""PyTorch's checkpoint format (torch.save's zip of a pickle and raw storage
+records), both ways. Writing: any picklable object with tensors inside
+(a training checkpoint: epoch, model and optimizer state dicts) becomes a
+file torch.load reads. Reading, without running foreign code: The pickle inside is read by an unpickler that resolves only
 what torch.load(weights_only=True) allows for tensors: the tensor and
 parameter rebuild functions, the typed storages, OrderedDict, and plain
 containers and numbers; any other global is refused, naming it. Storages are
@@ -85,8 +87,14 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return self._storages[key]
 
 
-def is_torch_checkpoint(path):
-    return zipfile.is_zipfile(path)
+def is_torch_checkpoint(f):
+    if hasattr(f, "seek"):
+        position = f.tell()
+        try:
+            return zipfile.is_zipfile(f)
+        finally:
+            f.seek(position)
+    return zipfile.is_zipfile(f)
 
 
 def load_torch_checkpoint(path):
@@ -97,3 +105,81 @@ def load_torch_checkpoint(path):
                              f"(found {len(pickles)} data.pkl records)")
         prefix = pickles[0][:-len("data.pkl")]
         return _RestrictedUnpickler(archive.read(pickles[0]), archive, prefix).load()
+
+
+# ---- writing ---------------------------------------------------------------------------------------------
+_STORAGE_NAMES = {"float64": "DoubleStorage", "float32": "FloatStorage", "float16": "HalfStorage",
+                  "int64": "LongStorage", "int32": "IntStorage", "int8": "CharStorage", "uint8": "ByteStorage",
+                  "bool": "BoolStorage", "bfloat16": "BFloat16Storage"}
+
+
+class _TorchGlobal:
+    """Stands for a global of PyTorch's namespace (torch._utils._rebuild_tensor_v2, torch.FloatStorage) in the
+    pickle; written by name, never resolved here."""
+
+    def __init__(self, module, name):
+        self.module, self.name = module, name
+
+    def __call__(self, *args):  # pickle's save_reduce wants a callable
+        raise TypeError(f"{self.module}.{self.name} is only a name in a checkpoint")
+
+
+_REBUILD_TENSOR = _TorchGlobal("torch._utils", "_rebuild_tensor_v2")
+
+
+class _StorageRecord:
+    def __init__(self, key, storage_name, numel):
+        self.key, self.storage_name, self.numel = key, storage_name, numel
+
+
+class _TorchPickler(pickle._Pickler):  # the Python pickler: its dispatch table and save_global can be extended
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def __init__(self, file):
+        super().__init__(file, protocol=2)
+        self.records = []  # (key, bytes) of each tensor's storage
+
+    def persistent_id(self, obj):
+        if isinstance(obj, _StorageRecord):
+            return ("storage", _TorchGlobal("torch", obj.storage_name), obj.key, "cpu", obj.numel)
+        return None
+
+    def reducer_override(self, obj):
+        if not isinstance(obj, _C.Tensor):
+            return NotImplemented
+        t = obj.detach().cpu().contiguous()
+        name = t.dtype.name
+        if name not in _STORAGE_NAMES:
+            raise TypeError(f"trainrun.save: tensors of {t.dtype} cannot be written in PyTorch's format")
+        if name == "bfloat16":  # the top half of each float32's bits
+            raw = (t.float().numpy().view(np.uint32) >> 16).astype("<u2").tobytes()
+        else:
+            raw = t.numpy().astype(t.numpy().dtype.newbyteorder("<"), copy=False).tobytes()
+        key = str(len(self.records))
+        self.records.append((key, raw))
+        strides, step = [], 1
+        for size in reversed(list(t.shape)):
+            strides.insert(0, step)
+            step *= max(size, 1)
+        storage = _StorageRecord(key, _STORAGE_NAMES[name], t.numel())
+        return (_REBUILD_TENSOR, (storage, 0, tuple(t.shape), tuple(strides), bool(obj.requires_grad),
+                                  collections.OrderedDict()))
+
+    def _save_torch_global(self, obj):
+        self.write(pickle.GLOBAL + obj.module.encode() + b"\n" + obj.name.encode() + b"\n")
+        self.memoize(obj)
+
+    dispatch[_TorchGlobal] = _save_torch_global
+
+
+def save_torch_checkpoint(obj, f):
+    """obj in torch.save's zip format at `f` (a path or a binary file object)."""
+    buffer = io.BytesIO()
+    pickler = _TorchPickler(buffer)
+    pickler.dump(obj)
+    with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as archive:
+        archive.writestr("archive/data.pkl", buffer.getvalue())
+        archive.writestr("archive/byteorder", "little")
+        for key, raw in pickler.records:
+            archive.writestr(f"archive/data/{key}", raw)
+        archive.writestr("archive/version", "3\n")

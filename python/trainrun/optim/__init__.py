@@ -96,6 +96,50 @@ class _GroupsMixin:
     def param_groups(self):
         return [_ParamGroup(self, i) for i in range(_C.optim.Optimizer._group_count(self))]
 
+    def state_dict(self):
+        """PyTorch's layout: {'state': {index: {'step', 'exp_avg', ...}} for parameters that have state,
+        'param_groups': [{options..., 'params': [indices]}]}, indices counting through the groups."""
+        state, groups = _C.optim.Optimizer._state_dict(self)
+        out_groups, start = [], 0
+        for i, _ in enumerate(groups):
+            view = _ParamGroup(self, i)
+            group = {k: view[k] for k in view if k != "params"}
+            count = len(view["params"])
+            group["params"] = list(range(start, start + count))
+            start += count
+            out_groups.append(group)
+        return {"state": {i: dict(s) for i, s in enumerate(state) if s}, "param_groups": out_groups}
+
+    def load_state_dict(self, state_dict):
+        """Takes what state_dict() (here or in PyTorch) gave for an optimizer over the same parameters."""
+        groups = state_dict["param_groups"]
+        current = [_C.optim.Optimizer._group_options(self, i) for i in range(_C.optim.Optimizer._group_count(self))]
+        if len(groups) != len(current):
+            raise ValueError(f"load_state_dict: the state dict has {len(groups)} parameter groups, this optimizer "
+                             f"{len(current)}")
+        options = []
+        for given, mine in zip(groups, current):
+            merged = dict(mine)  # options this optimizer has, updated from the state dict where present
+            plain = {k: v for k, v in given.items() if k != "params" and (k == "betas" or
+                                                                           isinstance(v, (bool, int, float)))}
+            for key, value in _to_options(plain).items():  # PyTorch-only keys (foreach, ...) are not ours
+                if key in merged:
+                    merged[key] = value
+            options.append(merged)
+        total = sum(len(g["params"]) for g in groups)
+        index_of = [i for g in groups for i in g["params"]]
+        saved = state_dict["state"]
+        per_param = [dict(saved.get(index, saved.get(str(index), {}))) for index in index_of]
+        if len(per_param) != total:
+            raise ValueError("load_state_dict: param_groups and state do not agree")
+        for entry in per_param:
+            for key, value in list(entry.items()):
+                if not isinstance(value, _C.Tensor):
+                    entry[key] = _C.full([], float(value), dtype=_C.dtype.float64)
+                elif key == "step":
+                    entry[key] = value.to(_C.dtype.float64)
+        _C.optim.Optimizer._load_state_dict(self, per_param, options)
+
     def add_param_group(self, param_group):
         if "params" not in param_group:
             raise ValueError("add_param_group: the group needs a 'params' entry")
