@@ -10,6 +10,10 @@ Scalar to_scalar(py::handle value) {
   if (py::isinstance<py::bool_>(value)) return Scalar(value.cast<bool>());
   if (py::isinstance<py::int_>(value)) return Scalar(value.cast<int64_t>());
   if (py::isinstance<py::float_>(value)) return Scalar(value.cast<double>());
+  // NumPy scalars (np.float32(2), np.int64(3), np.bool_): their Python value.
+  if (py::hasattr(value, "dtype") && py::hasattr(value, "item") && !py::isinstance<py::sequence>(value) &&
+      py::len(value.attr("shape")) == 0)
+    return to_scalar(value.attr("item")());
   throw TypeError(fmt::format("expected a bool, int or float, got {}", std::string(py::str(py::type::of(value)))));
 }
 

@@ -19,7 +19,7 @@ def flip(input, *dims):  # noqa: A002
     out = input
     for d in int_list(dims, "flip", "dims"):
         d = wrap_dim(d, input.ndim, "flip")
-        out = _C.index_select(out, d, _index(np.arange(input.shape[d] - 1, -1, -1), input.device))
+        out = _C.index_select(out, d, _C.arange(input.shape[d] - 1, -1, -1, device=input.device))
     return out if out is not input else input.clone()
 
 

@@ -42,19 +42,17 @@ def _number(x):
     return x.item() if isinstance(x, np.generic) else x
 
 
+_PLAIN = (Tensor, builtins.float, builtins.int, builtins.bool)
+
+
 def _other(x):
+    if type(x) in _PLAIN or isinstance(x, Tensor):  # the common cases, without the slower ABC check
+        return x
     return _number(x) if _is_number(x) else x
 
 
 # --- operators ---------------------------------------------------------------
-Tensor.__add__ = lambda self, other: _C.add(self, _other(other))
-Tensor.__radd__ = Tensor.__add__
-Tensor.__sub__ = lambda self, other: _C.sub(self, _other(other))
-Tensor.__rsub__ = lambda self, other: _C.add(_C.neg(self), _other(other))
-Tensor.__mul__ = lambda self, other: _C.mul(self, _other(other))
-Tensor.__rmul__ = Tensor.__mul__
-Tensor.__truediv__ = lambda self, other: _C.div(self, _other(other))
-Tensor.__rtruediv__ = lambda self, other: _C.mul(_C.pow(self, -1), _other(other))
+# + - * / and their reflections are C++ methods (one binding call each); the rest are here.
 Tensor.__pow__ = lambda self, other: _C.pow(self, _other(other))
 Tensor.__mod__ = lambda self, other: _C.remainder(self, _other(other))
 Tensor.__matmul__ = lambda self, other: _C.matmul(self, other)
@@ -293,7 +291,14 @@ def _basic_index(self, index):
     return result
 
 
+_select = Tensor.select  # the C++ method (the op table later wraps it for keyword arguments)
+
+
 def _getitem(self, index):
+    if type(index) is builtins.int:  # x[i]: C++ checks the bounds (IndexError)
+        if self.ndim == 0:
+            raise IndexError("invalid index of a 0-dim tensor")
+        return _select(self, 0, index)
     if isinstance(index, (list, np.ndarray)):
         index = tensor(index)
     if isinstance(index, Tensor) and index.ndim > 0 or (isinstance(index, Tensor) and index.dtype == _C.dtype.bool):
