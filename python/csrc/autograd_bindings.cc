@@ -36,10 +36,11 @@ void bind_autograd(py::module_& m) {
                                return fn ? py::cast(fn->name()) : py::none();
                              })
       .def("retain_grad", [](const Tensor& t) { retain_grad(t); })
-      .def("register_hook", [](const Tensor& t, py::function hook) {
+      .def("register_hook", [](const Tensor& t, py::function hook_fn) {
+        auto hook = hold_python_callable(std::move(hook_fn));
         register_hook(t, [hook](const Tensor& g) -> Tensor {
           py::gil_scoped_acquire gil;
-          py::object r = hook(g);
+          py::object r = (*hook)(g);
           return r.is_none() ? Tensor() : r.cast<Tensor>();
         });
       });
@@ -73,7 +74,7 @@ void bind_autograd(py::module_& m) {
       shapes.push_back(o.sizes());
       dtypes.push_back(o.dtype());
     }
-    auto fn = std::make_shared<py::function>(std::move(backward_fn));
+    auto fn = hold_python_callable(std::move(backward_fn));
     const size_t n_inputs = inputs.size();
     MultiFormula formula = [fn, shapes, dtypes, n_inputs, name](const TensorList& grads, const TensorList&) {
       py::gil_scoped_acquire gil;

@@ -3,6 +3,8 @@
 // calls them in order.
 #include <pybind11/pybind11.h>
 
+#include <memory>
+
 #include "tensor/scalar.h"
 #include "tensor/tensor.h"
 
@@ -17,6 +19,22 @@ void bind_nn(py::module_& m);
 void bind_distributed(py::module_& m);
 void bind_cuda(py::module_& m);
 void bind_ops(py::module_& m);
+
+// A Python callable that C++ keeps (a backward formula, a hook) and may drop
+// on any thread, or while the GIL is released: the last reference is let go
+// with the GIL held (after interpreter shutdown it is leaked instead).
+inline std::shared_ptr<py::function> hold_python_callable(py::function f) {
+  return std::shared_ptr<py::function>(new py::function(std::move(f)), [](py::function* p) {
+    if (!Py_IsInitialized()) {
+      p->release();
+    } else {
+      py::gil_scoped_acquire gil;
+      delete p;
+      return;
+    }
+    delete p;
+  });
+}
 
 // None (the CPU), "cpu", "cuda:1", an int (that GPU) or a trainrun.device.
 Device to_device(py::handle d);

@@ -1,0 +1,150 @@
+"""DTensor's operators and methods, and the trainrun functions that accept
+DTensors: each goes through its sharding rule in _sharding_rules. Functions
+of trainrun and trainrun.nn.functional listed here check their first
+arguments for a DTensor and dispatch; anything else given a DTensor fails
+with a TypeError (it is not a Tensor), never a silent local answer."""
+import numbers
+import operator
+
+import trainrun
+from trainrun import _C
+from trainrun.distributed.tensor import _sharding_rules as rules
+from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec
+from trainrun.nn import functional as F
+
+
+def _number_or_dtensor(x, op):
+    if isinstance(x, DTensor) or (isinstance(x, numbers.Number) and not isinstance(x, bool)):
+        return x
+    if isinstance(x, _C.Tensor) and x.ndim == 0:
+        return x.item()
+    raise TypeError(f"DTensor: {op} mixes a DTensor with a {type(x).__name__}; convert it with "
+                    "DTensor.from_local or distribute_tensor")
+
+
+def _binary(op, fn, reflected=False):
+    def method(self, other):
+        other = _number_or_dtensor(other, op)
+        args = [other, self] if reflected else [self, other]
+        return rules.pointwise(op, fn, args)
+    return method
+
+
+def _unary(op, fn):
+    return lambda self, *args, **kwargs: rules.pointwise(op, lambda t: fn(t, *args, **kwargs), [self])
+
+
+def _dims(dim):
+    if dim is None:
+        return None
+    return [dim] if isinstance(dim, int) else list(dim)
+
+
+def _sum(self, dim=None, keepdim=False, *, dtype=None):
+    x = self if dtype is None else self.to(dtype)
+    return rules.reduction("sum", lambda t, dims: t.sum(dim=dims, keepdim=keepdim), x, _dims(dim), keepdim, "sum")
+
+
+def _mean(self, dim=None, keepdim=False, *, dtype=None):
+    x = self if dtype is None else self.to(dtype)
+    dims = _dims(dim) or list(range(x.ndim))
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    # The sum of each piece over the global count: pieces of a sharded dim add up to the mean.
+    return rules.reduction("mean", lambda t, ds: t.sum(dim=ds, keepdim=keepdim) / count, x, dims, keepdim, "sum")
+
+
+def _extreme(op, partial_op):
+    def method(self, dim=None, keepdim=False):
+        return rules.reduction(op, lambda t, dims: getattr(t, op)(dim=dims, keepdim=keepdim), self, _dims(dim),
+                               keepdim, partial_op)
+    return method
+
+
+def _softmax(op):
+    def method(self, dim, dtype=None):
+        return rules.along_whole_dim(op, lambda t: getattr(_C, op)(t, dim, dtype), self, dim)
+    return method
+
+
+def _to(self, *args, **kwargs):
+    return rules.pointwise("to", lambda t: t.to(*args, **kwargs), [self])
+
+
+def _view(op):
+    def method(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return rules.reshape(op, self, shape)
+    return method
+
+
+_add, _sub, _mul, _div, _pow = operator.add, operator.sub, operator.mul, operator.truediv, operator.pow
+for _name, _fn in (("__add__", _binary("add", _add)), ("__radd__", _binary("add", _add, True)),
+                   ("__sub__", _binary("sub", _sub)), ("__rsub__", _binary("sub", _sub, True)),
+                   ("__mul__", _binary("mul", _mul)), ("__rmul__", _binary("mul", _mul, True)),
+                   ("__truediv__", _binary("div", _div)), ("__rtruediv__", _binary("div", _div, True)),
+                   ("__pow__", _binary("pow", _pow)), ("maximum", _binary("maximum", _C.maximum)),
+                   ("minimum", _binary("minimum", _C.minimum)),
+                   ("add", _binary("add", _add)), ("sub", _binary("sub", _sub)), ("mul", _binary("mul", _mul)),
+                   ("div", _binary("div", _div)), ("pow", _binary("pow", _pow))):
+    setattr(DTensor, _name, _fn)
+for _name in ("relu", "gelu", "silu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos",
+              "square", "erf", "sign", "floor", "round", "log1p", "reciprocal"):
+    setattr(DTensor, _name, _unary(_name, getattr(_C.Tensor, _name)))
+for _name in ("neg", "clone", "detach", "contiguous", "float", "double", "half", "bfloat16"):
+    setattr(DTensor, _name, _unary(_name, getattr(_C.Tensor, _name)))
+DTensor.__neg__ = DTensor.neg
+DTensor.to = _to
+DTensor.__matmul__ = lambda self, other: rules.matmul("matmul", self, other)
+DTensor.matmul = DTensor.__matmul__
+DTensor.mm = lambda self, other: rules.matmul("mm", self, other)
+DTensor.bmm = lambda self, other: rules.matmul("bmm", self, other)
+DTensor.sum, DTensor.mean = _sum, _mean
+DTensor.amax, DTensor.amin = _extreme("amax", "max"), _extreme("amin", "min")
+DTensor.softmax, DTensor.log_softmax = _softmax("softmax"), _softmax("log_softmax")
+DTensor.transpose = lambda self, dim0, dim1: rules.transpose(self, dim0, dim1)
+DTensor.t = lambda self: rules.transpose(self, 0, 1)
+DTensor.T = property(lambda self: rules.permute(self, list(range(self.ndim))[::-1]))
+DTensor.permute = lambda self, *dims: rules.permute(self, list(dims[0]) if len(dims) == 1 and isinstance(
+    dims[0], (tuple, list)) else list(dims))
+DTensor.view, DTensor.reshape = _view("view"), _view("reshape")
+
+
+def _dispatching(name, original, handler):
+    """trainrun.<name> that hands DTensor arguments to `handler` and everything else to the original."""
+    def fn(*args, **kwargs):
+        if (args and isinstance(args[0], DTensor)) or (len(args) > 1 and isinstance(args[1], DTensor)):
+            return handler(*args, **kwargs)
+        return original(*args, **kwargs)
+    fn.__name__, fn.__doc__, fn.__wrapped__ = name, getattr(original, "__doc__", None), original
+    return fn
+
+
+_FUNCTIONS = {
+    "matmul": lambda a, b: rules.matmul("matmul", a, b), "mm": lambda a, b: rules.matmul("mm", a, b),
+    "bmm": lambda a, b: rules.matmul("bmm", a, b),
+    "add": lambda a, b, alpha=1: _binary("add", _add)(a, b * alpha if alpha != 1 else b) if isinstance(a, DTensor)
+    else _binary("add", _add, True)(b, a),
+    "mul": lambda a, b: DTensor.__mul__(a, b) if isinstance(a, DTensor) else DTensor.__rmul__(b, a),
+    "sum": lambda x, dim=None, keepdim=False, **k: _sum(x, dim, keepdim, **k),
+    "mean": lambda x, dim=None, keepdim=False, **k: _mean(x, dim, keepdim, **k),
+    "softmax": lambda x, dim, dtype=None: x.softmax(dim, dtype),
+    "log_softmax": lambda x, dim, dtype=None: x.log_softmax(dim, dtype),
+    "transpose": lambda x, d0, d1: x.transpose(d0, d1), "t": lambda x: x.t(),
+    "relu": lambda x: x.relu(), "tanh": lambda x: x.tanh(), "sigmoid": lambda x: x.sigmoid(),
+    "exp": lambda x: x.exp(),
+}
+_FUNCTIONAL = {
+    "linear": rules.linear, "relu": lambda x, inplace=False: x.relu(), "gelu": lambda x, approximate="none":
+    rules.pointwise("gelu", lambda t: _C.gelu(t, approximate), [x]), "silu": lambda x, inplace=False: x.silu(),
+    "softmax": lambda x, dim=None, _stacklevel=3, dtype=None: x.softmax(dim, dtype),
+    "log_softmax": lambda x, dim=None, _stacklevel=3, dtype=None: x.log_softmax(dim, dtype),
+}
+for _name, _handler in _FUNCTIONS.items():
+    setattr(trainrun, _name, _dispatching(_name, getattr(trainrun, _name), _handler))
+for _name, _handler in _FUNCTIONAL.items():
+    setattr(F, _name, _dispatching(_name, getattr(F, _name), _handler))
+
+__all__ = ["DTensor", "DTensorSpec"]
