@@ -56,6 +56,9 @@ void bind_nn(py::module_& m) {
       .def("register_module",
            [](nn::Module& self, const std::string& name, ModulePtr child) { self.register_module(name, child); })
       .def("_param", [](nn::Module& self, const std::string& name) { return self.param(name); })
+      // Puts t (any shape) in place of parameter `name`: tensor parallelism swaps in the local shards.
+      .def("_replace_parameter",
+           [](nn::Module& self, const std::string& name, Tensor t) { return self.replace_parameter(name, t, true); })
       .def("_buffer", [](nn::Module& self, const std::string& name) { return self.buffer(name); })
       .def(
           "named_parameters", [](const nn::Module& self, bool recurse) { return self.named_parameters(recurse); },

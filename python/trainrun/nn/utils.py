@@ -4,10 +4,31 @@ import math
 import trainrun
 
 
+# Parameters that hold one shard of a larger tensor (tensor parallelism registers them): their gradient
+# norms are combined over the ranks. (data_ptr, shape) -> function reducing a float64 tensor in place (sum or
+# max) over the ranks that share the tensor.
+_SHARDED = {}
+
+
+def register_sharded_parameter(param, reduce_over_shards):
+    _SHARDED[(param.data_ptr(), tuple(param.shape))] = reduce_over_shards
+
+
+def _local(p):
+    return p.to_local() if hasattr(p, "to_local") else p  # a DTensor: its local piece
+
+
 def _grads(parameters):
-    if isinstance(parameters, trainrun.Tensor):
+    if isinstance(parameters, trainrun.Tensor) or hasattr(parameters, "to_local"):
         parameters = [parameters]
-    return [p.grad for p in parameters if p.grad is not None]
+    return [_local(p).grad for p in parameters if _local(p).grad is not None]
+
+
+def _shard_reducer(parameters):
+    if isinstance(parameters, trainrun.Tensor) or hasattr(parameters, "to_local"):
+        parameters = [parameters]
+    return [_SHARDED.get((_local(p).data_ptr(), tuple(_local(p).shape))) for p in parameters
+            if _local(p).grad is not None]
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
@@ -15,12 +36,26 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     returns that norm (before clipping) as a tensor."""
     if max_norm < 0:
         raise ValueError(f"clip_grad_norm_: max_norm must be non-negative, got {max_norm}")
+    parameters = list(parameters) if not isinstance(parameters, trainrun.Tensor) else parameters
     grads = _grads(parameters)
     if not grads:
         return trainrun.tensor(0.0)
+    reducers = _shard_reducer(parameters)
     with trainrun.no_grad():
-        norms = trainrun.stack([g.detach().to(trainrun.float64).norm(float(norm_type)).reshape(1) for g in grads], 0)
-        total = norms.amax() if math.isinf(norm_type) else norms.norm(float(norm_type))
+        norms = [g.detach().to(trainrun.float64).norm(float(norm_type)).reshape(1) for g in grads]
+        if math.isinf(norm_type):
+            parts = [n for n, r in zip(norms, reducers) if r is None]
+            for r in {id(r): r for r in reducers if r is not None}.values():  # a shard's max, over its ranks
+                m = trainrun.stack([n for n, rr in zip(norms, reducers) if rr is r], 0).amax().reshape(1)
+                parts.append(r(m, "max"))
+            total = trainrun.cat(parts, 0).amax()
+        else:
+            p = float(norm_type)
+            powered = [n ** p for n, r in zip(norms, reducers) if r is None]
+            for r in {id(r): r for r in reducers if r is not None}.values():  # shards' powers add up over ranks
+                s = trainrun.stack([n ** p for n, rr in zip(norms, reducers) if rr is r], 0).sum().reshape(1)
+                powered.append(r(s, "sum"))
+            total = trainrun.cat(powered, 0).sum() ** (1.0 / p)
         total_value = total.item()
         if error_if_nonfinite and not math.isfinite(total_value):
             raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} is {total_value}")
