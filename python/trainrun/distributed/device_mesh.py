@@ -54,6 +54,7 @@ class DeviceMesh:
         self.device_type, self._mesh, self._names = device_type, array, names
         if _init_backend:
             _create_groups(array, range(array.ndim))
+        self._hash = hash((tuple(array.reshape(-1).tolist()), array.shape, names))
         here = np.argwhere(array == dist.get_rank())
         self._coordinate = [int(c) for c in here[0]] if len(here) else None
 
@@ -150,11 +151,11 @@ class DeviceMesh:
         return f"DeviceMesh('{self.device_type}', {self._mesh.tolist()}{names})"
 
     def __eq__(self, other):
-        return isinstance(other, DeviceMesh) and np.array_equal(self._mesh, other._mesh) and \
-            self._names == other._names
+        return other is self or isinstance(other, DeviceMesh) and self._hash == other._hash and \
+            np.array_equal(self._mesh, other._mesh) and self._names == other._names
 
     def __hash__(self):
-        return hash((tuple(self._mesh.reshape(-1).tolist()), self._mesh.shape, self._names))
+        return self._hash
 
 
 def _all_parallel_meshes(mesh):

@@ -10,21 +10,22 @@ from trainrun.distributed.tensor.placement_types import Partial, Replicate, Shar
 
 
 class DTensorSpec:
-    """Where a DTensor lives: its mesh, placements and global shape."""
-    __slots__ = ("mesh", "placements", "shape")
+    """Where a DTensor lives: its mesh, placements and global shape (immutable; hashed once)."""
+    __slots__ = ("mesh", "placements", "shape", "_hash")
 
     def __init__(self, mesh, placements, shape):
         self.mesh, self.placements, self.shape = mesh, tuple(placements), tuple(int(s) for s in shape)
+        self._hash = hash((mesh, self.placements, self.shape))
 
     def with_placements(self, placements):
         return DTensorSpec(self.mesh, placements, self.shape)
 
     def __eq__(self, other):
-        return isinstance(other, DTensorSpec) and (self.mesh, self.placements, self.shape) == \
-            (other.mesh, other.placements, other.shape)
+        return other is self or isinstance(other, DTensorSpec) and self._hash == other._hash and \
+            (self.mesh, self.placements, self.shape) == (other.mesh, other.placements, other.shape)
 
     def __hash__(self):
-        return hash((self.mesh, self.placements, self.shape))
+        return self._hash
 
 
 def _check_placements(mesh, placements, ndim):

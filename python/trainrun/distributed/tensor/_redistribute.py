@@ -165,15 +165,35 @@ def _all_gather(local, d, sizes, group):
 
 
 def _all_to_all(local, d, j, d_sizes, j_sizes, me, group):
+    """One all_to_all_single over a flat buffer: chunk r of dim j (made contiguous, one copy) goes to rank r;
+    the pieces that come back are this rank's chunk of dim j from every rank, joined along dim d."""
     offsets = [sum(j_sizes[:r]) for r in range(len(j_sizes))]
-    inputs = [local.narrow(j, o, s).contiguous() for o, s in zip(offsets, j_sizes)]
-    outputs = []
-    for r in range(len(d_sizes)):
-        shape = list(local.shape)
-        shape[d], shape[j] = d_sizes[r], j_sizes[me]
-        outputs.append(_C.empty(shape, dtype=local.dtype, device=local.device))
-    communicate("all_to_all", dist.all_to_all, outputs, inputs, group=group)
-    return _C.cat(outputs, d)
+    n = len(j_sizes)
+    if len(set(j_sizes)) == 1:  # even chunks: split dim j as (n, J/n), bring n to the front: one copy
+        split = list(local.shape[:j]) + [n, j_sizes[0]] + list(local.shape[j + 1:])
+        send = local.reshape(split).movedim(j, 0).contiguous().view([-1])
+    else:
+        send = _C.cat([local.narrow(j, o, s).reshape([-1]) for o, s in zip(offsets, j_sizes)], 0)
+    rest = [s for k, s in enumerate(local.shape) if k not in (d, j)]
+    per_row = 1
+    for s in rest:
+        per_row *= s
+    receive_sizes = [d_r * j_sizes[me] * per_row for d_r in d_sizes]
+    send_sizes = [local.shape[d] * s * per_row for s in j_sizes]
+    received = _C.empty([sum(receive_sizes)], dtype=local.dtype, device=local.device)
+    communicate("all_to_all", dist.all_to_all_single, received, send, receive_sizes, send_sizes, group=group)
+    shape = list(local.shape)
+    shape[j] = j_sizes[me]
+    if d == 0:  # the pieces, one after the other, already are the result
+        shape[0] = sum(d_sizes)
+        return received.view(shape)
+    pieces, start = [], 0
+    for d_r, n in zip(d_sizes, receive_sizes):
+        piece_shape = list(shape)
+        piece_shape[d] = d_r
+        pieces.append(received.narrow(0, start, n).view(piece_shape))
+        start += n
+    return _C.cat(pieces, d)
 
 
 def _reduce_scatter(local, j, sizes, me, partial, group):

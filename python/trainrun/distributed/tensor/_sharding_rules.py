@@ -2,7 +2,8 @@
 from the op's candidate strategies (placements each input must have, and the
 output's), the one whose redistribution costs least; the inputs are
 redistributed, the op runs on the pieces, and the result carries the
-strategy's output placements. An op without a rule raises NotImplementedError
+strategy's output placements. The decision is cached per op signature (op,
+input specs, arguments that matter), so a repeated call only looks it up. An op without a rule raises NotImplementedError
 naming the op and the placements: never a silent wrong answer.
 
 Rules: pointwise ops (Partial kept where the op is linear in it),
@@ -49,21 +50,40 @@ def _choose(op, strategies_per_mesh_dim, inputs):
     return chosen_inputs, chosen_output
 
 
-def _to(x, placements):
-    return x.redistribute(placements=placements) if tuple(placements) != x.placements else x
+class _Plan:
+    """A cached decision for one op signature: the placements each input must be in, the output's spec, and
+    the mesh dims over which each input's gradient is summed."""
+    __slots__ = ("required", "keep", "grad_dims", "out")
+
+    def __init__(self, inputs, required, out_placements, out_shape):
+        self.required = [tuple(r) for r in required]
+        self.keep = [x.placements == r for x, r in zip(inputs, self.required)]
+        self.grad_dims = [tuple(i for i, (r, o) in enumerate(zip(req, out_placements))
+                                if r.is_replicate() and not o.is_replicate()) for req in self.required]
+        self.out = DTensorSpec(inputs[0].device_mesh, out_placements, out_shape)
+
+    def pieces(self, inputs):
+        out = []
+        for x, keep, req, dims in zip(inputs, self.keep, self.required, self.grad_dims):
+            local = x._local_tensor if keep else x.redistribute(placements=req)._local_tensor
+            if dims and local.requires_grad:
+                local = _redistribute.SumGradientOver.apply(local, x.device_mesh, dims)
+            out.append(local)
+        return out
 
 
-def _local_inputs(inputs, required, out):
-    """The inputs' pieces in the required placements, each wrapped so that its gradient is summed over the
-    mesh dims where it is replicated but the output is not (there each rank computes a share of it)."""
-    pieces = []
-    for x, req in zip(inputs, required):
-        local = _to(x, req).to_local()
-        dims = tuple(i for i, (r, o) in enumerate(zip(req, out)) if r.is_replicate() and not o.is_replicate())
-        if dims and local.requires_grad:
-            local = _redistribute.SumGradientOver.apply(local, x.device_mesh, dims)
-        pieces.append(local)
-    return pieces
+_PLANS = {}  # op signature -> _Plan (bounded: cleared when it grows past _MAX_PLANS)
+_MAX_PLANS = 4096
+
+
+def _plan(key, inputs, decide):
+    """The plan for `key`, made by decide() -> (required placements per input, out placements, out shape)."""
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[key] = _Plan(inputs, *decide())
+    return plan
 
 
 def _mesh_of(dtensors, op):
@@ -86,9 +106,17 @@ def _out_shape(shapes):
     return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
 
 
-def pointwise(op, fn, args, scalar_args=()):
-    """An elementwise op over DTensor operands (and Python numbers in scalar_args positions)."""
+def pointwise(op, fn, args):
+    """An elementwise op over DTensor operands and Python numbers."""
     dts = [a for a in args if isinstance(a, DTensor)]
+    key = (op, tuple(d._spec for d in dts), tuple(isinstance(a, DTensor) for a in args))
+    plan = _plan(key, dts, lambda: _decide_pointwise(op, args, dts))
+    pieces = iter(plan.pieces(dts))
+    result = fn(*[next(pieces) if isinstance(a, DTensor) else a for a in args])
+    return DTensor(result, plan.out)
+
+
+def _decide_pointwise(op, args, dts):
     mesh = _mesh_of(dts, op)
     out_shape = _out_shape([d.shape for d in dts])
     out_ndim = len(out_shape)
@@ -117,17 +145,20 @@ def pointwise(op, fn, args, scalar_args=()):
         options.append(([Replicate() for _ in dts], Replicate()))
         strategies.append(options)
     required, out = _choose(op, strategies, dts)
-    converted = iter(_local_inputs(dts, required, out))
-    local_args = [next(converted) if isinstance(a, DTensor) else a for a in args]
-    result = fn(*local_args)
-    return DTensor(result, DTensorSpec(mesh, out, out_shape))
+    return required, out, out_shape
 
 
 # ---- matmul -----------------------------------------------------------------------------------------------
 def matmul(op, a, b):
-    """a @ b for a of >= 1 dims and b of 1 or 2 dims, or both of the same >= 3 dims (batched)."""
+    """a @ b for a of >= 2 dims and b of 2 dims, or both of the same >= 3 dims (batched)."""
     if not isinstance(a, DTensor) or not isinstance(b, DTensor):
         raise TypeError(f"DTensor: {op} needs both operands as DTensors (use DTensor.from_local/distribute_tensor)")
+    plan = _plan((op, a._spec, b._spec), [a, b], lambda: _decide_matmul(op, a, b))
+    la, lb = plan.pieces([a, b])
+    return DTensor(_C.matmul(la, lb), plan.out)
+
+
+def _decide_matmul(op, a, b):
     mesh = _mesh_of([a, b], op)
     if b.ndim == 1 or a.ndim == 1:
         raise NotImplementedError(f"DTensor: {op} with a 1-D operand has no sharding rule yet")
@@ -138,7 +169,7 @@ def matmul(op, a, b):
     out_ndim = len(out_shape)
     m, k_a, k_b, n_b = a.ndim - 2, a.ndim - 1, b.ndim - 2, b.ndim - 1
     strategies = []
-    for i in range(mesh.ndim):
+    for _ in range(mesh.ndim):
         options = [([Replicate(), Replicate()], Replicate()),
                    ([Shard(m), Replicate()], Shard(m)),
                    ([Replicate(), Shard(n_b)], Shard(out_ndim - 1)),
@@ -146,14 +177,10 @@ def matmul(op, a, b):
                    ([Partial(), Replicate()], Partial()),
                    ([Replicate(), Partial()], Partial())]
         for d in range(a.ndim - 2):  # batch (or leading) dims of a
-            if batched:
-                options.append(([Shard(d), Shard(d)], Shard(d)))
-            else:
-                options.append(([Shard(d), Replicate()], Shard(d)))
+            options.append(([Shard(d), Shard(d)], Shard(d)) if batched else ([Shard(d), Replicate()], Shard(d)))
         strategies.append(options)
     required, out = _choose(op, strategies, [a, b])
-    la, lb = _local_inputs([a, b], required, out)
-    return DTensor(_C.matmul(la, lb), DTensorSpec(mesh, out, out_shape))
+    return required, out, out_shape
 
 
 def linear(x, weight, bias=None):
@@ -163,14 +190,18 @@ def linear(x, weight, bias=None):
 
 # ---- reductions ---------------------------------------------------------------------------------------------
 def reduction(op, fn, x, dims, keepdim, partial_op):
-    """sum/mean/amax/amin over dims (None: all): a sharded reduced dim gives Partial(partial_op)."""
-    mesh = x.device_mesh
-    dims = list(range(x.ndim)) if dims is None or dims == [] else [d % x.ndim for d in dims]
+    """sum/mean/amax/amin over dims (None: all): a sharded reduced dim gives Partial (sum only)."""
+    dims = tuple(range(x.ndim)) if not dims else tuple(d % x.ndim for d in dims)
+    plan = _plan((op, x._spec, dims, keepdim), [x], lambda: _decide_reduction(op, x, dims, keepdim, partial_op))
+    return DTensor(fn(plan.pieces([x])[0], list(dims)), plan.out)
+
+
+def _decide_reduction(op, x, dims, keepdim, partial_op):
     kept = [d for d in range(x.ndim) if d not in dims]
     out_shape = tuple(1 if d in dims else s for d, s in enumerate(x.shape)) if keepdim else \
         tuple(x.shape[d] for d in kept)
     strategies = []
-    for i in range(mesh.ndim):
+    for i in range(x.device_mesh.ndim):
         p = x.placements[i]
         options = [([Replicate()], Replicate())]
         if isinstance(p, Shard):
@@ -183,12 +214,17 @@ def reduction(op, fn, x, dims, keepdim, partial_op):
             options.append(([p], p))
         strategies.append(options)
     required, out = _choose(op, strategies, [x])
-    return DTensor(fn(_local_inputs([x], required, out)[0], dims), DTensorSpec(mesh, out, out_shape))
+    return required, out, out_shape
 
 
 # ---- softmax-like: the reduced dim must be whole ---------------------------------------------------------------
 def along_whole_dim(op, fn, x, dim):
     d = dim % x.ndim
+    plan = _plan((op, x._spec, d), [x], lambda: _decide_whole_dim(op, x, d))
+    return DTensor(fn(plan.pieces([x])[0]), plan.out)
+
+
+def _decide_whole_dim(op, x, d):
     strategies = []
     for i in range(x.device_mesh.ndim):
         p = x.placements[i]
@@ -197,7 +233,7 @@ def along_whole_dim(op, fn, x, dim):
             options.append(([p], p))
         strategies.append(options)
     required, out = _choose(op, strategies, [x])
-    return DTensor(fn(_local_inputs([x], required, out)[0]), DTensorSpec(x.device_mesh, out, tuple(x.shape)))
+    return required, out, tuple(x.shape)
 
 
 # ---- views -------------------------------------------------------------------------------------------------------
