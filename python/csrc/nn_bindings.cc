@@ -116,7 +116,9 @@ void bind_nn(py::module_& m) {
       });
 
   py::class_<nn::Linear, nn::Module, std::shared_ptr<nn::Linear>>(nn, "Linear")
-      .def(py::init<int64_t, int64_t, bool>(), py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true);
+      .def(py::init<int64_t, int64_t, bool>(), py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true)
+      .def_readonly("in_features", &nn::Linear::in_features)
+      .def_readonly("out_features", &nn::Linear::out_features);
   py::class_<nn::ReLU, nn::Module, std::shared_ptr<nn::ReLU>>(nn, "ReLU").def(py::init<>());
   py::class_<nn::GELU, nn::Module, std::shared_ptr<nn::GELU>>(nn, "GELU")
       .def(py::init<std::string>(), py::arg("approximate") = "none");
@@ -124,22 +126,33 @@ void bind_nn(py::module_& m) {
   py::class_<nn::Dropout, nn::Module, std::shared_ptr<nn::Dropout>>(nn, "Dropout")
       .def(py::init<double>(), py::arg("p") = 0.5);
   py::class_<nn::LayerNorm, nn::Module, std::shared_ptr<nn::LayerNorm>>(nn, "LayerNorm")
-      .def(py::init([](py::object shape, double eps) {
+      .def(py::init([](py::object shape, double eps, bool affine) {
              IntList s = py::isinstance<py::int_>(shape) ? IntList{shape.cast<int64_t>()} : shape.cast<IntList>();
-             return std::make_shared<nn::LayerNorm>(s, eps);
+             return std::make_shared<nn::LayerNorm>(s, eps, affine);
            }),
-           py::arg("normalized_shape"), py::arg("eps") = 1e-5);
+           py::arg("normalized_shape"), py::arg("eps") = 1e-5, py::arg("elementwise_affine") = true)
+      .def_readonly("normalized_shape", &nn::LayerNorm::normalized_shape)
+      .def_readonly("eps", &nn::LayerNorm::eps)
+      .def_readonly("elementwise_affine", &nn::LayerNorm::elementwise_affine);
   py::class_<nn::Embedding, nn::Module, std::shared_ptr<nn::Embedding>>(nn, "Embedding")
       .def(py::init<int64_t, int64_t>());
   py::class_<nn::Flatten, nn::Module, std::shared_ptr<nn::Flatten>>(nn, "Flatten")
       .def(py::init<int64_t, int64_t>(), py::arg("start_dim") = 1, py::arg("end_dim") = -1);
   py::class_<nn::Conv2d, nn::Module, std::shared_ptr<nn::Conv2d>>(nn, "Conv2d")
-      .def(py::init([](int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padding, int64_t groups, bool bias) {
-             return std::make_shared<nn::Conv2d>(in, out, IntList{k}, IntList{stride}, IntList{padding}, IntList{1},
-                                                 groups, bias);
+      // Sizes arrive as pairs (trainrun.nn.Conv2d turns ints and "same"/"valid" into them).
+      .def(py::init([](int64_t in, int64_t out, IntList k, IntList stride, IntList padding, IntList dilation,
+                       int64_t groups, bool bias) {
+             return std::make_shared<nn::Conv2d>(in, out, k, stride, padding, dilation, groups, bias);
            }),
-           py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1,
-           py::arg("padding") = 0, py::arg("groups") = 1, py::arg("bias") = true);
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride"),
+           py::arg("padding"), py::arg("dilation"), py::arg("groups"), py::arg("bias"))
+      .def_readonly("in_channels", &nn::Conv2d::in_channels)
+      .def_readonly("out_channels", &nn::Conv2d::out_channels)
+      .def_readonly("groups", &nn::Conv2d::groups)
+      .def_property_readonly("kernel_size", [](const nn::Conv2d& c) { return py::tuple(py::cast(c.kernel_size)); })
+      .def_property_readonly("stride", [](const nn::Conv2d& c) { return py::tuple(py::cast(c.stride)); })
+      .def_property_readonly("padding", [](const nn::Conv2d& c) { return py::tuple(py::cast(c.padding)); })
+      .def_property_readonly("dilation", [](const nn::Conv2d& c) { return py::tuple(py::cast(c.dilation)); });
   py::class_<nn::BatchNorm, nn::Module, std::shared_ptr<nn::BatchNorm>>(nn, "_BatchNorm");
   py::class_<nn::BatchNorm1d, nn::BatchNorm, std::shared_ptr<nn::BatchNorm1d>>(nn, "BatchNorm1d")
       .def(py::init<int64_t, double, double, bool, bool>(), py::arg("num_features"), py::arg("eps") = 1e-5,
@@ -148,15 +161,16 @@ void bind_nn(py::module_& m) {
       .def(py::init<int64_t, double, double, bool, bool>(), py::arg("num_features"), py::arg("eps") = 1e-5,
            py::arg("momentum") = 0.1, py::arg("affine") = true, py::arg("track_running_stats") = true);
   py::class_<nn::MaxPool2d, nn::Module, std::shared_ptr<nn::MaxPool2d>>(nn, "MaxPool2d")
-      .def(py::init([](int64_t k, std::optional<int64_t> s, int64_t p) {
-             return std::make_shared<nn::MaxPool2d>(IntList{k}, s ? IntList{*s} : IntList{}, IntList{p});
+      .def(py::init([](IntList k, IntList s, IntList p, IntList d, bool ceil) {
+             return std::make_shared<nn::MaxPool2d>(k, s, p, d, ceil);
            }),
-           py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0);
+           py::arg("kernel_size"), py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("ceil_mode"));
   py::class_<nn::AvgPool2d, nn::Module, std::shared_ptr<nn::AvgPool2d>>(nn, "AvgPool2d")
-      .def(py::init([](int64_t k, std::optional<int64_t> s, int64_t p) {
-             return std::make_shared<nn::AvgPool2d>(IntList{k}, s ? IntList{*s} : IntList{}, IntList{p});
+      .def(py::init([](IntList k, IntList s, IntList p, bool ceil, bool count_pad) {
+             return std::make_shared<nn::AvgPool2d>(k, s, p, ceil, count_pad);
            }),
-           py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0);
+           py::arg("kernel_size"), py::arg("stride"), py::arg("padding"), py::arg("ceil_mode"),
+           py::arg("count_include_pad"));
   py::class_<nn::Softmax, nn::Module, std::shared_ptr<nn::Softmax>>(nn, "Softmax").def(py::init<int64_t>());
   py::class_<nn::SiLU, nn::Module, std::shared_ptr<nn::SiLU>>(nn, "SiLU").def(py::init<>());
   py::class_<nn::RMSNorm, nn::Module, std::shared_ptr<nn::RMSNorm>>(nn, "RMSNorm")

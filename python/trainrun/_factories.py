@@ -31,10 +31,13 @@ def _finish(t, requires_grad):
     return t
 
 
-def _no_generator(generator, where):
-    if generator is not None:
-        raise NotImplementedError(f"{where}(generator=...): tensor draws use trainrun's generator "
-                                  "(seed it with trainrun.manual_seed); Generator objects drive permutations")
+def _drawn(generator, draw, shape, dtype, device, default_dtype):
+    """A tensor of values drawn from a trainrun.Generator's own stream (its mt19937 engine): reproducible
+    per generator and seed, independent of the global one (the values differ from PyTorch's draws)."""
+    import numpy as np
+    values = np.ascontiguousarray(draw(generator._engine, tuple(shape)))
+    t = _C.from_numpy(values).to(dtype if dtype is not None else default_dtype)
+    return t.to(device) if device is not None else t
 
 
 def zeros(*size, out=None, dtype=None, device=None, requires_grad=False):
@@ -69,18 +72,21 @@ def full(size, fill_value, *, out=None, dtype=None, device=None, requires_grad=F
 
 
 def rand(*size, generator=None, out=None, dtype=None, device=None, requires_grad=False):
-    _no_generator(generator, "rand")
+    if generator is not None:
+        return _finish(_drawn(generator, lambda e, s: e.random_sample(s), _size(size, "rand"), dtype, device,
+                              _C._ops.get_default_dtype()), requires_grad)
     return _finish(_C.rand(_size(size, "rand"), dtype, device), requires_grad)
 
 
 def randn(*size, generator=None, out=None, dtype=None, device=None, requires_grad=False):
-    _no_generator(generator, "randn")
+    if generator is not None:
+        return _finish(_drawn(generator, lambda e, s: e.standard_normal(s), _size(size, "randn"), dtype, device,
+                              _C._ops.get_default_dtype()), requires_grad)
     return _finish(_C.randn(_size(size, "randn"), dtype, device), requires_grad)
 
 
 def randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False):
     """randint(high, size) or randint(low, high, size), as PyTorch's."""
-    _no_generator(generator, "randint")
     if size is not None:
         args = args + (size,)
     if len(args) == 2:
@@ -89,6 +95,9 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
         low, high, size = args
     else:
         raise TypeError("randint(): expected (high, size) or (low, high, size)")
+    if generator is not None:
+        return _finish(_drawn(generator, lambda e, s: e.randint(int(low), int(high), size=s, dtype="int64"),
+                              _size((size,), "randint"), dtype, device, _C.dtype.int64), requires_grad)
     return _finish(_C.randint(int(low), int(high), _size((size,), "randint"), dtype, device), requires_grad)
 
 

@@ -445,3 +445,108 @@ def xlogy(input, other):  # noqa: A002
     safe = _C.where(zero, _C.ones([], dtype=other.dtype, device=other.device), other)
     return _C.where(zero & (other == other), _C.zeros([], dtype=safe.dtype, device=safe.device),
                     input * _C.log(safe))
+
+
+class _Erfinv:
+    """erfinv by Newton's method on erf from Giles' single-precision start (a few steps reach float64
+    precision); the gradient is sqrt(pi)/2 * exp(erfinv(y)^2)."""
+
+    @staticmethod
+    def value(y):
+        a = y.detach().to(_C.dtype.float64)
+        w = -_C.log((1.0 - a) * (1.0 + a))
+        small = w < 5.0
+        ws, wl = w - 2.5, _C.sqrt(_C.clamp(w, 5.0, None)) - 3.0
+        p_small, p_large = ws * 0.0 + 2.81022636e-08, wl * 0.0 - 0.000200214257
+        for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
+                  0.246640727, 1.50140941):
+            p_small = p_small * ws + c
+        for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+                  1.00167406, 2.83297682):
+            p_large = p_large * wl + c
+        x = _C.where(small, p_small, p_large) * a
+        for _ in range(3):
+            x = x - (_C.erf(x) - a) / (_C.exp(-x * x) * (2.0 / math.sqrt(math.pi)))
+        x = _C.where(a == 1.0, _C.full([], float("inf"), dtype=_C.dtype.float64), x)
+        x = _C.where(a == -1.0, _C.full([], float("-inf"), dtype=_C.dtype.float64), x)
+        return x.to(y.dtype)
+
+
+@op(method=True, inplace=True)
+def erfinv(input):  # noqa: A002
+    from trainrun.autograd import Function
+
+    class ErfinvFunction(Function):
+        @staticmethod
+        def forward(ctx, y):
+            x = _Erfinv.value(y)
+            ctx.save_for_backward(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * _C.exp(x * x) * (math.sqrt(math.pi) / 2.0)
+    return ErfinvFunction.apply(input if input.is_floating_point() else input.float())
+
+
+@op(method=True)
+def argsort(input, dim=-1, descending=False, stable=False):  # noqa: A002
+    return _C.sort(input, dim, descending)[1]
+
+
+@op(method=True)
+def histc(input, bins=100, min=0, max=0):  # noqa: A002
+    """Counts in `bins` equal bins over [min, max] (the data's range when both are 0); values outside are
+    ignored."""
+    a = input.detach().cpu().numpy().reshape(-1)
+    lo, hi = (float(a.min()), float(a.max())) if min == 0 and max == 0 and a.size else (float(min), float(max))
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    counts, _ = np.histogram(a[(a >= lo) & (a <= hi)], bins=bins, range=(lo, hi))
+    return _C.from_numpy(np.ascontiguousarray(counts.astype(np.float32))).to(input.dtype).to(input.device)
+
+
+def _tri_indices(row, col, offset, upper, dtype, device):
+    r, c = np.triu_indices(row, offset, col) if upper else np.tril_indices(row, offset, col)
+    t = _C.from_numpy(np.ascontiguousarray(np.stack([r, c]).astype(np.int64)))
+    t = t.to(dtype) if dtype is not None else t
+    return t.to(device) if device is not None else t
+
+
+@op()
+def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    return _tri_indices(row, col, offset, True, dtype, device)
+
+
+@op()
+def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    return _tri_indices(row, col, offset, False, dtype, device)
+
+
+def _unfold(self, dimension, size, step):
+    """Tensor.unfold: a view of every window of `size` elements, `step` apart, along `dimension`
+    (a new last dim holds each window)."""
+    d = wrap_dim(dimension, self.ndim, "unfold")
+    n = self.shape[d] if self.ndim else 1
+    if size > n or step <= 0:
+        raise ValueError(f"unfold(): size {size} must be at most the dim's size {n}, and step positive")
+    count = (n - size) // step + 1
+    sizes = list(self.shape)
+    strides = list(self.stride())
+    sizes[d] = count
+    base_stride = strides[d]
+    strides[d] = base_stride * step
+    return _ops.as_strided(self, sizes + [size], strides + [base_stride], self.storage_offset())
+
+
+_C.Tensor.unfold = _unfold
+
+
+def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+    from trainrun._tensor import tensor
+    return tensor(data, dtype=dtype if dtype is not None else self.dtype,
+                  device=device if device is not None else self.device, requires_grad=requires_grad)
+
+
+_C.Tensor.new_tensor = _new_tensor

@@ -124,17 +124,6 @@ Tensor.uniform_, Tensor.normal_, Tensor.bernoulli_ = _uniform_, _normal_, _berno
 Tensor.random_, Tensor.exponential_ = _random_, _exponential_
 
 
-@functools.wraps(_C.bernoulli_ if hasattr(_C, "bernoulli_") else _bernoulli_)
-def bernoulli(input, p=None, *, generator=None):  # noqa: A002
-    """Each element 1 with the probability held by input (or p), else 0."""
-    _refuse_generator("bernoulli", generator)
-    u = _ops.uniform_(_C.empty(list(input.shape), dtype=input.dtype, device=input.device), 0.0, 1.0)
-    return (u < (input if p is None else p)).to(input.dtype)
-
-
-Tensor.bernoulli = bernoulli
-
-
 # ---- sum/mean with dtype= -----------------------------------------------------------------------------
 def _dims(dim):
     if dim is None:
@@ -278,3 +267,12 @@ class inference_mode(contextlib.ContextDecorator):  # noqa: N801
 
 def is_inference_mode_enabled():
     return _inference["on"]
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,  # noqa: A001
+            disable=False):
+    """torch.compile's signature; trainrun has no graph compiler yet, so the model (or function) runs eagerly,
+    with the same results. Usable as a decorator, with or without arguments."""
+    if model is None:
+        return lambda m: m
+    return model

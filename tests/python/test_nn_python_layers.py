@@ -159,3 +159,29 @@ def test_nn_init_fills_in_place_without_a_graph():
     assert x.uniform_(0, 1) is x and x.normal_() is x and x.abs_() is x and x.clamp_(max=0.5) is x
     bound = 1 / np.sqrt(8)
     assert np.abs(_np(w)).max() <= bound + 1e-6
+
+
+def test_compile_runs_eagerly_with_the_same_results():
+    m = tr.nn.Linear(4, 2)
+    x = tr.ones(3, 4)
+    assert tr.compile(m) is m and _np(tr.compile(m)(x)).tolist() == _np(m(x)).tolist()
+
+    @tr.compile(mode="reduce-overhead")
+    def f(a):
+        return a * 2
+    assert _np(f(x)).tolist() == _np(x * 2).tolist()
+
+
+def test_transformer_encoder_layer_matches_pytorch():
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    for norm_first, batch_first in ((False, True), (True, False)):
+        theirs = torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=batch_first,
+                                                  norm_first=norm_first, activation="gelu")
+        ours = tr.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=batch_first,
+                                             norm_first=norm_first, activation="gelu")
+        ours.load_state_dict({k: tr.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+        (x,) = _inputs(5, (2, 5, 8) if batch_first else (5, 2, 8))  # 2 sequences of 5
+        mask = np.triu(np.ones((5, 5), dtype=bool), 1)
+        a = theirs(torch.tensor(x), src_mask=torch.tensor(mask)).detach().numpy()
+        b = _np(ours(tr.tensor(x), src_mask=tr.tensor(mask)))
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)

@@ -9,10 +9,8 @@ from trainrun.nn import functional  # noqa: F401
 from trainrun.nn.parameter import Parameter
 from trainrun.nn._module import Module, RemovableHandle  # noqa: F401
 
-Linear = _C.nn.Linear
-LayerNorm, Embedding, Flatten, Conv2d = _C.nn.LayerNorm, _C.nn.Embedding, _C.nn.Flatten, _C.nn.Conv2d
-BatchNorm1d, BatchNorm2d, MaxPool2d, AvgPool2d = _C.nn.BatchNorm1d, _C.nn.BatchNorm2d, _C.nn.MaxPool2d, _C.nn.AvgPool2d
-RMSNorm = _C.nn.RMSNorm
+from trainrun.nn._cpp_layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Embedding, Flatten,  # noqa
+                                     LayerNorm, Linear, MaxPool2d, RMSNorm)
 CausalSelfAttention, TransformerBlock = _C.nn.CausalSelfAttention, _C.nn.TransformerBlock
 
 
@@ -59,5 +57,6 @@ from trainrun.nn._layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveM
                                  ConstantPad2d, Conv1d, GroupNorm, Identity, MultiheadAttention, PixelShuffle,
                                  PixelUnshuffle, PReLU, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
                                  ReplicationPad2d, Unflatten, Upsample, ZeroPad2d)
+from trainrun.nn._transformer import TransformerEncoder, TransformerEncoderLayer  # noqa: E402,F401
 from trainrun.nn import utils  # noqa: E402,F401
 from trainrun.nn import parallel  # noqa: E402,F401

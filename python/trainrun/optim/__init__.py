@@ -148,21 +148,47 @@ class _GroupsMixin:
         _C.optim.Optimizer._add_param_group(self, params, _to_options(param_group))
 
 
+def _set_defaults(optimizer, params, defaults):
+    """Options the C++ constructor does not take (dampening, maximize): set on every group that did not
+    give its own."""
+    params = list(params) if not isinstance(params, _C.Tensor) else [params]
+    given = [g if isinstance(g, dict) else {} for g in params] if params and isinstance(params[0], dict) else [{}]
+    for i, group in enumerate(optimizer.param_groups):
+        own = given[i] if i < len(given) else {}
+        for key, value in defaults.items():
+            if key not in own:
+                group[key] = value
+
+
+# foreach/capturable/differentiable/fused choose PyTorch's implementation, not the result: accepted, unused.
 class SGD(_GroupsMixin, _C.optim.SGD):
-    def __init__(self, params, lr=1e-3, momentum=0.0, weight_decay=0.0, nesterov=False):
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
+                 maximize=False, foreach=None, differentiable=False, fused=None):
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
+        params = list(params) if not isinstance(params, _C.Tensor) else [params]
         self._init_groups(params, lambda p: _C.optim.SGD.__init__(self, p, lr, momentum, weight_decay, nesterov))
+        _set_defaults(self, params, {"dampening": dampening, "maximize": maximize})
 
 
 class Adam(_GroupsMixin, _C.optim.Adam):
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None):
+        params = list(params) if not isinstance(params, _C.Tensor) else [params]
         self._init_groups(params, lambda p: _C.optim.Adam.__init__(self, p, lr, tuple(betas), eps, weight_decay,
                                                                    amsgrad))
+        _set_defaults(self, params, {"maximize": maximize})
 
 
 class AdamW(_GroupsMixin, _C.optim.AdamW):
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        params = list(params) if not isinstance(params, _C.Tensor) else [params]
         self._init_groups(params, lambda p: _C.optim.AdamW.__init__(self, p, lr, tuple(betas), eps, weight_decay,
                                                                     amsgrad))
+        _set_defaults(self, params, {"maximize": maximize})
 
 
+from trainrun.optim.optimizer import Optimizer  # noqa: E402,F401
+from trainrun.optim.rmsprop_adagrad import Adagrad, RMSprop  # noqa: E402,F401
 from trainrun.optim import lr_scheduler  # noqa: E402,F401

@@ -1,4 +1,6 @@
 """DataLoader: batches from a dataset through a sampler and a collate function."""
+import warnings
+
 import trainrun
 from trainrun._generator import default_generator
 from trainrun.utils.data._collate import default_collate, default_convert
@@ -7,7 +9,8 @@ from trainrun.utils.data.sampler import BatchSampler, RandomSampler, SequentialS
 
 
 class DataLoader:
-    """PyTorch's DataLoader, reading in the calling process (num_workers=0).
+    """PyTorch's DataLoader, reading in the calling process (num_workers > 0 is accepted with a warning and
+    gives the same batches, loaded here).
 
     batch_size=None turns batching off (each sample is converted, not
     collated). With shuffle=True and a trainrun.Generator, the order is
@@ -20,9 +23,10 @@ class DataLoader:
         if num_workers < 0:
             raise ValueError("DataLoader: num_workers option should be non-negative; use num_workers=0 to disable "
                              "multiprocessing")
-        if num_workers > 0:
-            raise NotImplementedError(f"DataLoader: num_workers={num_workers} needs worker processes, which "
-                                      "trainrun does not have yet; use num_workers=0")
+        if num_workers > 0:  # the same batches in the same order, loaded here (worker processes: issue 20)
+            warnings.warn(f"DataLoader: num_workers={num_workers}: trainrun has no worker processes yet, so the "
+                          "batches (the same ones, in the same order) are loaded in this process and "
+                          "worker_init_fn is not called", UserWarning, stacklevel=2)
         if timeout < 0:
             raise ValueError("DataLoader: timeout option should be non-negative")
         self.dataset = dataset

@@ -1,0 +1,200 @@
+"""The C++ layers under PyTorch's constructor signatures: sizes as ints or
+pairs, padding "same"/"valid", device= and dtype=, Embedding's padding_idx,
+LayerNorm's elementwise_affine, the pools' dilation and ceil_mode. Forward
+runs in C++ (one call, no Python frame) unless an option needs Python."""
+from trainrun import _C
+from trainrun.nn import functional as F
+
+
+def _pair(value, where, what):
+    if isinstance(value, (tuple, list)):
+        if len(value) == 1:
+            return [int(value[0])] * 2
+        if len(value) != 2:
+            raise ValueError(f"{where}: {what} must be an int or a pair, got {value}")
+        return [int(v) for v in value]
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{where}: {what} must be an int or a pair of ints, got {type(value).__name__}")
+    return [int(value)] * 2
+
+
+def _place(module, device, dtype):
+    if dtype is not None:
+        module.to(dtype)
+    if device is not None:
+        module.to(device)
+
+
+def _uniform_fan_in(module, fan_in):
+    """PyTorch's default init of Linear and Conv: kaiming_uniform_(a=sqrt(5)) on the weight, which is
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same bound for the bias."""
+    import math
+
+    from trainrun.nn import init
+    bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+    for name, p in module.named_parameters(False):
+        init.uniform_(p, -bound, bound)
+
+
+class Linear(_C.nn.Linear):
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__(in_features, out_features, bias)
+        _place(self, device, dtype)
+
+    def reset_parameters(self):
+        _uniform_fan_in(self, self.in_features)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, " \
+               f"bias={'bias' in dict(self.named_parameters(False))}"
+
+
+class Conv2d(_C.nn.Conv2d):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        where = "Conv2d"
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"{where}: padding_mode={padding_mode!r} is not supported (only 'zeros')")
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"{where}: in_channels ({in_channels}) and out_channels ({out_channels}) must be "
+                             f"divisible by groups ({groups})")
+        k, s, d = _pair(kernel_size, where, "kernel_size"), _pair(stride, where, "stride"), \
+            _pair(dilation, where, "dilation")
+        if isinstance(padding, str):
+            if padding == "valid":
+                p = [0, 0]
+            elif padding == "same":
+                if s != [1, 1]:
+                    raise ValueError(f"{where}: padding='same' is not supported for strided convolutions")
+                total = [di * (ki - 1) for di, ki in zip(d, k)]
+                if any(t % 2 for t in total):
+                    raise NotImplementedError(f"{where}: padding='same' with an even kernel needs asymmetric "
+                                              "padding; use F.conv2d(..., padding='same')")
+                p = [t // 2 for t in total]
+            else:
+                raise ValueError(f"{where}: padding must be 'same', 'valid', an int or a pair, got {padding!r}")
+        else:
+            p = _pair(padding, where, "padding")
+        super().__init__(in_channels, out_channels, k, s, p, d, groups, bias)
+        _place(self, device, dtype)
+
+    def reset_parameters(self):
+        _uniform_fan_in(self, self.in_channels // self.groups * self.kernel_size[0] * self.kernel_size[1])
+
+    def extra_repr(self):
+        return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+
+
+class MaxPool2d(_C.nn.MaxPool2d):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        if return_indices:
+            raise NotImplementedError("MaxPool2d(return_indices=True) is not supported")
+        k = _pair(kernel_size, "MaxPool2d", "kernel_size")
+        super().__init__(k, k if stride is None else _pair(stride, "MaxPool2d", "stride"),
+                         _pair(padding, "MaxPool2d", "padding"), _pair(dilation, "MaxPool2d", "dilation"),
+                         bool(ceil_mode))
+
+
+class AvgPool2d(_C.nn.AvgPool2d):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        if divisor_override is not None:
+            raise NotImplementedError("AvgPool2d(divisor_override=...) is not supported")
+        k = _pair(kernel_size, "AvgPool2d", "kernel_size")
+        super().__init__(k, k if stride is None else _pair(stride, "AvgPool2d", "stride"),
+                         _pair(padding, "AvgPool2d", "padding"), bool(ceil_mode), bool(count_include_pad))
+
+
+class LayerNorm(_C.nn.LayerNorm):
+    def __init__(self, normalized_shape, eps=1e-05, elementwise_affine=True, bias=True, device=None, dtype=None):
+        if elementwise_affine and not bias:
+            raise NotImplementedError("LayerNorm(bias=False) is not supported: the affine form has a bias")
+        super().__init__(normalized_shape, eps, elementwise_affine)
+        _place(self, device, dtype)
+
+    def reset_parameters(self):
+        from trainrun.nn import init
+        for name, p in self.named_parameters(False):
+            (init.ones_ if name == "weight" else init.zeros_)(p)
+
+
+class Embedding(_C.nn.Embedding):
+    """padding_idx: that row starts at zero and receives no gradient (the lookup then runs in Python)."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
+        if max_norm is not None or scale_grad_by_freq or sparse:
+            raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are not supported")
+        super().__init__(num_embeddings, embedding_dim)
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx {padding_idx} is out of range for {num_embeddings} "
+                                 "embeddings")
+            padding_idx %= num_embeddings
+        self.padding_idx = padding_idx
+        weight = self._param("weight")
+        from trainrun._autograd import no_grad
+        with no_grad():
+            if _weight is not None:
+                weight.copy_(_weight)
+            elif padding_idx is not None:
+                weight[padding_idx].fill_(0)
+        if _freeze:
+            weight.requires_grad_(False)
+        if padding_idx is not None:
+            object.__setattr__(self, "_forward_override",
+                               lambda input: F.embedding(input, self._param("weight"), self.padding_idx))  # noqa
+        _place(self, device, dtype)
+
+    def reset_parameters(self):
+        from trainrun.nn import init
+        weight = self._param("weight")
+        init.normal_(weight)
+        if self.padding_idx is not None:
+            from trainrun._autograd import no_grad
+            with no_grad():
+                weight[self.padding_idx].fill_(0)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, **kwargs):
+        rows, cols = embeddings.shape
+        return cls(rows, cols, padding_idx=padding_idx, _weight=embeddings, _freeze=freeze, **kwargs)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}" + \
+            (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+
+
+class BatchNorm1d(_C.nn.BatchNorm1d):
+    def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None):
+        if momentum is None:
+            raise NotImplementedError("BatchNorm1d(momentum=None) (a cumulative average) is not supported")
+        super().__init__(num_features, eps, momentum, affine, track_running_stats)
+        _place(self, device, dtype)
+
+
+class BatchNorm2d(_C.nn.BatchNorm2d):
+    def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None):
+        if momentum is None:
+            raise NotImplementedError("BatchNorm2d(momentum=None) (a cumulative average) is not supported")
+        super().__init__(num_features, eps, momentum, affine, track_running_stats)
+        _place(self, device, dtype)
+
+
+class RMSNorm(_C.nn.RMSNorm):
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
+        if not elementwise_affine:
+            raise NotImplementedError("RMSNorm(elementwise_affine=False) is not supported")
+        shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+        if len(shape) != 1:
+            raise NotImplementedError("RMSNorm: only a normalized_shape of one dim is supported")
+        super().__init__(shape[0], 1.1920928955078125e-07 if eps is None else eps)  # eps None: float32's eps
+        _place(self, device, dtype)
+
+
+class Flatten(_C.nn.Flatten):
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__(start_dim, end_dim)

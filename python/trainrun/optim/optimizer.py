@@ -1,0 +1,100 @@
+"""trainrun.optim.Optimizer: PyTorch's base class for optimizers written in
+Python (subclass it: __init__(params, defaults), step() over
+self.param_groups and self.state). param_groups are plain dicts, state a
+dict per parameter; state_dict()/load_state_dict() have PyTorch's layout.
+The built-in SGD/Adam/AdamW run in C++ with the same interface."""
+import collections
+
+from trainrun import _C
+from trainrun._autograd import no_grad
+
+
+class Optimizer:
+    def __init__(self, params, defaults):
+        self.defaults = dict(defaults)
+        self.state = collections.defaultdict(dict)
+        self.param_groups = []
+        params = [params] if isinstance(params, _C.Tensor) else list(params)
+        if not params:
+            raise ValueError("optimizer got an empty parameter list")
+        for group in (params if isinstance(params[0], dict) else [{"params": params}]):
+            self.add_param_group(group)
+
+    def add_param_group(self, param_group):
+        if "params" not in param_group:
+            raise ValueError("add_param_group: the group needs a 'params' entry")
+        group = dict(param_group)
+        params = group["params"]
+        group["params"] = [params] if isinstance(params, _C.Tensor) else list(params)
+        for key, value in self.defaults.items():
+            group.setdefault(key, value)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in group["params"]):
+            raise ValueError("add_param_group: some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none=True):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    if set_to_none:
+                        p.grad = None
+                    else:
+                        p.grad.zero_()
+
+    def step(self, closure=None):
+        raise NotImplementedError(f"{type(self).__name__} must define step()")
+
+    def _params(self):
+        return [p for g in self.param_groups for p in g["params"]]
+
+    def state_dict(self):
+        index = {id(p): i for i, p in enumerate(self._params())}
+        groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [index[id(p)] for p in g["params"]]}
+                  for g in self.param_groups]
+        state = {index[id(p)]: dict(s) for p, s in self._state_items() if s}
+        return {"state": state, "param_groups": groups}
+
+    def _state_items(self):
+        by_id = {id(p): p for p in self._params()}
+        return [(by_id[k], v) for k, v in self.state.items() if k in by_id]
+
+    def load_state_dict(self, state_dict):
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups) or any(len(a["params"]) != len(b["params"]) for a, b in
+                                                        zip(groups, self.param_groups)):
+            raise ValueError("load_state_dict: the state dict's parameter groups do not match this optimizer's")
+        params = self._params()
+        order = [i for g in groups for i in g["params"]]
+        self.state = collections.defaultdict(dict)
+        for position, saved_index in enumerate(order):
+            saved = state_dict["state"].get(saved_index, state_dict["state"].get(str(saved_index)))
+            if saved:
+                self.state[id(params[position])] = {k: (v.clone() if isinstance(v, _C.Tensor) else v)
+                                                    for k, v in saved.items()}
+        for mine, given in zip(self.param_groups, groups):
+            for key, value in given.items():
+                if key != "params":
+                    mine[key] = value
+
+    def _state_of(self, p):
+        return self.state[id(p)]
+
+
+class _PerParameterOptimizer(Optimizer):
+    """step(): self._update(p, grad, state, group) on every parameter with a gradient, without a graph."""
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            from trainrun._autograd import enable_grad
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    grad = -p.grad if group.get("maximize", False) else p.grad
+                    self._update(p, grad, self._state_of(p), group)
+        return loss
