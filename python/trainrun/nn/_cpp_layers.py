@@ -4,18 +4,7 @@ LayerNorm's elementwise_affine, the pools' dilation and ceil_mode. Forward
 runs in C++ (one call, no Python frame) unless an option needs Python."""
 from trainrun import _C
 from trainrun.nn import functional as F
-
-
-def _pair(value, where, what):
-    if isinstance(value, (tuple, list)):
-        if len(value) == 1:
-            return [int(value[0])] * 2
-        if len(value) != 2:
-            raise ValueError(f"{where}: {what} must be an int or a pair, got {value}")
-        return [int(v) for v in value]
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{where}: {what} must be an int or a pair of ints, got {type(value).__name__}")
-    return [int(value)] * 2
+from trainrun.nn._functional_layers import _pair
 
 
 def _place(module, device, dtype):

@@ -12,6 +12,7 @@ from trainrun._op_table import op
 
 
 def _pair(value, where, what):
+    """An int or a pair (a 1-tuple counts as that int twice) as a list of two ints."""
     if isinstance(value, (tuple, list)):
         if len(value) == 1:
             return [int(value[0])] * 2
