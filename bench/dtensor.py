@@ -35,7 +35,7 @@ def run(side, row, nproc):
     else:
         cmd = [str(PEER / "enter.sh"), "torchrun", "--nproc-per-node", str(nproc), "/peer/bench/dtensor_rank.py",
                "torch", row]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     if out.returncode != 0:
         raise RuntimeError(f"{side} {row} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
     return {m.group(1): float(m.group(2)) for m in re.finditer(r"RESULT (\S+) (\S+)", out.stdout)}
