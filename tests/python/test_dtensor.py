@@ -54,3 +54,11 @@ def test_tp_example_learns():
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     losses = [float(line.split("loss")[1].split()[0]) for line in out.stdout.splitlines() if "loss" in line]
     assert len(losses) >= 3 and losses[-1] < losses[0] - 0.8, out.stdout
+
+
+@pytest.mark.parametrize("mode,nproc", [("plain", 2), ("plain", 4), ("tied", 2), ("hsdp", 4), ("accumulate", 2),
+                                        ("bf16", 2), ("vocab1001", 2), ("frozen", 2)])
+def test_fully_shard_trains_as_one_process(mode, nproc):
+    out = launch(nproc, "fsdp_worker.py", mode)
+    for rank in range(nproc):
+        assert f"rank {rank}: fsdp {mode} ok" in out

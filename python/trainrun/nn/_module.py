@@ -87,7 +87,26 @@ def _call(self, *args, **kwargs):
     return output
 
 
+def _cpp_setattr(self, name, value):
+    """module.name = value on any module: a Parameter registers (or replaces) a parameter, a tensor assigned
+    to an existing parameter's name replaces it (tying weights: `head.weight = embedding.weight`), a module
+    becomes a child; anything else is a plain attribute."""
+    if isinstance(value, _C.Tensor) and (isinstance(value, Parameter) or
+                                         name in dict(self.named_parameters(False))):
+        if name in dict(self.named_parameters(False)):
+            self._replace_parameter(name, value)
+        else:
+            self.register_parameter(name, value, value.requires_grad)
+    elif isinstance(value, _C.nn.Module) and not isinstance(self, Module):
+        if name not in dict(self.named_children()):
+            self.register_module(name, value)
+        object.__setattr__(self, name, value)  # keeps a Python subclass (and its forward) alive
+    else:
+        object.__setattr__(self, name, value)
+
+
 _C.nn.Module.__call__ = _call
+_C.nn.Module.__setattr__ = _cpp_setattr
 _C.nn.Module.register_forward_pre_hook = register_forward_pre_hook
 _C.nn.Module.register_forward_hook = register_forward_hook
 
@@ -102,7 +121,9 @@ class Module(_C.nn.Module):
         object.__setattr__(self, "_children_py", {})
 
     def __setattr__(self, name, value):
-        if isinstance(value, Parameter):
+        if isinstance(value, _C.Tensor) and name in dict(self.named_parameters(False)):
+            self._replace_parameter(name, value)  # tying: assigning a tensor to a parameter's name
+        elif isinstance(value, Parameter):
             self.register_parameter(name, value, value.requires_grad)
         elif isinstance(value, _C.nn.Module):
             if "_children_py" not in self.__dict__:

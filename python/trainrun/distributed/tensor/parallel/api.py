@@ -3,8 +3,7 @@ submodules by name (plan keys are dotted names; "*" matches one level, as
 in "layers.*.attention.wq"), as PyTorch's."""
 import fnmatch
 
-from trainrun import _C
-from trainrun.distributed.tensor.parallel.style import _DTENSOR_PARAMS, ParallelStyle
+from trainrun.distributed.tensor.parallel.style import ParallelStyle
 
 
 def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_data_rank=0):
@@ -29,17 +28,3 @@ def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_d
         for name in matched:
             style._apply(module.get_submodule(name), mesh)
     return module
-
-
-_original_getattr = _C.nn.Module.__getattr__
-
-
-def _getattr(self, name):
-    """module.weight of a tensor-parallel module is the DTensor over its local shard."""
-    table = self.__dict__.get(_DTENSOR_PARAMS)
-    if table is not None and name in table:
-        return table[name]
-    return _original_getattr(self, name)
-
-
-_C.nn.Module.__getattr__ = _getattr

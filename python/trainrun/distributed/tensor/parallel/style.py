@@ -10,13 +10,12 @@ all-reduces (or reduce-scatters) its partial output before adding the bias."""
 from trainrun import _C
 from trainrun.distributed.tensor import _redistribute
 from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec, distribute_tensor
+from trainrun.distributed.tensor._module_views import set_view
 from trainrun.distributed.tensor.placement_types import Replicate, Shard
 from trainrun.nn import functional as F
 from trainrun.nn import utils as nn_utils
 from trainrun.nn._module import _cpp_call
 
-# Modules whose parameters are DTensors (module -> {name: DTensor}); module.<name> returns the DTensor.
-_DTENSOR_PARAMS = "_dtensor_params"
 
 
 def _as_dtensor(x, mesh, layout):
@@ -57,11 +56,7 @@ def _shard_parameter(module, name, mesh, placement):
     local.requires_grad_(full.requires_grad)
     module._replace_parameter(name, local)
     nn_utils.register_sharded_parameter(module._param(name), _reducer_over(mesh))
-    table = module.__dict__.get(_DTENSOR_PARAMS)
-    if table is None:
-        table = {}
-        object.__setattr__(module, _DTENSOR_PARAMS, table)
-    table[name] = DTensor(module._param(name), DTensorSpec(mesh, [placement], tuple(full.shape)))
+    set_view(module, name, DTensor(module._param(name), DTensorSpec(mesh, [placement], tuple(full.shape))))
 
 
 def _reducer_over(mesh):
@@ -155,9 +150,8 @@ class RowwiseParallel(ParallelStyle):
         if kind == "linear":
             _shard_parameter(module, "weight", mesh, Shard(1))
             if _has(module, "bias"):
-                table = module.__dict__.setdefault(_DTENSOR_PARAMS, {})
-                table["bias"] = DTensor(module._param("bias"), DTensorSpec(mesh, [Replicate()],
-                                                                          tuple(module._param("bias").shape)))
+                set_view(module, "bias", DTensor(module._param("bias"), DTensorSpec(
+                    mesh, [Replicate()], tuple(module._param("bias").shape))))
         else:
             vocab = module._param("weight").shape[0]
             _shard_parameter(module, "weight", mesh, Shard(0))
@@ -209,8 +203,7 @@ class SequenceParallel(ParallelStyle):
         for name, p in module.named_parameters(False):
             if p.requires_grad:
                 p.register_hook(lambda g, group=group: _summed(g, group, dist))
-            table = module.__dict__.setdefault(_DTENSOR_PARAMS, {})
-            table[name] = DTensor(p, DTensorSpec(mesh, [Replicate()], tuple(p.shape)))
+            set_view(module, name, DTensor(p, DTensorSpec(mesh, [Replicate()], tuple(p.shape))))
         layout = Shard(self.sequence_dim)
         inner = module.__dict__.get("_forward_override")
 

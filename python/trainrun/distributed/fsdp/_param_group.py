@@ -1,0 +1,171 @@
+"""One fully_shard call's parameters: sharded along dim 0 over the mesh
+(torch.chunk's pieces), gathered for forward with one all-gather over a
+flat buffer, and their gradients reduced with one reduce-scatter (the mean
+over the ranks) into the shards' .grad.
+
+The gathered parameters are outputs of an autograd Function whose backward
+is that reduce-scatter, so autograd itself delivers each rank's gradient
+shard; between forwards the module's registry holds the shards (what
+optimizers and state_dict see)."""
+from trainrun import _C
+from trainrun import distributed as dist
+from trainrun.autograd import Function
+from trainrun.distributed.tensor import _redistribute
+from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec
+from trainrun.distributed.tensor._module_views import set_view, views_off
+from trainrun.distributed.tensor.placement_types import Replicate, Shard, chunk_offsets, chunk_sizes
+
+
+class FSDPParam:
+    """A parameter slot (module, name) of a group, with its global shape and this rank's shard."""
+
+    def __init__(self, module, name, full, group_size, rank):
+        self.slots = [(module, name)]
+        self.shape = tuple(full.shape)
+        self.rows = chunk_sizes(self.shape[0], group_size)
+        self.padded_rows = -(-self.shape[0] // group_size)
+        self.row_numel = int(full.numel() // max(self.shape[0], 1)) if self.shape[0] else 0
+        start = chunk_offsets(self.shape[0], group_size)[rank]
+        shard = full.detach().narrow(0, start, self.rows[rank]).contiguous().clone()
+        shard.requires_grad_(full.requires_grad)
+        self.shard = shard
+        for m, n in self.slots:
+            m._replace_parameter(n, shard)
+
+    def add_slot(self, module, name):
+        self.slots.append((module, name))
+        module._replace_parameter(name, self.shard)
+
+    def install(self, tensor, full):
+        """Puts tensor (the shard, or the gathered parameter while full) in every slot; while full, the
+        modules' attributes give it too (their forward reads self.weight)."""
+        for m, n in self.slots:
+            m._replace_parameter(n, tensor)
+            views_off(m, full)
+
+
+class ParamGroup:
+    def __init__(self, params, mesh, mp_policy):
+        self.params, self.mesh, self.mp_policy = params, mesh, mp_policy
+        self.shard_dim = mesh.ndim - 1  # the last mesh dim shards; a leading one replicates (HSDP)
+        self.sync_gradients = True
+        self.pending = None  # unsharded gradients held back while sync is off
+        self.divide_factor = None
+        for p in params:  # module.weight shows the DTensor over the shard
+            for module, name in p.slots:
+                set_view(module, name, self.dtensor(p))
+
+    # ---- layout ---------------------------------------------------------------------------------
+    def local_spec(self, p):
+        placements = [Replicate()] * (self.mesh.ndim - 1) + [Shard(0)]
+        return DTensorSpec(self.mesh, placements, p.shape)
+
+    def dtensor(self, p):
+        return DTensor(p.shard, self.local_spec(p))
+
+    # ---- forward: gather ----------------------------------------------------------------------------
+    def unshard(self):
+        trainable = [p for p in self.params if p.shard.requires_grad]
+        frozen = [p for p in self.params if not p.shard.requires_grad]
+        fulls = _GatherParams.apply(self, *[p.shard for p in trainable]) if trainable else ()
+        if len(trainable) == 1 and not isinstance(fulls, tuple):
+            fulls = (fulls,)
+        for p, full in zip(trainable, fulls):
+            p.install(full, True)
+        if frozen:
+            with _no_grad():
+                for p, full in zip(frozen, self._gather([p.shard for p in frozen], frozen)):
+                    p.install(full, True)
+
+    def reshard(self):
+        for p in self.params:
+            p.install(p.shard, False)
+
+    def _gather(self, shards, params):
+        """The full parameters from every rank's shards: one all_gather_into_tensor over a flat buffer of
+        padded shards (each rank's segment the same size)."""
+        n = self.mesh.size(self.shard_dim)
+        dtype = self.mp_policy.param_dtype or shards[0].dtype
+        segment = sum(p.padded_rows * p.row_numel for p in params)
+        pieces = []
+        for s, p in zip(shards, params):
+            flat = s.detach().reshape([-1]).to(dtype)
+            pad = (p.padded_rows - s.shape[0]) * p.row_numel
+            pieces.append(flat if pad == 0 else _C.cat([flat, _C.zeros([pad], dtype=dtype, device=s.device)], 0))
+        send = _C.cat(pieces, 0) if len(pieces) > 1 else pieces[0].contiguous()
+        out = _C.empty([segment * n], dtype=dtype, device=send.device)
+        _redistribute.communicate("all_gather", dist.all_gather_into_tensor, out, send,
+                                  group=self.mesh.get_group(self.shard_dim))
+        gathered = out.view([n, segment])
+        fulls, offset = [], 0
+        for p in params:
+            size = p.padded_rows * p.row_numel
+            block = gathered.narrow(1, offset, size).reshape([n, p.padded_rows] + list(p.shape[1:]))
+            rows = [block.select(0, r).narrow(0, 0, p.rows[r]) for r in range(n)]
+            fulls.append(_C.cat(rows, 0).contiguous())
+            offset += size
+        return fulls
+
+    # ---- backward: reduce-scatter ----------------------------------------------------------------
+    def reduce(self, grads, params):
+        """The mean over the shard ranks (and over the replicate dim, for HSDP) of each full gradient,
+        as this rank's shard of it."""
+        grads = [g if g is not None else _C.zeros(list(p.shape), dtype=p.shard.dtype) for g, p in zip(grads, params)]
+        if self.pending is not None:
+            grads = [g + h for g, h in zip(grads, self.pending)]
+            self.pending = None
+        if not self.sync_gradients:
+            self.pending = [g.detach().clone() for g in grads]
+            return [_C.zeros(list(p.shard.shape), dtype=p.shard.dtype) for p in params]
+        n = self.mesh.size(self.shard_dim)
+        reduce_dtype = self.mp_policy.reduce_dtype or params[0].shard.dtype
+        segment = sum(p.padded_rows * p.row_numel for p in params)
+        blocks = []
+        for r in range(n):  # rank r's segment: the rows of each parameter it keeps, padded
+            for g, p in zip(grads, params):
+                start = sum(p.rows[:r])
+                rows = g.narrow(0, start, p.rows[r]).reshape([-1]).to(reduce_dtype)
+                pad = (p.padded_rows - p.rows[r]) * p.row_numel
+                blocks.append(rows if pad == 0 else _C.cat([rows, _C.zeros([pad], dtype=reduce_dtype)], 0))
+        send = _C.cat(blocks, 0)
+        out = _C.empty([segment], dtype=reduce_dtype)
+        group = self.mesh.get_group(self.shard_dim)
+        if self.divide_factor is None:
+            _redistribute.communicate("reduce_scatter", dist.reduce_scatter_tensor, out, send,
+                                      op=dist.ReduceOp.AVG, group=group)
+        else:
+            _redistribute.communicate("reduce_scatter", dist.reduce_scatter_tensor, out, send, group=group)
+            out = out / self.divide_factor
+        if self.mesh.ndim > 1:  # HSDP: the replicas of each shard average too
+            out = out.contiguous()
+            _redistribute.communicate("all_reduce", dist.all_reduce, out, op=dist.ReduceOp.AVG,
+                                      group=self.mesh.get_group(0))
+        me = self.mesh.get_local_rank(self.shard_dim)
+        local, offset = [], 0
+        for p in params:
+            size = p.padded_rows * p.row_numel
+            piece = out.narrow(0, offset, p.rows[me] * p.row_numel)
+            local.append(piece.reshape([p.rows[me]] + list(p.shape[1:])).to(p.shard.dtype))
+            offset += size
+        return local
+
+
+def _no_grad():
+    from trainrun._autograd import no_grad
+    return no_grad()
+
+
+class _GatherParams(Function):
+    """Forward: the full parameters from the shards (one all-gather); backward: their gradients reduced to
+    each rank's shard (one reduce-scatter, the mean over ranks)."""
+
+    @staticmethod
+    def forward(ctx, group, *shards):
+        params = [p for p in group.params if p.shard.requires_grad]
+        ctx.group, ctx.params = group, params
+        fulls = group._gather(list(shards), params)
+        return tuple(fulls) if len(fulls) > 1 else fulls[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None,) + tuple(ctx.group.reduce(list(grads), ctx.params))
