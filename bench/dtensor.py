@@ -33,8 +33,10 @@ def run(side, row, nproc):
         cmd = [str(ROOT / "bazel-bin" / "launcher" / "trainrun"), "--nproc-per-node", str(nproc),
                str(ROOT / "bench" / "dtensor_rank.py"), "trainrun", row]
     else:
-        cmd = [str(PEER / "enter.sh"), "torchrun", "--nproc-per-node", str(nproc), "/peer/bench/dtensor_rank.py",
-               "torch", row]
+        # (under `timeout`, which gives torchrun its own process group: started directly from Python's
+        # subprocess, torchrun in the chroot does not return)
+        cmd = ["timeout", "280", str(PEER / "enter.sh"), "torchrun", "--nproc-per-node", str(nproc),
+               "/peer/bench/dtensor_rank.py", "torch", row]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     if out.returncode != 0:
         raise RuntimeError(f"{side} {row} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")

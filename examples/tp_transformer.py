@@ -6,6 +6,7 @@ and MLP projections, the embedding split over the vocabulary, and the loss
 computed on class-sharded logits with loss_parallel.
 
     trainrun --nproc-per-node 4 examples/tp_transformer.py [--tp 2] [--steps 60]
+    trainrun --nproc-per-node 4 examples/tp_transformer.py --fsdp   # FSDP2 instead of TP
 
 With --tp smaller than the world, the mesh is (dp, tp): each dp row trains
 on its own batches and DDP-style gradient averaging is done over the dp
@@ -24,6 +25,7 @@ import trainrun.distributed as dist  # noqa: E402
 import trainrun.nn as nn  # noqa: E402
 import trainrun.nn.functional as F  # noqa: E402
 from trainrun.distributed.device_mesh import init_device_mesh  # noqa: E402
+from trainrun.distributed.fsdp import fully_shard  # noqa: E402
 from trainrun.distributed.tensor import Replicate  # noqa: E402
 from trainrun.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel, loss_parallel,  # noqa: E402
                                                   parallelize_module)
@@ -89,17 +91,25 @@ def main():
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--seq", type=int, default=32)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--fsdp", action="store_true", help="fully_shard every block and the root over all ranks "
+                        "(data parallel, each rank its own batches) instead of tensor parallelism")
     args = parser.parse_args()
     dist.init_process_group("gloo")
     world = dist.get_world_size()
-    tp = args.tp or world
+    tp = 1 if args.fsdp else (args.tp or world)
     mesh = init_device_mesh("cpu", (world // tp, tp), mesh_dim_names=("dp", "tp"))
     source = pathlib.Path(importlib.util.find_spec("this").origin).read_text()  # read, not imported: no print
     text = codecs.decode(source.split('"""')[1], "rot13")
     chars = sorted(set(text))
     data = torch.tensor([chars.index(c) for c in text])
-    torch.manual_seed(0)  # every rank builds the same weights; parallelize_module keeps each rank's shards
-    model = parallelize_module(CharLM(len(chars), seq=args.seq), mesh["tp"], tp_plan())
+    torch.manual_seed(0)  # every rank builds the same weights; each keeps its shards
+    if args.fsdp:
+        model = CharLM(len(chars), seq=args.seq)
+        for block in model.layers:
+            fully_shard(block)
+        fully_shard(model)
+    else:
+        model = parallelize_module(CharLM(len(chars), seq=args.seq), mesh["tp"], tp_plan())
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     dp_group, dp_rank = mesh.get_group("dp"), mesh.get_local_rank("dp")
     generator = torch.Generator().manual_seed(100 + dp_rank)  # each dp row its own batches
@@ -107,11 +117,14 @@ def main():
         starts = torch.randperm(len(data) - args.seq - 1, generator=generator)[:args.batch].tolist()
         x = torch.stack([data[s:s + args.seq] for s in starts])
         y = torch.stack([data[s + 1:s + args.seq + 1] for s in starts])
-        with loss_parallel():
+        if args.fsdp:
             loss = F.cross_entropy(model(x).reshape(-1, len(chars)), y.reshape(-1))
+        else:
+            with loss_parallel():
+                loss = F.cross_entropy(model(x).reshape(-1, len(chars)), y.reshape(-1))
         optimizer.zero_grad()
-        loss.backward()
-        if mesh.size(0) > 1:  # data parallel over the dp dim: average the gradients of the tp shards
+        loss.backward()  # under FSDP, this also reduce-scatters the gradients (the mean over ranks)
+        if mesh.size(0) > 1 and not args.fsdp:  # data parallel over the dp dim: average the gradients of the tp shards
             for p in model.parameters():
                 dist.all_reduce(p.grad, op=dist.ReduceOp.AVG, group=dp_group)
         norm = nn.utils.clip_grad_norm_(model.parameters(), 1.0)

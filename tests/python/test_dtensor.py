@@ -62,3 +62,12 @@ def test_fully_shard_trains_as_one_process(mode, nproc):
     out = launch(nproc, "fsdp_worker.py", mode)
     for rank in range(nproc):
         assert f"rank {rank}: fsdp {mode} ok" in out
+
+
+def test_fsdp_example_learns():
+    out = subprocess.run([str(TRAINRUN), "--nproc-per-node", "2", str(ROOT / "examples" / "tp_transformer.py"),
+                          "--fsdp", "--steps", "30"], capture_output=True, text=True, timeout=240,
+                         env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    losses = [float(line.split("loss")[1].split()[0]) for line in out.stdout.splitlines() if "loss" in line]
+    assert len(losses) >= 3 and losses[-1] < losses[0] - 0.8, out.stdout

@@ -132,6 +132,10 @@ def main():
         groups = 5 if mode not in ("frozen",) else 5
         if mode in ("plain", "tied") and (counts.get("all_gather") != groups or counts.get("reduce_scatter") != groups):
             failures.append(f"step {step}: collectives {counts}, expected {groups} all-gathers and reduce-scatters")
+        norm_ref = nn.utils.clip_grad_norm_(reference.parameters(), 1.0)
+        norm = nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # the shards' norms combined over the ranks
+        if abs(norm.item() - norm_ref.item()) > max(tolerance, 1e-4) * max(1.0, norm_ref.item()):
+            failures.append(f"step {step}: clip_grad_norm_ {norm.item()} vs {norm_ref.item()}")
         opt_ref.step()
         opt.step()
     for (name, p), (_, q) in zip(model.state_dict().items(), reference.state_dict().items()):

@@ -10,6 +10,7 @@ optimizers and state_dict see)."""
 from trainrun import _C
 from trainrun import distributed as dist
 from trainrun.autograd import Function
+from trainrun.nn import utils as nn_utils
 from trainrun.distributed.tensor import _redistribute
 from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec
 from trainrun.distributed.tensor._module_views import set_view, views_off
@@ -54,6 +55,8 @@ class ParamGroup:
         for p in params:  # module.weight shows the DTensor over the shard
             for module, name in p.slots:
                 set_view(module, name, self.dtensor(p))
+            # clip_grad_norm_ adds the shards' norms over the shard dim (replicas hold the same shard)
+            nn_utils.register_sharded_parameter(p.shard, _reducer_over(mesh, self.shard_dim))
 
     # ---- layout ---------------------------------------------------------------------------------
     def local_spec(self, p):
@@ -148,6 +151,17 @@ class ParamGroup:
             local.append(piece.reshape([p.rows[me]] + list(p.shape[1:])).to(p.shard.dtype))
             offset += size
         return local
+
+
+def _reducer_over(mesh, mesh_dim):
+    group = mesh.get_group(mesh_dim)
+
+    def reduce(t, how):
+        t = t.contiguous().clone()
+        op = dist.ReduceOp.MAX if how == "max" else dist.ReduceOp.SUM
+        _redistribute.communicate("all_reduce", dist.all_reduce, t, op=op, group=group)
+        return t
+    return reduce
 
 
 def _no_grad():
