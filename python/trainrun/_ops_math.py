@@ -4,6 +4,7 @@ rounding, exponent/log bases, clamps, closeness tests, order statistics
 Their gradients come from the core ops they are made of."""
 import builtins
 import collections
+import functools
 import math
 
 import numpy as np
@@ -313,9 +314,61 @@ def _expand_ellipsis(term, ndim, letters):
 @op()
 def einsum(equation, *operands):
     """Einstein summation, contracted pairwise left to right with batched matrix products (so it costs what
-    the equivalent bmm calls cost). Each letter appears at most once per operand."""
+    the equivalent bmm calls cost). Each letter appears at most once per operand. The sequence of view, sum
+    and bmm calls is planned once per (equation, shapes) and replayed."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
+    program = _einsum_program(equation, tuple(tuple(t.shape) for t in operands))
+    values = list(operands)
+    for op, inputs, args in program:
+        if op == "bmm":
+            values.append(_C.bmm(values[inputs[0]], values[inputs[1]]))
+        else:
+            values.append(getattr(values[inputs[0]], op)(*args))
+    return values[-1] if program else operands[0]
+
+
+class _Planned:
+    """A stand-in tensor that records the calls made on it (einsum's plan is made on these, then replayed)."""
+
+    def __init__(self, shape, program, index, base):
+        self.shape, self.ndim, self._program, self._index, self._base = tuple(shape), len(shape), program, index, base
+
+    def _record(self, op, args, shape, inputs=None):
+        """Appends the call; its result is value number base + (its position in the program)."""
+        self._program.append((op, inputs or (self._index,), args))
+        return _Planned(shape, self._program, self._base + len(self._program) - 1, self._base)
+
+    def sum(self, dim):
+        return self._record("sum", (dim,), [s for k, s in enumerate(self.shape) if k not in dim])
+
+    def permute(self, dims):
+        return self._record("permute", (list(dims),), [self.shape[d] for d in dims])
+
+    def expand(self, shape):
+        return self._record("expand", (list(shape),), list(shape))
+
+    def reshape(self, shape):
+        return self._record("reshape", (list(shape),), list(shape))
+
+
+def _bmm(a, b):
+    if isinstance(a, _Planned):
+        return a._record("bmm", (), [a.shape[0], a.shape[1], b.shape[2]], (a._index, b._index))
+    return _C.bmm(a, b)
+
+
+@functools.lru_cache(maxsize=1024)
+def _einsum_program(equation, shapes):
+    program = []
+    operands = [_Planned(s, program, i, len(shapes)) for i, s in enumerate(shapes)]
+    result = _einsum_plan(equation, operands)
+    if result is operands[0] and not program:
+        return ()
+    return tuple(program)
+
+
+def _einsum_plan(equation, operands):
     terms, rhs = _parse_einsum(equation, len(operands))
     ell = "".join(chr(c) for c in range(ord("A"), ord("Z") + 1) if chr(c) not in equation)[:12]
     max_ell = max((t.ndim - (len(s) - 3) for s, t in zip(terms, operands) if "..." in s), default=0)
@@ -375,7 +428,7 @@ def _contract(a, sa, b, sb, keep, sizes):
 
     A = arrange(a, sa, batch + left + contracted).reshape([prod(batch), prod(left), prod(contracted)])
     B = arrange(b, sb, batch + contracted + right).reshape([prod(batch), prod(contracted), prod(right)])
-    out = _C.bmm(A, B).reshape([sizes[c] for c in batch + left + right])
+    out = _bmm(A, B).reshape([sizes[c] for c in batch + left + right])
     return out, "".join(batch + left + right)
 
 
