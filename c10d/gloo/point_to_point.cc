@@ -1,6 +1,7 @@
 // ProcessGroupGloo's point-to-point half: sends and receives are posted on
 // Gloo's unbound buffers at once (so pairs issued in any order cannot
-// deadlock) and completed, in posting order, on the group's p2p thread.
+// deadlock) and completed in posting order, receives and sends each on a
+// thread of their own.
 #include <gloo/common/error.h>
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
@@ -29,14 +30,15 @@ struct ProcessGroupGloo::PendingP2P {
 void ProcessGroupGloo::abort_pending_p2p() {
   {
     std::lock_guard<std::mutex> lock(p2p_mu_);
-    for (auto& p : p2p_queue_) {
-      if (p->is_send)
-        p->gloo_buffer->abortWaitSend();
-      else
-        p->gloo_buffer->abortWaitRecv();
-    }
+    for (auto& queue : p2p_queue_)
+      for (auto& p : queue) {
+        if (p->is_send)
+          p->gloo_buffer->abortWaitSend();
+        else
+          p->gloo_buffer->abortWaitRecv();
+      }
   }
-  p2p_cv_.notify_all();
+  for (auto& cv : p2p_cv_) cv.notify_all();
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::post_p2p(const char* op, Tensor tensor, std::vector<int> peers, int tag,
@@ -60,21 +62,22 @@ std::shared_ptr<Work> ProcessGroupGloo::post_p2p(const char* op, Tensor tensor, 
     p->gloo_buffer->recv(peers, slot);
   {
     std::lock_guard<std::mutex> lock(p2p_mu_);
-    p2p_queue_.push_back(p);
+    p2p_queue_[is_send].push_back(p);
   }
-  p2p_cv_.notify_one();
+  p2p_cv_[is_send].notify_one();
   return p->work;
 }
 
-void ProcessGroupGloo::p2p_loop() {
+void ProcessGroupGloo::p2p_loop(bool sends) {
   ExcludeDispatchKeyGuard no_autograd(DispatchKey::Autograd);
+  auto& queue = p2p_queue_[sends];
   for (;;) {
     std::shared_ptr<PendingP2P> p;
     {
       std::unique_lock<std::mutex> lock(p2p_mu_);
-      p2p_cv_.wait(lock, [&] { return stopping_ || !p2p_queue_.empty(); });
-      if (p2p_queue_.empty()) return;
-      p = p2p_queue_.front();
+      p2p_cv_[sends].wait(lock, [&] { return stopping_ || !queue.empty(); });
+      if (queue.empty()) return;
+      p = queue.front();
     }
     try {
       int peer = -1;
@@ -94,7 +97,7 @@ void ProcessGroupGloo::p2p_loop() {
                                        p->work->description(), e.what(), timeout_.count()))));
     }
     std::lock_guard<std::mutex> lock(p2p_mu_);
-    p2p_queue_.pop_front();
+    queue.pop_front();
   }
 }
 

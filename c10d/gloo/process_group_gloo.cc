@@ -81,7 +81,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   const char* debug = std::getenv("TRAINRUN_DISTRIBUTED_DEBUG");
   debug_signatures_ = debug != nullptr && std::string(debug) == "DETAIL";
   worker_ = std::thread([this] { worker_loop(); });
-  p2p_thread_ = std::thread([this] { p2p_loop(); });
+  p2p_threads_[0] = std::thread([this] { p2p_loop(false); });
+  p2p_threads_[1] = std::thread([this] { p2p_loop(true); });
 }
 
 ProcessGroupGloo::~ProcessGroupGloo() {
@@ -92,7 +93,8 @@ ProcessGroupGloo::~ProcessGroupGloo() {
   cv_.notify_all();
   abort_pending_p2p();
   if (worker_.joinable()) worker_.join();
-  if (p2p_thread_.joinable()) p2p_thread_.join();
+  for (std::thread& t : p2p_threads_)
+    if (t.joinable()) t.join();
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::enqueue(const char* op, const std::function<std::string()>& signature,

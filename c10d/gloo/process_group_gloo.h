@@ -3,7 +3,7 @@
 // a trainrun Store; between ranks of one host, allreduce, allgather,
 // reduce_scatter and broadcast go through shared memory (shm/) instead. Collectives run on the group's own worker
 // thread in issue order (the caller never blocks); point-to-point sends and receives are posted at once and complete on
-// their own. Only Gloo's newer API (gloo::allreduce with options, unbound buffers) is used: mixing in the older
+// their own (sends and receives on separate threads). Only Gloo's newer API (gloo::allreduce with options, unbound buffers) is used: mixing in the older
 // algorithm classes on one context shrinks the socket buffers to the first message's size and slows later transfers by
 // 100x.
 #include <atomic>
@@ -85,7 +85,7 @@ class ProcessGroupGloo final : public ProcessGroup {
   void gather_bytes(const Tensor& in, const Tensor& out, uint32_t tag);
   void worker_loop();
   std::shared_ptr<Work> post_p2p(const char* op, Tensor tensor, std::vector<int> peers, int tag, bool is_send);
-  void p2p_loop();
+  void p2p_loop(bool sends);
   // Destruction: wakes the p2p thread out of every pending wait.
   void abort_pending_p2p();
   // The shared reduction of allreduce, reduce and reduce_scatter_tensor:
@@ -118,12 +118,16 @@ class ProcessGroupGloo final : public ProcessGroup {
   std::exception_ptr failure(const Item& item, const std::string& what);
   std::thread worker_;
 
-  // Posted point-to-point operations, completed in posting order by p2p_thread_.
+  // Posted point-to-point operations, completed in posting order: receives
+  // by p2p_threads_[0], sends by p2p_threads_[1]. Two queues, because a send
+  // completes only once the peer has posted its receive: one queue would let
+  // a send wait for a peer that is itself waiting for one of our receives to
+  // complete (two pipeline stages exchanging activations and gradients).
   struct PendingP2P;
   std::mutex p2p_mu_;
-  std::condition_variable p2p_cv_;
-  std::deque<std::shared_ptr<PendingP2P>> p2p_queue_;
-  std::thread p2p_thread_;
+  std::condition_variable p2p_cv_[2];
+  std::deque<std::shared_ptr<PendingP2P>> p2p_queue_[2];
+  std::thread p2p_threads_[2];
 };
 
 }  // namespace c10d

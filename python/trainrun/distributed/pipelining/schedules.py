@@ -1,0 +1,166 @@
+"""Pipeline schedules as data. A schedule is, per rank, a list of actions
+(stage, computation, microbatch), printed as PyTorch prints them ("2F0",
+"1B3"): the compute order (F forward, B backward) comes from the schedule's
+rule, and lowering adds the communication (RECV_F before a forward that
+needs its input, SEND_F after it; RECV_B/SEND_B for backward). The executor
+runs the lowered list: sends are non-blocking and complete by the end of
+the step, receives wait (with the group's timeout), so a list whose sends
+and receives pair up in the same order on each channel cannot hang."""
+import collections
+
+from trainrun.distributed.pipelining.microbatch import merge_chunks, split_args_kwargs_into_chunks
+
+F, B, SEND_F, RECV_F, SEND_B, RECV_B = "F", "B", "SEND_F", "RECV_F", "SEND_B", "RECV_B"
+
+
+class _Action(collections.namedtuple("_Action", ["stage_index", "computation_type", "microbatch_index"])):
+    def __repr__(self):
+        return f"{self.stage_index}{self.computation_type}{self.microbatch_index}"
+
+    @staticmethod
+    def from_str(text):
+        import re
+        m = re.fullmatch(r"(\d+)(SEND_F|RECV_F|SEND_B|RECV_B|F|B)(\d+)", text.strip())
+        if not m:
+            raise ValueError(f"not an action: {text!r} (expected e.g. '2F0' or '1RECV_B3')")
+        return _Action(int(m.group(1)), m.group(2), int(m.group(3)))
+
+
+def gpipe_order(stage, num_stages, n_microbatches):
+    """All forwards, then all backwards."""
+    return [_Action(stage, F, m) for m in range(n_microbatches)] + \
+        [_Action(stage, B, m) for m in range(n_microbatches)]
+
+
+def one_f_one_b_order(stage, num_stages, n_microbatches):
+    """Warm-up forwards (num_stages - stage - 1 of them), then one forward and one backward in turn, then the
+    remaining backwards: at most num_stages - stage microbatches live on a stage."""
+    warmup = min(n_microbatches, num_stages - stage - 1)
+    order = [_Action(stage, F, m) for m in range(warmup)]
+    forward, backward = warmup, 0
+    while forward < n_microbatches:
+        order.append(_Action(stage, F, forward))
+        forward += 1
+        order.append(_Action(stage, B, backward))
+        backward += 1
+    order += [_Action(stage, B, m) for m in range(backward, n_microbatches)]
+    return order
+
+
+def lower(order, num_stages):
+    """The compute order with its communication: each send paired with the neighbour's receive."""
+    out = []
+    for a in order:
+        s = a.stage_index
+        if a.computation_type == F:
+            if s > 0:
+                out.append(_Action(s, RECV_F, a.microbatch_index))
+            out.append(a)
+            if s < num_stages - 1:
+                out.append(_Action(s, SEND_F, a.microbatch_index))
+        else:
+            if s < num_stages - 1:
+                out.append(_Action(s, RECV_B, a.microbatch_index))
+            out.append(a)
+            if s > 0:
+                out.append(_Action(s, SEND_B, a.microbatch_index))
+    return out
+
+
+def validate(order, n_microbatches):
+    """Refuses a compute order that cannot run: every microbatch forwarded once, then backwarded once, in
+    that order. Raises ValueError naming the first bad action."""
+    forwarded, backwarded = set(), set()
+    for a in order:
+        if a.computation_type == F:
+            if a.microbatch_index in forwarded:
+                raise ValueError(f"action {a!r}: microbatch {a.microbatch_index} is forwarded twice")
+            forwarded.add(a.microbatch_index)
+        elif a.computation_type == B:
+            if a.microbatch_index not in forwarded:
+                raise ValueError(f"action {a!r}: backward before the forward of microbatch {a.microbatch_index}")
+            if a.microbatch_index in backwarded:
+                raise ValueError(f"action {a!r}: microbatch {a.microbatch_index} is backwarded twice")
+            backwarded.add(a.microbatch_index)
+    missing = set(range(n_microbatches)) - backwarded
+    if missing:
+        raise ValueError(f"the schedule never runs the backward of microbatches {sorted(missing)}")
+
+
+class PipelineScheduleSingle:
+    """A schedule for one stage per rank. step(*args, target=, losses=, **kwargs): the first stage takes the
+    inputs, the last the target (and returns the merged output); loss_fn(output, target) runs per microbatch
+    on the last stage; scale_grads divides each microbatch's loss by the number of microbatches, so the
+    gradients are the mean over microbatches (False: their sum, as PyTorch 2.6)."""
+    _order = staticmethod(gpipe_order)
+
+    def __init__(self, stage, n_microbatches, loss_fn=None, args_chunk_spec=None, kwargs_chunk_spec=None,
+                 output_merge_spec=None, scale_grads=True):
+        if n_microbatches < 1:
+            raise ValueError(f"n_microbatches must be positive, got {n_microbatches}")
+        self._stage, self._n_microbatches, self._loss_fn = stage, n_microbatches, loss_fn
+        self._args_chunk_spec, self._kwargs_chunk_spec = args_chunk_spec, kwargs_chunk_spec
+        self.scale_grads = scale_grads
+        order = self._order(stage.stage_index, stage.num_stages, n_microbatches)
+        validate(order, n_microbatches)
+        self.pipeline_order = {stage.stage_index: order}
+        self.actions = lower(order, stage.num_stages)
+
+    def step(self, *args, target=None, losses=None, **kwargs):
+        stage, n = self._stage, self._n_microbatches
+        stage.clear()
+        arg_chunks, kwarg_chunks = split_args_kwargs_into_chunks(args, kwargs, n, self._args_chunk_spec,
+                                                                 self._kwargs_chunk_spec) if stage.is_first \
+            else ([()] * n, [{}] * n)
+        targets = split_args_kwargs_into_chunks((target,), {}, n)[0] if stage.is_last and target is not None \
+            else None
+        if stage.is_last and self._loss_fn is not None and targets is None:
+            raise ValueError("step(): the last stage needs target= for the loss")
+        outputs, microbatch_losses = {}, {}
+        try:
+            for a in self.actions:
+                m = a.microbatch_index
+                if a.computation_type == RECV_F:
+                    stage.recv_forward(m)
+                elif a.computation_type == F:
+                    out = stage.forward(m, arg_chunks[m], kwarg_chunks[m])
+                    if stage.is_last:
+                        outputs[m] = out
+                        if self._loss_fn is not None:
+                            microbatch_losses[m] = self._loss_fn(out, targets[m][0])
+                elif a.computation_type == SEND_F:
+                    stage.send_forward(m)
+                elif a.computation_type == RECV_B:
+                    stage.recv_backward(m)
+                elif a.computation_type == B:
+                    loss = None
+                    if stage.is_last:
+                        if self._loss_fn is None:
+                            raise ValueError("step(): backward on the last stage needs a loss_fn")
+                        loss = microbatch_losses[m] / n if self.scale_grads else microbatch_losses[m]
+                    stage.backward(m, loss)
+                elif a.computation_type == SEND_B:
+                    stage.send_backward(m)
+        finally:
+            stage.wait_sends()
+        if stage.is_last:
+            if losses is not None:
+                losses.extend(microbatch_losses[m].detach() for m in range(n) if m in microbatch_losses)
+            return merge_chunks([outputs[m] for m in range(n)])
+        return None
+
+
+class ScheduleGPipe(PipelineScheduleSingle):
+    _order = staticmethod(gpipe_order)
+
+
+class Schedule1F1B(PipelineScheduleSingle):
+    _order = staticmethod(one_f_one_b_order)
+
+
+def get_schedule_class(name):
+    schedules = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B}
+    for key, cls in schedules.items():
+        if key.lower() == name.lower():
+            return cls
+    raise ValueError(f"unknown schedule {name!r} (trainrun has {sorted(schedules)})")

@@ -1,0 +1,77 @@
+"""Pipeline parallelism: schedules as action lists (their order, PyTorch's
+printed form, lowering, validation) without ranks, and every schedule on 2
+and 4 ranks under the launcher against one process over the same
+microbatches (gradients as the mean and as the sum over microbatches)."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TRAINRUN = ROOT / "bazel-bin" / "launcher" / "trainrun"
+sys.path.insert(0, str(ROOT / "python"))
+if not TRAINRUN.exists():
+    pytest.skip("the trainrun launcher is not built (scripts/bazel.sh build //...)", allow_module_level=True)
+
+from trainrun.distributed.pipelining import schedules  # noqa: E402
+
+
+def test_gpipe_and_1f1b_orders_in_pytorchs_notation():
+    assert [repr(a) for a in schedules.gpipe_order(1, 2, 3)] == ["1F0", "1F1", "1F2", "1B0", "1B1", "1B2"]
+    assert [repr(a) for a in schedules.one_f_one_b_order(0, 2, 4)] == ["0F0", "0F1", "0B0", "0F2", "0B1", "0F3",
+                                                                       "0B2", "0B3"]
+    assert [repr(a) for a in schedules.one_f_one_b_order(1, 2, 4)] == ["1F0", "1B0", "1F1", "1B1", "1F2", "1B2",
+                                                                       "1F3", "1B3"]
+    assert schedules._Action.from_str("2RECV_B3") == schedules._Action(2, "RECV_B", 3)
+
+
+@pytest.mark.parametrize("stages,micro", [(2, 2), (2, 4), (4, 4), (4, 8)])
+def test_1f1b_keeps_at_most_stages_minus_index_microbatches_alive(stages, micro):
+    for s in range(stages):
+        live = peak = 0
+        for a in schedules.one_f_one_b_order(s, stages, micro):
+            live += 1 if a.computation_type == "F" else -1
+            peak = max(peak, live)
+        assert peak <= stages - s
+        gpipe_peak = micro  # GPipe holds every microbatch before the first backward
+        assert max(peak, 1) <= gpipe_peak
+
+
+def test_lowering_pairs_every_send_with_the_neighbours_receive():
+    stages, micro = 3, 4
+    lowered = {s: schedules.lower(schedules.one_f_one_b_order(s, stages, micro), stages) for s in range(stages)}
+    for s in range(stages - 1):
+        sends_f = [a.microbatch_index for a in lowered[s] if a.computation_type == "SEND_F"]
+        recvs_f = [a.microbatch_index for a in lowered[s + 1] if a.computation_type == "RECV_F"]
+        sends_b = [a.microbatch_index for a in lowered[s + 1] if a.computation_type == "SEND_B"]
+        recvs_b = [a.microbatch_index for a in lowered[s] if a.computation_type == "RECV_B"]
+        assert sends_f == recvs_f == list(range(micro)) and sends_b == recvs_b == list(range(micro))
+
+
+def test_validation_names_the_first_bad_action():
+    A = schedules._Action
+    with pytest.raises(ValueError, match="action 0B1: backward before the forward"):
+        schedules.validate([A(0, "F", 0), A(0, "B", 1)], 2)
+    with pytest.raises(ValueError, match="never runs the backward of microbatches \\[1\\]"):
+        schedules.validate([A(0, "F", 0), A(0, "F", 1), A(0, "B", 0)], 2)
+    with pytest.raises(ValueError, match="unknown schedule"):
+        schedules.get_schedule_class("Nope")
+
+
+def launch(nproc, *args):
+    r = subprocess.run([str(TRAINRUN), "--nproc-per-node", str(nproc),
+                        str(ROOT / "tests" / "python" / "pipelining" / "pipeline_worker.py"), *args],
+                       capture_output=True, text=True, timeout=240, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
+    return r.stdout
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("schedule", ["GPipe", "1F1B"])
+@pytest.mark.parametrize("per_stage,reduction", [(1, "mean"), (2, "sum")])
+def test_schedules_train_as_one_process(ranks, schedule, per_stage, reduction):
+    out = launch(ranks, schedule, str(ranks * per_stage), reduction)
+    for rank in range(ranks):
+        assert f"rank {rank}: pipeline {schedule} ok" in out
