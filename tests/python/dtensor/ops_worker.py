@@ -53,6 +53,11 @@ CASES = {
     "permute 3d": ([X3], lambda x: x.permute(2, 0, 1) + 1.0, [[Shard(1)]]),
     "reshape keeps shard": ([X3], lambda x: x.reshape(3, 5, 2, 2) * 1.0, [[Shard(1)]]),
     "view merge after shard": ([X3], lambda x: x.view(3, 20), [[Shard(0)]]),
+    "layer_norm rows sharded": ([A, W[0, :4].copy(), W[1, :4].copy()], lambda a, w, b: F.layer_norm(a, (4,), w, b),
+                                [[Shard(0)], [Replicate()], [Replicate()]]),
+    "layer_norm needs whole rows": ([A], lambda a: F.layer_norm(a, [4]), [[Shard(1)]]),
+    "rms_norm": ([X3, W[0, :4].copy()], lambda x, w: F.rms_norm(x, [4], w, eps=1e-6), [[Shard(1)], [Replicate()]]),
+    "dropout eval": ([A], lambda a: F.dropout(a, 0.5, training=False) * 2.0, [[Shard(0)]]),
     "partial chain": ([A, W], lambda a, w: (a @ w) * 2.0 + (a @ w), [[Shard(1)], [Shard(0)]]),
 }
 
@@ -100,6 +105,33 @@ def main():
                 traceback.print_exc()
         if message:
             failures.append(message)
+    # Embedding: indices sharded on the batch, or the table sharded on the embedding dim; then cross-entropy of
+    # batch-sharded logits against the whole target (a Partial sum of the rows' losses).
+    table = RNG.standard_normal((9, 4)).astype(np.float32)
+    idx = np.array([[1, 3, 8], [0, 2, 2]])
+    ref_w = tr.tensor(table, requires_grad=True)
+    ref = F.embedding(tr.tensor(idx), ref_w)
+    (ref * ref).sum().backward()
+    for idx_pl, w_pl in (([Shard(0)], [Replicate()]), ([Replicate()], [Shard(1)])):
+        pad = [Replicate()] * (mesh.ndim - 1)
+        di = distribute_tensor(tr.tensor(idx), mesh, idx_pl + pad)
+        dw = distribute_tensor(tr.tensor(table, requires_grad=True), mesh, w_pl + pad)
+        out = F.embedding(di, dw)
+        full = out.full_tensor()
+        (full * full).sum().backward()
+        if not np.allclose(full.detach().numpy(), ref.detach().numpy(), atol=1e-6) or \
+                not np.allclose(dw.grad.full_tensor().numpy(), ref_w.grad.numpy(), atol=1e-5):
+            failures.append(f"embedding with indices {idx_pl} and table {w_pl}")
+    target = tr.tensor(np.array([0, 3, 1, 2, 3, 0]))
+    ref_x = tr.tensor(A, requires_grad=True)
+    ref_loss = F.cross_entropy(ref_x, target)
+    ref_loss.backward()
+    dx = distribute_tensor(tr.tensor(A, requires_grad=True), mesh, [Shard(0)] + [Replicate()] * (mesh.ndim - 1))
+    loss = F.cross_entropy(dx, target)
+    loss.backward()
+    if abs(loss.item() - ref_loss.item()) > 1e-5 or \
+            not np.allclose(dx.grad.full_tensor().numpy(), ref_x.grad.numpy(), atol=1e-6):
+        failures.append(f"cross_entropy of batch-sharded logits: {loss.item()} vs {ref_loss.item()}")
     # Random factories: the whole tensor does not depend on the sharding.
     tr.manual_seed(7)
     expected = tr.randn(7, 5)

@@ -10,6 +10,7 @@ import trainrun
 from trainrun import _C
 from trainrun.distributed.tensor import _sharding_rules as rules
 from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec
+from trainrun.distributed.tensor.placement_types import Replicate
 from trainrun.nn import functional as F
 
 
@@ -136,7 +137,50 @@ _FUNCTIONS = {
     "relu": lambda x: x.relu(), "tanh": lambda x: x.tanh(), "sigmoid": lambda x: x.sigmoid(),
     "exp": lambda x: x.exp(),
 }
+def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-05):
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    params = [p for p in (weight, bias) if p is not None]
+    for p in params:
+        if not isinstance(p, DTensor):
+            raise TypeError("DTensor layer_norm: weight and bias must be DTensors too (distribute_tensor them)")
+
+    def fn(t, *ps):
+        kw = {}
+        rest = list(ps)
+        if weight is not None:
+            kw["weight"] = rest.pop(0)
+        if bias is not None:
+            kw["bias"] = rest.pop(0)
+        return _C.layer_norm(t, shape, eps=eps, **kw)
+    return rules.normalized("layer_norm", fn, x, params, len(shape))
+
+
+def _rms_norm(x, normalized_shape, weight=None, eps=None):
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    params = [weight] if weight is not None else []
+    return rules.normalized("rms_norm", lambda t, *ps: _PLAIN_F["rms_norm"](t, shape, ps[0] if ps else None, eps),
+                            x, params, len(shape))
+
+
+def _dropout(x, p=0.5, training=True, inplace=False):
+    return rules.pointwise("dropout", lambda t: _C.dropout(t, p, training), [x])
+
+
+def _cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,  # noqa: A002
+                   reduction="mean", label_smoothing=0.0):
+    if weight is not None or label_smoothing or size_average is not None or reduce is not None:
+        raise NotImplementedError("DTensor cross_entropy: weight, label_smoothing and the legacy arguments are "
+                                  "not supported")
+    return rules.cross_entropy(input, target, reduction, ignore_index)
+
+
+_PLAIN_F = {name: getattr(F, name) for name in ("rms_norm",)}
 _FUNCTIONAL = {
+    "layer_norm": _layer_norm, "rms_norm": _rms_norm, "dropout": _dropout,
+    "embedding": lambda input, weight, *a, **k: rules.embedding(
+        input if isinstance(input, DTensor) else DTensor.from_local(
+            input, weight.device_mesh, [Replicate()] * weight.device_mesh.ndim), weight),
+    "cross_entropy": _cross_entropy,
     "linear": rules.linear, "relu": lambda x, inplace=False: x.relu(), "gelu": lambda x, approximate="none":
     rules.pointwise("gelu", lambda t: _C.gelu(t, approximate), [x]), "silu": lambda x, inplace=False: x.silu(),
     "softmax": lambda x, dim=None, _stacklevel=3, dtype=None: x.softmax(dim, dtype),

@@ -283,3 +283,74 @@ def reshape(op, x, shape):
     local = getattr(x.to_local(), op)(local_shape)
     return DTensor(local, DTensorSpec(x.device_mesh, out, tuple(shape)))
 
+
+
+# ---- normalization, embedding, loss -----------------------------------------------------------------------
+def normalized(op, fn, x, params, n_dims):
+    """layer_norm/rms_norm over the last n_dims: those must be whole on every rank; weight and bias are
+    replicated (their gradients summed where the input is sharded)."""
+    inputs = [x] + list(params)
+    key = (op, tuple(d._spec for d in inputs), n_dims)
+    plan = _plan(key, inputs, lambda: _decide_normalized(op, x, params, n_dims))
+    return DTensor(fn(*plan.pieces(inputs)), plan.out)
+
+
+def _decide_normalized(op, x, params, n_dims):
+    first = x.ndim - n_dims
+    strategies = []
+    for i in range(x.device_mesh.ndim):
+        p = x.placements[i]
+        options = [([Replicate()] * (1 + len(params)), Replicate())]
+        if isinstance(p, Shard) and p.dim < first:
+            options.append(([p] + [Replicate()] * len(params), p))
+        strategies.append(options)
+    required, out = _choose(op, strategies, [x] + list(params))
+    return required, out, tuple(x.shape)
+
+
+def embedding(indices, weight):
+    """Rows of weight at indices: indices sharded on a dim give the output sharded there; weight sharded on
+    the embedding dim gives the output sharded on its last dim; a vocabulary-sharded weight is gathered."""
+    plan = _plan(("embedding", indices._spec, weight._spec), [indices, weight],
+                 lambda: _decide_embedding(indices, weight))
+    idx, w = plan.pieces([indices, weight])
+    return DTensor(_C.embedding(idx, w), plan.out)
+
+
+def _decide_embedding(indices, weight):
+    out_shape = tuple(indices.shape) + (weight.shape[1],)
+    strategies = []
+    for i in range(indices.device_mesh.ndim):
+        options = [([Replicate(), Replicate()], Replicate()),
+                   ([Replicate(), Shard(1)], Shard(indices.ndim))]
+        options += [([Shard(d), Replicate()], Shard(d)) for d in range(indices.ndim)]
+        strategies.append(options)
+    required, out = _choose("embedding", strategies, [indices, weight])
+    return required, out, out_shape
+
+
+def cross_entropy(logits, target, reduction="mean", ignore_index=-100):
+    """Cross-entropy of class logits sharded along the batch (or replicated): each rank's rows give a Partial
+    sum (divided by the global count for "mean"); class-sharded logits need loss_parallel()."""
+    from trainrun.distributed.tensor._redistribute import local_shape
+    if reduction not in ("mean", "sum"):
+        raise NotImplementedError(f"DTensor cross_entropy(reduction={reduction!r}): only 'mean' and 'sum'")
+    if logits.ndim != 2:
+        raise NotImplementedError("DTensor cross_entropy: logits must be (batch, classes)")
+    if any(p.is_shard(1) for p in logits.placements):
+        raise NotImplementedError("DTensor cross_entropy: logits sharded on the class dim need "
+                                  "trainrun.distributed.tensor.parallel.loss_parallel()")
+    x = logits.redistribute(placements=[p if p.is_shard(0) else Replicate() for p in logits.placements])
+    tgt = target.full_tensor() if isinstance(target, DTensor) else target
+    rows, offset = local_shape(x.shape, x.device_mesh, x.placements)
+    local_target = tgt.narrow(0, offset[0], rows[0])
+    local = x.to_local()
+    total = _C.nn.cross_entropy(local, local_target, ignore_index=ignore_index, reduction="sum")
+    sharded = any(p.is_shard(0) for p in x.placements)
+    if reduction == "mean":
+        count = int((tgt != ignore_index).sum().item())
+        total = total / max(count, 1)
+    placements = [Partial() if p.is_shard(0) else Replicate() for p in x.placements]
+    if not sharded:
+        placements = [Replicate()] * x.device_mesh.ndim
+    return DTensor(total, DTensorSpec(x.device_mesh, placements, ()))
