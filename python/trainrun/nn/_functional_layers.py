@@ -413,3 +413,40 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
 @op(function=False, functional=True)
 def one_hot(tensor, num_classes=-1):
     return _C.one_hot(tensor, num_classes)
+
+
+def _zero_stuffed(x, stride):
+    """x with stride - 1 zeros between neighbouring elements of each of the last two dims."""
+    sh, sw = stride
+    n, c, h, w = x.shape
+    if sh > 1 or sw > 1:
+        x = pad(x.reshape([n, c, h, 1, w, 1]), [0, sw - 1, 0, 0, 0, sh - 1]).reshape([n, c, h * sh, w * sw])
+        x = x.narrow(2, 0, (h - 1) * sh + 1).narrow(3, 0, (w - 1) * sw + 1)
+    return x
+
+
+@op(function=False, functional=True)
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,  # noqa: A002
+                     dilation=1):
+    """The transpose (input gradient) of conv2d: zeros stuffed between the input's elements, padded by
+    dilation * (k - 1) - padding (plus output_padding at the end), convolved with the flipped kernel whose
+    in/out channels are swapped per group."""
+    s, p = _pair(stride, "conv_transpose2d", "stride"), _pair(padding, "conv_transpose2d", "padding")
+    op_, d = _pair(output_padding, "conv_transpose2d", "output_padding"), _pair(dilation, "conv_transpose2d",
+                                                                             "dilation")
+    if any(o >= max(si, di) for o, si, di in zip(op_, s, d)):
+        raise ValueError(f"conv_transpose2d: output_padding {op_} must be smaller than stride {s} or dilation {d}")
+    batched = input.ndim == 4
+    x = input if batched else input.unsqueeze(0)
+    c_in, c_out_g, kh, kw = weight.shape
+    if c_in % groups:
+        raise ValueError(f"conv_transpose2d: the weight's {c_in} input channels do not split into {groups} groups")
+    w = weight.reshape([groups, c_in // groups, c_out_g, kh, kw]).transpose(1, 2)
+    w = w.reshape([groups * c_out_g, c_in // groups, kh, kw]).flip(2, 3)
+    x = _zero_stuffed(x, s)
+    edge = [di * (k - 1) - pi for di, k, pi in zip(d, (kh, kw), p)]
+    if any(e < 0 for e in edge):
+        x = pad(x, [min(edge[1], 0), min(edge[1], 0), min(edge[0], 0), min(edge[0], 0)])
+    x = pad(x, [max(edge[1], 0), max(edge[1], 0) + op_[1], max(edge[0], 0), max(edge[0], 0) + op_[0]])
+    out = conv2d(x, w, bias, 1, 0, d, groups)
+    return out if batched else out.squeeze(0)

@@ -222,3 +222,35 @@ class MultiheadAttention(Module):
             return out, None
         w = weights.mean(dim=1) if average_attn_weights else weights
         return out, (w.squeeze(0) if not batched else w)
+
+
+class ConvTranspose2d(Module):
+    """PyTorch's ConvTranspose2d: weight (in_channels, out_channels // groups, kH, kW), its default init."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise NotImplementedError("ConvTranspose2d: only padding_mode='zeros' is supported")
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"ConvTranspose2d: in_channels ({in_channels}) and out_channels ({out_channels}) must "
+                             f"be divisible by groups ({groups})")
+        k = kernel_size if isinstance(kernel_size, (tuple, list)) else (kernel_size, kernel_size)
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, tuple(k)
+        self.stride, self.padding, self.output_padding = stride, padding, output_padding
+        self.groups, self.dilation = groups, dilation
+        self.weight = Parameter(_C.empty([in_channels, out_channels // groups, k[0], k[1]], dtype=dtype,
+                                         device=device))
+        bound = 1.0 / math.sqrt(out_channels // groups * k[0] * k[1])  # fan_in of PyTorch's init: weight.size(1)*k*k
+        init.uniform_(self.weight, -bound, bound)
+        if bias:
+            self.bias = Parameter(init.uniform_(_C.empty([out_channels], dtype=dtype, device=device), -bound,
+                                                bound))
+        else:
+            object.__setattr__(self, "bias", None)
+
+    def forward(self, input, output_size=None):  # noqa: A002
+        if output_size is not None:
+            raise NotImplementedError("ConvTranspose2d.forward(output_size=...) is not supported")
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                                  self.groups, self.dilation)
