@@ -39,6 +39,8 @@ ACTIVATIONS = {
     "LogSoftmax": (F.log_softmax, [("dim", None)]),
     "Softmin": (F.softmin, [("dim", None)]),
     "Dropout": (F.dropout, [("p", 0.5), ("inplace", False)]),
+    "Dropout1d": (F.dropout1d, [("p", 0.5), ("inplace", False)]),
+    "Dropout2d": (F.dropout2d, [("p", 0.5), ("inplace", False)]),
 }
 
 _LEGACY = [("size_average", None), ("reduce", None)]
@@ -73,7 +75,7 @@ def _signature(params):
 def _declare(name, function, params, inputs, base):
     signature = _signature(params)
     names = [n for n, _ in params]
-    takes_training = function is F.dropout  # dropout follows module.train()/eval()
+    takes_training = function in (F.dropout, F.dropout1d, F.dropout2d)  # dropout follows train()/eval()
 
     def __init__(self, *args, **kwargs):
         base.__init__(self)

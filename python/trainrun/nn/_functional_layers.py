@@ -450,3 +450,72 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     x = pad(x, [max(edge[1], 0), max(edge[1], 0) + op_[1], max(edge[0], 0), max(edge[0], 0) + op_[0]])
     out = conv2d(x, w, bias, 1, 0, d, groups)
     return out if batched else out.squeeze(0)
+
+
+def _patch_positions(hp, wp, k, d, s, where):
+    """Flat indices into an (hp, wp) image of every kernel element of every patch, ordered (kH, kW, oh, ow),
+    with the patch grid (oh, ow)."""
+    oh, ow = (hp - d[0] * (k[0] - 1) - 1) // s[0] + 1, (wp - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"{where}: the kernel {k} (dilation {d}) does not fit the padded {hp} x {wp} image")
+    rows = np.arange(k[0])[:, None, None, None] * d[0] + np.arange(oh)[None, None, :, None] * s[0]
+    cols = np.arange(k[1])[None, :, None, None] * d[1] + np.arange(ow)[None, None, None, :] * s[1]
+    return (rows * wp + cols).reshape(-1), oh, ow
+
+
+def _window_args(where, kernel_size, dilation, padding, stride):
+    return (_pair(kernel_size, where, "kernel_size"), _pair(dilation, where, "dilation"),
+            _pair(padding, where, "padding"), _pair(stride, where, "stride"))
+
+
+@op(function=False, functional=True)
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
+    """im2col: every kernel-sized patch as a column, (N, C * kH * kW, L), patches in row-major order (an
+    index_select of the padded image, so its gradient adds the overlaps back)."""
+    k, d, p, s = _window_args("unfold", kernel_size, dilation, padding, stride)
+    if input.ndim != 4:
+        raise ValueError(f"unfold: expected a 4-D (N, C, H, W) input, got {input.ndim}-D")
+    n, c = input.shape[0], input.shape[1]
+    x = pad(input, [p[1], p[1], p[0], p[0]]) if p != [0, 0] else input
+    hp, wp = x.shape[2], x.shape[3]
+    positions, oh, ow = _patch_positions(hp, wp, k, d, s, "unfold")
+    patches = _C.index_select(x.reshape([n, c, hp * wp]), 2, _index(positions, input.device))
+    return patches.reshape([n, c * k[0] * k[1], oh * ow])
+
+
+@op(function=False, functional=True)
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
+    """col2im, unfold's adjoint: columns (N, C * kH * kW, L) summed back into an (N, C, H, W) image."""
+    size = _pair(output_size, "fold", "output_size")
+    k, d, p, s = _window_args("fold", kernel_size, dilation, padding, stride)
+    n, ckk, length = input.shape
+    c = ckk // (k[0] * k[1])
+    hp, wp = size[0] + 2 * p[0], size[1] + 2 * p[1]
+    positions, oh, ow = _patch_positions(hp, wp, k, d, s, "fold")
+    if oh * ow != length:
+        raise ValueError(f"fold: {length} columns do not match the {oh} x {ow} patches of output_size {size}")
+    flat = input.reshape([n, c, k[0] * k[1] * length])
+    out = _C._ops.index_add(_C.zeros([n, c, hp * wp], dtype=input.dtype, device=input.device), 2,
+                            _index(positions, input.device), flat, 1).reshape([n, c, hp, wp])
+    return out[:, :, p[0]:p[0] + size[0], p[1]:p[1] + size[1]]
+
+
+def _channel_dropout(input, p, training, inplace, spatial, where):  # noqa: A002
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{where}: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return input
+    shape = list(input.shape[:-spatial]) + [1] * spatial  # one draw per channel
+    keep = (_C.rand(shape, input.dtype, input.device) >= p).to(input.dtype)
+    out = input * keep * (0.0 if p == 1.0 else 1.0 / (1.0 - p))
+    return input.copy_(out) if inplace else out
+
+
+@op(function=False, functional=True)
+def dropout1d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    return _channel_dropout(input, p, training, inplace, 1, "dropout1d")
+
+
+@op(function=False, functional=True)
+def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    return _channel_dropout(input, p, training, inplace, 2, "dropout2d")

@@ -254,3 +254,12 @@ class ConvTranspose2d(Module):
             raise NotImplementedError("ConvTranspose2d.forward(output_size=...) is not supported")
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, self.output_padding,
                                   self.groups, self.dilation)
+
+
+Unfold = _option_module("Unfold", F.unfold, "kernel_size", "dilation", "padding", "stride")
+Fold = _option_module("Fold", F.fold, "output_size", "kernel_size", "dilation", "padding", "stride")
+_unfold_init, _fold_init = Unfold.__init__, Fold.__init__
+Unfold.__init__ = lambda self, kernel_size, dilation=1, padding=0, stride=1: _unfold_init(
+    self, kernel_size, dilation, padding, stride)
+Fold.__init__ = lambda self, output_size, kernel_size, dilation=1, padding=0, stride=1: _fold_init(
+    self, output_size, kernel_size, dilation, padding, stride)
