@@ -39,7 +39,7 @@ def linear(input, weight, bias=None):  # noqa: A002
 
 @op(function=False, functional=True)
 def bilinear(input1, input2, weight, bias=None):
-    from trainrun._ops_math import einsum
+    from trainrun._ops_linalg import einsum
     out = einsum("...i,oij,...j->...o", input1, weight, input2)
     return out + bias if bias is not None else out
 
