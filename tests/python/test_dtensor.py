@@ -39,7 +39,8 @@ def test_ops_with_sharding_rules_match_whole_tensors(mesh, nproc):
 
 
 @pytest.mark.parametrize("args,nproc", [(["2"], 2), (["4"], 4), (["2x2"], 4), (["2", "loss_parallel"], 2),
-                                         (["4", "loss_parallel"], 4)])
+                                         (["4", "loss_parallel"], 4), (["2", "sequence_parallel"], 2),
+                                         (["4", "sequence_parallel"], 4)])
 def test_tensor_parallel_transformer_trains_as_one_process(args, nproc):
     out = launch(nproc, "tp_worker.py", *args)
     for rank in range(nproc):

@@ -178,6 +178,14 @@ def _all_parallel_meshes(mesh):
 _ROOT = {}
 
 
+def mesh_or_default(device_mesh, where):
+    """device_mesh, or the mesh init_device_mesh made last (ValueError naming `where` when there is none)."""
+    mesh = device_mesh if device_mesh is not None else _ROOT.get("mesh")
+    if mesh is None:
+        raise ValueError(f"{where}: give device_mesh (no mesh was initialized with init_device_mesh)")
+    return mesh
+
+
 def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
     """A mesh over all ranks in row-major order, e.g. init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp",
     "tp")): ranks 0-3 form dp row 0. Every rank calls it, in the same order as its other group creations."""

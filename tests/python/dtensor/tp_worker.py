@@ -3,8 +3,9 @@ attention + SwiGLU MLP with RMSNorm, output projection) under the
 torchtitan-style tensor-parallel plan, trained 10 AdamW steps next to the
 same model in one process on the same data: losses and full gradients must
 agree within 1e-5. argv: the mesh ("4": tp=4; "2x2": dp=2 x tp=2, each dp
-row training the same batch), and "loss_parallel" to compute the loss on
-class-sharded logits."""
+row training the same batch), "loss_parallel" to compute the loss on
+class-sharded logits, "sequence_parallel" for torchtitan's sequence-parallel
+plan (norms on sequence shards)."""
 import pathlib
 import sys
 
@@ -17,7 +18,7 @@ import trainrun.nn.functional as F  # noqa: E402
 from trainrun import nn  # noqa: E402
 from trainrun.distributed.tensor import DTensor, Replicate, Shard, init_device_mesh  # noqa: E402
 from trainrun.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,  # noqa: E402
-                                                  loss_parallel, parallelize_module)
+                                                  SequenceParallel, loss_parallel, parallelize_module)
 
 VOCAB, DIM, HEADS, SEQ, BATCH = 24, 16, 4, 6, 3
 
@@ -72,7 +73,21 @@ class Model(nn.Module):
         return self.output(self.norm(h))
 
 
-def plan(loss_sharded):
+def plan(loss_sharded, sequence_parallel=False):
+    if sequence_parallel:  # torchtitan's: activations between the blocks' matmuls sharded along the sequence
+        return {
+            "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+            "layers.*.attention_norm": SequenceParallel(), "layers.*.ffn_norm": SequenceParallel(),
+            "layers.*.attention.wq": ColwiseParallel(input_layouts=Shard(1)),
+            "layers.*.attention.wk": ColwiseParallel(input_layouts=Shard(1)),
+            "layers.*.attention.wv": ColwiseParallel(input_layouts=Shard(1)),
+            "layers.*.attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+            "layers.*.feed_forward.w1": ColwiseParallel(input_layouts=Shard(1)),
+            "layers.*.feed_forward.w3": ColwiseParallel(input_layouts=Shard(1)),
+            "layers.*.feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
+            "norm": SequenceParallel(),
+            "output": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()),
+        }
     return {
         "tok_embeddings": RowwiseParallel(input_layouts=Replicate()),
         "layers.*.attention.wq": ColwiseParallel(), "layers.*.attention.wk": ColwiseParallel(),
@@ -93,13 +108,14 @@ def main():
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     shape = tuple(int(s) for s in sys.argv[1].split("x"))
     loss_sharded = "loss_parallel" in sys.argv
+    sequence_parallel = "sequence_parallel" in sys.argv
     names = ("tp",) if len(shape) == 1 else ("dp", "tp")
     mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
     tp_mesh = mesh["tp"]
     tr.manual_seed(0)
     reference = Model()
     tr.manual_seed(0)
-    model = parallelize_module(Model(), tp_mesh, plan(loss_sharded))
+    model = parallelize_module(Model(), tp_mesh, plan(loss_sharded, sequence_parallel))
     failures = []
     if not isinstance(model.output.weight, DTensor) or model.output.weight.placements != (Shard(0),):
         failures.append(f"output.weight is not a Shard(0) DTensor: {model.output.weight!r}")

@@ -56,7 +56,7 @@ class ParamGroup:
             for module, name in p.slots:
                 set_view(module, name, self.dtensor(p))
             # clip_grad_norm_ adds the shards' norms over the shard dim (replicas hold the same shard)
-            nn_utils.register_sharded_parameter(p.shard, _reducer_over(mesh, self.shard_dim))
+            nn_utils.register_sharded_parameter(p.shard, _redistribute.reducer_over(mesh, self.shard_dim))
 
     # ---- layout ---------------------------------------------------------------------------------
     def local_spec(self, p):
@@ -151,17 +151,6 @@ class ParamGroup:
             local.append(piece.reshape([p.rows[me]] + list(p.shape[1:])).to(p.shard.dtype))
             offset += size
         return local
-
-
-def _reducer_over(mesh, mesh_dim):
-    group = mesh.get_group(mesh_dim)
-
-    def reduce(t, how):
-        t = t.contiguous().clone()
-        op = dist.ReduceOp.MAX if how == "max" else dist.ReduceOp.SUM
-        _redistribute.communicate("all_reduce", dist.all_reduce, t, op=op, group=group)
-        return t
-    return reduce
 
 
 def _no_grad():

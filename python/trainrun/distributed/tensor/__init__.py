@@ -15,11 +15,9 @@ from trainrun.distributed.tensor.placement_types import Partial, Placement, Repl
 def _factory(maker, name):
     def factory(*size, requires_grad=False, dtype=None, layout=None, device_mesh=None, placements=None, **kwargs):
         import trainrun
-        from trainrun.distributed.device_mesh import _ROOT
+        from trainrun.distributed.device_mesh import mesh_or_default
         from trainrun.distributed.tensor._dtensor import _check_placements
-        mesh = device_mesh if device_mesh is not None else _ROOT.get("mesh")
-        if mesh is None:
-            raise ValueError(f"{name}: give device_mesh (no mesh was initialized)")
+        mesh = mesh_or_default(device_mesh, name)
         shape = list(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else list(size)
         placements = _check_placements(mesh, placements, len(shape))
         if any(p.is_partial() for p in placements):
@@ -53,8 +51,8 @@ def distribute_module(module, device_mesh=None, partition_fn=None, input_fn=None
     """Applies partition_fn(name, submodule, mesh) to every submodule (default: replicate nothing, leave
     parameters as they are) and installs input_fn(module, inputs, mesh) / output_fn(module, outputs, mesh) as
     forward pre/post hooks, as PyTorch's distribute_module."""
-    from trainrun.distributed.device_mesh import _ROOT
-    mesh = device_mesh if device_mesh is not None else _ROOT.get("mesh")
+    from trainrun.distributed.device_mesh import mesh_or_default
+    mesh = mesh_or_default(device_mesh, "distribute_module")
     if partition_fn is not None:
         for name, sub in list(module.named_modules()):
             partition_fn(name, sub, mesh)

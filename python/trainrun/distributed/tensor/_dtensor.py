@@ -3,7 +3,6 @@ a placement per mesh dimension. The piece is an ordinary tensor with its own
 autograd history, so gradients flow through DTensor ops (each computes on
 the pieces, after the redistribution its sharding rule asks for) and arrive
 on the pieces of the leaves; `.grad` shows them as a DTensor."""
-from trainrun import _C
 from trainrun._size import Size
 from trainrun.distributed.tensor import _redistribute
 from trainrun.distributed.tensor.placement_types import Partial, Replicate, Shard, normalize
@@ -49,10 +48,8 @@ class DTensor:
     def from_local(local_tensor, device_mesh=None, placements=None, *, run_check=False, shape=None, stride=None):
         """A DTensor whose piece on this rank is local_tensor (no copy; its gradient flows back to it).
         Without `shape` the global shape assumes even shards (local size times the mesh dim's size)."""
-        from trainrun.distributed.device_mesh import _ROOT
-        mesh = device_mesh if device_mesh is not None else _ROOT.get("mesh")
-        if mesh is None:
-            raise ValueError("DTensor.from_local: give device_mesh (no mesh was initialized)")
+        from trainrun.distributed.device_mesh import mesh_or_default
+        mesh = mesh_or_default(device_mesh, "DTensor.from_local")
         placements = _check_placements(mesh, placements, local_tensor.ndim)
         if shape is None:
             shape = list(local_tensor.shape)
@@ -186,10 +183,8 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
     """Splits a tensor (the same on every rank, or rank src_data_rank's) into this rank's piece for the
     placements. Uneven shards follow torch.chunk: trailing ranks get smaller or empty pieces."""
     from trainrun import distributed as dist
-    from trainrun.distributed.device_mesh import _ROOT
-    mesh = device_mesh if device_mesh is not None else _ROOT.get("mesh")
-    if mesh is None:
-        raise ValueError("distribute_tensor: give device_mesh (no mesh was initialized)")
+    from trainrun.distributed.device_mesh import mesh_or_default
+    mesh = mesh_or_default(device_mesh, "distribute_tensor")
     placements = _check_placements(mesh, placements, tensor.ndim)
     if any(p.is_partial() for p in placements):
         raise ValueError("distribute_tensor: Partial placements cannot be distributed to (use from_local)")

@@ -36,6 +36,21 @@ def _reduce_op(partial):
     return getattr(dist.ReduceOp, _REDUCE_OPS[partial.reduce_op])
 
 
+def all_reduced(t, group, how="sum"):
+    """A copy of t summed (or maxed) over the ranks of group; t itself is left alone."""
+    t = t.contiguous().clone()
+    op = dist.ReduceOp.MAX if how == "max" else dist.ReduceOp.SUM
+    communicate("all_reduce", dist.all_reduce, t, op=op, group=group)
+    return t
+
+
+def reducer_over(mesh, mesh_dim):
+    """reduce(t, "sum" | "max") over the ranks of mesh_dim: what clip_grad_norm_ calls to combine the gradient
+    norms of a parameter's shards (nn.utils.register_sharded_parameter)."""
+    group = mesh.get_group(mesh_dim)
+    return lambda t, how: all_reduced(t, group, how)
+
+
 def local_shape(global_shape, mesh, placements, coordinate=None):
     """The shape of this rank's piece, and its offset in the global tensor."""
     shape, offset = list(global_shape), [0] * len(global_shape)
@@ -262,8 +277,7 @@ class SumGradientOver(Function):
     @staticmethod
     def backward(ctx, grad):
         mesh, mesh_dims = ctx.args
-        grad = grad.contiguous().clone()
         for i in mesh_dims:
             if mesh.size(i) > 1:
-                communicate("all_reduce", dist.all_reduce, grad, group=mesh.get_group(i))
+                grad = all_reduced(grad, mesh.get_group(i))
         return grad, None, None

@@ -9,10 +9,8 @@ from trainrun.distributed.tensor.parallel.style import ParallelStyle
 def parallelize_module(module, device_mesh=None, parallelize_plan=None, *, src_data_rank=0):
     """Shards module (or the submodules the plan names) over device_mesh (a 1-D mesh, e.g. mesh["tp"]);
     returns the module. Every rank must hold the same initial weights (seed alike)."""
-    from trainrun.distributed.device_mesh import _ROOT
-    mesh = device_mesh if device_mesh is not None else _ROOT.get("mesh")
-    if mesh is None:
-        raise ValueError("parallelize_module: give device_mesh")
+    from trainrun.distributed.device_mesh import mesh_or_default
+    mesh = mesh_or_default(device_mesh, "parallelize_module")
     if parallelize_plan is None:
         return module
     if isinstance(parallelize_plan, ParallelStyle):

@@ -32,19 +32,21 @@ def _input_piece(x, mesh, input_layout, desired):
     return local
 
 
-def _output(local, mesh, layout, desired, use_local_output):
-    out = DTensor(local, DTensorSpec(mesh, [layout], _global_shape(local, mesh, layout)))
-    out = out.redistribute(placements=[desired])
+def _output(local, mesh, layout, desired, use_local_output, global_size):
+    """local (this rank's piece, sharded per layout on a dim of global_size) in the desired layout."""
+    shape = list(local.shape)
+    shape[layout.dim] = global_size
+    out = DTensor(local, DTensorSpec(mesh, [layout], shape)).redistribute(placements=[desired])
     return out.to_local() if use_local_output else out
 
 
 def _global_shape(local, mesh, layout):
+    """The global shape of a piece sharded per layout, when nothing else knows it: the sizes are summed over
+    the ranks (one small all-reduce)."""
     shape = list(local.shape)
     if isinstance(layout, Shard):
-        from trainrun import distributed as dist
         size = _C.full([1], shape[layout.dim], dtype=_C.dtype.int64)
-        _redistribute.communicate("all_reduce", dist.all_reduce, size, group=mesh.get_group(0))
-        shape[layout.dim] = int(size.item())
+        shape[layout.dim] = int(_redistribute.all_reduced(size, mesh.get_group(0)).item())
     return shape
 
 
@@ -55,22 +57,8 @@ def _shard_parameter(module, name, mesh, placement):
     local = dt.to_local().contiguous().clone()
     local.requires_grad_(full.requires_grad)
     module._replace_parameter(name, local)
-    nn_utils.register_sharded_parameter(module._param(name), _reducer_over(mesh))
+    nn_utils.register_sharded_parameter(module._param(name), _redistribute.reducer_over(mesh, 0))
     set_view(module, name, DTensor(module._param(name), DTensorSpec(mesh, [placement], tuple(full.shape))))
-
-
-def _reducer_over(mesh):
-    """Reduces a float64 tensor in place over the mesh's ranks (sum or max); what clip_grad_norm_ calls to
-    combine the shards' gradient norms."""
-    from trainrun import distributed as dist
-    group = mesh.get_group(0)
-
-    def reduce(t, how):
-        t = t.contiguous().clone()
-        op = dist.ReduceOp.MAX if how == "max" else dist.ReduceOp.SUM
-        _redistribute.communicate("all_reduce", dist.all_reduce, t, op=op, group=group)
-        return t
-    return reduce
 
 
 def _has(module, name):
@@ -110,9 +98,12 @@ class ColwiseParallel(ParallelStyle):
     def _apply(self, module, mesh):
         _check_1d(mesh, "ColwiseParallel")
         kind = _kind(module, "ColwiseParallel")
+        has_bias = _has(module, "bias")
+        # The output's last dim is the weight's output features (Linear) or embedding dim (Embedding), whole.
+        features = module._param("weight").shape[0 if kind == "linear" else 1]
         if kind == "linear":
             _shard_parameter(module, "weight", mesh, Shard(0))
-            if _has(module, "bias"):
+            if has_bias:
                 _shard_parameter(module, "bias", mesh, Shard(0))
         else:
             _shard_parameter(module, "weight", mesh, Shard(1))
@@ -120,7 +111,7 @@ class ColwiseParallel(ParallelStyle):
         def forward(x):
             if kind == "linear":
                 local_in = _input_piece(x, mesh, self.input_layout, Replicate())
-                bias = module._param("bias") if _has(module, "bias") else None
+                bias = module._param("bias") if has_bias else None
                 local = F.linear(local_in, module._param("weight"), bias)
             else:
                 local_in = _input_piece(x, mesh, self.input_layout, Replicate())
@@ -128,7 +119,7 @@ class ColwiseParallel(ParallelStyle):
             out_layout = Shard(local.ndim - 1)
             desired = self.output_layout if not isinstance(self.output_layout, Shard) or \
                 self.output_layout.dim >= 0 else Shard(local.ndim + self.output_layout.dim)
-            return _output(local, mesh, out_layout, desired, self.use_local_output)
+            return _output(local, mesh, out_layout, desired, self.use_local_output, features)
         object.__setattr__(module, "_forward_override", forward)
         return module
 
@@ -147,9 +138,10 @@ class RowwiseParallel(ParallelStyle):
         _check_1d(mesh, "RowwiseParallel")
         kind = _kind(module, "RowwiseParallel")
         n, me = mesh.size(0), mesh.get_local_rank(0)
+        has_bias = _has(module, "bias")
         if kind == "linear":
             _shard_parameter(module, "weight", mesh, Shard(1))
-            if _has(module, "bias"):
+            if has_bias:
                 set_view(module, "bias", DTensor(module._param("bias"), DTensorSpec(
                     mesh, [Replicate()], tuple(module._param("bias").shape))))
         else:
@@ -179,7 +171,7 @@ class RowwiseParallel(ParallelStyle):
             from trainrun.distributed.tensor.placement_types import Partial
             out = DTensor(partial, DTensorSpec(mesh, [Partial()], tuple(partial.shape))).redistribute(
                 placements=[desired])
-            if kind == "linear" and _has(module, "bias"):
+            if kind == "linear" and has_bias:
                 bias = module._param("bias")
                 if not desired.is_replicate() and bias.requires_grad:
                     bias = _redistribute.SumGradientOver.apply(bias, mesh, (0,))
@@ -198,16 +190,17 @@ class SequenceParallel(ParallelStyle):
 
     def _apply(self, module, mesh):
         _check_1d(mesh, "SequenceParallel")
-        from trainrun import distributed as dist
         group = mesh.get_group(0)
         for name, p in module.named_parameters(False):
             if p.requires_grad:
-                p.register_hook(lambda g, group=group: _summed(g, group, dist))
+                p.register_hook(lambda g, group=group: _redistribute.all_reduced(g, group))
             set_view(module, name, DTensor(p, DTensorSpec(mesh, [Replicate()], tuple(p.shape))))
         layout = Shard(self.sequence_dim)
         inner = module.__dict__.get("_forward_override")
 
         def forward(x):
+            # (norms and dropout keep shapes: the sequence length is the input's when it is a DTensor)
+            seq_len = x.shape[layout.dim] if isinstance(x, DTensor) else None
             local = x.redistribute(placements=[layout]).to_local() if isinstance(x, DTensor) else x
             if inner is not None:
                 out = inner(local)
@@ -215,16 +208,12 @@ class SequenceParallel(ParallelStyle):
                 out = _cpp_call(module, local)  # a C++ layer (LayerNorm, RMSNorm, Dropout)
             else:
                 out = module.forward(local)
-            result = DTensor(out, DTensorSpec(mesh, [layout], _global_shape(out, mesh, layout)))
+            shape = _global_shape(out, mesh, layout) if seq_len is None else \
+                list(out.shape[:layout.dim]) + [seq_len] + list(out.shape[layout.dim + 1:])
+            result = DTensor(out, DTensorSpec(mesh, [layout], shape))
             return result.to_local() if self.use_local_output else result
         object.__setattr__(module, "_forward_override", forward)
         return module
-
-
-def _summed(g, group, dist):
-    g = g.contiguous().clone()
-    _redistribute.communicate("all_reduce", dist.all_reduce, g, group=group)
-    return g
 
 
 class PrepareModuleInput(ParallelStyle):
