@@ -14,16 +14,16 @@ if LIB == "trainrun":
 else:
     import torch
     torch.set_num_threads(1)
-import torch.distributed as dist  # noqa: E402  (trainrun's when torch is trainrun)
 
 if LIB == "trainrun":
-    import trainrun.distributed as dist  # noqa: F811
+    import trainrun.distributed as dist
     import trainrun.nn as nn
     import trainrun.nn.functional as F
     from trainrun.distributed.device_mesh import init_device_mesh
     from trainrun.distributed.tensor import Replicate, Shard, distribute_tensor
     from trainrun.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 else:
+    import torch.distributed as dist
     import torch.nn as nn
     import torch.nn.functional as F
     from torch.distributed.device_mesh import init_device_mesh

@@ -19,7 +19,6 @@ GPU, or nothing when in place) and the per-call overhead of each side.
 import argparse
 import os
 import pathlib
-import statistics
 import subprocess
 import sys
 import tempfile

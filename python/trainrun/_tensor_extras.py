@@ -4,7 +4,6 @@ default dtype, finfo/iinfo, and the small module-level helpers (is_tensor,
 numel, as_tensor, inference_mode)."""
 import builtins
 import contextlib
-import functools
 
 import numpy as np
 
@@ -70,8 +69,7 @@ def _in_place(op):
 
 
 for _name in ("abs", "sqrt", "rsqrt", "exp", "log", "log1p", "sigmoid", "tanh", "relu", "sin", "cos", "floor",
-              "round", "sign", "erf", "silu", "pow", "remainder", "maximum", "minimum", "lerp", "addcmul", "addcdiv",
-              "masked_fill_dummy"):
+              "round", "sign", "erf", "silu", "pow", "remainder", "maximum", "minimum", "lerp", "addcmul", "addcdiv"):
     if hasattr(Tensor, _name) and not hasattr(Tensor, _name + "_"):
         setattr(Tensor, _name + "_", _in_place(getattr(Tensor, _name)))
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):

@@ -29,14 +29,15 @@ def test_gpipe_and_1f1b_orders_in_pytorchs_notation():
 
 @pytest.mark.parametrize("stages,micro", [(2, 2), (2, 4), (4, 4), (4, 8)])
 def test_1f1b_keeps_at_most_stages_minus_index_microbatches_alive(stages, micro):
-    for s in range(stages):
+    def peak_live(order):
         live = peak = 0
-        for a in schedules.one_f_one_b_order(s, stages, micro):
+        for a in order:
             live += 1 if a.computation_type == "F" else -1
             peak = max(peak, live)
-        assert peak <= stages - s
-        gpipe_peak = micro  # GPipe holds every microbatch before the first backward
-        assert max(peak, 1) <= gpipe_peak
+        return peak
+    for s in range(stages):
+        assert peak_live(schedules.one_f_one_b_order(s, stages, micro)) == min(stages - s, micro)
+        assert peak_live(schedules.gpipe_order(s, stages, micro)) == micro  # every microbatch before a backward
 
 
 def test_lowering_pairs_every_send_with_the_neighbours_receive():

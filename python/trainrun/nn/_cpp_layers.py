@@ -155,22 +155,23 @@ class Embedding(_C.nn.Embedding):
             (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
 
 
-class BatchNorm1d(_C.nn.BatchNorm1d):
+class _BatchNormArguments:
+    """PyTorch's BatchNorm constructor, for the C++ BatchNorm1d/BatchNorm2d that follow it in the bases."""
+
     def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None,
                  dtype=None):
         if momentum is None:
-            raise NotImplementedError("BatchNorm1d(momentum=None) (a cumulative average) is not supported")
+            raise NotImplementedError(f"{type(self).__name__}(momentum=None) (a cumulative average) is not supported")
         super().__init__(num_features, eps, momentum, affine, track_running_stats)
         _place(self, device, dtype)
 
 
-class BatchNorm2d(_C.nn.BatchNorm2d):
-    def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None,
-                 dtype=None):
-        if momentum is None:
-            raise NotImplementedError("BatchNorm2d(momentum=None) (a cumulative average) is not supported")
-        super().__init__(num_features, eps, momentum, affine, track_running_stats)
-        _place(self, device, dtype)
+class BatchNorm1d(_BatchNormArguments, _C.nn.BatchNorm1d):
+    pass
+
+
+class BatchNorm2d(_BatchNormArguments, _C.nn.BatchNorm2d):
+    pass
 
 
 class RMSNorm(_C.nn.RMSNorm):

@@ -1,8 +1,6 @@
 """Activation functions of torch.nn.functional, as composites of core ops
 (so their gradients come from the core's). inplace=True writes the result
 back into the input, as PyTorch's."""
-import math
-
 from trainrun import _C
 from trainrun._op_table import op
 
@@ -178,5 +176,3 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):  
         raise NotImplementedError("rrelu(training=True) is not supported")
     return leaky_relu(input, (lower + upper) / 2, inplace)
 
-
-del math

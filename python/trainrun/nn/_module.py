@@ -91,12 +91,10 @@ def _cpp_setattr(self, name, value):
     """module.name = value on any module: a Parameter registers (or replaces) a parameter, a tensor assigned
     to an existing parameter's name replaces it (tying weights: `head.weight = embedding.weight`), a module
     becomes a child; anything else is a plain attribute."""
-    if isinstance(value, _C.Tensor) and (isinstance(value, Parameter) or
-                                         name in dict(self.named_parameters(False))):
-        if name in dict(self.named_parameters(False)):
-            self._replace_parameter(name, value)
-        else:
-            self.register_parameter(name, value, value.requires_grad)
+    if isinstance(value, _C.Tensor) and name in dict(self.named_parameters(False)):
+        self._replace_parameter(name, value)
+    elif isinstance(value, Parameter):
+        self.register_parameter(name, value, value.requires_grad)
     elif isinstance(value, _C.nn.Module) and not isinstance(self, Module):
         if name not in dict(self.named_children()):
             self.register_module(name, value)
