@@ -7,8 +7,12 @@ import numbers
 from trainrun import _C
 
 
-def _size(args, where):
-    """The size a factory was given: *ints, or one sequence of ints."""
+def _size(args, where, size=None):
+    """The size a factory was given: *ints, one sequence of ints, or size= (not both)."""
+    if size is not None:
+        if args:
+            raise TypeError(f"{where}() got its size both positionally and as size=")
+        args = (size,)
     if not args:
         raise TypeError(f"{where}() missing its size (ints, or one tuple of ints: () for a 0-dim tensor)")
     if len(args) == 1 and not isinstance(args[0], numbers.Integral):
@@ -40,22 +44,22 @@ def _drawn(generator, draw, shape, dtype, device, default_dtype):
     return t.to(device) if device is not None else t
 
 
-def zeros(*size, out=None, dtype=None, device=None, requires_grad=False):
+def zeros(*args, size=None, out=None, dtype=None, device=None, requires_grad=False):
     if out is not None:
         raise NotImplementedError("zeros(out=...) is not supported; use out.zero_()")
-    return _finish(_C.zeros(_size(size, "zeros"), dtype, device), requires_grad)
+    return _finish(_C.zeros(_size(args, "zeros", size), dtype, device), requires_grad)
 
 
-def ones(*size, out=None, dtype=None, device=None, requires_grad=False):
+def ones(*args, size=None, out=None, dtype=None, device=None, requires_grad=False):
     if out is not None:
         raise NotImplementedError("ones(out=...) is not supported; use out.fill_(1)")
-    return _finish(_C.ones(_size(size, "ones"), dtype, device), requires_grad)
+    return _finish(_C.ones(_size(args, "ones", size), dtype, device), requires_grad)
 
 
-def empty(*size, out=None, dtype=None, device=None, requires_grad=False, pin_memory=False):
+def empty(*args, size=None, out=None, dtype=None, device=None, requires_grad=False, pin_memory=False):
     if out is not None:
         raise NotImplementedError("empty(out=...) is not supported")
-    t = _C.empty(_size(size, "empty"), dtype, device)
+    t = _C.empty(_size(args, "empty", size), dtype, device)
     if pin_memory:
         t = t.pin_memory()
     return _finish(t, requires_grad)
@@ -71,18 +75,18 @@ def full(size, fill_value, *, out=None, dtype=None, device=None, requires_grad=F
     return _finish(_C.full(_size((size,), "full"), fill_value, dtype, device), requires_grad)
 
 
-def rand(*size, generator=None, out=None, dtype=None, device=None, requires_grad=False):
+def rand(*args, size=None, generator=None, out=None, dtype=None, device=None, requires_grad=False):
     if generator is not None:
-        return _finish(_drawn(generator, lambda e, s: e.random_sample(s), _size(size, "rand"), dtype, device,
+        return _finish(_drawn(generator, lambda e, s: e.random_sample(s), _size(args, "rand", size), dtype, device,
                               _C._ops.get_default_dtype()), requires_grad)
-    return _finish(_C.rand(_size(size, "rand"), dtype, device), requires_grad)
+    return _finish(_C.rand(_size(args, "rand", size), dtype, device), requires_grad)
 
 
-def randn(*size, generator=None, out=None, dtype=None, device=None, requires_grad=False):
+def randn(*args, size=None, generator=None, out=None, dtype=None, device=None, requires_grad=False):
     if generator is not None:
-        return _finish(_drawn(generator, lambda e, s: e.standard_normal(s), _size(size, "randn"), dtype, device,
+        return _finish(_drawn(generator, lambda e, s: e.standard_normal(s), _size(args, "randn", size), dtype, device,
                               _C._ops.get_default_dtype()), requires_grad)
-    return _finish(_C.randn(_size(size, "randn"), dtype, device), requires_grad)
+    return _finish(_C.randn(_size(args, "randn", size), dtype, device), requires_grad)
 
 
 def randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False):

@@ -47,8 +47,13 @@ def functional():
     return dict(_functional)
 
 
-def int_list(args, where, what="sizes"):
-    """Sizes or dims given PyTorch's ways: f(2, 3), f((2, 3)), f([2, 3]), f(trainrun.Size)."""
+def int_list(args, where, what="sizes", keyword=None):
+    """Sizes or dims given PyTorch's ways: f(2, 3), f((2, 3)), f([2, 3]), f(trainrun.Size), or by keyword
+    (f(size=(2, 3)): pass it as `keyword`; not both)."""
+    if keyword is not None:
+        if args:
+            raise TypeError(f"{where}() got its {what} both positionally and by keyword")
+        args = (keyword,)
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
     out = []

@@ -136,6 +136,18 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002
 
 
 @op(method=True)
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):  # noqa: A002
+    """The p-norm over dim (an int, a tuple, or every dim); "fro" is the 2-norm of the flattened dims."""
+    if p == "fro" or p is None:
+        p = 2.0
+    elif isinstance(p, str):
+        raise NotImplementedError(f"norm(p={p!r}) is not supported (numbers, inf and 'fro' are)")
+    x = input if dtype is None else input.to(dtype)
+    dims = [] if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    return _C.norm(x, float(p), dims, keepdim)
+
+
+@op(method=True)
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
     return _ops.isclose(input, other, rtol, atol, equal_nan)
 

@@ -14,10 +14,10 @@ def _index(values, device):
 
 
 @op(method=True)
-def flip(input, *dims):  # noqa: A002
+def flip(input, *dims_, dims=None):  # noqa: A002
     """A copy with the order of elements reversed along each of `dims`."""
     out = input
-    for d in int_list(dims, "flip", "dims"):
+    for d in int_list(dims_, "flip", "dims", dims):
         d = wrap_dim(d, input.ndim, "flip")
         out = _C.index_select(out, d, _C.arange(input.shape[d] - 1, -1, -1, device=input.device))
     return out if out is not input else input.clone()
@@ -58,9 +58,9 @@ def roll(input, shifts, dims=None):  # noqa: A002
     return out if out is not input else input.clone()
 
 
-def _repeat(input, *sizes):  # noqa: A002
+def _repeat(input, *sizes, repeats=None):  # noqa: A002
     """Tensor.repeat: the tensor tiled sizes[i] times along dim i (leading sizes add dims)."""
-    sizes = int_list(sizes, "repeat")
+    sizes = int_list(sizes, "repeat", "repeats", repeats)
     if len(sizes) < input.ndim:
         raise ValueError(f"repeat(): the number of repeat dims ({len(sizes)}) cannot be smaller than the "
                          f"tensor's dims ({input.ndim})")
@@ -186,8 +186,13 @@ def tensor_split(input, indices_or_sections, dim=0):  # noqa: A002
     return tuple(input.narrow(d, lo, max(hi - lo, 0)) for lo, hi in zip(bounds[:-1], bounds[1:]))
 
 
-def _split(tensor, split_size_or_sections, dim=0):
-    """Views of `split_size` elements along dim (the last may be smaller), or of the given sizes."""
+def _split(tensor, split_size_or_sections=None, dim=0, *, split_size=None):
+    """Views of `split_size` elements along dim (the last may be smaller), or of the given sizes.
+    (Tensor.split names its first argument split_size: either keyword is taken.)"""
+    if split_size is not None:
+        if split_size_or_sections is not None:
+            raise TypeError("split() got its split size both positionally and as split_size=")
+        split_size_or_sections = split_size
     if isinstance(split_size_or_sections, (list, tuple)):
         sizes = int_list((split_size_or_sections,), "split", "split sizes")
         if sum(sizes) != tensor.shape[wrap_dim(dim, tensor.ndim, "split")]:
@@ -234,6 +239,19 @@ def swapaxes(input, axis0, axis1):  # noqa: A002
 @op(method=True)
 def broadcast_to(input, size):  # noqa: A002
     return input.expand(list(size))
+
+
+@op(aliases=("concat", "concatenate"))
+def cat(tensors, dim=0, *, axis=None, out=None):
+    """The tensors joined along dim (axis= is NumPy's name for it, which PyTorch also takes)."""
+    if out is not None:
+        raise NotImplementedError("cat(out=...) is not supported")
+    if axis is not None:
+        if dim != 0:
+            raise TypeError("cat() got both dim and axis")
+        dim = axis
+    return _C.cat(list(tensors), dim)
+
 
 
 @op()

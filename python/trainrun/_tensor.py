@@ -6,6 +6,7 @@ import numbers
 import numpy as np
 
 from trainrun import _C
+from trainrun._op_table import int_list
 
 Tensor = _C.Tensor
 
@@ -217,8 +218,7 @@ def _size_method(self, dim=None):
 
 
 Tensor.size = _size_method
-Tensor.expand = lambda self, *sizes: _original_expand(self, list(sizes[0]) if len(sizes) == 1 and
-                                                      isinstance(sizes[0], (tuple, list)) else list(sizes))
+Tensor.expand = lambda self, *sizes, size=None: _original_expand(self, int_list(sizes, "expand", "size", size))
 Tensor.expand_as = lambda self, other: _original_expand(self, list(other.shape))
 Tensor.all = lambda self, dim=None, keepdim=False: _C.all(self, _dims(dim), keepdim)
 Tensor.any = lambda self, dim=None, keepdim=False: _C.any(self, _dims(dim), keepdim)
@@ -230,8 +230,8 @@ from trainrun import _factories  # noqa: E402
 
 def _new(maker):
     """Tensor.new_*: a factory whose dtype and device default to the tensor's."""
-    def new(self, *args, dtype=None, device=None, requires_grad=False):
-        return maker(*args, dtype=dtype if dtype is not None else self.dtype,
+    def new(self, *args, dtype=None, device=None, requires_grad=False, **size):  # size= as a keyword too
+        return maker(*args, **size, dtype=dtype if dtype is not None else self.dtype,
                      device=device if device is not None else self.device, requires_grad=requires_grad)
     return new
 
@@ -245,14 +245,13 @@ Tensor.backward = lambda self, gradient=None, retain_graph=False, create_graph=F
     self, gradient, retain_graph, create_graph)
 Tensor.T = property(lambda self: self.permute(list(range(self.ndim))[::-1]))
 Tensor.is_floating_point = lambda self: self.dtype.is_floating_point
-_original_view, _original_reshape = Tensor.view, Tensor.reshape
-Tensor.view = lambda self, *shape: _original_view(self, list(shape[0]) if len(shape) == 1 and
-                                                  isinstance(shape[0], (tuple, list)) else list(shape))
-Tensor.reshape = lambda self, *shape: _original_reshape(self, list(shape[0]) if len(shape) == 1 and
-                                                        isinstance(shape[0], (tuple, list)) else list(shape))
-_original_permute = Tensor.permute
-Tensor.permute = lambda self, *dims: _original_permute(self, list(dims[0]) if len(dims) == 1 and
-                                                       isinstance(dims[0], (tuple, list)) else list(dims))
+_original_view, _original_reshape, _original_permute = Tensor.view, Tensor.reshape, Tensor.permute
+
+
+Tensor.view = lambda self, *shape, size=None: _original_view(self, int_list(shape, "view", "size", size))
+Tensor.reshape = lambda self, *shape_, shape=None: _original_reshape(self, int_list(shape_, "reshape", "shape",
+                                                                                      shape))
+Tensor.permute = lambda self, *dims_, dims=None: _original_permute(self, int_list(dims_, "permute", "dims", dims))
 
 
 # --- indexing ---------------------------------------------------------------------

@@ -333,6 +333,13 @@ IDIOMS_OPS = [
     ("nn.Unfold nn.Fold roundtrip", "x0 = torch.arange(32.0).reshape(1, 2, 4, 4); u = nn.Unfold(2, stride=2); result = nn.Fold((4, 4), 2, stride=2)(u(x0))"),
     ("dropout2d eval and p=1", "d = nn.Dropout2d(0.3); d.eval(); y = torch.ones(2, 3, 2, 2); result = (d(y), F.dropout2d(y, 1.0).sum(), F.dropout1d(torch.ones(2, 3, 4), 0.5, training=False))"),
     ("dropout2d channels", "torch.manual_seed(0); y = F.dropout2d(torch.ones(4, 8, 3, 3), 0.5); per = y.sum(dim=(2, 3)); result = bool(((per == 0) | (per == 18)).all())"),
+    # ---- keyword forms PyTorch's users write
+    ("flip dims keyword", "result = (torch.flip(x, dims=[0]), x.flip(dims=(1,)))"),
+    ("permute view reshape expand keywords", "result = (x.permute(dims=(1, 0)), x.view(size=(4, 3)), x.reshape(shape=(2, 6)), x[:1].expand(size=(3, 4)))"),
+    ("repeat split keywords", "result = (x.repeat(repeats=(1, 2)).shape, x.split(split_size=2, dim=1)[0])"),
+    ("axis aliases", "result = (x.sum(axis=1), x.mean(axis=0), torch.cat((x, x), axis=1).shape, torch.concat([x, x]).shape)"),
+    ("norm p dim", "result = (x.norm(p=2, dim=1), torch.norm(x), x.norm(dim=(0, 1), keepdim=True), torch.norm(x, p=1, dim=0), x.norm(p=float('inf')))"),
+    ("factories size keyword", "result = (torch.zeros(size=(2, 3)), torch.ones(size=[2]), torch.empty(size=(1, 2)).shape, torch.randn(size=(2,)).shape, x.new_zeros(size=(2,)))"),
     # ---- modules
     ("activation modules", "result = [m(x) for m in (nn.ReLU(), nn.ReLU6(), nn.LeakyReLU(0.2), nn.ELU(), nn.SELU(), nn.GELU(), nn.SiLU(), nn.Mish(), nn.Softplus(), nn.Hardswish(), nn.Hardsigmoid(), nn.Sigmoid(), nn.Tanh(), nn.LogSigmoid(), nn.Softsign(), nn.Tanhshrink(), nn.GLU(), nn.Softmax(dim=1), nn.LogSoftmax(dim=1), nn.Softmin(dim=0), nn.Hardtanh(-2, 2), nn.Threshold(0.1, 20.0))]"),
     ("ReLU inplace attribute", "m = nn.ReLU(inplace=True); y = x.clone(); m(y); result = (m.inplace, y)"),
