@@ -108,19 +108,15 @@ KernelRegistration<DiagonalSig> reg_diagonal("diagonal", DispatchKey::Autograd, 
 
 // as_strided addresses x's storage directly: the gradient is accumulated
 // into a zero buffer shaped like that storage (positions read more than once
-// get the sum), then read back through x's own geometry. x itself must not
-// overlap in memory (an expanded x would need its gradient split).
+// get the sum), then read back through x's own geometry. Where x overlaps
+// itself (an expanded tensor, an unfold's windows), several of its elements
+// share one storage position: each gets an equal part of that position's
+// gradient, so the parts add back up to it in x's own backward (PyTorch's
+// rule).
 using AsStridedSig = Tensor(const Tensor&, const IntList&, const IntList&, std::optional<int64_t>);
 Tensor as_strided_autograd(const Tensor& x, const IntList& sizes, const IntList& strides,
                            std::optional<int64_t> offset) {
   static Op<AsStridedSig> op("as_strided");
-  if (GradMode::is_enabled() && requires_grad(x)) {
-    for (int64_t d = 0; d < x.dim(); ++d)
-      TR_CHECK(x.stride(d) != 0 || x.size(d) <= 1, NotImplementedError,
-               "as_strided: the gradient of an input that overlaps itself in memory (an expanded tensor, stride 0 "
-               "in dim {}) is not supported; call contiguous() first",
-               d);
-  }
   const int64_t storage_numel = static_cast<int64_t>(x.impl()->storage()->nbytes() / element_size(x.dtype()));
   IntList x_sizes = x.sizes(), x_strides = x.strides();
   const int64_t x_offset = x.storage_offset(), view_offset = offset.value_or(x_offset);
@@ -128,9 +124,15 @@ Tensor as_strided_autograd(const Tensor& x, const IntList& sizes, const IntList&
   return record(
       "AsStridedBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, sizes, strides, offset); },
       [=](const Tensor& g, const TensorList&) -> TensorList {
-        Tensor positions = contiguous(as_strided(arange(storage_numel, TensorOptions(DType::Int64, g.device())), sizes, strides, view_offset));
-        Tensor flat = index_add(zeros({storage_numel}, TensorOptions(g.dtype(), g.device())), 0, reshape(positions, {-1}),
-                                reshape(contiguous(g), {-1}));
+        TensorOptions values(g.dtype(), g.device());
+        Tensor storage_index = arange(storage_numel, TensorOptions(DType::Int64, g.device()));
+        auto storage_sum = [&](const IntList& sz, const IntList& st, int64_t off, const Tensor& v) {
+          Tensor positions = reshape(contiguous(as_strided(storage_index, sz, st, off)), {-1});
+          return index_add(zeros({storage_numel}, values), 0, positions, reshape(contiguous(v), {-1}));
+        };
+        Tensor flat = storage_sum(sizes, strides, view_offset, g);
+        Tensor uses = storage_sum(x_sizes, x_strides, x_offset, ones(x_sizes, values));
+        if (amax(uses).item<double>() > 1) flat = div(flat, clamp(uses, 1, std::nullopt));
         return {cast_to(contiguous(as_strided(flat, x_sizes, x_strides, x_offset)), dt)};
       });
 }

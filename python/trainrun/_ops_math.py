@@ -375,10 +375,6 @@ def _unfold(self, dimension, size, step):
     """Tensor.unfold: a view of every window of `size` elements, `step` apart, along `dimension`
     (a new last dim holds each window)."""
     d = wrap_dim(dimension, self.ndim, "unfold")
-    # The core's as_strided backward is only right over a non-overlapping input: a view that is not
-    # contiguous (an earlier unfold, overlapping) is copied first, so windows of windows get the right gradient.
-    if not self.is_contiguous():
-        self = self.contiguous()  # noqa: PLW0642
     n = self.shape[d] if self.ndim else 1
     if size > n or step <= 0:
         raise ValueError(f"unfold(): size {size} must be at most the dim's size {n}, and step positive")

@@ -108,6 +108,14 @@ TEST(FormulaCoverage, IndexingOps) {
   check("diagonal", [](const TensorList& v) { return diagonal(v[0], 1); }, {x});
   check("as_strided", [](const TensorList& v) { return as_strided(v[0], {2, 2}, {1, 2}, 1); }, {x});
   check("as_strided overlapping", [](const TensorList& v) { return as_strided(v[0], {3, 3}, {1, 1}); }, {x});
+  // Windows of windows (unfold twice): the inner as_strided reads a view that overlaps itself.
+  check(
+      "as_strided of an overlapping view",
+      [](const TensorList& v) { return as_strided(as_strided(v[0], {3, 5, 2}, {5, 1, 5}), {3, 3, 2, 3}, {5, 1, 5, 1}); },
+      {leaf({4, 5})});
+  check(
+      "as_strided of an expanded view", [](const TensorList& v) { return as_strided(expand(v[0], {3, 4}), {2, 2}, {0, 1}); },
+      {leaf({4})});
 }
 
 TEST(FormulaCoverage, TernaryAndPiecewiseOps) {
