@@ -1,7 +1,7 @@
 #include "autograd/grad_mode.h"
 
+#include "base/error.h"
 #include "tensor/dispatcher.h"
-#include "tensor/error.h"
 
 namespace trainrun {
 namespace {

@@ -5,12 +5,12 @@
 #include <map>
 #include <mutex>
 
+#include "base/error.h"
 #include "c10d/gloo/process_group_gloo.h"
 #include "store/file_store.h"
 #include "store/host_port.h"
 #include "store/prefix_store.h"
 #include "store/tcp_store.h"
-#include "tensor/error.h"
 
 namespace trainrun {
 namespace c10d {

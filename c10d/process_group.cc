@@ -1,6 +1,6 @@
 #include "c10d/process_group.h"
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 namespace c10d {

@@ -9,14 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "base/time.h"
 #include "c10d/reduce_op.h"
 #include "c10d/work.h"
 #include "tensor/tensor.h"
 
 namespace trainrun {
 namespace c10d {
-
-using Milliseconds = std::chrono::milliseconds;
 
 // One entry of batch_isend_irecv.
 struct P2POp {

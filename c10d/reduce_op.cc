@@ -2,8 +2,8 @@
 
 #include <type_traits>
 
+#include "base/error.h"
 #include "tensor/dtype_visit.h"
-#include "tensor/error.h"
 
 namespace trainrun {
 namespace c10d {

@@ -1,6 +1,6 @@
 #include "c10d/work.h"
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 namespace c10d {

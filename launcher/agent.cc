@@ -18,6 +18,8 @@
 #include <random>
 #include <thread>
 
+#include "base/error.h"
+#include "base/log.h"
 #include "launcher/error_file.h"
 #include "launcher/log_router.h"
 #include "launcher/rendezvous.h"
@@ -25,19 +27,13 @@
 #include "store/host_port.h"
 #include "store/tcp_store.h"
 #include "store/tcp_store_server.h"
-#include "tensor/error.h"
 
 extern char** environ;
 
 namespace trainrun {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-void say(const std::string& line) {
-  std::string out = "trainrun: " + line + "\n";
-  (void)!::write(2, out.data(), out.size());
-}
+void say(const std::string& line) { log_line("", line); }
 
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);

@@ -5,8 +5,8 @@
 #include <charconv>
 #include <thread>
 
-#include "tensor/cuda/runtime.h"
-#include "tensor/error.h"
+#include "base/error.h"
+#include "launcher/gpu_count.h"
 
 namespace trainrun {
 namespace {
@@ -94,12 +94,13 @@ size_t find_program(const CLI::App& app, int argc, char** argv) {
 
 void resolve(LaunchOptions& o) {
   const std::string& n = o.nproc_per_node;
-  if (n == "cpu" || (n == "auto" && !cuda::is_available())) {
+  const GpuCount gpus = n == "gpu" || n == "auto" ? count_gpus() : GpuCount{};
+  if (n == "cpu" || (n == "auto" && gpus.count == 0)) {
     o.nproc = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   } else if (n == "gpu" || n == "auto") {
     // One worker per visible GPU, as torchrun does.
-    TR_CHECK(cuda::is_available(), ValueError, "--nproc-per-node gpu: {}", cuda::unavailable_reason());
-    o.nproc = cuda::device_count();
+    TR_CHECK(gpus.count > 0, ValueError, "--nproc-per-node gpu: {}", gpus.reason);
+    o.nproc = gpus.count;
   } else {
     o.nproc = parse_int(n, "--nproc-per-node");
     TR_CHECK(o.nproc >= 1, ValueError, "--nproc-per-node: must be at least 1, got {}", o.nproc);

@@ -3,13 +3,14 @@
 //   trainrun store --listen HOST:PORT                     (store_command.cc)
 #include <CLI/CLI.hpp>
 
-#include <cstdio>
 #include <cstring>
+#include <string>
 
+#include "base/error.h"
+#include "base/log.h"
 #include "launcher/agent.h"
 #include "launcher/launch_options.h"
 #include "launcher/store_command.h"
-#include "tensor/error.h"
 
 namespace {
 
@@ -23,7 +24,7 @@ int store_main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const trainrun::Error& e) {
-    std::fprintf(stderr, "trainrun: %s\n", e.what());
+    trainrun::log_line("", e.what());
     return 1;
   }
   return exit_code;
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
     const size_t program = trainrun::find_program(app, argc, argv);
     app.parse(static_cast<int>(program), argv);
     if (program >= static_cast<size_t>(argc)) {
-      std::fprintf(stderr, "trainrun: no script given (usage: trainrun [flags] script.py [args]; see --help)\n");
+      trainrun::log_line("", "no script given (usage: trainrun [flags] script.py [args]; see --help)");
       return 2;
     }
     options.program = argv[program];
@@ -54,16 +55,16 @@ int main(int argc, char** argv) {
     return trainrun::run_agent(options);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "trainrun: %s (see trainrun --help)\n", e.what());
+    trainrun::log_line("", std::string(e.what()) + " (see trainrun --help)");
     return 2;
   } catch (const trainrun::ValueError& e) {
-    std::fprintf(stderr, "trainrun: %s\n", e.what());
+    trainrun::log_line("", e.what());
     return 2;
   } catch (const trainrun::NotImplementedError& e) {
-    std::fprintf(stderr, "trainrun: %s\n", e.what());
+    trainrun::log_line("", e.what());
     return 2;
   } catch (const trainrun::Error& e) {
-    std::fprintf(stderr, "trainrun: %s\n", e.what());
+    trainrun::log_line("", e.what());
     return 1;
   }
 }

@@ -3,12 +3,11 @@
 #include <optional>
 #include <thread>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kPoll{10};
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 

@@ -11,8 +11,8 @@
 #include <optional>
 #include <thread>
 
+#include "base/error.h"
 #include "store/key_value_table.h"
-#include "tensor/error.h"
 
 namespace trainrun {
 namespace {
@@ -32,7 +32,7 @@ std::string errno_text() { return std::strerror(errno); }
 class FileStore::FileLock {
  public:
   FileLock(int fd, const std::string& path, Milliseconds timeout) : fd_(fd) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = deadline_after(timeout);
     auto pause = std::chrono::milliseconds(1);
     while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       if (errno == EINTR) continue;
@@ -167,7 +167,7 @@ void FileStore::set(const std::string& key, const Bytes& value) {
 
 std::vector<Bytes> FileStore::wait_for(const std::vector<std::string>& keys, Milliseconds timeout, const char* op,
                                        bool want_values) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = deadline_after(timeout);
   auto sleep = std::chrono::milliseconds(2);
   for (;;) {
     std::optional<std::string> missing;

@@ -1,6 +1,6 @@
 #include "store/hash_store.h"
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 
@@ -75,7 +75,7 @@ void HashStore::multi_set(const std::vector<std::string>& keys, const std::vecto
 
 void HashStore::wait_locked(std::unique_lock<std::mutex>& lock, const char* op, const std::vector<std::string>& keys,
                             Milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = deadline_after(timeout);
   while (auto missing = table_.first_missing(keys)) {
     if (key_created_.wait_until(lock, deadline) == std::cv_status::timeout && !table_.contains_all(keys))
       throw TimeoutError(fmt::format("HashStore {}: timed out after {} ms waiting for key '{}'", op, timeout.count(),

@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 

@@ -1,6 +1,6 @@
 #include "store/prefix_store.h"
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 

@@ -1,6 +1,6 @@
 #include "store/store.h"
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 

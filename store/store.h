@@ -7,10 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "base/time.h"
+
 namespace trainrun {
 
 using Bytes = std::vector<uint8_t>;
-using Milliseconds = std::chrono::milliseconds;
 
 Bytes to_bytes(const std::string& s);
 std::string to_string(const Bytes& b);

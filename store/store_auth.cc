@@ -7,8 +7,8 @@
 
 #include <cstdlib>
 
+#include "base/error.h"
 #include "store/wire_protocol.h"
-#include "tensor/error.h"
 
 namespace trainrun {
 

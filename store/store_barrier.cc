@@ -1,6 +1,6 @@
 #include "store/store_barrier.h"
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 

@@ -13,7 +13,7 @@
 #include <random>
 #include <thread>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 namespace {
@@ -23,11 +23,6 @@ namespace {
 constexpr int kMaxRecvSpins = 100;
 
 }  // namespace
-
-int64_t ms_left(Deadline deadline) {
-  auto left = std::chrono::ceil<Milliseconds>(deadline - Clock::now()).count();
-  return std::max<int64_t>(0, left);
-}
 
 TCPClientSocket::TCPClientSocket(int fd, std::string where)
     : fd_(fd), where_(std::move(where)), spin_budget_(kMaxRecvSpins) {}

@@ -14,12 +14,6 @@ struct addrinfo;
 
 namespace trainrun {
 
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
-
-// Milliseconds until the deadline, rounded up (a poll never returns early).
-int64_t ms_left(Deadline deadline);
-
 class TCPClientSocket {
  public:
   // Thrown when a deadline passes; callers turn it into a TimeoutError that

@@ -4,9 +4,9 @@
 
 #include <thread>
 
+#include "base/error.h"
 #include "store/store_auth.h"
 #include "store/tcp_client_socket.h"
-#include "tensor/error.h"
 
 namespace trainrun {
 namespace {
@@ -129,7 +129,7 @@ Handshake open_connection(const std::string& host, uint16_t port, Dialect dialec
 
 template <typename F>
 auto TCPStore::with_connection(const char* op, F fn) {
-  const Deadline deadline = Clock::now() + timeout();
+  const Deadline deadline = deadline_after(timeout());
   try {
     if (!conn_) {
       Dialect want = dialect_ != Dialect::kUnknown ? dialect_ : options_.protocol;
@@ -219,7 +219,7 @@ void TCPStore::set(const std::string& key, const Bytes& value) {
 
 void TCPStore::wait_locked(const std::vector<std::string>& keys, Milliseconds timeout, const char* op) {
   std::vector<std::string> wk = wire_keys(keys);
-  const Deadline deadline = Clock::now() + timeout;
+  const Deadline deadline = deadline_after(timeout);
   bool timed_out = with_connection(op, [&](Connection& c, Deadline) {
     RequestBuilder r(dialect_, Query::kWait);
     append_keys(r.enc(), wk);
@@ -425,7 +425,7 @@ void TCPStore::wait_for_workers(Milliseconds timeout) {
   TR_CHECK(options_.num_workers.has_value(), ValueError,
            "TCPStore {}:{}: wait_for_workers needs num_workers in the options", host_, port_);
   // Like torch's master: poll the counter until every worker has registered.
-  const Deadline deadline = Clock::now() + timeout;
+  const Deadline deadline = deadline_after(timeout);
   int64_t registered = 0;
   while ((registered = add(kInitKey, 0)) < *options_.num_workers) {
     if (Clock::now() >= deadline)

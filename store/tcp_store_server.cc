@@ -14,9 +14,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/error.h"
+#include "base/log.h"
 #include "store/key_value_table.h"
 #include "store/store_auth.h"
-#include "tensor/error.h"
 
 namespace trainrun {
 namespace {
@@ -152,7 +153,7 @@ struct TCPStoreServer::Impl {
     if (options.log)
       options.log(line);
     else
-      std::fprintf(stderr, "trainrun store: %s\n", line.c_str());
+      log_line("store", line);
   }
 
   // ---- connections -------------------------------------------------------

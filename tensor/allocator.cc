@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 namespace {

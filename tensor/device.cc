@@ -1,6 +1,6 @@
 #include "tensor/device.h"
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 

@@ -13,9 +13,9 @@
 #include <utility>
 #include <unordered_map>
 
+#include "base/error.h"
 #include "tensor/dispatch_key.h"
 #include "tensor/dtype.h"
-#include "tensor/error.h"
 
 namespace trainrun {
 

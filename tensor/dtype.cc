@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 

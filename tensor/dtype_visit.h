@@ -1,6 +1,6 @@
 #pragma once
 // Implementation of the dtype visitors declared in dtype.h.
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 

@@ -1,6 +1,6 @@
 #include "tensor/tensor_impl.h"
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
 

@@ -1,6 +1,6 @@
 #include "c10d/nccl/nccl_types.h"
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tensor/half.h"
 
 namespace trainrun {

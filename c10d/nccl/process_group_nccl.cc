@@ -15,7 +15,6 @@ namespace trainrun {
 namespace c10d {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 bool env_flag(const char* name) {
   const char* v = std::getenv(name);
@@ -67,7 +66,7 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
 void ProcessGroupNCCL::enqueued(ncclComm* comm, int result_in, const std::string& what) {
   ncclResult_t result = static_cast<ncclResult_t>(result_in);
   check_nccl(result, what, comm);
-  const auto deadline = Clock::now() + timeout_;
+  const auto deadline = deadline_after(timeout_);
   while (result == ncclInProgress) {
     TR_CHECK(Clock::now() < deadline, DistBackendError, "{}: NCCL did not accept the call within {} ms", what,
              timeout_.count());
@@ -101,7 +100,7 @@ ProcessGroupNCCL::DeviceComm& ProcessGroupNCCL::comm_for(int device) {
   ncclComm_t comm = nullptr;
   ncclResult_t r = ncclCommInitRankConfig(&comm, size_, id, rank_, &config);
   check_nccl(r, what, comm);
-  const auto deadline = Clock::now() + timeout_;
+  const auto deadline = deadline_after(timeout_);
   while (r == ncclInProgress) {
     if (Clock::now() >= deadline) {
       ncclCommAbort(comm);

@@ -14,7 +14,7 @@
 #include <iterator>
 #include <random>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 namespace c10d {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <utility>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 namespace c10d {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun {
 namespace optim {

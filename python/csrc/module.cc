@@ -1,7 +1,7 @@
 // trainrun._C: the C++ core as a Python extension module. The Python
 // package (python/trainrun/) builds PyTorch's API on top of it.
+#include "base/error.h"
 #include "python/csrc/bindings.h"
-#include "tensor/error.h"
 
 namespace trainrun {
 namespace python {

@@ -5,9 +5,9 @@
 #include <atomic>
 #include <unordered_map>
 
+#include "base/error.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/cuda/stream.h"
-#include "tensor/error.h"
 
 namespace trainrun::cuda {
 namespace {

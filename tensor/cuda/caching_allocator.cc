@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun::cuda {
 

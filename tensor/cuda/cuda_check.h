@@ -5,7 +5,7 @@
 // it includes the runtime API header.
 #include <cuda_runtime_api.h>
 
-#include "tensor/error.h"
+#include "base/error.h"
 
 namespace trainrun::cuda {
 

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "tensor/cuda/runtime.h"
+#include "launcher/gpu_count.h"
 
 extern char** environ;
 
@@ -448,10 +448,11 @@ TEST(Launcher, BadFlagsExitWithTwoAndOneLine) {
     EXPECT_EQ(err.rfind("trainrun: ", 0), 0u) << err;
   }
   // One worker per GPU: without one, the reason is the line.
-  if (!cuda::is_available()) {
+  if (const GpuCount gpus = count_gpus(); gpus.count == 0) {
     Agent gpu({"--nproc-per-node", "gpu", "x.py"}, "gpu");
     EXPECT_EQ(gpu.wait(), 2);
-    EXPECT_NE(gpu.err().find("--nproc-per-node gpu: CUDA is not available"), std::string::npos) << gpu.err();
+    EXPECT_FALSE(gpus.reason.empty());
+    EXPECT_NE(gpu.err().find("--nproc-per-node gpu: " + gpus.reason), std::string::npos) << gpu.err();
   }
   Agent missing({"--no-python", "/nonexistent/program"}, "missing");
   EXPECT_EQ(missing.wait(), 127);

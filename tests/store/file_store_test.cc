@@ -10,8 +10,8 @@
 #include <fstream>
 #include <thread>
 
+#include "base/error.h"
 #include "store/file_store.h"
-#include "tensor/error.h"
 #include "tests/store/store_test_util.h"
 
 namespace trainrun {

@@ -5,11 +5,11 @@
 #include <atomic>
 #include <thread>
 
+#include "base/error.h"
 #include "store/hash_store.h"
 #include "store/key_value_table.h"
 #include "store/prefix_store.h"
 #include "store/store_barrier.h"
-#include "tensor/error.h"
 #include "tests/store/store_test_util.h"
 
 namespace trainrun {

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/error.h"
 #include "store/tcp_store.h"
-#include "tensor/error.h"
 
 namespace {
 

@@ -6,9 +6,9 @@
 
 #include <thread>
 
+#include "base/error.h"
 #include "store/tcp_store.h"
 #include "store/tcp_store_server.h"
-#include "tensor/error.h"
 #include "tests/store/store_test_util.h"
 
 namespace trainrun {

@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/error.h"
 #include "store/store_barrier.h"
 #include "store/tcp_store.h"
-#include "tensor/error.h"
 
 int main(int argc, char** argv) {
   using namespace trainrun;

@@ -7,10 +7,10 @@
 #include <atomic>
 #include <thread>
 
+#include "base/error.h"
 #include "store/store_barrier.h"
 #include "store/tcp_store.h"
 #include "store/tcp_store_server.h"
-#include "tensor/error.h"
 #include "tests/store/store_test_util.h"
 
 extern char** environ;

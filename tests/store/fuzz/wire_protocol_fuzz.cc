@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "base/error.h"
 #include "store/key_value_table.h"
 #include "store/wire_protocol.h"
-#include "tensor/error.h"
 
 using namespace trainrun;
 

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "tensor/error.h"
+#include "base/error.h"
 #include "tests/expect_error.h"
 
 namespace trainrun::cuda {
