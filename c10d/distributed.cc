@@ -6,7 +6,6 @@
 #include <mutex>
 
 #include "base/error.h"
-#include "c10d/gloo/process_group_gloo.h"
 #include "store/file_store.h"
 #include "store/host_port.h"
 #include "store/prefix_store.h"
@@ -133,11 +132,6 @@ std::map<std::string, BackendFactory>& backends() {
 
 std::shared_ptr<ProcessGroup> make_group(const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
                                          const std::string& name, Milliseconds timeout) {
-  if (backend == "gloo") {
-    ProcessGroupGloo::Options o;
-    o.timeout = timeout;
-    return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size, name, o);
-  }
   {
     std::lock_guard<std::mutex> lock(backends_mutex());
     auto it = backends().find(backend);
@@ -150,13 +144,14 @@ std::shared_ptr<ProcessGroup> make_group(const std::string& backend, std::shared
 }  // namespace
 
 void register_backend(const std::string& name, BackendFactory factory) {
-  TR_CHECK(name != "gloo", ValueError, "register_backend: 'gloo' is built in");
+  TR_CHECK(!name.empty() && factory, ValueError, "register_backend: give a name and a factory");
   std::lock_guard<std::mutex> lock(backends_mutex());
+  TR_CHECK(backends().count(name) == 0, ValueError, "register_backend: backend '{}' is already registered", name);
   backends()[name] = std::move(factory);
 }
 
 std::vector<std::string> available_backends() {
-  std::vector<std::string> names = {"gloo"};
+  std::vector<std::string> names;
   std::lock_guard<std::mutex> lock(backends_mutex());
   for (const auto& [name, factory] : backends()) names.push_back(name);
   std::sort(names.begin(), names.end());

@@ -29,13 +29,13 @@ struct InitOptions {
   std::shared_ptr<Store> store;
 };
 
-// Makes the groups of a backend other than the built-in "gloo" ("nccl"
-// registers itself when //c10d/nccl is linked). `store` is already prefixed
-// for the group.
+// Makes the groups of one backend. Each backend registers itself when its
+// library is linked ("gloo" by //c10d/gloo, "nccl" by //c10d/nccl). `store`
+// is already prefixed for the group.
 using BackendFactory = std::function<std::shared_ptr<ProcessGroup>(
     std::shared_ptr<Store> store, int rank, int size, const std::string& name, Milliseconds timeout)>;
 void register_backend(const std::string& name, BackendFactory factory);
-// "gloo" and the registered backends, sorted.
+// The registered backends, sorted.
 std::vector<std::string> available_backends();
 
 // Throws ValueError naming what is missing or malformed; DistBackendError

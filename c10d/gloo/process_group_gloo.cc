@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "c10d/distributed.h"
 #include "c10d/gloo/gloo_store.h"
 #include "c10d/gloo/tcp_device.h"
 #include "c10d/gloo/tensor_buffers.h"
@@ -571,5 +572,19 @@ std::shared_ptr<Work> ProcessGroupGloo::barrier() {
       });
 }
 
+namespace {
+
+// init_process_group("gloo") and new_group find the backend here.
+const bool registered = [] {
+  register_backend("gloo", [](std::shared_ptr<Store> store, int rank, int size, const std::string& name,
+                              Milliseconds timeout) -> std::shared_ptr<ProcessGroup> {
+    ProcessGroupGloo::Options o;
+    o.timeout = timeout;
+    return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size, name, o);
+  });
+  return true;
+}();
+
+}  // namespace
 }  // namespace c10d
 }  // namespace trainrun
