@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "base/error.h"
+#include "c10d/process_group_wrapper.h"
 #include "store/file_store.h"
 #include "store/host_port.h"
 #include "store/prefix_store.h"
@@ -135,7 +136,12 @@ std::shared_ptr<ProcessGroup> make_group(const std::string& backend, std::shared
   {
     std::lock_guard<std::mutex> lock(backends_mutex());
     auto it = backends().find(backend);
-    if (it != backends().end()) return it->second(std::move(store), rank, size, name, timeout);
+    if (it != backends().end()) {
+      // Every group gets the laggard report, and the signature check in debug mode.
+      auto group = it->second(store, rank, size, name, timeout);
+      return std::make_shared<ProcessGroupWrapper>(std::move(group), std::move(store),
+                                                   ProcessGroupWrapper::detail_debug_from_env());
+    }
   }
   throw ValueError(fmt::format("init_process_group: backend '{}' is not available (this program has: {})", backend,
                                fmt::join(available_backends(), ", ")));

@@ -77,6 +77,17 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> scatter(Tensor& output, std::vector<Tensor>& inputs, int root) = 0;
   virtual std::shared_ptr<Work> barrier() = 0;
 
+  // Several all_gather_into_tensor in one collective: outputs[i] receives
+  // every rank's inputs[i] (size() * inputs[i].numel() elements, contiguous).
+  // The default packs the inputs into one buffer, gathers it once and
+  // unpacks; all tensors share one dtype and device.
+  virtual std::shared_ptr<Work> allgather_into_tensor_coalesced(std::vector<Tensor>& outputs,
+                                                                std::vector<Tensor>& inputs);
+  // Several reduce_scatter_tensor in one collective: outputs[i] = op over
+  // ranks of chunk rank() of inputs[i] (size() * outputs[i].numel() elements).
+  virtual std::shared_ptr<Work> reduce_scatter_tensor_coalesced(std::vector<Tensor>& outputs,
+                                                                std::vector<Tensor>& inputs, ReduceOp op = {});
+
   // Point to point. The tag tells apart messages between the same pair.
   virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag = 0) = 0;
   virtual std::shared_ptr<Work> recv(Tensor& tensor, int src, int tag = 0) = 0;

@@ -59,15 +59,19 @@ std::shared_ptr<Work> Work::then(std::function<void(Work&)> fn) {
       next->finish(std::current_exception());
     }
   };
+  on_completion(std::move(run));
+  return next;
+}
+
+void Work::on_completion(std::function<void()> fn) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!done_) {
-      callbacks_.push_back(std::move(run));
-      return next;
+      callbacks_.push_back(std::move(fn));
+      return;
     }
   }
-  run();
-  return next;
+  fn();
 }
 
 void wait_all(const std::vector<std::shared_ptr<Work>>& works, std::optional<std::chrono::milliseconds> timeout) {

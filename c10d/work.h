@@ -40,6 +40,11 @@ class Work : public std::enable_shared_from_this<Work> {
   // work completes after fn, failing when this work or fn failed.
   std::shared_ptr<Work> then(std::function<void(Work&)> fn);
 
+  // Runs fn() once this work completes, successfully or not (at once when it
+  // already has; else on the completing thread). For wrappers that must see
+  // failures too; then() is the usual way to chain.
+  void on_completion(std::function<void()> fn);
+
   // Runs a then() callback; a GPU backend's work runs it with its stream
   // current and waits for what it queued there before the chained work
   // completes (so that work is ready for any stream that waits on it).

@@ -59,7 +59,6 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     GlooStore gloo_store(store_);
     context->connectFullMesh(gloo_store, device_);
     context_ = context;
-    progress_ = std::make_unique<CollectiveProgress>(store_, rank, size);
     if (size > 1 && options.shared_memory && ShmCommunicator::usable(*store_, rank, size))
       shm_ = std::make_unique<ShmCommunicator>(*store_, rank, size, timeout_);
   } catch (const trainrun::Error&) {
@@ -79,8 +78,6 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
              "TRAINRUN_GLOO_ALLREDUCE must be ring, bcube or auto, got '{}'", a);
     if (a != "auto") forced_allreduce_algorithm_ = a == "ring" ? 1 : 2;
   }
-  const char* debug = std::getenv("TRAINRUN_DISTRIBUTED_DEBUG");
-  debug_signatures_ = debug != nullptr && std::string(debug) == "DETAIL";
   worker_ = std::thread([this] { worker_loop(); });
   p2p_threads_[0] = std::thread([this] { p2p_loop(false); });
   p2p_threads_[1] = std::thread([this] { p2p_loop(true); });
@@ -98,14 +95,12 @@ ProcessGroupGloo::~ProcessGroupGloo() {
     if (t.joinable()) t.join();
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::enqueue(const char* op, const std::function<std::string()>& signature,
-                                                std::function<void(uint32_t)> fn) {
+std::shared_ptr<Work> ProcessGroupGloo::enqueue(const char* op, std::function<void(uint32_t)> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   TR_CHECK(!stopping_, DistBackendError, "{} on group '{}': the group is being destroyed", op, name_);
   const uint32_t seq = ++next_seq_;
   auto work = std::make_shared<Work>(fmt::format("{} #{} on group '{}' (rank {} of {})", op, seq, name_, rank_, size_));
-  // The signature is only built when debug mode compares it.
-  queue_.push_back(Item{work, std::move(fn), seq, debug_signatures_ ? signature() : std::string()});
+  queue_.push_back(Item{work, std::move(fn), seq});
   cv_.notify_one();
   return work;
 }
@@ -130,9 +125,7 @@ void ProcessGroupGloo::worker_loop() {
       item = std::move(queue_.front());
       queue_.pop_front();
     }
-    progress_->entered(item.tag);
     try {
-      if (debug_signatures_) check_signatures(item.tag, item.signature);
       item.fn(item.tag);
       item.work->finish();
     } catch (const gloo::IoException& e) {
@@ -149,32 +142,11 @@ void ProcessGroupGloo::worker_loop() {
 }
 
 std::exception_ptr ProcessGroupGloo::failure(const Item& item, const std::string& what) {
-  // Who is missing: a dead rank never reaches this number; a live one that
-  // is late gets a short grace to show up.
-  const auto grace =
-      std::min<Milliseconds>(std::max<Milliseconds>(timeout_ / 10, Milliseconds(200)), Milliseconds(2000));
+  // The wrapper every group gets (process_group_wrapper.h) adds which ranks
+  // had not entered this collective.
   return std::make_exception_ptr(DistBackendError(
-      fmt::format("{}: {}; {} (a rank exited, or did not reach this collective within the group timeout of {} ms)",
-                  item.work->description(), what, progress_->laggards(item.tag, grace), timeout_.count())));
-}
-
-void ProcessGroupGloo::check_signatures(uint32_t tag, const std::string& signature) {
-  constexpr size_t kWidth = 160;  // bytes per rank; longer signatures are cut
-  std::vector<char> mine(kWidth, '\0'), all(kWidth * size_);
-  std::copy_n(signature.begin(), std::min(signature.size(), kWidth - 1), mine.begin());
-  gloo::AllgatherOptions o(context_);
-  o.setInput<char>(mine.data(), kWidth);
-  o.setOutput<char>(all.data(), all.size());
-  o.setTag(tag | 0x80000000u);  // apart from the collectives' own tags
-  o.setTimeout(timeout_);
-  gloo::allgather(o);
-  for (int r = 0; r < size_; ++r) {
-    std::string theirs(all.data() + r * kWidth);
-    if (theirs != signature)
-      throw DistBackendError(fmt::format(
-          "collective #{} on group '{}' does not match across ranks: rank {} called {} but rank {} called {}", tag,
-          name_, rank_, signature, r, theirs));
-  }
+      fmt::format("{}: {} (a rank exited, or did not reach this collective within the group timeout of {} ms)",
+                  item.work->description(), what, timeout_.count())));
 }
 
 void ProcessGroupGloo::reduce_in_place(Tensor& buffer, ReduceOp op, uint32_t tag, int root) {
@@ -218,7 +190,6 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
   reduce_function(op, tensor.dtype());  // refuses op/dtype mismatches now, on the caller's thread
   return enqueue(
       "allreduce",
-      [&] { return fmt::format("allreduce({} {}, {})", dtype_name(tensor.dtype()), tensor.shape_str(), op.name()); },
       [this, tensor, op](uint32_t tag) {
         Tensor buffer = contiguous_buffer(tensor);
         reduce_in_place(buffer, op, tag, -1);
@@ -237,10 +208,6 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce_coalesced(std::vector<Tensor>&
   reduce_function(op, tensors[0].dtype());
   return enqueue(
       "allreduce_coalesced",
-      [&] {
-        return fmt::format("allreduce_coalesced({} x {}, {})", tensors.size(), dtype_name(tensors[0].dtype()),
-                           op.name());
-      },
       [this, tensors, op](uint32_t tag) {
         std::vector<Tensor> flat;
         for (const Tensor& t : tensors) flat.push_back(reshape(contiguous_buffer(t), {-1}));
@@ -259,7 +226,6 @@ std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
   check_rank(root, "broadcast", "root");
   return enqueue(
       "broadcast",
-      [&] { return fmt::format("broadcast({} {}, root {})", dtype_name(tensor.dtype()), tensor.shape_str(), root); },
       [this, tensor, root](uint32_t tag) {
         if (tensor.numel() == 0) return;
         Tensor buffer = contiguous_buffer(tensor);
@@ -283,10 +249,6 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce(Tensor& tensor, int root, ReduceO
   reduce_function(op, tensor.dtype());
   return enqueue(
       "reduce",
-      [&] {
-        return fmt::format("reduce({} {}, root {}, {})", dtype_name(tensor.dtype()), tensor.shape_str(), root,
-                           op.name());
-      },
       [this, tensor, root, op](uint32_t tag) {
         // A copy: the reduction scribbles partial results into non-root buffers.
         Tensor buffer = clone(tensor);
@@ -314,7 +276,7 @@ std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, 
            "allgather on group '{}': expected {} output tensors (one per rank), got {}", name_, size_, outputs.size());
   for (const Tensor& o : outputs) check_like(o, input, "allgather", name_, "an output");
   return enqueue(
-      "allgather", [&] { return fmt::format("allgather({} {})", dtype_name(input.dtype()), input.shape_str()); },
+      "allgather",
       [this, outputs, input](uint32_t tag) {
         Tensor in = contiguous_buffer(input);
         IntList shape = input.sizes();
@@ -333,7 +295,6 @@ std::shared_ptr<Work> ProcessGroupGloo::all_gather_into_tensor(Tensor& output, c
            dtype_name(output.dtype()), output.shape_str(), size_, dtype_name(input.dtype()), input.shape_str());
   return enqueue(
       "all_gather_into_tensor",
-      [&] { return fmt::format("all_gather_into_tensor({} {})", dtype_name(input.dtype()), input.shape_str()); },
       [this, output, input](uint32_t tag) {
         if (input.numel() == 0) return;
         Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
@@ -351,10 +312,6 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter_tensor(Tensor& output, co
   reduce_function(op, input.dtype());
   return enqueue(
       "reduce_scatter_tensor",
-      [&] {
-        return fmt::format("reduce_scatter_tensor({} {}, {})", dtype_name(output.dtype()), output.shape_str(),
-                           op.name());
-      },
       [this, output, input, op](uint32_t tag) {
         if (output.numel() == 0) return;
         if (shm_) {
@@ -449,7 +406,7 @@ std::shared_ptr<Work> ProcessGroupGloo::alltoall_base(Tensor& output, const Tens
   std::vector<int64_t> in_counts = counts(input, input_splits, "input"),
                        out_counts = counts(output, output_splits, "output");
   return enqueue(
-      "alltoall_base", [&] { return fmt::format("alltoall_base({})", dtype_name(input.dtype())); },
+      "alltoall_base",
       [this, output, input, in_counts, out_counts](uint32_t tag) {
         Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
         gloo::AlltoallvOptions o(context_);
@@ -478,7 +435,7 @@ std::shared_ptr<Work> ProcessGroupGloo::alltoall(std::vector<Tensor>& outputs, s
     flat_in.push_back(reshape(inputs[r], {-1}));
   }
   return enqueue(
-      "alltoall", [&] { return fmt::format("alltoall({})", dtype_name(inputs[0].dtype())); },
+      "alltoall",
       [this, outputs, flat_in, in_counts, out_counts](uint32_t tag) {
         Tensor in = cat(flat_in, 0);
         int64_t out_numel = 0;
@@ -517,7 +474,6 @@ std::shared_ptr<Work> ProcessGroupGloo::gather(std::vector<Tensor>& outputs, con
   check_root_list(outputs, input, root, "gather", "output");
   return enqueue(
       "gather",
-      [&] { return fmt::format("gather({} {}, root {})", dtype_name(input.dtype()), input.shape_str(), root); },
       [this, outputs, input, root](uint32_t tag) {
         Tensor in = contiguous_buffer(input);
         IntList shape = input.sizes();
@@ -541,7 +497,6 @@ std::shared_ptr<Work> ProcessGroupGloo::scatter(Tensor& output, std::vector<Tens
   check_root_list(inputs, output, root, "scatter", "input");
   return enqueue(
       "scatter",
-      [&] { return fmt::format("scatter({} {}, root {})", dtype_name(output.dtype()), output.shape_str(), root); },
       [this, output, inputs, root](uint32_t tag) {
         Tensor out = contiguous_buffer(output);
         std::vector<Tensor> ins;
@@ -563,7 +518,7 @@ std::shared_ptr<Work> ProcessGroupGloo::scatter(Tensor& output, std::vector<Tens
 
 std::shared_ptr<Work> ProcessGroupGloo::barrier() {
   return enqueue(
-      "barrier", [] { return std::string("barrier()"); },
+      "barrier",
       [this](uint32_t tag) {
         gloo::BarrierOptions o(context_);
         o.setTag(tag);

@@ -5,7 +5,8 @@
 // thread in issue order (the caller never blocks); point-to-point sends and receives are posted at once and complete on
 // their own (sends and receives on separate threads). Only Gloo's newer API (gloo::allreduce with options, unbound buffers) is used: mixing in the older
 // algorithm classes on one context shrinks the socket buffers to the first message's size and slows later transfers by
-// 100x.
+// 100x. init_process_group and new_group wrap it in ProcessGroupWrapper
+// (which ranks were behind when a collective fails; the debug signature check).
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -14,7 +15,6 @@
 #include <mutex>
 #include <thread>
 
-#include "c10d/collective_progress.h"
 #include "c10d/process_group.h"
 #include "c10d/shm/shm_communicator.h"
 #include "store/store.h"
@@ -69,14 +69,8 @@ class ProcessGroupGloo final : public ProcessGroup {
 
  private:
   // Queues fn(tag) for the worker thread; the work fails with a
-  // DistBackendError naming the op, its number, the group and the ranks that
-  // had not entered it when fn throws. `signature` ("allreduce(float32 [4],
-  // SUM)") is compared across ranks first in debug mode.
-  std::shared_ptr<Work> enqueue(const char* op, const std::function<std::string()>& signature,
-                                std::function<void(uint32_t tag)> fn);
-  // Debug mode (TRAINRUN_DISTRIBUTED_DEBUG=DETAIL): every rank's signature
-  // of collective `tag`, gathered; throws naming both sides on a mismatch.
-  void check_signatures(uint32_t tag, const std::string& signature);
+  // DistBackendError naming the op, its number and the group when fn throws.
+  std::shared_ptr<Work> enqueue(const char* op, std::function<void(uint32_t tag)> fn);
   void check_root_list(const std::vector<Tensor>& list, const Tensor& like, int root, const char* op,
                        const char* what) const;
   // Over TCP: work (n chunks of chunk_numel) ends with chunk rank() reduced over every rank.
@@ -93,8 +87,6 @@ class ProcessGroupGloo final : public ProcessGroup {
   void reduce_in_place(Tensor& buffer, ReduceOp op, uint32_t tag, int root);
 
   std::shared_ptr<Store> store_;
-  bool debug_signatures_ = false;
-  std::unique_ptr<CollectiveProgress> progress_;
   // Set when every rank is on this host: allreduce, allgather,
   // reduce_scatter and broadcast go through shared memory instead of TCP.
   std::unique_ptr<ShmCommunicator> shm_;
@@ -110,11 +102,9 @@ class ProcessGroupGloo final : public ProcessGroup {
     std::shared_ptr<Work> work;
     std::function<void(uint32_t)> fn;
     uint32_t tag;
-    std::string signature;
   };
   std::deque<Item> queue_;
-  // The error a failed collective finishes with: its description, what went
-  // wrong, and which ranks had not entered it.
+  // The error a failed collective finishes with: its description and what went wrong.
   std::exception_ptr failure(const Item& item, const std::string& what);
   std::thread worker_;
 

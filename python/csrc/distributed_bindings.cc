@@ -191,6 +191,20 @@ void bind_distributed(py::module_& m) {
       },
       py::arg("output_tensor"), py::arg("input_tensor"), py::arg("group") = nullptr, py::arg("async_op") = false);
   d.def(
+      "all_gather_into_tensor_coalesced",
+      [](std::vector<Tensor> outs, std::vector<Tensor> ins, GroupPtr g, bool async_op) {
+        return finish(group_or_default(g)->allgather_into_tensor_coalesced(outs, ins), async_op);
+      },
+      py::arg("output_tensors"), py::arg("input_tensors"), py::arg("group") = nullptr, py::arg("async_op") = false,
+      "Several all_gather_into_tensor as one collective (outputs[i] gathers inputs[i]).");
+  d.def(
+      "reduce_scatter_tensor_coalesced",
+      [](std::vector<Tensor> outs, std::vector<Tensor> ins, ReduceOp::Kind op, GroupPtr g, bool async_op) {
+        return finish(group_or_default(g)->reduce_scatter_tensor_coalesced(outs, ins, ReduceOp(op)), async_op);
+      },
+      py::arg("output_tensors"), py::arg("input_tensors"), py::arg("op") = ReduceOp::SUM, py::arg("group") = nullptr,
+      py::arg("async_op") = false, "Several reduce_scatter_tensor as one collective.");
+  d.def(
       "reduce_scatter_tensor",
       [](Tensor& out, const Tensor& in, ReduceOp::Kind op, GroupPtr g, bool async_op) {
         return finish(group_or_default(g)->reduce_scatter_tensor(out, in, ReduceOp(op)), async_op);

@@ -140,6 +140,56 @@ void collectives() {
   expect_equal(coalesced[0], expected_reduction(ReduceOp::SUM, DType::Float32), "allreduce_coalesced [0]");
   expect_equal(coalesced[1], expected_reduction(ReduceOp::SUM, DType::Float32, {4}), "allreduce_coalesced [1]");
 
+  // Coalesced all-gather and reduce-scatter (FSDP's per-group collectives):
+  // tensors of different shapes, one collective, each output as if gathered
+  // or reduced alone. Values depend on rank, tensor and position.
+  {
+    const IntList shapes[] = {{3}, {2, 5}, {1}, {4, 1, 2}};
+    std::vector<Tensor> ins, outs, rs_ins, rs_outs;
+    for (size_t i = 0; i < 4; ++i) {
+      int64_t n = 1;
+      for (int64_t s : shapes[i]) n *= s;
+      ins.push_back(add(arange(n), 1000.0 * g_rank + 100.0 * i).to(DType::Float64).view(shapes[i]));
+      IntList out_shape = shapes[i];
+      out_shape[0] *= g_world;
+      outs.push_back(empty(out_shape, DType::Float64));
+      rs_ins.push_back(mul(add(arange(g_world * n), 100.0 * i), g_rank + 1).to(DType::Float64));
+      rs_outs.push_back(empty(shapes[i], DType::Float64));
+    }
+    // The backend numbers its collectives: consecutive numbers mean one each.
+    const auto number_of = [](const std::shared_ptr<Work>& w, const char* op) {
+      const std::string& d = w->description();
+      expect(d.rfind(op, 0) == 0 && d.find('#') != std::string::npos, d + " should run as one " + op);
+      return std::stol(d.substr(d.find('#') + 1));
+    };
+    Tensor marker = ones({1});
+    const long first = number_of(pg->allreduce(marker), "allreduce");
+    auto gather_work = pg->allgather_into_tensor_coalesced(outs, ins);
+    auto scatter_work = pg->reduce_scatter_tensor_coalesced(rs_outs, rs_ins, ReduceOp::SUM);
+    gather_work->wait();
+    scatter_work->wait();
+    expect(number_of(gather_work, "all_gather_into_tensor") == first + 1 &&
+               number_of(scatter_work, "reduce_scatter_tensor") == first + 2,
+           "each coalesced call is exactly one collective of the backend");
+    for (size_t i = 0; i < 4; ++i) {
+      const int64_t n = ins[i].numel();
+      for (int r = 0; r < g_world; ++r)
+        expect_equal(narrow(outs[i].view({-1}), 0, r * n, n), add(arange(n), 1000.0 * r + 100.0 * i).to(DType::Float64),
+                     fmt::format("allgather_into_tensor_coalesced tensor {} from rank {}", i, r));
+      const double rank_factor = g_world * (g_world + 1) / 2.0;  // sum of (r + 1)
+      expect_equal(rs_outs[i].view({-1}),
+                   mul(add(narrow(arange(g_world * n), 0, g_rank * n, n), 100.0 * i), rank_factor).to(DType::Float64),
+                   fmt::format("reduce_scatter_tensor_coalesced tensor {}", i));
+    }
+    std::vector<Tensor> one_out = {empty({2}, DType::Float64)}, wrong_in = {ones({3}, DType::Float64)};
+    try {
+      pg->allgather_into_tensor_coalesced(one_out, wrong_in);
+      fail("allgather_into_tensor_coalesced accepted an output of the wrong size");
+    } catch (const ValueError& e) {
+      expect(std::strstr(e.what(), "output 0 is [2] but input 0 is [3]") != nullptr, e.what());
+    }
+  }
+
   for (int root = 0; root < g_world; ++root) {
     Tensor b = input_of(g_rank, DType::BFloat16);
     pg->broadcast(b, root)->wait();

@@ -16,6 +16,9 @@ is_initialized, destroy_process_group = _d.is_initialized, _d.destroy_process_gr
 all_reduce, broadcast, barrier, reduce = _d.all_reduce, _d.broadcast, _d.barrier, _d.reduce
 all_gather, all_gather_into_tensor = _d.all_gather, _d.all_gather_into_tensor
 reduce_scatter, reduce_scatter_tensor = _d.reduce_scatter, _d.reduce_scatter_tensor
+# trainrun: several of each as one collective (what FSDP2 does per parameter group).
+all_gather_into_tensor_coalesced = _d.all_gather_into_tensor_coalesced
+reduce_scatter_tensor_coalesced = _d.reduce_scatter_tensor_coalesced
 all_to_all, all_to_all_single, gather, scatter = _d.all_to_all, _d.all_to_all_single, _d.gather, _d.scatter
 send, recv, isend, irecv = _d.send, _d.recv, _d.isend, _d.irecv
 Store, TCPStore, FileStore, HashStore, PrefixStore = _d.Store, _d.TCPStore, _d.FileStore, _d.HashStore, \

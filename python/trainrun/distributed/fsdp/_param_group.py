@@ -85,29 +85,19 @@ class ParamGroup:
             p.install(p.shard, False)
 
     def _gather(self, shards, params):
-        """The full parameters from every rank's shards: one all_gather_into_tensor over a flat buffer of
-        padded shards (each rank's segment the same size)."""
+        """The full parameters from every rank's shards: one coalesced all-gather of the padded shards
+        (each rank's the same size). torch.chunk leaves padding only after the last real rows, so each
+        full parameter is a prefix of its gathered buffer: a view, not a copy."""
         n = self.mesh.size(self.shard_dim)
         dtype = self.mp_policy.param_dtype or shards[0].dtype
-        segment = sum(p.padded_rows * p.row_numel for p in params)
-        pieces = []
+        sends, outs = [], []
         for s, p in zip(shards, params):
-            flat = s.detach().reshape([-1]).to(dtype)
-            pad = (p.padded_rows - s.shape[0]) * p.row_numel
-            pieces.append(flat if pad == 0 else _C.cat([flat, _C.zeros([pad], dtype=dtype, device=s.device)], 0))
-        send = _C.cat(pieces, 0) if len(pieces) > 1 else pieces[0].contiguous()
-        out = _C.empty([segment * n], dtype=dtype, device=send.device)
-        _redistribute.communicate("all_gather", dist.all_gather_into_tensor, out, send,
+            sends.append(_padded(s.detach().reshape([-1]).to(dtype), p.padded_rows * p.row_numel))
+            outs.append(_C.empty([n * p.padded_rows * p.row_numel], dtype=dtype, device=s.device))
+        _redistribute.communicate("all_gather", dist.all_gather_into_tensor_coalesced, outs, sends,
                                   group=self.mesh.get_group(self.shard_dim))
-        gathered = out.view([n, segment])
-        fulls, offset = [], 0
-        for p in params:
-            size = p.padded_rows * p.row_numel
-            block = gathered.narrow(1, offset, size).reshape([n, p.padded_rows] + list(p.shape[1:]))
-            rows = [block.select(0, r).narrow(0, 0, p.rows[r]) for r in range(n)]
-            fulls.append(_C.cat(rows, 0).contiguous())
-            offset += size
-        return fulls
+        return [o.view([n * p.padded_rows] + list(p.shape[1:])).narrow(0, 0, p.shape[0])
+                for o, p in zip(outs, params)]
 
     # ---- backward: reduce-scatter ----------------------------------------------------------------
     def reduce(self, grads, params):
@@ -122,22 +112,22 @@ class ParamGroup:
             return [_C.zeros(list(p.shard.shape), dtype=p.shard.dtype) for p in params]
         n = self.mesh.size(self.shard_dim)
         reduce_dtype = self.mp_policy.reduce_dtype or params[0].shard.dtype
-        segment = sum(p.padded_rows * p.row_numel for p in params)
-        blocks = []
-        for r in range(n):  # rank r's segment: the rows of each parameter it keeps, padded
-            for g, p in zip(grads, params):
-                start = sum(p.rows[:r])
-                rows = g.narrow(0, start, p.rows[r]).reshape([-1]).to(reduce_dtype)
-                pad = (p.padded_rows - p.rows[r]) * p.row_numel
-                blocks.append(rows if pad == 0 else _C.cat([rows, _C.zeros([pad], dtype=reduce_dtype)], 0))
-        send = _C.cat(blocks, 0)
-        out = _C.empty([segment], dtype=reduce_dtype)
+        # Chunk r of each padded gradient is rank r's rows (torch.chunk's, padding after the last); the
+        # outputs are views of one flat buffer, so that HSDP's average over replicas is one all-reduce.
+        out = _C.empty([sum(p.padded_rows * p.row_numel for p in params)], dtype=reduce_dtype)
+        sends, outs, offset = [], [], 0
+        for g, p in zip(grads, params):
+            size = p.padded_rows * p.row_numel
+            sends.append(_padded(g.reshape([-1]).to(reduce_dtype), n * size))
+            outs.append(out.narrow(0, offset, size))
+            offset += size
         group = self.mesh.get_group(self.shard_dim)
         if self.divide_factor is None:
-            _redistribute.communicate("reduce_scatter", dist.reduce_scatter_tensor, out, send,
+            _redistribute.communicate("reduce_scatter", dist.reduce_scatter_tensor_coalesced, outs, sends,
                                       op=dist.ReduceOp.AVG, group=group)
         else:
-            _redistribute.communicate("reduce_scatter", dist.reduce_scatter_tensor, out, send, group=group)
+            _redistribute.communicate("reduce_scatter", dist.reduce_scatter_tensor_coalesced, outs, sends,
+                                      group=group)
             out = out / self.divide_factor
         if self.mesh.ndim > 1:  # HSDP: the replicas of each shard average too
             out = out.contiguous()
@@ -151,6 +141,12 @@ class ParamGroup:
             local.append(piece.reshape([p.rows[me]] + list(p.shape[1:])).to(p.shard.dtype))
             offset += size
         return local
+
+
+def _padded(flat, numel):
+    """flat (1-D) followed by zeros up to numel elements."""
+    pad = numel - flat.shape[0]
+    return flat if pad == 0 else _C.cat([flat, _C.zeros([pad], dtype=flat.dtype, device=flat.device)], 0)
 
 
 def _no_grad():
