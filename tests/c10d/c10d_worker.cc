@@ -1,8 +1,8 @@
 // One rank of a multi-process c10d test (tests/c10d/process_group_test.cc
-// runs WORLD_SIZE of them under trainrun): joins the default group through
-// env:// and runs SCENARIO, checking every result against what the ranks'
-// inputs imply. Exits 0 when every check passed; prints the first failure
-// otherwise.
+// runs N of them under trainrun, through tests/multirank): each scenario
+// joins the default group through env:// and checks every result against
+// what the ranks' inputs imply. Exits 0 when every check passed; prints the
+// first failure otherwise.
 //   trainrun --nproc-per-node N --no-python c10d_worker SCENARIO
 #include <unistd.h>
 
@@ -16,6 +16,7 @@
 #include "c10d/distributed.h"
 #include "tensor/ops.h"
 #include "tests/c10d/worker_checks.h"
+#include "tests/multirank/scenario.h"
 
 using namespace trainrun;
 using namespace trainrun::c10d;
@@ -458,55 +459,37 @@ void mismatch() {
   }
 }
 
+// Each scenario joins the default group (env://) with its own timeout.
+TR_RANK_SCENARIO(collectives) {
+  JoinedGroup g(60s);
+  collectives();
+}
+TR_RANK_SCENARIO(p2p) {
+  JoinedGroup g(60s);
+  point_to_point();
+}
+TR_RANK_SCENARIO(async) {
+  JoinedGroup g(60s);
+  async_and_groups();
+}
+TR_RANK_SCENARIO(peer_dies) {
+  JoinedGroup g(10s);
+  peer_dies();
+}
+TR_RANK_SCENARIO(late_rank) {
+  JoinedGroup g(2s);
+  late_rank();
+}
+TR_RANK_SCENARIO(mismatch) {
+  setenv("TRAINRUN_DISTRIBUTED_DEBUG", "DETAIL", 1);
+  JoinedGroup g(60s);
+  mismatch();
+}
+TR_RANK_SCENARIO(ddp) {
+  JoinedGroup g(60s);
+  ddp_scenario();
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: c10d_worker collectives|p2p|async|peer_dies|late_rank|mismatch\n");
-    return 2;
-  }
-  const std::string scenario = argv[1];
-  // Settings for rank 0 alone (the launcher gives every rank the same environment).
-  if (const char* extra = std::getenv("C10D_TEST_RANK0_ENV");
-      extra != nullptr && std::getenv("RANK") != nullptr && std::string(std::getenv("RANK")) == "0") {
-    std::string list = extra;
-    size_t start = 0;
-    while (start < list.size()) {
-      size_t semi = list.find(';', start);
-      std::string kv = list.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
-      if (size_t eq = kv.find('='); eq != std::string::npos)
-        setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
-      if (semi == std::string::npos) break;
-      start = semi + 1;
-    }
-  }
-  try {
-    InitOptions o;
-    o.timeout = scenario == "peer_dies" ? 10s : scenario == "late_rank" ? 2s : 60s;
-    if (scenario == "mismatch") setenv("TRAINRUN_DISTRIBUTED_DEBUG", "DETAIL", 1);
-    init_process_group(o);
-    g_rank = get_rank();
-    g_world = get_world_size();
-    if (scenario == "collectives")
-      collectives();
-    else if (scenario == "p2p")
-      point_to_point();
-    else if (scenario == "async")
-      async_and_groups();
-    else if (scenario == "peer_dies")
-      peer_dies();
-    else if (scenario == "late_rank")
-      late_rank();
-    else if (scenario == "mismatch")
-      mismatch();
-    else if (scenario == "ddp")
-      ddp_scenario();
-    else
-      fail("unknown scenario " + scenario);
-    destroy_process_group();
-  } catch (const std::exception& e) {
-    fail(std::string("uncaught: ") + e.what());
-  }
-  std::fprintf(stderr, "rank %d: ok\n", g_rank);
-  return 0;
-}
+int main(int argc, char** argv) { return trainrun::multirank::run_scenario_main(argc, argv); }

@@ -6,8 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "c10d/distributed.h"
 #include "c10d/nccl/process_group_nccl.h"
@@ -15,6 +13,7 @@
 #include "tensor/cuda/runtime.h"
 #include "tensor/ops.h"
 #include "tests/expect_error.h"
+#include "tests/multirank/run_ranks.h"
 
 namespace trainrun {
 namespace c10d {
@@ -94,16 +93,11 @@ TEST_F(NcclOneGpu, CollectivesOnOneRank) {
   EXPECT_TRUE(called);
 }
 
-// Runs `world` nccl_worker ranks of a scenario; returns the exit status and log.
-std::pair<int, std::string> run_ranks(const std::string& scenario, int world) {
-  const std::string log = ::testing::TempDir() + "/nccl_" + scenario + ".log";
-  const std::string cmd = "timeout -k 5 180 launcher/trainrun --nproc-per-node " + std::to_string(world) +
-                          " --grace-period 2 --no-python tests/c10d/nccl_worker " + scenario + " > " + log + " 2>&1";
-  int status = std::system(cmd.c_str());
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str()};
+multirank::RankRun run_ranks(const std::string& scenario, int world) {
+  multirank::RankRunOptions o;
+  o.world = world;
+  o.deadline = 180s;
+  return multirank::run_ranks("tests/c10d/nccl_worker", scenario, o);
 }
 
 class NcclMultiGpu : public ::testing::Test {
@@ -116,20 +110,14 @@ class NcclMultiGpu : public ::testing::Test {
   int world() const { return std::min(cuda::device_count(), 4); }
 };
 
-TEST_F(NcclMultiGpu, CollectivesAcrossRanks) {
-  auto [code, log] = run_ranks("collectives", world());
-  EXPECT_EQ(code, 0) << log;
-}
+TEST_F(NcclMultiGpu, CollectivesAcrossRanks) { multirank::expect_ranks_passed(run_ranks("collectives", world())); }
 
-TEST_F(NcclMultiGpu, DdpGradientsMatchOneProcess) {
-  auto [code, log] = run_ranks("ddp", world());
-  EXPECT_EQ(code, 0) << log;
-}
+TEST_F(NcclMultiGpu, DdpGradientsMatchOneProcess) { multirank::expect_ranks_passed(run_ranks("ddp", world())); }
 
 TEST_F(NcclMultiGpu, ASkippedCollectiveTimesOutNamingIt) {
-  auto [code, log] = run_ranks("timeout", world());
-  EXPECT_EQ(code, 0) << log;
-  EXPECT_NE(log.find("allreduce #2"), std::string::npos) << log;
+  const multirank::RankRun run = run_ranks("timeout", world());
+  EXPECT_EQ(run.exit_code, 0) << run.output_of(0);
+  EXPECT_NE(run.output_of(0).find("allreduce #2"), std::string::npos) << run.output_of(0);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "tensor/cuda/runtime.h"
 #include "tensor/cuda/stream.h"
 #include "tests/c10d/worker_checks.h"
+#include "tests/multirank/scenario.h"
 
 namespace trainrun {
 namespace c10d {
@@ -151,35 +152,28 @@ void timeout() {
   fail("the skipped allreduce did not fail");
 }
 
+// One GPU per rank (cuda:LOCAL_RANK), then the default group over NCCL.
+JoinedGroup join_on_my_gpu(std::chrono::milliseconds timeout) {
+  const char* local = std::getenv("LOCAL_RANK");
+  cuda::set_device(local != nullptr ? std::atoi(local) : 0);
+  return JoinedGroup(timeout, "nccl");
+}
+
+TR_RANK_SCENARIO(collectives) {
+  JoinedGroup g = join_on_my_gpu(60s);
+  collectives();
+}
+TR_RANK_SCENARIO(ddp) {
+  JoinedGroup g = join_on_my_gpu(60s);
+  ddp();
+}
+TR_RANK_SCENARIO(timeout) {
+  JoinedGroup g = join_on_my_gpu(3s);
+  timeout();
+}
+
 }  // namespace
 }  // namespace c10d
 }  // namespace trainrun
 
-int main(int argc, char** argv) {
-  using namespace trainrun;
-  using namespace trainrun::c10d;
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: nccl_worker collectives|ddp|timeout\n");
-    return 2;
-  }
-  const std::string scenario = argv[1];
-  try {
-    const char* local = std::getenv("LOCAL_RANK");
-    cuda::set_device(local != nullptr ? std::atoi(local) : 0);
-    InitOptions o;
-    o.backend = "nccl";
-    o.timeout = scenario == "timeout" ? 3s : 60s;
-    init_process_group(o);
-    g_rank = get_rank();
-    g_world = get_world_size();
-    if (scenario == "collectives") collectives();
-    else if (scenario == "ddp") ddp();
-    else if (scenario == "timeout") timeout();
-    else fail("unknown scenario " + scenario);
-    destroy_process_group();
-  } catch (const std::exception& e) {
-    fail(std::string("exception: ") + e.what());
-  }
-  std::fprintf(stderr, "rank %d: OK\n", g_rank);
-  return 0;
-}
+int main(int argc, char** argv) { return trainrun::multirank::run_scenario_main(argc, argv); }

@@ -2,19 +2,11 @@
 // launcher, and checks that every rank passed. A run that outlives its
 // deadline is killed and reported, never waited on.
 #include <dirent.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "c10d/distributed.h"
@@ -22,8 +14,7 @@
 #include "store/hash_store.h"
 #include "tensor/ops.h"
 #include "tests/expect_error.h"
-
-extern char** environ;
+#include "tests/multirank/run_ranks.h"
 
 namespace trainrun {
 namespace c10d {
@@ -31,87 +22,24 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct RankResult {
-  int exit_code = -1;       // the job's exit status (trainrun's); -1: killed at the deadline
-  std::string stderr_text;  // this rank's lines, and trainrun's own (its failure summary)
-};
+using multirank::expect_ranks_passed;
+using multirank::RankRun;
+using multirank::RankRunOptions;
 
-// Runs `world` ranks of the scenario under the trainrun launcher (which hosts
-// the store and sets the environment). extra_env goes to every rank;
-// rank0_env to rank 0 only (the worker applies it, as the launcher gives
-// every rank the same environment).
-std::vector<RankResult> run_ranks(const std::string& scenario, int world, std::chrono::seconds deadline,
-                                  const std::vector<std::string>& extra_env = {},
-                                  const std::vector<std::string>& rank0_env = {}) {
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-  env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
-  std::string rank0;
-  for (const auto& kv : rank0_env) rank0 += (rank0.empty() ? "" : ";") + kv;
-  env_strings.push_back("C10D_TEST_RANK0_ENV=" + rank0);
-  std::vector<char*> envp;
-  for (auto& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const std::string log = ::testing::TempDir() + "/c10d_" + scenario + "_" + std::to_string(world) + ".log";
-  std::vector<std::string> args = {"launcher/trainrun",
-                                   "--nproc-per-node",
-                                   std::to_string(world),
-                                   "--grace-period",
-                                   "2",
-                                   "--no-python",
-                                   "tests/c10d/c10d_worker",
-                                   scenario};
-  std::vector<char*> argv;
-  for (auto& x : args) argv.push_back(x.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data()), 0) << "cannot start trainrun";
-  posix_spawn_file_actions_destroy(&actions);
-  int code = -1;
-  const auto end = std::chrono::steady_clock::now() + deadline;
-  for (;;) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      break;
-    }
-    if (std::chrono::steady_clock::now() > end) {
-      kill(pid, SIGKILL);  // its workers go with it (PR_SET_PDEATHSIG)
-      waitpid(pid, nullptr, 0);
-      break;
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  std::ifstream in(log);
-  std::vector<RankResult> results(world);
-  std::string line;
-  while (std::getline(in, line)) {
-    bool rank_line = false;
-    for (int r = 0; r < world; ++r) {
-      const std::string prefix = "[rank" + std::to_string(r) + "]:";
-      if (line.rfind(prefix, 0) == 0) {
-        results[r].stderr_text += line.substr(prefix.size()) + "\n";
-        rank_line = true;
-      }
-    }
-    if (!rank_line)
-      for (auto& res : results) res.stderr_text += line + "\n";
-  }
-  for (auto& res : results) res.exit_code = code;
-  return results;
+constexpr const char* kWorker = "tests/c10d/c10d_worker";
+
+RankRun run(const std::string& scenario, int world, std::vector<std::string> env = {},
+            std::vector<std::string> rank0_env = {}) {
+  RankRunOptions o;
+  o.world = world;
+  o.env = std::move(env);
+  o.rank0_env = std::move(rank0_env);
+  return multirank::run_ranks(kWorker, scenario, o);
 }
 
-void expect_all_passed(const std::string& scenario, int world, const std::vector<std::string>& extra_env = {},
-                       const std::vector<std::string>& rank0_env = {}) {
-  auto results = run_ranks(scenario, world, 120s, extra_env, rank0_env);
-  for (int r = 0; r < world; ++r)
-    EXPECT_EQ(results[r].exit_code, 0) << scenario << " with " << world << " ranks, rank " << r
-                                       << (results[r].exit_code == -1 ? ": killed at the deadline" : "") << ":\n"
-                                       << results[r].stderr_text;
+void expect_all_passed(const std::string& scenario, int world, std::vector<std::string> env = {},
+                       std::vector<std::string> rank0_env = {}) {
+  expect_ranks_passed(run(scenario, world, std::move(env), std::move(rank0_env)));
 }
 
 // Ranks of one host use the shared-memory transport for allreduce,
@@ -137,10 +65,11 @@ TEST(ProcessGroupGloo, AsyncWorkAndConcurrentGroups) {
 
 TEST(ProcessGroupGloo, ADeadPeerFailsTheOthersWithinTheTimeout) {
   for (bool shm : {true, false}) {
-    auto results = run_ranks("peer_dies", 3, 60s, {shm ? "TRAINRUN_SHM_COLLECTIVES=1" : "TRAINRUN_SHM_COLLECTIVES=0"});
-    for (int r = 0; r < 3; ++r)
-      EXPECT_EQ(results[r].exit_code, 0) << "shm=" << shm << " rank " << r << ":\n" << results[r].stderr_text;
-    const std::string& log = results[0].stderr_text;
+    // The dying rank exits 0 without a verdict; the others must pass.
+    const RankRun r = run("peer_dies", 3, {shm ? "TRAINRUN_SHM_COLLECTIVES=1" : "TRAINRUN_SHM_COLLECTIVES=0"});
+    EXPECT_EQ(r.exit_code, 0) << "shm=" << shm << ":\n" << r.output_of(0) << r.output_of(1);
+    for (int rank : {0, 1}) EXPECT_NE(r.rank_output[rank].find("ok"), std::string::npos) << r.output_of(rank);
+    const std::string& log = r.rank_output[0];
     EXPECT_NE(log.find("allreduce #2 on group 'default'"), std::string::npos) << log;
     EXPECT_NE(log.find("had not entered #2: 2"), std::string::npos) << log;
     if (shm) {
@@ -161,9 +90,10 @@ TEST(ProcessGroupGloo, ADeadPeerFailsTheOthersWithinTheTimeout) {
 
 TEST(ProcessGroupGloo, ATimeoutNamesTheRanksThatHadNotEnteredTheCollective) {
   for (const char* env : {"TRAINRUN_SHM_COLLECTIVES=1", "TRAINRUN_SHM_COLLECTIVES=0"}) {
-    auto results = run_ranks("late_rank", 2, 60s, {env});
-    for (int r = 0; r < 2; ++r)
-      EXPECT_EQ(results[r].exit_code, 0) << env << " rank " << r << ":\n" << results[r].stderr_text;
+    // Both ranks end early with status 0 (rank 0 after checking the error).
+    const RankRun r = run("late_rank", 2, {env});
+    EXPECT_EQ(r.exit_code, 0) << env << ":\n" << r.output_of(0);
+    EXPECT_NE(r.rank_output[0].find("had not entered #2: 1 (last at #1)"), std::string::npos) << r.output_of(0);
   }
 }
 

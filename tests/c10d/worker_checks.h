@@ -2,9 +2,11 @@
 // What every c10d_worker scenario checks with: this rank's place, and
 // failures that print what differed and end the process with status 1.
 #include <cstdio>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
+#include "c10d/distributed.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
@@ -31,6 +33,24 @@ inline void expect_equal(const Tensor& got, const Tensor& want, const std::strin
   if (!allclose(a, b, tol, tol))
     fail(fmt::format("{}: values differ\n got  {}\n want {}", what, got.str(), want.str()));
 }
+
+// A scenario's membership of the default group (env://, the launcher's
+// store): joined on construction (setting g_rank and g_world), destroyed at
+// the end of the scenario.
+class JoinedGroup {
+ public:
+  explicit JoinedGroup(std::chrono::milliseconds timeout, const std::string& backend = "gloo") {
+    InitOptions o;
+    o.backend = backend;
+    o.timeout = timeout;
+    init_process_group(o);
+    g_rank = get_rank();
+    g_world = get_world_size();
+  }
+  ~JoinedGroup() { destroy_process_group(); }
+  JoinedGroup(const JoinedGroup&) = delete;
+  JoinedGroup& operator=(const JoinedGroup&) = delete;
+};
 
 // The DDP scenario (ddp_scenario.cc).
 void ddp_scenario();

@@ -88,21 +88,15 @@ def test_training_matches_pytorch_step_for_step():
         np.testing.assert_allclose(ours.state_dict()[k].numpy(), v.numpy(), rtol=1e-4, atol=1e-6, err_msg=k)
 
 
-def launch(*args, timeout=120):
-    return subprocess.run([str(TRAINRUN), *args], capture_output=True, text=True, timeout=timeout)
-
-
-def test_ddp_from_python_matches_one_process():
-    r = launch("--nproc-per-node", "2", str(ROOT / "tests" / "python" / "ddp_worker.py"), "ddp")
-    assert r.returncode == 0, r.stdout + r.stderr
+def test_ddp_from_python_matches_one_process(ranks):
+    r = ranks.run_script(2, "tests/python/ddp_worker.py", "ddp")
     assert "[rank0]:rank 0: ddp ok" in r.stdout and "[rank1]:rank 1: ddp ok" in r.stdout
 
 
-def test_torch_distributed_api_on_three_ranks():
+def test_torch_distributed_api_on_three_ranks(ranks):
     """Every collective, point-to-point and object call of torch.distributed,
     with timedelta timeouts, on 3 ranks under the launcher."""
-    r = launch("--nproc-per-node", "3", str(ROOT / "tests" / "python" / "collectives_worker.py"), timeout=180)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = ranks.run_script(3, "tests/python/collectives_worker.py", deadline=180)
     for rank in range(3):
         assert f"[rank{rank}]:rank {rank}: ok" in r.stdout, r.stdout + r.stderr
 
@@ -131,18 +125,16 @@ def test_init_process_group_takes_pytorchs_arguments():
         dist.destroy_process_group()
 
 
-def test_record_gives_the_launcher_the_python_root_cause():
-    r = launch("--nproc-per-node", "2", "--grace-period", "1", str(ROOT / "tests" / "python" / "ddp_worker.py"),
-               "fail")
+def test_record_gives_the_launcher_the_python_root_cause(ranks):
+    r = ranks.run_script(2, "tests/python/ddp_worker.py", "fail", launcher_flags=["--grace-period", "1"], check=False)
     assert r.returncode == 1, r.stderr
     assert "rank:      1 (local rank 1)" in r.stderr
     assert "message:   ValueError: rank 1 found a NaN in batch 3" in r.stderr
     assert "raise ValueError" in r.stderr  # the traceback
 
 
-def test_main_job_reaches_its_accuracy():
-    r = launch("--nproc-per-node", "2", str(ROOT / "examples" / "train_digits.py"), "--epochs", "15")
-    assert r.returncode == 0, r.stdout + r.stderr
+def test_main_job_reaches_its_accuracy(ranks):
+    r = ranks.run_script(2, "examples/train_digits.py", "--epochs", "15")
     line = next(l for l in r.stdout.splitlines() if l.startswith("[rank0]:held-out accuracy "))
     assert float(line.split()[2]) >= 0.95, line
     assert "checkpoint reloaded" in line
