@@ -9,22 +9,85 @@
 namespace trainrun {
 namespace nn {
 
-Tensor Module::operator()(const Tensor& x) {
-  Tensor input = x;
-  for (const auto& hook : pre_hooks_) {
-    Tensor replaced = hook(*this, input);
-    if (replaced.defined()) input = replaced;
-  }
-  Tensor output = forward(input);
-  for (const auto& hook : hooks_) {
-    Tensor replaced = hook(*this, input, output);
-    if (replaced.defined()) output = replaced;
-  }
-  return output;
+TensorList Module::operator()(const TensorList& inputs) {
+  if (pre_hooks_.empty() && hooks_.empty()) return forward(inputs);
+  TensorList args = inputs;
+  // Copies: a hook may register or remove hooks while it runs.
+  const auto pre_hooks = pre_hooks_;
+  for (const auto& [id, hook] : pre_hooks)
+    if (std::optional<TensorList> replaced = hook(*this, args)) args = std::move(*replaced);
+  TensorList outputs = forward(args);
+  const auto hooks = hooks_;
+  for (const auto& [id, hook] : hooks)
+    if (std::optional<TensorList> replaced = hook(*this, args, outputs)) outputs = std::move(*replaced);
+  return outputs;
 }
 
-Tensor Module::forward(const Tensor&) {
-  throw NotImplementedError(fmt::format("{}: forward(Tensor) is not implemented", type_name_));
+Tensor Module::operator()(const Tensor& x) {
+  TensorList outputs = (*this)(TensorList{x});
+  TR_CHECK(outputs.size() == 1, ValueError, "{}: called with one tensor, forward returned {} tensors (call it with a list)",
+           type_name_, outputs.size());
+  return outputs[0];
+}
+
+namespace {
+
+// The module whose default forward is running on this thread: the two
+// defaults call each other, and a module that overrides neither must fail
+// instead of recursing.
+thread_local const Module* g_in_default_forward = nullptr;
+
+class DefaultForwardScope {
+ public:
+  explicit DefaultForwardScope(const Module* m) : saved_(g_in_default_forward) { g_in_default_forward = m; }
+  ~DefaultForwardScope() { g_in_default_forward = saved_; }
+
+ private:
+  const Module* saved_;
+};
+
+}  // namespace
+
+TensorList Module::forward(const TensorList& inputs) {
+  TR_CHECK(g_in_default_forward != this, NotImplementedError,
+           "{}: forward is not implemented (override forward(Tensor) or forward(TensorList))", type_name_);
+  TR_CHECK(inputs.size() == 1, TypeError, "{}: forward takes one tensor, got {}", type_name_, inputs.size());
+  DefaultForwardScope scope(this);
+  return {forward(inputs[0])};
+}
+
+Tensor Module::forward(const Tensor& x) {
+  TR_CHECK(g_in_default_forward != this, NotImplementedError,
+           "{}: forward is not implemented (override forward(Tensor) or forward(TensorList))", type_name_);
+  DefaultForwardScope scope(this);
+  TensorList outputs = forward(TensorList{x});
+  TR_CHECK(outputs.size() == 1, ValueError, "{}: forward(Tensor) needs one output, forward returned {}", type_name_,
+           outputs.size());
+  return outputs[0];
+}
+
+HookHandle Module::register_forward_pre_hook(ForwardPreHook hook, bool prepend) {
+  const uint64_t id = next_hook_id_++;
+  pre_hooks_.emplace(prepend ? pre_hooks_.begin() : pre_hooks_.end(), id, std::move(hook));
+  return {id};
+}
+
+HookHandle Module::register_forward_hook(ForwardHook hook, bool prepend) {
+  const uint64_t id = next_hook_id_++;
+  hooks_.emplace(prepend ? hooks_.begin() : hooks_.end(), id, std::move(hook));
+  return {id};
+}
+
+bool Module::remove_hook(HookHandle handle) {
+  auto erase = [&](auto& list) {
+    for (auto it = list.begin(); it != list.end(); ++it)
+      if (it->first == handle.id) {
+        list.erase(it);
+        return true;
+      }
+    return false;
+  };
+  return erase(pre_hooks_) || erase(hooks_);
 }
 
 void Module::check_new_name(const std::string& name) const {

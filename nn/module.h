@@ -3,9 +3,11 @@
 // state_dict, and forward hooks. Parameters live in the module's registry
 // (not in member copies), so that a layer that wraps modules (FSDP) can
 // swap them for sharded ones with replace_parameter.
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +18,14 @@ namespace trainrun {
 namespace nn {
 
 using StateDict = std::map<std::string, Tensor>;
+// What a module takes and returns: any number of tensors (an attention block
+// takes (x, mask); a pipeline stage may return several activations).
+using TensorList = std::vector<Tensor>;
+
+// Returned by the hook registrations; remove_hook(handle) unregisters.
+struct HookHandle {
+  uint64_t id = 0;
+};
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -26,8 +36,17 @@ class Module : public std::enable_shared_from_this<Module> {
 
   const std::string& type_name() const { return type_name_; }
 
-  // Runs forward pre-hooks, forward, then forward hooks (which may replace the output).
+  // Runs forward pre-hooks, forward, then forward hooks; each hook may
+  // replace what it sees (the arguments, or the outputs).
+  TensorList operator()(const TensorList& inputs);
+  // One tensor in, one out (throws ValueError naming the module when forward
+  // returns another number of tensors).
   Tensor operator()(const Tensor& x);
+
+  // A module overrides one of the two. The list form is the general one; by
+  // default it passes a single input to the one-tensor form, and the
+  // one-tensor form calls the list form with one input.
+  virtual TensorList forward(const TensorList& inputs);
   virtual Tensor forward(const Tensor& x);
 
   // Registration: names are unique among a module's parameters, buffers and children.
@@ -70,10 +89,16 @@ class Module : public std::enable_shared_from_this<Module> {
   // shape mismatches always are.
   void load_state_dict(const StateDict& state, bool strict = true);
 
-  using ForwardPreHook = std::function<Tensor(Module&, const Tensor& input)>;  // may return a replacement input
-  using ForwardHook = std::function<Tensor(Module&, const Tensor& input, const Tensor& output)>;
-  void register_forward_pre_hook(ForwardPreHook hook) { pre_hooks_.push_back(std::move(hook)); }
-  void register_forward_hook(ForwardHook hook) { hooks_.push_back(std::move(hook)); }
+  // PyTorch's forward hooks over lists: a pre-hook may return replacement
+  // arguments, a hook replacement outputs (nullopt keeps them). prepend runs
+  // the hook before those already registered.
+  using ForwardPreHook = std::function<std::optional<TensorList>(Module&, const TensorList& args)>;
+  using ForwardHook =
+      std::function<std::optional<TensorList>(Module&, const TensorList& args, const TensorList& outputs)>;
+  HookHandle register_forward_pre_hook(ForwardPreHook hook, bool prepend = false);
+  HookHandle register_forward_hook(ForwardHook hook, bool prepend = false);
+  // Returns whether the hook was registered (and is now removed).
+  bool remove_hook(HookHandle handle);
 
  private:
   void check_new_name(const std::string& name) const;
@@ -84,8 +109,9 @@ class Module : public std::enable_shared_from_this<Module> {
   bool training_ = true;
   std::vector<std::pair<std::string, Tensor>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
-  std::vector<ForwardPreHook> pre_hooks_;
-  std::vector<ForwardHook> hooks_;
+  std::vector<std::pair<uint64_t, ForwardPreHook>> pre_hooks_;
+  std::vector<std::pair<uint64_t, ForwardHook>> hooks_;
+  uint64_t next_hook_id_ = 1;
 };
 
 }  // namespace nn

@@ -73,7 +73,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   reducer_ = Reducer::create(module_->named_parameters(), group_, options_);
 }
 
-Tensor DistributedDataParallel::forward(const Tensor& x) {
+nn::TensorList DistributedDataParallel::forward(const nn::TensorList& inputs) {
   if (options_.broadcast_buffers && is_training()) {
     NoGradGuard no_grad;
     for (auto& [name, b] : module_->named_buffers()) {
@@ -81,7 +81,7 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
       group_->broadcast(t, 0)->wait();
     }
   }
-  return (*module_)(x);
+  return (*module_)(inputs);
 }
 
 CommHook fp16_compress_hook() { return compress_hook(DType::Float16); }

@@ -21,7 +21,9 @@ class DistributedDataParallel : public nn::Module {
   // group: null for the default group.
   DistributedDataParallel(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> group = nullptr,
                           DDPOptions options = {});
-  Tensor forward(const Tensor& x) override;
+  // Broadcasts rank 0's buffers (when training), then runs the module on every argument.
+  nn::TensorList forward(const nn::TensorList& inputs) override;
+  using nn::Module::forward;
 
   nn::Module& module() { return *module_; }
   void register_comm_hook(CommHook hook) { reducer_->register_comm_hook(std::move(hook)); }

@@ -27,12 +27,57 @@ optim::ParamGroup& group_at(optim::Optimizer& o, size_t g) {
 }
 
 
-// Lets Python classes override forward.
+// A Python forward's result as a list: a tensor, or a tuple/list of tensors.
+nn::TensorList to_tensor_list(const py::handle& out, const std::string& module) {
+  if (py::isinstance<Tensor>(out)) return {out.cast<Tensor>()};
+  if (py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out)) {
+    nn::TensorList list;
+    for (py::handle item : out) {
+      TR_CHECK(py::isinstance<Tensor>(item), TypeError,
+               "{}.forward returned a sequence holding a {}; C++ callers take tensors only", module,
+               py::str(py::type::of(item).attr("__name__")).cast<std::string>());
+      list.push_back(item.cast<Tensor>());
+    }
+    return list;
+  }
+  throw TypeError(fmt::format("{}.forward returned a {}; C++ callers take a tensor or a tuple of tensors", module,
+                              py::str(py::type::of(out).attr("__name__")).cast<std::string>()));
+}
+
+// Lets Python classes override forward. When C++ calls a Python module (DDP
+// wrapping it, a pipeline stage), the call goes through Python's __call__,
+// so the module's Python hooks run as they would from Python.
 class PyModule : public nn::Module {
  public:
   using nn::Module::Module;
   Tensor forward(const Tensor& x) override { PYBIND11_OVERRIDE(Tensor, nn::Module, forward, x); }
+  nn::TensorList forward(const nn::TensorList& inputs) override {
+    py::gil_scoped_acquire gil;
+    if (!py::get_override(static_cast<const nn::Module*>(this), "forward")) return nn::Module::forward(inputs);
+    py::tuple args(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) args[i] = py::cast(inputs[i]);
+    py::object self = py::cast(static_cast<nn::Module*>(this), py::return_value_policy::reference);
+    return to_tensor_list(self(*args), type_name());
+  }
 };
+
+// What a C++ forward returns, for Python: one tensor, or a tuple of them.
+py::object from_tensor_list(const nn::TensorList& outputs) {
+  if (outputs.size() == 1) return py::cast(outputs[0]);
+  py::tuple t(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) t[i] = py::cast(outputs[i]);
+  return std::move(t);
+}
+
+nn::TensorList tensor_args(const py::args& args, const nn::Module& m, const char* what) {
+  nn::TensorList list;
+  for (py::handle a : args) {
+    TR_CHECK(py::isinstance<Tensor>(a), TypeError, "{}.{}: C++ modules take tensors, got a {}", m.type_name(), what,
+             py::str(py::type::of(a).attr("__name__")).cast<std::string>());
+    list.push_back(a.cast<Tensor>());
+  }
+  return list;
+}
 
 using ModulePtr = std::shared_ptr<nn::Module>;
 
@@ -43,8 +88,18 @@ void bind_nn(py::module_& m) {
   py::class_<nn::Module, PyModule, ModulePtr>(nn, "Module", py::dynamic_attr())
       .def(py::init([](const std::string& name) { return std::make_shared<PyModule>(name); }),
            py::arg("type_name") = "Module")
-      .def("forward", &nn::Module::forward)
-      .def("__call__", [](nn::Module& self, const Tensor& x) { return self(x); })
+      .def("forward",
+           [](nn::Module& self, py::args args) {
+             nn::TensorList in = tensor_args(args, self, "forward");
+             if (in.size() == 1) return py::cast(self.forward(in[0]));
+             return from_tensor_list(self.forward(in));
+           })
+      .def("__call__",
+           [](nn::Module& self, py::args args) {
+             nn::TensorList in = tensor_args(args, self, "__call__");
+             if (in.size() == 1) return py::cast(self(in[0]));
+             return from_tensor_list(self(in));
+           })
       .def(
           "register_parameter",
           [](nn::Module& self, const std::string& name, Tensor t, bool rg) {

@@ -57,6 +57,61 @@ TEST(Module, RegistryNamesStateDictAndErrors) {
   expect_error<ValueError>([&] { (*net)(randn({5, 3})); }, {"Linear(4, 8)", "[5, 3]"});
 }
 
+// Attention-style: (x, mask) in, (output, weights) out.
+class MaskedScale : public nn::Module {
+ public:
+  MaskedScale() : nn::Module("MaskedScale") {}
+  TensorList forward(const TensorList& in) override {
+    TR_CHECK(in.size() == 2, ValueError, "MaskedScale takes (x, mask), got {} tensors", in.size());
+    return {mul(in[0], in[1]), sum(in[1])};
+  }
+};
+
+TEST(Module, ForwardAndHooksOverListsOfTensors) {
+  MaskedScale m;
+  TensorList out = m({full({3}, 2.0), tensor<float>({1, 0, 1}, {3})});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(allclose(out[0], tensor<float>({2, 0, 2}, {3})));
+  EXPECT_EQ(out[1].item<float>(), 2.0f);
+  // Hooks see every argument and every output, and may replace either;
+  // prepend runs first; a removed hook no longer runs.
+  std::vector<std::string> order;
+  auto pre = m.register_forward_pre_hook([&](nn::Module&, const TensorList& args) -> std::optional<TensorList> {
+    order.push_back("pre " + std::to_string(args.size()));
+    return TensorList{args[0], ones({3})};  // unmask
+  });
+  m.register_forward_pre_hook(
+      [&](nn::Module&, const TensorList&) -> std::optional<TensorList> {
+        order.push_back("first");
+        return std::nullopt;
+      },
+      /*prepend=*/true);
+  auto post = m.register_forward_hook(
+      [&](nn::Module&, const TensorList& args, const TensorList& outs) -> std::optional<TensorList> {
+        order.push_back("post " + std::to_string(args.size()) + "->" + std::to_string(outs.size()));
+        return TensorList{outs[0]};  // drop the weights
+      });
+  out = m({full({3}, 2.0), zeros({3})});
+  EXPECT_EQ(order, (std::vector<std::string>{"first", "pre 2", "post 2->2"}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(allclose(out[0], full({3}, 2.0)));
+  EXPECT_TRUE(m.remove_hook(pre));
+  EXPECT_TRUE(m.remove_hook(post));
+  EXPECT_FALSE(m.remove_hook(post));
+  EXPECT_EQ(m({ones({3}), zeros({3})}).size(), 2u);
+  // One tensor in where forward returns two: the error says so.
+  expect_error<ValueError>([&] { m(ones({3})); }, {"MaskedScale", "takes (x, mask)"});
+  // A one-tensor layer works through the list form too.
+  Linear lin(2, 2);
+  TensorList one = lin(TensorList{ones({1, 2})});
+  EXPECT_TRUE(allclose(one[0], lin(ones({1, 2}))));
+  expect_error<TypeError>([&] { lin(TensorList{ones({1, 2}), ones({1, 2})}); }, {"Linear", "takes one tensor, got 2"});
+  // A module that overrides neither form fails by name instead of recursing.
+  nn::Module bare("Bare");
+  expect_error<NotImplementedError>([&] { bare(ones({1})); }, {"Bare: forward is not implemented"});
+  expect_error<NotImplementedError>([&] { bare.forward(ones({1})); }, {"Bare: forward is not implemented"});
+}
+
 TEST(Module, ReplaceParameterTrainEvalHooksAndZeroGrad) {
   manual_seed(3);
   auto lin = std::make_shared<Linear>(3, 2);
@@ -66,13 +121,13 @@ TEST(Module, ReplaceParameterTrainEvalHooksAndZeroGrad) {
   EXPECT_TRUE(allclose((*lin)(ones({1, 3})), reshape(lin->param("bias"), {1, 2})));
   expect_error<ValueError>([&] { lin->replace_parameter("weight", zeros({3, 3})); }, {"weight", "[3, 3]"});
   std::vector<std::string> order;
-  lin->register_forward_pre_hook([&](nn::Module&, const Tensor& in) {
+  lin->register_forward_pre_hook([&](nn::Module&, const TensorList& in) -> std::optional<TensorList> {
     order.push_back("pre");
-    return mul(in, 2.0);
+    return TensorList{mul(in[0], 2.0)};
   });
-  lin->register_forward_hook([&](nn::Module& m, const Tensor&, const Tensor& out) {
+  lin->register_forward_hook([&](nn::Module& m, const TensorList&, const TensorList&) -> std::optional<TensorList> {
     order.push_back("post " + m.type_name());
-    return Tensor();
+    return std::nullopt;
   });
   (*lin)(ones({1, 3}));
   EXPECT_EQ(order, (std::vector<std::string>{"pre", "post Linear"}));

@@ -110,6 +110,22 @@ def main():
          world).backward()
     for (name, p), (_, q) in zip(masked.module.named_parameters(), masked_reference.named_parameters()):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg="masked " + name)
+    # Tensors only: the call goes through C++ DDP's list forward into the Python module, whose own Python
+    # hooks still run (once per call) and may replace the output.
+    masked.zero_grad()
+    masked_reference.zero_grad()
+    seen = []
+    handle = masked.module.register_forward_hook(lambda mod, args, out: seen.append(len(args)) or out * 2.0)
+    x, y = batch(rank, 5)
+    nn.functional.cross_entropy(masked(x, mask), y).backward()
+    handle.remove()
+    assert seen == [2], seen
+    for r in range(world):
+        xr, yr = batch(r, 5)
+        (nn.functional.cross_entropy(masked_reference(xr, (tr.arange(5) != r).float()) * 2.0, yr) /
+         world).backward()
+    for (name, p), (_, q) in zip(masked.module.named_parameters(), masked_reference.named_parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg="hooked " + name)
     work = dist.all_reduce(tr.ones([4]), async_op=True)
     work.wait()
     print(f"rank {rank}: ddp ok", flush=True)

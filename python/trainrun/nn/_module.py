@@ -74,9 +74,9 @@ def _call(self, *args, **kwargs):
     override = self.__dict__.get("_forward_override")  # set by tensor parallelism: computes on the shards
     if override is not None:
         output = override(*args, **kwargs)
-    elif type(self).forward is _C.nn.Module.forward and len(args) == 1 and not kwargs and \
-            isinstance(args[0], _C.Tensor):
-        output = _cpp_call(self, args[0])  # a C++ layer: one tensor in, one out
+    elif type(self).forward is _C.nn.Module.forward and not kwargs and \
+            all(isinstance(a, _C.Tensor) for a in args):
+        output = _cpp_call(self, *args)  # a C++ module: tensors in, a tensor (or a tuple) out, C++ hooks run
     else:
         output = self.forward(*args, **kwargs)
     if post:

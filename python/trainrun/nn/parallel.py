@@ -16,10 +16,11 @@ class DistributedDataParallel(_C.distributed.DistributedDataParallel):
         self._process_group, self._broadcast_buffers = process_group, broadcast_buffers
 
     def forward(self, *inputs, **kwargs):
-        """Runs the wrapped module on every argument it takes. One tensor goes through C++ (which also
-        broadcasts rank 0's buffers); other calls broadcast the buffers here, then call the module."""
-        if len(inputs) == 1 and not kwargs and isinstance(inputs[0], _C.Tensor):
-            return super().forward(inputs[0])
+        """Runs the wrapped module on every argument it takes. Tensors go through C++ (which broadcasts
+        rank 0's buffers, then calls the module, its Python hooks included); calls with keywords or other
+        values broadcast the buffers here, then call the module."""
+        if inputs and not kwargs and all(isinstance(a, _C.Tensor) for a in inputs):
+            return super().forward(*inputs)
         if self._broadcast_buffers and self.training:
             from trainrun import distributed as dist
             with no_grad():
