@@ -7,15 +7,23 @@
 
 namespace trainrun {
 
-// Priority order: later entries win.
+// Priority order: later entries win. Backend keys (where kernels compute)
+// come first, up to LastBackend; functionality keys (which wrap a call and
+// redispatch below themselves) follow.
 enum class DispatchKey : uint8_t {
   CPU = 0,
   CUDA = 1,
-  Autograd = 2,  // records the graph, then redispatches below itself
-  NumKeys = 3,
+  LastBackend = CUDA,
+  // Sees the ops autograd runs, forward and backward: graph capture and debug
+  // modes install a boxed fallback for it and switch it on for a thread
+  // (IncludeDispatchKeyGuard). No op has a kernel of its own here.
+  Tracing = 2,
+  Autograd = 3,  // records the graph, then redispatches below itself
+  NumKeys = 4,
 };
 constexpr int kNumDispatchKeys = static_cast<int>(DispatchKey::NumKeys);
 
+constexpr bool is_backend_key(DispatchKey k) { return k <= DispatchKey::LastBackend; }
 const char* dispatch_key_name(DispatchKey k);
 DispatchKey backend_key(Device d);
 

@@ -8,13 +8,43 @@ namespace trainrun {
 void OpTable::set_kernel(int slot, void* fn) {
   TR_CHECK(kernels_[slot] == nullptr, ValueError,
            "op '{}' already has a kernel for dispatch slot {}: registering twice is a bug", name_,
-           slot == kGenericSlot ? "Generic" : dispatch_key_name(static_cast<DispatchKey>(slot)));
+           slot == kGenericSlot     ? "Generic"
+           : slot == kCompositeSlot ? "Composite"
+                                    : dispatch_key_name(static_cast<DispatchKey>(slot)));
   kernels_[slot] = fn;
+}
+
+void OpTable::set_boxed(std::function<void(DispatchKeySet, Stack&)> boxed) {
+  std::call_once(boxed_once_, [&] { boxed_ = std::move(boxed); });
+}
+
+void OpTable::call_boxed(DispatchKeySet keys, Stack& stack) const {
+  TR_CHECK(boxed_, NotImplementedError, "op '{}' has no boxed form: its signature has a type with no IValue", name_);
+  boxed_(keys, stack);
+}
+
+void OpTable::redispatch_boxed(DispatchKey key, DispatchKeySet keys, Stack& stack) const {
+  ExcludeDispatchKeyGuard below(key);
+  call_boxed(keys, stack);
+}
+
+Dispatcher::Dispatcher() {
+  for (auto& f : fallbacks_) f = std::make_shared<const KeyFallback>();
 }
 
 Dispatcher& Dispatcher::get() {
   static Dispatcher* d = new Dispatcher();  // never destroyed: kernels register at static init
   return *d;
+}
+
+void Dispatcher::set_fallback(DispatchKey key, KeyFallback fallback) {
+  TR_CHECK(!is_backend_key(key) && key != DispatchKey::Autograd && key < DispatchKey::NumKeys, ValueError,
+           "set_fallback: {} has a fixed rule; only functionality keys such as Tracing take a fallback",
+           dispatch_key_name(key));
+  TR_CHECK(fallback.kind != KeyFallback::Boxed || fallback.kernel, ValueError,
+           "set_fallback({}): a Boxed fallback needs a kernel", dispatch_key_name(key));
+  std::atomic_store(&fallbacks_[static_cast<int>(key)],
+                    std::shared_ptr<const KeyFallback>(std::make_shared<KeyFallback>(std::move(fallback))));
 }
 
 OpTable& Dispatcher::table(const std::string& name, std::type_index signature) {
@@ -46,8 +76,8 @@ std::vector<std::string> Dispatcher::ops_unsupported_on(DispatchKey key) {
   for (const auto& [name, table] : tables_) {
     if (table->kernel(static_cast<int>(key)) != nullptr || table->kernel(OpTable::kGenericSlot) != nullptr) continue;
     bool other_backend = false;
-    for (DispatchKey k : {DispatchKey::CPU, DispatchKey::CUDA})
-      other_backend = other_backend || (k != key && table->kernel(static_cast<int>(k)) != nullptr);
+    for (int k = 0; k <= static_cast<int>(DispatchKey::LastBackend); ++k)
+      other_backend = other_backend || (k != static_cast<int>(key) && table->kernel(k) != nullptr);
     if (other_backend) names.push_back(name);
   }
   std::sort(names.begin(), names.end());
@@ -68,6 +98,11 @@ MissingFormulaHook& missing_formula_hook() {
 DispatchKeySet& tls_excluded_keys() {
   thread_local DispatchKeySet excluded;
   return excluded;
+}
+
+DispatchKeySet& tls_included_keys() {
+  thread_local DispatchKeySet included;
+  return included;
 }
 
 }  // namespace trainrun

@@ -1,23 +1,48 @@
 #pragma once
 // The one dispatcher: ops are named ("add", "matmul", "my_ext::fused_gelu"),
 // kernels register per dispatch key, and a call goes to the kernel of the
-// highest key present on its inputs that this thread does not exclude. A
-// backend key without its own kernel falls back to the op's device-generic
-// kernel (views, composite ops), registered under kGenericKernel.
+// highest key present on its inputs (or switched on for the thread) that the
+// thread does not exclude. When that key has no kernel for the op:
+//   - a composite kernel, if the op has one, runs instead: it decomposes
+//     above every key, its parts dispatching again (autograd, tracing and
+//     the backends all see the parts);
+//   - a backend key takes the op's device-generic kernel (views), else fails;
+//   - Autograd lets the op run below it (the missing-formula hook decides
+//     whether that is an error);
+//   - any other key follows its fallback: fall through to the next key, call
+//     one boxed kernel that handles every op (ivalue.h), or fail by name.
+#include <atomic>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
-#include <vector>
 #include <string>
 #include <type_traits>
 #include <typeindex>
-#include <utility>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "tensor/dispatch_key.h"
 #include "tensor/dtype.h"
+#include "tensor/ivalue.h"
 
 namespace trainrun {
+
+class OpTable;
+
+// A kernel for every op at one key, in the boxed convention: it reads the
+// op's arguments from `stack` and leaves its results there; to let the op go
+// on below its key it calls op.redispatch_boxed(key, keys, stack).
+using BoxedKernel = std::function<void(const OpTable& op, DispatchKey key, DispatchKeySet keys, Stack& stack)>;
+
+// What a functionality key does with an op that has no kernel for it.
+struct KeyFallback {
+  enum Kind { Fallthrough, Boxed, Error };
+  Kind kind = Fallthrough;
+  BoxedKernel kernel;  // for Boxed
+};
 
 // The kernel table of one op.
 class OpTable {
@@ -27,12 +52,26 @@ class OpTable {
   std::type_index signature() const { return signature_; }
   void* kernel(int slot) const { return kernels_[slot]; }
   void set_kernel(int slot, void* fn);
+  // Device-generic kernel: what a backend key without its own kernel runs.
   static constexpr int kGenericSlot = kNumDispatchKeys;
+  // Composite kernel: runs at any key without its own kernel, decomposing the op.
+  static constexpr int kCompositeSlot = kNumDispatchKeys + 1;
+
+  // Whether the op's signature has a boxed form (every argument and result type has an IValue).
+  bool boxable() const { return static_cast<bool>(boxed_); }
+  // Calls the op with arguments from `stack` (results left there), dispatching on `keys` as a typed call would.
+  void call_boxed(DispatchKeySet keys, Stack& stack) const;
+  // Calls the op below `key` (excluded on this thread meanwhile): how a boxed fallback lets the op go on.
+  void redispatch_boxed(DispatchKey key, DispatchKeySet keys, Stack& stack) const;
+  // Set once, by the first typed handle of a boxable signature.
+  void set_boxed(std::function<void(DispatchKeySet, Stack&)> boxed);
 
  private:
   std::string name_;
   std::type_index signature_;
-  void* kernels_[kNumDispatchKeys + 1] = {};
+  void* kernels_[kNumDispatchKeys + 2] = {};
+  std::once_flag boxed_once_;
+  std::function<void(DispatchKeySet, Stack&)> boxed_;
 };
 
 class Dispatcher {
@@ -50,14 +89,38 @@ class Dispatcher {
   // though some other backend has one (the CUDA coverage test uses it).
   std::vector<std::string> ops_unsupported_on(DispatchKey key);
 
+  // The fallback of a functionality key other than Autograd (whose rule is
+  // fixed); ValueError for backend keys and Autograd. Default: Fallthrough.
+  void set_fallback(DispatchKey key, KeyFallback fallback);
+  std::shared_ptr<const KeyFallback> fallback(DispatchKey key) const {
+    return std::atomic_load(&fallbacks_[static_cast<int>(key)]);
+  }
+
  private:
+  Dispatcher();
   std::mutex mu_;
   std::unordered_map<std::string, std::unique_ptr<OpTable>> tables_;
+  std::shared_ptr<const KeyFallback> fallbacks_[kNumDispatchKeys];
 };
 
 // Keys excluded on this thread: an autograd kernel excludes Autograd while it
 // redispatches to the backend kernel.
 DispatchKeySet& tls_excluded_keys();
+// Keys switched on for every call of this thread (a tracing mode).
+DispatchKeySet& tls_included_keys();
+
+class IncludeDispatchKeyGuard {
+ public:
+  explicit IncludeDispatchKeyGuard(DispatchKey k) : saved_(tls_included_keys()) {
+    tls_included_keys() = saved_ | DispatchKeySet(k);
+  }
+  ~IncludeDispatchKeyGuard() { tls_included_keys() = saved_; }
+  IncludeDispatchKeyGuard(const IncludeDispatchKeyGuard&) = delete;
+  IncludeDispatchKeyGuard& operator=(const IncludeDispatchKeyGuard&) = delete;
+
+ private:
+  DispatchKeySet saved_;
+};
 
 class ExcludeDispatchKeyGuard {
  public:
@@ -84,47 +147,101 @@ struct has_dtype_method : std::false_type {};
 template <typename T>
 struct has_dtype_method<T, std::void_t<decltype(std::declval<const T&>().dtype())>> : std::true_type {};
 
+// The tensor argument an in-place or out= op returns (the first Tensor&).
+inline void note_mutable_tensor(Tensor*& found, Tensor& t) {
+  if (found == nullptr) found = &t;
+}
+template <typename T>
+void note_mutable_tensor(Tensor*&, const T&) {}
+
 // A typed handle on one op's table; cheap to call, meant to be a function-
 // local static at the call site.
 template <typename Sig> class Op;
 template <typename R, typename... Args>
 class Op<R(Args...)> {
+  using Result = std::remove_cv_t<std::remove_reference_t<R>>;
+  static constexpr bool kBoxable =
+      all_boxable<Args...> && (std::is_void<R>::value || ResultBoxing<Result>::boxable);
+
  public:
   using Fn = R (*)(Args...);
-  explicit Op(const std::string& name) : table_(&Dispatcher::get().table(name, typeid(R(Args...)))) {}
+  explicit Op(const std::string& name) : table_(&Dispatcher::get().table(name, typeid(R(Args...)))) {
+    if constexpr (kBoxable) {
+      OpTable* table = table_;
+      table_->set_boxed([table](DispatchKeySet keys, Stack& stack) {
+        call_unboxed<R, Args...>(stack, [&](auto&... a) -> decltype(auto) { return Op(table).call(keys, a...); });
+      });
+    }
+  }
 
   R call(DispatchKeySet keys, Args... args) const {
-    DispatchKeySet live = keys - tls_excluded_keys();
-    void* fn = nullptr;
-    if (!live.empty()) {
-      int key = static_cast<int>(live.highest());
-      fn = table_->kernel(key);
-      if (fn == nullptr && key != static_cast<int>(DispatchKey::Autograd)) fn = table_->kernel(OpTable::kGenericSlot);
-      if (fn == nullptr && key == static_cast<int>(DispatchKey::Autograd)) {
-        // No gradient formula registered: autograd decides whether that is an
-        // error (grad mode on and a floating result), then the op runs below it.
-        MissingFormulaHook hook = missing_formula_hook();
-        if constexpr (!std::is_reference<R>::value && has_dtype_method<R>::value) {
-          R result = [&] {
-            ExcludeDispatchKeyGuard g(DispatchKey::Autograd);
-            return call(keys, std::forward<Args>(args)...);
-          }();
-          if (hook != nullptr) hook(table_->name(), is_floating(result.dtype()));
-          return result;
-        } else {
-          if (hook != nullptr) hook(table_->name(), true);
-          ExcludeDispatchKeyGuard g(DispatchKey::Autograd);
-          return call(keys, std::forward<Args>(args)...);
-        }
+    DispatchKeySet live = (keys | tls_included_keys()) - tls_excluded_keys();
+    while (!live.empty()) {
+      const DispatchKey key = live.highest();
+      if (void* fn = table_->kernel(static_cast<int>(key))) return reinterpret_cast<Fn>(fn)(std::forward<Args>(args)...);
+      if (void* fn = table_->kernel(OpTable::kCompositeSlot))
+        return reinterpret_cast<Fn>(fn)(std::forward<Args>(args)...);
+      if (is_backend_key(key)) {
+        if (void* fn = table_->kernel(OpTable::kGenericSlot))
+          return reinterpret_cast<Fn>(fn)(std::forward<Args>(args)...);
+        Dispatcher::throw_no_kernel(*table_, live);
       }
+      if (key == DispatchKey::Autograd) return run_without_formula(keys, std::forward<Args>(args)...);
+      const std::shared_ptr<const KeyFallback> fallback = Dispatcher::get().fallback(key);
+      if (fallback->kind == KeyFallback::Boxed) return call_boxed_fallback(*fallback, key, keys, args...);
+      if (fallback->kind == KeyFallback::Error) Dispatcher::throw_no_kernel(*table_, DispatchKeySet(key));
+      live = live - DispatchKeySet(key);  // fall through to the next key
     }
-    if (fn == nullptr) Dispatcher::throw_no_kernel(*table_, live);
-    return reinterpret_cast<Fn>(fn)(std::forward<Args>(args)...);
+    Dispatcher::throw_no_kernel(*table_, live);
   }
   void register_kernel(int slot, Fn fn) const { table_->set_kernel(slot, reinterpret_cast<void*>(fn)); }
   const OpTable& table() const { return *table_; }
 
  private:
+  explicit Op(OpTable* table) : table_(table) {}
+
+  // No gradient formula registered: autograd decides whether that is an
+  // error (grad mode on and a floating result), then the op runs below it.
+  R run_without_formula(DispatchKeySet keys, Args... args) const {
+    MissingFormulaHook hook = missing_formula_hook();
+    if constexpr (!std::is_reference<R>::value && has_dtype_method<R>::value) {
+      R result = [&] {
+        ExcludeDispatchKeyGuard g(DispatchKey::Autograd);
+        return call(keys, std::forward<Args>(args)...);
+      }();
+      if (hook != nullptr) hook(table_->name(), is_floating(result.dtype()));
+      return result;
+    } else {
+      if (hook != nullptr) hook(table_->name(), true);
+      ExcludeDispatchKeyGuard g(DispatchKey::Autograd);
+      return call(keys, std::forward<Args>(args)...);
+    }
+  }
+
+  R call_boxed_fallback(const KeyFallback& fallback, DispatchKey key, DispatchKeySet keys, Args&... args) const {
+    if constexpr (kBoxable) {
+      Stack stack;
+      stack.reserve(sizeof...(Args));
+      (stack.push_back(BoxingOf<Args>::box(args)), ...);
+      fallback.kernel(*table_, key, keys, stack);
+      if constexpr (std::is_void<R>::value) {
+        return;
+      } else if constexpr (std::is_reference<R>::value) {
+        Tensor* target = nullptr;  // in-place and out= ops return their target
+        (note_mutable_tensor(target, args), ...);
+        TR_CHECK(target != nullptr, NotImplementedError, "op '{}' returns a reference but takes no Tensor& to return",
+                 table_->name());
+        return *target;
+      } else {
+        return ResultBoxing<Result>::unbox(stack);
+      }
+    } else {
+      throw NotImplementedError(fmt::format(
+          "op '{}' cannot be handled by dispatch key {}: its signature has a type with no boxed form", table_->name(),
+          dispatch_key_name(key)));
+    }
+  }
+
   OpTable* table_;
 };
 
@@ -137,6 +254,15 @@ struct KernelRegistration {
   }
   // Device-generic kernel (used when the backend key has none).
   KernelRegistration(const char* name, Sig* fn) { Op<Sig>(name).register_kernel(OpTable::kGenericSlot, fn); }
+};
+
+// Registers fn as op `name`'s composite kernel: written with other ops, it
+// runs at every key without a kernel of its own, so autograd, tracing and
+// the backends see its parts (no backward formula needed):
+//   static CompositeRegistration<Tensor(const Tensor&)> reg("softplus", &softplus_composite);
+template <typename Sig>
+struct CompositeRegistration {
+  CompositeRegistration(const char* name, Sig* fn) { Op<Sig>(name).register_kernel(OpTable::kCompositeSlot, fn); }
 };
 
 }  // namespace trainrun

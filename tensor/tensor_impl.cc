@@ -8,6 +8,7 @@ const char* dispatch_key_name(DispatchKey k) {
   switch (k) {
     case DispatchKey::CPU: return "CPU";
     case DispatchKey::CUDA: return "CUDA";
+    case DispatchKey::Tracing: return "Tracing";
     case DispatchKey::Autograd: return "Autograd";
     default: return "?";
   }
