@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -38,13 +39,30 @@ class CPUAllocator final : public Allocator {
       void* p = rounded == 0 ? nullptr : std::aligned_alloc(kAlign, rounded);
       if (rounded != 0 && p == nullptr)
         throw ValueError(fmt::format("CPU allocator: out of memory allocating {} bytes", nbytes));
-      return DataPtr(p, [](void* q) { std::free(q); }, Device(DeviceType::CPU));
+      count_allocated(rounded);
+      return DataPtr(
+          p,
+          [this, rounded](void* q) {
+            std::free(q);
+            count_freed(rounded);
+          },
+          Device(DeviceType::CPU));
     }
     const size_t size = (nbytes + kCacheGranule - 1) / kCacheGranule * kCacheGranule;
     void* p = take_cached(size);
     if (p == nullptr) p = size >= kHugeThreshold ? map_huge(size) : allocate_block(size);
-    return DataPtr(p, [this, size](void* q) { release(q, size); }, Device(DeviceType::CPU));
+    count_allocated(size);
+    return DataPtr(
+        p,
+        [this, size](void* q) {
+          count_freed(size);
+          release(q, size);
+        },
+        Device(DeviceType::CPU));
   }
+
+  CpuMemoryStats stats() const { return {allocated_.load(), peak_.load()}; }
+  void reset_peak() { peak_.store(allocated_.load()); }
 
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -111,6 +129,15 @@ class CPUAllocator final : public Allocator {
     return p;
   }
 
+  void count_allocated(size_t bytes) {
+    const size_t now = allocated_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    size_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+  void count_freed(size_t bytes) { allocated_.fetch_sub(bytes, std::memory_order_relaxed); }
+
+  std::atomic<size_t> allocated_{0}, peak_{0};
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> cached_;
   size_t cached_bytes_ = 0;
@@ -130,6 +157,10 @@ Allocator* g_allocators[2] = {nullptr, nullptr};
 Allocator* cpu_allocator() { return &the_cpu_allocator(); }
 
 void cpu_empty_cache() { the_cpu_allocator().empty_cache(); }
+
+CpuMemoryStats cpu_memory_stats() { return the_cpu_allocator().stats(); }
+
+void cpu_reset_peak_memory_stats() { the_cpu_allocator().reset_peak(); }
 
 void register_allocator(DeviceType type, Allocator* allocator) {
   g_allocators[static_cast<int>(type)] = allocator;

@@ -10,6 +10,15 @@ Allocator* cpu_allocator();
 // Returns the CPU allocator's cached free blocks (of 1 MiB and more) to the
 // system, like torch.cuda.empty_cache() does for GPU memory.
 void cpu_empty_cache();
+// Bytes held by live CPU tensors (cached free blocks excluded) now and at
+// their peak since the last reset: what a memory test of FSDP's resharding or
+// activation checkpointing measures (torch.cuda.memory_allocated's meaning).
+struct CpuMemoryStats {
+  size_t allocated_bytes = 0;
+  size_t peak_allocated_bytes = 0;
+};
+CpuMemoryStats cpu_memory_stats();
+void cpu_reset_peak_memory_stats();
 // Allocator for a device (CPU now; the CUDA allocator registers itself).
 Allocator* allocator_for(Device device);
 void register_allocator(DeviceType type, Allocator* allocator);

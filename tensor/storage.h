@@ -55,6 +55,11 @@ class StorageImpl : public RefCounted {
   void* data() const { return data_.get(); }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return data_.device(); }
+  // Gives the storage nbytes of fresh memory from its device's allocator,
+  // keeping the first min(old, new) bytes; 0 frees it. Every tensor on the
+  // storage sees the new memory (FSDP frees gathered parameters after
+  // forward and refills the same storage before backward).
+  void resize(size_t nbytes);
 
  private:
   DataPtr data_;

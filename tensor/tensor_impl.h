@@ -53,6 +53,8 @@ class TensorImpl : public RefCounted {
   // Views share the counter of their base through the shared_ptr.
   uint64_t version() const { return *version_; }
   void bump_version() { ++*version_; }
+  // Only for writes autograd must not count (torch.autograd._unsafe_preserve_version_counter).
+  void set_version(uint64_t v) { *version_ = v; }
   void share_version_with(const TensorImpl& base) { version_ = base.version_; }
   // True while another impl (a view, the base, a detached alias) shares the counter.
   bool shares_version() const { return version_.use_count() > 1; }

@@ -7,6 +7,7 @@
 
 #include "autograd/variable.h"
 #include "python/csrc/bindings.h"
+#include "tensor/allocator.h"
 #include "tensor/dlpack.h"
 #include "tensor/ops.h"
 
@@ -207,7 +208,31 @@ Tensor from_dlpack_object(py::object obj) {
 
 }  // namespace
 
+void bind_storage(py::module_& m) {
+  // tensor.untyped_storage(): the memory every view of a tensor shares.
+  py::class_<Storage>(m, "UntypedStorage")
+      .def("size", [](const Storage& s) { return s->nbytes(); })
+      .def("nbytes", [](const Storage& s) { return s->nbytes(); })
+      .def("data_ptr", [](const Storage& s) { return reinterpret_cast<uintptr_t>(s->data()); })
+      .def_property_readonly("device", [](const Storage& s) { return s->device(); })
+      .def(
+          "resize_",
+          [](Storage& s, size_t nbytes) {
+            s->resize(nbytes);
+            return s;
+          },
+          py::arg("size"), "New memory of `size` bytes for every tensor on this storage (0 frees it).")
+      .def("__eq__", [](const Storage& a, const Storage& b) { return a.get() == b.get(); });
+  m.def("_cpu_memory_allocated", [] { return cpu_memory_stats().allocated_bytes; });
+  m.def("_cpu_max_memory_allocated", [] { return cpu_memory_stats().peak_allocated_bytes; });
+  m.def("_cpu_reset_peak_memory_stats", &cpu_reset_peak_memory_stats);
+  // torch.autograd._unsafe_preserve_version_counter's primitive: puts a version
+  // back after a write that autograd must not count (a refilled FSDP buffer).
+  m.def("_unsafe_set_version", [](const Tensor& t, uint64_t v) { t.impl()->set_version(v); });
+}
+
 void bind_tensor(py::module_& m) {
+  bind_storage(m);
   py::enum_<DType> dtypes(m, "dtype");
   for (DType d : {DType::Bool, DType::UInt8, DType::Int8, DType::Int32, DType::Int64, DType::Float16, DType::BFloat16,
                   DType::Float32, DType::Float64})
@@ -251,6 +276,8 @@ void bind_tensor(py::module_& m) {
       .def("is_floating_point", &Tensor::is_floating_point)
       .def("storage_offset", &Tensor::storage_offset)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("untyped_storage", [](const Tensor& t) { return t.impl()->storage(); })
+      .def_property_readonly("_version", [](const Tensor& t) { return t.impl()->version(); })
       .def("item", &item_of)
       .def("__repr__",
            [](const Tensor& t) {

@@ -78,3 +78,18 @@ class Function:
     @staticmethod
     def backward(ctx, *grads):
         raise NotImplementedError("subclasses of Function define backward(ctx, *grads)")
+
+
+class _unsafe_preserve_version_counter:
+    """PyTorch's context manager: writes to `tensor` inside do not count as in-place modifications for
+    autograd (its version is put back on exit). For buffers refilled with the same values, as FSDP does
+    when it gathers freed parameters again before backward."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __enter__(self):
+        self.version = self.tensor._version
+
+    def __exit__(self, *exc):
+        _C._unsafe_set_version(self.tensor, self.version)

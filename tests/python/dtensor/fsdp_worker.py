@@ -92,8 +92,9 @@ def main():
     mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("replicate", "shard")) if mode == "hsdp" \
         else None
     mp = MixedPrecisionPolicy(param_dtype=tr.bfloat16, reduce_dtype=tr.float32) if mode == "bf16" else None
+    reshard = mode != "noreshard"
     for block in model.layers:
-        fully_shard(block, mesh=mesh, mp_policy=mp)
+        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, mp_policy=mp)
     failures = []
     if not isinstance(model, FSDPModule) or type(model).__name__ != "FSDPModel":
@@ -130,8 +131,12 @@ def main():
             failures.append(f"step {step}: loss {total.item()} vs {ref_loss.item()}")
         counts = comm.get_comm_counts()
         groups = 5  # the four blocks and the root
-        if mode in ("plain", "tied") and (counts.get("all_gather") != groups or counts.get("reduce_scatter") != groups):
-            failures.append(f"step {step}: collectives {counts}, expected {groups} all-gathers and reduce-scatters")
+        # Resharded blocks gather again in backward; the root keeps its parameters for backward.
+        gathers = groups + (4 if reshard else 0)
+        if mode in ("plain", "tied", "noreshard") and (counts.get("all_gather") != gathers or
+                                                       counts.get("reduce_scatter") != groups):
+            failures.append(f"step {step}: collectives {counts}, expected {gathers} all-gathers and {groups} "
+                            "reduce-scatters")
         norm_ref = nn.utils.clip_grad_norm_(reference.parameters(), 1.0)
         norm = nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # the shards' norms combined over the ranks
         if abs(norm.item() - norm_ref.item()) > max(tolerance, 1e-4) * max(1.0, norm_ref.item()):

@@ -5,7 +5,7 @@ FSDPModule and of its own class; parameter names do not change. Apply it to
 each block, then to the root: each call makes one group of the parameters
 that no inner call took."""
 from trainrun import distributed as dist
-from trainrun.distributed.fsdp._param_group import FSDPParam, ParamGroup
+from trainrun.distributed.fsdp._param_group import FSDPParam, ParamGroup, RegatherBeforeBackward
 
 _GROUP = "_fsdp_group"
 
@@ -51,7 +51,7 @@ class FSDPModule:
                 group.sync_gradients = requires_gradient_sync
 
     def set_reshard_after_backward(self, reshard_after_backward, *, recurse=True):
-        pass  # parameters are resharded after every forward here; backward uses the gathered copies it saved
+        pass  # the gathered parameters are always freed after their reduce-scatter (when resharding after forward)
 
     def set_is_last_backward(self, is_last_backward):
         pass
@@ -162,19 +162,29 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
         p = FSDPParam(owner, name, tensor, n, rank)
         by_storage[key] = p
         params.append(p)
-    group = ParamGroup(params, mesh, mp_policy)
+    if not isinstance(reshard_after_forward, bool):
+        raise NotImplementedError("fully_shard: reshard_after_forward=int (resharding to a smaller group) is not "
+                                  "supported yet; pass True or False")
+    group = ParamGroup(params, mesh, mp_policy, reshard_after_forward)
     object.__setattr__(module, _GROUP, group)
-    if params:
-        module.register_forward_pre_hook(lambda m, args, kwargs: _pre_forward(group, args, kwargs), prepend=True,
-                                         with_kwargs=True)
-        module.register_forward_hook(lambda m, args, output: _post_forward(group, output))
+    # Even a group without parameters of its own (a root over sharded blocks) hooks its forward: the
+    # outermost running forward is the root, which keeps its parameters for backward.
+    module.register_forward_pre_hook(lambda m, args, kwargs: _pre_forward(group, args, kwargs), prepend=True,
+                                     with_kwargs=True)
+    module.register_forward_hook(lambda m, args, output: _post_forward(group, output))
     cls = type(module)
     if not issubclass(cls, FSDPModule):
         module.__class__ = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {"__module__": cls.__module__})
     return module
 
 
+_ACTIVE_FORWARDS = []  # the groups whose forward is running, outermost first
+
+
 def _pre_forward(group, args, kwargs):
+    if group in _ACTIVE_FORWARDS:  # left by a forward that raised
+        _ACTIVE_FORWARDS.remove(group)
+    _ACTIVE_FORWARDS.append(group)
     group.unshard()
     dtype = group.mp_policy.param_dtype
     if dtype is not None and group.mp_policy.cast_forward_inputs:
@@ -188,10 +198,30 @@ def _pre_forward(group, args, kwargs):
 
 
 def _post_forward(group, output):
+    from trainrun import _C
+    from trainrun._autograd import is_grad_enabled
+    if _ACTIVE_FORWARDS and _ACTIVE_FORWARDS[-1] is group:
+        _ACTIVE_FORWARDS.pop()
     group.reshard()
+    replaced = None
     dtype = group.mp_policy.output_dtype
-    if dtype is not None:
-        from trainrun import _C
-        if isinstance(output, _C.Tensor) and output.is_floating_point():
-            return output.to(dtype)
-    return None
+    if dtype is not None and isinstance(output, _C.Tensor) and output.is_floating_point():
+        output = replaced = output.to(dtype)
+    # The root keeps its parameters (backward starts with it), as PyTorch's FSDP2 does; so does a forward
+    # that builds no graph (nothing holds the gathered parameters after it).
+    is_root = not _ACTIVE_FORWARDS
+    if group.reshard_after_forward and not is_root and is_grad_enabled():
+        outputs = output if isinstance(output, (tuple, list)) else (output,)
+        needs_grad = [i for i, o in enumerate(outputs) if isinstance(o, _C.Tensor) and o.requires_grad]
+        if needs_grad:  # outputs autograd can reach the module through: free, and gather again in backward
+            wrapped = RegatherBeforeBackward.apply(group, *[outputs[i] for i in needs_grad])
+            wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
+            rebuilt = list(outputs)
+            for i, w in zip(needs_grad, wrapped):
+                rebuilt[i] = w
+            group.free_gathered()
+            if isinstance(output, _C.Tensor):
+                replaced = rebuilt[0]
+            else:
+                replaced = type(output)(rebuilt) if isinstance(output, list) else tuple(rebuilt)
+    return replaced

@@ -6,7 +6,14 @@ over the ranks) into the shards' .grad.
 The gathered parameters are outputs of an autograd Function whose backward
 is that reduce-scatter, so autograd itself delivers each rank's gradient
 shard; between forwards the module's registry holds the shards (what
-optimizers and state_dict see)."""
+optimizers and state_dict see).
+
+reshard_after_forward: after the module's forward, the memory of the
+gathered parameters is freed (their storages resized to 0, though autograd
+still holds the tensors), and an identity Function on the module's outputs
+gathers them again into the same storages when backward reaches the module;
+after the reduce-scatter they are freed again. Peak memory then holds one
+group's full parameters at a time instead of every group's."""
 from trainrun import _C
 from trainrun import distributed as dist
 from trainrun.autograd import Function
@@ -46,8 +53,11 @@ class FSDPParam:
 
 
 class ParamGroup:
-    def __init__(self, params, mesh, mp_policy):
+    def __init__(self, params, mesh, mp_policy, reshard_after_forward=True):
         self.params, self.mesh, self.mp_policy = params, mesh, mp_policy
+        self.reshard_after_forward = reshard_after_forward
+        self.gathers = []  # this forward's gathers: (params, sends' dtype, output buffers)
+        self.freed = False
         self.shard_dim = mesh.ndim - 1  # the last mesh dim shards; a leading one replicates (HSDP)
         self.sync_gradients = True
         self.pending = None  # unsharded gradients held back while sync is off
@@ -68,6 +78,7 @@ class ParamGroup:
 
     # ---- forward: gather ----------------------------------------------------------------------------
     def unshard(self):
+        self.gathers, self.freed = [], False
         trainable = [p for p in self.params if p.shard.requires_grad]
         frozen = [p for p in self.params if not p.shard.requires_grad]
         fulls = _GatherParams.apply(self, *[p.shard for p in trainable]) if trainable else ()
@@ -84,6 +95,40 @@ class ParamGroup:
         for p in self.params:
             p.install(p.shard, False)
 
+    # ---- freeing the gathered parameters between forward and backward ---------------------------------
+    def free_gathered(self, trainable_only=False):
+        """Gives back the memory of this forward's gathered parameters; autograd keeps the tensors.
+        trainable_only (after the reduce-scatter): frozen parameters may still be read by backward nodes that
+        run later, so they are only let go (autograd frees them with the graph)."""
+        if trainable_only:
+            self.gathers = [g for g in self.gathers if g[0][0].shard.requires_grad]
+        for _, _, outs in self.gathers:
+            for o in outs:
+                o.untyped_storage().resize_(0)
+        self.freed = bool(self.gathers)
+
+    def regather(self):
+        """Gathers the shards again into the freed storages (before backward reads them). The writes do not
+        count as in-place modifications: autograd saved these very tensors, and they get their values back."""
+        if not self.freed:
+            return
+        from trainrun.autograd import _unsafe_preserve_version_counter
+        for params, dtype, outs in self.gathers:
+            sends = []
+            for p, o in zip(params, outs):
+                o.untyped_storage().resize_(o.numel() * o.element_size())
+                sends.append(_padded(p.shard.detach().reshape([-1]).to(dtype), p.padded_rows * p.row_numel))
+            guards = [_unsafe_preserve_version_counter(o) for o in outs]
+            for g in guards:
+                g.__enter__()
+            try:
+                _redistribute.communicate("all_gather", dist.all_gather_into_tensor_coalesced, outs, sends,
+                                          group=self.mesh.get_group(self.shard_dim))
+            finally:
+                for g in guards:
+                    g.__exit__(None, None, None)
+        self.freed = False
+
     def _gather(self, shards, params):
         """The full parameters from every rank's shards: one coalesced all-gather of the padded shards
         (each rank's the same size). torch.chunk leaves padding only after the last real rows, so each
@@ -96,6 +141,8 @@ class ParamGroup:
             outs.append(_C.empty([n * p.padded_rows * p.row_numel], dtype=dtype, device=s.device))
         _redistribute.communicate("all_gather", dist.all_gather_into_tensor_coalesced, outs, sends,
                                   group=self.mesh.get_group(self.shard_dim))
+        if self.reshard_after_forward:  # kept to gather into again (else the graph alone holds them)
+            self.gathers.append((list(params), dtype, outs))
         return [o.view([n * p.padded_rows] + list(p.shape[1:])).narrow(0, 0, p.shape[0])
                 for o, p in zip(outs, params)]
 
@@ -167,4 +214,23 @@ class _GatherParams(Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        return (None,) + tuple(ctx.group.reduce(list(grads), ctx.params))
+        shard_grads = tuple(ctx.group.reduce(list(grads), ctx.params))
+        if ctx.group.reshard_after_forward and ctx.group.gathers:  # done with the full parameters: free them again
+            ctx.group.free_gathered(trainable_only=True)
+        return (None,) + shard_grads
+
+
+class RegatherBeforeBackward(Function):
+    """Identity on a module's outputs; its backward (which autograd runs before the module's own backward
+    nodes) gathers the module's freed parameters again."""
+
+    @staticmethod
+    def forward(ctx, group, *outputs):
+        ctx.group = group
+        views = tuple(o.view(o.shape) for o in outputs)
+        return views if len(views) > 1 else views[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ctx.group.regather()
+        return (None,) + grads
