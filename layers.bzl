@@ -14,8 +14,9 @@ LAYERS = {
     "nn": ["autograd"],
     "store": ["base"],
     "c10d": ["nn", "store"],
+    "proto": [],
     "launcher": ["store"],
-    "python": ["c10d", "launcher"],
+    "python": ["c10d", "launcher", "proto"],
 }
 
 # What may use every layer: the suites, the benchmarks and the examples.

@@ -80,6 +80,10 @@ std::shared_ptr<Work> ProcessGroup::allgather_into_tensor_coalesced(std::vector<
       copy_(out, narrow(rows, 1, offset, numels[i]));
       offset += numels[i];
     }
+    // Free the staging buffer before waiters wake up (the callback itself is destroyed later, on the
+    // backend's thread): memory is back when wait() returns.
+    gathered = Tensor();
+    rows = Tensor();
   });
 }
 
@@ -105,6 +109,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor_coalesced(std::vector<
       copy_(out, narrow(reduced, 0, offset, numels[i]));
       offset += numels[i];
     }
+    reduced = Tensor();  // freed before waiters wake up
   });
 }
 

@@ -27,6 +27,9 @@ PACKAGES=(
   python3-dev             # headers for the trainrun._C extension
   pybind11-dev            # the Python bindings (python/csrc)
   python3-torch           # the peer: numerical oracle and benchmark baseline
+  protobuf-compiler       # proto/: the checkpoint metadata schema
+  libprotobuf-dev
+  python3-protobuf
 )
 
 missing=()

@@ -127,6 +127,9 @@ void ProcessGroupGloo::worker_loop() {
     }
     try {
       item.fn(item.tag);
+      // The collective's tensors (captured by fn) are let go before waiters wake: memory
+      // is back when wait() returns.
+      item.fn = nullptr;
       item.work->finish();
     } catch (const gloo::IoException& e) {
       item.work->finish(failure(item, e.what()));

@@ -149,14 +149,17 @@ def test_pip_installs_the_package_into_a_venv(tmp_path):
     (source / "bazel-bin" / "python" / "trainrun").mkdir(parents=True)
     shutil.copy2(ROOT / "bazel-bin" / "python" / "trainrun" / "_C.so",
                  source / "bazel-bin" / "python" / "trainrun" / "_C.so")
+    (source / "bazel-bin" / "proto").mkdir(parents=True)
+    shutil.copy2(ROOT / "bazel-bin" / "proto" / "checkpoint_pb2.py", source / "bazel-bin" / "proto")
     venv = tmp_path / "venv"
     subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
     r = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation", "--no-index", "-q",
                         str(source / "python")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     r = subprocess.run([str(venv / "bin" / "python"), "-c",
-                        "import trainrun, pathlib; print(pathlib.Path(trainrun.__file__).parent.parent.name, "
-                        "(trainrun.ones([2]) * 3).tolist())"],
+                        "import trainrun, pathlib; import trainrun.distributed.checkpoint, "
+                        "trainrun.distributed.fsdp, trainrun.distributed.pipelining; "
+                        "print(pathlib.Path(trainrun.__file__).parent.parent.name, (trainrun.ones([2]) * 3).tolist())"],
                        capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["site-packages", "[3.0,", "3.0]"], r.stdout

@@ -1,0 +1,15 @@
+"""trainrun.distributed.checkpoint: PyTorch's distributed checkpoint (DCP)
+API. `save` writes a folder: one data file per writing rank (safetensors
+layout) and Protobuf metadata (proto/checkpoint.proto; no pickle, so loading
+runs no code), committed atomically; `load` reads it back into any sharding.
+
+    import trainrun.distributed.checkpoint as dcp
+    dcp.save({"model": model.state_dict(), "step": step}, checkpoint_id="ckpt/step_100")
+    state = {"model": model.state_dict(), "step": 0}
+    dcp.load(state, checkpoint_id="ckpt/step_100")      # in place, whatever the model's sharding now
+"""
+from trainrun.distributed.checkpoint._load import load
+from trainrun.distributed.checkpoint._save import save
+from trainrun.distributed.checkpoint.stateful import Stateful
+
+__all__ = ["Stateful", "load", "save"]

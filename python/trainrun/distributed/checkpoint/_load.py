@@ -1,0 +1,83 @@
+"""load(): each rank reads, from a committed checkpoint, exactly the saved
+pieces that overlap the pieces its state dict holds now (whatever the
+placements were at save time: this is resharding), checks every piece's
+CRC-32, and only when everything is read and checked copies it into the
+state dict in place. A failure loads nothing."""
+import json
+
+from trainrun import _C
+from trainrun.distributed.checkpoint import _chunks, _data_files, _metadata
+from trainrun.distributed.checkpoint._state_dict_tree import flatten
+from trainrun.distributed.tensor._dtensor import DTensor
+
+
+def _plan(folder, metadata, leaves):
+    """[(destination view, source tensor)] for every tensor leaf, and [(leaf, value)] for the others; every
+    byte read and checked."""
+    missing = [leaf.fqn for leaf in leaves if leaf.fqn not in metadata.items]
+    if missing:
+        raise KeyError(f"load: checkpoint '{folder}' has no {', '.join(repr(m) for m in missing[:5])}"
+                       f"{' and %d more' % (len(missing) - 5) if len(missing) > 5 else ''}")
+    copies, values, pieces = [], [], {}
+    for leaf in leaves:
+        item = metadata.items[leaf.fqn]
+        v = leaf.value
+        if not isinstance(v, (DTensor, _C.Tensor)):
+            if item.WhichOneof("kind") != "json":
+                raise TypeError(f"load: '{leaf.fqn}' is a tensor in checkpoint '{folder}' but a "
+                                f"{type(v).__name__} in the state dict")
+            values.append((leaf, json.loads(item.json)))
+            continue
+        if item.WhichOneof("kind") != "tensor":
+            raise TypeError(f"load: '{leaf.fqn}' is a value in checkpoint '{folder}' but a tensor in the state dict")
+        saved = item.tensor
+        local, shape, offsets, _ = _chunks.local_piece(v)
+        dtype = _data_files.dtype_name(local.dtype)
+        if tuple(saved.global_shape) != tuple(shape):
+            raise ValueError(f"load: '{leaf.fqn}' is {list(saved.global_shape)} in checkpoint '{folder}' but "
+                             f"{list(shape)} in the state dict")
+        if saved.dtype != dtype:
+            raise TypeError(f"load: '{leaf.fqn}' is {saved.dtype} in checkpoint '{folder}' but {dtype} in the state "
+                            "dict")
+        sizes, covered = list(local.shape), 0
+        for chunk in saved.chunks:
+            meet = _chunks.overlap(list(offsets), sizes, list(chunk.offsets), list(chunk.sizes))
+            if meet is None:
+                continue
+            key = (chunk.file, chunk.byte_offset)
+            if key not in pieces:  # each saved piece is read (and checked) once
+                pieces[key] = _data_files.tensor_from_bytes(_data_files.read_piece(folder, chunk), saved.dtype,
+                                                            list(chunk.sizes))
+            start, extent = meet
+            copies.append((_chunks.box(local, start, extent, offsets),
+                           _chunks.box(pieces[key], start, extent, list(chunk.offsets))))
+            n = 1
+            for e in extent:
+                n *= e
+            covered += n
+        if covered != local.numel():
+            raise ValueError(f"load: checkpoint '{folder}' covers {covered} of the {local.numel()} elements "
+                             f"'{leaf.fqn}' needs here")
+    return copies, values
+
+
+def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, process_group=None, no_dist=False):
+    """Loads checkpoint_id into state_dict in place: tensors (DTensor shards too) get their values whatever
+    the sharding was at save time; other values and Stateful objects are replaced and reloaded. Keys of the
+    checkpoint that state_dict does not have are ignored; keys it lacks are an error naming them."""
+    if checkpoint_id is None:
+        raise ValueError("load: give checkpoint_id (the checkpoint's folder)")
+    if storage_reader is not None or planner is not None:
+        raise NotImplementedError("load: storage_reader and planner are not supported; checkpoints are folders")
+    from trainrun._autograd import no_grad
+    folder = str(checkpoint_id)
+    metadata = _metadata.read(folder)
+    leaves, statefuls = flatten(state_dict)
+    copies, values = _plan(folder, metadata, leaves)
+    with no_grad():
+        for destination, source in copies:
+            destination.copy_(source)
+    for leaf, value in values:
+        leaf.set(value)
+    for obj, inner in reversed(statefuls):  # inner objects first
+        obj.load_state_dict(inner)

@@ -1,0 +1,208 @@
+"""The distributed checkpoint (trainrun.distributed.checkpoint): saved from
+FSDP on 4 ranks and loaded into FSDP on 2, tensor parallelism on 2 and one
+process (resharding), bitwise; replicated tensors written once; a save that
+dies leaves nothing loadable at its path; corrupted, truncated, uncommitted or
+foreign-version folders are refused by name with nothing loaded."""
+import os
+import pathlib
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
+
+
+def _model():
+    from trainrun import nn
+    import trainrun as tr
+    tr.manual_seed(0)
+    return nn.Sequential(nn.Linear(10, 13), nn.ReLU(), nn.Linear(13, 7))  # 13 and 7 rows: uneven shards
+
+
+def _expected(name, shape):
+    """Position- and name-dependent values, so a piece read from the wrong place shows."""
+    n = int(np.prod(shape))
+    return (np.arange(n, dtype=np.float32).reshape(shape) * 0.001 + (zlib.crc32(name.encode()) % 97)).astype(np.float32)
+
+
+def _set_expected(model):
+    import trainrun as tr
+    with tr.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(tr.tensor(_expected(name, tuple(p.shape))))
+
+
+def _check_expected(tensors, full):
+    for name, p in tensors.items():
+        got = full(p).detach().numpy()
+        np.testing.assert_array_equal(got, _expected(name, got.shape), err_msg=name)
+
+
+def save_from_fsdp(folder):
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.fsdp import fully_shard
+    dist.init_process_group("gloo")
+    model = _model()
+    _set_expected(model)
+    fully_shard(model[0])
+    fully_shard(model[2])
+    fully_shard(model)
+    dcp.save({"model": model.state_dict(), "step": 42, "note": {"lr": 0.5}}, checkpoint_id=folder)
+    dist.destroy_process_group()
+
+
+def load_into_fsdp(folder):
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.fsdp import fully_shard
+    dist.init_process_group("gloo")
+    model = _model()
+    fully_shard(model[0])
+    fully_shard(model[2])
+    fully_shard(model)
+    state = {"model": model.state_dict(), "step": 0, "note": {"lr": 0.0}}
+    dcp.load(state, checkpoint_id=folder)  # in place: FSDP's state dict views the shards
+    assert state["step"] == 42 and state["note"] == {"lr": 0.5}, state
+    _check_expected(model.state_dict(), lambda p: p.full_tensor())
+    dist.destroy_process_group()
+
+
+def load_into_tensor_parallel(folder):
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.device_mesh import init_device_mesh
+    from trainrun.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    dist.init_process_group("gloo")
+    model = _model()
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    state = {"model": {k: getattr(model[int(k.split(".")[0])], k.split(".")[1]) for k in
+                       ("0.weight", "0.bias", "2.weight", "2.bias")}, "step": 0}
+    dcp.load(state, checkpoint_id=folder)
+    _check_expected(state["model"], lambda p: p.full_tensor() if hasattr(p, "full_tensor") else p)
+    dist.destroy_process_group()
+
+
+def save_replicated(folder):
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    dist.init_process_group("gloo")
+    model = _model()
+    _set_expected(model)
+    state = {"model": model.state_dict()}
+    state["model"].update({f"extra.{i}": _tensor(_expected(f"extra.{i}", (64, 64))) for i in range(8)})
+    dcp.save(state, checkpoint_id=folder)
+    dist.destroy_process_group()
+
+
+def _tensor(array):
+    import trainrun as tr
+    return tr.tensor(array)
+
+
+def save_and_die(folder):
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    dist.init_process_group("gloo")
+    if dist.get_rank() == 1:
+        import trainrun.distributed.checkpoint._data_files as data_files
+        original = data_files.write_data_file
+
+        def dies_after_writing(path, pieces):
+            original(path, pieces)
+            os._exit(9)  # SIGKILL-like: no cleanup, no barrier
+        data_files.write_data_file = dies_after_writing
+    model = _model()
+    _set_expected(model)
+    dcp.save({"model": model.state_dict()}, checkpoint_id=folder)
+
+
+def test_fsdp_on_4_ranks_loads_into_fsdp_on_2_tensor_parallel_and_one_process(ranks, tmp_path):
+    folder = str(tmp_path / "step_42")
+    ranks.run_function(4, save_from_fsdp, folder)
+    assert sorted(os.listdir(folder))[:2] == [".committed", ".metadata"]
+    ranks.run_function(2, load_into_fsdp, folder)
+    ranks.run_function(2, load_into_tensor_parallel, folder)
+    # One process, no process group: the documented pattern (load, then load_state_dict).
+    import trainrun.distributed.checkpoint as dcp
+    model = _model()
+    state = {"model": model.state_dict(), "step": 0, "note": {}}
+    dcp.load(state, checkpoint_id=folder)
+    model.load_state_dict(state["model"])
+    _check_expected(dict(model.named_parameters()), lambda p: p)
+    with pytest.raises(KeyError, match="has no 'optim'"):
+        dcp.load({"optim": model.state_dict()["0.weight"]}, checkpoint_id=folder)
+
+
+def test_replicated_tensors_are_written_once_and_the_writes_balanced(ranks, tmp_path):
+    folder = tmp_path / "replicated"
+    ranks.run_function(4, save_replicated, str(folder))
+    files = sorted(folder.glob("__*.safetensors"))
+    sizes = [f.stat().st_size for f in files]
+    unique = sum(_expected("x", s).nbytes for s in [(13, 10), (13,), (7, 13), (7,)]) + 8 * 64 * 64 * 4
+    assert unique <= sum(sizes) <= unique * 1.01 + 4096 * len(files), (sizes, unique)  # headers aside
+    assert len(files) == 4 and max(sizes) <= 1.3 * (sum(sizes) / len(sizes)), sizes
+
+
+def test_a_save_that_dies_leaves_nothing_loadable_and_the_previous_one_intact(ranks, tmp_path):
+    ranks.run_function(2, save_replicated, str(tmp_path / "previous"))
+    run = ranks.run_function(2, save_and_die, str(tmp_path / "next"), check=False, deadline=60)
+    assert run.returncode != 0
+    import trainrun.distributed.checkpoint as dcp
+    assert not (tmp_path / "next").exists()  # only next.partial, never at the checkpoint's path
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        dcp.load({"model": _model().state_dict()}, checkpoint_id=str(tmp_path / "next"))
+    model = _model()
+    state = {"model": model.state_dict()}
+    del state["model"]["0.bias"]
+    dcp.load(state, checkpoint_id=str(tmp_path / "previous"))
+    np.testing.assert_array_equal(state["model"]["0.weight"].numpy(), _expected("0.weight", (13, 10)))
+
+
+def test_bad_checkpoints_are_refused_by_name_and_load_nothing(tmp_path):
+    import trainrun as tr
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.checkpoint import _metadata
+    model = _model()
+    _set_expected(model)
+    dcp.save({"model": model.state_dict(), "step": 3}, checkpoint_id=str(tmp_path / "good"))
+
+    def fresh():
+        return {"model": {k: tr.zeros(list(v.shape)) for k, v in model.state_dict().items()}, "step": 0}
+
+    def copy_of_good(name):
+        import shutil
+        shutil.copytree(tmp_path / "good", tmp_path / name)
+        return tmp_path / name
+
+    data = next(copy_of_good("flipped").glob("__*"))
+    raw = bytearray(data.read_bytes())
+    raw[-3] ^= 0x40
+    data.write_bytes(bytes(raw))
+    truncated = next(copy_of_good("truncated").glob("__*"))
+    truncated.write_bytes(truncated.read_bytes()[:-10])
+    os.remove(copy_of_good("uncommitted") / _metadata.COMMIT_MARKER)
+    os.remove(copy_of_good("no_metadata") / _metadata.METADATA_FILE)
+    foreign = copy_of_good("foreign")
+    meta = _metadata.read(str(foreign))
+    meta.format_version = 99
+    (foreign / _metadata.METADATA_FILE).write_bytes(meta.SerializeToString())
+    cases = {"flipped": "is corrupted (CRC-32 mismatch", "truncated": "is truncated", "uncommitted": "not committed",
+             "no_metadata": "has no .metadata", "foreign": "format version 99"}
+    for name, message in cases.items():
+        state = fresh()
+        with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+            dcp.load(state, checkpoint_id=str(tmp_path / name))
+        assert state["step"] == 0 and all(not v.any().item() for v in state["model"].values()), \
+            f"{name}: something was loaded"
+    state = fresh()
+    state["model"]["0.weight"] = tr.zeros(13, 11)
+    with pytest.raises(ValueError, match=r"'model.0.weight' is \[13, 10\] in checkpoint .* but \[13, 11\]"):
+        dcp.load(state, checkpoint_id=str(tmp_path / "good"))
+    state = fresh()
+    state["model"]["0.weight"] = tr.zeros(13, 10, dtype=tr.float64)
+    with pytest.raises(TypeError, match="is float32 in checkpoint .* but float64"):
+        dcp.load(state, checkpoint_id=str(tmp_path / "good"))
