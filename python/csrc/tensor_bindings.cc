@@ -7,6 +7,7 @@
 
 #include "autograd/variable.h"
 #include "python/csrc/bindings.h"
+#include "base/crc32c.h"
 #include "tensor/allocator.h"
 #include "tensor/dlpack.h"
 #include "tensor/ops.h"
@@ -228,6 +229,17 @@ void bind_storage(py::module_& m) {
   m.def("_cpu_reset_peak_memory_stats", &cpu_reset_peak_memory_stats);
   // torch.autograd._unsafe_preserve_version_counter's primitive: puts a version
   // back after a write that autograd must not count (a refilled FSDP buffer).
+  m.def(
+      "_crc32c",
+      [](py::buffer data, uint32_t crc) {
+        py::buffer_info info = data.request();
+        const size_t n = static_cast<size_t>(info.size) * static_cast<size_t>(info.itemsize);
+        TR_CHECK(info.ndim <= 1 || PyBuffer_IsContiguous(info.view(), 'C'), ValueError,
+                 "_crc32c: the buffer must be contiguous");
+        py::gil_scoped_release nogil;
+        return crc32c(info.ptr, n, crc);
+      },
+      py::arg("data"), py::arg("crc") = 0, "CRC-32C (Castagnoli) of a contiguous buffer: checkpoint checksums.");
   m.def("_unsafe_set_version", [](const Tensor& t, uint64_t v) { t.impl()->set_version(v); });
 }
 

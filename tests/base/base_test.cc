@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/crc32c.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/time.h"
@@ -84,6 +85,22 @@ TEST(LogLine, LinesFromManyThreadsNeverInterleave) {
     start = end + 1;
   }
   EXPECT_EQ(lines, 200u);
+}
+
+TEST(Crc32c, KnownValuesAndContinuation) {
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);  // the standard check value of CRC-32C
+  EXPECT_EQ(crc32c("", 0), 0u);
+  // 32 zero bytes and 32 0xff bytes (RFC 3720's test vectors).
+  std::string zeros(32, '\0'), ones(32, '\xff');
+  EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);
+  EXPECT_EQ(crc32c(ones.data(), ones.size()), 0x62A8AB43u);
+  // In pieces (odd lengths, so the 8-byte steps and the byte tail both run) equals at once.
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text += static_cast<char>(i * 7 + 3);
+  const uint32_t whole = crc32c(text.data(), text.size());
+  EXPECT_EQ(crc32c(text.data() + 13, text.size() - 13, crc32c(text.data(), 13)), whole);
+  text[500] ^= 1;
+  EXPECT_NE(crc32c(text.data(), text.size()), whole);
 }
 
 TEST(Errors, CheckThrowsTheNamedClassWithTheFormattedMessage) {

@@ -25,7 +25,7 @@ TEST(CheckpointMetadata, RoundTripsTensorsWithChunksAndJsonValues) {
     c->set_file("__" + std::to_string(r) + "_0.distcp.safetensors");
     c->set_byte_offset(96 + r);
     c->set_byte_length(r == 0 ? 140 : 120);
-    c->set_crc32(0xdeadbeefu - r);
+    c->set_crc32c(0xdeadbeefu - r);
   }
   (*m.mutable_items())["step"].set_json("42");
   std::string bytes;
@@ -40,7 +40,7 @@ TEST(CheckpointMetadata, RoundTripsTensorsWithChunksAndJsonValues) {
   EXPECT_EQ(t.chunks(1).offsets(0), 7);
   EXPECT_EQ(t.chunks(1).sizes(0), 6);
   EXPECT_EQ(t.chunks(1).file(), "__1_0.distcp.safetensors");
-  EXPECT_EQ(t.chunks(1).crc32(), 0xdeadbeeeu);
+  EXPECT_EQ(t.chunks(1).crc32c(), 0xdeadbeeeu);
   EXPECT_EQ(back.items().at("step").kind_case(), trainrun::checkpoint::Item::kJson);
   EXPECT_EQ(back.items().at("step").json(), "42");
 }

@@ -190,7 +190,7 @@ def test_bad_checkpoints_are_refused_by_name_and_load_nothing(tmp_path):
     meta = _metadata.read(str(foreign))
     meta.format_version = 99
     (foreign / _metadata.METADATA_FILE).write_bytes(meta.SerializeToString())
-    cases = {"flipped": "is corrupted (CRC-32 mismatch", "truncated": "is truncated", "uncommitted": "not committed",
+    cases = {"flipped": "is corrupted (CRC-32C mismatch", "truncated": "is truncated", "uncommitted": "not committed",
              "no_metadata": "has no .metadata", "foreign": "format version 99"}
     for name, message in cases.items():
         state = fresh()

@@ -46,8 +46,7 @@ def _plan(folder, metadata, leaves):
                 continue
             key = (chunk.file, chunk.byte_offset)
             if key not in pieces:  # each saved piece is read (and checked) once
-                pieces[key] = _data_files.tensor_from_bytes(_data_files.read_piece(folder, chunk), saved.dtype,
-                                                            list(chunk.sizes))
+                pieces[key] = _data_files.read_piece(folder, chunk, saved.dtype)
             start, extent = meet
             copies.append((_chunks.box(local, start, extent, offsets),
                            _chunks.box(pieces[key], start, extent, list(chunk.offsets))))

@@ -112,12 +112,10 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
             dtype, shape, sizes, _ = info[(name, offsets)]
             chunk = metadata.items[name].tensor.chunks.add()
             chunk.offsets[:], chunk.sizes[:] = list(offsets), list(sizes)
-            chunk.file, chunk.byte_offset, chunk.byte_length, chunk.crc32 = file_name, byte_offset, length, crc
+            chunk.file, chunk.byte_offset, chunk.byte_length, chunk.crc32c = file_name, byte_offset, length, crc
         for name, text in values.items():
             metadata.items[name].json = text
-        _metadata.write(partial, metadata)
-        for f in os.listdir(partial):
-            _metadata.fsync_path(os.path.join(partial, f))
+        _metadata.write(partial, metadata)  # each data file was fsynced by its writer, this one by write()
         with open(os.path.join(partial, _metadata.COMMIT_MARKER), "w") as f:
             f.write("committed\n")
             f.flush()
