@@ -208,8 +208,10 @@ void Module::to(Device device) {
 StateDict Module::state_dict() const {
   StateDict out;
   NoGradGuard no_grad;
-  for (auto& [n, t] : named_parameters()) out[n] = clone(detach(t));
-  for (auto& [n, t] : named_buffers()) out[n] = clone(t);
+  // Detached views of the module's own tensors, as PyTorch's: loading into them in place (a distributed
+  // checkpoint's load) updates the module; copy them to keep a snapshot.
+  for (auto& [n, t] : named_parameters()) out[n] = detach(t);
+  for (auto& [n, t] : named_buffers()) out[n] = detach(t);
   return out;
 }
 

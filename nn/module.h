@@ -83,7 +83,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // Moves every parameter and buffer to `device` (model.to("cuda") / .cuda()).
   void to(Device device);
 
-  // Copies of every parameter and buffer, by dotted name.
+  // Every parameter and buffer by dotted name, detached but sharing their
+  // storage (PyTorch's semantics: copy them to keep a snapshot).
   StateDict state_dict() const;
   // strict: missing and unexpected keys are errors (named in the message);
   // shape mismatches always are.

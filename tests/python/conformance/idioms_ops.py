@@ -345,6 +345,7 @@ IDIOMS_OPS = [
     ("ReLU inplace attribute", "m = nn.ReLU(inplace=True); y = x.clone(); m(y); result = (m.inplace, y)"),
     ("LeakyReLU attribute", "result = nn.LeakyReLU(negative_slope=0.3).negative_slope"),
     ("Dropout eval", "d = nn.Dropout(0.3); d.eval(); result = (d(x), d.p)"),
+    ("state_dict shares storage", "m = nn.Linear(2, 2); sd = m.state_dict()\nwith torch.no_grad():\n    m.weight.copy_(torch.arange(4.0).reshape(2, 2))\nsd['bias'].zero_()\nresult = (sd['weight'], sd['weight'].requires_grad, m.bias)"),
     ("Sequential OrderedDict", "from collections import OrderedDict\ntorch.manual_seed(0)\nm = nn.Sequential(OrderedDict([('fc', nn.Linear(4, 2)), ('act', nn.ReLU())]))\nresult = (list(m.state_dict().keys()), m[0] is m.fc, len(m))"),
     ("Sequential slice append", "m = nn.Sequential(nn.ReLU(), nn.Tanh()); m.append(nn.Sigmoid()); result = (len(m), len(m[1:]), m(x).shape)"),
     ("ModuleDict", "d = nn.ModuleDict({'a': nn.Linear(4, 2), 'b': nn.ReLU()}); result = (list(d.keys()), 'a' in d, len(list(d.parameters())), sorted(d.state_dict().keys()))"),
