@@ -96,3 +96,37 @@ def fsdp_memory_by_resharding():
 
 def test_reshard_after_forward_frees_the_gathered_parameters(ranks):
     ranks.run_function(2, fsdp_memory_by_resharding)
+
+
+def fsdp_forward_count_differs():
+    """Rank 1 runs one forward more than rank 0 (an evaluation on one rank only): its all-gather must fail
+    within the group timeout, naming the collective and the rank behind, instead of hanging."""
+    import datetime
+    import trainrun as tr
+    import trainrun.distributed as dist
+    from trainrun import nn
+    from trainrun.distributed.fsdp import fully_shard
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=3))
+    model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
+    fully_shard(model[0])
+    fully_shard(model)
+    model(tr.ones(2, 8)).sum().backward()  # in step
+    if dist.get_rank() == 0:
+        import time
+        time.sleep(8)  # never joins rank 1's extra forward
+        return
+    try:
+        with tr.no_grad():
+            model(tr.ones(2, 8))
+    except RuntimeError as e:  # DistBackendError is a RuntimeError, as PyTorch's
+        message = str(e)
+        assert "all_gather_into_tensor" in message and "had not entered" in message and "0 (last at" in message, \
+            message
+        print("rank 1 saw:", message, flush=True)
+        return
+    raise AssertionError("the extra forward did not fail")
+
+
+def test_a_forward_only_one_rank_runs_fails_naming_the_rank_behind(ranks):
+    run = ranks.run_function(2, fsdp_forward_count_differs, deadline=60)
+    assert "had not entered" in run.per_rank(1), run.failure_text()
