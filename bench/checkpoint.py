@@ -2,7 +2,8 @@
 """bench/checkpoint: distributed checkpoint save and load of a 128 MiB sharded state on 2 ranks, trainrun
 next to PyTorch 2.6's DCP (peer chroot) in one run, each against the disk's own rate measured in the same
 run (every rank writing+fsyncing, then reading, its share of the bytes). The same rank script serves both
-(bench/checkpoint_rank.py). Cells: median seconds and MB/s.
+(bench/checkpoint_rank.py). Cells: median seconds and MB/s (for async_save, the time the call blocks
+training, against the state's bytes).
 
     bench/checkpoint.py"""
 import os
@@ -26,7 +27,7 @@ def run(side):
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     found = dict((m.group(1), (float(m.group(2)), int(m.group(3))))
                  for m in re.finditer(r"RESULT (\w+) (\S+) (\d+)", out.stdout))
-    if out.returncode != 0 or len(found) != 4:
+    if out.returncode != 0 or len(found) != (5 if side == "trainrun" else 4):
         raise RuntimeError(f"{side} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
     return found
 
@@ -38,9 +39,13 @@ def main():
           f" {'of disk rate':>13}")
     print("-" * (27 + 28 * len(sides) + 14))
     for name, label, disk in (("save", "save", "disk_write"), ("load", "load", "disk_read"),
+                              ("async_save_blocks", "async_save: blocking part", None),
                               ("disk_write", "disk: write + fsync", None), ("disk_read", "disk: read", None)):
         cells = []
         for side in sides:
+            if name not in results[side]:
+                cells.append(f"{'n/a':>12} {'':>14}")
+                continue
             seconds, nbytes = results[side][name]
             cells.append(f"{seconds:12.3f} {nbytes / seconds / 1e6:14.0f}")
         ratio = ""

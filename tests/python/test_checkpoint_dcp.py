@@ -120,6 +120,55 @@ def save_and_die(folder):
     dcp.save({"model": model.state_dict()}, checkpoint_id=folder)
 
 
+def async_save_then_train(folder):
+    """async_save returns after staging; the training that goes on meanwhile does not leak into the save."""
+    import trainrun as tr
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.fsdp import fully_shard
+    dist.init_process_group("gloo")
+    model = _model()
+    _set_expected(model)
+    fully_shard(model[0])
+    fully_shard(model[2])
+    fully_shard(model)
+    # The background writer waits until training has changed the parameters: only the staging copy made
+    # during the call keeps the saved values those of the call.
+    import threading
+    import trainrun.distributed.checkpoint._data_files as data_files
+    trained, original = threading.Event(), data_files.write_data_file
+
+    def after_training(path, pieces):
+        assert trained.wait(30), "training did not go on while the save was pending"
+        return original(path, pieces)
+    data_files.write_data_file = after_training
+    future = dcp.async_save({"model": model.state_dict(), "step": 1}, checkpoint_id=folder)
+    optimizer = tr.optim.SGD(model.parameters(), lr=0.5)
+    for _ in range(3):  # training goes on while the background thread writes
+        model(tr.ones(4, 10)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    trained.set()
+    future.result()
+    data_files.write_data_file = original
+    second = dcp.async_save({"model": model.state_dict(), "step": 4}, checkpoint_id=folder + "_4")
+    fresh = _model()
+    fully_shard(fresh[0])
+    fully_shard(fresh[2])
+    fully_shard(fresh)
+    state = {"model": fresh.state_dict(), "step": 0}
+    dcp.load(state, checkpoint_id=folder)
+    assert state["step"] == 1
+    _check_expected(fresh.state_dict(), lambda p: p.full_tensor())  # the values at the time of the call
+    second.result()
+    dist.destroy_process_group()
+
+
+def test_async_save_writes_the_state_at_the_call(ranks, tmp_path):
+    ranks.run_function(2, async_save_then_train, str(tmp_path / "async"))
+    assert (tmp_path / "async_4" / ".committed").exists()
+
+
 def test_fsdp_on_4_ranks_loads_into_fsdp_on_2_tensor_parallel_and_one_process(ranks, tmp_path):
     folder = str(tmp_path / "step_42")
     ranks.run_function(4, save_from_fsdp, folder)

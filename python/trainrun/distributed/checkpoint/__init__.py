@@ -7,9 +7,10 @@ runs no code), committed atomically; `load` reads it back into any sharding.
     dcp.save({"model": model.state_dict(), "step": step}, checkpoint_id="ckpt/step_100")
     state = {"model": model.state_dict(), "step": 0}
     dcp.load(state, checkpoint_id="ckpt/step_100")      # in place, whatever the model's sharding now
+    future = dcp.async_save(state, checkpoint_id="ckpt/step_200")   # blocks only for the staging copy
 """
 from trainrun.distributed.checkpoint._load import load
-from trainrun.distributed.checkpoint._save import save
+from trainrun.distributed.checkpoint._save import async_save, save
 from trainrun.distributed.checkpoint.stateful import Stateful
 
-__all__ = ["Stateful", "load", "save"]
+__all__ = ["Stateful", "async_save", "load", "save"]

@@ -2,9 +2,11 @@
 temporary folder; rank 0 writes the metadata and the commit marker, then
 renames the folder into place (atomic: a folder at the checkpoint's path is
 always complete)."""
+import concurrent.futures
 import json
 import os
 import shutil
+import threading
 
 from trainrun import distributed as dist
 from trainrun.distributed.checkpoint import _chunks, _data_files, _metadata
@@ -60,14 +62,20 @@ def assign_writers(plans):
     return writer, info
 
 
-def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None, no_dist=False):
-    """Writes state_dict (model and optimizer state dicts, Stateful objects, JSON values) to the folder
-    checkpoint_id, each rank its own pieces: DTensor shards with their global offsets, replicated tensors
-    once. Every rank of process_group must call it with the same keys. Returns the metadata."""
+class _SavePlan:
+    """What one rank's save has decided before writing: the pieces it writes and the values rank 0 records."""
+
+    def __init__(self, folder, rank, world, group, distributed, mine, info, values, tensors):
+        self.folder, self.rank, self.world, self.group, self.distributed = folder, rank, world, group, distributed
+        self.mine, self.info, self.values, self.tensors = mine, info, values, tensors
+
+
+def _prepare(state_dict, checkpoint_id, storage_writer, planner, process_group, no_dist, what):
+    """Plans the save on every rank (one exchange of plans) and makes the temporary folder."""
     if checkpoint_id is None:
-        raise ValueError("save: give checkpoint_id (the checkpoint's folder)")
+        raise ValueError(f"{what}: give checkpoint_id (the checkpoint's folder)")
     if storage_writer is not None or planner is not None:
-        raise NotImplementedError("save: storage_writer and planner are not supported; checkpoints are folders")
+        raise NotImplementedError(f"{what}: storage_writer and planner are not supported; checkpoints are folders")
     folder = os.path.abspath(str(checkpoint_id))
     distributed = dist.is_initialized() and not no_dist
     rank = dist.get_rank(process_group) if distributed else 0
@@ -82,9 +90,8 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
     writer, info = assign_writers(plans)
     names = [sorted(p[0] for p in plan) for plan in plans]
     if any(n != names[0] for n in names):
-        raise ValueError(f"save: the ranks' state dicts have different tensors (rank 0: {len(names[0])}, rank "
+        raise ValueError(f"{what}: the ranks' state dicts have different tensors (rank 0: {len(names[0])}, rank "
                          f"{next(r for r, n in enumerate(names) if n != names[0])} differs)")
-
     partial = folder + PARTIAL_SUFFIX
     if rank == 0:
         shutil.rmtree(partial, ignore_errors=True)  # a save that died before
@@ -92,15 +99,22 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
     if distributed:
         dist.barrier(group=process_group)
     mine = [key for key, r in writer.items() if r == rank and info[key][3] > 0]
+    return _SavePlan(folder, rank, world, process_group, distributed, mine, info, values, tensors)
+
+
+def _write(plan, group):
+    """Writes this rank's data file, then rank 0 the metadata and the commit (collectives on `group`)."""
+    partial = plan.folder + PARTIAL_SUFFIX
+    info, rank = plan.info, plan.rank
     file_name = f"__{rank}_0.distcp.safetensors"
     entries = [(f"{name}@{','.join(map(str, offsets))}", info[(name, offsets)][0], info[(name, offsets)][2],
-                _data_files.tensor_bytes(tensors[(name, offsets)])) for name, offsets in mine]
+                _data_files.tensor_bytes(plan.tensors[(name, offsets)])) for name, offsets in plan.mine]
     locations = _data_files.write_data_file(os.path.join(partial, file_name), entries) if entries else []
-    written = [(name, offsets, file_name, loc) for (name, offsets), loc in zip(mine, locations)]
-    if distributed:
-        gathered = [None] * world if rank == 0 else None
-        dist.gather_object(written, gathered, dst=dist.get_global_rank(process_group, 0)
-                           if process_group is not None else 0, group=process_group)
+    written = [(name, offsets, file_name, loc) for (name, offsets), loc in zip(plan.mine, locations)]
+    if plan.distributed:
+        gathered = [None] * plan.world if rank == 0 else None
+        dist.gather_object(written, gathered, dst=dist.get_global_rank(group, 0) if group is not None else 0,
+                           group=group)
     else:
         gathered = [written]
     metadata = _metadata.pb.Metadata()
@@ -113,7 +127,7 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
             chunk = metadata.items[name].tensor.chunks.add()
             chunk.offsets[:], chunk.sizes[:] = list(offsets), list(sizes)
             chunk.file, chunk.byte_offset, chunk.byte_length, chunk.crc32c = file_name, byte_offset, length, crc
-        for name, text in values.items():
+        for name, text in plan.values.items():
             metadata.items[name].json = text
         _metadata.write(partial, metadata)  # each data file was fsynced by its writer, this one by write()
         with open(os.path.join(partial, _metadata.COMMIT_MARKER), "w") as f:
@@ -121,10 +135,55 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
             f.flush()
             os.fsync(f.fileno())
         _metadata.fsync_path(partial)
-        _commit(partial, folder)
-    if distributed:
-        dist.barrier(group=process_group)  # every rank returns once the checkpoint is in place
+        _commit(partial, plan.folder)
+    if plan.distributed:
+        dist.barrier(group=group)  # every rank returns once the checkpoint is in place
     return metadata
+
+
+def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None, no_dist=False):
+    """Writes state_dict (model and optimizer state dicts, Stateful objects, JSON values) to the folder
+    checkpoint_id, each rank its own pieces: DTensor shards with their global offsets, replicated tensors
+    once. Every rank of process_group must call it with the same keys. Returns the metadata."""
+    plan = _prepare(state_dict, checkpoint_id, storage_writer, planner, process_group, no_dist, "save")
+    return _write(plan, process_group)
+
+
+_ASYNC = {"group": None, "group_of": None, "pending": None}
+
+
+def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None,
+               no_dist=False):
+    """save() that blocks only to plan and to copy this rank's pieces into staging memory, then writes them
+    from a background thread while training goes on. Returns a concurrent.futures.Future whose result() is
+    the metadata (or raises the save's error). A previous async_save is finished first. The background
+    writes talk over a process group of their own (made on the first call), so they never interleave with
+    training's collectives."""
+    previous = _ASYNC["pending"]
+    if previous is not None:
+        previous.result()
+    plan = _prepare(state_dict, checkpoint_id, storage_writer, planner, process_group, no_dist, "async_save")
+    from trainrun._autograd import no_grad
+    with no_grad():
+        plan.tensors = {key: plan.tensors[key].detach().clone() for key in plan.mine}  # the staging copy
+    group = None
+    if plan.distributed:
+        key = tuple(dist.get_process_group_ranks(process_group)) if process_group is not None else None
+        if _ASYNC["group"] is None or _ASYNC["group_of"] != key:
+            _ASYNC["group"] = dist.new_group(list(key) if key is not None else None)
+            _ASYNC["group_of"] = key
+        group = _ASYNC["group"]
+    future = concurrent.futures.Future()
+
+    def write():
+        try:
+            future.set_result(_write(plan, group))
+        except BaseException as e:  # noqa: B902 - handed to whoever waits on the future
+            future.set_exception(e)
+
+    threading.Thread(target=write, name="trainrun-async-save", daemon=True).start()
+    _ASYNC["pending"] = future
+    return future
 
 
 def _commit(partial, folder):
