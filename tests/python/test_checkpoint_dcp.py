@@ -21,6 +21,18 @@ def _model():
     return nn.Sequential(nn.Linear(10, 13), nn.ReLU(), nn.Linear(13, 7))  # 13 and 7 rows: uneven shards
 
 
+def _fsdp_model(expected_values):
+    """The model sharded as FSDP2 recipes do: each Linear, then the root."""
+    from trainrun.distributed.fsdp import fully_shard
+    model = _model()
+    if expected_values:
+        _set_expected(model)
+    fully_shard(model[0])
+    fully_shard(model[2])
+    fully_shard(model)
+    return model
+
+
 def _expected(name, shape):
     """Position- and name-dependent values, so a piece read from the wrong place shows."""
     n = int(np.prod(shape))
@@ -43,13 +55,8 @@ def _check_expected(tensors, full):
 def save_from_fsdp(folder):
     import trainrun.distributed as dist
     import trainrun.distributed.checkpoint as dcp
-    from trainrun.distributed.fsdp import fully_shard
     dist.init_process_group("gloo")
-    model = _model()
-    _set_expected(model)
-    fully_shard(model[0])
-    fully_shard(model[2])
-    fully_shard(model)
+    model = _fsdp_model(expected_values=True)
     dcp.save({"model": model.state_dict(), "step": 42, "note": {"lr": 0.5}}, checkpoint_id=folder)
     dist.destroy_process_group()
 
@@ -57,12 +64,8 @@ def save_from_fsdp(folder):
 def load_into_fsdp(folder):
     import trainrun.distributed as dist
     import trainrun.distributed.checkpoint as dcp
-    from trainrun.distributed.fsdp import fully_shard
     dist.init_process_group("gloo")
-    model = _model()
-    fully_shard(model[0])
-    fully_shard(model[2])
-    fully_shard(model)
+    model = _fsdp_model(expected_values=False)
     state = {"model": model.state_dict(), "step": 0, "note": {"lr": 0.0}}
     dcp.load(state, checkpoint_id=folder)  # in place: FSDP's state dict views the shards
     assert state["step"] == 42 and state["note"] == {"lr": 0.5}, state
@@ -125,13 +128,8 @@ def async_save_then_train(folder):
     import trainrun as tr
     import trainrun.distributed as dist
     import trainrun.distributed.checkpoint as dcp
-    from trainrun.distributed.fsdp import fully_shard
     dist.init_process_group("gloo")
-    model = _model()
-    _set_expected(model)
-    fully_shard(model[0])
-    fully_shard(model[2])
-    fully_shard(model)
+    model = _fsdp_model(expected_values=True)
     # The background writer waits until training has changed the parameters: only the staging copy made
     # during the call keeps the saved values those of the call.
     import threading
@@ -152,10 +150,7 @@ def async_save_then_train(folder):
     future.result()
     data_files.write_data_file = original
     second = dcp.async_save({"model": model.state_dict(), "step": 4}, checkpoint_id=folder + "_4")
-    fresh = _model()
-    fully_shard(fresh[0])
-    fully_shard(fresh[2])
-    fully_shard(fresh)
+    fresh = _fsdp_model(expected_values=False)
     state = {"model": fresh.state_dict(), "step": 0}
     dcp.load(state, checkpoint_id=folder)
     assert state["step"] == 1
