@@ -37,8 +37,7 @@ def test_a_function_runs_on_every_rank(ranks):
 
 def test_a_failing_rank_is_reported_with_its_traceback(ranks):
     run = ranks.run_function(2, rank_one_fails, check=False)
-    assert run.returncode != 0
-    assert "rank 0: ok" in run.per_rank(0)
+    assert run.returncode != 0  # rank 0 may or may not finish first: the launcher stops it on rank 1's failure
     assert "ValueError: rank one saw a bad batch" in run.per_rank(1), run.failure_text()
     with pytest.raises(AssertionError, match="rank_one_fails on 2 ranks"):
         ranks.run_function(2, rank_one_fails)
