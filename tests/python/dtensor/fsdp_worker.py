@@ -81,7 +81,7 @@ def main():
     mode = sys.argv[1]
     world, rank = dist.get_world_size(), dist.get_rank()
     vocab = 1001 if mode == "vocab1001" else 29
-    tied = mode == "tied"
+    tied = mode in ("tied", "tiedgroup")
     tr.manual_seed(0)
     reference = Model(vocab, tied)
     tr.manual_seed(0)
@@ -93,12 +93,18 @@ def main():
         else None
     mp = MixedPrecisionPolicy(param_dtype=tr.bfloat16, reduce_dtype=tr.float32) if mode == "bf16" else None
     reshard = mode != "noreshard"
+    if mode == "tiedgroup":  # the tied embedding and head as one group over two modules (PyTorch's list form)
+        fully_shard([model.tok_embeddings, model.output], mesh=mesh, mp_policy=mp)
     for block in model.layers:
         fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, mp_policy=mp)
     failures = []
     if not isinstance(model, FSDPModule) or type(model).__name__ != "FSDPModel":
         failures.append(f"the root's class is {type(model).__name__}")
+    if mode == "tiedgroup" and (type(model.tok_embeddings).__name__, type(model.output).__name__) != \
+            ("FSDPEmbedding", "FSDPLinear"):
+        failures.append(f"the pair's classes are {type(model.tok_embeddings).__name__}, "
+                        f"{type(model.output).__name__}")
     names = [n for n, _ in model.named_parameters()]
     if names != [n for n, _ in reference.named_parameters()]:
         failures.append(f"parameter names changed: {names[:4]}")
@@ -130,10 +136,10 @@ def main():
         if abs(total.item() - ref_loss.item()) > tolerance * max(1.0, abs(ref_loss.item())):
             failures.append(f"step {step}: loss {total.item()} vs {ref_loss.item()}")
         counts = comm.get_comm_counts()
-        groups = 5  # the four blocks and the root
+        groups = 6 if mode == "tiedgroup" else 5  # the four blocks and the root (and the tied pair)
         # Resharded blocks gather again in backward; the root keeps its parameters for backward.
-        gathers = groups + (4 if reshard else 0)
-        if mode in ("plain", "tied", "noreshard") and (counts.get("all_gather") != gathers or
+        gathers = groups + (4 if reshard else 0) + (1 if mode == "tiedgroup" else 0)  # the pair is not the root
+        if mode in ("plain", "tied", "noreshard", "tiedgroup") and (counts.get("all_gather") != gathers or
                                                        counts.get("reduce_scatter") != groups):
             failures.append(f"step {step}: collectives {counts}, expected {gathers} all-gathers and {groups} "
                             "reduce-scatters")

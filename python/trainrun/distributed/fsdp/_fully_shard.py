@@ -143,8 +143,9 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
     ranks; a 2-D mesh shards over its last dim and replicates over the first: HSDP). Every rank must hold
     the same initial weights. Returns the module, whose class is now FSDP<its class>."""
     from trainrun.distributed.device_mesh import init_device_mesh
-    if isinstance(module, (list, tuple)):
-        raise NotImplementedError("fully_shard: a list of modules (one group over several) is not supported yet")
+    modules = list(module) if isinstance(module, (list, tuple)) else [module]
+    if not modules:
+        raise ValueError("fully_shard: the list of modules is empty")
     if shard_placement_fn is not None or ignored_params:
         raise NotImplementedError("fully_shard: shard_placement_fn and ignored_params are not supported yet")
     if mesh is None:
@@ -154,7 +155,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
     mp_policy = mp_policy or MixedPrecisionPolicy()
     n, rank = mesh.size(mesh.ndim - 1), mesh.get_local_rank(mesh.ndim - 1)
     params, by_storage = [], {}
-    for owner, name, tensor in _owned_parameters(module):
+    for owner, name, tensor in (owned for m in modules for owned in _owned_parameters(m)):
         key = (tensor.data_ptr(), tuple(tensor.shape))  # tied weights: one slot list, one shard
         if key in by_storage:
             by_storage[key].add_slot(owner, name)
@@ -166,16 +167,51 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
         raise NotImplementedError("fully_shard: reshard_after_forward=int (resharding to a smaller group) is not "
                                   "supported yet; pass True or False")
     group = ParamGroup(params, mesh, mp_policy, reshard_after_forward)
-    object.__setattr__(module, _GROUP, group)
-    # Even a group without parameters of its own (a root over sharded blocks) hooks its forward: the
-    # outermost running forward is the root, which keeps its parameters for backward.
-    module.register_forward_pre_hook(lambda m, args, kwargs: _pre_forward(group, args, kwargs), prepend=True,
-                                     with_kwargs=True)
-    module.register_forward_hook(lambda m, args, output: _post_forward(group, output))
-    cls = type(module)
-    if not issubclass(cls, FSDPModule):
-        module.__class__ = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {"__module__": cls.__module__})
+    for m in modules:
+        object.__setattr__(m, _GROUP, group)
+    if len(modules) == 1:
+        # Even a group without parameters of its own (a root over sharded blocks) hooks its forward: the
+        # outermost running forward is the root, which keeps its parameters for backward.
+        module.register_forward_pre_hook(lambda m, args, kwargs: _pre_forward(group, args, kwargs),
+                                         prepend=True, with_kwargs=True)
+        module.register_forward_hook(lambda m, args, output: _post_forward(group, output))
+    else:
+        _hook_module_list(group, modules)
+    for m in modules:
+        cls = type(m)
+        if not issubclass(cls, FSDPModule):
+            m.__class__ = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {"__module__": cls.__module__})
     return module
+
+
+def _hook_module_list(group, modules):
+    """One group over several modules (tied weights: an embedding and the output head): gathered before
+    the first of them runs, resharded after the last has run. Each module's outputs gather the group again
+    in backward, since autograd may reach any of them first."""
+    group.modules_to_run = None
+
+    def pre(m, args, kwargs):
+        if group.modules_to_run is None:  # the first of the group's modules in this forward
+            group.modules_to_run = {id(x) for x in modules}
+            return _pre_forward(group, args, kwargs)
+        return _cast_inputs(group, args, kwargs)
+
+    def post(m, args, output):
+        if group.modules_to_run is None:
+            return None
+        group.modules_to_run.discard(id(m))
+        if group.modules_to_run:
+            return _wrap_for_backward(group, output) if _frees_after_forward(group) else None
+        group.modules_to_run = None
+        return _post_forward(group, output)
+
+    _LIST_GROUPS.append(group)
+    for m in modules:
+        m.register_forward_pre_hook(pre, prepend=True, with_kwargs=True)
+        m.register_forward_hook(post)
+
+
+_LIST_GROUPS = []  # groups over several modules: a forward that skipped one of them must not leave them gathered
 
 
 _ACTIVE_FORWARDS = []  # the groups whose forward is running, outermost first
@@ -184,8 +220,17 @@ _ACTIVE_FORWARDS = []  # the groups whose forward is running, outermost first
 def _pre_forward(group, args, kwargs):
     if group in _ACTIVE_FORWARDS:  # left by a forward that raised
         _ACTIVE_FORWARDS.remove(group)
+    if not _ACTIVE_FORWARDS:  # a new forward from the root: no list group stays gathered from the last one
+        for stale in _LIST_GROUPS:
+            if stale is not group and stale.modules_to_run is not None:
+                stale.modules_to_run = None
+                stale.reshard()
     _ACTIVE_FORWARDS.append(group)
     group.unshard()
+    return _cast_inputs(group, args, kwargs)
+
+
+def _cast_inputs(group, args, kwargs):
     dtype = group.mp_policy.param_dtype
     if dtype is not None and group.mp_policy.cast_forward_inputs:
         from trainrun import _C
@@ -199,7 +244,6 @@ def _pre_forward(group, args, kwargs):
 
 def _post_forward(group, output):
     from trainrun import _C
-    from trainrun._autograd import is_grad_enabled
     if _ACTIVE_FORWARDS and _ACTIVE_FORWARDS[-1] is group:
         _ACTIVE_FORWARDS.pop()
     group.reshard()
@@ -207,21 +251,34 @@ def _post_forward(group, output):
     dtype = group.mp_policy.output_dtype
     if dtype is not None and isinstance(output, _C.Tensor) and output.is_floating_point():
         output = replaced = output.to(dtype)
-    # The root keeps its parameters (backward starts with it), as PyTorch's FSDP2 does; so does a forward
-    # that builds no graph (nothing holds the gathered parameters after it).
-    is_root = not _ACTIVE_FORWARDS
-    if group.reshard_after_forward and not is_root and is_grad_enabled():
-        outputs = output if isinstance(output, (tuple, list)) else (output,)
-        needs_grad = [i for i, o in enumerate(outputs) if isinstance(o, _C.Tensor) and o.requires_grad]
-        if needs_grad:  # outputs autograd can reach the module through: free, and gather again in backward
-            wrapped = RegatherBeforeBackward.apply(group, *[outputs[i] for i in needs_grad])
-            wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
-            rebuilt = list(outputs)
-            for i, w in zip(needs_grad, wrapped):
-                rebuilt[i] = w
+    if _frees_after_forward(group):
+        wrapped = _wrap_for_backward(group, output)
+        if wrapped is not None:  # outputs autograd can reach the module through: free, gather again in backward
             group.free_gathered()
-            if isinstance(output, _C.Tensor):
-                replaced = rebuilt[0]
-            else:
-                replaced = type(output)(rebuilt) if isinstance(output, list) else tuple(rebuilt)
+            replaced = wrapped
     return replaced
+
+
+def _frees_after_forward(group):
+    """The root keeps its parameters (backward starts with it), as PyTorch's FSDP2 does; so does a forward
+    that builds no graph (nothing holds the gathered parameters after it)."""
+    from trainrun._autograd import is_grad_enabled
+    is_root = not _ACTIVE_FORWARDS
+    return group.reshard_after_forward and not is_root and is_grad_enabled()
+
+
+def _wrap_for_backward(group, output):
+    """output with its tensors that need a gradient passed through RegatherBeforeBackward (None when none)."""
+    from trainrun import _C
+    outputs = output if isinstance(output, (tuple, list)) else (output,)
+    needs_grad = [i for i, o in enumerate(outputs) if isinstance(o, _C.Tensor) and o.requires_grad]
+    if not needs_grad:
+        return None
+    wrapped = RegatherBeforeBackward.apply(group, *[outputs[i] for i in needs_grad])
+    wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
+    rebuilt = list(outputs)
+    for i, w in zip(needs_grad, wrapped):
+        rebuilt[i] = w
+    if isinstance(output, _C.Tensor):
+        return rebuilt[0]
+    return type(output)(rebuilt) if isinstance(output, list) else tuple(rebuilt)
