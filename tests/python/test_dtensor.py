@@ -131,3 +131,41 @@ def fsdp_forward_count_differs():
 def test_a_forward_only_one_rank_runs_fails_naming_the_rank_behind(ranks):
     run = ranks.run_function(2, fsdp_forward_count_differs, deadline=60)
     assert "had not entered" in run.per_rank(1), run.failure_text()
+
+
+def fsdp_list_group_skipped_in_a_forward():
+    """A group over two modules whose second one a forward skips: the next forward gathers the group afresh
+    (it must not compute with the parameters gathered before the shards changed)."""
+    import trainrun as tr
+    import trainrun.distributed as dist
+    from trainrun import nn
+    from trainrun.distributed.fsdp import fully_shard
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x, skip=False):
+            h = self.c(self.a(x))
+            return h if skip else self.b(h)
+
+    dist.init_process_group("gloo")
+    tr.manual_seed(0)
+    model = Net()
+    fully_shard([model.a, model.b])
+    fully_shard(model)
+    shards = list(model.parameters())  # what an optimizer holds
+    x = tr.ones(2, 4)
+    model(x).sum().backward()
+    with tr.no_grad():
+        model(x, skip=True)  # b never runs: the pair stays gathered after this forward
+        for p in shards:
+            p.zero_()  # the shards change (as an optimizer step would)
+        out = model(x)
+    assert not out.any().item(), out  # computed with the new (zero) parameters, not the stale gathered ones
+    dist.destroy_process_group()
+
+
+def test_a_list_group_skipped_in_a_forward_is_gathered_afresh(ranks):
+    ranks.run_function(2, fsdp_list_group_skipped_in_a_forward)

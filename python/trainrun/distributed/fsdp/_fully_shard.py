@@ -244,8 +244,8 @@ def _cast_inputs(group, args, kwargs):
 
 def _post_forward(group, output):
     from trainrun import _C
-    if _ACTIVE_FORWARDS and _ACTIVE_FORWARDS[-1] is group:
-        _ACTIVE_FORWARDS.pop()
+    if group in _ACTIVE_FORWARDS:  # with whatever opened inside it and did not close (a list group cut short)
+        del _ACTIVE_FORWARDS[_ACTIVE_FORWARDS.index(group):]
     group.reshard()
     replaced = None
     dtype = group.mp_policy.output_dtype
