@@ -82,10 +82,32 @@ def load_into_tensor_parallel(folder):
     model = _model()
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
-    state = {"model": {k: getattr(model[int(k.split(".")[0])], k.split(".")[1]) for k in
-                       ("0.weight", "0.bias", "2.weight", "2.bias")}, "step": 0}
+    state = {"model": model.state_dict(), "step": 0}  # DTensors for the sharded parameters, as PyTorch's
     dcp.load(state, checkpoint_id=folder)
-    _check_expected(state["model"], lambda p: p.full_tensor() if hasattr(p, "full_tensor") else p)
+    _check_expected(model.state_dict(), lambda p: p.full_tensor() if hasattr(p, "full_tensor") else p)
+    # The model's helpers: a full state dict (gathered), only on rank 0 with cpu_offload; and back.
+    from trainrun.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                            set_model_state_dict)
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+    _check_expected(full, lambda p: p)
+    offloaded = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    assert (len(offloaded) == 4) == (dist.get_rank() == 0), offloaded.keys()
+    fresh = _model()
+    parallelize_module(fresh, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    set_model_state_dict(fresh, offloaded, options=StateDictOptions(full_state_dict=True,
+                                                                    broadcast_from_rank0=True))
+    _check_expected(fresh.state_dict(), lambda p: p.full_tensor() if hasattr(p, "full_tensor") else p)
+    # Local shards passed as plain tensors would lose all but one rank's piece: refused by name, whether the
+    # shapes differ (13 rows split 7 + 6) or only the values do (8 elements split 4 + 4).
+    import trainrun as tr
+    from trainrun.distributed.tensor import Shard, distribute_tensor
+    even = distribute_tensor(tr.arange(8.0), mesh, [Shard(0)]).to_local()
+    for name, piece in (("w0", model[0].weight.to_local()), ("even", even)):
+        try:
+            dcp.save({name: piece}, checkpoint_id=folder + "_bad")
+            raise AssertionError(f"{name}: a tensor split over ranks was saved as a plain tensor")
+        except ValueError as e:
+            assert f"'{name}' differs between rank 0" in str(e) and "must be a DTensor" in str(e), e
     dist.destroy_process_group()
 
 

@@ -32,12 +32,14 @@ def _my_pieces(leaves):
         v = leaf.value
         if isinstance(v, (DTensor, _C.Tensor)):
             local, shape, offsets, _ = _chunks.local_piece(v)
-            if local.numel() == 0 and local.dim() > 0:
-                pieces.append((leaf.fqn, _data_files.dtype_name(local.dtype), shape, offsets, tuple(local.shape), 0))
-                continue
+            nbytes = local.numel() * local.element_size()
+            # A plain tensor is taken to be the same on every rank (PyTorch's rule) and written once: its
+            # checksum lets the plans prove it, so a shard passed as a plain tensor is refused, not half-saved.
+            digest = _data_files.checksum(_data_files.tensor_bytes(local)) if not isinstance(v, DTensor) else None
             pieces.append((leaf.fqn, _data_files.dtype_name(local.dtype), shape, offsets, tuple(local.shape),
-                           local.numel() * local.element_size()))
-            tensors[(leaf.fqn, offsets)] = local
+                           nbytes, digest))
+            if nbytes:
+                tensors[(leaf.fqn, offsets)] = local
         else:
             values[leaf.fqn] = _json_value(leaf)
     return pieces, values, tensors
@@ -47,12 +49,19 @@ def assign_writers(plans):
     """plans[r]: rank r's pieces. Every distinct piece (name, offsets) is written once, by the least loaded of
     the ranks that hold it (largest pieces first), so replicated tensors are not written N times and no rank
     writes much more than the others. Every rank computes the same answer from the same plans."""
-    holders, info = {}, {}
+    holders, info, digests = {}, {}, {}
     for rank, pieces in enumerate(plans):
-        for name, dtype, shape, offsets, sizes, nbytes in pieces:
+        for name, dtype, shape, offsets, sizes, nbytes, digest in pieces:
             key = (name, tuple(offsets))
+            mine = (dtype, tuple(shape), tuple(sizes), nbytes)
+            if key in info and (info[key] != mine or digests[key] != digest):  # never one rank's piece for all
+                other = holders[key][0]
+                raise ValueError(f"save: '{name}' differs between rank {other} ({info[key][0]} "
+                                 f"{list(info[key][1])}) and rank {rank} ({dtype} {list(shape)}); a tensor split "
+                                 "over ranks must be a DTensor (model.state_dict() gives DTensors for sharded "
+                                 "parameters)")
             holders.setdefault(key, []).append(rank)
-            info[key] = (dtype, tuple(shape), tuple(sizes), nbytes)
+            info[key], digests[key] = mine, digest
     load = [0] * len(plans)
     writer = {}
     for key in sorted(holders, key=lambda k: (-info[k][3], k)):

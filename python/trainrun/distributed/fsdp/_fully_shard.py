@@ -68,60 +68,13 @@ class FSDPModule:
     def set_modules_to_backward_prefetch(self, modules):
         pass
 
-    def state_dict(self, *args, **kwargs):
-        """Sharded DTensors for the sharded parameters (no communication); full_tensor() of each gives the
-        full state dict."""
-        import collections
-        out = collections.OrderedDict()
-        plain = super(FSDPModule, self).state_dict(*args, **kwargs)
-        views = _dtensor_views(self)
-        for key, value in plain.items():
-            out[key] = views.get(key, value)
-        return out
-
-    def load_state_dict(self, state_dict, strict=True, assign=False):
-        """Takes sharded DTensors (this layout) or full tensors (each rank keeps its shard)."""
-        from trainrun.distributed.tensor._dtensor import DTensor
-        views = _dtensor_views(self)
-        local = {}
-        for key, value in state_dict.items():
-            if key in views:
-                view = views[key]
-                if isinstance(value, DTensor):
-                    value = value.to_local()
-                elif tuple(value.shape) == tuple(view.shape):
-                    value = _shard_of(value, view)
-                local[key] = value
-            else:
-                local[key] = value
-        return super(FSDPModule, self).load_state_dict(local, strict)
+    # state_dict()/load_state_dict(): every module's (distributed/tensor/_module_views.py) give and take
+    # sharded DTensors for the sharded parameters, or full tensors to shard.
 
 
 class _Done:
     def wait(self):
         return None
-
-
-def _shard_of(full, view):
-    from trainrun.distributed.tensor._redistribute import redistribute_local
-    from trainrun.distributed.tensor.placement_types import Replicate
-    replicated = tuple(Replicate() for _ in view.placements)
-    return redistribute_local(full.detach(), tuple(view.shape), view.device_mesh, replicated, view.placements)
-
-
-def _dtensor_views(root):
-    """name -> DTensor for every sharded parameter under root (by its state_dict key)."""
-    views = {}
-    for prefix, m in root.named_modules():
-        group = m.__dict__.get(_GROUP)
-        if group is None:
-            continue
-        for p in group.params:
-            for owner, name in p.slots:
-                for owner_prefix, candidate in root.named_modules():
-                    if candidate is owner:
-                        views[(owner_prefix + "." if owner_prefix else "") + name] = group.dtensor(p)
-    return views
 
 
 def _owned_parameters(module):

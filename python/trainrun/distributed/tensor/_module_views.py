@@ -31,3 +31,52 @@ def _getattr(self, name):
 
 
 _C.nn.Module.__getattr__ = _getattr
+
+
+_original_state_dict = _C.nn.Module.state_dict
+_original_load_state_dict = _C.nn.Module.load_state_dict
+
+
+def _views_by_key(module):
+    """state_dict key -> DTensor view, for every sharded parameter under module (tensor parallelism, FSDP)."""
+    views = {}
+    for prefix, m in module.named_modules():
+        for name, view in (m.__dict__.get(DTENSOR_PARAMS) or {}).items():
+            views[f"{prefix}.{name}" if prefix else name] = view
+    return views
+
+
+def _state_dict(self, *args, **kwargs):
+    """PyTorch's: sharded parameters appear as DTensors (over the module's own shards: no communication,
+    and loading into them in place updates the module)."""
+    out = _original_state_dict(self, *args, **kwargs)
+    for key, view in _views_by_key(self).items():
+        if key in out:
+            out[key] = view
+    return out
+
+
+def _load_state_dict(self, state_dict, strict=True, assign=False):
+    """Takes DTensors in any layout over the same mesh (redistributed to this module's), or full tensors
+    (each rank keeps its piece), for the sharded parameters; plain tensors for the rest."""
+    from trainrun.distributed.tensor._dtensor import DTensor
+    from trainrun.distributed.tensor._redistribute import redistribute_local
+    from trainrun.distributed.tensor.placement_types import Replicate
+    views = _views_by_key(self)
+    local = {}
+    for key, value in state_dict.items():
+        view = views.get(key)
+        if view is not None and isinstance(value, DTensor):
+            value = value.redistribute(view.device_mesh, view.placements).to_local()
+        elif view is not None and tuple(value.shape) == tuple(view.shape):
+            replicated = tuple(Replicate() for _ in view.placements)
+            value = redistribute_local(value.detach(), tuple(view.shape), view.device_mesh, replicated,
+                                       view.placements)
+        elif isinstance(value, DTensor):
+            value = value.full_tensor()
+        local[key] = value
+    return _original_load_state_dict(self, local, strict)
+
+
+_C.nn.Module.state_dict = _state_dict
+_C.nn.Module.load_state_dict = _load_state_dict
