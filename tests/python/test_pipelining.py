@@ -46,6 +46,37 @@ def test_lowering_pairs_every_send_with_the_neighbours_receive():
         assert sends_f == recvs_f == list(range(micro)) and sends_b == recvs_b == list(range(micro))
 
 
+@pytest.mark.parametrize("stages,micro", [(2, 2), (4, 4), (4, 8), (3, 7)])
+def test_the_simulator_gives_the_textbook_bubble_and_memory(stages, micro, tmp_path):
+    """GPipe and 1F1B both idle (S - 1) / (M + S - 1) of the time; GPipe holds every microbatch on every
+    stage, 1F1B at most S - s on stage s."""
+    import json
+    from trainrun.distributed.pipelining.simulator import simulate
+    for order, peaks in ((schedules.gpipe_order, [micro] * stages),
+                         (schedules.one_f_one_b_order, [min(stages - s, micro) for s in range(stages)])):
+        t = simulate(lambda s: order(s, stages, micro), stages, micro, forward_time=1.0, backward_time=2.0)
+        assert t.makespan == pytest.approx((micro + stages - 1) * 3.0)
+        assert t.bubble_ratio == pytest.approx((stages - 1) / (micro + stages - 1))
+        assert [t.peak_live[s] for s in range(stages)] == peaks
+        assert t.render().splitlines()[0].startswith("stage 0: F")
+    slower = simulate(lambda s: schedules.one_f_one_b_order(s, stages, micro), stages, micro, comm_time=0.5)
+    assert slower.makespan > t.makespan  # each hop adds its latency
+    t.dump_chrometrace(tmp_path / "trace.json")
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    assert len(events) == 2 * stages * micro and {e["tid"] for e in events} == set(range(stages))
+
+
+def test_the_simulator_names_the_actions_of_a_deadlock():
+    from trainrun.distributed.pipelining.simulator import simulate
+    A = schedules._Action
+    # Each order alone is valid, but stage 1 wants microbatch 1 first while stage 0 sends it only after
+    # microbatch 0's backward, which stage 1 runs last.
+    orders = {0: [A(0, "F", 0), A(0, "B", 0), A(0, "F", 1), A(0, "B", 1)],
+              1: [A(1, "F", 1), A(1, "B", 1), A(1, "F", 0), A(1, "B", 0)]}
+    with pytest.raises(ValueError, match=r"deadlocks: stage 0 at 0RECV_B0, stage 1 at 1RECV_F1"):
+        simulate(lambda s: orders[s], 2, 2)
+
+
 def test_validation_names_the_first_bad_action():
     A = schedules._Action
     with pytest.raises(ValueError, match="action 0B1: backward before the forward"):

@@ -1,6 +1,7 @@
 """trainrun.distributed.pipelining: pipeline parallelism with PyTorch 2.x's
 names: PipelineStage, ScheduleGPipe, Schedule1F1B, get_schedule_class,
-TensorChunkSpec (see stage.py, schedules.py, microbatch.py)."""
+TensorChunkSpec (see stage.py, schedules.py, microbatch.py); simulator.py runs
+schedules on paper (timeline, bubble ratio, deadlocks)."""
 from trainrun.distributed.pipelining.microbatch import TensorChunkSpec  # noqa: F401
 from trainrun.distributed.pipelining.schedules import (Schedule1F1B, ScheduleGPipe,  # noqa: F401
                                                        PipelineScheduleSingle, get_schedule_class)
