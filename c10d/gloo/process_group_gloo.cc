@@ -46,6 +46,33 @@ void finish_average(Tensor& buffer, int size) {
   }
 }
 
+// Copies elements [e0, e1) of t, in row-major order, into contiguous memory at `to`: whole rows as one
+// strided copy, a partial first or last row by recursing into it.
+void copy_elements(const Tensor& t, int64_t e0, int64_t e1, char* to) {
+  if (e0 >= e1) return;
+  const int64_t elem = t.element_size();
+  if (t.dim() == 0 || (e0 == 0 && e1 == t.numel())) {
+    Tensor dst = from_blob(to, t.sizes(), contiguous_strides(t.sizes()), t.dtype());
+    copy_(dst, t);
+    return;
+  }
+  const int64_t inner = t.numel() / t.size(0);
+  if (e0 % inner != 0) {  // the rest of a started row
+    const int64_t r = e0 / inner, end = std::min(e1, (r + 1) * inner);
+    copy_elements(t.select(0, r), e0 - r * inner, end - r * inner, to);
+    to += (end - e0) * elem;
+    e0 = end;
+  }
+  const int64_t full_rows = e1 / inner - e0 / inner;
+  if (e0 < e1 && full_rows > 0) {
+    Tensor rows = t.narrow(0, e0 / inner, full_rows);
+    copy_elements(rows, 0, rows.numel(), to);
+    to += rows.numel() * elem;
+    e0 += rows.numel();
+  }
+  if (e0 < e1) copy_elements(t.select(0, e0 / inner), 0, e1 - e0, to);  // the start of the last row
+}
+
 }  // namespace
 
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, std::string name, Options options)
@@ -411,6 +438,34 @@ std::shared_ptr<Work> ProcessGroupGloo::alltoall_base(Tensor& output, const Tens
   return enqueue(
       "alltoall_base",
       [this, output, input, in_counts, out_counts](uint32_t tag) {
+        if (shm_ && input.dim() > 0) {
+          // Through shared memory, each destination's rows copied straight from the (possibly strided)
+          // input into the segment: no contiguous copy first (DTensor's Shard(i) -> Shard(j) passes a view).
+          Tensor out = contiguous_buffer(output);
+          const size_t elem = static_cast<size_t>(input.element_size());
+          const int64_t row_bytes = input.size(0) == 0 ? 0 : input.nbytes() / input.size(0);
+          std::vector<size_t> send(size_), recv(size_), recv_at(size_);
+          std::vector<Tensor> pieces(size_);
+          int64_t row = 0;
+          size_t at = 0;
+          for (int r = 0; r < size_; ++r) {
+            const int64_t rows = row_bytes == 0 ? 0 : in_counts[r] / row_bytes;
+            pieces[r] = input.narrow(0, row, rows);
+            row += rows;
+            send[r] = static_cast<size_t>(in_counts[r]);
+            recv[r] = static_cast<size_t>(out_counts[r]);
+            recv_at[r] = at;
+            at += recv[r];
+          }
+          shm_->alltoall(send, recv, recv_at, elem,
+                         [&](int dst, size_t first, size_t n, char* to) {
+                           copy_elements(pieces[dst], static_cast<int64_t>(first / elem),
+                                         static_cast<int64_t>((first + n) / elem), to);
+                         },
+                         static_cast<char*>(bytes_of(out)));
+          copy_back(output, out);
+          return;
+        }
         Tensor in = contiguous_buffer(input), out = contiguous_buffer(output);
         gloo::AlltoallvOptions o(context_);
         o.setInput<char>(bytes_of(in), in_counts);

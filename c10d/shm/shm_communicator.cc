@@ -194,6 +194,35 @@ void ShmCommunicator::reduce_scatter(const void* in, void* out, size_t numel_per
   }
 }
 
+void ShmCommunicator::alltoall(const std::vector<size_t>& send_bytes, const std::vector<size_t>& recv_bytes,
+                               const std::vector<size_t>& recv_offsets, size_t align, const PackFn& pack,
+                               char* out) {
+  // The slot holds one piece per destination; every rank must run the same number of rounds, so the
+  // largest message of the whole group is agreed on first, through the slots.
+  const size_t piece = std::max<size_t>(align, slot_bytes_ / size_ / align * align);
+  size_t largest = 0;
+  for (int r = 0; r < size_; ++r) largest = std::max({largest, send_bytes[r], recv_bytes[r]});
+  std::memcpy(slot(rank_), &largest, sizeof(largest));
+  barrier();
+  for (int q = 0; q < size_; ++q) {
+    size_t theirs = 0;
+    std::memcpy(&theirs, slot(q), sizeof(theirs));
+    largest = std::max(largest, theirs);
+  }
+  barrier();
+  TR_CHECK(piece * size_ <= slot_bytes_, ValueError,
+           "shared-memory alltoall: slices of {} bytes do not fit {} ranks in a {}-byte slot", piece, size_, slot_bytes_);
+  for (size_t first = 0; first < largest; first += piece) {
+    for (int dst = 0; dst < size_; ++dst)
+      if (first < send_bytes[dst]) pack(dst, first, std::min(piece, send_bytes[dst] - first), slot(rank_) + dst * piece);
+    barrier();
+    for (int src = 0; src < size_; ++src)
+      if (first < recv_bytes[src])
+        std::memcpy(out + recv_offsets[src] + first, slot(src) + rank_ * piece, std::min(piece, recv_bytes[src] - first));
+    barrier();
+  }
+}
+
 // Pipelined through the two halves of the root's slot: while the others
 // copy chunk k out of one half, the root copies chunk k + 1 into the other,
 // one barrier per step.

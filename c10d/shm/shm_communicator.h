@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "c10d/reduce_op.h"
@@ -41,6 +42,13 @@ class ShmCommunicator {
   // out = fn over ranks of their in[rank() * numel_per_rank ...].
   void reduce_scatter(const void* in, void* out, size_t numel_per_rank, size_t elem_size, const ReduceFn& fn);
   void broadcast(void* data, size_t bytes, int root);
+  // Every rank sends send_bytes[r] bytes to rank r and receives recv_bytes[r] from it, into out at
+  // recv_offsets[r]. pack(dst, first, n, to) writes bytes [first, first + n) of the message to dst into
+  // `to` (so a caller can copy strided data straight into the segment, without a contiguous copy first).
+  // Messages travel in slices of whole multiples of `align` bytes.
+  using PackFn = std::function<void(int dst, size_t first, size_t n, char* to)>;
+  void alltoall(const std::vector<size_t>& send_bytes, const std::vector<size_t>& recv_bytes,
+                const std::vector<size_t>& recv_offsets, size_t align, const PackFn& pack, char* out);
 
  private:
   struct Header;

@@ -231,6 +231,23 @@ void collectives() {
   pg->reduce_scatter(rs_one, rs_list, ReduceOp::MIN)->wait();
   expect_equal(rs_one, full({3}, static_cast<double>(g_rank * 10)), "reduce_scatter MIN");
 
+  // alltoall_base of a strided view (DTensor's Shard(0) -> Shard(1) passes one): row r of the permuted
+  // view, rank r's chunk, goes straight from the strided input. Small, and large enough that each chunk
+  // crosses several shared-memory slices and splits rows between them.
+  for (int64_t cols : {int64_t{5}, int64_t{1000}}) {
+    const int64_t rows = cols == 5 ? 3 : 700;
+    auto base_of = [&](int r) {
+      return add(arange(rows * g_world * cols).to(DType::Float32), 1e6 * r).view({rows, g_world * cols});
+    };
+    Tensor strided = base_of(g_rank).view({rows, g_world, cols}).permute({1, 0, 2});
+    expect(!strided.is_contiguous(), "the input is a strided view");
+    Tensor got = empty({g_world, rows, cols});
+    pg->alltoall_base(got, strided)->wait();
+    for (int s = 0; s < g_world; ++s)
+      expect_equal(got.select(0, s), base_of(s).view({rows, g_world, cols}).select(1, g_rank),
+                   fmt::format("alltoall_base of a strided view ({} x {}) from rank {}", rows, cols, s));
+  }
+
   // alltoall_base with uneven splits: rank r sends (d + 1) rows to rank d,
   // each row filled with 100 * r + d.
   IntList in_splits, out_splits;

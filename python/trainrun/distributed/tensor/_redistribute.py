@@ -180,13 +180,17 @@ def _all_gather(local, d, sizes, group):
 
 
 def _all_to_all(local, d, j, d_sizes, j_sizes, me, group):
-    """One all_to_all_single over a flat buffer: chunk r of dim j (made contiguous, one copy) goes to rank r;
-    the pieces that come back are this rank's chunk of dim j from every rank, joined along dim d."""
+    """One all_to_all_single: chunk r of dim j goes to rank r; the pieces that come back are this rank's
+    chunk of dim j from every rank, joined along dim d. Even chunks go as a strided view (dim j split as
+    (n, J/n), n brought to the front): between the ranks of one host the backend copies each chunk straight
+    into shared memory, so this costs what a plain all_to_all_single of the same bytes does."""
     offsets = [sum(j_sizes[:r]) for r in range(len(j_sizes))]
     n = len(j_sizes)
-    if len(set(j_sizes)) == 1:  # even chunks: split dim j as (n, J/n), bring n to the front: one copy
+    send_splits = None
+    if len(set(j_sizes)) == 1:
         split = list(local.shape[:j]) + [n, j_sizes[0]] + list(local.shape[j + 1:])
-        send = local.reshape(split).movedim(j, 0).contiguous().view([-1])
+        send = local.reshape(split).movedim(j, 0)  # a view: row r is rank r's chunk
+        send_splits = [1] * n
     else:
         send = _C.cat([local.narrow(j, o, s).reshape([-1]) for o, s in zip(offsets, j_sizes)], 0)
     rest = [s for k, s in enumerate(local.shape) if k not in (d, j)]
@@ -196,7 +200,8 @@ def _all_to_all(local, d, j, d_sizes, j_sizes, me, group):
     receive_sizes = [d_r * j_sizes[me] * per_row for d_r in d_sizes]
     send_sizes = [local.shape[d] * s * per_row for s in j_sizes]
     received = _C.empty([sum(receive_sizes)], dtype=local.dtype, device=local.device)
-    communicate("all_to_all", dist.all_to_all_single, received, send, receive_sizes, send_sizes, group=group)
+    communicate("all_to_all", dist.all_to_all_single, received, send, receive_sizes,
+                send_splits if send_splits is not None else send_sizes, group=group)
     shape = list(local.shape)
     shape[j] = j_sizes[me]
     if d == 0:  # the pieces, one after the other, already are the result
