@@ -52,8 +52,16 @@ void copy_elements(const Tensor& t, int64_t e0, int64_t e1, char* to) {
   if (e0 >= e1) return;
   const int64_t elem = t.element_size();
   if (t.dim() == 0 || (e0 == 0 && e1 == t.numel())) {
-    Tensor dst = from_blob(to, t.sizes(), contiguous_strides(t.sizes()), t.dtype());
-    copy_(dst, t);
+    if (t.is_contiguous()) {
+      std::memcpy(to, t.data_ptr(), static_cast<size_t>(t.numel() * elem));
+    } else if (t.dim() == 2 && t.stride(1) == 1) {  // rows of contiguous elements: one memcpy per row
+      const size_t row_bytes = static_cast<size_t>(t.size(1) * elem);
+      const char* from = static_cast<const char*>(t.data_ptr());
+      for (int64_t r = 0; r < t.size(0); ++r) std::memcpy(to + r * row_bytes, from + r * t.stride(0) * elem, row_bytes);
+    } else {
+      Tensor dst = from_blob(to, t.sizes(), contiguous_strides(t.sizes()), t.dtype());
+      copy_(dst, t);
+    }
     return;
   }
   const int64_t inner = t.numel() / t.size(0);
