@@ -46,7 +46,7 @@ run_targets() {
   for t in $1; do
     case "$t" in pytest:*) pytests+=("${t#pytest:}") ;; *) bazel_targets+=("$t") ;; esac
   done
-  if [ ${#pytests[@]} -gt 0 ]; then bazel_targets+=(//python:trainrun/_C.so //launcher:trainrun); fi
+  if [ ${#pytests[@]} -gt 0 ]; then bazel_targets+=(//python:trainrun/_C.so //launcher:trainrun //proto:checkpoint_py); fi
   # The same --test_env as the test command: Bazel keeps its analysis between the two.
   timeout "$per_mutation_timeout" ./scripts/bazel.sh build "${bazel_targets[@]}" --test_env=OPENBLAS_CORETYPE >>"$log" 2>&1 || return 2
   local tests=()
