@@ -1,6 +1,6 @@
 #pragma once
 // Helpers the Gloo backend's files share: contiguous staging buffers for
-// tensors of any layout, their bytes, and the argument checks every
+// tensors of any layout, their bytes, strided element ranges copied out, and the argument checks every
 // collective and point-to-point call makes.
 #include <string>
 
@@ -18,6 +18,10 @@ inline void copy_back(const Tensor& dst, const Tensor& buffer) {
 }
 
 inline char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
+
+// Copies elements [e0, e1) of t, in row-major order, into contiguous memory at `to`, whatever t's strides
+// (the shared-memory all-to-all packs strided chunks straight into its segment with it).
+void copy_elements(const Tensor& t, int64_t e0, int64_t e1, char* to);
 
 inline void check_cpu(const Tensor& t, const char* op, const std::string& group, const char* what) {
   TR_CHECK(t.defined(), ValueError, "{} on group '{}': {} is an undefined tensor", op, group, what);

@@ -199,7 +199,9 @@ void ShmCommunicator::alltoall(const std::vector<size_t>& send_bytes, const std:
                                char* out) {
   // The slot holds one piece per destination; every rank must run the same number of rounds, so the
   // largest message of the whole group is agreed on first, through the slots.
-  const size_t piece = std::max<size_t>(align, slot_bytes_ / size_ / align * align);
+  const size_t piece = slot_bytes_ / size_ / align * align;
+  TR_CHECK(piece > 0, ValueError, "shared-memory alltoall: {}-byte units do not fit {} ranks in a {}-byte slot",
+           align, size_, slot_bytes_);
   size_t largest = 0;
   for (int r = 0; r < size_; ++r) largest = std::max({largest, send_bytes[r], recv_bytes[r]});
   std::memcpy(slot(rank_), &largest, sizeof(largest));
@@ -210,8 +212,6 @@ void ShmCommunicator::alltoall(const std::vector<size_t>& send_bytes, const std:
     largest = std::max(largest, theirs);
   }
   barrier();
-  TR_CHECK(piece * size_ <= slot_bytes_, ValueError,
-           "shared-memory alltoall: slices of {} bytes do not fit {} ranks in a {}-byte slot", piece, size_, slot_bytes_);
   for (size_t first = 0; first < largest; first += piece) {
     for (int dst = 0; dst < size_; ++dst)
       if (first < send_bytes[dst]) pack(dst, first, std::min(piece, send_bytes[dst] - first), slot(rank_) + dst * piece);
