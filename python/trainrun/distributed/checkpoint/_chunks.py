@@ -1,6 +1,5 @@
 """Which piece of each global tensor a rank holds, and how saved pieces
 overlap the pieces a rank needs (the geometry behind resharding)."""
-from trainrun import _C
 from trainrun.distributed.tensor._dtensor import DTensor
 from trainrun.distributed.tensor.placement_types import Partial, Shard, chunk_offsets, chunk_sizes
 
@@ -46,6 +45,3 @@ def box(tensor, offsets, sizes, origin):
         view = view.narrow(d, o - base, s)
     return view
 
-
-def empty_like_box(dtype, sizes):
-    return _C.empty(list(sizes), dtype=dtype)

@@ -23,8 +23,9 @@ def _json_value(leaf):
                         "JSON values (numbers, strings, booleans, lists, dicts, None)") from None
 
 
-def _my_pieces(leaves):
-    """This rank's candidate pieces, and the non-tensor values, from the flat state dict."""
+def _my_pieces(leaves, compared):
+    """This rank's candidate pieces, and the non-tensor values, from the flat state dict. compared: other
+    ranks' plans will be checked against this one (so plain tensors carry a checksum)."""
     from trainrun import _C
     from trainrun.distributed.tensor._dtensor import DTensor
     pieces, values, tensors = [], {}, {}
@@ -35,7 +36,8 @@ def _my_pieces(leaves):
             nbytes = local.numel() * local.element_size()
             # A plain tensor is taken to be the same on every rank (PyTorch's rule) and written once: its
             # checksum lets the plans prove it, so a shard passed as a plain tensor is refused, not half-saved.
-            digest = _data_files.checksum(_data_files.tensor_bytes(local)) if not isinstance(v, DTensor) else None
+            digest = _data_files.checksum(_data_files.tensor_bytes(local)) \
+                if compared and not isinstance(v, DTensor) else None
             pieces.append((leaf.fqn, _data_files.dtype_name(local.dtype), shape, offsets, tuple(local.shape),
                            nbytes, digest))
             if nbytes:
@@ -74,8 +76,8 @@ def assign_writers(plans):
 class _SavePlan:
     """What one rank's save has decided before writing: the pieces it writes and the values rank 0 records."""
 
-    def __init__(self, folder, rank, world, group, distributed, mine, info, values, tensors):
-        self.folder, self.rank, self.world, self.group, self.distributed = folder, rank, world, group, distributed
+    def __init__(self, folder, rank, world, distributed, mine, info, values, tensors):
+        self.folder, self.rank, self.world, self.distributed = folder, rank, world, distributed
         self.mine, self.info, self.values, self.tensors = mine, info, values, tensors
 
 
@@ -90,7 +92,7 @@ def _prepare(state_dict, checkpoint_id, storage_writer, planner, process_group, 
     rank = dist.get_rank(process_group) if distributed else 0
     world = dist.get_world_size(process_group) if distributed else 1
     leaves, _ = flatten(state_dict)
-    pieces, values, tensors = _my_pieces(leaves)
+    pieces, values, tensors = _my_pieces(leaves, compared=distributed and world > 1)
     if distributed:
         plans = [None] * world
         dist.all_gather_object(plans, pieces, group=process_group)
@@ -108,7 +110,7 @@ def _prepare(state_dict, checkpoint_id, storage_writer, planner, process_group, 
     if distributed:
         dist.barrier(group=process_group)
     mine = [key for key, r in writer.items() if r == rank and info[key][3] > 0]
-    return _SavePlan(folder, rank, world, process_group, distributed, mine, info, values, tensors)
+    return _SavePlan(folder, rank, world, distributed, mine, info, values, tensors)
 
 
 def _write(plan, group):
