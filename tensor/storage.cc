@@ -9,6 +9,9 @@ namespace trainrun {
 
 void StorageImpl::resize(size_t nbytes) {
   if (nbytes == nbytes_) return;
+  TR_CHECK(shared_segment_ == nullptr, Error,
+           "storage resize: a shared-memory storage cannot be resized (its size is sealed in every process that "
+           "maps it); clone the tensor first (got {} -> {} bytes)", nbytes_, nbytes);
   const Device device = data_.device();
   const size_t keep = std::min(nbytes, nbytes_);
   TR_CHECK(keep == 0 || device.is_cpu(), NotImplementedError,
@@ -18,6 +21,12 @@ void StorageImpl::resize(size_t nbytes) {
   if (keep > 0) std::memcpy(fresh.get(), data_.get(), keep);
   data_ = std::move(fresh);
   nbytes_ = nbytes;
+}
+
+void StorageImpl::set_shared(DataPtr data, std::shared_ptr<SharedSegment> segment, size_t offset) {
+  data_ = std::move(data);
+  shared_segment_ = std::move(segment);
+  shared_offset_ = offset;
 }
 
 }  // namespace trainrun

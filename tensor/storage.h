@@ -11,6 +11,8 @@
 
 namespace trainrun {
 
+class SharedSegment;  // tensor/shared_memory.h
+
 class DataPtr {
  public:
   using Deleter = std::function<void(void*)>;
@@ -61,9 +63,18 @@ class StorageImpl : public RefCounted {
   // forward and refills the same storage before backward).
   void resize(size_t nbytes);
 
+  // Shared memory (share_memory_(), a tensor from another process): the
+  // segment the bytes live in and where in it; null for private memory.
+  const std::shared_ptr<SharedSegment>& shared_segment() const { return shared_segment_; }
+  size_t shared_offset() const { return shared_offset_; }
+  // Replaces the memory (same size) with a block of a shared segment.
+  void set_shared(DataPtr data, std::shared_ptr<SharedSegment> segment, size_t offset);
+
  private:
   DataPtr data_;
   size_t nbytes_;
+  std::shared_ptr<SharedSegment> shared_segment_;
+  size_t shared_offset_ = 0;
 };
 using Storage = intrusive_ptr<StorageImpl>;
 

@@ -1,5 +1,7 @@
 #include "tensor/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -95,6 +97,9 @@ class WorkerPool {
     }
   }
 
+  friend void hold_pool_across_fork();
+  friend void release_pool_after_fork(bool child);
+
   std::vector<std::thread> threads_;
   std::mutex run_mu_;
   std::mutex mu_;
@@ -117,6 +122,30 @@ int default_threads() {
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
 }
+
+// fork() copies only the calling thread: the child's pool has no workers and
+// its locks may be held by threads that do not exist there. Hold the locks
+// across fork (no job runs then); the child forgets the old pool (leaked: its
+// std::threads cannot be joined) and starts a new one on first use, so
+// DataLoader workers and multiprocessing children parallelize normally.
+void hold_pool_across_fork() {
+  g_pool_mu.lock();
+  if (g_pool) g_pool->run_mu_.lock();
+}
+
+void release_pool_after_fork(bool child) {
+  if (g_pool) {
+    g_pool->run_mu_.unlock();
+    if (child) (void)g_pool.release();
+  }
+  g_pool_mu.unlock();
+}
+
+[[maybe_unused]] const bool g_fork_handlers = [] {
+  pthread_atfork(hold_pool_across_fork, [] { release_pool_after_fork(false); },
+                 [] { release_pool_after_fork(true); });
+  return true;
+}();
 
 WorkerPool* pool() {
   std::lock_guard<std::mutex> lock(g_pool_mu);
