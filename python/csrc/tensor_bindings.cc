@@ -253,6 +253,9 @@ void bind_tensor(py::module_& m) {
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
       .def("untyped_storage", [](const Tensor& t) { return t.impl()->storage(); })
       .def_property_readonly("_version", [](const Tensor& t) { return t.impl()->version(); })
+      // The TensorImpl's address: the same for every handle of one tensor
+      // (deepcopy's memo keeps tied weights tied by it).
+      .def_property_readonly("_cdata", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); })
       .def("item", &item_of)
       .def("__repr__",
            [](const Tensor& t) {
@@ -318,6 +321,9 @@ void bind_tensor(py::module_& m) {
       "load", [](const std::string& path) { return load_safetensors(path); }, py::arg("path"),
       py::call_guard<py::gil_scoped_release>());
   m.def("manual_seed", [](uint64_t s) { manual_seed(s); });
+  m.def("set_num_threads", &set_num_threads, py::arg("num"),
+        "Threads for intra-op parallelism (kernels and OpenBLAS), process-wide.");
+  m.def("get_num_threads", &get_num_threads);
   m.def(
       "zeros", [](const IntList& s, py::object d, py::object dev) { return zeros(s, options(d, dev)); },
       py::arg("size"), py::arg("dtype") = py::none(), py::arg("device") = py::none());

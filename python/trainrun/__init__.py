@@ -93,6 +93,22 @@ def _to_device(value, where):
 from trainrun._generator import Generator, default_generator, randperm  # noqa: E402,F401
 
 
+set_num_threads, get_num_threads = _C.set_num_threads, _C.get_num_threads
+_num_interop_threads = None
+
+
+def set_num_interop_threads(num):
+    """Accepted for PyTorch scripts: trainrun runs independent ops in the order given (no inter-op pool)."""
+    global _num_interop_threads
+    if not isinstance(num, int) or num < 1:
+        raise ValueError(f"set_num_interop_threads: expected a positive int, got {num!r}")
+    _num_interop_threads = num
+
+
+def get_num_interop_threads():
+    return _num_interop_threads or 1
+
+
 def manual_seed(seed):
     """Seeds trainrun's random ops and the default Generator (permutations,
     shuffling); returns the default Generator, as PyTorch does."""
@@ -164,3 +180,5 @@ from trainrun._tensor_extras import (as_tensor, clone, detach, get_default_dtype
                                      can_cast, result_type, finfo, iinfo, sum, mean, is_inference_mode_enabled,
                                      compile)
 
+from trainrun import _tensor_pickling  # noqa: E402,F401  (deepcopy, pickle, share_memory_)
+from trainrun import multiprocessing  # noqa: E402,F401

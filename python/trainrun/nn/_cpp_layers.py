@@ -5,6 +5,7 @@ runs in C++ (one call, no Python frame) unless an option needs Python."""
 from trainrun import _C
 from trainrun.nn import functional as F
 from trainrun.nn._functional_layers import _pair
+from trainrun.nn._module_copy import remember_init_args
 
 
 def _place(module, device, dtype):
@@ -25,6 +26,7 @@ def _uniform_fan_in(module, fan_in):
         init.uniform_(p, -bound, bound)
 
 
+@remember_init_args
 class Linear(_C.nn.Linear):
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__(in_features, out_features, bias)
@@ -38,6 +40,7 @@ class Linear(_C.nn.Linear):
                f"bias={'bias' in dict(self.named_parameters(False))}"
 
 
+@remember_init_args
 class Conv2d(_C.nn.Conv2d):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None):
@@ -74,6 +77,7 @@ class Conv2d(_C.nn.Conv2d):
         return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
 
 
+@remember_init_args
 class MaxPool2d(_C.nn.MaxPool2d):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         if return_indices:
@@ -84,6 +88,7 @@ class MaxPool2d(_C.nn.MaxPool2d):
                          bool(ceil_mode))
 
 
+@remember_init_args
 class AvgPool2d(_C.nn.AvgPool2d):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
@@ -94,6 +99,7 @@ class AvgPool2d(_C.nn.AvgPool2d):
                          _pair(padding, "AvgPool2d", "padding"), bool(ceil_mode), bool(count_include_pad))
 
 
+@remember_init_args
 class LayerNorm(_C.nn.LayerNorm):
     def __init__(self, normalized_shape, eps=1e-05, elementwise_affine=True, bias=True, device=None, dtype=None):
         if elementwise_affine and not bias:
@@ -107,6 +113,7 @@ class LayerNorm(_C.nn.LayerNorm):
             (init.ones_ if name == "weight" else init.zeros_)(p)
 
 
+@remember_init_args
 class Embedding(_C.nn.Embedding):
     """padding_idx: that row starts at zero and receives no gradient (the lookup then runs in Python)."""
 
@@ -166,14 +173,17 @@ class _BatchNormArguments:
         _place(self, device, dtype)
 
 
+@remember_init_args
 class BatchNorm1d(_BatchNormArguments, _C.nn.BatchNorm1d):
     pass
 
 
+@remember_init_args
 class BatchNorm2d(_BatchNormArguments, _C.nn.BatchNorm2d):
     pass
 
 
+@remember_init_args
 class RMSNorm(_C.nn.RMSNorm):
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
         if not elementwise_affine:
@@ -185,6 +195,7 @@ class RMSNorm(_C.nn.RMSNorm):
         _place(self, device, dtype)
 
 
+@remember_init_args
 class Flatten(_C.nn.Flatten):
     def __init__(self, start_dim=1, end_dim=-1):
         super().__init__(start_dim, end_dim)

@@ -167,6 +167,17 @@ def _requires_grad_(self, requires_grad=True):
     return self
 
 
+def _share_memory(self):
+    """Moves every parameter, gradient and buffer into shared memory (Hogwild training across processes)."""
+    for p in self.parameters():
+        p.share_memory_()
+        if p.grad is not None:
+            p.grad.share_memory_()
+    for _, b in self.named_buffers():
+        b.share_memory_()
+    return self
+
+
 def _get_submodule(self, target):
     module = self
     for part in target.split(".") if target else []:
@@ -199,6 +210,7 @@ _C.nn.Module.modules = lambda self: (m for _, m in named_modules(self))
 _C.nn.Module.children = lambda self: (m for _, m in self.named_children())
 _C.nn.Module.apply = _apply_fn
 _C.nn.Module.requires_grad_ = _requires_grad_
+_C.nn.Module.share_memory = _share_memory
 _C.nn.Module.buffers = lambda self, recurse=True: (b for _, b in self.named_buffers(recurse))
 _C.nn.Module.add_module = lambda self, name, module: setattr(self, name, module) if isinstance(self, Module) \
     else self.register_module(name, module)
