@@ -1,0 +1,131 @@
+"""How tensors cross process boundaries: by reference to shared memory, never
+by value. Registered with multiprocessing's ForkingPickler, so they apply to
+trainrun's Queue and to everything of the standard library that pickles for
+another process (Process arguments under spawn, mp.Queue, Pipe, Pool).
+
+Pickling a CPU tensor moves its storage into shared memory (in place, as
+PyTorch does) and sends the segment's descriptor with the offset of the
+block. Inside trainrun's Queue the descriptor rides in the same message
+(SCM_RIGHTS, see _fd_queue.py), one per segment however many tensors use it;
+elsewhere it goes through multiprocessing's DupFd."""
+import os
+import threading
+from multiprocessing import reduction
+
+from trainrun import _C
+
+_local = threading.local()
+MAX_FDS_PER_MESSAGE = 250  # the kernel's SCM_MAX_FD is 253; one more may carry a large payload
+
+
+class _Outgoing:
+    """The descriptors of one message being pickled for a trainrun Queue:
+    one per segment, with the storages that keep them open until sent."""
+
+    def __init__(self):
+        self.slots = {}      # inode -> index into fds
+        self.fds = []
+        self.keep_alive = []
+
+    def add(self, storage, fd, inode):
+        """The descriptor's index in the message, or None when the message has no room (the kernel
+        passes at most 253 descriptors per message): that segment then goes by DupFd."""
+        if inode not in self.slots:
+            if len(self.fds) >= MAX_FDS_PER_MESSAGE:
+                return None
+            self.slots[inode] = len(self.fds)
+            self.fds.append(fd)
+        self.keep_alive.append(storage)
+        return self.slots[inode]
+
+
+class pickling_for_queue:
+    """with pickling_for_queue() as out: ... ForkingPickler.dumps(obj) ...; then send out.fds with the bytes."""
+
+    def __enter__(self):
+        self.out = _local.outgoing = _Outgoing()
+        return self.out
+
+    def __exit__(self, *exc):
+        _local.outgoing = None
+
+
+class unpickling_from_queue:
+    """with unpickling_from_queue(fds): ... loads ...; storages from one message are built once per block."""
+
+    def __init__(self, fds):
+        self.fds = fds
+
+    def __enter__(self):
+        _local.incoming = (self.fds, {})
+
+    def __exit__(self, *exc):
+        _local.incoming = None
+
+
+def _storage_handle(storage):
+    storage.share_memory_()
+    fd, inode, offset, nbytes = storage._shared_handle()
+    outgoing = getattr(_local, "outgoing", None)
+    slot = outgoing.add(storage, fd, inode) if outgoing is not None else None
+    if slot is not None:
+        return ("slot", slot, inode, offset, nbytes)
+    return ("dupfd", reduction.DupFd(fd), inode, offset, nbytes)
+
+
+def _storage_from_handle(handle):
+    kind, ref, inode, offset, nbytes = handle
+    incoming = getattr(_local, "incoming", None)
+    if kind == "slot":
+        if incoming is None:
+            raise RuntimeError("a tensor handle made for a trainrun Queue was unpickled outside of one")
+        fds, built = incoming
+        key = (inode, offset, nbytes)
+        if key not in built:
+            built[key] = _C._storage_from_shared_fd(fds[ref], offset, nbytes)
+        return built[key]
+    fd = ref.detach()
+    try:
+        return _C._storage_from_shared_fd(fd, offset, nbytes)
+    finally:
+        os.close(fd)
+
+
+def _dtype_name(dtype):
+    return str(dtype).rsplit(".", 1)[-1]
+
+
+def reduce_tensor(t):
+    if t.requires_grad and not t.is_leaf:
+        raise RuntimeError("Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd does "
+                           "not support crossing process boundaries.  If you just want to transfer the data, call "
+                           "detach() on the tensor before serializing (e.g., putting it on the queue).")
+    if t.device.type != "cpu":
+        raise NotImplementedError(f"sending a {t.device.type} tensor to another process is not supported yet (CUDA "
+                                  "IPC); send t.cpu() instead")
+    return (rebuild_tensor, (type(t), _storage_handle(t.untyped_storage()), _dtype_name(t.dtype), tuple(t.shape),
+                             tuple(t.stride()), t.storage_offset(), t.requires_grad))
+
+
+def rebuild_tensor(cls, handle, dtype_name, size, stride, storage_offset, requires_grad):
+    import trainrun
+    storage = _storage_from_handle(handle)
+    t = _C._tensor_on_storage(storage, getattr(trainrun, dtype_name), list(size), list(stride), storage_offset)
+    if cls is not _C.Tensor:
+        out = cls.__new__(cls)
+        _C.Tensor.__init__(out, t)
+        t = out
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def reduce_storage(storage):
+    return (_storage_from_handle, (_storage_handle(storage),))
+
+
+def init_reductions():
+    from trainrun.nn.parameter import Parameter
+    for cls in (_C.Tensor, Parameter):
+        reduction.ForkingPickler.register(cls, reduce_tensor)
+    reduction.ForkingPickler.register(_C.UntypedStorage, reduce_storage)
