@@ -165,9 +165,10 @@ def test_bad_arguments_are_refused_by_name():
         data.DataLoader(ds, sampler=data.SequentialSampler(ds), shuffle=True)
     with pytest.raises(ValueError, match="batch_sampler option is mutually exclusive"):
         data.DataLoader(ds, batch_sampler=[[0]], batch_size=2)
-    with pytest.warns(UserWarning, match="num_workers=2"):  # same batches, loaded in this process
-        loader = data.DataLoader(ds, batch_size=3, num_workers=2)
-    assert [b.tolist() for b in loader] == [[0, 1, 2], [3]]
+    with pytest.raises(ValueError, match="prefetch_factor option could only be specified in multiprocessing"):
+        data.DataLoader(ds, prefetch_factor=2)
+    with pytest.raises(ValueError, match="persistent_workers option needs num_workers > 0"):
+        data.DataLoader(ds, persistent_workers=True)
     with pytest.raises(ValueError, match="invalid rank 3"):
         data.DistributedSampler(ds, num_replicas=3, rank=3)
     with pytest.raises(RuntimeError, match="init_process_group"):

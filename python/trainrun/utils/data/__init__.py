@@ -1,10 +1,11 @@
 """trainrun.utils.data: PyTorch's datasets, samplers and DataLoader.
 
 With an explicit trainrun.Generator (or DistributedSampler's seed) the
-orders are PyTorch 1.13's for the same seed. DataLoader runs in the calling
-process (num_workers=0); worker processes come with tensor sharing between
-processes."""
+orders are PyTorch 1.13's for the same seed. DataLoader loads in the calling
+process (num_workers=0) or in worker processes whose batches arrive through
+shared memory (num_workers=N), the same batches in the same order."""
 from trainrun.utils.data._collate import default_collate, default_convert
+from trainrun.utils.data._worker import WorkerInfo, get_worker_info
 from trainrun.utils.data.dataloader import DataLoader
 from trainrun.utils.data.dataset import (ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset,
                                          random_split)
@@ -14,4 +15,4 @@ from trainrun.utils.data.sampler import (BatchSampler, RandomSampler, Sampler, S
 
 __all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler", "IterableDataset",
            "RandomSampler", "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset",
-           "default_collate", "default_convert", "random_split"]
+           "WorkerInfo", "default_collate", "default_convert", "get_worker_info", "random_split"]

@@ -1,6 +1,4 @@
 """DataLoader: batches from a dataset through a sampler and a collate function."""
-import warnings
-
 import trainrun
 from trainrun._generator import default_generator
 from trainrun.utils.data._collate import default_collate, default_convert
@@ -9,8 +7,9 @@ from trainrun.utils.data.sampler import BatchSampler, RandomSampler, SequentialS
 
 
 class DataLoader:
-    """PyTorch's DataLoader, reading in the calling process (num_workers > 0 is accepted with a warning and
-    gives the same batches, loaded here).
+    """PyTorch's DataLoader. num_workers=0 loads in the calling process;
+    num_workers=N loads in N worker processes (_multiprocessing_iter.py)
+    and gives the same batches in the same order.
 
     batch_size=None turns batching off (each sample is converted, not
     collated). With shuffle=True and a trainrun.Generator, the order is
@@ -23,14 +22,21 @@ class DataLoader:
         if num_workers < 0:
             raise ValueError("DataLoader: num_workers option should be non-negative; use num_workers=0 to disable "
                              "multiprocessing")
-        if num_workers > 0:  # the same batches in the same order, loaded here (worker processes: issue 20)
-            warnings.warn(f"DataLoader: num_workers={num_workers}: trainrun has no worker processes yet, so the "
-                          "batches (the same ones, in the same order) are loaded in this process and "
-                          "worker_init_fn is not called", UserWarning, stacklevel=2)
+        if num_workers == 0 and (prefetch_factor is not None or persistent_workers):
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing. let num_workers > "
+                             "0 to enable multiprocessing" if prefetch_factor is not None else
+                             "persistent_workers option needs num_workers > 0")
+        if prefetch_factor is not None and prefetch_factor <= 0:
+            raise ValueError(f"DataLoader: prefetch_factor must be positive, got {prefetch_factor}")
         if timeout < 0:
             raise ValueError("DataLoader: timeout option should be non-negative")
         self.dataset = dataset
         self.num_workers = num_workers
+        self.prefetch_factor = (2 if prefetch_factor is None else prefetch_factor) if num_workers > 0 else None
+        self.persistent_workers = persistent_workers
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self._workers_iterator = None
         self.pin_memory = pin_memory
         self.timeout = timeout
         self.generator = generator
@@ -76,7 +82,22 @@ class DataLoader:
     def __iter__(self):
         # PyTorch draws its workers' base seed (one int64) from the generator
         # at every pass, before the sampler's draws: keep the stream in step.
-        (self.generator if self.generator is not None else default_generator)._random63()
+        base_seed = (self.generator if self.generator is not None else default_generator)._random63()
+        if self.num_workers > 0:
+            return self._iterate_in_workers(base_seed)
+        return self._iterate_here()
+
+    def _iterate_in_workers(self, base_seed):
+        from trainrun.utils.data._multiprocessing_iter import MultiProcessingDataLoaderIter
+        if not self.persistent_workers:
+            return MultiProcessingDataLoaderIter(self, base_seed)
+        if self._workers_iterator is None:
+            self._workers_iterator = MultiProcessingDataLoaderIter(self, base_seed)
+        else:
+            self._workers_iterator._reset()
+        return self._workers_iterator
+
+    def _iterate_here(self):
         if isinstance(self.dataset, IterableDataset):
             yield from (self._pinned(b) for b in self._iterate_stream())
             return
