@@ -143,10 +143,23 @@ void Module::collect(const std::string& prefix, bool params, bool recurse,
   for (const auto& [n, child] : children_) child->collect(prefix + n + ".", params, true, out);
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+namespace {
+// Keeps the first name of each tensor (by TensorImpl identity).
+std::vector<std::pair<std::string, Tensor>> first_names(std::vector<std::pair<std::string, Tensor>> named) {
+  std::set<const TensorImpl*> seen;
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.reserve(named.size());
+  for (auto& entry : named) {
+    if (seen.insert(entry.second.impl()).second) out.push_back(std::move(entry));
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse, bool remove_duplicate) const {
   std::vector<std::pair<std::string, Tensor>> out;
   collect("", true, recurse, &out);
-  return out;
+  return remove_duplicate ? first_names(std::move(out)) : out;
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
@@ -155,10 +168,10 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse, bool remove_duplicate) const {
   std::vector<std::pair<std::string, Tensor>> out;
   collect("", false, recurse, &out);
-  return out;
+  return remove_duplicate ? first_names(std::move(out)) : out;
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
@@ -210,14 +223,14 @@ StateDict Module::state_dict() const {
   NoGradGuard no_grad;
   // Detached views of the module's own tensors, as PyTorch's: loading into them in place (a distributed
   // checkpoint's load) updates the module; copy them to keep a snapshot.
-  for (auto& [n, t] : named_parameters()) out[n] = detach(t);
-  for (auto& [n, t] : named_buffers()) out[n] = detach(t);
+  for (auto& [n, t] : named_parameters(true, false)) out[n] = detach(t);
+  for (auto& [n, t] : named_buffers(true, false)) out[n] = detach(t);
   return out;
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
-  std::vector<std::pair<std::string, Tensor>> own = named_parameters();
-  for (auto& b : named_buffers()) own.push_back(b);
+  std::vector<std::pair<std::string, Tensor>> own = named_parameters(true, false);
+  for (auto& b : named_buffers(true, false)) own.push_back(b);
   std::set<std::string> seen, missing, unexpected;
   NoGradGuard no_grad;
   for (auto& [name, t] : own) {

@@ -65,10 +65,13 @@ class Module : public std::enable_shared_from_this<Module> {
   // Puts t in place of parameter `name` (same shape unless allow_reshape); returns the old one.
   Tensor replace_parameter(const std::string& name, Tensor t, bool allow_reshape = false);
 
-  // Dotted names ("0.weight"), depth first, in registration order.
-  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  // Dotted names ("0.weight"), depth first, in registration order. A tensor
+  // registered under several names (tied weights) comes once, under its
+  // first name, unless remove_duplicate is false (state_dict keeps every name).
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true,
+                                                               bool remove_duplicate = true) const;
   std::vector<Tensor> parameters(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true, bool remove_duplicate = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
   // This module ("") and every descendant.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();

@@ -26,6 +26,11 @@ struct Formatter {
     if (integral_values) return fmt::format("{:.0f}.", v);
     return fmt::format("{:.4f}", v);
   }
+  // Integers print from the exact value: int64 beyond 2^53 does not survive a double.
+  std::string format(const Scalar& v) const {
+    if (!floating && !boolean) return fmt::format("{}", v.to_int());
+    return format(v.to_double());
+  }
 };
 
 Formatter make_formatter(const std::vector<double>& values, bool floating) {
@@ -66,7 +71,7 @@ void collect(const Tensor& t, bool summarize, std::vector<double>& out) {
 
 void render(const Tensor& t, const Formatter& f, bool summarize, int indent, std::ostringstream& os) {
   if (t.dim() == 0) {
-    std::string s = f.format(t.item().to_double());
+    std::string s = f.format(t.item());
     os << std::string(f.width - s.size(), ' ') << s;
     return;
   }

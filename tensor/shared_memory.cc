@@ -35,12 +35,24 @@ struct Registry {
   size_t arena_used = 0;
 };
 
+Registry& registry();
+
+// The child must not go on filling the parent's arena: both would hand out
+// the same free offsets of one shared segment. It starts its own.
+void after_fork_in_child() {
+  Registry& r = registry();
+  std::shared_ptr<SharedSegment> inherited = std::move(r.arena);
+  r.arena_used = 0;
+  r.mu.unlock();
+  inherited.reset();  // may unmap it (its destructor takes the lock)
+}
+
 Registry& registry() {
   static Registry* r = [] {
     auto* reg = new Registry;  // never destroyed: storages may outlive static destruction
     // A fork while another thread holds the lock would leave the child's copy
     // locked forever: hold it across fork() instead.
-    pthread_atfork([] { registry().mu.lock(); }, [] { registry().mu.unlock(); }, [] { registry().mu.unlock(); });
+    pthread_atfork([] { registry().mu.lock(); }, [] { registry().mu.unlock(); }, after_fork_in_child);
     return reg;
   }();
   return *r;

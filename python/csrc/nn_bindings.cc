@@ -116,14 +116,20 @@ void bind_nn(py::module_& m) {
            [](nn::Module& self, const std::string& name, Tensor t) { return self.replace_parameter(name, t, true); })
       .def("_buffer", [](nn::Module& self, const std::string& name) { return self.buffer(name); })
       .def(
-          "named_parameters", [](const nn::Module& self, bool recurse) { return self.named_parameters(recurse); },
-          py::arg("recurse") = true)
+          "named_parameters",
+          [](const nn::Module& self, bool recurse, bool remove_duplicate) {
+            return self.named_parameters(recurse, remove_duplicate);
+          },
+          py::arg("recurse") = true, py::arg("remove_duplicate") = true)
       .def(
           "parameters", [](const nn::Module& self, bool recurse) { return self.parameters(recurse); },
           py::arg("recurse") = true)
       .def(
-          "named_buffers", [](const nn::Module& self, bool recurse) { return self.named_buffers(recurse); },
-          py::arg("recurse") = true)
+          "named_buffers",
+          [](const nn::Module& self, bool recurse, bool remove_duplicate) {
+            return self.named_buffers(recurse, remove_duplicate);
+          },
+          py::arg("recurse") = true, py::arg("remove_duplicate") = true)
       .def("named_children", &nn::Module::named_children)
       .def(
           "train",

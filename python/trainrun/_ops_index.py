@@ -12,7 +12,7 @@ _ops = _C._ops
 
 
 def _from_numpy(a, device):
-    a = np.ascontiguousarray(a)
+    a = np.require(a, requirements="C")  # keeps a 0-d result 0-d (ascontiguousarray does not)
     if a.dtype.kind in "iu" and a.dtype != np.uint8:
         a = a.astype(np.int64)
     return _C.from_numpy(a).to(device)

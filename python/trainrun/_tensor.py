@@ -19,13 +19,13 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         t = data.detach().clone()
     else:
         array = np.array(data)
-        if array.dtype == np.float64 and not isinstance(data, np.ndarray):
+        if array.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
             array = array.astype(np.float32)  # PyTorch's default float dtype
-        if array.dtype.kind in "iu" and array.dtype != np.uint8 and not isinstance(data, np.ndarray):
+        if array.dtype.kind in "iu" and array.dtype != np.uint8 and not isinstance(data, (np.ndarray, np.generic)):
             array = array.astype(np.int64)
         if array.dtype == object or array.dtype.kind not in "fiub":
             raise TypeError(f"tensor(): cannot make a tensor from {type(data).__name__} of {array.dtype}")
-        t = _C.from_numpy(np.ascontiguousarray(array)).clone()
+        t = _C.from_numpy(np.require(array, requirements="C")).clone()  # (ascontiguousarray makes 0-d 1-d)
     if dtype is not None:
         t = t.to(dtype)
     if device is not None:

@@ -106,3 +106,11 @@ Tensor.share_memory_ = _share_memory_
 Tensor.is_shared = _is_shared
 UntypedStorage.__reduce__ = lambda self: (_rebuild_storage, (_storage_bytes_tensor(self).numpy().tobytes(),))
 _C.device.__reduce__ = lambda self: (_C.device, (str(self),))
+
+
+def _dtype_by_name(name):
+    return getattr(trainrun, name)
+
+
+# A dtype unpickles as the very object (trainrun.float16 is trainrun.float16), as in PyTorch.
+_C.dtype.__reduce__ = lambda self: (_dtype_by_name, (str(self).rsplit(".", 1)[-1],))

@@ -80,6 +80,22 @@ TEST(SharedMemory, ForkedChildWritesAreSeenByTheParent) {
   EXPECT_EQ(t.data<float>()[999], 7.0f);
 }
 
+TEST(SharedMemory, AForkedChildDoesNotAllocateFromTheParentsArena) {
+  Tensor parents = zeros({4});
+  share_storage(*parents.impl()->storage());  // the parent has an arena with free room now
+  Tensor before_fork = ones({4});
+  ASSERT_EQ(in_child([&] {
+              Tensor childs = full({4}, 5.0);
+              share_storage(*childs.impl()->storage());
+              return childs.impl()->storage()->shared_segment() == parents.impl()->storage()->shared_segment() ? 1
+                                                                                                            : 0;
+            }),
+            0);
+  share_storage(*before_fork.impl()->storage());
+  EXPECT_VALUES(before_fork, 1, 1, 1, 1);
+  EXPECT_VALUES(parents, 0, 0, 0, 0);
+}
+
 TEST(SharedMemory, AReceivedDescriptorMapsTheSameBytesBothWays) {
   Tensor t = arange(4096, DType::Float32);
   Storage s = t.impl()->storage();

@@ -88,8 +88,8 @@ def _receive_message(sock):
         if not data:
             raise EOFError("the queue's socket was closed")
         if data[:1] == _IN_FILE:
-            with open(fds[-1], "rb", closefd=False) as f:
-                payload = f.read()
+            # The writer's file offset is at the end (it is shared): read from 0.
+            payload = os.pread(fds[-1], os.fstat(fds[-1]).st_size, 0)
             segment_fds = fds[:-1]
         else:
             payload, segment_fds = data[1:], fds

@@ -211,7 +211,6 @@ _C.nn.Module.children = lambda self: (m for _, m in self.named_children())
 _C.nn.Module.apply = _apply_fn
 _C.nn.Module.requires_grad_ = _requires_grad_
 _C.nn.Module.share_memory = _share_memory
-_C.nn.Module.buffers = lambda self, recurse=True: (b for _, b in self.named_buffers(recurse))
 _C.nn.Module.add_module = lambda self, name, module: setattr(self, name, module) if isinstance(self, Module) \
     else self.register_module(name, module)
 _C.nn.Module.register_module_ = _C.nn.Module.add_module
@@ -222,3 +221,22 @@ _C.nn.Module.__repr__ = _repr
 for _name, _dtype in (("half", _C.dtype.float16), ("float", _C.dtype.float32), ("double", _C.dtype.float64),
                       ("bfloat16", _C.dtype.bfloat16)):
     setattr(_C.nn.Module, _name, (lambda d: lambda self: self.to(d))(_dtype))
+
+
+# ---- parameters and buffers as PyTorch hands them out: generators, with prefix= and remove_duplicate= ----
+def _named_tensors(cpp_named, kind):
+    def named(self, prefix="", recurse=True, remove_duplicate=True):
+        if isinstance(prefix, bool):  # named_parameters(False): the recurse flag given first
+            prefix, recurse = "", prefix
+        lead = prefix + "." if prefix else ""
+        return ((lead + name, t) for name, t in cpp_named(self, recurse, remove_duplicate))
+    named.__name__ = f"named_{kind}"
+    named.__doc__ = (f"(name, tensor) for every {kind[:-1]}, depth first; a tensor registered under several "
+                     "names (tied weights) once, unless remove_duplicate=False.")
+    return named
+
+
+_C.nn.Module.named_parameters = _named_tensors(_C.nn.Module.named_parameters, "parameters")
+_C.nn.Module.named_buffers = _named_tensors(_C.nn.Module.named_buffers, "buffers")
+_C.nn.Module.parameters = lambda self, recurse=True: (p for _, p in self.named_parameters("", recurse))
+_C.nn.Module.buffers = lambda self, recurse=True: (b for _, b in self.named_buffers("", recurse))

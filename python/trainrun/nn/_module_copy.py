@@ -5,10 +5,21 @@ A module reduces to its class, the arguments its C++ layer was built with
 buffers, children and plain attributes. copy.deepcopy then copies that state
 through its memo, so weights tied in the original (one tensor in two places)
 are one tensor in the copy, and a module used twice is copied once."""
+import weakref
+
 from trainrun import _C
 from trainrun._autograd import no_grad
 
 _INTERNAL = ("_children_py", "_init_args")
+# A C++ module hands out a new Python handle per access; pickle's memo goes by
+# handle. While one handle of a tensor is alive (a pickler's memo keeps it),
+# every module reduced in the same dumps() gets that one, so a weight tied
+# between two modules unpickles as one tensor.
+_handles = weakref.WeakValueDictionary()
+
+
+def _canonical(t):
+    return _handles.setdefault(t._cdata, t)
 
 
 def remember_init_args(cls):
@@ -38,8 +49,8 @@ def _reduce_ex(self, protocol):
                         "Python class (use trainrun.nn.{type(self).__name__})")
     state = {
         "training": self.training,
-        "params": [(name, p, p.requires_grad) for name, p in self.named_parameters(False)],
-        "buffers": list(self.named_buffers(False)),
+        "params": [(name, _canonical(p), p.requires_grad) for name, p in self.named_parameters(False)],
+        "buffers": [(name, _canonical(b)) for name, b in self.named_buffers(False)],
         "children": _children(self),
         "attrs": {k: v for k, v in self.__dict__.items() if k not in _INTERNAL},
     }

@@ -153,6 +153,18 @@ IDIOMS = [
     ("TensorDataset DataLoader", "from torch.utils.data import TensorDataset, DataLoader\nds = TensorDataset(x, torch.arange(3))\nresult = [b for b in DataLoader(ds, batch_size=2)]"),
     ("DataLoader shuffle seeded", "from torch.utils.data import DataLoader\nresult = [b for b in DataLoader(list(range(6)), batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(1))]"),
     ("random_split", "from torch.utils.data import random_split\nresult = [list(s) for s in random_split(range(5), [2, 3], generator=torch.Generator().manual_seed(0))]"),
+    ("DataLoader workers", "from torch.utils.data import TensorDataset, DataLoader\nds = TensorDataset(torch.arange(10.0), torch.arange(10))\nresult = [b for b in DataLoader(ds, batch_size=3, num_workers=2)]"),
+    ("DataLoader workers shuffle seeded", "from torch.utils.data import DataLoader\nresult = [b for b in DataLoader(list(range(9)), batch_size=4, shuffle=True, num_workers=2, generator=torch.Generator().manual_seed(5))]"),
+    # ---- scalars, copies, pickles, sharing
+    ("tensor of a number is 0-d", "result = (torch.tensor(7).shape, torch.tensor(2.5).dim(), torch.tensor(True).shape)"),
+    ("tensor of numpy scalars keeps their dtype", "result = [torch.tensor(np.float64(2.0)), torch.tensor(np.int32(3)), torch.tensor(np.float32(1))]"),
+    ("next(model.parameters())", "m = nn.Linear(2, 3)\nresult = next(m.parameters()).shape"),
+    ("tied weights counted once", "e = nn.Embedding(5, 4); h = nn.Linear(4, 5, bias=False); h.weight = e.weight\nm = nn.Sequential(e, h)\nresult = (len(list(m.parameters())), sorted(m.state_dict().keys()))"),
+    ("named_parameters prefix", "m = nn.Sequential(nn.Linear(2, 2))\nresult = [n for n, _ in m.named_parameters(prefix='model')]"),
+    ("deepcopy model", "import copy\ntorch.manual_seed(0); m = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))\nc = copy.deepcopy(m)\nwith torch.no_grad():\n    c[0].weight.zero_()\nresult = (m(x).shape, c(x).shape, bool(m[0].weight.abs().sum() > 0), float(c[0].weight.abs().sum()))"),
+    ("deepcopy tensor with grad", "import copy\nw = torch.ones(3, requires_grad=True); (w * 2).sum().backward()\nc = copy.deepcopy(w)\nresult = (c, c.grad, c.requires_grad)"),
+    ("pickle tensor", "import pickle\nresult = pickle.loads(pickle.dumps(x.t()))"),
+    ("share_memory_", "t = torch.zeros(3).share_memory_()\nresult = (t.is_shared(), t)"),
     # ---- errors
     ("error: matmul shapes", "result = x @ x"),
     ("error: view incompatible", "result = x.view(5)"),

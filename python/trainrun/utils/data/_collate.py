@@ -20,7 +20,7 @@ def default_collate(batch):
         if elem.dtype.kind in "SaUO":
             raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
                             f"found numpy dtype {elem.dtype}")
-        return trainrun.stack([trainrun.from_numpy(np.ascontiguousarray(b)) for b in batch], 0)
+        return trainrun.stack([trainrun.from_numpy(np.require(b, requirements="C")) for b in batch], 0)
     if isinstance(elem, np.generic):
         return trainrun.tensor(np.array(batch))
     if isinstance(elem, bool):
