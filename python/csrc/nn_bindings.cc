@@ -166,8 +166,12 @@ void bind_nn(py::module_& m) {
       .def_property_readonly("type_name", &nn::Module::type_name)
       // module.weight, module.bias, module.child: what is registered under the name.
       .def("__getattr__", [](nn::Module& self, const std::string& name) -> py::object {
-        for (auto& [n, t] : self.named_parameters(false))
-          if (n == name) return py::cast(t);
+        for (auto& [n, t] : self.named_parameters(false)) {
+          // As an nn.Parameter (the same tensor), so isinstance(module.weight, nn.Parameter) holds.
+          static auto* as_parameter =
+              new py::object(py::module_::import("trainrun.nn._module").attr("_as_parameter"));  // never freed
+          if (n == name) return (*as_parameter)(py::cast(t));
+        }
         for (auto& [n, t] : self.named_buffers(false))
           if (n == name) return py::cast(t);
         for (auto& [n, c] : self.named_children())

@@ -42,7 +42,7 @@ def test_python_modules_register_parameters_children_and_state():
     other.load_state_dict(state)
     np.testing.assert_array_equal(other(tr.ones([2, 3])).detach().numpy(), out.detach().numpy())
     del state["scale"]
-    with pytest.raises(ValueError, match="missing keys \\[scale\\]"):
+    with pytest.raises(RuntimeError, match="Missing key\\(s\\) in state_dict: \"scale\""):
         other.load_state_dict(state)
     assert not b.eval().training and b.train().training
     with pytest.raises(AttributeError, match="'Block' has no attribute"):

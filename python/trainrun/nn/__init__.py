@@ -5,6 +5,7 @@ losses, and nn.init."""
 import collections
 
 from trainrun import _C
+from trainrun._size import Size
 from trainrun.nn import functional  # noqa: F401
 from trainrun.nn.parameter import Parameter
 from trainrun.nn._module import Module, RemovableHandle  # noqa: F401
@@ -46,6 +47,43 @@ def _state_dict(self, *args, destination=None, prefix="", keep_vars=False):
 
 
 _C.nn.Module.state_dict = _state_dict
+_cpp_load_state_dict = _C.nn.Module.load_state_dict
+
+
+class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What load_state_dict returns, as PyTorch's: `missing, unexpected = model.load_state_dict(sd, strict=False)`."""
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+def _load_state_dict(self, state_dict, strict=True, assign=False):
+    """Copies the dict's tensors into the module's. With strict, a missing or unexpected key is PyTorch's
+    RuntimeError naming them; a shape that differs always is. Returns (missing_keys, unexpected_keys)."""
+    own = _unordered_state_dict(self)
+    missing = [key for key in _state_dict_keys(self) if key in own and key not in state_dict]
+    unexpected = [key for key in state_dict if key not in own]
+    errors = [f"size mismatch for {key}: copying a param with shape {Size(value.shape)} from checkpoint, the shape "
+              f"in current model is {Size(own[key].shape)}."
+              for key, value in state_dict.items()
+              if key in own and hasattr(value, "shape") and tuple(value.shape) != tuple(own[key].shape)]
+    if strict:
+        if unexpected:
+            errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in unexpected)))
+        if missing:
+            errors.insert(0, "Missing key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in missing)))
+    if errors:
+        raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(type(self).__name__,
+                                                                                "\n\t".join(errors)))
+    _cpp_load_state_dict(self, {k: v for k, v in state_dict.items() if k in own}, False)
+    return _IncompatibleKeys(missing, unexpected)
+
+
+_C.nn.Module.load_state_dict = _load_state_dict
 _C.nn.Module.cpu = lambda self: self.to("cpu")
 
 

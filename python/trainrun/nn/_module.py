@@ -224,12 +224,24 @@ for _name, _dtype in (("half", _C.dtype.float16), ("float", _C.dtype.float32), (
 
 
 # ---- parameters and buffers as PyTorch hands them out: generators, with prefix= and remove_duplicate= ----
+def _as_parameter(t):
+    """A parameter read back from the C++ registry comes as a plain handle: give it the Parameter class
+    (the same tensor, not a copy), so isinstance(p, nn.Parameter) holds as in PyTorch."""
+    if type(t) is not _C.Tensor:
+        return t
+    p = Parameter.__new__(Parameter)
+    _C.Tensor.__init__(p, t)
+    return p
+
+
 def _named_tensors(cpp_named, kind):
+    wrap = _as_parameter if kind == "parameters" else (lambda t: t)
+
     def named(self, prefix="", recurse=True, remove_duplicate=True):
         if isinstance(prefix, bool):  # named_parameters(False): the recurse flag given first
             prefix, recurse = "", prefix
         lead = prefix + "." if prefix else ""
-        return ((lead + name, t) for name, t in cpp_named(self, recurse, remove_duplicate))
+        return ((lead + name, wrap(t)) for name, t in cpp_named(self, recurse, remove_duplicate))
     named.__name__ = f"named_{kind}"
     named.__doc__ = (f"(name, tensor) for every {kind[:-1]}, depth first; a tensor registered under several "
                      "names (tied weights) once, unless remove_duplicate=False.")

@@ -8,3 +8,6 @@ class Parameter(_C.Tensor):
     def __init__(self, data, requires_grad=True):
         super().__init__(data.detach())
         self.requires_grad = requires_grad
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()

@@ -163,6 +163,10 @@ IDIOMS = [
     ("named_parameters prefix", "m = nn.Sequential(nn.Linear(2, 2))\nresult = [n for n, _ in m.named_parameters(prefix='model')]"),
     ("deepcopy model", "import copy\ntorch.manual_seed(0); m = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))\nc = copy.deepcopy(m)\nwith torch.no_grad():\n    c[0].weight.zero_()\nresult = (m(x).shape, c(x).shape, bool(m[0].weight.abs().sum() > 0), float(c[0].weight.abs().sum()))"),
     ("deepcopy tensor with grad", "import copy\nw = torch.ones(3, requires_grad=True); (w * 2).sum().backward()\nc = copy.deepcopy(w)\nresult = (c, c.grad, c.requires_grad)"),
+    ("load_state_dict returns the keys", "m = nn.Linear(2, 2); sd = m.state_dict(); del sd['bias']; sd['extra'] = torch.ones(1)\nr = m.load_state_dict(sd, strict=False)\nresult = (r.missing_keys, r.unexpected_keys, list(m.load_state_dict(m.state_dict())))"),
+    ("error: load_state_dict strict", "m = nn.Linear(2, 2); sd = m.state_dict(); del sd['bias']\nresult = m.load_state_dict(sd)"),
+    ("error: load_state_dict shape", "m = nn.Linear(2, 2); sd = m.state_dict(); sd['weight'] = torch.ones(3, 2)\nresult = m.load_state_dict(sd, strict=False)"),
+    ("parameters are Parameters", "m = nn.Sequential(nn.Linear(2, 2), nn.LayerNorm(2))\nresult = [isinstance(p, nn.Parameter) for p in m.parameters()] + [isinstance(m[0].weight, nn.Parameter)]"),
     ("pickle tensor", "import pickle\nresult = pickle.loads(pickle.dumps(x.t()))"),
     ("share_memory_", "t = torch.zeros(3).share_memory_()\nresult = (t.is_shared(), t)"),
     # ---- errors

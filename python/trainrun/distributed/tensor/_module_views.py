@@ -75,7 +75,7 @@ def _load_state_dict(self, state_dict, strict=True, assign=False):
         elif isinstance(value, DTensor):
             value = value.full_tensor()
         local[key] = value
-    return _original_load_state_dict(self, local, strict)
+    return _original_load_state_dict(self, local, strict)  # nn's: checks the keys, returns them
 
 
 _C.nn.Module.state_dict = _state_dict
