@@ -19,7 +19,11 @@ enum class DispatchKey : uint8_t {
   // (IncludeDispatchKeyGuard). No op has a kernel of its own here.
   Tracing = 2,
   Autograd = 3,  // records the graph, then redispatches below itself
-  NumKeys = 4,
+  // Mixed precision (tensor/autocast.h): switched on per thread by autocast;
+  // casts the inputs of the ops on its lists, then lets them go on below
+  // (autograd records the casts, so gradients come back in each input's dtype).
+  Autocast = 4,
+  NumKeys = 5,
 };
 constexpr int kNumDispatchKeys = static_cast<int>(DispatchKey::NumKeys);
 

@@ -42,6 +42,9 @@ struct KeyFallback {
   enum Kind { Fallthrough, Boxed, Error };
   Kind kind = Fallthrough;
   BoxedKernel kernel;  // for Boxed
+  // Boxed: an op whose signature has no boxed form falls through instead of
+  // failing (for keys that only care about some ops, like Autocast).
+  bool unboxable_falls_through = false;
 };
 
 // The kernel table of one op.
@@ -188,8 +191,10 @@ class Op<R(Args...)> {
       }
       if (key == DispatchKey::Autograd) return run_without_formula(keys, std::forward<Args>(args)...);
       const std::shared_ptr<const KeyFallback> fallback = Dispatcher::get().fallback(key);
-      if (fallback->kind == KeyFallback::Boxed) return call_boxed_fallback(*fallback, key, keys, args...);
+      if (fallback->kind == KeyFallback::Boxed && (kBoxable || !fallback->unboxable_falls_through))
+        return call_boxed_fallback(*fallback, key, keys, args...);
       if (fallback->kind == KeyFallback::Error) Dispatcher::throw_no_kernel(*table_, DispatchKeySet(key));
+      // (Boxed for an unboxable op that may fall through, or Fallthrough.)
       live = live - DispatchKeySet(key);  // fall through to the next key
     }
     Dispatcher::throw_no_kernel(*table_, live);

@@ -2,6 +2,8 @@
 // to mm/bmm so every device only implements those.
 #include "tensor/linalg.h"
 
+#include "tensor/autocast.h"
+
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
@@ -15,8 +17,10 @@ using AddmmSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scala
 
 // The operands' checks, here once for every device's kernel.
 void check_operands(const Tensor& a, const Tensor& b, const char* op) {
-  TR_CHECK(a.dtype() == b.dtype(), TypeError, "{}: expected both matrices to have the same dtype, got {} and {}", op,
-           dtype_name(a.dtype()), dtype_name(b.dtype()));
+  // Under autocast the Autocast kernel casts both to one dtype before any kernel runs.
+  TR_CHECK(a.dtype() == b.dtype() || autocast_enabled_for(a.device()), TypeError,
+           "{}: expected both matrices to have the same dtype, got {} and {}", op, dtype_name(a.dtype()),
+           dtype_name(b.dtype()));
   TR_CHECK(a.device() == b.device(), TypeError, "{}: expected both matrices on one device, got {} and {}", op,
            a.device().str(), b.device().str());
 }

@@ -1,5 +1,7 @@
 #include "tensor/nn_shapes.h"
 
+#include "tensor/autocast.h"
+
 #include <algorithm>
 
 namespace trainrun {
@@ -27,8 +29,9 @@ ConvArgs check_conv_args(const char* op, const Tensor& input, const Tensor& weig
   TR_CHECK(weight.dim() == 4, ValueError, "{}: expected a 4-D weight (C_out, C_in/groups, kH, kW), got shape {}", op,
            weight.shape_str());
   TR_CHECK(groups >= 1, ValueError, "{}: groups must be positive, got {}", op, groups);
-  TR_CHECK(input.dtype() == weight.dtype(), TypeError, "{}: input dtype {} and weight dtype {} differ", op,
-           dtype_name(input.dtype()), dtype_name(weight.dtype()));
+  // Under autocast the Autocast kernel casts both to one dtype before any kernel runs.
+  TR_CHECK(input.dtype() == weight.dtype() || autocast_enabled_for(input.device()), TypeError,
+           "{}: input dtype {} and weight dtype {} differ", op, dtype_name(input.dtype()), dtype_name(weight.dtype()));
   TR_CHECK(is_floating(input.dtype()), TypeError, "{}: expected floating point tensors, got {}", op,
            dtype_name(input.dtype()));
   ConvArgs a;

@@ -10,5 +10,6 @@
 #include "tensor/tensor.h"
 #include "tensor/thread_pool.h"
 #include "tensor/safetensors.h"
+#include "tensor/autocast.h"
 #include "tensor/dlpack.h"
 #include "tensor/views.h"

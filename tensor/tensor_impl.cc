@@ -10,6 +10,7 @@ const char* dispatch_key_name(DispatchKey k) {
     case DispatchKey::CUDA: return "CUDA";
     case DispatchKey::Tracing: return "Tracing";
     case DispatchKey::Autograd: return "Autograd";
+    case DispatchKey::Autocast: return "Autocast";
     default: return "?";
   }
 }

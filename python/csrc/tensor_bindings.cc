@@ -324,6 +324,20 @@ void bind_tensor(py::module_& m) {
   m.def("set_num_threads", &set_num_threads, py::arg("num"),
         "Threads for intra-op parallelism (kernels and OpenBLAS), process-wide.");
   m.def("get_num_threads", &get_num_threads);
+  // trainrun.autocast's switch: this thread's state for a device type ("cpu" or "cuda").
+  m.def(
+      "_set_autocast",
+      [](const std::string& device_type, bool enabled, DType dtype) {
+        set_autocast_state(to_device(py::str(device_type)).type, AutocastState{enabled, dtype});
+      },
+      py::arg("device_type"), py::arg("enabled"), py::arg("dtype"));
+  m.def(
+      "_get_autocast",
+      [](const std::string& device_type) {
+        const AutocastState s = autocast_state(to_device(py::str(device_type)).type);
+        return py::make_tuple(s.enabled, s.dtype);
+      },
+      py::arg("device_type"));
   m.def(
       "zeros", [](const IntList& s, py::object d, py::object dev) { return zeros(s, options(d, dev)); },
       py::arg("size"), py::arg("dtype") = py::none(), py::arg("device") = py::none());

@@ -182,3 +182,6 @@ from trainrun._tensor_extras import (as_tensor, clone, detach, get_default_dtype
 
 from trainrun import _tensor_pickling  # noqa: E402,F401  (deepcopy, pickle, share_memory_)
 from trainrun import multiprocessing  # noqa: E402,F401
+from trainrun import amp  # noqa: E402,F401  (autocast, GradScaler)
+from trainrun.amp._device_modules import install as _install_amp  # noqa: E402
+_install_amp()

@@ -10,12 +10,19 @@ A method receives the tensor as `input`, as PyTorch's do. `inplace=True` also
 binds `Tensor.<name>_`, which writes the result back into the tensor."""
 from trainrun import _C
 
+_float32 = _C.dtype.float32
+
 _functions = {}    # name -> callable, bound as trainrun.<name>
 _functional = {}   # name -> callable, bound as trainrun.nn.functional.<name>
 
 
-def op(function=True, method=False, functional=False, inplace=False, name=None, aliases=()):
+def op(function=True, method=False, functional=False, inplace=False, name=None, aliases=(),
+       float32_under_autocast=False):
+    """float32_under_autocast: in an autocast region, floating tensor arguments on an autocast device are
+    cast to float32 first (PyTorch's float32 list: the losses)."""
     def register(fn):
+        if float32_under_autocast:
+            fn = _float32_under_autocast(fn)
         names = (name or fn.__name__,) + tuple(aliases)
         for n in names:
             if function:
@@ -28,6 +35,23 @@ def op(function=True, method=False, functional=False, inplace=False, name=None, 
                 setattr(_C.Tensor, n + "_", _writing_back(fn, n + "_"))
         return fn
     return register
+
+
+def _float32_under_autocast(fn):
+    import functools
+
+    def cast(a):
+        if isinstance(a, _C.Tensor) and a.is_floating_point() and a.dtype != _float32 and \
+                _C._get_autocast(a.device.type)[0]:
+            return a.float()
+        return a
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        if not (_C._get_autocast("cpu")[0] or _C._get_autocast("cuda")[0]):
+            return fn(*args, **kwargs)
+        return fn(*[cast(a) for a in args], **{k: cast(v) for k, v in kwargs.items()})
+    return wrapped
 
 
 def _writing_back(fn, name):

@@ -8,6 +8,10 @@ from trainrun import _C
 from trainrun._op_table import op
 
 
+# Every loss: a trainrun.nn.functional function, in float32 under autocast (PyTorch's float32 list).
+loss = op(function=False, functional=True, float32_under_autocast=True)
+
+
 def _reduce(loss, reduction, where):
     if reduction == "mean":
         return loss.mean()
@@ -29,7 +33,7 @@ def legacy_reduction(where, size_average, reduce, reduction):
     return ("mean" if size_average else "sum") if reduce else "none"
 
 
-@op(function=False, functional=True)
+@loss
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,  # noqa: A002
                   reduction="mean", label_smoothing=0.0):
     reduction = legacy_reduction("cross_entropy", size_average, reduce, reduction)
@@ -37,19 +41,19 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                                label_smoothing=label_smoothing)
 
 
-@op(function=False, functional=True)
+@loss
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,  # noqa: A002
              reduction="mean"):
     reduction = legacy_reduction("nll_loss", size_average, reduce, reduction)
     return _C.nn.nll_loss(input, target, weight, ignore_index=ignore_index, reduction=reduction)
 
 
-@op(function=False, functional=True)
+@loss
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
     return _C.nn.mse_loss(input, target, reduction=legacy_reduction("mse_loss", size_average, reduce, reduction))
 
 
-@op(function=False, functional=True)
+@loss
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
     return _C.nn.l1_loss(input, target, reduction=legacy_reduction("l1_loss", size_average, reduce, reduction))
 
@@ -60,7 +64,7 @@ def _same_shape(input, target, where):  # noqa: A002
                          f"{list(input.shape)}")
 
 
-@op(function=False, functional=True)
+@loss
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):  # noqa: A002
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: the L1 loss)."""
     reduction = legacy_reduction("smooth_l1_loss", size_average, reduce, reduction)
@@ -70,13 +74,13 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(_C.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction, "smooth_l1_loss")
 
 
-@op(function=False, functional=True)
+@loss
 def huber_loss(input, target, reduction="mean", delta=1.0):  # noqa: A002
     d = (input - target).abs()
     return _reduce(_C.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction, "huber_loss")
 
 
-@op(function=False, functional=True)
+@loss
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
     """-(y log p + (1 - y) log(1 - p)), each log clamped at -100 as PyTorch's."""
     reduction = legacy_reduction("binary_cross_entropy", size_average, reduce, reduction)
@@ -89,7 +93,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _reduce(loss, reduction, "binary_cross_entropy")
 
 
-@op(function=False, functional=True)
+@loss
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,  # noqa: A002
                                      reduction="mean", pos_weight=None):
     """Binary cross-entropy on logits, computed stably: (1 - y) x + (1 + (w_pos - 1) y) log(1 + exp(-x))."""
@@ -105,7 +109,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
 
-@op(function=False, functional=True)
+@loss
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):  # noqa: A002
     """KL(target || exp(input)) pointwise: target (log target - input); input holds log-probabilities.
     reduction="batchmean" divides the sum by the batch size (the true KL divergence)."""
@@ -121,26 +125,26 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     return _reduce(loss, reduction, "kl_div")
 
 
-@op(function=False, functional=True)
+@loss
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
     reduction = legacy_reduction("soft_margin_loss", size_average, reduce, reduction)
     return _reduce(_C.log1p(_C.exp(-target * input)), reduction, "soft_margin_loss")
 
 
-@op(function=False, functional=True)
+@loss
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     reduction = legacy_reduction("margin_ranking_loss", size_average, reduce, reduction)
     return _reduce(_C.relu(-target * (input1 - input2) + margin), reduction, "margin_ranking_loss")
 
 
-@op(function=False, functional=True)
+@loss
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
     reduction = legacy_reduction("hinge_embedding_loss", size_average, reduce, reduction)
     loss = _C.where(target == 1, input, _C.relu(margin - input))
     return _reduce(loss, reduction, "hinge_embedding_loss")
 
 
-@op(function=False, functional=True)
+@loss
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     reduction = legacy_reduction("cosine_embedding_loss", size_average, reduce, reduction)
     eps = 1e-12
@@ -150,7 +154,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     return _reduce(loss, reduction, "cosine_embedding_loss")
 
 
-@op(function=False, functional=True)
+@loss
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,  # noqa: A002
                      reduce=None, reduction="mean"):
     reduction = legacy_reduction("poisson_nll_loss", size_average, reduce, reduction)
@@ -160,7 +164,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     return _reduce(loss, reduction, "poisson_nll_loss")
 
 
-@op(function=False, functional=True)
+@loss
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):  # noqa: A002
     import math
     v = _C.clamp(var, eps, None)

@@ -1,0 +1,48 @@
+"""The per-device spellings PyTorch scripts use: trainrun.cuda.amp.autocast /
+GradScaler and trainrun.cpu.amp.autocast (importable as modules, e.g.
+`from trainrun.cuda.amp import autocast, GradScaler`)."""
+import sys
+import types
+
+import trainrun
+from trainrun.amp.autocast_mode import autocast
+from trainrun.amp.grad_scaler import GradScaler
+
+
+class _CudaAutocast(autocast):
+    def __init__(self, enabled=True, dtype=None, cache_enabled=True):
+        super().__init__("cuda", dtype=dtype if dtype is not None else trainrun.float16, enabled=enabled,
+                         cache_enabled=cache_enabled)
+
+
+class _CpuAutocast(autocast):
+    def __init__(self, enabled=True, dtype=None, cache_enabled=True):
+        super().__init__("cpu", dtype=dtype if dtype is not None else trainrun.bfloat16, enabled=enabled,
+                         cache_enabled=cache_enabled)
+
+
+class _CudaGradScaler(GradScaler):
+    def __init__(self, init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
+                 enabled=True):
+        super().__init__("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+
+
+def _module(name, **attrs):
+    module = types.ModuleType(name)
+    module.__dict__.update(attrs)
+    sys.modules[name] = module
+    return module
+
+
+def install():
+    _CudaAutocast.__name__ = _CpuAutocast.__name__ = "autocast"
+    _CudaGradScaler.__name__ = "GradScaler"
+    trainrun.cuda.amp = _module("trainrun.cuda.amp", autocast=_CudaAutocast, GradScaler=_CudaGradScaler)
+    trainrun.cpu = _module("trainrun.cpu", amp=_module("trainrun.cpu.amp", autocast=_CpuAutocast))
+    trainrun.autocast = autocast
+    trainrun.is_autocast_enabled = lambda device_type="cuda": autocast_enabled(device_type)
+
+
+def autocast_enabled(device_type):
+    from trainrun.amp.autocast_mode import is_autocast_enabled
+    return is_autocast_enabled(device_type)
