@@ -1,24 +1,14 @@
 """Automatic mixed precision: trainrun.autocast against PyTorch 1.13's CPU
 autocast (result dtypes per op, values within bfloat16's precision,
 float32 gradients), nesting and the decorator, and GradScaler's rules."""
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-if not (ROOT / "bazel-bin" / "python" / "trainrun" / "_C.so").exists():
-    pytest.skip("trainrun._C is not built (bazel build //python:trainrun/_C.so)", allow_module_level=True)
+from built_tree import needs_torch, torch  # trainrun from the source tree; skips when not built
 
 import trainrun  # noqa: E402
 
-try:
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
-needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch (python3-torch) is not installed")
 
 # Expressions over x (5x4), w (3x4), img (1x3x8x8), conv weight k (2x3x3x3), target t.
 EXPRESSIONS = {

@@ -3,18 +3,13 @@ num_workers=0, batches in shared memory, PyTorch's seeds and worker info,
 errors with the worker's traceback, dead and slow workers named, persistent
 workers, and DistributedSampler under workers."""
 import os
-import pathlib
 import signal
-import sys
 import time
 
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-if not (ROOT / "bazel-bin" / "python" / "trainrun" / "_C.so").exists():
-    pytest.skip("trainrun._C is not built (bazel build //python:trainrun/_C.so)", allow_module_level=True)
+import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
 
 import trainrun  # noqa: E402
 from trainrun.utils import data  # noqa: E402

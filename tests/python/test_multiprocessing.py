@@ -6,18 +6,13 @@ it), kill -9 of either side, 100k tensors under `ulimit -n 1024`, spawn's
 error reports, and the refusals."""
 import gc
 import os
-import pathlib
 import resource
 import signal
-import sys
 import time
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-if not (ROOT / "bazel-bin" / "python" / "trainrun" / "_C.so").exists():
-    pytest.skip("trainrun._C is not built (bazel build //python:trainrun/_C.so)", allow_module_level=True)
+import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
 
 import trainrun  # noqa: E402
 import trainrun.multiprocessing as mp  # noqa: E402

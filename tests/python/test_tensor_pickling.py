@@ -1,23 +1,14 @@
 """copy.deepcopy and pickle of tensors, Parameters and modules, as PyTorch
 1.13 does them (compared with it where it is installed)."""
 import copy
-import pathlib
 import pickle
-import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-if not (ROOT / "bazel-bin" / "python" / "trainrun" / "_C.so").exists():
-    pytest.skip("trainrun._C is not built (bazel build //python:trainrun/_C.so)", allow_module_level=True)
+from built_tree import torch  # trainrun from the source tree; skips when not built
 
 import trainrun  # noqa: E402
 
-try:
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
 LIBS = [trainrun] + ([torch] if torch is not None else [])
 
 
