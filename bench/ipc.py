@@ -10,7 +10,8 @@ when it is there), each library in its own process, in one run.
 - DataLoader: images/s of a small image pipeline (3x32x32 crops and flips in
   NumPy, batch 64) with 0, 1 and 2 workers.
 
-    bench/ipc.py            (OPENBLAS_CORETYPE is set when unset)"""
+    bench/ipc.py [ROUNDS]   (default 3 rounds per library, interleaved; each cell is the median
+                             over rounds; OPENBLAS_CORETYPE is set when unset)"""
 import json
 import os
 import pathlib
@@ -117,17 +118,34 @@ def run(lib):
     return json.loads(lines[-1][len("RESULT "):]), None
 
 
+def _medians(rounds):
+    def median(values):
+        values = sorted(values)
+        return values[len(values) // 2]
+    out = {}
+    for key, value in rounds[0].items():
+        if isinstance(value, list):
+            out[key] = [median([r[key][i] for r in rounds]) for i in range(len(value))]
+        elif isinstance(value, (int, float)):
+            out[key] = median([r[key] for r in rounds])
+    return out
+
+
 def main():
     libs = ["trainrun", "torch 1.13"] + (["torch 2.6"] if pathlib.Path("/opt/trixie/usr/bin/python3").exists()
                                          else [])
-    results = {}
-    for lib in libs:
-        got, error = run("torch" if lib == "torch 1.13" else lib)
-        if got is None:
-            print(f"# {lib}: failed: {error.strip().splitlines()[-1] if error.strip() else 'no output'}")
-        else:
-            results[lib] = got
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    runs = {lib: [] for lib in libs}
+    for _ in range(rounds):  # interleaved, so a noisy minute hurts every library alike
+        for lib in libs:
+            got, error = run("torch" if lib == "torch 1.13" else lib)
+            if got is None:
+                print(f"# {lib}: failed: {error.strip().splitlines()[-1] if error.strip() else 'no output'}")
+            else:
+                runs[lib].append(got)
+    results = {lib: _medians(got) for lib, got in runs.items() if got}
     libs = list(results)
+    print(f"# median of {rounds} rounds per cell")
     print(f"{'':32}" + "".join(f"{lib:>22}" for lib in libs))
     print("-" * (32 + 22 * len(libs)))
     for name, _ in SIZES:
@@ -143,7 +161,7 @@ def main():
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--measure":
+    if len(sys.argv) == 3 and sys.argv[1] == "--measure":  # one library, one round, as JSON
         print("RESULT " + json.dumps(measure(sys.argv[2])))
     else:
         main()
