@@ -263,3 +263,64 @@ Unfold.__init__ = lambda self, kernel_size, dilation=1, padding=0, stride=1: _un
     self, kernel_size, dilation, padding, stride)
 Fold.__init__ = lambda self, output_size, kernel_size, dilation=1, padding=0, stride=1: _fold_init(
     self, output_size, kernel_size, dilation, padding, stride)
+
+
+class EmbeddingBag(Module):
+    """Bags of embeddings reduced by sum, mean or max (F.embedding_bag); forward(input, offsets=None,
+    per_sample_weights=None). The weight starts N(0, 1), its padding row at zero."""
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, device=None,
+                 dtype=None):
+        super().__init__()
+        if max_norm is not None or scale_grad_by_freq or sparse:
+            raise NotImplementedError("EmbeddingBag: max_norm, scale_grad_by_freq and sparse are not supported")
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"EmbeddingBag: padding_idx {padding_idx} is out of range for {num_embeddings} "
+                                 "embeddings")
+            padding_idx %= num_embeddings
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.mode, self.include_last_offset, self.padding_idx = mode, include_last_offset, padding_idx
+        self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = max_norm, norm_type, False, False
+        if _weight is None:
+            self.weight = Parameter(_C.empty([num_embeddings, embedding_dim]))
+            self.reset_parameters()
+        else:
+            if list(_weight.shape) != [num_embeddings, embedding_dim]:
+                raise ValueError("EmbeddingBag: shape of weight does not match num_embeddings and embedding_dim")
+            self.weight = Parameter(_weight)
+        if dtype is not None:
+            self.to(dtype)
+        if device is not None:
+            self.to(device)
+
+    def reset_parameters(self):
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with _no_grad():
+                self.weight[self.padding_idx].fill_(0)
+
+    def forward(self, input, offsets=None, per_sample_weights=None):  # noqa: A002
+        return F.embedding_bag(input, self.weight, offsets, mode=self.mode, per_sample_weights=per_sample_weights,
+                               include_last_offset=self.include_last_offset, padding_idx=self.padding_idx)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode}" + (
+            f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                        mode="mean", sparse=False, include_last_offset=False, padding_idx=None):
+        if embeddings.dim() != 2:
+            raise ValueError("Embeddings parameter is expected to be 2-dimensional")
+        rows, cols = embeddings.shape
+        bag = cls(rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings, include_last_offset,
+                  padding_idx)
+        bag.weight.requires_grad = not freeze
+        return bag
+
+
+def _no_grad():
+    from trainrun._autograd import no_grad
+    return no_grad()

@@ -167,6 +167,11 @@ IDIOMS = [
     ("error: load_state_dict strict", "m = nn.Linear(2, 2); sd = m.state_dict(); del sd['bias']\nresult = m.load_state_dict(sd)"),
     ("error: load_state_dict shape", "m = nn.Linear(2, 2); sd = m.state_dict(); sd['weight'] = torch.ones(3, 2)\nresult = m.load_state_dict(sd, strict=False)"),
     ("parameters are Parameters", "m = nn.Sequential(nn.Linear(2, 2), nn.LayerNorm(2))\nresult = [isinstance(p, nn.Parameter) for p in m.parameters()] + [isinstance(m[0].weight, nn.Parameter)]"),
+    ("embedding_bag modes", "w = torch.arange(20.).view(5, 4); i = torch.tensor([1, 2, 4, 4, 3, 0]); o = torch.tensor([0, 2, 2, 5])\nresult = [F.embedding_bag(i, w, o, mode=m) for m in ('sum', 'mean', 'max')]"),
+    ("embedding_bag 2-D, weights, padding", "w = torch.arange(20.).view(5, 4); i = torch.tensor([1, 2, 4, 4, 3, 0])\nresult = [F.embedding_bag(i.view(2, 3), w), F.embedding_bag(i, w, torch.tensor([0, 3]), mode='sum', per_sample_weights=torch.arange(6.)), F.embedding_bag(i, w, torch.tensor([0, 3]), padding_idx=4), F.embedding_bag(i, w, torch.tensor([0, 2, 6]), mode='sum', include_last_offset=True)]"),
+    ("embedding_bag max gradient", "w = torch.arange(20.).view(5, 4).requires_grad_()\nF.embedding_bag(torch.tensor([1, 2, 4, 4, 3]), w, torch.tensor([0, 2]), mode='max').sum().backward()\nresult = w.grad"),
+    ("EmbeddingBag module", "torch.manual_seed(0); e = nn.EmbeddingBag.from_pretrained(torch.arange(12.).view(4, 3), mode='sum')\nresult = (e(torch.tensor([[0, 1], [2, 3]])), e.weight.requires_grad, repr(e))"),
+    ("error: embedding_bag per_sample_weights with mean", "result = F.embedding_bag(torch.tensor([0, 1]), torch.ones(2, 2), torch.tensor([0]), per_sample_weights=torch.ones(2))"),
     ("pickle tensor", "import pickle\nresult = pickle.loads(pickle.dumps(x.t()))"),
     ("share_memory_", "t = torch.zeros(3).share_memory_()\nresult = (t.is_shared(), t)"),
     # ---- errors
