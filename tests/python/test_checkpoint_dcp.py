@@ -272,3 +272,75 @@ def test_bad_checkpoints_are_refused_by_name_and_load_nothing(tmp_path):
     state["model"]["0.weight"] = tr.zeros(13, 10, dtype=tr.float64)
     with pytest.raises(TypeError, match="is float32 in checkpoint .* but float64"):
         dcp.load(state, checkpoint_id=str(tmp_path / "good"))
+
+
+# ---- optimizer state ----------------------------------------------------------------------------------------
+def _train_two_steps(model):
+    import trainrun as tr
+    optimizer = tr.optim.AdamW(model.parameters(), lr=0.05)
+    for step in range(2):
+        tr.manual_seed(100 + step)
+        model(tr.randn(4, 10)).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return optimizer
+
+
+def _full_optimizer_state(model, optimizer):
+    from trainrun.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+    state = get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True))
+    return {name: {k: np.asarray(v.tolist()) for k, v in entries.items()} for name, entries in state["state"].items()}
+
+
+def save_fsdp_with_optimizer(folder):
+    """2 ranks of FSDP train 2 steps and save model and optimizer sharded; rank 0 also writes the optimizer
+    state gathered whole, the reference."""
+    import pickle
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.checkpoint.state_dict import get_state_dict
+    dist.init_process_group("gloo")
+    model = _fsdp_model(expected_values=False)
+    optimizer = _train_two_steps(model)
+    model_state, optim_state = get_state_dict(model, optimizer)
+    dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=folder)
+    reference = _full_optimizer_state(model, optimizer)
+    if dist.get_rank() == 0:
+        with open(folder + ".reference", "wb") as f:
+            pickle.dump(reference, f)
+    dist.destroy_process_group()
+
+
+def _load_and_compare(model, folder):
+    import pickle
+    import trainrun as tr
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    optimizer = tr.optim.AdamW(model.parameters(), lr=0.5)
+    model_state, optim_state = get_state_dict(model, optimizer)  # a fresh optimizer's state is created here
+    state = {"model": model_state, "optim": optim_state}
+    dcp.load(state, checkpoint_id=folder)
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    with open(folder + ".reference", "rb") as f:
+        reference = pickle.load(f)
+    got = _full_optimizer_state(model, optimizer)
+    assert sorted(got) == sorted(reference) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    for name in reference:
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            np.testing.assert_allclose(got[name][key], reference[name][key], rtol=1e-6, err_msg=f"{name}.{key}")
+    assert optimizer.param_groups[0]["lr"] == 0.05  # the saved group options come back too
+
+
+def load_fsdp_with_optimizer(folder):
+    import trainrun.distributed as dist
+    dist.init_process_group("gloo")
+    _load_and_compare(_fsdp_model(expected_values=False), folder)
+    dist.destroy_process_group()
+
+
+def test_optimizer_state_saved_from_fsdp_loads_on_other_rank_counts(ranks, tmp_path):
+    folder = str(tmp_path / "with_optimizer")
+    ranks.run_function(2, save_fsdp_with_optimizer, folder)
+    ranks.run_function(2, load_fsdp_with_optimizer, folder)
+    ranks.run_function(3, load_fsdp_with_optimizer, folder)
+    _load_and_compare(_model(), folder)  # one process, no process group

@@ -5,6 +5,8 @@ dict-like groups whose options ('lr', 'momentum', 'betas', ...) can be read
 and set while training, as schedulers and scripts do."""
 from collections.abc import MutableMapping
 
+import collections.abc
+
 from trainrun import _C
 
 # PyTorch's option names that trainrun's C++ optimizers keep under other names.
@@ -65,6 +67,26 @@ class _ParamGroup(MutableMapping):
         return repr({k: (f"[{len(self['params'])} tensors]" if k == "params" else self[k]) for k in self})
 
 
+class _StateByParam(collections.abc.Mapping):
+    """A C++ optimizer's state by parameter. Keyed by the tensor, not the Python handle: C++ hands out a new
+    handle per access, so model.weight and the handle in param_groups must find the same entry."""
+
+    def __init__(self, params, states):
+        self._entries = {p._cdata: (p, dict(s)) for p, s in zip(params, states) if s}
+
+    def __getitem__(self, param):
+        try:
+            return self._entries[param._cdata][1]
+        except (KeyError, AttributeError):
+            raise KeyError(param) from None
+
+    def __iter__(self):
+        return (p for p, _ in self._entries.values())
+
+    def __len__(self):
+        return len(self._entries)
+
+
 def _to_options(group):
     options = {}
     for key, value in group.items():
@@ -95,6 +117,13 @@ class _GroupsMixin:
     @property
     def param_groups(self):
         return [_ParamGroup(self, i) for i in range(_C.optim.Optimizer._group_count(self))]
+
+    @property
+    def state(self):
+        """optimizer.state[p]: parameter p's state ({'step', 'exp_avg', ...}), for parameters that have one."""
+        state, _ = _C.optim.Optimizer._state_dict(self)
+        params = [p for group in self.param_groups for p in group["params"]]
+        return _StateByParam(params, state)
 
     def state_dict(self):
         """PyTorch's layout: {'state': {index: {'step', 'exp_avg', ...}} for parameters that have state,

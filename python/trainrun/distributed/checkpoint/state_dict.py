@@ -68,3 +68,136 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
     if hasattr(model, "module") and not any(k.startswith("module.") for k in model_state_dict):
         model_state_dict = {"module." + k: v for k, v in model_state_dict.items()}  # DDP's wrapper prefix
     return model.load_state_dict(model_state_dict, strict=options.strict)
+
+
+# ---- optimizers ------------------------------------------------------------------------------------------
+def _param_names(model):
+    """Parameter (by tensor identity) -> its name in get_model_state_dict, and name -> that entry (a DTensor
+    for a sharded parameter, which tells the optimizer state's layout)."""
+    names = {}
+    for name, p in model.named_parameters():
+        names[p._cdata] = name[len("module."):] if hasattr(model, "module") and name.startswith("module.") else name
+    return names, get_model_state_dict(model)
+
+
+def _optimizers(optimizers):
+    return list(optimizers) if isinstance(optimizers, (list, tuple)) else [optimizers]
+
+
+def _init_state(model, optimizer):
+    """A fresh optimizer has no state to load into: take one step at learning rate 0 on zero gradients,
+    as PyTorch does, so every state tensor exists with its final shape."""
+    from trainrun._autograd import no_grad
+    if optimizer.state:
+        return
+    saved_grads, saved_lrs = [], []
+    with no_grad():
+        for group in optimizer.param_groups:
+            saved_lrs.append(group["lr"])
+            group["lr"] = 0.0
+            for p in group["params"]:
+                saved_grads.append(p.grad)
+                if p.grad is None:
+                    p.grad = p.detach().new_zeros(*p.shape)
+    weight_decays = [group.get("weight_decay", 0.0) for group in optimizer.param_groups]
+    for group in optimizer.param_groups:
+        if "weight_decay" in group:
+            group["weight_decay"] = 0.0
+    optimizer.step()
+    grads = iter(saved_grads)
+    for group, lr, wd in zip(optimizer.param_groups, saved_lrs, weight_decays):
+        group["lr"] = lr
+        if "weight_decay" in group:
+            group["weight_decay"] = wd
+        for p in group["params"]:
+            p.grad = next(grads)
+
+
+def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None):
+    """The optimizers' state keyed by parameter name (PyTorch's layout: {"state": {name: {...}},
+    "param_groups": [{..., "params": [names]}]}). State tensors of a sharded parameter are DTensors laid
+    out as the parameter, so dcp.save writes each rank's piece and dcp.load reshards them for any number
+    of ranks; full_state_dict gathers them whole. A fresh optimizer's state is created first."""
+    options = options or StateDictOptions()
+    _unsupported(options, "get_optimizer_state_dict")
+    if submodules is not None:
+        raise NotImplementedError("get_optimizer_state_dict: submodules is not supported")
+    names, model_state = _param_names(model)
+    out = {"state": {}, "param_groups": []}
+    for optimizer in _optimizers(optimizers):
+        _init_state(model, optimizer)
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        raw = optimizer.state_dict()
+        for index, state in raw["state"].items():
+            name = names.get(params[index]._cdata)
+            if name is None:
+                raise KeyError(f"get_optimizer_state_dict: the optimizer has a parameter that {type(model).__name__} "
+                               "does not (pass the model the optimizer was built over)")
+            layout = model_state.get(name)
+            out["state"][name] = {key: _like(value, layout, options) for key, value in state.items()}
+        for group in raw["param_groups"]:
+            out["param_groups"].append(dict(group, params=[names[params[i]._cdata] for i in group["params"]]))
+    if options.full_state_dict and options.cpu_offload and dist.is_initialized() and dist.get_rank() != 0:
+        return {}
+    return out
+
+
+def _like(value, layout, options):
+    """An optimizer state tensor shaped as its parameter's shard becomes a DTensor laid out as the
+    parameter (full: gathered whole); steps and other values stay as they are."""
+    if not isinstance(layout, DTensor) or not hasattr(value, "shape") or \
+            tuple(value.shape) != tuple(layout.to_local().shape) or value.ndim == 0:
+        return value
+    sharded = DTensor.from_local(value, layout.device_mesh, layout.placements, shape=tuple(layout.shape))
+    return sharded.full_tensor() if options.full_state_dict else sharded
+
+
+def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=None):
+    """Loads what get_optimizer_state_dict gave (possibly saved from another number of ranks and loaded
+    with dcp.load into get_optimizer_state_dict's own structure) into the optimizers."""
+    options = options or StateDictOptions()
+    _unsupported(options, "set_optimizer_state_dict")
+    names, model_state = _param_names(model)
+    groups = iter(optim_state_dict["param_groups"])
+    for optimizer in _optimizers(optimizers):
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        index_of = {names[p._cdata]: i for i, p in enumerate(params)}
+        state = {}
+        for name, entries in optim_state_dict["state"].items():
+            if name not in index_of:
+                continue  # another optimizer's parameter
+            layout = model_state.get(name)
+            state[index_of[name]] = {key: _local(value, layout) for key, value in entries.items()}
+        param_groups = []
+        for group in optimizer.param_groups:
+            saved = next(groups)
+            param_groups.append(dict(saved, params=[index_of[n] for n in saved["params"]]))
+        optimizer.load_state_dict({"state": state, "param_groups": param_groups})
+
+
+def _local(value, layout):
+    """This rank's piece of a state tensor, in its parameter's layout."""
+    if isinstance(value, DTensor):
+        if isinstance(layout, DTensor):
+            value = value.redistribute(layout.device_mesh, layout.placements)
+            return value.to_local()
+        return value.full_tensor()
+    if isinstance(layout, DTensor) and hasattr(value, "shape") and tuple(value.shape) == tuple(layout.shape) \
+            and value.ndim > 0:  # a full tensor: keep this rank's piece
+        from trainrun.distributed.tensor._redistribute import redistribute_local
+        from trainrun.distributed.tensor.placement_types import Replicate
+        replicated = tuple(Replicate() for _ in layout.placements)
+        return redistribute_local(value.detach(), tuple(layout.shape), layout.device_mesh, replicated,
+                                  layout.placements)
+    return value
+
+
+def get_state_dict(model, optimizers, *, submodules=None, options=None):
+    """(get_model_state_dict, get_optimizer_state_dict) in one call, as PyTorch's."""
+    return (get_model_state_dict(model, submodules=submodules, options=options),
+            get_optimizer_state_dict(model, optimizers, submodules=submodules, options=options))
+
+
+def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, options=None):
+    set_model_state_dict(model, model_state_dict, options=options)
+    set_optimizer_state_dict(model, optimizers, optim_state_dict, options=options)
