@@ -30,6 +30,7 @@ PACKAGES=(
   protobuf-compiler       # proto/: the checkpoint metadata schema
   libprotobuf-dev
   python3-protobuf
+  python3-matplotlib      # the main job's loss curve (examples/train_lm.py)
 )
 
 missing=()

@@ -1,0 +1,339 @@
+"""The main job: a byte-level GPT-style language model trained on every rank
+`trainrun` starts, sharded with FSDP2 (or replicated with DDP).
+
+    trainrun --nproc-per-node 2 examples/train_lm.py [--steps 300] [--ddp] [--resume]
+
+The corpus is the Python standard library's own source (found through
+sysconfig, so every machine has it), split into training and held-out text
+by file, so the held-out loss is honest. The model is a decoder-only
+transformer: token and learned position embeddings, pre-norm blocks of
+RMSNorm, causal self-attention (scaled_dot_product_attention) and a SwiGLU
+MLP, and an output layer tied to the token embedding. Training is AdamW with
+a linear warm-up then cosine decay and gradient clipping; the same seed gives
+the same initial weights on any number of ranks.
+
+Every --ckpt-every steps (and at the end) a distributed checkpoint of the
+model, the optimizer and the step goes to RUN_DIR/ckpt/step_N; --resume
+continues from the latest complete one, on the same or another number of
+ranks, along the same loss curve (the data order is a function of the step).
+At the end: held-out loss and perplexity next to the unigram baseline of the
+same text, a sample of generated text, and RUN_DIR/loss.png. The last line
+is `held-out loss L perplexity P (unigram baseline U) after S steps on N ranks
+in T s`."""
+import argparse
+import json
+import math
+import os
+import pathlib
+import sys
+import sysconfig
+import time
+import zlib
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
+import trainrun as tr  # noqa: E402
+import trainrun.distributed as dist  # noqa: E402
+import trainrun.distributed.checkpoint as dcp  # noqa: E402
+import trainrun.nn.functional as F  # noqa: E402
+from trainrun import nn  # noqa: E402
+from trainrun.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # noqa: E402
+from trainrun.distributed.elastic import record  # noqa: E402
+from trainrun.utils.data import DataLoader, Dataset, DistributedSampler  # noqa: E402
+
+VOCAB = 256  # bytes
+
+
+# ---- data ------------------------------------------------------------------------------------------------
+def corpus(max_train_bytes, max_heldout_bytes):
+    """The standard library's top-level modules: one file in ten (by a hash of its name) is held out."""
+    files = sorted(pathlib.Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
+    train, heldout = [], []
+    for path in files:
+        (heldout if zlib.crc32(path.name.encode()) % 10 == 0 else train).append(path.read_bytes())
+
+    def joined(parts, limit):
+        data = b"\n".join(parts)[:limit]
+        return np.frombuffer(data, dtype=np.uint8).astype(np.int64)
+    return joined(train, max_train_bytes), joined(heldout, max_heldout_bytes)
+
+
+class Windows(Dataset):
+    """Non-overlapping windows of ctx + 1 bytes: inputs are the first ctx, targets the last ctx."""
+
+    def __init__(self, data, ctx):
+        self.data, self.ctx = data, ctx
+
+    def __len__(self):
+        return (len(self.data) - 1) // self.ctx
+
+    def __getitem__(self, i):
+        return tr.from_numpy(self.data[i * self.ctx: i * self.ctx + self.ctx + 1].copy())
+
+
+# ---- model ------------------------------------------------------------------------------------------------
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.attn_norm = nn.RMSNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.proj = nn.Linear(dim, dim, bias=False)
+        self.mlp_norm = nn.RMSNorm(dim)
+        self.gate = nn.Linear(dim, 4 * dim, bias=False)
+        self.up = nn.Linear(dim, 4 * dim, bias=False)
+        self.down = nn.Linear(4 * dim, dim, bias=False)
+
+    def forward(self, x):
+        batch, length, dim = x.shape
+        q, k, v = self.qkv(self.attn_norm(x)).split(dim, dim=-1)
+        q, k, v = (t.view(batch, length, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v))
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attended.transpose(1, 2).reshape(batch, length, dim))
+        h = self.mlp_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class LanguageModel(nn.Module):
+    def __init__(self, dim, layers, heads, ctx):
+        super().__init__()
+        self.token = nn.Embedding(VOCAB, dim)
+        self.position = nn.Embedding(ctx, dim)
+        self.blocks = nn.ModuleList([Block(dim, heads) for _ in range(layers)])
+        self.norm = nn.RMSNorm(dim)
+        # GPT-2's initialisation: N(0, 0.02), the residual projections scaled down by depth.
+        for name, p in self.named_parameters():
+            if p.dim() == 2:
+                std = 0.02 / math.sqrt(2 * layers) if name.endswith(("proj.weight", "down.weight")) else 0.02
+                nn.init.normal_(p, 0.0, std)
+
+    def forward(self, tokens):
+        x = self.token(tokens) + self.position(tr.arange(tokens.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return F.linear(self.norm(x), self.token.weight)  # tied output
+
+
+# ---- training ---------------------------------------------------------------------------------------------
+def learning_rate(step, args):
+    """Linear warm-up, then cosine decay to a tenth of the peak, as a factor of --lr."""
+    if step < args.warmup:
+        return (step + 1) / args.warmup
+    progress = min(1.0, (step - args.warmup) / max(1, args.steps - args.warmup))
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def latest_checkpoint(run_dir):
+    folders = sorted((run_dir / "ckpt").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
+    complete = [p for p in folders if (p / ".committed").exists()]
+    return complete[-1] if complete else None
+
+
+def mean_over_ranks(value):
+    if not dist.is_initialized():
+        return value
+    t = tr.tensor([value], dtype=tr.float64)
+    dist.all_reduce(t)
+    return t.item() / dist.get_world_size()
+
+
+def heldout_loss(model, heldout, args, rank, world):
+    """Mean cross-entropy over the first --eval-windows held-out windows, shared between the ranks."""
+    data = Windows(heldout, args.ctx)
+    indices = list(range(min(len(data), args.eval_windows)))
+    total, count = 0.0, 0
+    with tr.no_grad():
+        for start in range(0, len(indices), args.batch):
+            chunk = indices[start:start + args.batch]
+            mine = chunk[rank::world]
+            # Every rank runs the same number of forwards (FSDP gathers inside each): pad with a repeat.
+            mine = mine or chunk[:1]
+            batch = tr.stack([data[i] for i in mine])
+            logits = model(batch[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, VOCAB), batch[:, 1:].reshape(-1), reduction="sum")
+            if chunk[rank::world]:
+                total += loss.item()
+                count += len(mine) * args.ctx
+    if dist.is_initialized():
+        t = tr.tensor([total, float(count)], dtype=tr.float64)
+        dist.all_reduce(t)
+        total, count = t.tolist()
+    return total / count
+
+
+def unigram_baseline(train, heldout):
+    """Perplexity on the held-out bytes of byte frequencies counted on the training bytes (add-one)."""
+    counts = np.bincount(train, minlength=VOCAB) + 1.0
+    log_p = np.log(counts / counts.sum())
+    return math.exp(-log_p[heldout].mean())
+
+
+def sample(model, prompt, length, ctx, seed):
+    """Bytes drawn from the model at temperature 0.8 (every rank draws the same: FSDP's forward is collective)."""
+    generator = tr.Generator()
+    generator.manual_seed(seed)
+    tokens = list(prompt)
+    with tr.no_grad():
+        for _ in range(length):
+            window = tr.tensor([tokens[-ctx:]])
+            probs = tr.softmax(model(window)[0, -1] / 0.8, dim=-1)
+            tokens.append(int(tr.multinomial(probs, 1, generator=generator).item()))
+    return bytes(tokens).decode("utf-8", errors="replace")
+
+
+def plot(run_dir, history):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover
+        return None
+    steps, losses = zip(*history)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(steps, losses)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (nats/byte)")
+    ax.set_title("train_lm: byte-level LM on the Python standard library")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = run_dir / "loss.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=800)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--ctx", type=int, default=128)
+    p.add_argument("--batch", type=int, default=16, help="windows per step, over all ranks")
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--warmup", type=int, default=30)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-every", type=int, default=50)
+    p.add_argument("--ckpt-every", type=int, default=200)
+    p.add_argument("--eval-windows", type=int, default=128)
+    p.add_argument("--max-train-bytes", type=int, default=4 << 20)
+    p.add_argument("--sample-bytes", type=int, default=120)
+    p.add_argument("--run-dir", default="runs/train_lm")
+    p.add_argument("--resume", action="store_true", help="continue from the latest complete checkpoint")
+    p.add_argument("--ddp", action="store_true", help="DistributedDataParallel instead of FSDP2")
+    p.add_argument("--stop-after", type=int, default=None, help="exit after this step (tests of --resume)")
+    return p.parse_args(argv)
+
+
+@record
+def main(argv=None):
+    args = parse_args(argv)
+    started = time.monotonic()
+    distributed = "RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed:
+        dist.init_process_group("gloo")
+    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+    if args.batch % world:
+        raise SystemExit(f"--batch {args.batch} does not divide over {world} ranks")
+    tr.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    run_dir = pathlib.Path(args.run_dir)
+    if rank == 0:
+        (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
+
+    train, heldout = corpus(args.max_train_bytes, args.max_train_bytes // 8)
+    tr.manual_seed(args.seed)  # the same initial weights on any number of ranks
+    model = LanguageModel(args.dim, args.layers, args.heads, args.ctx)
+    parameters = sum(p.numel() for p in model.parameters())
+    if distributed and args.ddp:
+        model = nn.parallel.DistributedDataParallel(model)
+    elif distributed:
+        from trainrun.distributed.fsdp import fully_shard
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)
+    optimizer = tr.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
+
+    start_step, history = 0, []
+    checkpoint = latest_checkpoint(run_dir) if args.resume else None
+    if checkpoint is not None:
+        model_state, optim_state = get_state_dict(model, optimizer)
+        state = {"model": model_state, "optim": optim_state, "step": 0, "history": []}
+        dcp.load(state, checkpoint_id=str(checkpoint))
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        start_step, history = state["step"], [tuple(h) for h in state["history"]]
+        if rank == 0:
+            print(f"resumed from {checkpoint} at step {start_step}", flush=True)
+
+    windows = Windows(train, args.ctx)
+    sampler = DistributedSampler(windows, num_replicas=world, rank=rank, shuffle=True, seed=args.seed,
+                                 drop_last=True)
+    loader = DataLoader(windows, batch_size=args.batch // world, sampler=sampler, drop_last=True)
+    steps_per_epoch = len(loader)
+    if rank == 0:
+        print(f"train_lm: {parameters / 1e6:.2f}M parameters, {len(train) / 1e6:.1f} MB of training text, "
+              f"{len(heldout) / 1e3:.0f} kB held out, {world} rank(s){(' with ' + ('DDP' if args.ddp else 'FSDP2')) if distributed else ''}, "
+              f"{args.batch} x {args.ctx} bytes per step", flush=True)
+
+    def save(step):
+        model_state, optim_state = get_state_dict(model, optimizer)
+        dcp.save({"model": model_state, "optim": optim_state, "step": step, "history": [list(h) for h in history]},
+                 checkpoint_id=str(run_dir / "ckpt" / f"step_{step}"))
+
+    step, window_start, tokens_per_step = start_step, time.monotonic(), args.batch * args.ctx
+    window_losses = []  # this rank's losses since the last progress line
+    while step < args.steps:
+        sampler.set_epoch(step // steps_per_epoch)  # the data order is a function of the step: resumable
+        batches = iter(loader)
+        for _ in range(step % steps_per_epoch):
+            next(batches)
+        for batch in batches:
+            for group in optimizer.param_groups:
+                group["lr"] = args.lr * learning_rate(step, args)
+            logits = model(batch[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, VOCAB), batch[:, 1:].reshape(-1))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            step += 1
+            window_losses.append(loss.item())
+            if step % args.log_every == 0 or step == args.steps:
+                # The mean over the window and the ranks: a smoother curve than one batch's loss.
+                mean_loss = mean_over_ranks(sum(window_losses) / len(window_losses))
+                history.append((step, mean_loss))
+                elapsed = time.monotonic() - window_start
+                done = len(window_losses)
+                window_losses = []
+                ms = 1000 * elapsed / done
+                if rank == 0:
+                    print(f"step {step:5d}/{args.steps}  loss {mean_loss:.4f}  {tokens_per_step * done / elapsed:7.0f} "
+                          f"tok/s  {ms:6.1f} ms/step  ETA {ms * (args.steps - step) / 1000:5.0f} s", flush=True)
+                window_start = time.monotonic()
+            if step % args.ckpt_every == 0 or step == args.steps:
+                save(step)
+            if args.stop_after is not None and step >= args.stop_after:
+                if distributed:
+                    dist.destroy_process_group()
+                return
+            if step >= args.steps:
+                break
+
+    loss = heldout_loss(model, heldout, args, rank, world)
+    baseline = unigram_baseline(train, heldout)
+    text = sample(model, b"def ", args.sample_bytes, args.ctx, args.seed) if args.sample_bytes else ""
+    if rank == 0:
+        picture = plot(run_dir, history) if history else None
+        (run_dir / "history.json").write_text(json.dumps(history))
+        if text:
+            print("sample:\n" + "\n".join("    " + line for line in text.splitlines()), flush=True)
+        if picture:
+            print(f"loss curve: {picture}", flush=True)
+        print(f"held-out loss {loss:.4f} perplexity {math.exp(loss):.2f} (unigram baseline {baseline:.2f}) after "
+              f"{step} steps on {world} ranks in {time.monotonic() - started:.1f} s", flush=True)
+    if distributed:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

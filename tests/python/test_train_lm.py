@@ -1,0 +1,81 @@
+"""The main job, examples/train_lm.py, in miniature: the loss falls and the
+last line has its documented format; FSDP on 2 ranks, DDP and one process
+follow the same loss curve; a job killed with SIGKILL after a checkpoint,
+resumed on another number of ranks, continues that curve exactly."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from built_tree import ROOT  # trainrun from the source tree; skips when not built
+from multirank import TRAINRUN
+
+TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--ctx", "32", "--batch", "8", "--steps", "30",
+        "--lr", "1e-2", "--warmup", "5", "--log-every", "10", "--ckpt-every", "10", "--eval-windows", "16",
+        "--max-train-bytes", "200000", "--sample-bytes", "8"]
+LAST_LINE = re.compile(r"^held-out loss (\d+\.\d+) perplexity (\d+\.\d+) \(unigram baseline (\d+\.\d+)\) after "
+                       r"(\d+) steps on (\d+) ranks in (\d+\.\d) s$")
+pytestmark = pytest.mark.skipif(not TRAINRUN.exists(), reason="the trainrun launcher is not built")
+
+
+def command(nproc, run_dir, *extra):
+    script = [str(ROOT / "examples" / "train_lm.py"), *TINY, "--run-dir", str(run_dir), *extra]
+    if nproc == 1:
+        return ["/usr/bin/python3", *script]
+    return [str(TRAINRUN), "--nproc-per-node", str(nproc), *script]
+
+
+def env():
+    return dict(os.environ, OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE", "SkylakeX"))
+
+
+def train(nproc, run_dir, *extra):
+    done = subprocess.run(command(nproc, run_dir, *extra), capture_output=True, text=True, timeout=240, env=env())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = [line.split("]:", 1)[-1] for line in done.stdout.splitlines()]
+    return lines, losses(lines)
+
+
+def losses(lines):
+    return {int(m.group(1)): float(m.group(2)) for m in (re.match(r"step\s+(\d+)/\d+\s+loss (\S+)", l) for l in lines)
+            if m}
+
+
+def test_fsdp_ddp_and_one_process_follow_one_loss_curve(tmp_path):
+    lines, fsdp = train(2, tmp_path / "fsdp")
+    assert sorted(fsdp) == [10, 20, 30] and fsdp[30] < fsdp[10] - 0.5, fsdp
+    match = LAST_LINE.match(lines[-1])
+    assert match, lines[-1]
+    held_out, perplexity, baseline, steps, ranks = (float(g) for g in match.groups()[:5])
+    assert steps == 30 and ranks == 2 and perplexity == pytest.approx(2.718281828 ** held_out, rel=1e-3)
+    assert 1.0 < perplexity < 256 and 1.0 < baseline < 256  # (beating the baseline takes the full run: main.sh)
+    assert (tmp_path / "fsdp" / "loss.png").stat().st_size > 1000
+    assert sorted(p.name for p in (tmp_path / "fsdp" / "ckpt").iterdir()) == ["step_10", "step_20", "step_30"]
+    _, ddp = train(2, tmp_path / "ddp", "--ddp")
+    _, single = train(1, tmp_path / "single")
+    for step in (10, 20, 30):  # the same weights, data and updates: only float summation order differs
+        assert ddp[step] == pytest.approx(fsdp[step], abs=2e-3) and single[step] == pytest.approx(fsdp[step], abs=2e-3)
+
+
+def test_a_killed_job_resumes_on_another_rank_count_along_the_same_curve(tmp_path):
+    _, uninterrupted = train(2, tmp_path / "whole")
+    run_dir = tmp_path / "killed"
+    job = subprocess.Popen(command(2, run_dir, "--sample-bytes", "0"), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, env=env(), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run_dir / "ckpt" / "step_10" / ".committed").exists():
+            assert job.poll() is None and time.monotonic() < deadline, "no checkpoint appeared"
+            time.sleep(0.005)
+        os.killpg(job.pid, signal.SIGKILL)  # the launcher and its workers, mid-run
+    finally:
+        job.wait(30)
+    lines, resumed = train(1, run_dir, "--resume")
+    start = int(re.search(r"resumed from .*step_(\d+) at step (\d+)", "\n".join(lines)).group(2))
+    assert start in (10, 20, 30)
+    for step in (s for s in (20, 30) if s > start):
+        assert resumed[step] == pytest.approx(uninterrupted[step], abs=2e-3), (start, resumed, uninterrupted)
+    assert LAST_LINE.match(lines[-1]) and " on 1 ranks " in lines[-1]
