@@ -321,6 +321,15 @@ void bind_tensor(py::module_& m) {
       "load", [](const std::string& path) { return load_safetensors(path); }, py::arg("path"),
       py::call_guard<py::gil_scoped_release>());
   m.def("manual_seed", [](uint64_t s) { manual_seed(s); });
+  // The default generator's state, (seed, offset): trainrun.get_rng_state / set_rng_state.
+  m.def("_rng_state", [] { return py::make_tuple(default_generator().seed(), default_generator().offset()); });
+  m.def(
+      "_set_rng_state",
+      [](uint64_t seed, uint64_t offset) {
+        default_generator().manual_seed(seed);
+        default_generator().set_offset(offset);
+      },
+      py::arg("seed"), py::arg("offset"));
   m.def("set_num_threads", &set_num_threads, py::arg("num"),
         "Threads for intra-op parallelism (kernels and OpenBLAS), process-wide.");
   m.def("get_num_threads", &get_num_threads);

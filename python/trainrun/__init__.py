@@ -185,3 +185,35 @@ from trainrun import multiprocessing  # noqa: E402,F401
 from trainrun import amp  # noqa: E402,F401  (autocast, GradScaler)
 from trainrun.amp._device_modules import install as _install_amp  # noqa: E402
 _install_amp()
+from trainrun import random, backends, testing  # noqa: E402,F401
+from trainrun.random import get_rng_state, set_rng_state, seed  # noqa: E402,F401
+
+_deterministic = {"mode": False, "warn_only": False}
+_matmul_precision = "highest"
+
+
+def use_deterministic_algorithms(mode, *, warn_only=False):
+    """Accepted, and read back by are_deterministic_algorithms_enabled(): trainrun's kernels are already
+    deterministic (reductions and scatters do not depend on thread timing; no atomics-order dependence)."""
+    _deterministic.update(mode=True if mode else False, warn_only=True if warn_only else False)  # (bool: the dtype here)
+
+
+def are_deterministic_algorithms_enabled():
+    return _deterministic["mode"]
+
+
+def is_deterministic_algorithms_warn_only_enabled():
+    return _deterministic["warn_only"]
+
+
+def set_float32_matmul_precision(precision):
+    """"highest" keeps float32 matrix products in float32; "high" and "medium" allow TF32 on CUDA."""
+    global _matmul_precision
+    if precision not in ("highest", "high", "medium"):
+        raise RuntimeError(f"Invalid precision {precision!r}: expected 'highest', 'high' or 'medium'")
+    _matmul_precision = precision
+    cuda.matmul.allow_tf32 = precision != "highest"
+
+
+def get_float32_matmul_precision():
+    return _matmul_precision

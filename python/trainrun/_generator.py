@@ -43,6 +43,16 @@ class Generator:
         self.manual_seed(s)
         return s
 
+    def get_state(self):
+        """The engine's state (a picklable value; PyTorch gives a ByteTensor: set_state takes what this gives)."""
+        return (self._seed, self._engine.get_state())
+
+    def set_state(self, new_state):
+        self._seed, engine_state = new_state
+        self._engine = np.random.RandomState()
+        self._engine.set_state(engine_state)
+        return self
+
     def _random32(self, count):
         """The next `count` 32-bit outputs of the engine, as Python ints."""
         if count <= 0:

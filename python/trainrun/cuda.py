@@ -95,3 +95,40 @@ class _Matmul:
 
 
 matmul = _Matmul()
+
+
+def manual_seed(seed):
+    """Seeds the random ops of every device: trainrun's CUDA draws come from the same counter-based
+    generator as the CPU's (so a seed gives the same numbers on either)."""
+    import trainrun
+    trainrun.manual_seed(seed)
+
+
+manual_seed_all = manual_seed
+
+
+def seed():
+    import trainrun.random
+    trainrun.random.seed()
+
+
+seed_all = seed
+
+
+def initial_seed():
+    import trainrun
+    return trainrun.initial_seed()
+
+
+def get_rng_state(device="cuda"):
+    import trainrun.random
+    return trainrun.random.get_rng_state()
+
+
+def set_rng_state(new_state, device="cuda"):
+    import trainrun.random
+    trainrun.random.set_rng_state(new_state)
+
+
+get_rng_state_all = lambda: [get_rng_state()]  # noqa: E731
+set_rng_state_all = lambda states: set_rng_state(states[0])  # noqa: E731

@@ -1,2 +1,4 @@
-"""trainrun.utils: data loading (trainrun.utils.data), as torch.utils."""
+"""trainrun.utils: data loading (trainrun.utils.data) and activation
+checkpointing (trainrun.utils.checkpoint), as torch.utils."""
 from trainrun.utils import data  # noqa: F401
+from trainrun.utils import checkpoint  # noqa: F401

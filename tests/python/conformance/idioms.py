@@ -172,6 +172,12 @@ IDIOMS = [
     ("embedding_bag max gradient", "w = torch.arange(20.).view(5, 4).requires_grad_()\nF.embedding_bag(torch.tensor([1, 2, 4, 4, 3]), w, torch.tensor([0, 2]), mode='max').sum().backward()\nresult = w.grad"),
     ("EmbeddingBag module", "torch.manual_seed(0); e = nn.EmbeddingBag.from_pretrained(torch.arange(12.).view(4, 3), mode='sum')\nresult = (e(torch.tensor([[0, 1], [2, 3]])), e.weight.requires_grad, repr(e))"),
     ("error: embedding_bag per_sample_weights with mean", "result = F.embedding_bag(torch.tensor([0, 1]), torch.ones(2, 2), torch.tensor([0]), per_sample_weights=torch.ones(2))"),
+    ("script preamble", "torch.backends.cudnn.benchmark = True; torch.backends.cudnn.deterministic = True\ntorch.cuda.manual_seed_all(0); torch.manual_seed(0); torch.use_deterministic_algorithms(True)\ntorch.set_float32_matmul_precision('high')\nresult = (torch.backends.cudnn.deterministic, torch.are_deterministic_algorithms_enabled(), torch.get_float32_matmul_precision())\ntorch.use_deterministic_algorithms(False); torch.set_float32_matmul_precision('highest')"),
+    ("rng state round trip", "s = torch.get_rng_state(); a = torch.rand(3); torch.set_rng_state(s)\nresult = torch.equal(a, torch.rand(3))"),
+    ("testing.assert_close passes", "torch.testing.assert_close(x, x + 1e-7); result = True"),
+    ("error: testing.assert_close", "torch.testing.assert_close(x, x + 1)"),
+    ("utils.checkpoint gradients", "import torch.utils.checkpoint as cp\nlin = nn.Linear(4, 3); w = x.clone().requires_grad_()\ncp.checkpoint(lambda t: torch.tanh(lin(t)), w, use_reentrant=False).sum().backward()\ng = w.grad.clone(); w.grad = None\ntorch.tanh(lin(w)).sum().backward()\nresult = torch.allclose(g, w.grad)"),
+    ("optimizer.state by parameter", "m = nn.Linear(2, 2); o = torch.optim.Adam(m.parameters())\nm(torch.ones(1, 2)).sum().backward(); o.step()\nresult = sorted(o.state[m.weight].keys())"),
     ("pickle tensor", "import pickle\nresult = pickle.loads(pickle.dumps(x.t()))"),
     ("share_memory_", "t = torch.zeros(3).share_memory_()\nresult = (t.is_shared(), t)"),
     # ---- errors

@@ -1,0 +1,50 @@
+"""trainrun.backends: the switches PyTorch scripts set at their top
+(`torch.backends.cudnn.benchmark = True`, `...deterministic = True`,
+`torch.backends.cuda.matmul.allow_tf32 = True`).
+
+cudnn's flags are kept and read back; trainrun's convolutions do not use
+cuDNN (oneDNN on the CPU, im2col on CUDA), whose algorithms are already
+deterministic and not autotuned, so `benchmark` and `deterministic` change
+nothing. `cuda.matmul.allow_tf32` switches TF32 in cuBLAS matrix products."""
+import types
+
+from trainrun import cuda as _cuda
+
+
+class _CudnnModule(types.ModuleType):
+    enabled = True
+    benchmark = False
+    deterministic = False
+    allow_tf32 = True
+    benchmark_limit = 10
+
+    @staticmethod
+    def is_available():
+        return False  # trainrun does not link cuDNN
+
+    @staticmethod
+    def version():
+        return None
+
+
+cudnn = _CudnnModule("trainrun.backends.cudnn")
+cuda = types.ModuleType("trainrun.backends.cuda")
+cuda.matmul = _cuda.matmul
+cuda.is_built = lambda: True
+mkldnn = types.ModuleType("trainrun.backends.mkldnn")
+mkldnn.is_available = lambda: True  # oneDNN runs the CPU convolutions
+mkldnn.enabled = True
+mps = types.ModuleType("trainrun.backends.mps")
+mps.is_available = lambda: False
+mps.is_built = lambda: False
+openmp = types.ModuleType("trainrun.backends.openmp")
+openmp.is_available = lambda: False  # trainrun's own thread pool does the parallel work
+
+
+def _register():
+    import sys
+    for name, module in (("cudnn", cudnn), ("cuda", cuda), ("mkldnn", mkldnn), ("mps", mps), ("openmp", openmp)):
+        sys.modules[f"trainrun.backends.{name}"] = module
+
+
+_register()

@@ -1,0 +1,117 @@
+"""What the top of a training script calls: seeding and RNG state
+(trainrun.random, cuda.manual_seed_all), backends flags, determinism
+switches, testing.assert_close (against PyTorch's verdicts), and activation
+checkpointing (same gradients as without it, less memory held)."""
+import pytest
+
+from built_tree import needs_torch, torch  # trainrun from the source tree; skips when not built
+
+import trainrun  # noqa: E402
+from trainrun import nn  # noqa: E402
+
+
+def test_rng_state_round_trips_both_generators_and_fork_rng_restores_it():
+    trainrun.cuda.manual_seed_all(5)
+    state = trainrun.get_rng_state()
+    first = (trainrun.randn(4), trainrun.randperm(6), trainrun.rand(2))
+    trainrun.set_rng_state(state)
+    again = (trainrun.randn(4), trainrun.randperm(6), trainrun.rand(2))
+    assert all(trainrun.equal(a, b) for a, b in zip(first, again))
+    with trainrun.random.fork_rng():
+        trainrun.randn(100)
+    after = trainrun.randn(3)
+    trainrun.set_rng_state(state)
+    for _ in range(3):
+        trainrun.randn(4), trainrun.randperm(6), trainrun.rand(2)
+    with pytest.raises(RuntimeError, match="not a state from trainrun.get_rng_state"):
+        trainrun.set_rng_state(trainrun.zeros(3, dtype=trainrun.uint8))
+    assert after.shape == (3,)
+
+
+def test_the_switches_scripts_set_are_accepted_and_read_back():
+    trainrun.backends.cudnn.benchmark = True
+    trainrun.backends.cudnn.deterministic = True
+    assert trainrun.backends.cudnn.benchmark and trainrun.backends.cudnn.deterministic
+    from trainrun.backends import cudnn  # noqa: F401  (importable as a module too)
+    trainrun.use_deterministic_algorithms(True, warn_only=True)
+    assert trainrun.are_deterministic_algorithms_enabled() and trainrun.is_deterministic_algorithms_warn_only_enabled()
+    trainrun.use_deterministic_algorithms(False)
+    trainrun.set_float32_matmul_precision("high")
+    assert trainrun.get_float32_matmul_precision() == "high"
+    trainrun.set_float32_matmul_precision("highest")
+    with pytest.raises(RuntimeError, match="Invalid precision 'fast'"):
+        trainrun.set_float32_matmul_precision("fast")
+
+
+CASES = [  # (actual, expected, options): the same verdict as PyTorch's assert_close
+    ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], {}),
+    ([1.0, 2.0, 3.0], [1.0, 2.0 + 1e-6, 3.0], {}),
+    ([1.0, 2.0, 3.0], [1.0, 2.5, 3.0], {}),
+    ([1.0, 2.0, 3.0], [1.0, 2.5, 3.0], {"rtol": 0.3, "atol": 0.0}),
+    ([1.0, float("nan")], [1.0, float("nan")], {}),
+    ([1.0, float("nan")], [1.0, float("nan")], {"equal_nan": True}),
+    ([1, 2], [1, 3], {}),
+    ([1.0, 2.0], [1.0, 2.0, 3.0], {}),
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_assert_close_agrees_with_pytorch(case):
+    actual, expected, options = CASES[case]
+    verdicts = []
+    for lib in (trainrun, torch):
+        try:
+            lib.testing.assert_close(lib.tensor(actual), lib.tensor(expected), **options)
+            verdicts.append("close")
+        except AssertionError as e:
+            verdicts.append(str(e).splitlines()[0].replace("torch.", "").replace("trainrun.", ""))
+    assert verdicts[0] == verdicts[1]
+
+
+def test_assert_close_messages_and_containers():
+    with pytest.raises(AssertionError, match=r"(?s)Mismatched elements: 1 / 3 \(33.3%\).*at index \(1,\)"):
+        trainrun.testing.assert_close(trainrun.tensor([1.0, 2.0, 3.0]), trainrun.tensor([1.0, 2.5, 3.0]))
+    with pytest.raises(AssertionError, match="attribute 'dtype' do not match"):
+        trainrun.testing.assert_close(trainrun.ones(2), trainrun.ones(2, dtype=trainrun.float64))
+    trainrun.testing.assert_close(trainrun.ones(2), trainrun.ones(2, dtype=trainrun.float64), check_dtype=False)
+    trainrun.testing.assert_close({"a": [trainrun.ones(1), 2.0]}, {"a": [trainrun.ones(1), 2.0]})
+    with pytest.raises(AssertionError, match=r"item \['a'\]\[1\]"):
+        trainrun.testing.assert_close({"a": [trainrun.ones(1), 2.0]}, {"a": [trainrun.ones(1), 2.5]})
+    with pytest.raises(ValueError, match="Both 'rtol' and 'atol'"):
+        trainrun.testing.assert_close(trainrun.ones(1), trainrun.ones(1), rtol=0.1)
+
+
+def _mlp(depth=6, width=256):
+    trainrun.manual_seed(0)
+    layers = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.GELU(), nn.Dropout(0.2)]
+    return nn.Sequential(*layers)
+
+
+def test_checkpoint_gives_the_same_gradients_with_dropout_and_holds_less():
+    model, x = _mlp(), trainrun.randn(512, 256, requires_grad=True)
+    blocks = [model[i:i + 3] for i in range(0, len(model), 3)]
+
+    def run(checkpointed):
+        for p in model.parameters():
+            p.grad = None
+        x.grad = None
+        trainrun.manual_seed(1)
+        start = trainrun._C._cpu_memory_allocated()
+        trainrun._C._cpu_reset_peak_memory_stats()
+        h = x
+        for block in blocks:
+            h = trainrun.utils.checkpoint.checkpoint(block, h, use_reentrant=False) if checkpointed else block(h)
+        held = trainrun._C._cpu_memory_allocated() - start  # activations kept for backward
+        h.pow(2).mean().backward()
+        return held, [x.grad.clone()] + [p.grad.clone() for p in model.parameters()]
+
+    held_plain, grads_plain = run(False)
+    held_ckpt, grads_ckpt = run(True)
+    for a, b in zip(grads_plain, grads_ckpt):
+        trainrun.testing.assert_close(a, b)  # the recomputation drew the same dropout masks
+    assert held_ckpt < held_plain / 3, (held_ckpt, held_plain)
+    sequential = trainrun.utils.checkpoint.checkpoint_sequential(model, 3, x, use_reentrant=False)
+    assert sequential.shape == (512, 256)
