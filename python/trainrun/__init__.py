@@ -217,3 +217,4 @@ def set_float32_matmul_precision(precision):
 
 def get_float32_matmul_precision():
     return _matmul_precision
+from trainrun import linalg  # noqa: E402,F401

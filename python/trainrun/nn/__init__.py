@@ -92,9 +92,11 @@ from trainrun.nn._containers import ModuleDict, ModuleList, ParameterDict, Param
 from trainrun.nn._declared_modules import _Loss, _WeightedLoss, declared as _declared  # noqa: E402,F401
 globals().update(_declared())
 from trainrun.nn._layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ConstantPad1d,  # noqa
-                                 ConstantPad2d, Conv1d, ConvTranspose2d, EmbeddingBag, Fold, GroupNorm, Identity, MultiheadAttention, PixelShuffle,
+                                 ConstantPad2d, Conv1d, ConvTranspose2d, EmbeddingBag, Fold, MaxPool1d, AvgPool1d,
+                                 CosineSimilarity, PairwiseDistance, Softmax2d, GroupNorm, Identity, MultiheadAttention, PixelShuffle,
                                  PixelUnshuffle, PReLU, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
                                  ReplicationPad2d, Unflatten, Unfold, Upsample, ZeroPad2d)
 from trainrun.nn._transformer import TransformerEncoder, TransformerEncoderLayer  # noqa: E402,F401
+from trainrun.nn._recurrent import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell  # noqa: E402,F401
 from trainrun.nn import utils  # noqa: E402,F401
 from trainrun.nn import parallel  # noqa: E402,F401

@@ -410,6 +410,39 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     return out
 
 
+def _single(value, where, name):
+    value = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
+    if not isinstance(value, int):
+        raise TypeError(f"{where}(): {name} must be an int or a 1-tuple, got {value!r}")
+    return value
+
+
+def _as_rows(input, where):  # noqa: A002
+    """(N, C, L) or (C, L) as a 2-D pooling input of height 1."""
+    if input.dim() not in (2, 3):
+        raise ValueError(f"{where}(): expected a 2-D (C, L) or 3-D (N, C, L) input, got shape {list(input.shape)}")
+    return input.unsqueeze(-2)
+
+
+@op(function=True, functional=True)
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
+               return_indices=False):
+    k = _single(kernel_size, "max_pool1d", "kernel_size")
+    s = k if stride is None or stride == [] else _single(stride, "max_pool1d", "stride")
+    p = _single(padding, "max_pool1d", "padding")
+    if _single(dilation, "max_pool1d", "dilation") != 1 or ceil_mode or return_indices:
+        raise NotImplementedError("max_pool1d(): dilation, ceil_mode and return_indices are not supported")
+    return max_pool2d(_as_rows(input, "max_pool1d"), [1, k], [1, s], [0, p]).squeeze(-2)
+
+
+@op(function=True, functional=True)
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):  # noqa: A002
+    k = _single(kernel_size, "avg_pool1d", "kernel_size")
+    s = k if stride is None or stride == [] else _single(stride, "avg_pool1d", "stride")
+    p = _single(padding, "avg_pool1d", "padding")
+    return avg_pool2d(_as_rows(input, "avg_pool1d"), [1, k], [1, s], [0, p], ceil_mode, count_include_pad).squeeze(-2)
+
+
 @op(function=False, functional=True)
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,  # noqa: A002
                   mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):

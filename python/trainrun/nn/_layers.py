@@ -324,3 +324,59 @@ class EmbeddingBag(Module):
 def _no_grad():
     from trainrun._autograd import no_grad
     return no_grad()
+
+
+class MaxPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+
+    def forward(self, input):  # noqa: A002
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        super().__init__()
+        self.kernel_size, self.stride = (kernel_size,), (stride if stride is not None else kernel_size,)
+        self.padding, self.ceil_mode, self.count_include_pad = (padding,), ceil_mode, count_include_pad
+
+    def forward(self, input):  # noqa: A002
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class CosineSimilarity(Module):
+    def __init__(self, dim=1, eps=1e-8):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistance(Module):
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of (N, C, H, W) or (C, H, W) inputs."""
+
+    def forward(self, input):  # noqa: A002
+        if input.dim() not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input with 3 or 4 dimensions, got {input.dim()}")
+        return F.softmax(input, -3)

@@ -178,6 +178,13 @@ IDIOMS = [
     ("error: testing.assert_close", "torch.testing.assert_close(x, x + 1)"),
     ("utils.checkpoint gradients", "import torch.utils.checkpoint as cp\nlin = nn.Linear(4, 3); w = x.clone().requires_grad_()\ncp.checkpoint(lambda t: torch.tanh(lin(t)), w, use_reentrant=False).sum().backward()\ng = w.grad.clone(); w.grad = None\ntorch.tanh(lin(w)).sum().backward()\nresult = torch.allclose(g, w.grad)"),
     ("optimizer.state by parameter", "m = nn.Linear(2, 2); o = torch.optim.Adam(m.parameters())\nm(torch.ones(1, 2)).sum().backward(); o.step()\nresult = sorted(o.state[m.weight].keys())"),
+    ("LSTM bidirectional batch_first", "m = nn.LSTM(4, 3, num_layers=2, batch_first=True, bidirectional=True)\nfor i, p in enumerate(m.parameters()):\n    nn.init.constant_(p, 0.05 * (i % 3) - 0.04)\nout, (h, c) = m(x.unsqueeze(0))\nresult = (out, h, c, [n for n, _ in m.named_parameters()][:5])"),
+    ("GRU with initial state", "m = nn.GRU(4, 2)\nfor i, p in enumerate(m.parameters()):\n    nn.init.constant_(p, 0.1 - 0.03 * i)\nout, h = m(x, torch.ones(1, 2))\nresult = (out, h)"),
+    ("RNN relu unbatched gradient", "m = nn.RNN(4, 3, nonlinearity='relu')\nfor p in m.parameters():\n    nn.init.constant_(p, 0.07)\nw = x.clone().requires_grad_()\nout, h = m(w); out.sum().backward()\nresult = (out, h, w.grad, repr(m))"),
+    ("LSTMCell step", "c = nn.LSTMCell(4, 2)\nfor p in c.parameters():\n    nn.init.constant_(p, 0.02)\nresult = c(x)"),
+    ("pad_sequence", "from torch.nn.utils.rnn import pad_sequence\nresult = pad_sequence([x[0, :2], x[1], x[2, :1]], batch_first=True, padding_value=-1.0)"),
+    ("linalg norms", "result = [torch.linalg.vector_norm(x), torch.linalg.vector_norm(x, 1, dim=1), torch.linalg.norm(x), torch.linalg.vector_norm(x, float('inf'), dim=0, keepdim=True), torch.linalg.matrix_norm(x, 1), torch.linalg.matrix_norm(x, float('inf')), torch.linalg.matrix_norm(x, 'nuc')]"),
+    ("linalg inv det solve gradients", "A = (x[:, :3] + 4 * torch.eye(3)).double().requires_grad_()\nb = torch.ones(3, dtype=torch.float64)\n(torch.linalg.inv(A).sum() + torch.linalg.det(A) + torch.linalg.solve(A, b).sum()).backward()\nresult = (torch.linalg.det(A), A.grad)"),
     ("pickle tensor", "import pickle\nresult = pickle.loads(pickle.dumps(x.t()))"),
     ("share_memory_", "t = torch.zeros(3).share_memory_()\nresult = (t.is_shared(), t)"),
     # ---- errors

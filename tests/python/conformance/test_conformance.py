@@ -4,6 +4,9 @@ types. Idioms trainrun does not pass yet are listed in KNOWN_GAPS and marked
 xfail(strict): one that starts passing fails the suite until it is taken off
 the list, so the count only goes up. `python3 tests/python/conformance/
 test_conformance.py` prints "N of M idioms"."""
+import importlib
+import importlib.abc
+import importlib.util
 import pathlib
 import sys
 
@@ -66,25 +69,39 @@ _ERROR_FAMILIES = {"IndexError": "IndexError", "ValueError": "ValueError/Runtime
                    "RuntimeError": "ValueError/RuntimeError", "TypeError": "TypeError"}
 
 
+class _TorchAsTrainrun(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`from torch.a.b import c` resolves to trainrun.a.b while an idiom runs (what `import trainrun as
+    torch` means for a script's other imports)."""
+
+    def find_spec(self, name, path, target=None):
+        if name == "torch" or name.startswith("torch."):
+            return importlib.util.spec_from_loader(name, self)
+        return None
+
+    def create_module(self, spec):
+        return importlib.import_module("trainrun" + spec.name[len("torch"):])
+
+    def exec_module(self, module):
+        pass
+
+
 def _alias_torch_to_trainrun():
-    """What `import trainrun as torch` means for `from torch.x import y` too:
-    the torch module names resolve to trainrun's while an idiom runs."""
     import trainrun
-    import trainrun.nn.functional  # noqa: F401
-    import trainrun.utils.data  # noqa: F401
-    names = {"torch": trainrun, "torch.nn": trainrun.nn, "torch.nn.functional": trainrun.nn.functional,
-             "torch.utils": trainrun.utils, "torch.utils.data": trainrun.utils.data, "torch.optim": trainrun.optim}
-    saved = {name: sys.modules.get(name) for name in names}
-    sys.modules.update(names)
-    return saved
+    saved = {name: module for name, module in sys.modules.items() if name == "torch" or name.startswith("torch.")}
+    for name in saved:
+        del sys.modules[name]
+    sys.modules["torch"] = trainrun
+    finder = _TorchAsTrainrun()
+    sys.meta_path.insert(0, finder)
+    return saved, finder
 
 
-def _restore(saved):
-    for name, module in saved.items():
-        if module is None:
-            sys.modules.pop(name, None)
-        else:
-            sys.modules[name] = module
+def _restore(state):
+    saved, finder = state
+    sys.meta_path.remove(finder)
+    for name in [n for n in sys.modules if n == "torch" or n.startswith("torch.")]:
+        del sys.modules[name]
+    sys.modules.update(saved)
 
 
 def run(lib, code):

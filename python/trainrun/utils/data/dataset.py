@@ -87,6 +87,22 @@ class ConcatDataset(Dataset):
         return self.datasets[which][idx - start]
 
 
+class ChainDataset(IterableDataset):
+    """Iterable datasets one after another."""
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise TypeError("ChainDataset only supports IterableDataset")
+            yield from d
+
+    def __len__(self):
+        return sum(len(d) for d in self.datasets)
+
+
 def random_split(dataset, lengths, generator=default_generator):
     """Splits `dataset` into non-overlapping Subsets of the given lengths, or
     of the given fractions (summing to 1; the remainder goes round-robin to

@@ -80,6 +80,36 @@ class SubsetRandomSampler(Sampler):
         return len(self.indices)
 
 
+class WeightedRandomSampler(Sampler):
+    """num_samples indices drawn with probabilities proportional to weights (with replacement by default).
+    The draws follow trainrun's generator: the same seed gives the same indices here, not PyTorch's."""
+
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"replacement should be a boolean value, but got replacement={replacement}")
+        import numpy as np
+        w = np.asarray(weights.tolist() if hasattr(weights, "tolist") else list(weights), dtype=np.float64)
+        if w.ndim != 1:
+            raise ValueError(f"weights should be a 1d sequence but given weights have shape {tuple(w.shape)}")
+        if (w < 0).any() or not np.isfinite(w).all() or w.sum() <= 0:
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0, or a negative or "
+                               "non-finite weight)")
+        if not replacement and num_samples > int((w > 0).sum()):
+            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+        self.weights, self.num_samples, self.replacement, self.generator = w, num_samples, replacement, generator
+
+    def __iter__(self):
+        engine = _seeded_generator(self.generator)._engine
+        draws = engine.choice(len(self.weights), size=self.num_samples, replace=self.replacement,
+                              p=self.weights / self.weights.sum())
+        yield from (int(i) for i in draws)
+
+    def __len__(self):
+        return self.num_samples
+
+
 class BatchSampler(Sampler):
     """Groups another sampler's indices into lists of batch_size."""
 

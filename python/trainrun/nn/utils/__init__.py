@@ -84,3 +84,4 @@ def vector_to_parameters(vec, parameters):
             n = p.numel()
             p.copy_(vec[offset:offset + n].view(*p.shape))
             offset += n
+from trainrun.nn.utils import rnn  # noqa: E402,F401

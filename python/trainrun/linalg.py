@@ -1,0 +1,190 @@
+"""trainrun.linalg: norms (differentiable compositions of core ops), and
+inv, det, slogdet and solve with their gradients; cholesky, qr, svd, eigh
+and the rest run on the host (NumPy's LAPACK) without a gradient and say so
+when one is asked for."""
+import numpy as np
+
+import trainrun
+from trainrun import _C
+from trainrun.autograd import Function
+
+
+def _dims(dim):
+    return None if dim is None else ([dim] if isinstance(dim, int) else list(dim))
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):  # noqa: A002
+    """The ord-norm of x's elements (all of them, or along dim)."""
+    if out is not None:
+        raise NotImplementedError("linalg.vector_norm(out=...) is not supported")
+    x = x.to(dtype) if dtype is not None else x
+    if not x.is_floating_point():
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{str(x.dtype).rsplit('.', 1)[-1].capitalize()}")
+    dims = _dims(dim)
+    a = x.abs()
+    reduce_all = dims is None
+    if ord == float("inf"):
+        return a.amax() if reduce_all and not keepdim else a.amax(dim=dims if dims else list(range(x.dim())),
+                                                                 keepdim=keepdim)
+    if ord == float("-inf"):
+        return a.amin() if reduce_all and not keepdim else a.amin(dim=dims if dims else list(range(x.dim())),
+                                                                 keepdim=keepdim)
+    if ord == 0:
+        return (a != 0).to(x.dtype).sum(dim=dims, keepdim=keepdim) if dims else (a != 0).to(x.dtype).sum()
+    if ord == 2:
+        s = (a * a).sum(dim=dims, keepdim=keepdim) if dims or keepdim else (a * a).sum()
+        return s.sqrt()
+    p = float(ord)
+    s = a.pow(p).sum(dim=dims, keepdim=keepdim) if dims or keepdim else a.pow(p).sum()
+    return s.pow(1.0 / p)
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):  # noqa: N803
+    """Frobenius ('fro'), nuclear ('nuc'), 1, -1, inf, -inf or 2/-2 (singular values) norms of matrices."""
+    A = A.to(dtype) if dtype is not None else A
+    d0, d1 = (d % A.dim() for d in dim)
+
+    def squeezed(r):  # the two reduced dims dropped, the later one first
+        return r if keepdim else r.squeeze(max(d0, d1)).squeeze(min(d0, d1))
+    if ord == "fro":
+        return vector_norm(A, 2, dim=[d0, d1], keepdim=keepdim)
+    if ord in (1, -1):
+        s = A.abs().sum(dim=d0, keepdim=True)
+        return squeezed(s.amax(dim=d1, keepdim=True) if ord == 1 else s.amin(dim=d1, keepdim=True))
+    if ord in (float("inf"), float("-inf")):
+        s = A.abs().sum(dim=d1, keepdim=True)
+        return squeezed(s.amax(dim=d0, keepdim=True) if ord > 0 else s.amin(dim=d0, keepdim=True))
+    if ord in ("nuc", 2, -2):
+        values = svdvals(A.movedim((d0, d1), (-2, -1)))
+        r = values.sum(-1) if ord == "nuc" else (values.amax(-1) if ord == 2 else values.amin(-1))
+        return r.unsqueeze(-1).unsqueeze(-1).movedim((-2, -1), (d0, d1)) if keepdim else r
+    raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):  # noqa: N803
+    """vector_norm for a vector or a dim, matrix_norm for a pair of dims; ord=None: 2-norm / Frobenius."""
+    dims = _dims(dim)
+    if (dims is not None and len(dims) == 2) or (dims is None and ord is not None and A.dim() == 2):
+        return matrix_norm(A, "fro" if ord is None else ord, dims or (-2, -1), keepdim, dtype=dtype)
+    return vector_norm(A, 2 if ord is None else ord, dims, keepdim, dtype=dtype)
+
+
+def _host(t):
+    return t.detach().cpu().to(_C.dtype.float64).numpy()
+
+
+def _back(array, like):
+    return _C.from_numpy(np.require(np.asarray(array), requirements="C")).to(like.dtype).to(like.device)
+
+
+def _no_grad_op(name, fn):
+    def op(A, *args, **kwargs):  # noqa: N803
+        if _C.is_grad_enabled() and A.requires_grad:
+            raise NotImplementedError(f"linalg.{name} has no gradient in trainrun; call it under no_grad() or "
+                                      "on a detached tensor")
+        return fn(A, *args, **kwargs)
+    op.__name__ = name
+    return op
+
+
+class _Inv(Function):
+    @staticmethod
+    def forward(ctx, A):  # noqa: N803
+        out = _back(np.linalg.inv(_host(A)), A)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        inverse, = ctx.saved_tensors
+        t = inverse.transpose(-2, -1)
+        return -(t @ g @ t)
+
+
+class _Det(Function):
+    @staticmethod
+    def forward(ctx, A):  # noqa: N803
+        ctx.save_for_backward(A)
+        return _back(np.linalg.det(_host(A)), A)
+
+    @staticmethod
+    def backward(ctx, g):
+        A, = ctx.saved_tensors  # noqa: N806
+        d = _back(np.linalg.det(_host(A)), A)
+        return (g * d).unsqueeze(-1).unsqueeze(-1) * inv(A.detach()).transpose(-2, -1)
+
+
+class _Solve(Function):
+    @staticmethod
+    def forward(ctx, A, B):  # noqa: N803
+        a, b = _host(A), _host(B)
+        vector = b.ndim == a.ndim - 1
+        x = np.linalg.solve(a, b[..., None])[..., 0] if vector else np.linalg.solve(a, b)
+        out = _back(x, B)
+        ctx.save_for_backward(A, out)
+        ctx.vector = vector
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        A, X = ctx.saved_tensors  # noqa: N806
+        gb = solve(A.detach().transpose(-2, -1), g)
+        if ctx.vector:
+            return -(gb.unsqueeze(-1) @ X.unsqueeze(-2)), gb
+        return -(gb @ X.transpose(-2, -1)), gb
+
+
+def inv(A, *, out=None):  # noqa: N803
+    return _Inv.apply(A)
+
+
+def det(A):  # noqa: N803
+    return _Det.apply(A)
+
+
+def solve(A, B, *, left=True, out=None):  # noqa: N803
+    if not left:
+        raise NotImplementedError("linalg.solve(left=False) is not supported")
+    return _Solve.apply(A, B)
+
+
+def slogdet(A):  # noqa: N803
+    """(sign, logabsdet) of det(A), without a gradient."""
+    return _slogdet(A)
+
+
+def _svdvals(A):  # noqa: N803
+    return _back(np.linalg.svd(_host(A), compute_uv=False), A)
+
+
+svdvals = _no_grad_op("svdvals", _svdvals)
+cholesky = _no_grad_op("cholesky", lambda A, upper=False: _back(  # noqa: N803
+    np.swapaxes(np.linalg.cholesky(_host(A)), -1, -2) if upper else np.linalg.cholesky(_host(A)), A))
+eigvalsh = _no_grad_op("eigvalsh", lambda A, UPLO="L": _back(np.linalg.eigvalsh(_host(A), UPLO), A))  # noqa: N803
+
+
+def _tuple_op(name, fields, compute):
+    import collections
+    result_type = collections.namedtuple(f"linalg_{name}", fields)
+
+    def op(A, *args, **kwargs):  # noqa: N803
+        if _C.is_grad_enabled() and A.requires_grad:
+            raise NotImplementedError(f"linalg.{name} has no gradient in trainrun; call it under no_grad() or "
+                                      "on a detached tensor")
+        return result_type(*(_back(v, A) for v in compute(_host(A), *args, **kwargs)))
+    op.__name__ = name
+    return op
+
+
+qr = _tuple_op("qr", ["Q", "R"], lambda a, mode="reduced": np.linalg.qr(a, mode=mode))
+svd = _tuple_op("svd", ["U", "S", "Vh"], lambda a, full_matrices=True, driver=None:
+                np.linalg.svd(a, full_matrices=full_matrices))
+eigh = _tuple_op("eigh", ["eigenvalues", "eigenvectors"], lambda a, UPLO="L": np.linalg.eigh(a, UPLO))  # noqa: N803
+
+
+_slogdet = _tuple_op("slogdet", ["sign", "logabsdet"], lambda a: np.linalg.slogdet(a))
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None):  # noqa: N803
+    return trainrun.tensor(np.linalg.matrix_rank(_host(A), tol=tol, hermitian=hermitian))
