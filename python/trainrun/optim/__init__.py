@@ -220,4 +220,5 @@ class AdamW(_GroupsMixin, _C.optim.AdamW):
 
 from trainrun.optim.optimizer import Optimizer  # noqa: E402,F401
 from trainrun.optim.rmsprop_adagrad import Adagrad, RMSprop  # noqa: E402,F401
+from trainrun.optim.adam_variants import Adamax, NAdam, RAdam  # noqa: E402,F401
 from trainrun.optim import lr_scheduler  # noqa: E402,F401
