@@ -329,6 +329,7 @@ def main(argv=None):
             print("sample:\n" + "\n".join("    " + line for line in text.splitlines()), flush=True)
         if picture:
             print(f"loss curve: {picture}", flush=True)
+        print(f"peak tensor memory on rank 0: {tr._C._cpu_max_memory_allocated() / 2**20:.1f} MiB", flush=True)
         print(f"held-out loss {loss:.4f} perplexity {math.exp(loss):.2f} (unigram baseline {baseline:.2f}) after "
               f"{step} steps on {world} ranks in {time.monotonic() - started:.1f} s", flush=True)
     if distributed:
