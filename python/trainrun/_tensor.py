@@ -322,3 +322,25 @@ def _setitem(self, index, value):
 
 Tensor.__getitem__ = _getitem
 Tensor.__setitem__ = _setitem
+
+
+# ---- repr: PyTorch's suffixes ------------------------------------------------------------------------------
+_plain_repr = Tensor.__repr__
+
+
+def _repr(self):
+    """tensor([...]) with PyTorch's autograd suffix: requires_grad=True on a leaf that requires grad, or the
+    node that made it (grad_fn=<MulBackward0>; trainrun's node names get PyTorch's first-overload 0)."""
+    text = _plain_repr(self)
+    grad_fn = self.grad_fn
+    if grad_fn is not None:
+        name = grad_fn.name()
+        suffix = f"grad_fn=<{name}0>" if name.endswith("Backward") else f"grad_fn=<{name}>"
+    elif self.requires_grad:
+        suffix = "requires_grad=True"
+    else:
+        return text
+    return text[:-1] + ", " + suffix + ")"
+
+
+Tensor.__repr__ = _repr
