@@ -96,7 +96,8 @@ from trainrun.nn._layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveM
                                  CosineSimilarity, PairwiseDistance, Softmax2d, GroupNorm, Identity, MultiheadAttention, PixelShuffle,
                                  PixelUnshuffle, PReLU, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
                                  ReplicationPad2d, Unflatten, Unfold, Upsample, ZeroPad2d)
-from trainrun.nn._transformer import TransformerEncoder, TransformerEncoderLayer  # noqa: E402,F401
+from trainrun.nn._transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: E402,F401
+                                      TransformerEncoder, TransformerEncoderLayer)
 from trainrun.nn._recurrent import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell  # noqa: E402,F401
 from trainrun.nn import utils  # noqa: E402,F401
 from trainrun.nn import parallel  # noqa: E402,F401
