@@ -344,3 +344,20 @@ def test_optimizer_state_saved_from_fsdp_loads_on_other_rank_counts(ranks, tmp_p
     ranks.run_function(2, load_fsdp_with_optimizer, folder)
     ranks.run_function(3, load_fsdp_with_optimizer, folder)
     _load_and_compare(_model(), folder)  # one process, no process group
+
+
+def test_filesystem_writer_and_reader_name_the_folder(tmp_path):
+    import trainrun.distributed.checkpoint as dcp
+    model = _model()
+    _set_expected(model)
+    dcp.save({"model": model.state_dict(), "step": 7}, storage_writer=dcp.FileSystemWriter(str(tmp_path / "fs")))
+    state = {"model": {k: v.clone().zero_() for k, v in model.state_dict().items()}, "step": 0}
+    dcp.load(state, storage_reader=dcp.FileSystemReader(tmp_path / "fs"))
+    assert state["step"] == 7
+    _check_expected(state["model"], lambda p: p)
+    with pytest.raises(ValueError, match="name different folders"):
+        dcp.load(state, checkpoint_id=str(tmp_path / "other"), storage_reader=dcp.FileSystemReader(tmp_path / "fs"))
+    with pytest.raises(RuntimeError, match="overwrite=False"):
+        dcp.FileSystemWriter(tmp_path / "fs", overwrite=False)
+    with pytest.raises(NotImplementedError, match="planner is not supported"):
+        dcp.save({"step": 1}, checkpoint_id=str(tmp_path / "p"), planner=object())

@@ -64,10 +64,10 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     """Loads checkpoint_id into state_dict in place: tensors (DTensor shards too) get their values whatever
     the sharding was at save time; other values and Stateful objects are replaced and reloaded. Keys of the
     checkpoint that state_dict does not have are ignored; keys it lacks are an error naming them."""
-    if checkpoint_id is None:
-        raise ValueError("load: give checkpoint_id (the checkpoint's folder)")
-    if storage_reader is not None or planner is not None:
-        raise NotImplementedError("load: storage_reader and planner are not supported; checkpoints are folders")
+    from trainrun.distributed.checkpoint.filesystem import FileSystemReader, folder_of
+    checkpoint_id = folder_of(checkpoint_id, storage_reader, FileSystemReader, "load")
+    if planner is not None:
+        raise NotImplementedError("load: planner is not supported (trainrun plans the default way)")
     from trainrun._autograd import no_grad
     folder = str(checkpoint_id)
     metadata = _metadata.read(folder)

@@ -83,10 +83,10 @@ class _SavePlan:
 
 def _prepare(state_dict, checkpoint_id, storage_writer, planner, process_group, no_dist, what):
     """Plans the save on every rank (one exchange of plans) and makes the temporary folder."""
-    if checkpoint_id is None:
-        raise ValueError(f"{what}: give checkpoint_id (the checkpoint's folder)")
-    if storage_writer is not None or planner is not None:
-        raise NotImplementedError(f"{what}: storage_writer and planner are not supported; checkpoints are folders")
+    from trainrun.distributed.checkpoint.filesystem import FileSystemWriter, folder_of
+    checkpoint_id = folder_of(checkpoint_id, storage_writer, FileSystemWriter, what)
+    if planner is not None:
+        raise NotImplementedError(f"{what}: planner is not supported (trainrun plans the default way)")
     folder = os.path.abspath(str(checkpoint_id))
     distributed = dist.is_initialized() and not no_dist
     rank = dist.get_rank(process_group) if distributed else 0
