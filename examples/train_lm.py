@@ -39,7 +39,7 @@ import trainrun.distributed.checkpoint as dcp  # noqa: E402
 import trainrun.nn.functional as F  # noqa: E402
 from trainrun import nn  # noqa: E402
 from trainrun.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # noqa: E402
-from trainrun.distributed.elastic import record  # noqa: E402
+from trainrun.distributed.elastic import metrics, record  # noqa: E402
 from trainrun.utils.data import DataLoader, Dataset, DistributedSampler  # noqa: E402
 
 VOCAB = 256  # bytes
@@ -306,6 +306,7 @@ def main(argv=None):
                 done = len(window_losses)
                 window_losses = []
                 ms = 1000 * elapsed / done
+                metrics.put_metric("tokens_per_s", tokens_per_step * done / elapsed, "train_lm")  # torchelastic's
                 if rank == 0:
                     print(f"step {step:5d}/{args.steps}  loss {mean_loss:.4f}  {tokens_per_step * done / elapsed:7.0f} "
                           f"tok/s  {ms:6.1f} ms/step  ETA {ms * (args.steps - step) / 1000:5.0f} s", flush=True)

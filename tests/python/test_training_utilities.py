@@ -115,3 +115,29 @@ def test_checkpoint_gives_the_same_gradients_with_dropout_and_holds_less():
     assert held_ckpt < held_plain / 3, (held_ckpt, held_plain)
     sequential = trainrun.utils.checkpoint.checkpoint_sequential(model, 3, x, use_reentrant=False)
     assert sequential.shape == (512, 256)
+
+
+def test_torchelastic_module_paths_and_metrics(capsys):
+    from trainrun.distributed.elastic import metrics
+    from trainrun.distributed.elastic.multiprocessing.errors import record
+    assert record is trainrun.distributed.elastic.record
+    seen = []
+
+    class Collect(metrics.MetricHandler):
+        def emit(self, data):
+            seen.append((data.group_name, data.name, data.value))
+
+    metrics.put_metric("dropped", 1.0)  # no handler configured: dropped, as torchelastic's default
+    metrics.configure(Collect(), "train")
+    metrics.put_metric("tokens_per_s", 1234.5, "train")
+
+    @metrics.prof(group="train")
+    def step():
+        return 7
+    assert step() == 7
+    assert seen[0] == ("train", "tokens_per_s", 1234.5)
+    assert [name for _, name, _ in seen[1:]] == ["test_torchelastic_module_paths_and_metrics.<locals>.step.success",
+                                                 "test_torchelastic_module_paths_and_metrics.<locals>.step.duration.ms"]
+    metrics.configure(metrics.ConsoleMetricHandler(), "console")
+    metrics.put_metric("loss", 0.5, "console")
+    assert "[console]: loss=0.5" in capsys.readouterr().out
