@@ -60,15 +60,18 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     checkpoint. The latter is unpickled with only tensors, storages and plain
     containers allowed (torch.load(weights_only=True)); anything else is
     refused, naming it, so no foreign code runs. map_location: a device (or
-    its name) every tensor is moved to."""
+    its name) every tensor is moved to, a dict from saved locations to new
+    ones ({"cuda:0": "cuda:1"}), or a function (storage, location) as
+    torch.load takes (`lambda storage, loc: storage` keeps tensors here)."""
     from trainrun import _torch_checkpoint
     if pickle_module is not None or mmap or pickle_load_args:
         given = [name for name, value in (("pickle_module", pickle_module is not None), ("mmap", mmap)) if value]
         given += sorted(pickle_load_args)
         raise NotImplementedError(f"load(): {', '.join(given)} not supported (trainrun reads weights only, with "
                                   "its own restricted unpickler)")
-    if map_location is not None and not isinstance(map_location, (str, device)):
-        raise TypeError(f"load(): map_location must be a device or its name, got {type(map_location).__name__}")
+    if map_location is not None and not isinstance(map_location, (str, device, dict)) and not callable(map_location):
+        raise TypeError(f"load(): map_location must be a device, its name, a dict of locations or a function, got "
+                        f"{type(map_location).__name__}")
     path = f if hasattr(f, "read") else str(f)
     if _torch_checkpoint.is_torch_checkpoint(path):
         result = _torch_checkpoint.load_torch_checkpoint(path)
@@ -76,13 +79,28 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
         raise ValueError("load(): a file object must hold a torch.save checkpoint (safetensors are read by path)")
     else:
         result = _C.load(path)
-    return result if map_location is None or str(map_location) == "cpu" else _to_device(result, map_location)
+    if map_location is None or (isinstance(map_location, (str, device)) and str(map_location) == "cpu"):
+        return result
+    return _to_device(result, map_location)
+
+
+def _mapped(t, where):
+    """Where map_location sends tensor t: a device; a dict from saved locations ("cuda:0") to new ones
+    (a location not in it stays); or a function (storage, location) -> storage, called with the tensor."""
+    location = str(t.device)
+    if isinstance(where, dict):
+        target = where.get(location, location)
+        return t if str(target) == location else t.to(target)
+    if callable(where) and not isinstance(where, device):
+        moved = where(t, location)
+        return t if moved is None else moved
+    return t.to(where)
 
 
 def _to_device(value, where):
-    """Every tensor inside dicts, lists and tuples moved to `where`."""
+    """Every tensor inside dicts, lists and tuples moved as map_location says."""
     if isinstance(value, Tensor):
-        return value.to(where)
+        return _mapped(value, where)
     if isinstance(value, dict):
         return type(value)((k, _to_device(v, where)) for k, v in value.items())
     if isinstance(value, (list, tuple)):

@@ -185,6 +185,7 @@ IDIOMS = [
     ("pad_sequence", "from torch.nn.utils.rnn import pad_sequence\nresult = pad_sequence([x[0, :2], x[1], x[2, :1]], batch_first=True, padding_value=-1.0)"),
     ("linalg norms", "result = [torch.linalg.vector_norm(x), torch.linalg.vector_norm(x, 1, dim=1), torch.linalg.norm(x), torch.linalg.vector_norm(x, float('inf'), dim=0, keepdim=True), torch.linalg.matrix_norm(x, 1), torch.linalg.matrix_norm(x, float('inf')), torch.linalg.matrix_norm(x, 'nuc')]"),
     ("linalg inv det solve gradients", "A = (x[:, :3] + 4 * torch.eye(3)).double().requires_grad_()\nb = torch.ones(3, dtype=torch.float64)\n(torch.linalg.inv(A).sum() + torch.linalg.det(A) + torch.linalg.solve(A, b).sum()).backward()\nresult = (torch.linalg.det(A), A.grad)"),
+    ("load map_location forms", "import tempfile, os\npath = os.path.join(tempfile.mkdtemp(), 'm.pt'); torch.save({'w': x, 'step': 3}, path)\nresult = [torch.load(path, map_location={'cuda:0': 'cpu'})['w'], torch.load(path, map_location=lambda storage, loc: storage)['w'], torch.load(path, map_location=torch.device('cpu'))['step']]"),
     ("pickle tensor", "import pickle\nresult = pickle.loads(pickle.dumps(x.t()))"),
     ("share_memory_", "t = torch.zeros(3).share_memory_()\nresult = (t.is_shared(), t)"),
     # ---- errors
