@@ -255,6 +255,8 @@ Tensor.permute = lambda self, *dims_, dims=None: _original_permute(self, int_lis
 
 
 # --- indexing ---------------------------------------------------------------------
+from trainrun import _indexing  # noqa: E402  (advanced indexing: tensors and lists in an index)
+
 def _basic_index(self, index):
     """A view for ints, slices, None and Ellipsis (PyTorch's basic indexing)."""
     if not isinstance(index, tuple):
@@ -301,17 +303,33 @@ def _getitem(self, index):
     if isinstance(index, (list, np.ndarray)):
         index = tensor(index)
     if isinstance(index, Tensor) and index.ndim > 0 or (isinstance(index, Tensor) and index.dtype == _C.dtype.bool):
-        if index.dtype == _C.dtype.bool:
+        if index.dtype == _C.dtype.bool and index.ndim == self.ndim:
             return _C.masked_select(self, index)
-        flat = index.reshape(-1).to(_C.dtype.int64)
-        return _C.index_select(self, 0, flat).reshape(list(index.shape) + list(self.shape[1:]))
+        if index.dtype != _C.dtype.bool:
+            flat = index.reshape(-1).to(_C.dtype.int64)
+            return _C.index_select(self, 0, flat).reshape(list(index.shape) + list(self.shape[1:]))
+    if _indexing.is_advanced(index):  # tensors or lists inside a tuple: x[rows, cols], x[:, [0, 2]]
+        return _indexing.getitem(self, index)
     return _basic_index(self, index)
 
 
 def _setitem(self, index, value):
+    if isinstance(index, (list, np.ndarray)):
+        index = tensor(index)
     if isinstance(index, Tensor) and index.dtype == _C.dtype.bool:
-        result = _C.masked_fill(self, index, _number(value)) if _is_number(value) else _C.where(index, value, self)
-        self.copy_(result)
+        # A mask over the leading dims selects whole rows: widen it to self's shape.
+        mask = index.reshape(list(index.shape) + [1] * (self.ndim - index.ndim)).expand(*self.shape) \
+            if index.ndim < self.ndim else index
+        if _is_number(value):
+            self.copy_(_C.masked_fill(self, mask, _number(value)))
+            return
+        value = value if isinstance(value, Tensor) else tensor(value, dtype=self.dtype)
+        # x[mask] = v: v broadcasts to the selection's shape (count, *trailing), as in PyTorch.
+        selected = [int(index.sum().item())] + list(self.shape[index.ndim:])
+        self.masked_scatter_(mask, value.to(self.dtype).expand(*selected).contiguous())
+        return
+    if _indexing.is_advanced(index):
+        _indexing.setitem(self, index, _number(value) if _is_number(value) else value)
         return
     view = _basic_index(self, index)
     if _is_number(value):
@@ -344,3 +362,39 @@ def _repr(self):
 
 
 Tensor.__repr__ = _repr
+
+
+# ---- tensor hooks: a handle to remove them ----------------------------------------------------------------
+_register_hook = Tensor.register_hook
+
+
+class _HookHandle:
+    """What register_hook returns: handle.remove() stops the hook (it stays registered, doing nothing)."""
+
+    def __init__(self):
+        self.removed = False
+
+    def remove(self):
+        self.removed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _register_hook_with_handle(self, hook):
+    """hook(grad) runs when the gradient for this tensor is computed; a tensor it returns replaces the
+    gradient. Returns a handle whose remove() unregisters it, as PyTorch's."""
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    handle = _HookHandle()
+
+    def call(grad):
+        return None if handle.removed else hook(grad)
+    _register_hook(self, call)
+    return handle
+
+
+Tensor.register_hook = _register_hook_with_handle
