@@ -107,16 +107,29 @@ class _GroupsMixin:
         if params and isinstance(params[0], dict):
             first, rest = params[0], params[1:]
             init(list(first["params"]))
+            self._remember_defaults()  # the constructor's options, before the first group's own
             for key, value in _to_options(first).items():
                 _C.optim.Optimizer._set_group_option(self, 0, key, value)
             for group in rest:
                 self.add_param_group(group)
         else:
             init(params)
+            self._remember_defaults()
+
+    def _remember_defaults(self):
+        first = _ParamGroup(self, 0)
+        self.__dict__["_defaults"] = {k: first[k] for k in first if k != "params"}
 
     @property
     def param_groups(self):
         return [_ParamGroup(self, i) for i in range(_C.optim.Optimizer._group_count(self))]
+
+    @property
+    def defaults(self):
+        """The options a group gets when add_param_group does not give them (the constructor's)."""
+        if "_defaults" not in self.__dict__:
+            self._remember_defaults()
+        return self.__dict__["_defaults"]
 
     @property
     def state(self):
