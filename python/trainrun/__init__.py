@@ -236,3 +236,9 @@ def set_float32_matmul_precision(precision):
 def get_float32_matmul_precision():
     return _matmul_precision
 from trainrun import linalg  # noqa: E402,F401
+
+
+def round(input, *, decimals=0, out=None):  # noqa: A001,A002  (PyTorch's names)
+    """Round half to even, at `decimals` places."""
+    result = input.round(decimals=decimals)
+    return out.copy_(result) if out is not None else result

@@ -398,3 +398,44 @@ def _register_hook_with_handle(self, hook):
 
 
 Tensor.register_hook = _register_hook_with_handle
+
+
+# ---- Tensor.type: PyTorch's legacy type names ----------------------------------------------------------------
+_LEGACY_TYPES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+                 "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
+                 "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+
+
+def _type(self, dtype=None, non_blocking=False):
+    """No argument: the legacy type name ('torch.FloatTensor', 'torch.cuda.FloatTensor'), as PyTorch writes it.
+    A dtype or such a name: the tensor in that dtype."""
+    if dtype is None:
+        name = _LEGACY_TYPES.get(str(self.dtype).rsplit(".", 1)[-1], "Tensor")
+        return f"torch.cuda.{name}" if self.device.type == "cuda" else f"torch.{name}"
+    if isinstance(dtype, str):
+        by_name = {v: k for k, v in _LEGACY_TYPES.items()}
+        short = dtype.rsplit(".", 1)[-1]
+        if short not in by_name:
+            raise ValueError(f"type(): invalid type: '{dtype}'")
+        target = getattr(__import__("trainrun"), by_name[short])
+        moved = self.cuda() if ".cuda." in dtype and self.device.type != "cuda" else self
+        return moved.to(target)
+    return self.to(dtype)
+
+
+Tensor.type = _type
+
+
+# ---- round(decimals=) ---------------------------------------------------------------------------------------
+_round = Tensor.round
+
+
+def _round_decimals(self, decimals=0):
+    """Round half to even, at `decimals` places (negative: tens, hundreds, ...)."""
+    if decimals == 0:
+        return _round(self)
+    scale = 10.0 ** decimals
+    return _round(self * scale) / scale
+
+
+Tensor.round = _round_decimals

@@ -380,3 +380,45 @@ class Softmax2d(Module):
         if input.dim() not in (3, 4):
             raise ValueError(f"Softmax2d: expected input with 3 or 4 dimensions, got {input.dim()}")
         return F.softmax(input, -3)
+
+
+class _InstanceNorm(Module):
+    """Each sample's channels normalised over their spatial positions (affine and running statistics off by
+    default, as PyTorch's); an unbatched input (C, *spatial) is taken too."""
+
+    _spatial = 1
+
+    def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False, device=None,
+                 dtype=None):
+        super().__init__()
+        if track_running_stats:
+            raise NotImplementedError(f"{type(self).__name__}(track_running_stats=True) is not supported")
+        self.num_features, self.eps, self.momentum, self.affine = num_features, eps, momentum, affine
+        self.track_running_stats = False
+        if affine:
+            self.weight = Parameter(_C.ones([num_features], dtype=dtype, device=device))
+            self.bias = Parameter(_C.zeros([num_features], dtype=dtype, device=device))
+
+    def forward(self, input):  # noqa: A002
+        batched = input.dim() == self._spatial + 2
+        if not batched and input.dim() != self._spatial + 1:
+            raise ValueError(f"{type(self).__name__}: expected {self._spatial + 1}D (unbatched) or "
+                             f"{self._spatial + 2}D (batched) input, got {input.dim()}D")
+        x = input if batched else input.unsqueeze(0)
+        if x.shape[1] != self.num_features and self.affine:
+            raise ValueError(f"{type(self).__name__}: expected {self.num_features} channels, got {x.shape[1]}")
+        w, b = (self.weight, self.bias) if self.affine else (None, None)
+        out = F.instance_norm(x, weight=w, bias=b, eps=self.eps)
+        return out if batched else out.squeeze(0)
+
+    def extra_repr(self):
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, " \
+               f"track_running_stats={self.track_running_stats}"
+
+
+class InstanceNorm1d(_InstanceNorm):
+    _spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    _spatial = 2

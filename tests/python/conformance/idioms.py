@@ -194,6 +194,9 @@ IDIOMS = [
     ("logits at labels", "logp = F.log_softmax(x, dim=1); labels = torch.tensor([3, 0, 2])\nresult = -logp[torch.arange(len(labels)), labels].mean()"),
     ("advanced setitem forms", "a = x.clone(); a[torch.tensor([0, 2])] = 0; b = x.clone(); b[:, [1, 3]] = -1.0\nc = x.clone(); c[torch.arange(3), torch.tensor([0, 1, 3])] = torch.tensor([7., 8., 9.])\nd = x.clone(); d[d > 1] += 10\nresult = [a, b, c, d]"),
     ("error: advanced index out of range", "result = x[:, torch.tensor([0, 4])]"),
+    ("InstanceNorm", "y = x.view(1, 3, 4)\nresult = [nn.InstanceNorm1d(3)(y), nn.InstanceNorm1d(3, affine=True)(x), repr(nn.InstanceNorm2d(3))]"),
+    ("Tensor.type", "result = (x.type(), x.type(torch.int64), str(x.type('torch.DoubleTensor').dtype).split('.')[-1], torch.tensor([1]).type())"),
+    ("round decimals", "result = [(x * 1.2345).round(decimals=2), torch.round(x * 123.0, decimals=-1)]"),
     ("pickle tensor", "import pickle\nresult = pickle.loads(pickle.dumps(x.t()))"),
     ("share_memory_", "t = torch.zeros(3).share_memory_()\nresult = (t.is_shared(), t)"),
     # ---- errors
