@@ -258,38 +258,9 @@ Tensor.permute = lambda self, *dims_, dims=None: _original_permute(self, int_lis
 from trainrun import _indexing  # noqa: E402  (advanced indexing: tensors and lists in an index)
 
 def _basic_index(self, index):
-    """A view for ints, slices, None and Ellipsis (PyTorch's basic indexing)."""
-    if not isinstance(index, tuple):
-        index = (index,)
-    consumed = builtins.sum(1 for i in index if i is not None and i is not Ellipsis)
-    if consumed > self.ndim:
-        raise IndexError(f"too many indices for tensor of dimension {self.ndim}")
-    result, dim, seen_ellipsis = self, 0, False
-    for i in index:
-        if i is Ellipsis:
-            if seen_ellipsis:
-                raise IndexError("an index can only have a single ellipsis ('...')")
-            seen_ellipsis = True
-            dim += self.ndim - consumed
-        elif i is None:
-            result = result.unsqueeze(dim)
-            dim += 1
-        elif isinstance(i, slice):
-            step = 1 if i.step is None else i.step
-            if step <= 0:
-                raise ValueError("slice step must be positive")
-            result = result.slice(dim, i.start, i.stop, step)
-            dim += 1
-        elif isinstance(i, (builtins.int, np.integer)) or (isinstance(i, Tensor) and i.ndim == 0 and
-                                                           not i.is_floating_point()):
-            size = result.shape[dim]
-            k = builtins.int(i)
-            if k < -size or k >= size:
-                raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {size}")
-            result = result.select(dim, k)
-        else:
-            raise TypeError(f"indices must be ints, slices, None, Ellipsis or tensors, not {type(i).__name__}")
-    return result
+    """A view for ints, slices, None and Ellipsis (PyTorch's basic indexing; _indexing.py walks the index)."""
+    view, advanced = _indexing._split(self, index)
+    return view
 
 
 _select = Tensor.select  # the C++ method (the op table later wraps it for keyword arguments)

@@ -12,6 +12,15 @@ from trainrun.nn._module import Module
 _Dropout = declared()["Dropout"]
 
 
+def _activation(activation, where):
+    """"relu", "gelu" or a callable, as the layers' activation= takes it."""
+    if not isinstance(activation, str):
+        return activation
+    if activation not in ("relu", "gelu"):
+        raise ValueError(f"{where}: activation must be 'relu', 'gelu' or a callable, got {activation!r}")
+    return F.relu if activation == "relu" else F.gelu
+
+
 class TransformerEncoderLayer(Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=F.relu, layer_norm_eps=1e-05,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
@@ -26,12 +35,7 @@ class TransformerEncoderLayer(Module):
         self.linear1, self.linear2 = Linear(d_model, dim_feedforward), Linear(dim_feedforward, d_model)
         self.dropout, self.dropout1, self.dropout2 = _Dropout(dropout), _Dropout(dropout), _Dropout(dropout)
         self.norm1, self.norm2 = LayerNorm(d_model, eps=layer_norm_eps), LayerNorm(d_model, eps=layer_norm_eps)
-        if isinstance(activation, str):
-            if activation not in ("relu", "gelu"):
-                raise ValueError(f"TransformerEncoderLayer: activation must be 'relu', 'gelu' or a callable, got "
-                                 f"{activation!r}")
-            activation = F.relu if activation == "relu" else F.gelu
-        object.__setattr__(self, "activation", activation)
+        object.__setattr__(self, "activation", _activation(activation, "TransformerEncoderLayer"))
         object.__setattr__(self, "norm_first", norm_first)
         if device is not None or dtype is not None:
             self.to(dtype if dtype is not None else device)
@@ -96,12 +100,7 @@ class TransformerDecoderLayer(Module):
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps)
         self.norm3 = LayerNorm(d_model, eps=layer_norm_eps)
-        if isinstance(activation, str):
-            if activation not in ("relu", "gelu"):
-                raise ValueError(f"TransformerDecoderLayer: activation must be 'relu', 'gelu' or a callable, got "
-                                 f"{activation!r}")
-            activation = F.relu if activation == "relu" else F.gelu
-        object.__setattr__(self, "activation", activation)
+        object.__setattr__(self, "activation", _activation(activation, "TransformerDecoderLayer"))
         object.__setattr__(self, "norm_first", norm_first)
         if device is not None or dtype is not None:
             self.to(dtype if dtype is not None else device)
