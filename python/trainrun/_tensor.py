@@ -388,7 +388,8 @@ def _type(self, dtype=None, non_blocking=False):
         short = dtype.rsplit(".", 1)[-1]
         if short not in by_name:
             raise ValueError(f"type(): invalid type: '{dtype}'")
-        target = getattr(__import__("trainrun"), by_name[short])
+        import trainrun
+        target = getattr(trainrun, by_name[short])
         moved = self.cuda() if ".cuda." in dtype and self.device.type != "cuda" else self
         return moved.to(target)
     return self.to(dtype)

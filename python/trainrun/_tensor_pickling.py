@@ -7,6 +7,8 @@
 - `tensor.share_memory_()` / `is_shared()`: the storage moves into shared
   memory (tensor/shared_memory.h); trainrun.multiprocessing then passes it
   to other processes as a descriptor instead of bytes."""
+import copy
+
 import numpy as np
 
 import trainrun
@@ -53,7 +55,7 @@ def _deepcopy(self, memo):
     if type(self) is not Tensor:  # Parameter and other subclasses keep their class
         out = type(self).__new__(type(self))
         Tensor.__init__(out, values)
-        out.__dict__.update(__import__("copy").deepcopy(self.__dict__, memo))
+        out.__dict__.update(copy.deepcopy(self.__dict__, memo))
     else:
         out = values
     out.requires_grad_(self.requires_grad)

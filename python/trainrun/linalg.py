@@ -149,11 +149,6 @@ def solve(A, B, *, left=True, out=None):  # noqa: N803
     return _Solve.apply(A, B)
 
 
-def slogdet(A):  # noqa: N803
-    """(sign, logabsdet) of det(A), without a gradient."""
-    return _slogdet(A)
-
-
 def _svdvals(A):  # noqa: N803
     return _back(np.linalg.svd(_host(A), compute_uv=False), A)
 
@@ -183,7 +178,7 @@ svd = _tuple_op("svd", ["U", "S", "Vh"], lambda a, full_matrices=True, driver=No
 eigh = _tuple_op("eigh", ["eigenvalues", "eigenvectors"], lambda a, UPLO="L": np.linalg.eigh(a, UPLO))  # noqa: N803
 
 
-_slogdet = _tuple_op("slogdet", ["sign", "logabsdet"], lambda a: np.linalg.slogdet(a))
+slogdet = _tuple_op("slogdet", ["sign", "logabsdet"], lambda a: np.linalg.slogdet(a))
 
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None):  # noqa: N803

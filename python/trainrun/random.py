@@ -4,6 +4,7 @@ The state covers both of trainrun's default generators: the counter-based
 one behind random ops (rand, randn, dropout, multinomial) and the Mersenne
 Twister that reproduces PyTorch's permutations and shuffles."""
 import contextlib
+import os
 import pickle
 
 import numpy as np
@@ -20,7 +21,7 @@ def manual_seed(seed):
 def seed():
     """Seeds from the operating system's entropy; returns the seed."""
     import trainrun
-    s = int.from_bytes(__import__("os").urandom(8), "little") % (1 << 63)
+    s = int.from_bytes(os.urandom(8), "little") % (1 << 63)
     trainrun.manual_seed(s)
     return s
 

@@ -34,11 +34,12 @@ def _fail(msg, default):
 
 def _compare_tensors(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, check_stride, msg, path):
     where = f" for item {path}" if path else ""
-    for attribute, a, e in (("shape", actual.shape, expected.shape),
-                            ("device", actual.device, expected.device) if check_device else (None, 0, 0),
-                            ("dtype", actual.dtype, expected.dtype) if check_dtype else (None, 0, 0),
-                            ("stride()", actual.stride(), expected.stride()) if check_stride else (None, 0, 0)):
-        if attribute is not None and a != e:
+    checks = [("shape", actual.shape, expected.shape)]
+    checks += [("device", actual.device, expected.device)] if check_device else []
+    checks += [("dtype", actual.dtype, expected.dtype)] if check_dtype else []
+    checks += [("stride()", actual.stride(), expected.stride())] if check_stride else []
+    for attribute, a, e in checks:
+        if a != e:
             _fail(msg, f"The values for attribute '{attribute}' do not match{where}: {a} != {e}.")
     rtol, atol = _tolerances(actual, expected, rtol, atol)
     a = actual.detach().cpu().to(_C.dtype.float64).numpy() if actual.is_floating_point() or \

@@ -5,7 +5,7 @@ import sys
 import types
 
 import trainrun
-from trainrun.amp.autocast_mode import autocast
+from trainrun.amp.autocast_mode import autocast, is_autocast_enabled
 from trainrun.amp.grad_scaler import GradScaler
 
 
@@ -40,9 +40,4 @@ def install():
     trainrun.cuda.amp = _module("trainrun.cuda.amp", autocast=_CudaAutocast, GradScaler=_CudaGradScaler)
     trainrun.cpu = _module("trainrun.cpu", amp=_module("trainrun.cpu.amp", autocast=_CpuAutocast))
     trainrun.autocast = autocast
-    trainrun.is_autocast_enabled = lambda device_type="cuda": autocast_enabled(device_type)
-
-
-def autocast_enabled(device_type):
-    from trainrun.amp.autocast_mode import is_autocast_enabled
-    return is_autocast_enabled(device_type)
+    trainrun.is_autocast_enabled = is_autocast_enabled

@@ -8,6 +8,7 @@ in task order. A worker's exception is re-raised here with its traceback; a
 worker that dies is named with its pid and exit code or signal."""
 import itertools
 import multiprocessing
+import os
 import queue
 import signal
 import time
@@ -57,7 +58,6 @@ class MultiProcessingDataLoaderIter:
         self._done_event = ctx.Event()
         self._index_queues, self._workers = [], []
         self._shutdown = False
-        import os
         for worker_id in range(self._num_workers):
             index_queue = Queue(ctx=ctx)
             index_queue.cancel_join_thread()

@@ -66,7 +66,6 @@ class IterableDatasetStopIteration:
 @dataclass(frozen=True)
 class ResumeIteration:
     """Sent to persistent workers at a new epoch: start the dataset's iterator again."""
-    seed: int = None
 
 
 def numpy_seed(base_seed, worker_id):
@@ -85,8 +84,7 @@ def numpy_seed(base_seed, worker_id):
         return (value ^ (value >> xshift)) & mask
 
     def mix(x, y):
-        result = ((0xca01f9dd * x) & mask) - ((0x4973f715 * y) & mask) & mask
-        result &= mask
+        result = (((0xca01f9dd * x) & mask) - ((0x4973f715 * y) & mask)) & mask
         return (result ^ (result >> xshift)) & mask
 
     pool = [hash_value(e) for e in entropy]
