@@ -411,3 +411,16 @@ def _round_decimals(self, decimals=0):
 
 
 Tensor.round = _round_decimals
+
+
+def _as_subclass(self, cls):
+    """The same tensor (data, autograd history) as an instance of cls, a subclass of Tensor: how Parameters
+    and user subclasses are made from a plain tensor, as PyTorch's Tensor.as_subclass."""
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"as_subclass: expected a subclass of trainrun.Tensor, got {cls!r}")
+    out = cls.__new__(cls)
+    Tensor.__init__(out, self)
+    return out
+
+
+Tensor.as_subclass = _as_subclass

@@ -53,8 +53,7 @@ def _deepcopy(self, memo):
     values = _C._tensor_on_storage(new_storage, self.dtype, list(self.shape), list(self.stride()),
                                    self.storage_offset()) if storage.nbytes() else self.detach().clone()
     if type(self) is not Tensor:  # Parameter and other subclasses keep their class
-        out = type(self).__new__(type(self))
-        Tensor.__init__(out, values)
+        out = values.as_subclass(type(self))
         out.__dict__.update(copy.deepcopy(self.__dict__, memo))
     else:
         out = values
@@ -71,9 +70,7 @@ def _rebuild_tensor(data, dtype_name, size, stride, storage_offset, requires_gra
     if device != "cpu":
         t = t.to(device)
     if cls is not None and cls is not Tensor:
-        out = cls.__new__(cls)
-        Tensor.__init__(out, t)
-        t = out
+        t = t.as_subclass(cls)
     if requires_grad:
         t.requires_grad_(True)
     return t

@@ -112,9 +112,7 @@ def rebuild_tensor(cls, handle, dtype_name, size, stride, storage_offset, requir
     storage = _storage_from_handle(handle)
     t = _C._tensor_on_storage(storage, getattr(trainrun, dtype_name), list(size), list(stride), storage_offset)
     if cls is not _C.Tensor:
-        out = cls.__new__(cls)
-        _C.Tensor.__init__(out, t)
-        t = out
+        t = t.as_subclass(cls)
     if requires_grad:
         t.requires_grad_(True)
     return t

@@ -229,9 +229,7 @@ def _as_parameter(t):
     (the same tensor, not a copy), so isinstance(p, nn.Parameter) holds as in PyTorch."""
     if type(t) is not _C.Tensor:
         return t
-    p = Parameter.__new__(Parameter)
-    _C.Tensor.__init__(p, t)
-    return p
+    return t.as_subclass(Parameter)
 
 
 def _named_tensors(cpp_named, kind):

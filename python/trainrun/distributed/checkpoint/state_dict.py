@@ -84,9 +84,10 @@ def _optimizers(optimizers):
     return list(optimizers) if isinstance(optimizers, (list, tuple)) else [optimizers]
 
 
-def _init_state(model, optimizer):
+def _init_state(optimizer):
     """A fresh optimizer has no state to load into: take one step at learning rate 0 on zero gradients,
-    as PyTorch does, so every state tensor exists with its final shape."""
+    as PyTorch does, so every state tensor exists with its final shape (lr 0 leaves the parameters as they
+    are, weight decay included)."""
     from trainrun._autograd import no_grad
     if optimizer.state:
         return
@@ -99,16 +100,10 @@ def _init_state(model, optimizer):
                 saved_grads.append(p.grad)
                 if p.grad is None:
                     p.grad = p.detach().new_zeros(*p.shape)
-    weight_decays = [group.get("weight_decay", 0.0) for group in optimizer.param_groups]
-    for group in optimizer.param_groups:
-        if "weight_decay" in group:
-            group["weight_decay"] = 0.0
     optimizer.step()
     grads = iter(saved_grads)
-    for group, lr, wd in zip(optimizer.param_groups, saved_lrs, weight_decays):
+    for group, lr in zip(optimizer.param_groups, saved_lrs):
         group["lr"] = lr
-        if "weight_decay" in group:
-            group["weight_decay"] = wd
         for p in group["params"]:
             p.grad = next(grads)
 
@@ -125,7 +120,7 @@ def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None
     names, model_state = _param_names(model)
     out = {"state": {}, "param_groups": []}
     for optimizer in _optimizers(optimizers):
-        _init_state(model, optimizer)
+        _init_state(optimizer)
         params = [p for group in optimizer.param_groups for p in group["params"]]
         raw = optimizer.state_dict()
         for index, state in raw["state"].items():
