@@ -14,35 +14,35 @@
 namespace trainrun {
 namespace {
 
-void send_fd(int sock, int fd) {
+// One byte of data with room for one descriptor in its control message.
+struct OneByteMessage {
   char byte = 0;
   iovec iov{&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  OneByteMessage() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+  }
+};
+
+void send_fd(int sock, int fd) {
+  OneByteMessage m;
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  ASSERT_EQ(sendmsg(sock, &msg, 0), 1);
+  ASSERT_EQ(sendmsg(sock, &m.msg, 0), 1);
 }
 
 int receive_fd(int sock) {
-  char byte;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1) return -1;
+  OneByteMessage m;
+  if (recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC) != 1) return -1;
   int fd;
-  std::memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&msg)), sizeof(int));
+  std::memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&m.msg)), sizeof(int));
   return fd;
 }
 
