@@ -30,6 +30,7 @@ PACKAGES=(
   protobuf-compiler       # proto/: the checkpoint metadata schema
   libprotobuf-dev
   python3-protobuf
+  python3-yaml            # the op list (tensor/ops.yaml) is read by its generator at build time
   python3-matplotlib      # the main job's loss curve (examples/train_lm.py)
 )
 

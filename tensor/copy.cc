@@ -3,18 +3,16 @@
 
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
 #include "tensor/views.h"
 
 namespace trainrun {
-
-using CopySig = Tensor&(Tensor&, const Tensor&);
-using FillSig = Tensor&(Tensor&, const Scalar&);
 
 Tensor& copy_(Tensor& dst, const Tensor& src) {
   if (dst.numel() != 0 && src.sizes() != dst.sizes())
     TR_CHECK(broadcast_shapes(dst.sizes(), src.sizes(), "copy_") == dst.sizes(), ValueError,
              "copy_: source shape {} cannot be broadcast to destination shape {}", src.shape_str(), dst.shape_str());
-  return TR_DISPATCH("copy_", CopySig, keys_of(dst, src), dst, src);
+  return ops::copy_::call(keys_of(dst, src), dst, src);
 }
 
 namespace {
@@ -36,7 +34,7 @@ Tensor& copy_(Tensor& dst, const Tensor& src, bool non_blocking) {
   return dst;
 }
 
-Tensor& fill_(Tensor& x, const Scalar& v) { return TR_DISPATCH("fill_", FillSig, keys_of(x), x, v); }
+Tensor& fill_(Tensor& x, const Scalar& v) { return ops::fill_::call(keys_of(x), x, v); }
 
 Tensor& zero_(Tensor& x) { return fill_(x, 0); }
 

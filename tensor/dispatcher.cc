@@ -59,6 +59,12 @@ OpTable& Dispatcher::table(const std::string& name, std::type_index signature) {
   return *it->second;
 }
 
+const OpTable* Dispatcher::find(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tables_.find(name);
+  return it == tables_.end() ? nullptr : it->second.get();
+}
+
 std::vector<std::string> Dispatcher::op_names(std::optional<DispatchKey> missing) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> names;

@@ -83,6 +83,8 @@ class Dispatcher {
   // The table for `name`; created on first use. Throws TypeError when the op
   // exists with another signature.
   OpTable& table(const std::string& name, std::type_index signature);
+  // The table for `name`, or nullptr when no kernel or call site has named it.
+  const OpTable* find(const std::string& name);
   [[noreturn]] static void throw_no_kernel(const OpTable& t, DispatchKeySet keys);
   // Names of the ops registered so far, sorted; `missing` keeps only those
   // without a kernel for that key (tests use it to find ops that lack a
@@ -250,8 +252,21 @@ class Op<R(Args...)> {
   OpTable* table_;
 };
 
-// Registers fn as op `name`'s kernel for `key` at static-initialisation time:
-//   static KernelRegistration<Sig> reg("add", DispatchKey::CPU, &add_cpu);
+// Registers fn as the kernel of an op of the list (tensor/ops.yaml) for
+// `key` at static-initialisation time; the op's name and signature come from
+// its generated struct (tensor/op_schemas.h), so a kernel with another
+// signature does not compile:
+//   static OpKernel<ops::add> reg(DispatchKey::CPU, &add_cpu);
+template <typename OpDef>
+struct OpKernel {
+  OpKernel(DispatchKey key, typename OpDef::Sig* fn) { OpDef::handle().register_kernel(static_cast<int>(key), fn); }
+  // Device-generic kernel (used when the backend key has none).
+  explicit OpKernel(typename OpDef::Sig* fn) { OpDef::handle().register_kernel(OpTable::kGenericSlot, fn); }
+};
+
+// The same for an op outside the list (an extension's "my_ext::fused_gelu",
+// a test's), named and typed at the registration:
+//   static KernelRegistration<Sig> reg("my_ext::fused_gelu", DispatchKey::CPU, &fused_gelu_cpu);
 template <typename Sig>
 struct KernelRegistration {
   KernelRegistration(const char* name, DispatchKey key, Sig* fn) {
@@ -272,7 +287,8 @@ struct CompositeRegistration {
 
 }  // namespace trainrun
 
-// Calls op `name` with signature Sig through the dispatcher:
+// Calls op `name`, outside the list, with signature Sig through the
+// dispatcher (an op of the list is called as ops::<name>::call(keys, ...)):
 //   return TR_DISPATCH("add", Tensor(const Tensor&, const Tensor&), keys_of(a, b), a, b);
 #define TR_DISPATCH(name, Sig, keys, ...)                  \
   ([&]() -> decltype(auto) {                               \

@@ -6,18 +6,12 @@
 
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
 #include "tensor/reductions.h"
 #include "tensor/type_promotion.h"
 
 namespace trainrun {
 namespace {
-
-using UnarySig = Tensor(const Tensor&, const Tensor&);
-using BinarySig = Tensor(const Tensor&, const Tensor&, const Tensor&);
-using AlphaSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
-using TernarySig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
-using AddcSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Tensor&);
-using ClampSig = Tensor(const Tensor&, const std::optional<Scalar>&, const std::optional<Scalar>&, const Tensor&);
 
 // A 0-dim tensor standing for a number: promotes like a Python scalar.
 Tensor wrap(const Scalar& s) {
@@ -36,12 +30,12 @@ Tensor& finish_out(Tensor& out) {
 bool is_wrapped_number(const Tensor& t) { return t.impl()->is_wrapped_number(); }
 DType result_type(const Tensor& a, const Tensor& b) { return result_type(std::vector<Tensor>{a, b}); }
 
-#define TR_DEFINE_UNARY(name)                                                                   \
-  Tensor name(const Tensor& x) { return TR_DISPATCH(#name, UnarySig, keys_of(x), x, Tensor()); } \
-  Tensor& name##_out(Tensor& out, const Tensor& x) {                                            \
-    TR_DISPATCH(#name, UnarySig, keys_of(x, out), x, out);                                      \
-    return finish_out(out);                                                                      \
-  }                                                                                              \
+#define TR_DEFINE_UNARY(name)                                                       \
+  Tensor name(const Tensor& x) { return ops::name::call(keys_of(x), x, Tensor()); } \
+  Tensor& name##_out(Tensor& out, const Tensor& x) {                                \
+    ops::name::call(keys_of(x, out), x, out);                                       \
+    return finish_out(out);                                                         \
+  }                                                                                 \
   Tensor& name##_(Tensor& x) { return name##_out(x, x); }
 TR_DEFINE_UNARY(exp)
 TR_DEFINE_UNARY(log)
@@ -65,31 +59,30 @@ TR_DEFINE_UNARY(bitwise_not)
 #undef TR_DEFINE_UNARY
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
-  return TR_DISPATCH("gelu", Tensor(const Tensor&, const std::string&, const Tensor&), keys_of(x), x, approximate,
-                     Tensor());
+  return ops::gelu::call(keys_of(x), x, approximate, Tensor());
 }
 Tensor& gelu_out(Tensor& out, const Tensor& x, const std::string& approximate) {
-  TR_DISPATCH("gelu", Tensor(const Tensor&, const std::string&, const Tensor&), keys_of(x, out), x, approximate, out);
+  ops::gelu::call(keys_of(x, out), x, approximate, out);
   return finish_out(out);
 }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
-  return TR_DISPATCH("clamp", ClampSig, keys_of(x), x, min, max, Tensor());
+  return ops::clamp::call(keys_of(x), x, min, max, Tensor());
 }
 Tensor& clamp_out(Tensor& out, const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
-  TR_DISPATCH("clamp", ClampSig, keys_of(x, out), x, min, max, out);
+  ops::clamp::call(keys_of(x, out), x, min, max, out);
   return finish_out(out);
 }
 Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) { return clamp_out(x, x, min, max); }
 
-#define TR_DEFINE_BINARY(name)                                                                           \
-  Tensor name(const Tensor& a, const Tensor& b) { return TR_DISPATCH(#name, BinarySig, keys_of(a, b), a, b, Tensor()); } \
-  Tensor name(const Tensor& a, const Scalar& b) { return name(a, wrap(b)); }                              \
-  Tensor& name##_out(Tensor& out, const Tensor& a, const Tensor& b) {                                     \
-    TR_DISPATCH(#name, BinarySig, keys_of(a, b, out), a, b, out);                                         \
+#define TR_DEFINE_BINARY(name)                                                                             \
+  Tensor name(const Tensor& a, const Tensor& b) { return ops::name::call(keys_of(a, b), a, b, Tensor()); } \
+  Tensor name(const Tensor& a, const Scalar& b) { return name(a, wrap(b)); }                               \
+  Tensor& name##_out(Tensor& out, const Tensor& a, const Tensor& b) {                                      \
+    ops::name::call(keys_of(a, b, out), a, b, out);                                                        \
     return finish_out(out);                                                                                \
   }                                                                                                        \
-  Tensor& name##_(Tensor& a, const Tensor& b) { return name##_out(a, a, b); }                             \
+  Tensor& name##_(Tensor& a, const Tensor& b) { return name##_out(a, a, b); }                              \
   Tensor& name##_(Tensor& a, const Scalar& b) { return name##_out(a, a, wrap(b)); }
 TR_DEFINE_BINARY(mul)
 TR_DEFINE_BINARY(div)
@@ -111,15 +104,15 @@ TR_DEFINE_BINARY(bitwise_or)
 TR_DEFINE_BINARY(bitwise_xor)
 #undef TR_DEFINE_BINARY
 
-#define TR_DEFINE_ALPHA(name)                                                                            \
+#define TR_DEFINE_ALPHA(name)                                                                             \
   Tensor name(const Tensor& a, const Tensor& b, const Scalar& alpha) {                                    \
-    return TR_DISPATCH(#name, AlphaSig, keys_of(a, b), a, b, alpha, Tensor());                            \
-  }                                                                                                        \
+    return ops::name::call(keys_of(a, b), a, b, alpha, Tensor());                                         \
+  }                                                                                                       \
   Tensor name(const Tensor& a, const Scalar& b, const Scalar& alpha) { return name(a, wrap(b), alpha); }  \
-  Tensor& name##_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha) {               \
-    TR_DISPATCH(#name, AlphaSig, keys_of(a, b, out), a, b, alpha, out);                                   \
-    return finish_out(out);                                                                                \
-  }                                                                                                        \
+  Tensor& name##_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha) {                \
+    ops::name::call(keys_of(a, b, out), a, b, alpha, out);                                                \
+    return finish_out(out);                                                                               \
+  }                                                                                                       \
   Tensor& name##_(Tensor& a, const Tensor& b, const Scalar& alpha) { return name##_out(a, a, b, alpha); } \
   Tensor& name##_(Tensor& a, const Scalar& b, const Scalar& alpha) { return name##_out(a, a, wrap(b), alpha); }
 TR_DEFINE_ALPHA(add)
@@ -127,38 +120,37 @@ TR_DEFINE_ALPHA(sub)
 #undef TR_DEFINE_ALPHA
 
 Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode) {
-  return TR_DISPATCH("div.rounding", Tensor(const Tensor&, const Tensor&, const std::string&, const Tensor&),
-                     keys_of(a, b), a, b, rounding_mode, Tensor());
+  return ops::div_rounding::call(keys_of(a, b), a, b, rounding_mode, Tensor());
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   TR_CHECK(cond.dtype() == DType::Bool, TypeError, "where: condition must be a bool tensor, got {}",
            dtype_name(cond.dtype()));
-  return TR_DISPATCH("where", TernarySig, keys_of(cond, a, b), cond, a, b, Tensor());
+  return ops::where::call(keys_of(cond, a, b), cond, a, b, Tensor());
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) { return where(cond, a, wrap(b)); }
 
 Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& weight) {
-  return TR_DISPATCH("lerp", TernarySig, keys_of(a, b, weight), a, b, weight, Tensor());
+  return ops::lerp::call(keys_of(a, b, weight), a, b, weight, Tensor());
 }
 Tensor lerp(const Tensor& a, const Tensor& b, const Scalar& weight) { return lerp(a, b, wrap(weight)); }
 Tensor& lerp_(Tensor& a, const Tensor& b, const Scalar& weight) {
-  TR_DISPATCH("lerp", TernarySig, keys_of(a, b), a, b, wrap(weight), a);
+  ops::lerp::call(keys_of(a, b), a, b, wrap(weight), a);
   return finish_out(a);
 }
 
 Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
-  return TR_DISPATCH("addcmul", AddcSig, keys_of(self, t1, t2), self, t1, t2, value, Tensor());
+  return ops::addcmul::call(keys_of(self, t1, t2), self, t1, t2, value, Tensor());
 }
 Tensor& addcmul_(Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
-  TR_DISPATCH("addcmul", AddcSig, keys_of(self, t1, t2), self, t1, t2, value, self);
+  ops::addcmul::call(keys_of(self, t1, t2), self, t1, t2, value, self);
   return finish_out(self);
 }
 Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
-  return TR_DISPATCH("addcdiv", AddcSig, keys_of(self, t1, t2), self, t1, t2, value, Tensor());
+  return ops::addcdiv::call(keys_of(self, t1, t2), self, t1, t2, value, Tensor());
 }
 Tensor& addcdiv_(Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
-  TR_DISPATCH("addcdiv", AddcSig, keys_of(self, t1, t2), self, t1, t2, value, self);
+  ops::addcdiv::call(keys_of(self, t1, t2), self, t1, t2, value, self);
   return finish_out(self);
 }
 

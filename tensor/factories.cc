@@ -6,6 +6,7 @@
 #include "tensor/allocator.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
+#include "tensor/op_schemas.h"
 #include "tensor/random_draw.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
@@ -159,7 +160,6 @@ Tensor from_blob(void* data, const IntList& sizes, const IntList& strides, DType
 namespace {
 
 using Distribution = RandomDistribution;
-using RandomFillSig = void(Tensor&, int64_t, double, double, uint64_t, uint64_t);
 
 // Draws into `out` on its own device (tensor/random_draw.h: the values are
 // the same on every device for the same seed).
@@ -170,8 +170,7 @@ void fill_random(Tensor& out, Distribution dist, double a, double b, Generator* 
   const uint64_t key = gen->seed();
   {
     ExcludeDispatchKeyGuard no_autograd(DispatchKey::Autograd);  // a fill, not a graph op
-    TR_DISPATCH("random_fill_", RandomFillSig, keys_of(target), target, static_cast<int64_t>(dist), a, b, key,
-                first);
+    ops::random_fill_::call(keys_of(target), target, static_cast<int64_t>(dist), a, b, key, first);
   }
   if (!target.is_same(out)) copy_(out, target);
 }

@@ -1,6 +1,7 @@
 #include "tensor/fused_optim.h"
 
 #include "tensor/dispatcher.h"
+#include "tensor/op_schemas.h"
 
 namespace trainrun {
 
@@ -19,8 +20,7 @@ void fused_adam_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp
              dtype_name(param.dtype()), param.shape_str());
   }
   TR_CHECK(param.is_contiguous(), ValueError, "{}: the parameter must be contiguous", op);
-  TR_DISPATCH("fused_adam_", void(Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&, const AdamStep&),
-              keys_of(param, grad), param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
+  ops::fused_adam_::call(keys_of(param, grad), param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
   param.impl()->bump_version();
   exp_avg.impl()->bump_version();
   exp_avg_sq.impl()->bump_version();

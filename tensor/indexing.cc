@@ -5,38 +5,35 @@
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
 #include "tensor/type_promotion.h"
 #include "tensor/views.h"
 
 namespace trainrun {
 namespace {
-using ScatterSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, int64_t);
-using TopkSig = std::tuple<Tensor, Tensor>(const Tensor&, int64_t, int64_t, bool, bool);
-using SortSig = std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool, bool);
 constexpr int64_t kAssign = 0, kAdd = 1;
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  return TR_DISPATCH("index_select", Tensor(const Tensor&, int64_t, const Tensor&), keys_of(x, index), x, dim, index);
+  return ops::index_select::call(keys_of(x, index), x, dim, index);
 }
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  return TR_DISPATCH("gather", Tensor(const Tensor&, int64_t, const Tensor&), keys_of(x, index), x, dim, index);
+  return ops::gather::call(keys_of(x, index), x, dim, index);
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  return TR_DISPATCH("scatter", ScatterSig, keys_of(x, index, src), x, dim, index, src, kAssign);
+  return ops::scatter::call(keys_of(x, index, src), x, dim, index, src, kAssign);
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value) {
   return scatter(x, dim, index, scalar_tensor(value, x.dtype()));
 }
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  return TR_DISPATCH("scatter", ScatterSig, keys_of(x, index, src), x, dim, index, src, kAdd);
+  return ops::scatter::call(keys_of(x, index, src), x, dim, index, src, kAdd);
 }
 Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   return copy_(x, scatter_add(x, dim, index, src));
 }
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const Scalar& alpha) {
-  return TR_DISPATCH("index_add", Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, const Scalar&),
-                     keys_of(x, index, src), x, dim, index, src, alpha);
+  return ops::index_add::call(keys_of(x, index, src), x, dim, index, src, alpha);
 }
 Tensor& index_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const Scalar& alpha) {
   return copy_(x, index_add(x, dim, index, src, alpha));
@@ -52,20 +49,18 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
 Tensor& masked_fill_(Tensor& x, const Tensor& mask, const Scalar& value) { return copy_(x, masked_fill(x, mask, value)); }
 
 Tensor masked_select(const Tensor& x, const Tensor& mask) {
-  return TR_DISPATCH("masked_select", Tensor(const Tensor&, const Tensor&), keys_of(x, mask), x, mask);
+  return ops::masked_select::call(keys_of(x, mask), x, mask);
 }
-Tensor nonzero(const Tensor& x) { return TR_DISPATCH("nonzero", Tensor(const Tensor&), keys_of(x), x); }
+Tensor nonzero(const Tensor& x) { return ops::nonzero::call(keys_of(x), x); }
 
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
-  return TR_DISPATCH("topk", TopkSig, keys_of(x), x, k, dim, largest, sorted);
+  return ops::topk::call(keys_of(x), x, k, dim, largest, sorted);
 }
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, bool stable) {
-  return TR_DISPATCH("sort", SortSig, keys_of(x), x, dim, descending, stable);
+  return ops::sort::call(keys_of(x), x, dim, descending, stable);
 }
 
 namespace {
-
-using CatSig = Tensor(const std::vector<Tensor>&, int64_t);
 
 Tensor cat_kernel(const std::vector<Tensor>& tensors, int64_t dim) {
   // Like PyTorch, 1-D empty tensors are skipped (legacy behaviour).
@@ -98,7 +93,7 @@ Tensor cat_kernel(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 // Device-generic: it only allocates and copies.
-KernelRegistration<CatSig> reg_cat("cat", &cat_kernel);
+OpKernel<ops::cat> reg_cat(&cat_kernel);
 
 }  // namespace
 
@@ -106,7 +101,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   TR_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of tensors");
   DispatchKeySet keys;
   for (const Tensor& t : tensors) keys = keys | keys_of(t);
-  return TR_DISPATCH("cat", CatSig, keys, tensors, dim);
+  return ops::cat::call(keys, tensors, dim);
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {

@@ -3,17 +3,15 @@
 #include "tensor/linalg.h"
 
 #include "tensor/autocast.h"
-
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
 #include "tensor/reductions.h"
 #include "tensor/views.h"
 
 namespace trainrun {
 namespace {
-using MmSig = Tensor(const Tensor&, const Tensor&, const Tensor&);
-using AddmmSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&);
 
 // The operands' checks, here once for every device's kernel.
 void check_operands(const Tensor& a, const Tensor& b, const char* op) {
@@ -47,23 +45,23 @@ void check_bmm(const Tensor& a, const Tensor& b) {
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_mm(a, b, "mm");
-  return TR_DISPATCH("mm", MmSig, keys_of(a, b), a, b, Tensor());
+  return ops::mm::call(keys_of(a, b), a, b, Tensor());
 }
 Tensor& mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
   check_mm(a, b, "mm");
   TR_CHECK(out.dim() == 2 && out.size(0) == a.size(0) && out.size(1) == b.size(1), ValueError,
            "mm: out= has shape {} but the result has shape [{}, {}]", out.shape_str(), a.size(0), b.size(1));
-  TR_DISPATCH("mm", MmSig, keys_of(a, b, out), a, b, out);
+  ops::mm::call(keys_of(a, b, out), a, b, out);
   out.impl()->bump_version();
   return out;
 }
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   check_mm(a, b, "addmm");
-  return TR_DISPATCH("addmm", AddmmSig, keys_of(self, a, b), self, a, b, beta, alpha);
+  return ops::addmm::call(keys_of(self, a, b), self, a, b, beta, alpha);
 }
 Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   check_bmm(a, b);
-  return TR_DISPATCH("baddbmm", AddmmSig, keys_of(self, a, b), self, a, b, beta, alpha);
+  return ops::baddbmm::call(keys_of(self, a, b), self, a, b, beta, alpha);
 }
 Tensor bmm(const Tensor& a, const Tensor& b) { return baddbmm(Tensor(), a, b, 0, 1); }
 

@@ -7,32 +7,23 @@
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
 #include "tensor/indexing.h"
+#include "tensor/op_schemas.h"
 #include "tensor/reductions.h"
 #include "tensor/views.h"
 
 namespace trainrun {
-namespace {
-using NormSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const IntList&, const Tensor&, const Tensor&, double);
-using Conv2dBackwardSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, const IntList&,
-                                                             const IntList&, const IntList&, int64_t, bool, bool, bool);
-using MaxPoolSig = std::tuple<Tensor, Tensor>(const Tensor&, const IntList&, const IntList&, const IntList&,
-                                              const IntList&, bool);
-}  // namespace
+namespace {}  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) {
-  return TR_DISPATCH("softmax", Tensor(const Tensor&, int64_t), keys_of(x), x, dim);
-}
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  return TR_DISPATCH("log_softmax", Tensor(const Tensor&, int64_t), keys_of(x), x, dim);
-}
+Tensor softmax(const Tensor& x, int64_t dim) { return ops::softmax::call(keys_of(x), x, dim); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return ops::log_softmax::call(keys_of(x), x, dim); }
 
 std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight,
                                               const Tensor& bias, double eps) {
-  return TR_DISPATCH("layer_norm", NormSig, keys_of(x, weight, bias), x, normalized_shape, weight, bias, eps);
+  return ops::layer_norm::call(keys_of(x, weight, bias), x, normalized_shape, weight, bias, eps);
 }
 
 std::tuple<Tensor, Tensor> rms_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight, double eps) {
-  auto r = TR_DISPATCH("rms_norm", NormSig, keys_of(x, weight), x, normalized_shape, weight, Tensor(), eps);
+  auto r = ops::rms_norm::call(keys_of(x, weight), x, normalized_shape, weight, Tensor(), eps);
   return {std::get<0>(r), std::get<2>(r)};
 }
 
@@ -63,37 +54,30 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntList stride, IntList padding,
               IntList dilation, int64_t groups) {
-  return TR_DISPATCH("conv2d",
-                     Tensor(const Tensor&, const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&,
-                            int64_t),
-                     keys_of(input, weight, bias), input, weight, bias, stride, padding, dilation, groups);
+  return ops::conv2d::call(keys_of(input, weight, bias), input, weight, bias, stride, padding, dilation, groups);
 }
 
 std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                                                    IntList stride, IntList padding, IntList dilation, int64_t groups,
                                                    bool need_input, bool need_weight, bool need_bias) {
-  return TR_DISPATCH("conv2d_backward", Conv2dBackwardSig, keys_of(grad_output, input, weight), grad_output, input,
-                     weight, stride, padding, dilation, groups, need_input, need_weight, need_bias);
+  return ops::conv2d_backward::call(keys_of(grad_output, input, weight), grad_output, input, weight, stride, padding,
+                                    dilation, groups, need_input, need_weight, need_bias);
 }
 
 std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntList padding,
                                       IntList dilation, bool ceil_mode) {
-  return TR_DISPATCH("max_pool2d", MaxPoolSig, keys_of(input), input, kernel_size, stride, padding, dilation, ceil_mode);
+  return ops::max_pool2d::call(keys_of(input), input, kernel_size, stride, padding, dilation, ceil_mode);
 }
 
 Tensor avg_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntList padding, bool ceil_mode,
                   bool count_include_pad) {
-  return TR_DISPATCH("avg_pool2d",
-                     Tensor(const Tensor&, const IntList&, const IntList&, const IntList&, bool, bool), keys_of(input),
-                     input, kernel_size, stride, padding, ceil_mode, count_include_pad);
+  return ops::avg_pool2d::call(keys_of(input), input, kernel_size, stride, padding, ceil_mode, count_include_pad);
 }
 
 Tensor avg_pool2d_backward(const Tensor& grad_output, const Tensor& input, IntList kernel_size, IntList stride,
                            IntList padding, bool ceil_mode, bool count_include_pad) {
-  return TR_DISPATCH("avg_pool2d_backward",
-                     Tensor(const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&, bool, bool),
-                     keys_of(grad_output, input), grad_output, input, kernel_size, stride, padding, ceil_mode,
-                     count_include_pad);
+  return ops::avg_pool2d_backward::call(keys_of(grad_output, input), grad_output, input, kernel_size, stride, padding,
+                                        ceil_mode, count_include_pad);
 }
 
 Tensor dropout_mask(const IntList& sizes, double p, Generator* gen, Device device) {

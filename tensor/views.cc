@@ -7,6 +7,7 @@
 
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
 
 namespace trainrun {
 namespace {
@@ -222,45 +223,35 @@ Tensor unsqueeze_kernel(const Tensor& x, int64_t dim) {
 
 Tensor alias_kernel(const Tensor& x) { return make_view(x, x.sizes(), x.strides(), x.storage_offset()); }
 
-using ViewSig = Tensor(const Tensor&, const IntList&);
-using AsStridedSig = Tensor(const Tensor&, const IntList&, const IntList&, std::optional<int64_t>);
-using SelectSig = Tensor(const Tensor&, int64_t, int64_t);
-using SliceSig = Tensor(const Tensor&, int64_t, std::optional<int64_t>, std::optional<int64_t>, int64_t);
-using DiagonalSig = Tensor(const Tensor&, int64_t, int64_t, int64_t);
-using DimSig = Tensor(const Tensor&, int64_t);
-using AliasSig = Tensor(const Tensor&);
-
-KernelRegistration<ViewSig> reg_view("view", &view_kernel);
-KernelRegistration<ViewSig> reg_permute("permute", &permute_kernel);
-KernelRegistration<ViewSig> reg_expand("expand", &expand_kernel);
-KernelRegistration<AsStridedSig> reg_as_strided("as_strided", &as_strided_kernel);
-KernelRegistration<SelectSig> reg_select("select", &select_kernel);
-KernelRegistration<SliceSig> reg_slice("slice", &slice_kernel);
-KernelRegistration<DiagonalSig> reg_diagonal("diagonal", &diagonal_kernel);
-KernelRegistration<DimSig> reg_squeeze("squeeze.dim", &squeeze_dim_kernel);
-KernelRegistration<DimSig> reg_unsqueeze("unsqueeze", &unsqueeze_kernel);
-KernelRegistration<AliasSig> reg_alias("alias", &alias_kernel);
+OpKernel<ops::view> reg_view(&view_kernel);
+OpKernel<ops::permute> reg_permute(&permute_kernel);
+OpKernel<ops::expand> reg_expand(&expand_kernel);
+OpKernel<ops::as_strided> reg_as_strided(&as_strided_kernel);
+OpKernel<ops::select> reg_select(&select_kernel);
+OpKernel<ops::slice> reg_slice(&slice_kernel);
+OpKernel<ops::diagonal> reg_diagonal(&diagonal_kernel);
+OpKernel<ops::squeeze_dim> reg_squeeze(&squeeze_dim_kernel);
+OpKernel<ops::unsqueeze> reg_unsqueeze(&unsqueeze_kernel);
+OpKernel<ops::alias> reg_alias(&alias_kernel);
 
 }  // namespace
 
-Tensor view(const Tensor& x, const IntList& sizes) { return TR_DISPATCH("view", ViewSig, keys_of(x), x, sizes); }
-Tensor permute(const Tensor& x, const IntList& dims) { return TR_DISPATCH("permute", ViewSig, keys_of(x), x, dims); }
-Tensor expand(const Tensor& x, const IntList& sizes) { return TR_DISPATCH("expand", ViewSig, keys_of(x), x, sizes); }
+Tensor view(const Tensor& x, const IntList& sizes) { return ops::view::call(keys_of(x), x, sizes); }
+Tensor permute(const Tensor& x, const IntList& dims) { return ops::permute::call(keys_of(x), x, dims); }
+Tensor expand(const Tensor& x, const IntList& sizes) { return ops::expand::call(keys_of(x), x, sizes); }
 Tensor as_strided(const Tensor& x, const IntList& sizes, const IntList& strides, std::optional<int64_t> offset) {
-  return TR_DISPATCH("as_strided", AsStridedSig, keys_of(x), x, sizes, strides, offset);
+  return ops::as_strided::call(keys_of(x), x, sizes, strides, offset);
 }
-Tensor select(const Tensor& x, int64_t dim, int64_t index) {
-  return TR_DISPATCH("select", SelectSig, keys_of(x), x, dim, index);
-}
+Tensor select(const Tensor& x, int64_t dim, int64_t index) { return ops::select::call(keys_of(x), x, dim, index); }
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
-  return TR_DISPATCH("slice", SliceSig, keys_of(x), x, dim, start, end, step);
+  return ops::slice::call(keys_of(x), x, dim, start, end, step);
 }
 Tensor diagonal(const Tensor& x, int64_t offset, int64_t d1, int64_t d2) {
-  return TR_DISPATCH("diagonal", DiagonalSig, keys_of(x), x, offset, d1, d2);
+  return ops::diagonal::call(keys_of(x), x, offset, d1, d2);
 }
-Tensor squeeze(const Tensor& x, int64_t dim) { return TR_DISPATCH("squeeze.dim", DimSig, keys_of(x), x, dim); }
-Tensor unsqueeze(const Tensor& x, int64_t dim) { return TR_DISPATCH("unsqueeze", DimSig, keys_of(x), x, dim); }
-Tensor alias(const Tensor& x) { return TR_DISPATCH("alias", AliasSig, keys_of(x), x); }
+Tensor squeeze(const Tensor& x, int64_t dim) { return ops::squeeze_dim::call(keys_of(x), x, dim); }
+Tensor unsqueeze(const Tensor& x, int64_t dim) { return ops::unsqueeze::call(keys_of(x), x, dim); }
+Tensor alias(const Tensor& x) { return ops::alias::call(keys_of(x), x); }
 
 // ---- composite views ----
 

@@ -2,14 +2,15 @@
 // the backward is a formula in the same (differentiable) ops, so that
 // create_graph gives double backward for free.
 #include "autograd/functions/record.h"
+#include "tensor/op_schemas.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
 namespace {
 
-using UnarySig = Tensor(const Tensor&, const Tensor&);
-using BinarySig = Tensor(const Tensor&, const Tensor&, const Tensor&);
-using AlphaSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
+using UnarySig = ops::exp::Sig;
+using BinarySig = ops::mul::Sig;
+using AlphaSig = ops::add::Sig;
 
 // `below` is the op's own handle; the kernel runs it with Autograd excluded.
 Tensor unary(const Op<UnarySig>& below, const char* node, const Tensor& x, const Tensor& out, bool save_x,
@@ -23,13 +24,13 @@ Tensor unary(const Op<UnarySig>& below, const char* node, const Tensor& x, const
 }
 
 // The formula body is the variadic tail (it may contain commas).
-#define TR_UNARY_AUTOGRAD(name, node, save_x, save_result, ...)                                           \
-  Tensor name##_autograd(const Tensor& x, const Tensor& out) {                                           \
-    static const Op<UnarySig> below(#name);                                                             \
-    return unary(below, node, x, out, save_x, save_result,                                              \
-                 [](const Tensor& g, const TensorList& s) -> Tensor { __VA_ARGS__ });                   \
-  }                                                                                                     \
-  KernelRegistration<UnarySig> reg_##name(#name, DispatchKey::Autograd, &name##_autograd);
+#define TR_UNARY_AUTOGRAD(name, node, save_x, save_result, ...)                       \
+  Tensor name##_autograd(const Tensor& x, const Tensor& out) {                        \
+    static const auto& below = ops::name::handle();                                   \
+    return unary(below, node, x, out, save_x, save_result,                            \
+                 [](const Tensor& g, const TensorList& s) -> Tensor { __VA_ARGS__ }); \
+  }                                                                                   \
+  OpKernel<ops::name> reg_##name(DispatchKey::Autograd, &name##_autograd);
 
 // s[0] is x when saved, then the result.
 TR_UNARY_AUTOGRAD(neg, "NegBackward", false, false, return neg(g);)
@@ -73,15 +74,15 @@ Tensor add_sub_autograd(const Op<AlphaSig>& below, bool subtract, const Tensor& 
       });
 }
 Tensor add_autograd(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor& out) {
-  static const Op<AlphaSig> below("add");
+  static const auto& below = ops::add::handle();
   return add_sub_autograd(below, false, a, b, alpha, out);
 }
 Tensor sub_autograd(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor& out) {
-  static const Op<AlphaSig> below("sub");
+  static const auto& below = ops::sub::handle();
   return add_sub_autograd(below, true, a, b, alpha, out);
 }
-KernelRegistration<AlphaSig> reg_add("add", DispatchKey::Autograd, &add_autograd);
-KernelRegistration<AlphaSig> reg_sub("sub", DispatchKey::Autograd, &sub_autograd);
+OpKernel<ops::add> reg_add(DispatchKey::Autograd, &add_autograd);
+OpKernel<ops::sub> reg_sub(DispatchKey::Autograd, &sub_autograd);
 
 Tensor binary(const Op<BinarySig>& below, const char* node, const Tensor& a, const Tensor& b, const Tensor& out,
               bool save_result, std::function<TensorList(const Tensor& g, const TensorList& saved)> formula) {
@@ -98,13 +99,13 @@ Tensor binary(const Op<BinarySig>& below, const char* node, const Tensor& a, con
 }
 
 Tensor mul_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
-  static const Op<BinarySig> below("mul");
+  static const auto& below = ops::mul::handle();
   return binary(below, "MulBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
     return {mul(g, s[1]), mul(g, s[0])};
   });
 }
 Tensor div_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
-  static const Op<BinarySig> below("div");
+  static const auto& below = ops::div::handle();
   return binary(below, "DivBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
     Tensor ga = div(g, s[1]);
     return {ga, neg(mul(ga, div(s[0], s[1])))};
@@ -112,7 +113,7 @@ Tensor div_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 Tensor pow_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
   const bool exponent_needs_grad = requires_grad(b);  // x^2 and friends skip the log
-  static const Op<BinarySig> below("pow");
+  static const auto& below = ops::pow::handle();
   return binary(below, "PowBackward", a, b, out, true,
                 [exponent_needs_grad](const Tensor& g, const TensorList& s) -> TensorList {
                   const Tensor &x = s[0], &p = s[1], &r = s[2];
@@ -123,7 +124,7 @@ Tensor pow_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
                 });
 }
 Tensor maximum_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
-  static const Op<BinarySig> below("maximum");
+  static const auto& below = ops::maximum::handle();
   return binary(below, "MaximumBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
     // Ties split the gradient evenly, as PyTorch does.
     Tensor a_wins = add(gt(s[0], s[1]).to(g.dtype()), mul(eq(s[0], s[1]).to(g.dtype()), 0.5));
@@ -131,16 +132,15 @@ Tensor maximum_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
   });
 }
 Tensor minimum_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
-  static const Op<BinarySig> below("minimum");
+  static const auto& below = ops::minimum::handle();
   return binary(below, "MinimumBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
     Tensor a_wins = add(lt(s[0], s[1]).to(g.dtype()), mul(eq(s[0], s[1]).to(g.dtype()), 0.5));
     return {mul(g, a_wins), mul(g, rsub_one(a_wins))};
   });
 }
 // where(cond, a, b): the gradient goes to whichever side was chosen.
-using TernarySig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
 Tensor where_autograd(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  static Op<TernarySig> op("where");
+  static const auto& op = ops::where::handle();
   IntList as = a.sizes(), bs = b.sizes();
   DType ad = a.dtype(), bd = b.dtype();
   return record_out(
@@ -153,21 +153,20 @@ Tensor where_autograd(const Tensor& cond, const Tensor& a, const Tensor& b, cons
         return {Tensor(), cast_to(sum_to(where(s[0], g, zero), as), ad), cast_to(sum_to(where(s[0], zero, g), bs), bd)};
       });
 }
-KernelRegistration<TernarySig> reg_where("where", DispatchKey::Autograd, &where_autograd);
+OpKernel<ops::where> reg_where(DispatchKey::Autograd, &where_autograd);
 
 // remainder(a, b) = a - floor(a / b) * b.
 Tensor remainder_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
-  static const Op<BinarySig> below("remainder");
+  static const auto& below = ops::remainder::handle();
   return binary(below, "RemainderBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
     return {g, neg(mul(g, div(s[0], s[1], "floor")))};
   });
 }
-KernelRegistration<BinarySig> reg_remainder("remainder", DispatchKey::Autograd, &remainder_autograd);
+OpKernel<ops::remainder> reg_remainder(DispatchKey::Autograd, &remainder_autograd);
 
 // Rounded division is piecewise constant: zero gradients, as in PyTorch.
-using DivRoundingSig = Tensor(const Tensor&, const Tensor&, const std::string&, const Tensor&);
 Tensor div_rounding_autograd(const Tensor& a, const Tensor& b, const std::string& mode, const Tensor& out) {
-  static const Op<DivRoundingSig> below("div.rounding");
+  static const auto& below = ops::div_rounding::handle();
   IntList as = a.sizes(), bs = b.sizes();
   DType ad = a.dtype(), bd = b.dtype();
   return record_out(
@@ -179,13 +178,14 @@ Tensor div_rounding_autograd(const Tensor& a, const Tensor& b, const std::string
         return {zeros(as, TensorOptions(ad, g.device())), zeros(bs, TensorOptions(bd, g.device()))};
       });
 }
-KernelRegistration<DivRoundingSig> reg_div_rounding("div.rounding", DispatchKey::Autograd, &div_rounding_autograd);
+OpKernel<ops::div_rounding> reg_div_rounding(DispatchKey::Autograd, &div_rounding_autograd);
 
 // addcmul: self + value * t1 * t2; addcdiv: self + value * t1 / t2.
-using AddcSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Tensor&);
+using AddcSig = ops::addcmul::Sig;
 Tensor addc_autograd(bool divide, const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
                      const Tensor& out) {
-  static const Op<AddcSig> mul_op("addcmul"), div_op("addcdiv");
+  static const auto& mul_op = ops::addcmul::handle();
+  static const auto& div_op = ops::addcdiv::handle();
   const Op<AddcSig>& below = divide ? div_op : mul_op;
   IntList ss = self.sizes(), s1 = t1.sizes(), s2 = t2.sizes();
   DType sd = self.dtype(), d1 = t1.dtype(), d2 = t2.dtype();
@@ -211,12 +211,12 @@ Tensor addcdiv_autograd(const Tensor& self, const Tensor& t1, const Tensor& t2, 
                         const Tensor& out) {
   return addc_autograd(true, self, t1, t2, value, out);
 }
-KernelRegistration<AddcSig> reg_addcmul("addcmul", DispatchKey::Autograd, &addcmul_autograd);
-KernelRegistration<AddcSig> reg_addcdiv("addcdiv", DispatchKey::Autograd, &addcdiv_autograd);
+OpKernel<ops::addcmul> reg_addcmul(DispatchKey::Autograd, &addcmul_autograd);
+OpKernel<ops::addcdiv> reg_addcdiv(DispatchKey::Autograd, &addcdiv_autograd);
 
 // lerp(a, b, w) = a + w (b - a).
 Tensor lerp_autograd(const Tensor& a, const Tensor& b, const Tensor& w, const Tensor& out) {
-  static const Op<TernarySig> below("lerp");
+  static const auto& below = ops::lerp::handle();
   IntList as = a.sizes(), bs = b.sizes(), ws = w.sizes();
   DType ad = a.dtype(), bd = b.dtype(), wd = w.dtype();
   return record_out(
@@ -231,13 +231,12 @@ Tensor lerp_autograd(const Tensor& a, const Tensor& b, const Tensor& w, const Te
                 cast_to(sum_to(mul(g, sub(y, x)), ws), wd)};
       });
 }
-KernelRegistration<TernarySig> reg_lerp("lerp", DispatchKey::Autograd, &lerp_autograd);
+OpKernel<ops::lerp> reg_lerp(DispatchKey::Autograd, &lerp_autograd);
 
 // clamp: the gradient passes where min <= x <= max (bounds included, as PyTorch).
-using ClampSig = Tensor(const Tensor&, const std::optional<Scalar>&, const std::optional<Scalar>&, const Tensor&);
 Tensor clamp_autograd(const Tensor& x, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi,
                       const Tensor& out) {
-  static const Op<ClampSig> below("clamp");
+  static const auto& below = ops::clamp::handle();
   DType xd = x.dtype();
   return record_out(
       "ClampBackward", out, {x}, {x}, false,
@@ -249,13 +248,13 @@ Tensor clamp_autograd(const Tensor& x, const std::optional<Scalar>& lo, const st
         return {cast_to(where(pass, g, zeros_like(g)), xd)};
       });
 }
-KernelRegistration<ClampSig> reg_clamp("clamp", DispatchKey::Autograd, &clamp_autograd);
+OpKernel<ops::clamp> reg_clamp(DispatchKey::Autograd, &clamp_autograd);
 
-KernelRegistration<BinarySig> reg_mul("mul", DispatchKey::Autograd, &mul_autograd);
-KernelRegistration<BinarySig> reg_div("div", DispatchKey::Autograd, &div_autograd);
-KernelRegistration<BinarySig> reg_pow("pow", DispatchKey::Autograd, &pow_autograd);
-KernelRegistration<BinarySig> reg_maximum("maximum", DispatchKey::Autograd, &maximum_autograd);
-KernelRegistration<BinarySig> reg_minimum("minimum", DispatchKey::Autograd, &minimum_autograd);
+OpKernel<ops::mul> reg_mul(DispatchKey::Autograd, &mul_autograd);
+OpKernel<ops::div> reg_div(DispatchKey::Autograd, &div_autograd);
+OpKernel<ops::pow> reg_pow(DispatchKey::Autograd, &pow_autograd);
+OpKernel<ops::maximum> reg_maximum(DispatchKey::Autograd, &maximum_autograd);
+OpKernel<ops::minimum> reg_minimum(DispatchKey::Autograd, &minimum_autograd);
 
 }  // namespace
 }  // namespace trainrun

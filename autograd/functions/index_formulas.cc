@@ -4,21 +4,15 @@
 #include <tuple>
 
 #include "autograd/functions/record.h"
+#include "tensor/op_schemas.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
 namespace {
 
-using IndexSig = Tensor(const Tensor&, int64_t, const Tensor&);
-using ScatterSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, int64_t);
-using IndexAddSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, const Scalar&);
-using MaskedSelectSig = Tensor(const Tensor&, const Tensor&);
-using TopkSig = std::tuple<Tensor, Tensor>(const Tensor&, int64_t, int64_t, bool, bool);
-using SortSig = std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool, bool);
-
 // index_select / gather: the gradient is added back at the indices.
 Tensor index_select_autograd(const Tensor& x, int64_t dim, const Tensor& index) {
-  static Op<IndexSig> op("index_select");
+  static const auto& op = ops::index_select::handle();
   IntList shape = x.sizes();
   DType xd = x.dtype();
   return record(
@@ -28,7 +22,7 @@ Tensor index_select_autograd(const Tensor& x, int64_t dim, const Tensor& index) 
       });
 }
 Tensor gather_autograd(const Tensor& x, int64_t dim, const Tensor& index) {
-  static Op<IndexSig> op("gather");
+  static const auto& op = ops::gather::handle();
   IntList shape = x.sizes();
   DType xd = x.dtype();
   return record(
@@ -37,8 +31,8 @@ Tensor gather_autograd(const Tensor& x, int64_t dim, const Tensor& index) {
         return {scatter_add(zeros(shape, TensorOptions(g.dtype(), g.device())), dim, s[0], g).to(xd)};
       });
 }
-KernelRegistration<IndexSig> reg_index_select("index_select", DispatchKey::Autograd, &index_select_autograd);
-KernelRegistration<IndexSig> reg_gather("gather", DispatchKey::Autograd, &gather_autograd);
+OpKernel<ops::index_select> reg_index_select(DispatchKey::Autograd, &index_select_autograd);
+OpKernel<ops::gather> reg_gather(DispatchKey::Autograd, &gather_autograd);
 
 // g (shaped like the index) as the gradient of src, which may be larger than
 // the index (only its leading part is read) or a broadcast 0-dim value.
@@ -55,7 +49,7 @@ Tensor to_source_shape(const Tensor& g, const IntList& src_shape) {
 // scatter (reduce 0: assign, 1: add): the written positions of x get no
 // gradient when assigned; src gets g gathered at the indices.
 Tensor scatter_autograd(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, int64_t reduce) {
-  static Op<ScatterSig> op("scatter");
+  static const auto& op = ops::scatter::handle();
   DType xd = x.dtype(), sd = src.dtype();
   IntList src_shape = src.sizes();
   const bool assign = reduce == 0;
@@ -69,11 +63,11 @@ Tensor scatter_autograd(const Tensor& x, int64_t dim, const Tensor& index, const
         return {cast_to(gx, xd), Tensor(), cast_to(gsrc, sd)};
       });
 }
-KernelRegistration<ScatterSig> reg_scatter("scatter", DispatchKey::Autograd, &scatter_autograd);
+OpKernel<ops::scatter> reg_scatter(DispatchKey::Autograd, &scatter_autograd);
 
 // index_add: x passes g through; src gets alpha * g at the indices.
 Tensor index_add_autograd(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const Scalar& alpha) {
-  static Op<IndexAddSig> op("index_add");
+  static const auto& op = ops::index_add::handle();
   DType xd = x.dtype(), sd = src.dtype();
   IntList src_shape = src.sizes();
   const double a = alpha.to_double();
@@ -86,12 +80,12 @@ Tensor index_add_autograd(const Tensor& x, int64_t dim, const Tensor& index, con
         return {cast_to(g, xd), Tensor(), cast_to(reshape(gsrc, src_shape), sd)};
       });
 }
-KernelRegistration<IndexAddSig> reg_index_add("index_add", DispatchKey::Autograd, &index_add_autograd);
+OpKernel<ops::index_add> reg_index_add(DispatchKey::Autograd, &index_add_autograd);
 
 // masked_select: the selected values go back to the positions the
 // (broadcast) mask picked, in order; x's broadcast dims are summed.
 Tensor masked_select_autograd(const Tensor& x, const Tensor& mask) {
-  static Op<MaskedSelectSig> op("masked_select");
+  static const auto& op = ops::masked_select::handle();
   IntList x_shape = x.sizes();
   DType xd = x.dtype();
   return record(
@@ -105,7 +99,7 @@ Tensor masked_select_autograd(const Tensor& x, const Tensor& mask) {
         return {cast_to(sum_to(reshape(full, shape), x_shape), xd), Tensor()};
       });
 }
-KernelRegistration<MaskedSelectSig> reg_masked_select("masked_select", DispatchKey::Autograd, &masked_select_autograd);
+OpKernel<ops::masked_select> reg_masked_select(DispatchKey::Autograd, &masked_select_autograd);
 
 // sort/topk return (values, indices) along dim: each value's gradient goes
 // back to the position its index names.
@@ -129,15 +123,15 @@ std::tuple<Tensor, Tensor> reordering_autograd(const char* node, const Tensor& x
   return {values, *indices};
 }
 std::tuple<Tensor, Tensor> sort_autograd(const Tensor& x, int64_t dim, bool descending, bool stable) {
-  static Op<SortSig> op("sort");
+  static const auto& op = ops::sort::handle();
   return reordering_autograd("SortBackward", x, dim, [&] { return op.call(keys_of(x), x, dim, descending, stable); });
 }
 std::tuple<Tensor, Tensor> topk_autograd(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
-  static Op<TopkSig> op("topk");
+  static const auto& op = ops::topk::handle();
   return reordering_autograd("TopkBackward", x, dim, [&] { return op.call(keys_of(x), x, k, dim, largest, sorted); });
 }
-KernelRegistration<SortSig> reg_sort("sort", DispatchKey::Autograd, &sort_autograd);
-KernelRegistration<TopkSig> reg_topk("topk", DispatchKey::Autograd, &topk_autograd);
+OpKernel<ops::sort> reg_sort(DispatchKey::Autograd, &sort_autograd);
+OpKernel<ops::topk> reg_topk(DispatchKey::Autograd, &topk_autograd);
 
 }  // namespace
 }  // namespace trainrun

@@ -1,13 +1,11 @@
 // Autograd kernels of the BLAS products (mm, addmm, baddbmm: matmul, bmm,
 // dot, mv and linear are built from them).
 #include "autograd/functions/record.h"
+#include "tensor/op_schemas.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
 namespace {
-
-using MmSig = Tensor(const Tensor&, const Tensor&, const Tensor&);
-using AddmmSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&);
 
 // A matrix stored transposed (a t() of a contiguous one).
 bool column_major(const Tensor& m) {
@@ -28,7 +26,7 @@ std::pair<Tensor, Tensor> mm_grads(const Tensor& g, const Tensor& a, const Tenso
 }
 
 Tensor mm_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
-  static Op<MmSig> op("mm");
+  static const auto& op = ops::mm::handle();
   return record_out(
       "MmBackward", out, {a, b}, {a, b}, false,
       [&](const TensorList& in, const Tensor& o) { return op.call(keys_of(in[0], in[1], o), in[0], in[1], o); },
@@ -38,12 +36,13 @@ Tensor mm_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
         return {cast_to(ga, a.dtype()), cast_to(gb, b.dtype())};
       });
 }
-KernelRegistration<MmSig> reg_mm("mm", DispatchKey::Autograd, &mm_autograd);
+OpKernel<ops::mm> reg_mm(DispatchKey::Autograd, &mm_autograd);
 
 // beta * self + alpha * (a @ b), for matrices (addmm) or batches (baddbmm).
 Tensor addmm_like_autograd(bool batched, const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
                            const Scalar& alpha) {
-  static Op<AddmmSig> addmm_op("addmm"), baddbmm_op("baddbmm");
+  static const auto& addmm_op = ops::addmm::handle();
+  static const auto& baddbmm_op = ops::baddbmm::handle();
   const double be = beta.to_double(), al = alpha.to_double();
   IntList self_shape = self.defined() ? self.sizes() : IntList{};
   const bool has_self = self.defined(), need_a = requires_grad(a), need_b = requires_grad(b);
@@ -73,8 +72,8 @@ Tensor addmm_autograd(const Tensor& self, const Tensor& a, const Tensor& b, cons
 Tensor baddbmm_autograd(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   return addmm_like_autograd(true, self, a, b, beta, alpha);
 }
-KernelRegistration<AddmmSig> reg_addmm("addmm", DispatchKey::Autograd, &addmm_autograd);
-KernelRegistration<AddmmSig> reg_baddbmm("baddbmm", DispatchKey::Autograd, &baddbmm_autograd);
+OpKernel<ops::addmm> reg_addmm(DispatchKey::Autograd, &addmm_autograd);
+OpKernel<ops::baddbmm> reg_baddbmm(DispatchKey::Autograd, &baddbmm_autograd);
 
 }  // namespace
 }  // namespace trainrun

@@ -3,16 +3,14 @@
 #include <cmath>
 
 #include "autograd/functions/record.h"
+#include "tensor/op_schemas.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
 namespace {
 
-using SoftmaxSig = Tensor(const Tensor&, int64_t);
-using GeluSig = Tensor(const Tensor&, const std::string&, const Tensor&);
-
 Tensor softmax_autograd(const Tensor& x, int64_t dim) {
-  static Op<SoftmaxSig> op("softmax");
+  static const auto& op = ops::softmax::handle();
   DType xd = x.dtype();
   return record(
       "SoftmaxBackward", {x}, {}, true, [&] { return op.call(keys_of(x), x, dim); },
@@ -22,7 +20,7 @@ Tensor softmax_autograd(const Tensor& x, int64_t dim) {
       });
 }
 Tensor log_softmax_autograd(const Tensor& x, int64_t dim) {
-  static Op<SoftmaxSig> op("log_softmax");
+  static const auto& op = ops::log_softmax::handle();
   DType xd = x.dtype();
   return record(
       "LogSoftmaxBackward", {x}, {}, true, [&] { return op.call(keys_of(x), x, dim); },
@@ -30,11 +28,11 @@ Tensor log_softmax_autograd(const Tensor& x, int64_t dim) {
         return {cast_to(sub(g, mul(exp(s[0]), sum(g, {dim}, true))), xd)};  // dx = g - softmax * sum(g)
       });
 }
-KernelRegistration<SoftmaxSig> reg_softmax("softmax", DispatchKey::Autograd, &softmax_autograd);
-KernelRegistration<SoftmaxSig> reg_log_softmax("log_softmax", DispatchKey::Autograd, &log_softmax_autograd);
+OpKernel<ops::softmax> reg_softmax(DispatchKey::Autograd, &softmax_autograd);
+OpKernel<ops::log_softmax> reg_log_softmax(DispatchKey::Autograd, &log_softmax_autograd);
 
 Tensor gelu_autograd(const Tensor& x, const std::string& approximate, const Tensor& out) {
-  static Op<GeluSig> op("gelu");
+  static const auto& op = ops::gelu::handle();
   const bool tanh_form = approximate == "tanh";
   return record_out(
       "GeluBackward", out, {x}, {x}, false,
@@ -57,9 +55,9 @@ Tensor gelu_autograd(const Tensor& x, const std::string& approximate, const Tens
         return {cast_to(mul(g, d), v.dtype())};
       });
 }
-KernelRegistration<GeluSig> reg_gelu("gelu", DispatchKey::Autograd, &gelu_autograd);
+OpKernel<ops::gelu> reg_gelu(DispatchKey::Autograd, &gelu_autograd);
 
-using NormSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const IntList&, const Tensor&, const Tensor&, double);
+using NormSig = ops::layer_norm::Sig;
 
 // mean over dims (kept) / sum over dims (dropped); x itself when dims is
 // empty (in our API empty dims would mean all of them).
@@ -107,18 +105,14 @@ std::tuple<Tensor, Tensor, Tensor> norm_autograd(const Tensor& x, const IntList&
   set_history(std::get<0>(r), node);
   return r;
 }
-KernelRegistration<NormSig> reg_layer_norm("layer_norm", DispatchKey::Autograd, &norm_autograd<false>);
-KernelRegistration<NormSig> reg_rms_norm("rms_norm", DispatchKey::Autograd, &norm_autograd<true>);
-
-
-using MaxPoolSig = std::tuple<Tensor, Tensor>(const Tensor&, const IntList&, const IntList&, const IntList&,
-                                              const IntList&, bool);
+OpKernel<ops::layer_norm> reg_layer_norm(DispatchKey::Autograd, &norm_autograd<false>);
+OpKernel<ops::rms_norm> reg_rms_norm(DispatchKey::Autograd, &norm_autograd<true>);
 
 // max_pool2d: each output's gradient goes to the input element that won
 // (the forward's indices are flat positions within each H x W plane).
 std::tuple<Tensor, Tensor> max_pool2d_autograd(const Tensor& x, const IntList& kernel, const IntList& stride,
                                                 const IntList& padding, const IntList& dilation, bool ceil_mode) {
-  static Op<MaxPoolSig> op("max_pool2d");
+  static const auto& op = ops::max_pool2d::handle();
   std::tuple<Tensor, Tensor> r;
   {
     ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
@@ -142,12 +136,11 @@ std::tuple<Tensor, Tensor> max_pool2d_autograd(const Tensor& x, const IntList& k
   set_history(std::get<0>(r), node);
   return r;
 }
-KernelRegistration<MaxPoolSig> reg_max_pool2d("max_pool2d", DispatchKey::Autograd, &max_pool2d_autograd);
+OpKernel<ops::max_pool2d> reg_max_pool2d(DispatchKey::Autograd, &max_pool2d_autograd);
 
-using AvgPoolSig = Tensor(const Tensor&, const IntList&, const IntList&, const IntList&, bool, bool);
 Tensor avg_pool2d_autograd(const Tensor& x, const IntList& kernel, const IntList& stride, const IntList& padding,
                            bool ceil_mode, bool count_include_pad) {
-  static Op<AvgPoolSig> op("avg_pool2d");
+  static const auto& op = ops::avg_pool2d::handle();
   return record(
       "AvgPool2DBackward", {x}, {x}, false,
       [&] { return op.call(keys_of(x), x, kernel, stride, padding, ceil_mode, count_include_pad); },
@@ -155,17 +148,15 @@ Tensor avg_pool2d_autograd(const Tensor& x, const IntList& kernel, const IntList
         return {avg_pool2d_backward(g, s[0], kernel, stride, padding, ceil_mode, count_include_pad)};
       });
 }
-KernelRegistration<AvgPoolSig> reg_avg_pool2d("avg_pool2d", DispatchKey::Autograd, &avg_pool2d_autograd);
+OpKernel<ops::avg_pool2d> reg_avg_pool2d(DispatchKey::Autograd, &avg_pool2d_autograd);
 
 // avg_pool2d_backward is linear in grad_output (input only gives the shape),
 // so its own gradient is the forward pooling: this makes double backward
 // through avg_pool2d work.
-using AvgPoolBackwardSig = Tensor(const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&, bool,
-                                  bool);
 Tensor avg_pool2d_backward_autograd(const Tensor& grad_output, const Tensor& input, const IntList& kernel,
                                     const IntList& stride, const IntList& padding, bool ceil_mode,
                                     bool count_include_pad) {
-  static Op<AvgPoolBackwardSig> op("avg_pool2d_backward");
+  static const auto& op = ops::avg_pool2d_backward::handle();
   DType gd = grad_output.dtype();
   return record(
       "AvgPool2DBackwardBackward", {grad_output, Tensor()}, {}, false,
@@ -177,15 +168,12 @@ Tensor avg_pool2d_backward_autograd(const Tensor& grad_output, const Tensor& inp
         return {cast_to(avg_pool2d(gg, kernel, stride, padding, ceil_mode, count_include_pad), gd), Tensor()};
       });
 }
-KernelRegistration<AvgPoolBackwardSig> reg_avg_pool2d_backward("avg_pool2d_backward", DispatchKey::Autograd,
-                                                               &avg_pool2d_backward_autograd);
+OpKernel<ops::avg_pool2d_backward> reg_avg_pool2d_backward(DispatchKey::Autograd, &avg_pool2d_backward_autograd);
 
 // conv2d: conv2d_backward computes only the gradients the graph needs.
-using Conv2dSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&,
-                         int64_t);
 Tensor conv2d_autograd(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
                        const IntList& padding, const IntList& dilation, int64_t groups) {
-  static Op<Conv2dSig> op("conv2d");
+  static const auto& op = ops::conv2d::handle();
   const bool need_input = requires_grad(input), need_weight = requires_grad(weight),
              need_bias = bias.defined() && requires_grad(bias);
   return record(
@@ -197,7 +185,7 @@ Tensor conv2d_autograd(const Tensor& input, const Tensor& weight, const Tensor& 
         return {gi, gw, gb};
       });
 }
-KernelRegistration<Conv2dSig> reg_conv2d("conv2d", DispatchKey::Autograd, &conv2d_autograd);
+OpKernel<ops::conv2d> reg_conv2d(DispatchKey::Autograd, &conv2d_autograd);
 
 // conv2d_backward's own gradient (double backward through a convolution).
 // Its outputs are linear maps: grad_input is the adjoint of the convolution
@@ -206,14 +194,11 @@ KernelRegistration<Conv2dSig> reg_conv2d("conv2d", DispatchKey::Autograd, &conv2
 // gi = Dx(gy, w) and gw = Dw(x, gy), and ggi, ggw, ggb their gradients:
 //   d/dgy = conv2d(ggi, w) + conv2d(x, ggw) + ggb
 //   d/dx  = Dx(gy, ggw)      d/dw = Dw(ggi, gy)
-using Conv2dBackwardSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                             const IntList&, const IntList&, const IntList&, int64_t,
-                                                             bool, bool, bool);
 std::tuple<Tensor, Tensor, Tensor> conv2d_backward_autograd(const Tensor& gy, const Tensor& x, const Tensor& w,
                                                             const IntList& stride, const IntList& padding,
                                                             const IntList& dilation, int64_t groups, bool need_input,
                                                             bool need_weight, bool need_bias) {
-  static Op<Conv2dBackwardSig> op("conv2d_backward");
+  static const auto& op = ops::conv2d_backward::handle();
   TensorList r = record_multi(
       "ConvolutionBackwardBackward", {gy, x, w}, {gy, x, w},
       [&] {
@@ -244,8 +229,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward_autograd(const Tensor& gy, co
       });
   return {r[0], r[1], r[2]};
 }
-KernelRegistration<Conv2dBackwardSig> reg_conv2d_backward("conv2d_backward", DispatchKey::Autograd,
-                                                          &conv2d_backward_autograd);
+OpKernel<ops::conv2d_backward> reg_conv2d_backward(DispatchKey::Autograd, &conv2d_backward_autograd);
 
 }  // namespace
 }  // namespace trainrun

@@ -5,20 +5,18 @@
 #include <tuple>
 
 #include "autograd/functions/record.h"
+#include "tensor/op_schemas.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
 namespace {
 
-using SumSig = Tensor(const Tensor&, const IntList&, bool, std::optional<DType>);
-using DimsSig = Tensor(const Tensor&, const IntList&, bool);
-using MaxDimSig = std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool);
-using VarSig = Tensor(const Tensor&, const IntList&, int64_t, bool);
-using NormSig = Tensor(const Tensor&, double, const IntList&, bool);
-using CumsumSig = Tensor(const Tensor&, int64_t, std::optional<DType>);
+using DimsSig = ops::amax::Sig;
+using MaxDimSig = ops::max_dim::Sig;
 
 Tensor sum_like_autograd(bool mean, const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
-  static Op<SumSig> sum_op("sum"), mean_op("mean");
+  static const auto& sum_op = ops::sum::handle();
+  static const auto& mean_op = ops::mean::handle();
   IntList shape = x.sizes();
   DType xd = x.dtype();
   return record(
@@ -36,14 +34,14 @@ Tensor sum_autograd(const Tensor& x, const IntList& dims, bool keepdim, std::opt
 Tensor mean_autograd(const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
   return sum_like_autograd(true, x, dims, keepdim, dtype);
 }
-KernelRegistration<SumSig> reg_sum("sum", DispatchKey::Autograd, &sum_autograd);
-KernelRegistration<SumSig> reg_mean("mean", DispatchKey::Autograd, &mean_autograd);
+OpKernel<ops::sum> reg_sum(DispatchKey::Autograd, &sum_autograd);
+OpKernel<ops::mean> reg_mean(DispatchKey::Autograd, &mean_autograd);
 
 // prod: d/dx_i = prod of the others. Where x_i == 0 that is not result / x_i:
 // it is the product of the other elements when x_i is the only zero of its
 // slice, and 0 when there are more.
 Tensor prod_autograd(const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
-  static Op<SumSig> op("prod");
+  static const auto& op = ops::prod::handle();
   IntList shape = x.sizes();
   DType xd = x.dtype();
   return record(
@@ -60,7 +58,7 @@ Tensor prod_autograd(const Tensor& x, const IntList& dims, bool keepdim, std::op
         return {cast_to(mul(ge, d), xd)};
       });
 }
-KernelRegistration<SumSig> reg_prod("prod", DispatchKey::Autograd, &prod_autograd);
+OpKernel<ops::prod> reg_prod(DispatchKey::Autograd, &prod_autograd);
 
 // amax/amin: the gradient is split evenly between the elements that tie for
 // the extreme.
@@ -76,15 +74,15 @@ Tensor extreme_autograd(const Op<DimsSig>& op, const char* node, const Tensor& x
       });
 }
 Tensor amax_autograd(const Tensor& x, const IntList& dims, bool keepdim) {
-  static Op<DimsSig> op("amax");
+  static const auto& op = ops::amax::handle();
   return extreme_autograd(op, "AmaxBackward", x, dims, keepdim);
 }
 Tensor amin_autograd(const Tensor& x, const IntList& dims, bool keepdim) {
-  static Op<DimsSig> op("amin");
+  static const auto& op = ops::amin::handle();
   return extreme_autograd(op, "AminBackward", x, dims, keepdim);
 }
-KernelRegistration<DimsSig> reg_amax("amax", DispatchKey::Autograd, &amax_autograd);
-KernelRegistration<DimsSig> reg_amin("amin", DispatchKey::Autograd, &amin_autograd);
+OpKernel<ops::amax> reg_amax(DispatchKey::Autograd, &amax_autograd);
+OpKernel<ops::amin> reg_amin(DispatchKey::Autograd, &amin_autograd);
 
 // max/min along a dim return (values, indices): the gradient goes to the
 // element each index picked.
@@ -110,19 +108,19 @@ std::tuple<Tensor, Tensor> indexed_extreme_autograd(const Op<MaxDimSig>& op, con
   return {values, *indices};
 }
 std::tuple<Tensor, Tensor> max_dim_autograd(const Tensor& x, int64_t dim, bool keepdim) {
-  static Op<MaxDimSig> op("max.dim");
+  static const auto& op = ops::max_dim::handle();
   return indexed_extreme_autograd(op, "MaxBackward", x, dim, keepdim);
 }
 std::tuple<Tensor, Tensor> min_dim_autograd(const Tensor& x, int64_t dim, bool keepdim) {
-  static Op<MaxDimSig> op("min.dim");
+  static const auto& op = ops::min_dim::handle();
   return indexed_extreme_autograd(op, "MinBackward", x, dim, keepdim);
 }
-KernelRegistration<MaxDimSig> reg_max_dim("max.dim", DispatchKey::Autograd, &max_dim_autograd);
-KernelRegistration<MaxDimSig> reg_min_dim("min.dim", DispatchKey::Autograd, &min_dim_autograd);
+OpKernel<ops::max_dim> reg_max_dim(DispatchKey::Autograd, &max_dim_autograd);
+OpKernel<ops::min_dim> reg_min_dim(DispatchKey::Autograd, &min_dim_autograd);
 
 // var = sum((x - mean)^2) / (N - correction).
 Tensor var_autograd(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
-  static Op<VarSig> op("var");
+  static const auto& op = ops::var::handle();
   IntList shape = x.sizes();
   DType xd = x.dtype();
   return record(
@@ -133,12 +131,12 @@ Tensor var_autograd(const Tensor& x, const IntList& dims, int64_t correction, bo
         return {cast_to(mul(expand_reduced(g, shape, dims, keepdim), mul(centered, scale)), xd)};
       });
 }
-KernelRegistration<VarSig> reg_var("var", DispatchKey::Autograd, &var_autograd);
+OpKernel<ops::var> reg_var(DispatchKey::Autograd, &var_autograd);
 
 // p-norm: d/dx = x |x|^(p-2) / norm^(p-1); 0 where the norm is 0 (as
 // PyTorch's subgradient); p = inf splits between the elements of largest |x|.
 Tensor norm_autograd(const Tensor& x, double p, const IntList& dims, bool keepdim) {
-  static Op<NormSig> op("norm");
+  static const auto& op = ops::norm::handle();
   IntList shape = x.sizes();
   DType xd = x.dtype();
   return record(
@@ -162,11 +160,11 @@ Tensor norm_autograd(const Tensor& x, double p, const IntList& dims, bool keepdi
         return {cast_to(mul(ge, d), xd)};
       });
 }
-KernelRegistration<NormSig> reg_norm("norm", DispatchKey::Autograd, &norm_autograd);
+OpKernel<ops::norm> reg_norm(DispatchKey::Autograd, &norm_autograd);
 
 // logsumexp: the gradient is softmax(x) along the reduced dims.
 Tensor logsumexp_autograd(const Tensor& x, const IntList& dims, bool keepdim) {
-  static Op<DimsSig> op("logsumexp");
+  static const auto& op = ops::logsumexp::handle();
   IntList shape = x.sizes();
   DType xd = x.dtype();
   return record(
@@ -176,12 +174,12 @@ Tensor logsumexp_autograd(const Tensor& x, const IntList& dims, bool keepdim) {
         return {cast_to(mul(expand_reduced(g, shape, dims, keepdim), exp(sub(s[0], re))), xd)};
       });
 }
-KernelRegistration<DimsSig> reg_logsumexp("logsumexp", DispatchKey::Autograd, &logsumexp_autograd);
+OpKernel<ops::logsumexp> reg_logsumexp(DispatchKey::Autograd, &logsumexp_autograd);
 
 // cumsum: element i feeds outputs i.. along the dim, so its gradient is the
 // reversed cumulative sum of g: sum(g) - cumsum(g) + g.
 Tensor cumsum_autograd(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-  static Op<CumsumSig> op("cumsum");
+  static const auto& op = ops::cumsum::handle();
   DType xd = x.dtype();
   return record(
       "CumsumBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, dim, dtype); },
@@ -190,7 +188,7 @@ Tensor cumsum_autograd(const Tensor& x, int64_t dim, std::optional<DType> dtype)
         return {cast_to(add(sub(sum(g, {dim}, true), cumsum(g, dim)), g), xd)};
       });
 }
-KernelRegistration<CumsumSig> reg_cumsum("cumsum", DispatchKey::Autograd, &cumsum_autograd);
+OpKernel<ops::cumsum> reg_cumsum(DispatchKey::Autograd, &cumsum_autograd);
 
 }  // namespace
 }  // namespace trainrun

@@ -3,17 +3,11 @@
 // dims, scatter into zeros for select/slice). copy_ (behind contiguous,
 // clone and to) passes the gradient to its source.
 #include "autograd/functions/record.h"
+#include "tensor/op_schemas.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
 namespace {
-
-using ViewSig = Tensor(const Tensor&, const IntList&);
-using DimSig = Tensor(const Tensor&, int64_t);
-using AliasSig = Tensor(const Tensor&);
-using SelectSig = Tensor(const Tensor&, int64_t, int64_t);
-using SliceSig = Tensor(const Tensor&, int64_t, std::optional<int64_t>, std::optional<int64_t>, int64_t);
-using CopySig = Tensor&(Tensor&, const Tensor&);
 
 // Views that only change the shape: the gradient is reshaped back.
 Tensor shape_view(const char* node, const Tensor& x, const std::function<Tensor()>& forward) {
@@ -23,28 +17,28 @@ Tensor shape_view(const char* node, const Tensor& x, const std::function<Tensor(
 }
 
 Tensor view_autograd(const Tensor& x, const IntList& sizes) {
-  static Op<ViewSig> op("view");
+  static const auto& op = ops::view::handle();
   return shape_view("ViewBackward", x, [&] { return op.call(keys_of(x), x, sizes); });
 }
 Tensor unsqueeze_autograd(const Tensor& x, int64_t dim) {
-  static Op<DimSig> op("unsqueeze");
+  static const auto& op = ops::unsqueeze::handle();
   return shape_view("UnsqueezeBackward", x, [&] { return op.call(keys_of(x), x, dim); });
 }
 Tensor squeeze_dim_autograd(const Tensor& x, int64_t dim) {
-  static Op<DimSig> op("squeeze.dim");
+  static const auto& op = ops::squeeze_dim::handle();
   return shape_view("SqueezeBackward", x, [&] { return op.call(keys_of(x), x, dim); });
 }
 Tensor alias_autograd(const Tensor& x) {
-  static Op<AliasSig> op("alias");
+  static const auto& op = ops::alias::handle();
   return shape_view("AliasBackward", x, [&] { return op.call(keys_of(x), x); });
 }
-KernelRegistration<ViewSig> reg_view("view", DispatchKey::Autograd, &view_autograd);
-KernelRegistration<DimSig> reg_unsqueeze("unsqueeze", DispatchKey::Autograd, &unsqueeze_autograd);
-KernelRegistration<DimSig> reg_squeeze("squeeze.dim", DispatchKey::Autograd, &squeeze_dim_autograd);
-KernelRegistration<AliasSig> reg_alias("alias", DispatchKey::Autograd, &alias_autograd);
+OpKernel<ops::view> reg_view(DispatchKey::Autograd, &view_autograd);
+OpKernel<ops::unsqueeze> reg_unsqueeze(DispatchKey::Autograd, &unsqueeze_autograd);
+OpKernel<ops::squeeze_dim> reg_squeeze(DispatchKey::Autograd, &squeeze_dim_autograd);
+OpKernel<ops::alias> reg_alias(DispatchKey::Autograd, &alias_autograd);
 
 Tensor permute_autograd(const Tensor& x, const IntList& dims) {
-  static Op<ViewSig> op("permute");
+  static const auto& op = ops::permute::handle();
   IntList inverse(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) inverse[wrap_dim(dims[i], x.dim(), "permute")] = static_cast<int64_t>(i);
   return record(
@@ -52,14 +46,14 @@ Tensor permute_autograd(const Tensor& x, const IntList& dims) {
       [inverse](const Tensor& g, const TensorList&) -> TensorList { return {permute(g, inverse)}; });
 }
 Tensor expand_autograd(const Tensor& x, const IntList& sizes) {
-  static Op<ViewSig> op("expand");
+  static const auto& op = ops::expand::handle();
   IntList shape = x.sizes();
   return record(
       "ExpandBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, sizes); },
       [shape](const Tensor& g, const TensorList&) -> TensorList { return {sum_to(g, shape)}; });
 }
-KernelRegistration<ViewSig> reg_permute("permute", DispatchKey::Autograd, &permute_autograd);
-KernelRegistration<ViewSig> reg_expand("expand", DispatchKey::Autograd, &expand_autograd);
+OpKernel<ops::permute> reg_permute(DispatchKey::Autograd, &permute_autograd);
+OpKernel<ops::expand> reg_expand(DispatchKey::Autograd, &expand_autograd);
 
 // select/slice: the gradient goes into the selected part of zeros. (Built
 // without a graph: double backward through these is not supported yet.)
@@ -72,7 +66,7 @@ Tensor scatter_into_zeros(const IntList& shape, DType dtype, const std::function
   return z;
 }
 Tensor select_autograd(const Tensor& x, int64_t dim, int64_t index) {
-  static Op<SelectSig> op("select");
+  static const auto& op = ops::select::handle();
   IntList shape = x.sizes();
   DType dt = x.dtype();
   return record(
@@ -83,7 +77,7 @@ Tensor select_autograd(const Tensor& x, int64_t dim, int64_t index) {
 }
 Tensor slice_autograd(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
                       int64_t step) {
-  static Op<SliceSig> op("slice");
+  static const auto& op = ops::slice::handle();
   IntList shape = x.sizes();
   DType dt = x.dtype();
   return record(
@@ -93,9 +87,8 @@ Tensor slice_autograd(const Tensor& x, int64_t dim, std::optional<int64_t> start
       });
 }
 // diagonal: the gradient goes onto the same diagonal of zeros.
-using DiagonalSig = Tensor(const Tensor&, int64_t, int64_t, int64_t);
 Tensor diagonal_autograd(const Tensor& x, int64_t offset, int64_t d1, int64_t d2) {
-  static Op<DiagonalSig> op("diagonal");
+  static const auto& op = ops::diagonal::handle();
   IntList shape = x.sizes();
   DType dt = x.dtype();
   return record(
@@ -104,7 +97,7 @@ Tensor diagonal_autograd(const Tensor& x, int64_t offset, int64_t d1, int64_t d2
         return {scatter_into_zeros(shape, dt, [&](Tensor& z) { return diagonal(z, offset, d1, d2); }, g)};
       });
 }
-KernelRegistration<DiagonalSig> reg_diagonal("diagonal", DispatchKey::Autograd, &diagonal_autograd);
+OpKernel<ops::diagonal> reg_diagonal(DispatchKey::Autograd, &diagonal_autograd);
 
 // as_strided addresses x's storage directly: the gradient is accumulated
 // into a zero buffer shaped like that storage (positions read more than once
@@ -113,10 +106,9 @@ KernelRegistration<DiagonalSig> reg_diagonal("diagonal", DispatchKey::Autograd, 
 // share one storage position: each gets an equal part of that position's
 // gradient, so the parts add back up to it in x's own backward (PyTorch's
 // rule).
-using AsStridedSig = Tensor(const Tensor&, const IntList&, const IntList&, std::optional<int64_t>);
 Tensor as_strided_autograd(const Tensor& x, const IntList& sizes, const IntList& strides,
                            std::optional<int64_t> offset) {
-  static Op<AsStridedSig> op("as_strided");
+  static const auto& op = ops::as_strided::handle();
   const int64_t storage_numel = static_cast<int64_t>(x.impl()->storage()->nbytes() / element_size(x.dtype()));
   IntList x_sizes = x.sizes(), x_strides = x.strides();
   const int64_t x_offset = x.storage_offset(), view_offset = offset.value_or(x_offset);
@@ -136,13 +128,12 @@ Tensor as_strided_autograd(const Tensor& x, const IntList& sizes, const IntList&
         return {cast_to(contiguous(as_strided(flat, x_sizes, x_strides, x_offset)), dt)};
       });
 }
-KernelRegistration<AsStridedSig> reg_as_strided("as_strided", DispatchKey::Autograd, &as_strided_autograd);
+OpKernel<ops::as_strided> reg_as_strided(DispatchKey::Autograd, &as_strided_autograd);
 
 // fill_ overwrites every value: the tensor's new history passes no gradient
 // back (zeros to its old history, so that the graph stays connected).
-using FillSig = Tensor&(Tensor&, const Scalar&);
 Tensor& fill_autograd(Tensor& x, const Scalar& value) {
-  static Op<FillSig> op("fill_");
+  static const auto& op = ops::fill_::handle();
   const bool rebase = GradMode::is_enabled() && requires_grad(x);
   if (rebase) {
     TR_CHECK(!is_leaf(x), ValueError,
@@ -165,17 +156,17 @@ Tensor& fill_autograd(Tensor& x, const Scalar& value) {
   }
   return x;
 }
-KernelRegistration<FillSig> reg_fill("fill_", DispatchKey::Autograd, &fill_autograd);
+OpKernel<ops::fill_> reg_fill(DispatchKey::Autograd, &fill_autograd);
 
-KernelRegistration<SelectSig> reg_select("select", DispatchKey::Autograd, &select_autograd);
-KernelRegistration<SliceSig> reg_slice("slice", DispatchKey::Autograd, &slice_autograd);
+OpKernel<ops::select> reg_select(DispatchKey::Autograd, &select_autograd);
+OpKernel<ops::slice> reg_slice(DispatchKey::Autograd, &slice_autograd);
 
 // copy_(dst, src): dst's values now come from src, so dst becomes an output
 // of CopyBackward (its old history is overwritten with its values). dst must
 // be the whole of its storage and share it with no other tensor: a copy into
 // part of a buffer (a view) would leave the buffer without the history.
 Tensor& copy_autograd(Tensor& dst, const Tensor& src) {
-  static Op<CopySig> op("copy_");
+  static const auto& op = ops::copy_::handle();
   const bool record_it = GradMode::is_enabled() && (requires_grad(src) || requires_grad(dst));
   if (record_it) {
     TR_CHECK(!(is_leaf(dst) && requires_grad(dst)), ValueError,
@@ -207,12 +198,11 @@ Tensor& copy_autograd(Tensor& dst, const Tensor& src) {
   }
   return dst;
 }
-KernelRegistration<CopySig> reg_copy("copy_", DispatchKey::Autograd, &copy_autograd);
+OpKernel<ops::copy_> reg_copy(DispatchKey::Autograd, &copy_autograd);
 
 // cat: each input gets its slice of the gradient (legacy empty 1-D inputs get none).
-using CatSig = Tensor(const std::vector<Tensor>&, int64_t);
 Tensor cat_autograd(const std::vector<Tensor>& tensors, int64_t dim) {
-  static Op<CatSig> op("cat");
+  static const auto& op = ops::cat::handle();
   std::vector<int64_t> lengths;
   std::vector<DType> dtypes;
   int64_t wrapped = dim;
@@ -245,7 +235,7 @@ Tensor cat_autograd(const std::vector<Tensor>& tensors, int64_t dim) {
         return grads;
       });
 }
-KernelRegistration<CatSig> reg_cat("cat", DispatchKey::Autograd, &cat_autograd);
+OpKernel<ops::cat> reg_cat(DispatchKey::Autograd, &cat_autograd);
 
 }  // namespace
 }  // namespace trainrun

@@ -8,6 +8,7 @@
 #include "tensor/cpu/loops.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise_math.h"
+#include "tensor/op_schemas.h"
 
 namespace trainrun {
 namespace {
@@ -87,10 +88,7 @@ Tensor sub_cpu(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tens
   return add_cpu(a, b, neg, out);
 }
 
-using BinarySig = Tensor(const Tensor&, const Tensor&, const Tensor&);
-using AlphaSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
-#define TR_REGISTER_BINARY(name, op) \
-  KernelRegistration<BinarySig> reg_##name(#name, DispatchKey::CPU, &binary_cpu<BinaryOp::op>);
+#define TR_REGISTER_BINARY(name, op) OpKernel<ops::name> reg_##name(DispatchKey::CPU, &binary_cpu<BinaryOp::op>);
 TR_REGISTER_BINARY(mul, Mul)
 TR_REGISTER_BINARY(div, Div)
 TR_REGISTER_BINARY(remainder, Remainder)
@@ -110,10 +108,9 @@ TR_REGISTER_BINARY(bitwise_and, BitwiseAnd)
 TR_REGISTER_BINARY(bitwise_or, BitwiseOr)
 TR_REGISTER_BINARY(bitwise_xor, BitwiseXor)
 #undef TR_REGISTER_BINARY
-KernelRegistration<AlphaSig> reg_add("add", DispatchKey::CPU, &add_cpu);
-KernelRegistration<AlphaSig> reg_sub("sub", DispatchKey::CPU, &sub_cpu);
-KernelRegistration<Tensor(const Tensor&, const Tensor&, const std::string&, const Tensor&)> reg_div_rounding(
-    "div.rounding", DispatchKey::CPU, &div_rounding_cpu);
+OpKernel<ops::add> reg_add(DispatchKey::CPU, &add_cpu);
+OpKernel<ops::sub> reg_sub(DispatchKey::CPU, &sub_cpu);
+OpKernel<ops::div_rounding> reg_div_rounding(DispatchKey::CPU, &div_rounding_cpu);
 
 }  // namespace
 }  // namespace trainrun

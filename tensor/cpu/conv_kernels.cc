@@ -6,11 +6,12 @@
 
 #include <cstring>
 
-#include "tensor/nn_shapes.h"
 #include "tensor/cpu/conv_onednn.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
+#include "tensor/nn_shapes.h"
+#include "tensor/op_schemas.h"
 #include "tensor/reductions.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
@@ -150,10 +151,6 @@ Tensor conv2d_cpu(const Tensor& input_in, const Tensor& weight_in, const Tensor&
   return finish(out);
 }
 
-using Conv2dBackwardSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                             const IntList&, const IntList&, const IntList&, int64_t,
-                                                             bool, bool, bool);
-
 // grad_weight[g] = sum_n grad_out[n, g] @ im2col(x[n, g])^T and
 // grad_x[n, g] = col2im(weight[g]^T @ grad_out[n, g]); grad_bias sums
 // grad_out over everything but the channel.
@@ -216,10 +213,8 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward_cpu(const Tensor& grad_out_in
   return finish();
 }
 
-KernelRegistration<Tensor(const Tensor&, const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&,
-                          int64_t)>
-    reg_conv2d("conv2d", DispatchKey::CPU, &conv2d_cpu);
-KernelRegistration<Conv2dBackwardSig> reg_conv2d_backward("conv2d_backward", DispatchKey::CPU, &conv2d_backward_cpu);
+OpKernel<ops::conv2d> reg_conv2d(DispatchKey::CPU, &conv2d_cpu);
+OpKernel<ops::conv2d_backward> reg_conv2d_backward(DispatchKey::CPU, &conv2d_backward_cpu);
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include "tensor/cpu/convert.h"
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
 #include "tensor/tensor_iterator.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
@@ -79,8 +80,8 @@ Tensor& fill_cpu(Tensor& x, const Scalar& v) {
   return x;
 }
 
-KernelRegistration<Tensor&(Tensor&, const Tensor&)> reg_copy("copy_", DispatchKey::CPU, &copy_cpu);
-KernelRegistration<Tensor&(Tensor&, const Scalar&)> reg_fill("fill_", DispatchKey::CPU, &fill_cpu);
+OpKernel<ops::copy_> reg_copy(DispatchKey::CPU, &copy_cpu);
+OpKernel<ops::fill_> reg_fill(DispatchKey::CPU, &fill_cpu);
 
 }  // namespace
 }  // namespace trainrun

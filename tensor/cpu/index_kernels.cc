@@ -6,6 +6,7 @@
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
 
@@ -178,16 +179,12 @@ Tensor nonzero_cpu(const Tensor& x_in) {
   return out;
 }
 
-KernelRegistration<Tensor(const Tensor&, int64_t, const Tensor&)> reg_index_select("index_select", DispatchKey::CPU,
-                                                                                    &index_select_cpu);
-KernelRegistration<Tensor(const Tensor&, int64_t, const Tensor&)> reg_gather("gather", DispatchKey::CPU, &gather_cpu);
-KernelRegistration<Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, int64_t)> reg_scatter(
-    "scatter", DispatchKey::CPU, &scatter_cpu);
-KernelRegistration<Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, const Scalar&)> reg_index_add(
-    "index_add", DispatchKey::CPU, &index_add_cpu);
-KernelRegistration<Tensor(const Tensor&, const Tensor&)> reg_masked_select("masked_select", DispatchKey::CPU,
-                                                                            &masked_select_cpu);
-KernelRegistration<Tensor(const Tensor&)> reg_nonzero("nonzero", DispatchKey::CPU, &nonzero_cpu);
+OpKernel<ops::index_select> reg_index_select(DispatchKey::CPU, &index_select_cpu);
+OpKernel<ops::gather> reg_gather(DispatchKey::CPU, &gather_cpu);
+OpKernel<ops::scatter> reg_scatter(DispatchKey::CPU, &scatter_cpu);
+OpKernel<ops::index_add> reg_index_add(DispatchKey::CPU, &index_add_cpu);
+OpKernel<ops::masked_select> reg_masked_select(DispatchKey::CPU, &masked_select_cpu);
+OpKernel<ops::nonzero> reg_nonzero(DispatchKey::CPU, &nonzero_cpu);
 
 }  // namespace
 }  // namespace trainrun

@@ -5,6 +5,7 @@
 
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
 
@@ -120,11 +121,9 @@ Tensor baddbmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const S
   return out;
 }
 
-using MmSig = Tensor(const Tensor&, const Tensor&, const Tensor&);
-using AddmmSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&);
-KernelRegistration<MmSig> reg_mm("mm", DispatchKey::CPU, &mm_cpu);
-KernelRegistration<AddmmSig> reg_addmm("addmm", DispatchKey::CPU, &addmm_cpu);
-KernelRegistration<AddmmSig> reg_baddbmm("baddbmm", DispatchKey::CPU, &baddbmm_cpu);
+OpKernel<ops::mm> reg_mm(DispatchKey::CPU, &mm_cpu);
+OpKernel<ops::addmm> reg_addmm(DispatchKey::CPU, &addmm_cpu);
+OpKernel<ops::baddbmm> reg_baddbmm(DispatchKey::CPU, &baddbmm_cpu);
 
 }  // namespace
 }  // namespace trainrun

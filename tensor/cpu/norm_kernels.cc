@@ -4,8 +4,9 @@
 #include <tuple>
 
 #include "tensor/dispatcher.h"
-#include "tensor/nn_shapes.h"
 #include "tensor/factories.h"
+#include "tensor/nn_shapes.h"
+#include "tensor/op_schemas.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
 
@@ -83,9 +84,8 @@ std::tuple<Tensor, Tensor, Tensor> norm_cpu(const Tensor& x_in, const IntList& n
   return {out, mean_t, rstd_t};
 }
 
-using NormSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const IntList&, const Tensor&, const Tensor&, double);
-KernelRegistration<NormSig> reg_layer_norm("layer_norm", DispatchKey::CPU, &norm_cpu<false>);
-KernelRegistration<NormSig> reg_rms_norm("rms_norm", DispatchKey::CPU, &norm_cpu<true>);
+OpKernel<ops::layer_norm> reg_layer_norm(DispatchKey::CPU, &norm_cpu<false>);
+OpKernel<ops::rms_norm> reg_rms_norm(DispatchKey::CPU, &norm_cpu<true>);
 
 }  // namespace
 }  // namespace trainrun

@@ -6,6 +6,7 @@
 #include "tensor/dispatcher.h"
 #include "tensor/dtype_visit.h"
 #include "tensor/fused_optim.h"
+#include "tensor/op_schemas.h"
 #include "tensor/thread_pool.h"
 
 namespace trainrun {
@@ -33,8 +34,7 @@ void fused_adam_cpu(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& 
   });
 }
 
-KernelRegistration<void(Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&, const AdamStep&)> reg_fused_adam(
-    "fused_adam_", DispatchKey::CPU, &fused_adam_cpu);
+OpKernel<ops::fused_adam_> reg_fused_adam(DispatchKey::CPU, &fused_adam_cpu);
 
 }  // namespace
 }  // namespace trainrun

@@ -2,9 +2,10 @@
 #include <limits>
 #include <tuple>
 
-#include "tensor/nn_shapes.h"
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
+#include "tensor/nn_shapes.h"
+#include "tensor/op_schemas.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
 
@@ -115,13 +116,9 @@ Tensor avg_pool2d_backward_cpu(const Tensor& grad_in, const Tensor& x, const Int
   return result;
 }
 
-KernelRegistration<std::tuple<Tensor, Tensor>(const Tensor&, const IntList&, const IntList&, const IntList&,
-                                              const IntList&, bool)>
-    reg_max_pool2d("max_pool2d", DispatchKey::CPU, &max_pool2d_cpu);
-KernelRegistration<Tensor(const Tensor&, const IntList&, const IntList&, const IntList&, bool, bool)> reg_avg_pool2d(
-    "avg_pool2d", DispatchKey::CPU, &avg_pool2d_cpu);
-KernelRegistration<Tensor(const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&, bool, bool)>
-    reg_avg_pool2d_backward("avg_pool2d_backward", DispatchKey::CPU, &avg_pool2d_backward_cpu);
+OpKernel<ops::max_pool2d> reg_max_pool2d(DispatchKey::CPU, &max_pool2d_cpu);
+OpKernel<ops::avg_pool2d> reg_avg_pool2d(DispatchKey::CPU, &avg_pool2d_cpu);
+OpKernel<ops::avg_pool2d_backward> reg_avg_pool2d_backward(DispatchKey::CPU, &avg_pool2d_backward_cpu);
 
 }  // namespace
 }  // namespace trainrun

@@ -1,6 +1,7 @@
 // The CPU kernel of random_fill_ (uniform_, normal_, bernoulli_, randint):
 // tensor/random_draw.h's value per element, split across threads.
 #include "tensor/dispatcher.h"
+#include "tensor/op_schemas.h"
 #include "tensor/random_draw.h"
 #include "tensor/tensor.h"
 #include "tensor/thread_pool.h"
@@ -27,8 +28,7 @@ void random_fill_cpu(Tensor& target, int64_t dist_int, double a, double b, uint6
   target.impl()->bump_version();
 }
 
-KernelRegistration<void(Tensor&, int64_t, double, double, uint64_t, uint64_t)> reg_random_fill(
-    "random_fill_", DispatchKey::CPU, &random_fill_cpu);
+OpKernel<ops::random_fill_> reg_random_fill(DispatchKey::CPU, &random_fill_cpu);
 
 }  // namespace
 }  // namespace trainrun

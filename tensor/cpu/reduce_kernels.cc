@@ -5,9 +5,10 @@
 #include <limits>
 #include <optional>
 
-#include "tensor/reduce_plan.h"
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
+#include "tensor/reduce_plan.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
 
@@ -315,25 +316,21 @@ Tensor cumsum_cpu(const Tensor& x_in, int64_t dim, std::optional<DType> dtype) {
   return contiguous(transpose(result, dim, -1));
 }
 
-using SumSig = Tensor(const Tensor&, const IntList&, bool, std::optional<DType>);
-using DimsSig = Tensor(const Tensor&, const IntList&, bool);
-using MaxDimSig = std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool);
-using ArgSig = Tensor(const Tensor&, std::optional<int64_t>, bool);
-KernelRegistration<SumSig> reg_sum("sum", DispatchKey::CPU, &sum_cpu);
-KernelRegistration<SumSig> reg_mean("mean", DispatchKey::CPU, &mean_cpu);
-KernelRegistration<SumSig> reg_prod("prod", DispatchKey::CPU, &prod_cpu);
-KernelRegistration<DimsSig> reg_amax("amax", DispatchKey::CPU, &amax_cpu<true>);
-KernelRegistration<DimsSig> reg_amin("amin", DispatchKey::CPU, &amax_cpu<false>);
-KernelRegistration<MaxDimSig> reg_max_dim("max.dim", DispatchKey::CPU, &max_dim_cpu<true>);
-KernelRegistration<MaxDimSig> reg_min_dim("min.dim", DispatchKey::CPU, &max_dim_cpu<false>);
-KernelRegistration<ArgSig> reg_argmax("argmax", DispatchKey::CPU, &argmax_cpu<true>);
-KernelRegistration<ArgSig> reg_argmin("argmin", DispatchKey::CPU, &argmax_cpu<false>);
-KernelRegistration<Tensor(const Tensor&, const IntList&, int64_t, bool)> reg_var("var", DispatchKey::CPU, &var_cpu);
-KernelRegistration<Tensor(const Tensor&, double, const IntList&, bool)> reg_norm("norm", DispatchKey::CPU, &norm_cpu);
-KernelRegistration<DimsSig> reg_logsumexp("logsumexp", DispatchKey::CPU, &logsumexp_cpu);
-KernelRegistration<DimsSig> reg_all("all", DispatchKey::CPU, &all_cpu<true>);
-KernelRegistration<DimsSig> reg_any("any", DispatchKey::CPU, &all_cpu<false>);
-KernelRegistration<Tensor(const Tensor&, int64_t, std::optional<DType>)> reg_cumsum("cumsum", DispatchKey::CPU, &cumsum_cpu);
+OpKernel<ops::sum> reg_sum(DispatchKey::CPU, &sum_cpu);
+OpKernel<ops::mean> reg_mean(DispatchKey::CPU, &mean_cpu);
+OpKernel<ops::prod> reg_prod(DispatchKey::CPU, &prod_cpu);
+OpKernel<ops::amax> reg_amax(DispatchKey::CPU, &amax_cpu<true>);
+OpKernel<ops::amin> reg_amin(DispatchKey::CPU, &amax_cpu<false>);
+OpKernel<ops::max_dim> reg_max_dim(DispatchKey::CPU, &max_dim_cpu<true>);
+OpKernel<ops::min_dim> reg_min_dim(DispatchKey::CPU, &max_dim_cpu<false>);
+OpKernel<ops::argmax> reg_argmax(DispatchKey::CPU, &argmax_cpu<true>);
+OpKernel<ops::argmin> reg_argmin(DispatchKey::CPU, &argmax_cpu<false>);
+OpKernel<ops::var> reg_var(DispatchKey::CPU, &var_cpu);
+OpKernel<ops::norm> reg_norm(DispatchKey::CPU, &norm_cpu);
+OpKernel<ops::logsumexp> reg_logsumexp(DispatchKey::CPU, &logsumexp_cpu);
+OpKernel<ops::all> reg_all(DispatchKey::CPU, &all_cpu<true>);
+OpKernel<ops::any> reg_any(DispatchKey::CPU, &all_cpu<false>);
+OpKernel<ops::cumsum> reg_cumsum(DispatchKey::CPU, &cumsum_cpu);
 
 }  // namespace
 }  // namespace trainrun

@@ -6,6 +6,7 @@
 #include "tensor/cpu/vec_math.h"
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
 
@@ -73,8 +74,8 @@ Tensor softmax_cpu(const Tensor& x_in, int64_t dim) {
   return last ? out : contiguous(transpose(out, dim, -1));
 }
 
-KernelRegistration<Tensor(const Tensor&, int64_t)> reg_softmax("softmax", DispatchKey::CPU, &softmax_cpu<false>);
-KernelRegistration<Tensor(const Tensor&, int64_t)> reg_log_softmax("log_softmax", DispatchKey::CPU, &softmax_cpu<true>);
+OpKernel<ops::softmax> reg_softmax(DispatchKey::CPU, &softmax_cpu<false>);
+OpKernel<ops::log_softmax> reg_log_softmax(DispatchKey::CPU, &softmax_cpu<true>);
 
 }  // namespace
 }  // namespace trainrun

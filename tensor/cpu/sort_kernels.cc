@@ -6,6 +6,7 @@
 
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
 
@@ -72,10 +73,8 @@ std::tuple<Tensor, Tensor> topk_cpu(const Tensor& x, int64_t k, int64_t dim, boo
   return sort_rows(x, dim, k, largest, sorted, "topk");
 }
 
-KernelRegistration<std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool, bool)> reg_sort("sort", DispatchKey::CPU,
-                                                                                             &sort_cpu);
-KernelRegistration<std::tuple<Tensor, Tensor>(const Tensor&, int64_t, int64_t, bool, bool)> reg_topk(
-    "topk", DispatchKey::CPU, &topk_cpu);
+OpKernel<ops::sort> reg_sort(DispatchKey::CPU, &sort_cpu);
+OpKernel<ops::topk> reg_topk(DispatchKey::CPU, &topk_cpu);
 
 }  // namespace
 }  // namespace trainrun

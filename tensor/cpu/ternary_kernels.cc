@@ -2,6 +2,7 @@
 #include "tensor/cpu/loops.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise_math.h"
+#include "tensor/op_schemas.h"
 
 namespace trainrun {
 namespace {
@@ -53,12 +54,10 @@ Tensor addc_cpu(const Tensor& self, const Tensor& t1, const Tensor& t2, const Sc
   return iter.output();
 }
 
-using TernarySig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
-using AddcSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Tensor&);
-KernelRegistration<TernarySig> reg_where("where", DispatchKey::CPU, &where_cpu);
-KernelRegistration<TernarySig> reg_lerp("lerp", DispatchKey::CPU, &lerp_cpu);
-KernelRegistration<AddcSig> reg_addcmul("addcmul", DispatchKey::CPU, &addc_cpu<false>);
-KernelRegistration<AddcSig> reg_addcdiv("addcdiv", DispatchKey::CPU, &addc_cpu<true>);
+OpKernel<ops::where> reg_where(DispatchKey::CPU, &where_cpu);
+OpKernel<ops::lerp> reg_lerp(DispatchKey::CPU, &lerp_cpu);
+OpKernel<ops::addcmul> reg_addcmul(DispatchKey::CPU, &addc_cpu<false>);
+OpKernel<ops::addcdiv> reg_addcdiv(DispatchKey::CPU, &addc_cpu<true>);
 
 }  // namespace
 }  // namespace trainrun

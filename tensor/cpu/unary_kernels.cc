@@ -10,6 +10,7 @@
 #include "tensor/cpu/vec_math.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise_math.h"
+#include "tensor/op_schemas.h"
 
 namespace trainrun {
 namespace {
@@ -137,9 +138,7 @@ Tensor clamp_cpu(const Tensor& x, const std::optional<Scalar>& lo, const std::op
   return iter.output();
 }
 
-using UnarySig = Tensor(const Tensor&, const Tensor&);
-#define TR_REGISTER_UNARY(name, op) \
-  KernelRegistration<UnarySig> reg_##name(#name, DispatchKey::CPU, &unary_cpu<UnaryOp::op>);
+#define TR_REGISTER_UNARY(name, op) OpKernel<ops::name> reg_##name(DispatchKey::CPU, &unary_cpu<UnaryOp::op>);
 TR_REGISTER_UNARY(exp, Exp)
 TR_REGISTER_UNARY(log, Log)
 TR_REGISTER_UNARY(log1p, Log1p)
@@ -161,9 +160,8 @@ TR_REGISTER_UNARY(logical_not, LogicalNot)
 TR_REGISTER_UNARY(bitwise_not, BitwiseNot)
 #undef TR_REGISTER_UNARY
 
-KernelRegistration<Tensor(const Tensor&, const std::string&, const Tensor&)> reg_gelu("gelu", DispatchKey::CPU, &gelu_cpu);
-KernelRegistration<Tensor(const Tensor&, const std::optional<Scalar>&, const std::optional<Scalar>&, const Tensor&)>
-    reg_clamp("clamp", DispatchKey::CPU, &clamp_cpu);
+OpKernel<ops::gelu> reg_gelu(DispatchKey::CPU, &gelu_cpu);
+OpKernel<ops::clamp> reg_clamp(DispatchKey::CPU, &clamp_cpu);
 
 }  // namespace
 }  // namespace trainrun

@@ -11,6 +11,7 @@
 #include "tensor/cuda/pinned_memory.h"
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
 #include "tensor/views.h"
 
 namespace trainrun::cuda {
@@ -133,8 +134,8 @@ Tensor& fill_cuda(Tensor& x, const Scalar& v) {
   return x;
 }
 
-KernelRegistration<Tensor&(Tensor&, const Tensor&)> reg_copy("copy_", DispatchKey::CUDA, &copy_cuda);
-KernelRegistration<Tensor&(Tensor&, const Scalar&)> reg_fill("fill_", DispatchKey::CUDA, &fill_cuda);
+OpKernel<ops::copy_> reg_copy(DispatchKey::CUDA, &copy_cuda);
+OpKernel<ops::fill_> reg_fill(DispatchKey::CUDA, &fill_cuda);
 
 }  // namespace
 }  // namespace trainrun::cuda

@@ -6,6 +6,7 @@
 
 #include "tensor/cuda/elementwise_launch.h"
 #include "tensor/dispatcher.h"
+#include "tensor/op_schemas.h"
 
 namespace trainrun::cuda {
 namespace {
@@ -119,12 +120,7 @@ Tensor where_cuda(const Tensor& cond, const Tensor& a, const Tensor& b, const Te
   return iter.output();
 }
 
-using BinarySig = Tensor(const Tensor&, const Tensor&, const Tensor&);
-using AlphaSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
-using UnarySig = Tensor(const Tensor&, const Tensor&);
-
-#define TR_REGISTER_BINARY(name, op) \
-  KernelRegistration<BinarySig> reg_##name(#name, DispatchKey::CUDA, &binary_cuda<BinaryOp::op>);
+#define TR_REGISTER_BINARY(name, op) OpKernel<ops::name> reg_##name(DispatchKey::CUDA, &binary_cuda<BinaryOp::op>);
 TR_REGISTER_BINARY(mul, Mul)
 TR_REGISTER_BINARY(div, Div)
 TR_REGISTER_BINARY(remainder, Remainder)
@@ -144,13 +140,11 @@ TR_REGISTER_BINARY(bitwise_and, BitwiseAnd)
 TR_REGISTER_BINARY(bitwise_or, BitwiseOr)
 TR_REGISTER_BINARY(bitwise_xor, BitwiseXor)
 #undef TR_REGISTER_BINARY
-KernelRegistration<AlphaSig> reg_add("add", DispatchKey::CUDA, &add_cuda);
-KernelRegistration<AlphaSig> reg_sub("sub", DispatchKey::CUDA, &sub_cuda);
-KernelRegistration<Tensor(const Tensor&, const Tensor&, const std::string&, const Tensor&)> reg_div_rounding(
-    "div.rounding", DispatchKey::CUDA, &div_rounding_cuda);
+OpKernel<ops::add> reg_add(DispatchKey::CUDA, &add_cuda);
+OpKernel<ops::sub> reg_sub(DispatchKey::CUDA, &sub_cuda);
+OpKernel<ops::div_rounding> reg_div_rounding(DispatchKey::CUDA, &div_rounding_cuda);
 
-#define TR_REGISTER_UNARY(name, op) \
-  KernelRegistration<UnarySig> reg_##name(#name, DispatchKey::CUDA, &unary_cuda<UnaryOp::op>);
+#define TR_REGISTER_UNARY(name, op) OpKernel<ops::name> reg_##name(DispatchKey::CUDA, &unary_cuda<UnaryOp::op>);
 TR_REGISTER_UNARY(exp, Exp)
 TR_REGISTER_UNARY(log, Log)
 TR_REGISTER_UNARY(log1p, Log1p)
@@ -171,13 +165,9 @@ TR_REGISTER_UNARY(round, Round)
 TR_REGISTER_UNARY(logical_not, LogicalNot)
 TR_REGISTER_UNARY(bitwise_not, BitwiseNot)
 #undef TR_REGISTER_UNARY
-KernelRegistration<Tensor(const Tensor&, const std::string&, const Tensor&)> reg_gelu("gelu", DispatchKey::CUDA,
-                                                                                      &gelu_cuda);
-KernelRegistration<Tensor(const Tensor&, const std::optional<Scalar>&, const std::optional<Scalar>&, const Tensor&)>
-    reg_clamp("clamp", DispatchKey::CUDA, &clamp_cuda);
-KernelRegistration<Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&)> reg_where("where",
-                                                                                                DispatchKey::CUDA,
-                                                                                                &where_cuda);
+OpKernel<ops::gelu> reg_gelu(DispatchKey::CUDA, &gelu_cuda);
+OpKernel<ops::clamp> reg_clamp(DispatchKey::CUDA, &clamp_cuda);
+OpKernel<ops::where> reg_where(DispatchKey::CUDA, &where_cuda);
 
 }  // namespace
 }  // namespace trainrun::cuda

@@ -9,6 +9,7 @@
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
 #include "tensor/indexing.h"
+#include "tensor/op_schemas.h"
 #include "tensor/reductions.h"
 #include "tensor/views.h"
 
@@ -142,16 +143,12 @@ Tensor nonzero_cuda(const Tensor& x_in) {
   return out;
 }
 
-KernelRegistration<Tensor(const Tensor&, int64_t, const Tensor&)> reg_index_select("index_select", DispatchKey::CUDA,
-                                                                                    &index_select_cuda);
-KernelRegistration<Tensor(const Tensor&, int64_t, const Tensor&)> reg_gather("gather", DispatchKey::CUDA, &gather_cuda);
-KernelRegistration<Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, int64_t)> reg_scatter(
-    "scatter", DispatchKey::CUDA, &scatter_cuda);
-KernelRegistration<Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, const Scalar&)> reg_index_add(
-    "index_add", DispatchKey::CUDA, &index_add_cuda);
-KernelRegistration<Tensor(const Tensor&, const Tensor&)> reg_masked_select("masked_select", DispatchKey::CUDA,
-                                                                           &masked_select_cuda);
-KernelRegistration<Tensor(const Tensor&)> reg_nonzero("nonzero", DispatchKey::CUDA, &nonzero_cuda);
+OpKernel<ops::index_select> reg_index_select(DispatchKey::CUDA, &index_select_cuda);
+OpKernel<ops::gather> reg_gather(DispatchKey::CUDA, &gather_cuda);
+OpKernel<ops::scatter> reg_scatter(DispatchKey::CUDA, &scatter_cuda);
+OpKernel<ops::index_add> reg_index_add(DispatchKey::CUDA, &index_add_cuda);
+OpKernel<ops::masked_select> reg_masked_select(DispatchKey::CUDA, &masked_select_cuda);
+OpKernel<ops::nonzero> reg_nonzero(DispatchKey::CUDA, &nonzero_cuda);
 
 }  // namespace
 }  // namespace trainrun::cuda

@@ -14,6 +14,7 @@
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
 #include "tensor/views.h"
 
 namespace trainrun::cuda {
@@ -125,11 +126,9 @@ Tensor baddbmm_cuda(const Tensor& self, const Tensor& a, const Tensor& b, const 
   return out;
 }
 
-using MmSig = Tensor(const Tensor&, const Tensor&, const Tensor&);
-using AddmmSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&);
-KernelRegistration<MmSig> reg_mm("mm", DispatchKey::CUDA, &mm_cuda);
-KernelRegistration<AddmmSig> reg_addmm("addmm", DispatchKey::CUDA, &addmm_cuda);
-KernelRegistration<AddmmSig> reg_baddbmm("baddbmm", DispatchKey::CUDA, &baddbmm_cuda);
+OpKernel<ops::mm> reg_mm(DispatchKey::CUDA, &mm_cuda);
+OpKernel<ops::addmm> reg_addmm(DispatchKey::CUDA, &addmm_cuda);
+OpKernel<ops::baddbmm> reg_baddbmm(DispatchKey::CUDA, &baddbmm_cuda);
 
 }  // namespace
 }  // namespace trainrun::cuda

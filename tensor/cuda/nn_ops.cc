@@ -8,6 +8,7 @@
 #include "tensor/factories.h"
 #include "tensor/fused_optim.h"
 #include "tensor/nn_shapes.h"
+#include "tensor/op_schemas.h"
 #include "tensor/views.h"
 
 namespace trainrun::cuda {
@@ -96,19 +97,14 @@ void fused_adam_cuda(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor&
   for (Tensor* t : {&param, &exp_avg, &exp_avg_sq}) t->impl()->bump_version();
 }
 
-using NormSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const IntList&, const Tensor&, const Tensor&, double);
-using TernarySig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
-using AddcSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Tensor&);
-KernelRegistration<Tensor(const Tensor&, int64_t)> reg_softmax("softmax", DispatchKey::CUDA, &softmax_cuda<false>);
-KernelRegistration<Tensor(const Tensor&, int64_t)> reg_log_softmax("log_softmax", DispatchKey::CUDA,
-                                                                   &softmax_cuda<true>);
-KernelRegistration<NormSig> reg_layer_norm("layer_norm", DispatchKey::CUDA, &norm_cuda<false>);
-KernelRegistration<NormSig> reg_rms_norm("rms_norm", DispatchKey::CUDA, &norm_cuda<true>);
-KernelRegistration<TernarySig> reg_lerp("lerp", DispatchKey::CUDA, &lerp_cuda);
-KernelRegistration<AddcSig> reg_addcmul("addcmul", DispatchKey::CUDA, &addc_cuda<false>);
-KernelRegistration<AddcSig> reg_addcdiv("addcdiv", DispatchKey::CUDA, &addc_cuda<true>);
-KernelRegistration<void(Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&, const AdamStep&)> reg_fused_adam(
-    "fused_adam_", DispatchKey::CUDA, &fused_adam_cuda);
+OpKernel<ops::softmax> reg_softmax(DispatchKey::CUDA, &softmax_cuda<false>);
+OpKernel<ops::log_softmax> reg_log_softmax(DispatchKey::CUDA, &softmax_cuda<true>);
+OpKernel<ops::layer_norm> reg_layer_norm(DispatchKey::CUDA, &norm_cuda<false>);
+OpKernel<ops::rms_norm> reg_rms_norm(DispatchKey::CUDA, &norm_cuda<true>);
+OpKernel<ops::lerp> reg_lerp(DispatchKey::CUDA, &lerp_cuda);
+OpKernel<ops::addcmul> reg_addcmul(DispatchKey::CUDA, &addc_cuda<false>);
+OpKernel<ops::addcdiv> reg_addcdiv(DispatchKey::CUDA, &addc_cuda<true>);
+OpKernel<ops::fused_adam_> reg_fused_adam(DispatchKey::CUDA, &fused_adam_cuda);
 
 }  // namespace
 }  // namespace trainrun::cuda

@@ -3,6 +3,7 @@
 #include "tensor/cuda/elementwise_launch.h"
 #include "tensor/cuda/kernels/random_args.h"
 #include "tensor/dispatcher.h"
+#include "tensor/op_schemas.h"
 
 namespace trainrun::cuda {
 namespace {
@@ -17,8 +18,7 @@ void random_fill_cuda(Tensor& target, int64_t dist, double a, double b, uint64_t
   target.impl()->bump_version();
 }
 
-KernelRegistration<void(Tensor&, int64_t, double, double, uint64_t, uint64_t)> reg_random_fill(
-    "random_fill_", DispatchKey::CUDA, &random_fill_cuda);
+OpKernel<ops::random_fill_> reg_random_fill(DispatchKey::CUDA, &random_fill_cuda);
 
 }  // namespace
 }  // namespace trainrun::cuda

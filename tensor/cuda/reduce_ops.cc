@@ -9,6 +9,7 @@
 #include "tensor/cuda/elementwise_launch.h"
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
+#include "tensor/op_schemas.h"
 #include "tensor/reduce_plan.h"
 #include "tensor/views.h"
 
@@ -162,27 +163,21 @@ Tensor cumsum_cuda(const Tensor& x_in, int64_t dim, std::optional<DType> dtype) 
   return contiguous(transpose(result, dim, -1));
 }
 
-using SumSig = Tensor(const Tensor&, const IntList&, bool, std::optional<DType>);
-using DimsSig = Tensor(const Tensor&, const IntList&, bool);
-using MaxDimSig = std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool);
-using ArgSig = Tensor(const Tensor&, std::optional<int64_t>, bool);
-KernelRegistration<SumSig> reg_sum("sum", DispatchKey::CUDA, &sum_cuda);
-KernelRegistration<SumSig> reg_mean("mean", DispatchKey::CUDA, &mean_cuda);
-KernelRegistration<SumSig> reg_prod("prod", DispatchKey::CUDA, &prod_cuda);
-KernelRegistration<DimsSig> reg_amax("amax", DispatchKey::CUDA, &amax_cuda<true>);
-KernelRegistration<DimsSig> reg_amin("amin", DispatchKey::CUDA, &amax_cuda<false>);
-KernelRegistration<MaxDimSig> reg_max_dim("max.dim", DispatchKey::CUDA, &max_dim_cuda<true>);
-KernelRegistration<MaxDimSig> reg_min_dim("min.dim", DispatchKey::CUDA, &max_dim_cuda<false>);
-KernelRegistration<ArgSig> reg_argmax("argmax", DispatchKey::CUDA, &argmax_cuda<true>);
-KernelRegistration<ArgSig> reg_argmin("argmin", DispatchKey::CUDA, &argmax_cuda<false>);
-KernelRegistration<Tensor(const Tensor&, const IntList&, int64_t, bool)> reg_var("var", DispatchKey::CUDA, &var_cuda);
-KernelRegistration<Tensor(const Tensor&, double, const IntList&, bool)> reg_norm("norm", DispatchKey::CUDA,
-                                                                                 &norm_cuda);
-KernelRegistration<DimsSig> reg_logsumexp("logsumexp", DispatchKey::CUDA, &logsumexp_cuda);
-KernelRegistration<DimsSig> reg_all("all", DispatchKey::CUDA, &all_cuda<true>);
-KernelRegistration<DimsSig> reg_any("any", DispatchKey::CUDA, &all_cuda<false>);
-KernelRegistration<Tensor(const Tensor&, int64_t, std::optional<DType>)> reg_cumsum("cumsum", DispatchKey::CUDA,
-                                                                                    &cumsum_cuda);
+OpKernel<ops::sum> reg_sum(DispatchKey::CUDA, &sum_cuda);
+OpKernel<ops::mean> reg_mean(DispatchKey::CUDA, &mean_cuda);
+OpKernel<ops::prod> reg_prod(DispatchKey::CUDA, &prod_cuda);
+OpKernel<ops::amax> reg_amax(DispatchKey::CUDA, &amax_cuda<true>);
+OpKernel<ops::amin> reg_amin(DispatchKey::CUDA, &amax_cuda<false>);
+OpKernel<ops::max_dim> reg_max_dim(DispatchKey::CUDA, &max_dim_cuda<true>);
+OpKernel<ops::min_dim> reg_min_dim(DispatchKey::CUDA, &max_dim_cuda<false>);
+OpKernel<ops::argmax> reg_argmax(DispatchKey::CUDA, &argmax_cuda<true>);
+OpKernel<ops::argmin> reg_argmin(DispatchKey::CUDA, &argmax_cuda<false>);
+OpKernel<ops::var> reg_var(DispatchKey::CUDA, &var_cuda);
+OpKernel<ops::norm> reg_norm(DispatchKey::CUDA, &norm_cuda);
+OpKernel<ops::logsumexp> reg_logsumexp(DispatchKey::CUDA, &logsumexp_cuda);
+OpKernel<ops::all> reg_all(DispatchKey::CUDA, &all_cuda<true>);
+OpKernel<ops::any> reg_any(DispatchKey::CUDA, &all_cuda<false>);
+OpKernel<ops::cumsum> reg_cumsum(DispatchKey::CUDA, &cumsum_cuda);
 
 }  // namespace
 }  // namespace trainrun::cuda

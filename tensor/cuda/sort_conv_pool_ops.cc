@@ -4,13 +4,14 @@
 // (tensor/nn_shapes.h).
 #include <tuple>
 
-#include "tensor/cuda/kernel_geometry.h"
 #include "tensor/cuda/elementwise_launch.h"
+#include "tensor/cuda/kernel_geometry.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
 #include "tensor/indexing.h"
 #include "tensor/linalg.h"
+#include "tensor/op_schemas.h"
 #include "tensor/reductions.h"
 #include "tensor/views.h"
 
@@ -190,25 +191,13 @@ Tensor avg_pool2d_backward_cuda(const Tensor& grad_in, const Tensor& x, const In
   return result;
 }
 
-using Conv2dBackwardSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                             const IntList&, const IntList&, const IntList&, int64_t,
-                                                             bool, bool, bool);
-KernelRegistration<std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool, bool)> reg_sort("sort", DispatchKey::CUDA,
-                                                                                             &sort_cuda);
-KernelRegistration<std::tuple<Tensor, Tensor>(const Tensor&, int64_t, int64_t, bool, bool)> reg_topk(
-    "topk", DispatchKey::CUDA, &topk_cuda);
-KernelRegistration<Tensor(const Tensor&, const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&,
-                          int64_t)>
-    reg_conv2d("conv2d", DispatchKey::CUDA, &conv2d_cuda);
-KernelRegistration<Conv2dBackwardSig> reg_conv2d_backward("conv2d_backward", DispatchKey::CUDA,
-                                                          &conv2d_backward_cuda);
-KernelRegistration<std::tuple<Tensor, Tensor>(const Tensor&, const IntList&, const IntList&, const IntList&,
-                                              const IntList&, bool)>
-    reg_max_pool2d("max_pool2d", DispatchKey::CUDA, &max_pool2d_cuda);
-KernelRegistration<Tensor(const Tensor&, const IntList&, const IntList&, const IntList&, bool, bool)> reg_avg_pool2d(
-    "avg_pool2d", DispatchKey::CUDA, &avg_pool2d_cuda);
-KernelRegistration<Tensor(const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&, bool, bool)>
-    reg_avg_pool2d_backward("avg_pool2d_backward", DispatchKey::CUDA, &avg_pool2d_backward_cuda);
+OpKernel<ops::sort> reg_sort(DispatchKey::CUDA, &sort_cuda);
+OpKernel<ops::topk> reg_topk(DispatchKey::CUDA, &topk_cuda);
+OpKernel<ops::conv2d> reg_conv2d(DispatchKey::CUDA, &conv2d_cuda);
+OpKernel<ops::conv2d_backward> reg_conv2d_backward(DispatchKey::CUDA, &conv2d_backward_cuda);
+OpKernel<ops::max_pool2d> reg_max_pool2d(DispatchKey::CUDA, &max_pool2d_cuda);
+OpKernel<ops::avg_pool2d> reg_avg_pool2d(DispatchKey::CUDA, &avg_pool2d_cuda);
+OpKernel<ops::avg_pool2d_backward> reg_avg_pool2d_backward(DispatchKey::CUDA, &avg_pool2d_backward_cuda);
 
 }  // namespace
 }  // namespace trainrun::cuda
