@@ -20,6 +20,8 @@ void bind_nn(py::module_& m);
 void bind_distributed(py::module_& m);
 void bind_cuda(py::module_& m);
 void bind_ops(py::module_& m);
+// Generated from the op list (python/BUILD): trainrun.<name> and Tensor.<name> of its pointwise ops.
+void bind_listed_ops(py::module_& m);
 
 // A Python callable that C++ keeps (a backward formula, a hook) and may drop
 // on any thread, or while the GIL is released: the last reference is let go

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "python/csrc/bindings.h"
+#include "tensor/op_schemas.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
@@ -93,6 +94,28 @@ void bind_ops(py::module_& m) {
         return std::get<0>(rms_norm(x, shape, w, eps));
       },
       py::arg("input"), py::arg("normalized_shape"), py::arg("weight"), py::arg("eps"), release());
+  // The op list (tensor/ops.yaml) as data: the package checks its bindings against it and DTensor reads its tags.
+  m.def("_op_list", [] {
+    py::list entries;
+    for (const OpListEntry& e : op_list()) {
+      py::list tags;
+      const std::pair<bool, const char*> flags[] = {{e.pointwise, "pointwise"},
+                                                    {e.view, "view"},
+                                                    {e.device_generic, "device_generic"},
+                                                    {e.nondifferentiable, "nondifferentiable"},
+                                                    {e.no_grad, "no_grad"}};
+      for (const auto& [on, tag] : flags)
+        if (on) tags.append(tag);
+      py::dict d;
+      d["name"] = e.name;
+      d["schema"] = e.schema;
+      d["tags"] = tags;
+      d["python_name"] = e.python_name;
+      d["python"] = e.python;
+      entries.append(d);
+    }
+    return entries;
+  });
   o.def("get_default_dtype", &default_float_dtype);
   o.def(
       "set_default_dtype",

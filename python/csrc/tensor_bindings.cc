@@ -7,7 +7,9 @@
 
 #include "autograd/variable.h"
 #include "python/csrc/bindings.h"
+#include "python/csrc/op_arguments.h"
 #include "tensor/dlpack.h"
+#include "tensor/op_schemas.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
@@ -101,14 +103,6 @@ py::object item_of(const Tensor& t) {
   return py::none();
 }
 
-// Releasing the GIL costs more than a tiny op takes: ops release it only
-// when their tensor is large enough for another Python thread to gain.
-constexpr int64_t kReleaseGilNumel = 1 << 15;
-using MaybeReleaseGil = std::optional<py::gil_scoped_release>;
-void release_if_large(MaybeReleaseGil& guard, const Tensor& t) {
-  if (t.numel() >= kReleaseGilNumel) guard.emplace();
-}
-
 // Binary ops take a tensor or a Python number on the right.
 template <Tensor (*TT)(const Tensor&, const Tensor&), Tensor (*TS)(const Tensor&, const Scalar&)>
 Tensor binary(const Tensor& a, py::object b) {
@@ -125,12 +119,6 @@ Tensor binary(const Tensor& a, py::object b) {
 
 // `number - t` and `number / t` (the reflected operators).
 // The number becomes a "wrapped number" 0-dim tensor, which promotes as a Python scalar does.
-Tensor wrapped_number(py::object number) {
-  const Scalar s = to_scalar(number);
-  Tensor w = scalar_tensor(s, s.dtype());
-  w.impl()->set_wrapped_number(true);
-  return w;
-}
 Tensor reflected_sub(const Tensor& t, py::object number) { return sub(wrapped_number(number), t); }
 Tensor reflected_div(const Tensor& t, py::object number) { return div(wrapped_number(number), t); }
 
@@ -139,21 +127,6 @@ Tensor reflected_div(const Tensor& t, py::object number) { return div(wrapped_nu
   Tensor name##_ts(const Tensor& a, const Scalar& b) { return name(a, b); }
 TR_BINARY_FN(mul)
 TR_BINARY_FN(div)
-TR_BINARY_FN(remainder)
-TR_BINARY_FN(pow)
-TR_BINARY_FN(maximum)
-TR_BINARY_FN(minimum)
-TR_BINARY_FN(eq)
-TR_BINARY_FN(ne)
-TR_BINARY_FN(lt)
-TR_BINARY_FN(le)
-TR_BINARY_FN(gt)
-TR_BINARY_FN(ge)
-TR_BINARY_FN(logical_and)
-TR_BINARY_FN(logical_or)
-TR_BINARY_FN(bitwise_and)
-TR_BINARY_FN(bitwise_or)
-TR_BINARY_FN(bitwise_xor)
 #undef TR_BINARY_FN
 
 // add and sub: a tensor or a number on the right, scaled by alpha.
@@ -373,20 +346,6 @@ void bind_tensor(py::module_& m) {
       },
       py::arg("start"), py::arg("end"), py::arg("steps"), py::arg("dtype") = py::none(), py::arg("device") = py::none());
   m.def(
-      "lerp",
-      [](const Tensor& a, const Tensor& b, py::object w) {
-        return py::isinstance<Tensor>(w) ? lerp(a, b, w.cast<Tensor>()) : lerp(a, b, to_scalar(w));
-      },
-      py::arg("input"), py::arg("end"), py::arg("weight"));
-  m.def(
-      "addcmul",
-      [](const Tensor& x, const Tensor& t1, const Tensor& t2, py::object v) { return addcmul(x, t1, t2, to_scalar(v)); },
-      py::arg("input"), py::arg("tensor1"), py::arg("tensor2"), py::kw_only(), py::arg("value") = 1);
-  m.def(
-      "addcdiv",
-      [](const Tensor& x, const Tensor& t1, const Tensor& t2, py::object v) { return addcdiv(x, t1, t2, to_scalar(v)); },
-      py::arg("input"), py::arg("tensor1"), py::arg("tensor2"), py::kw_only(), py::arg("value") = 1);
-  m.def(
       "dot", [](const Tensor& a, const Tensor& b) { return dot(a, b); }, py::arg("input"), py::arg("other"),
       release());
   m.def(
@@ -426,38 +385,31 @@ void bind_tensor(py::module_& m) {
       py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1, py::arg("dtype") = py::none(),
       py::arg("device") = py::none());
 
-  // Elementwise.
-#define TR_UNARY(name) \
-  m.def(               \
-      #name, [](const Tensor& x) { return name(x); }, release());
-  TR_UNARY(exp)
-  TR_UNARY(log) TR_UNARY(log1p) TR_UNARY(sqrt) TR_UNARY(rsqrt) TR_UNARY(sin) TR_UNARY(cos) TR_UNARY(tanh)
-      TR_UNARY(sigmoid) TR_UNARY(erf) TR_UNARY(silu) TR_UNARY(neg) TR_UNARY(abs) TR_UNARY(relu) TR_UNARY(sign)
-          TR_UNARY(floor) TR_UNARY(round) TR_UNARY(logical_not) TR_UNARY(bitwise_not)
-#undef TR_UNARY
-              m.def(
-                  "gelu", [](const Tensor& x, const std::string& a) { return gelu(x, a); }, py::arg("input"),
-                  py::arg("approximate") = "none", release());
+  // Elementwise (the list's pointwise ops are generated: op_bindings_generated.cc).
+  // div: the list's div and div.rounding share the name; rounding_mode picks one.
   m.def(
-      "clamp",
-      [](const Tensor& x, py::object lo, py::object hi) {
-        std::optional<Scalar> l, h;
-        if (!lo.is_none()) l = to_scalar(lo);
-        if (!hi.is_none()) h = to_scalar(hi);
-        py::gil_scoped_release nogil;
-        return clamp(x, l, h);
+      "div",
+      [](py::handle input, py::handle other_, py::handle rounding_mode, py::handle out_) -> py::object {
+        Tensor& self = tensor_arg(input, "div", "input", 1);
+        Tensor other = operand_arg(other_, "div", "other", 2);
+        std::optional<std::string> mode;
+        if (!rounding_mode.is_none()) mode = string_arg(rounding_mode, "div", "rounding_mode", 0);
+        Tensor out = out_.is_none() ? Tensor() : tensor_arg(out_, "div", "out", 0);
+        Tensor result;
+        {
+          MaybeReleaseGil nogil;
+          release_if_large(nogil, self);
+          const DispatchKeySet keys = out.defined() ? keys_of(self, other, out) : keys_of(self, other);
+          result = mode ? ops::div_rounding::call(keys, self, other, *mode, out) : ops::div::call(keys, self, other, out);
+        }
+        if (!out.defined()) return py::cast(std::move(result));
+        out.impl()->bump_version();
+        return py::reinterpret_borrow<py::object>(out_);
       },
-      py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none());
-  m.def("add", &add_or_sub<false>, py::arg("input"), py::arg("other"), py::arg("alpha") = 1);
-  m.def("sub", &add_or_sub<true>, py::arg("input"), py::arg("other"), py::arg("alpha") = 1);
-#define TR_BINARY(name) m.def(#name, &binary<&name##_tt, &name##_ts>);
-  TR_BINARY(mul)
-  TR_BINARY(div) TR_BINARY(remainder) TR_BINARY(pow) TR_BINARY(maximum) TR_BINARY(minimum) TR_BINARY(eq) TR_BINARY(ne)
-      TR_BINARY(lt) TR_BINARY(le) TR_BINARY(gt) TR_BINARY(ge) TR_BINARY(logical_and) TR_BINARY(logical_or)
-          TR_BINARY(bitwise_and) TR_BINARY(bitwise_or) TR_BINARY(bitwise_xor)
-#undef TR_BINARY
-              m.def(
-                  "where", [](const Tensor& c, const Tensor& a, const Tensor& b) { return where(c, a, b); }, release());
+      py::arg("input"), py::arg("other"), py::kw_only(), py::arg("rounding_mode") = py::none(),
+      py::arg("out") = py::none());
+  m.def(
+      "where", [](const Tensor& c, const Tensor& a, const Tensor& b) { return where(c, a, b); }, release());
 
   // Products, reductions, indexing, nn functions.
   m.def(

@@ -141,15 +141,16 @@ def initial_seed():
 arange = _C.arange
 from trainrun._factories import (empty, empty_like, full, full_like, linspace, ones, ones_like, rand, rand_like,  # noqa
                                  randint, randn, randn_like, zeros, zeros_like)
-for _name in ("exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "neg", "abs", "relu",
-              "sign", "floor", "round", "logical_not", "bitwise_not", "clamp", "add", "sub", "mul", "div",
-              "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
-              "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "matmul", "mm", "sum", "mean",
-              "amax", "amin", "argmax", "cat", "stack", "index_select", "masked_select", "masked_fill",
-              "softmax", "log_softmax", "gather", "scatter", "cumsum", "norm",
-              "bmm", "chunk", "split", "eye", "lerp", "addcmul", "addcdiv", "dot", "outer"):
+# The op list's pointwise functions (generated bindings, with out=), then the rest bound from C++ by hand.
+from trainrun import _op_list  # noqa: E402
+for _op in _op_list.ops():
+    if "pointwise" in _op.tags and "function" in _op.python:
+        globals()[_op.python_name] = getattr(_C, _op.python_name)
+for _name in ("matmul", "mm", "sum", "mean", "amax", "amin", "argmax", "cat", "stack", "index_select",
+              "masked_select", "masked_fill", "softmax", "log_softmax", "gather", "scatter", "cumsum", "norm",
+              "bmm", "chunk", "split", "eye", "dot", "outer"):
     globals()[_name] = getattr(_C, _name)
-del _name
+del _name, _op
 from trainrun import return_types  # noqa: E402,F401
 from trainrun._size import Size  # noqa: E402,F401
 
@@ -198,6 +199,7 @@ from trainrun._tensor_extras import (as_tensor, clone, detach, get_default_dtype
                                      can_cast, result_type, finfo, iinfo, sum, mean, is_inference_mode_enabled,
                                      compile)
 
+from trainrun.nn.functional import conv2d, max_pool2d  # noqa: E402,F401  (torch.conv2d, torch.max_pool2d)
 from trainrun import _tensor_pickling  # noqa: E402,F401  (deepcopy, pickle, share_memory_)
 from trainrun import multiprocessing  # noqa: E402,F401
 from trainrun import amp  # noqa: E402,F401  (autocast, GradScaler)
@@ -241,4 +243,7 @@ from trainrun import linalg  # noqa: E402,F401
 def round(input, *, decimals=0, out=None):  # noqa: A001,A002  (PyTorch's names)
     """Round half to even, at `decimals` places."""
     result = input.round(decimals=decimals)
-    return out.copy_(result) if out is not None else result
+    if out is None:
+        return result
+    out.copy_(result)
+    return out

@@ -175,7 +175,7 @@ def _as_tensor_like(value, like):
 
 
 @op(method=False)
-def where(condition, input=None, other=None):  # noqa: A002
+def where(condition, input=None, other=None, *, out=None):  # noqa: A002
     """where(condition, input, other): input where condition holds, else other (either may be a number);
     where(condition) alone: nonzero(condition, as_tuple=True)."""
     if input is None and other is None:
@@ -187,7 +187,11 @@ def where(condition, input=None, other=None):  # noqa: A002
         like = _C.full([], 0.0 if isinstance(input, float) or isinstance(other, float) else 0,
                        dtype=_C.dtype.float32 if isinstance(input, float) or isinstance(other, float) else
                        _C.dtype.int64, device=condition.device)
-    return _where(condition, _as_tensor_like(input, like), _as_tensor_like(other, like))
+    result = _where(condition, _as_tensor_like(input, like), _as_tensor_like(other, like))
+    if out is None:
+        return result
+    out.copy_(result)
+    return out
 
 
 _C.Tensor.where = lambda self, condition, other: where(condition, self, other)

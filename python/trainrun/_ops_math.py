@@ -94,8 +94,8 @@ def cosh(input):  # noqa: A002
 
 
 @op(method=True, inplace=True, aliases=("negative",))
-def neg(input):  # noqa: A002
-    return _C.neg(input)
+def neg(input, *, out=None):  # noqa: A002
+    return _C.neg(input, out=out)
 
 
 @op(method=True, inplace=True, aliases=("clip",))

@@ -24,6 +24,13 @@ def flip(input, *dims_, dims=None):  # noqa: A002
 
 
 @op(method=True)
+def as_strided(input, size, stride, storage_offset=None):  # noqa: A002
+    """A view of input's storage with the given sizes, strides and offset (in elements)."""
+    return _ops.as_strided(input, int_list((size,), "as_strided", "size"), int_list((stride,), "as_strided", "stride"),
+                           storage_offset)
+
+
+@op(method=True)
 def fliplr(input):  # noqa: A002
     if input.ndim < 2:
         raise ValueError(f"fliplr(): the input must have at least 2 dimensions, got {input.ndim}")

@@ -83,8 +83,8 @@ Tensor.__iadd__ = _inplace(Tensor.__add__)
 Tensor.__isub__ = _inplace(Tensor.__sub__)
 Tensor.__imul__ = _inplace(Tensor.__mul__)
 Tensor.__itruediv__ = _inplace(Tensor.__truediv__)
-Tensor.add_ = lambda self, other, alpha=1: self.copy_(_C.add(self, _other(other), alpha))
-Tensor.sub_ = lambda self, other, alpha=1: self.copy_(_C.sub(self, _other(other), alpha))
+Tensor.add_ = lambda self, other, alpha=1: self.copy_(_C.add(self, other, alpha=alpha))
+Tensor.sub_ = lambda self, other, alpha=1: self.copy_(_C.sub(self, other, alpha=alpha))
 Tensor.mul_ = _inplace(Tensor.__mul__)
 Tensor.div_ = _inplace(Tensor.__truediv__)
 
@@ -169,18 +169,10 @@ def _dims(dim):
     return [dim] if isinstance(dim, builtins.int) else list(dim)
 
 
-for _name in ("exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "abs", "relu", "sign",
-              "floor", "round", "neg", "logical_not"):
-    setattr(Tensor, _name, (lambda op: lambda self: op(self))(getattr(_C, _name)))
-for _name in ("pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "remainder"):
-    setattr(Tensor, _name, (lambda op: lambda self, other: op(self, _other(other)))(getattr(_C, _name)))
-Tensor.add = lambda self, other, alpha=1: _C.add(self, _other(other), alpha)
-Tensor.sub = lambda self, other, alpha=1: _C.sub(self, _other(other), alpha)
-Tensor.mul = Tensor.__mul__
-Tensor.div = Tensor.__truediv__
+# (The pointwise ops of the op list, tensor/ops.yaml, are C++ methods generated from it.)
+Tensor.div = lambda self, other, *, rounding_mode=None: _C.div(self, other, rounding_mode=rounding_mode)
 Tensor.matmul = Tensor.__matmul__
 Tensor.mm = lambda self, other: _C.mm(self, other)
-Tensor.clamp = lambda self, min=None, max=None: _C.clamp(self, min, max)  # noqa: A002
 Tensor.sum = lambda self, dim=None, keepdim=False: _C.sum(self, _dims(dim), keepdim)
 Tensor.mean = lambda self, dim=None, keepdim=False: _C.mean(self, _dims(dim), keepdim)
 Tensor.amax = lambda self, dim=None, keepdim=False: _C.amax(self, _dims(dim), keepdim)
@@ -203,9 +195,6 @@ Tensor.logsumexp = lambda self, dim, keepdim=False: _C.logsumexp(self, _dims(dim
 Tensor.isnan = lambda self: self != self
 Tensor.isinf = lambda self: (self.abs() == float("inf")) if self.is_floating_point() else self != self
 Tensor.isfinite = lambda self: ~(self.isnan() | self.isinf()) if self.is_floating_point() else self == self
-Tensor.lerp = lambda self, end, weight: _C.lerp(self, end, weight)
-Tensor.addcmul = lambda self, tensor1, tensor2, *, value=1: _C.addcmul(self, tensor1, tensor2, value=value)
-Tensor.addcdiv = lambda self, tensor1, tensor2, *, value=1: _C.addcdiv(self, tensor1, tensor2, value=value)
 Tensor.dot = lambda self, other: _C.dot(self, other)
 Tensor.outer = lambda self, vec2: _C.outer(self, vec2)
 from trainrun._size import Size  # noqa: E402

@@ -1,10 +1,13 @@
-"""Generates the C++ side of the op list (tensor/ops.yaml): op_schemas.h
-(one struct per op: name, schema, signature, typed call, kernel
-registration) and op_list.cc (the list as data, for tests and Python).
+"""Generates code from the op list (tensor/ops.yaml):
 
-    gen_ops.py ops.yaml OUT_DIR
+    gen_ops.py ops.yaml OUT_DIR            op_schemas.h (one struct per op: name,
+                                           schema, signature, typed call) and
+                                           op_list.cc (the list as data)
+    gen_ops.py --bindings ops.yaml OUT.cc  the Python bindings of the pointwise
+                                           ops (trainrun._C.<name>, Tensor.<name>)
 
-Run by Bazel (tensor/BUILD's genrule); nothing it writes is checked in."""
+Run by Bazel (genrules in tensor/BUILD and python/BUILD); nothing it writes
+is checked in."""
 import dataclasses
 import pathlib
 import re
@@ -40,10 +43,15 @@ class SchemaError(ValueError):
     pass
 
 
+NO_DEFAULT = object()
+
+
 @dataclasses.dataclass
 class Argument:
     type: str
     name: str
+    default: object = NO_DEFAULT  # the Python default, as written in the schema ("None", "1", "'none'")
+    kw_only: bool = False         # after `*`: keyword-only in Python
 
     @property
     def cpp_type(self):
@@ -59,6 +67,7 @@ class OpSchema:
     python: list
     python_name: str
     schema: str
+    binding: str       # "generated": gen_ops.py --bindings binds it; "manual": python/ does
 
     @property
     def struct_name(self):
@@ -85,14 +94,19 @@ def parse_func(func):
     if not m:
         raise SchemaError(f"not a schema 'name(args) -> returns': {func!r}")
     arguments = []
+    kw_only = False
     for part in filter(None, (p.strip() for p in m.group("args").split(","))):
-        pieces = part.split()
+        if part == "*":
+            kw_only = True
+            continue
+        declaration, _, default = part.partition("=")
+        pieces = declaration.split()
         if len(pieces) != 2:
-            raise SchemaError(f"{m.group('name')}: argument {part!r} is not 'Type name'")
+            raise SchemaError(f"{m.group('name')}: argument {part!r} is not 'Type name[=default]'")
         if pieces[0] not in ARG_TYPES:
             raise SchemaError(f"{m.group('name')}: argument {pieces[1]!r} has unknown type {pieces[0]!r} "
                               f"(known: {', '.join(sorted(ARG_TYPES))})")
-        arguments.append(Argument(*pieces))
+        arguments.append(Argument(pieces[0], pieces[1], default.strip() if default else NO_DEFAULT, kw_only))
     names = [a.name for a in arguments]
     if len(set(names)) != len(names):
         raise SchemaError(f"{m.group('name')}: an argument name repeats in {names}")
@@ -112,7 +126,7 @@ def load(path):
     entries = yaml.safe_load(pathlib.Path(path).read_text())
     ops, seen = [], set()
     for entry in entries:
-        unknown = set(entry) - {"func", "tags", "python", "python_name"}
+        unknown = set(entry) - {"func", "tags", "python", "python_name", "binding"}
         if unknown:
             raise SchemaError(f"{entry.get('func')}: unknown keys {sorted(unknown)}")
         name, arguments, returns = parse_func(entry["func"])
@@ -125,8 +139,12 @@ def load(path):
             raise SchemaError(f"{name}: unknown tags {sorted(set(tags) - set(TAGS))} (known: {', '.join(TAGS)})")
         if set(python) - PYTHON_TARGETS:
             raise SchemaError(f"{name}: unknown python targets {sorted(set(python) - PYTHON_TARGETS)}")
+        binding = entry.get("binding", "generated")
+        if binding not in ("generated", "manual"):
+            raise SchemaError(f"{name}: binding is 'generated' or 'manual', not {binding!r}")
         ops.append(OpSchema(name, arguments, returns, tags, python,
-                            entry.get("python_name", name.split(".")[0]), " ".join(entry["func"].split())))
+                            entry.get("python_name", name.split(".")[0]), " ".join(entry["func"].split()),
+                            binding))
     return ops
 
 
@@ -194,13 +212,132 @@ def source(ops):
     return "\n".join(out)
 
 
+# Schema argument type -> the converter of python/csrc/op_arguments.h that reads it from Python.
+CONVERTERS = {"Scalar": "scalar_arg", "Scalar?": "optional_scalar_arg", "str": "string_arg"}
+
+
+def _python_default(arg):
+    d = arg.default
+    if d == "None":
+        return "py::none()"
+    if d in ("True", "False"):
+        return d.lower()
+    if d.startswith("'"):
+        return '"' + d[1:-1] + '"'
+    return d
+
+
+def bound_ops(ops):
+    """The ops whose Python bindings are generated: pointwise, bound somewhere in Python, not manual."""
+    return [op for op in ops if op.binding == "generated" and "pointwise" in op.tags and op.python]
+
+
+def _binding(op, as_method):
+    """One pybind11 definition: `m.def(...)` for the function, a method of Tensor for the method."""
+    fn = op.python_name
+    inputs = [a for a in op.arguments if a.name != "out"]
+    out = next((a for a in op.arguments if a.name == "out"), None)
+    if inputs[0].type != "Tensor" or inputs[0].name != "self":
+        raise SchemaError(f"{op.name}: a generated binding needs `Tensor self` first (or binding: manual)")
+    params, converts, names = [], [], []
+    for position, a in enumerate(inputs, start=1):
+        python_name = "input" if a.name == "self" else a.name
+        if a.name == "self" and as_method:
+            params.append("const Tensor& self")
+            continue
+        params.append(f"py::handle {a.name}_")
+        if a.type == "Tensor":
+            converter = "tensor_arg" if a.name == "self" else "operand_arg"
+            kind = "Tensor&" if a.name == "self" else "Tensor"
+        elif a.type in CONVERTERS:
+            converter, kind = CONVERTERS[a.type], "auto"
+        else:
+            raise SchemaError(f"{op.name}: argument {a.name} of type {a.type} has no Python converter")
+        pos = 0 if a.kw_only else position - (1 if as_method else 0)
+        converts.append(f"    {kind} {a.name} = {converter}({a.name}_, \"{fn}\", \"{python_name}\", {pos});")
+        names.append((python_name, a))
+    with_out = out is not None and not as_method
+    if with_out:
+        params.append("py::handle out_")
+    tensors = [a.name for a in inputs if a.type == "Tensor"]
+    call_args = ", ".join(a.name for a in inputs)
+    lines = [f"  // {op.schema}"]
+    target = f'tensor_class, "{fn}"' if as_method else f'm, "{fn}"'
+    lines.append(f"  define_{'method' if as_method else 'function'}({target}, [](" + ", ".join(params) +
+                 ") -> py::object {")
+    lines += converts
+    lines.append("    MaybeReleaseGil nogil;")
+    lines.append("    release_if_large(nogil, self);")
+    out_arg = ", Tensor()" if out is not None else ""
+    if with_out:
+        lines.append("    if (!out_.is_none()) {")
+        lines.append(f"      Tensor& out = tensor_arg(out_, \"{fn}\", \"out\", 0);")
+        lines.append(f"      ops::{op.struct_name}::call(keys_of({', '.join(tensors + ['out'])}), {call_args}, out);")
+        lines.append("      out.impl()->bump_version();")
+        lines.append("      nogil.reset();")
+        lines.append("      return py::reinterpret_borrow<py::object>(out_);")
+        lines.append("    }")
+    lines.append(f"    Tensor result = ops::{op.struct_name}::call(keys_of({', '.join(tensors)}), {call_args}{out_arg});")
+    lines.append("    nogil.reset();")
+    lines.append("    return py::cast(std::move(result));")
+    arg_specs = []
+    kw_started = False
+    for python_name, a in names:
+        if a.kw_only and not kw_started:
+            arg_specs.append("py::kw_only()")
+            kw_started = True
+        spec = f'py::arg("{python_name}")'
+        if a.default is not NO_DEFAULT:
+            spec += f" = {_python_default(a)}"
+        arg_specs.append(spec)
+    if with_out:
+        if not kw_started:
+            arg_specs.append("py::kw_only()")
+        arg_specs.append('py::arg("out") = py::none()')
+    lines.append("  }" + "".join(", " + spec for spec in arg_specs) + ");")
+    return lines
+
+
+def bindings(ops):
+    out = ["// Generated by tensor/codegen/gen_ops.py from tensor/ops.yaml: edit those, not this.",
+           "// The Python bindings of the list's pointwise ops: trainrun.<name> (with out=) and",
+           "// Tensor.<name>, each argument converted with a TypeError that names it.",
+           '#include "python/csrc/op_arguments.h"', '#include "tensor/op_schemas.h"', "",
+           "namespace trainrun {", "namespace python {", "namespace {", "",
+           "template <typename Fn, typename... Extra>",
+           "void define_function(py::module_& m, const char* name, Fn&& fn, const Extra&... extra) {",
+           "  m.def(name, std::forward<Fn>(fn), extra...);",
+           "}", "",
+           "template <typename Fn, typename... Extra>",
+           "void define_method(py::handle cls, const char* name, Fn&& fn, const Extra&... extra) {",
+           "  py::cpp_function method(std::forward<Fn>(fn), py::name(name), py::is_method(cls),",
+           "                          py::sibling(py::getattr(cls, name, py::none())), extra...);",
+           "  py::setattr(cls, name, method);",
+           "}", "",
+           "}  // namespace", "",
+           "void bind_listed_ops(py::module_& m) {",
+           "  py::handle tensor_class = py::type::of<Tensor>();",
+           "  (void)tensor_class;"]
+    for op in bound_ops(ops):
+        out += _binding(op, as_method=False)  # trainrun._C.<name>: what the Python package builds on
+        if "method" in op.python:
+            out += _binding(op, as_method=True)
+    out += ["}", "", "}  // namespace python", "}  // namespace trainrun", ""]
+    return "\n".join(out)
+
+
 def main(argv):
-    if len(argv) != 3:
-        sys.exit("usage: gen_ops.py ops.yaml OUT_DIR")
+    generate_bindings = len(argv) == 4 and argv[1] == "--bindings"
+    if len(argv) != 3 and not generate_bindings:
+        sys.exit("usage: gen_ops.py ops.yaml OUT_DIR | gen_ops.py --bindings ops.yaml OUT.cc")
+    spec = argv[2] if generate_bindings else argv[1]
     try:
-        ops = load(argv[1])
+        ops = load(spec)
+        if generate_bindings:
+            pathlib.Path(argv[3]).write_text(bindings(ops))
+            return
     except SchemaError as e:
-        sys.exit(f"{argv[1]}: {e}")
+        sys.exit(f"{spec}: {e}")
     out_dir = pathlib.Path(argv[2])
     (out_dir / "op_schemas.h").write_text(header(ops))
     (out_dir / "op_list.cc").write_text(source(ops))

@@ -72,7 +72,7 @@ TEST(OpList, NoOpOfTheCoreLivesOutsideTheList) {
 
 TEST(OpList, GeneratedStructsCarryTheListsNamesAndSchemas) {
   EXPECT_STREQ(ops::max_dim::name, "max.dim");
-  EXPECT_STREQ(ops::add::schema, "add(Tensor self, Tensor other, Scalar alpha, Tensor? out) -> Tensor");
+  EXPECT_STREQ(ops::add::schema, "add(Tensor self, Tensor other, *, Scalar alpha=1, Tensor? out=None) -> Tensor");
   static_assert(std::is_same_v<ops::max_dim::Sig, std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool)>);
   static_assert(std::is_same_v<ops::copy_::Sig, Tensor&(Tensor&, const Tensor&)>);
   static_assert(std::is_same_v<ops::random_fill_::Sig, void(Tensor&, int64_t, double, double, uint64_t, uint64_t)>);

@@ -1,0 +1,78 @@
+#pragma once
+// Python arguments of the bindings generated from the op list
+// (python/csrc/op_bindings_generated.cc), converted one by one so that a wrong
+// argument raises PyTorch's TypeError, naming the function, the argument and
+// what it takes ("add(): argument 'other' (position 2) must be Tensor or a
+// number, not str"), instead of a binding-library dump.
+#include <optional>
+#include <string>
+
+#include "base/error.h"
+#include "python/csrc/bindings.h"
+#include "tensor/factories.h"
+
+namespace trainrun {
+namespace python {
+
+// Releasing the GIL costs more than a tiny op takes: ops release it only
+// when their tensor is large enough for another Python thread to gain.
+constexpr int64_t kReleaseGilNumel = 1 << 15;
+using MaybeReleaseGil = std::optional<py::gil_scoped_release>;
+inline void release_if_large(MaybeReleaseGil& guard, const Tensor& t) {
+  if (t.numel() >= kReleaseGilNumel) guard.emplace();
+}
+
+[[noreturn]] inline void throw_argument_error(const char* fn, const char* arg, int position, const char* expected,
+                                              py::handle got) {
+  const std::string type = py::str(py::type::of(got).attr("__name__"));
+  if (position > 0)
+    throw TypeError(fmt::format("{}(): argument '{}' (position {}) must be {}, not {}", fn, arg, position, expected,
+                                type));
+  throw TypeError(fmt::format("{}(): argument '{}' must be {}, not {}", fn, arg, expected, type));
+}
+
+inline bool is_number(py::handle h) {
+  if (py::isinstance<py::bool_>(h) || py::isinstance<py::int_>(h) || py::isinstance<py::float_>(h)) return true;
+  // NumPy scalars (np.float32(2)): 0-d, with a dtype.
+  return py::hasattr(h, "dtype") && py::hasattr(h, "item") && !py::isinstance<py::sequence>(h) &&
+         py::len(h.attr("shape")) == 0;
+}
+
+inline Tensor& tensor_arg(py::handle h, const char* fn, const char* arg, int position) {
+  if (!py::isinstance<Tensor>(h)) throw_argument_error(fn, arg, position, "Tensor", h);
+  return h.cast<Tensor&>();
+}
+
+// A number becomes a "wrapped number" 0-dim tensor, which promotes as a
+// Python scalar does (int8 tensor + 1 stays int8).
+inline Tensor wrapped_number(py::handle number) {
+  const Scalar s = to_scalar(number);
+  Tensor w = scalar_tensor(s, s.dtype());
+  w.impl()->set_wrapped_number(true);
+  return w;
+}
+
+// A tensor operand after the first: a Tensor or a number.
+inline Tensor operand_arg(py::handle h, const char* fn, const char* arg, int position) {
+  if (py::isinstance<Tensor>(h)) return h.cast<const Tensor&>();
+  if (is_number(h)) return wrapped_number(h);
+  throw_argument_error(fn, arg, position, "Tensor or a number", h);
+}
+
+inline Scalar scalar_arg(py::handle h, const char* fn, const char* arg, int position) {
+  if (!is_number(h)) throw_argument_error(fn, arg, position, "a number", h);
+  return to_scalar(h);
+}
+
+inline std::optional<Scalar> optional_scalar_arg(py::handle h, const char* fn, const char* arg, int position) {
+  if (h.is_none()) return std::nullopt;
+  return scalar_arg(h, fn, arg, position);
+}
+
+inline std::string string_arg(py::handle h, const char* fn, const char* arg, int position) {
+  if (!py::isinstance<py::str>(h)) throw_argument_error(fn, arg, position, "str", h);
+  return h.cast<std::string>();
+}
+
+}  // namespace python
+}  // namespace trainrun

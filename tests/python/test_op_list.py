@@ -1,0 +1,115 @@
+"""The op list (tensor/ops.yaml) and the Python package agree: every op the
+list binds is reachable where it says (trainrun.<name>, Tensor.<name>,
+trainrun.nn.functional.<name>) and runs there; DTensor takes its pointwise
+ops from the list; the generator refuses a malformed list by name."""
+import subprocess
+import sys
+
+import pytest
+
+from built_tree import ROOT
+
+import trainrun
+import trainrun.nn.functional as F
+from trainrun import _op_list
+from trainrun.distributed.tensor import DTensor
+
+GENERATOR = ROOT / "tensor" / "codegen" / "gen_ops.py"
+PLACES = {"function": trainrun, "method": trainrun.Tensor, "functional": F}
+
+
+def test_the_list_is_the_dispatchers_and_parses():
+    ops = _op_list.ops()
+    names = [op.name for op in ops]
+    assert len(names) == len(set(names)) and len(names) > 90
+    by_name = {op.name: op for op in ops}
+    assert by_name["max.dim"].python_name == "max"
+    assert by_name["max.dim"].returns == (("Tensor", "values"), ("Tensor", "indices"))
+    assert [a.name for a in by_name["add"].arguments] == ["self", "other", "alpha", "out"]
+    assert [a.name for a in by_name["add"].tensor_inputs] == ["self", "other"]
+    assert {"pointwise", "nondifferentiable"} <= by_name["eq"].tags
+
+
+def test_every_binding_the_list_names_exists():
+    missing = [f"{place}: {op.python_name} ({op.name})" for op in _op_list.ops() for place in sorted(op.python)
+               if not callable(getattr(PLACES[place], op.python_name, None))]
+    assert not missing, "ops of tensor/ops.yaml not bound where the list says: " + ", ".join(missing)
+
+
+def _inputs(op):
+    """Arguments for a pointwise op's Python binding: floats in (0.5, 1.5) (every op is defined there), bools for
+    the logical ops, integers for the bitwise ones."""
+    def tensor(k):
+        if op.tensor_inputs[k].name == "condition":
+            return trainrun.tensor([[True, False], [False, True]])
+        if op.python_name.startswith("bitwise"):
+            return trainrun.tensor([[1, 2], [3, 12]]) + k
+        if op.python_name.startswith("logical"):
+            return trainrun.tensor([[True, False], [True, True]]) ^ bool(k)
+        return trainrun.tensor([[0.6, 0.9], [1.2, 1.4]]) + 0.05 * k
+    return [tensor(k) for k in range(len(op.tensor_inputs))]
+
+
+@pytest.mark.parametrize("op", [op for op in _op_list.ops() if "pointwise" in op.tags
+                                and len(op.arguments) == len(op.tensor_inputs) + 1
+                                and op.arguments[-1].name == "out"], ids=lambda op: op.name)
+def test_pointwise_bindings_agree_with_each_other_and_write_out(op):
+    """The function, the method and the functional of one pointwise op give the same values, and out= writes
+    them into the tensor given."""
+    args = _inputs(op)
+    names = [a.name for a in op.tensor_inputs]
+    # A method is called on the schema's `self` (not always the first argument: where(condition, self, other)).
+    self_at = names.index("self") if "self" in names else 0
+    method_args = [args[self_at]] + args[:self_at] + args[self_at + 1:]
+    results = {place: getattr(PLACES[place], op.python_name)(*(method_args if place == "method" else args))
+               for place in op.python}
+    first = next(iter(results.values()))
+    for place, r in results.items():
+        assert r.shape == first.shape and r.dtype == first.dtype, place
+        assert r.tolist() == first.tolist(), place
+    if "function" in op.python:
+        out = trainrun.empty(first.shape, dtype=first.dtype)
+        returned = getattr(trainrun, op.python_name)(*args, out=out)
+        assert returned is out and out.tolist() == first.tolist()
+
+
+@pytest.mark.parametrize("arity", [1, 2])
+def test_dtensor_has_every_pointwise_method_of_the_list(arity):
+    names = _op_list.pointwise_methods(arity)
+    assert names, "the list has no pointwise methods?"
+    missing = [n for n in names if n not in vars(DTensor)]
+    assert not missing, f"pointwise ops without a DTensor method: {missing}"
+
+
+def _generate(tmp_path, text):
+    spec = tmp_path / "ops.yaml"
+    spec.write_text(text)
+    return subprocess.run([sys.executable, str(GENERATOR), str(spec), str(tmp_path)], capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("- func: f(Tensor self, Tensr other) -> Tensor\n", "argument 'other' has unknown type 'Tensr'"),
+    ("- func: f(Tensor self) -> Tensor\n- func: f(Tensor self) -> Tensor\n", "op f is listed twice"),
+    ("- func: f(Tensor self) -> Tensor\n  tags: [pointwize]\n", "f: unknown tags ['pointwize']"),
+    ("- func: f(Tensor self) -> Tensor\n  python: [methd]\n", "f: unknown python targets ['methd']"),
+    ("- func: f(Tensor self, int self) -> Tensor\n", "an argument name repeats"),
+    ("- func: f(Tensor self) Tensor\n", "not a schema"),
+    ("- func: f(Tensor self) -> Tensor\n  tag: [view]\n", "unknown keys ['tag']"),
+])
+def test_the_generator_refuses_a_malformed_list_by_name(tmp_path, text, message):
+    r = _generate(tmp_path, text)
+    assert r.returncode != 0 and message in r.stderr, r.stderr
+
+
+def test_the_generator_writes_a_struct_and_an_entry_per_op(tmp_path):
+    r = _generate(tmp_path, "- func: twice.out(Tensor self, int[] dims, Tensor? out) -> (Tensor a, Tensor b)\n"
+                            "  tags: [pointwise]\n  python: [method]\n")
+    assert r.returncode == 0, r.stderr
+    header = (tmp_path / "op_schemas.h").read_text()
+    assert "struct twice_out {" in header
+    assert "using Sig = std::tuple<Tensor, Tensor>(const Tensor&, const IntList&, const Tensor&);" in header
+    assert 'static constexpr const char* name = "twice.out";' in header
+    source = (tmp_path / "op_list.cc").read_text()
+    assert '{"twice.out", ops::twice_out::schema, typeid(ops::twice_out::Sig), true, false, false, false, false, ' \
+           '"twice", {"method"}}' in source
