@@ -25,6 +25,11 @@ ROWS = [
     ("a * 2.0", "a = t.ones(4)", "a * 2.0"),
     ("x.sum(dim=1)", "x = t.ones(2, 2)", "x.sum(dim=1)"),
     ("x.max(dim=1).values", "x = t.ones(2, 2)", "x.max(dim=1).values"),
+    # Bindings generated from the op list (tensor/ops.yaml).
+    ("x.exp()", "x = t.ones(4)", "x.exp()"),
+    ("t.add(a, b, alpha=2)", "a = t.ones(4); b = t.ones(4)", "t.add(a, b, alpha=2)"),
+    ("t.mul(a, b, out=c)", "a = t.ones(4); b = t.ones(4); c = t.empty(4)", "t.mul(a, b, out=c)"),
+    ("a.lt(0.5)", "a = t.ones(4)", "a.lt(0.5)"),
     ("F.relu(x)", "x = t.ones(4)", "F.relu(x)"),
     ("F.gelu(x)", "x = t.ones(4)", "F.gelu(x)"),
     ("x.view(-1)", "x = t.ones(2, 2)", "x.view(-1)"),

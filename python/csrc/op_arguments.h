@@ -6,6 +6,7 @@
 // number, not str"), instead of a binding-library dump.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "python/csrc/bindings.h"
@@ -72,6 +73,68 @@ inline std::optional<Scalar> optional_scalar_arg(py::handle h, const char* fn, c
 inline std::string string_arg(py::handle h, const char* fn, const char* arg, int position) {
   if (!py::isinstance<py::str>(h)) throw_argument_error(fn, arg, position, "str", h);
   return h.cast<std::string>();
+}
+
+// Tensor? (not out=): None is the undefined tensor.
+inline Tensor optional_tensor_arg(py::handle h, const char* fn, const char* arg, int position) {
+  if (h.is_none()) return Tensor();
+  return tensor_arg(h, fn, arg, position);
+}
+
+inline bool is_integer(py::handle h) {
+  if (py::isinstance<py::bool_>(h)) return false;
+  return py::isinstance<py::int_>(h) || (py::hasattr(h, "__index__") && !py::isinstance<Tensor>(h));
+}
+
+inline int64_t int_arg(py::handle h, const char* fn, const char* arg, int position) {
+  if (!is_integer(h)) throw_argument_error(fn, arg, position, "int", h);
+  return py::reinterpret_borrow<py::object>(h).attr("__index__")().cast<int64_t>();
+}
+
+inline std::optional<int64_t> optional_int_arg(py::handle h, const char* fn, const char* arg, int position) {
+  if (h.is_none()) return std::nullopt;
+  return int_arg(h, fn, arg, position);
+}
+
+// int[]: one int, or a tuple/list (a trainrun.Size) of them; None is the empty list (every dim, for a reduction).
+inline IntList int_list_arg(py::handle h, const char* fn, const char* arg, int position) {
+  if (h.is_none()) return {};
+  if (is_integer(h)) return {int_arg(h, fn, arg, position)};
+  if (!py::isinstance<py::tuple>(h) && !py::isinstance<py::list>(h))
+    throw_argument_error(fn, arg, position, "tuple of ints", h);
+  IntList out;
+  for (py::handle item : h) {
+    if (!is_integer(item)) throw_argument_error(fn, arg, position, "tuple of ints", h);
+    out.push_back(int_arg(item, fn, arg, position));
+  }
+  return out;
+}
+
+inline bool bool_arg(py::handle h, const char* fn, const char* arg, int position) {
+  if (!py::isinstance<py::bool_>(h) && !is_integer(h)) throw_argument_error(fn, arg, position, "bool", h);
+  return py::reinterpret_borrow<py::object>(h).cast<bool>();
+}
+
+inline double float_arg(py::handle h, const char* fn, const char* arg, int position) {
+  if (!is_number(h) || py::isinstance<py::bool_>(h)) throw_argument_error(fn, arg, position, "float", h);
+  return py::reinterpret_borrow<py::object>(h).attr("__float__")().cast<double>();
+}
+
+inline std::optional<DType> optional_dtype_arg(py::handle h, const char* fn, const char* arg, int position) {
+  if (h.is_none()) return std::nullopt;
+  if (!py::isinstance<DType>(h)) throw_argument_error(fn, arg, position, "trainrun.dtype", h);
+  return h.cast<DType>();
+}
+
+inline std::vector<Tensor> tensor_list_arg(py::handle h, const char* fn, const char* arg, int position) {
+  if (!py::isinstance<py::tuple>(h) && !py::isinstance<py::list>(h))
+    throw_argument_error(fn, arg, position, "tuple of Tensors", h);
+  std::vector<Tensor> out;
+  for (py::handle item : h) {
+    if (!py::isinstance<Tensor>(item)) throw_argument_error(fn, arg, position, "tuple of Tensors", h);
+    out.push_back(item.cast<const Tensor&>());
+  }
+  return out;
 }
 
 }  // namespace python

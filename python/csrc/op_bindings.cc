@@ -1,8 +1,8 @@
-// The tensor core's ops that tensor_bindings.cc does not hold: views with
-// their own geometry (diagonal, as_strided, unbind), scatter/index updates,
-// nonzero, the fused linear-algebra forms (addmm, baddbmm, mv), closeness
-// tests and the random fills. Python (trainrun/_ops_*.py) gives them
-// PyTorch's names as functions and Tensor methods.
+// Hand-written bindings of tensor-core functions outside the op list's
+// generated ones (op_bindings_generated.cc): views with their own geometry
+// (as_strided, unbind), scatter and masked updates, nonzero, mv, closeness
+// tests and the random fills, under trainrun._C._ops; Python
+// (trainrun/_ops_*.py) gives them PyTorch's names. Also the op list itself.
 #include <pybind11/stl.h>
 
 #include "python/csrc/bindings.h"
@@ -16,9 +16,6 @@ using release = py::call_guard<py::gil_scoped_release>;
 
 void bind_ops(py::module_& m) {
   py::module_ o = m.def_submodule("_ops", "tensor-core ops that the Python package exposes under PyTorch's names");
-  o.def(
-      "diagonal", [](const Tensor& x, int64_t offset, int64_t d1, int64_t d2) { return diagonal(x, offset, d1, d2); },
-      py::arg("input"), py::arg("offset") = 0, py::arg("dim1") = 0, py::arg("dim2") = 1);
   o.def(
       "as_strided",
       [](const Tensor& x, const IntList& sizes, const IntList& strides, std::optional<int64_t> offset) {
@@ -42,33 +39,12 @@ void bind_ops(py::module_& m) {
       [](const Tensor& x, int64_t d, const Tensor& i, py::object v) { return scatter(x, d, i, to_scalar(v)); },
       py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("value"));
   o.def(
-      "index_add",
-      [](const Tensor& x, int64_t d, const Tensor& i, const Tensor& src, py::object alpha) {
-        return index_add(x, d, i, src, to_scalar(alpha));
-      },
-      py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("source"), py::arg("alpha") = 1);
-  o.def(
       "masked_fill_", [](Tensor& x, const Tensor& mask, py::object v) { return masked_fill_(x, mask, to_scalar(v)); },
       py::arg("input"), py::arg("mask"), py::arg("value"));
   o.def(
       "nonzero", [](const Tensor& x) { return nonzero(x); }, py::arg("input"), release());
   o.def(
-      "addmm",
-      [](const Tensor& s, const Tensor& a, const Tensor& b, py::object beta, py::object alpha) {
-        return addmm(s, a, b, to_scalar(beta), to_scalar(alpha));
-      },
-      py::arg("input"), py::arg("mat1"), py::arg("mat2"), py::arg("beta") = 1, py::arg("alpha") = 1);
-  o.def(
-      "baddbmm",
-      [](const Tensor& s, const Tensor& a, const Tensor& b, py::object beta, py::object alpha) {
-        return baddbmm(s, a, b, to_scalar(beta), to_scalar(alpha));
-      },
-      py::arg("input"), py::arg("batch1"), py::arg("batch2"), py::arg("beta") = 1, py::arg("alpha") = 1);
-  o.def(
       "mv", [](const Tensor& a, const Tensor& v) { return mv(a, v); }, py::arg("input"), py::arg("vec"), release());
-  o.def(
-      "argmin", [](const Tensor& x, std::optional<int64_t> d, bool k) { return argmin(x, d, k); }, py::arg("input"),
-      py::arg("dim") = py::none(), py::arg("keepdim") = false, release());
   o.def(
       "isclose",
       [](const Tensor& a, const Tensor& b, double rtol, double atol, bool nan) { return isclose(a, b, rtol, atol, nan); },
@@ -112,6 +88,7 @@ void bind_ops(py::module_& m) {
       d["tags"] = tags;
       d["python_name"] = e.python_name;
       d["python"] = e.python;
+      d["binding"] = e.binding;
       entries.append(d);
     }
     return entries;

@@ -258,11 +258,9 @@ void bind_tensor(py::module_& m) {
       .def("permute", [](const Tensor& t, const IntList& d) { return permute(t, d); })
       .def("transpose", [](const Tensor& t, int64_t a, int64_t b) { return transpose(t, a, b); })
       .def("t", [](const Tensor& x) { return t(x); })
-      .def("select", [](const Tensor& t, int64_t d, int64_t i) { return select(t, d, i); })
       .def("slice", [](const Tensor& t, int64_t d, std::optional<int64_t> s, std::optional<int64_t> e,
                        int64_t st) { return slice(t, d, s, e, st); })
       .def("narrow", [](const Tensor& t, int64_t d, int64_t s, int64_t n) { return narrow(t, d, s, n); })
-      .def("unsqueeze", [](const Tensor& t, int64_t d) { return unsqueeze(t, d); })
       .def(
           "squeeze", [](const Tensor& t, std::optional<int64_t> d) { return d ? squeeze(t, *d) : squeeze(t); },
           py::arg("dim") = py::none())
@@ -415,22 +413,11 @@ void bind_tensor(py::module_& m) {
   m.def(
       "matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, release());
   m.def(
-      "mm", [](const Tensor& a, const Tensor& b) { return mm(a, b); }, release());
-  m.def(
       "sum", [](const Tensor& x, const IntList& d, bool k) { return sum(x, d, k); }, py::arg("input"),
       py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
   m.def(
       "mean", [](const Tensor& x, const IntList& d, bool k) { return mean(x, d, k); }, py::arg("input"),
       py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
-  m.def(
-      "amax", [](const Tensor& x, const IntList& d, bool k) { return amax(x, d, k); }, py::arg("input"),
-      py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
-  m.def(
-      "amin", [](const Tensor& x, const IntList& d, bool k) { return amin(x, d, k); }, py::arg("input"),
-      py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
-  m.def(
-      "argmax", [](const Tensor& x, std::optional<int64_t> d, bool k) { return argmax(x, d, k); }, py::arg("input"),
-      py::arg("dim") = py::none(), py::arg("keepdim") = false, release());
   m.def(
       "var", [](const Tensor& x, const IntList& d, int64_t c, bool k) { return var(x, d, c, k); }, py::arg("input"),
       py::arg("dim") = IntList{}, py::arg("correction") = 1, py::arg("keepdim") = false, release());
@@ -440,16 +427,8 @@ void bind_tensor(py::module_& m) {
   m.def(
       "stack", [](const std::vector<Tensor>& ts, int64_t d) { return stack(ts, d); }, py::arg("tensors"),
       py::arg("dim") = 0, release());
-  m.def(
-      "index_select", [](const Tensor& x, int64_t d, const Tensor& i) { return index_select(x, d, i); },
-      py::arg("input"), py::arg("dim"), py::arg("index"), release());
-  m.def(
-      "masked_select", [](const Tensor& x, const Tensor& m) { return masked_select(x, m); }, release());
   m.def("masked_fill",
         [](const Tensor& x, const Tensor& mask, py::object v) { return masked_fill(x, mask, to_scalar(v)); });
-  m.def(
-      "gather", [](const Tensor& x, int64_t d, const Tensor& i) { return gather(x, d, i); }, py::arg("input"),
-      py::arg("dim"), py::arg("index"), release());
   m.def(
       "scatter", [](const Tensor& x, int64_t d, const Tensor& i, const Tensor& src) { return scatter(x, d, i, src); },
       py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"), release());
@@ -459,10 +438,6 @@ void bind_tensor(py::module_& m) {
   m.def(
       "topk", [](const Tensor& x, int64_t k, int64_t d, bool largest) { return topk(x, k, d, largest); },
       py::arg("input"), py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true, release());
-  m.def(
-      "cumsum",
-      [](const Tensor& x, int64_t d, std::optional<DType> dtype) { return cumsum(dtype ? x.to(*dtype) : x, d); },
-      py::arg("input"), py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none(), release());
   // max/min along a dim: (values, indices); Python wraps them in named tuples.
   m.def(
       "max_dim", [](const Tensor& x, int64_t d, bool k) { return trainrun::max(x, d, k); }, py::arg("input"),
@@ -477,16 +452,7 @@ void bind_tensor(py::module_& m) {
       "norm", [](const Tensor& x, double p, const IntList& d, bool k) { return norm(x, p, d, k); }, py::arg("input"),
       py::arg("p") = 2.0, py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
   m.def(
-      "logsumexp", [](const Tensor& x, const IntList& d, bool k) { return logsumexp(x, d, k); }, py::arg("input"),
-      py::arg("dim"), py::arg("keepdim") = false, release());
-  m.def(
       "prod", [](const Tensor& x, const IntList& d, bool k) { return prod(x, d, k); }, py::arg("input"),
-      py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
-  m.def(
-      "all", [](const Tensor& x, const IntList& d, bool k) { return all(x, d, k); }, py::arg("input"),
-      py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
-  m.def(
-      "any", [](const Tensor& x, const IntList& d, bool k) { return any(x, d, k); }, py::arg("input"),
       py::arg("dim") = IntList{}, py::arg("keepdim") = false, release());
   m.def(
       "bmm", [](const Tensor& a, const Tensor& b) { return bmm(a, b); }, release());

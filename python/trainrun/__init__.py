@@ -141,13 +141,13 @@ def initial_seed():
 arange = _C.arange
 from trainrun._factories import (empty, empty_like, full, full_like, linspace, ones, ones_like, rand, rand_like,  # noqa
                                  randint, randn, randn_like, zeros, zeros_like)
-# The op list's pointwise functions (generated bindings, with out=), then the rest bound from C++ by hand.
+# The op list's functions whose bindings are generated from it (with PyTorch's arguments and out=), then
+# the rest bound from C++ by hand (Python wraps some of them further down).
 from trainrun import _op_list  # noqa: E402
 for _op in _op_list.ops():
-    if "pointwise" in _op.tags and "function" in _op.python:
+    if "function" in _op.python and (_op.binding == "generated" or "pointwise" in _op.tags):
         globals()[_op.python_name] = getattr(_C, _op.python_name)
-for _name in ("matmul", "mm", "sum", "mean", "amax", "amin", "argmax", "cat", "stack", "index_select",
-              "masked_select", "masked_fill", "softmax", "log_softmax", "gather", "scatter", "cumsum", "norm",
+for _name in ("matmul", "sum", "mean", "cat", "stack", "masked_fill", "softmax", "log_softmax", "scatter", "norm",
               "bmm", "chunk", "split", "eye", "dot", "outer"):
     globals()[_name] = getattr(_C, _name)
 del _name, _op
@@ -167,10 +167,6 @@ def prod(input, dim=None, keepdim=False, dtype=None):  # noqa: A002
     return input.prod(dim, keepdim, dtype=dtype)
 
 
-def logsumexp(input, dim, keepdim=False):  # noqa: A002
-    return input.logsumexp(dim, keepdim)
-
-
 def isnan(input):  # noqa: A002
     return input.isnan()
 
@@ -181,14 +177,6 @@ def isinf(input):  # noqa: A002
 
 def isfinite(input):  # noqa: A002
     return input.isfinite()
-
-
-def all(input, dim=None, keepdim=False):  # noqa: A001,A002  (PyTorch's names)
-    return input.all(dim, keepdim)
-
-
-def any(input, dim=None, keepdim=False):  # noqa: A001,A002
-    return input.any(dim, keepdim)
 
 
 from trainrun._reductions import max, min, sort, topk  # noqa: E402,A004

@@ -23,6 +23,7 @@ class OpSchema(NamedTuple):
     tags: frozenset
     python_name: str    # "max"
     python: frozenset   # {"function", "method", "functional"}
+    binding: str        # "generated" (python/csrc/op_bindings_generated.cc) or "manual"
 
     @property
     def tensor_inputs(self):
@@ -56,7 +57,7 @@ def ops():
     for e in _C._op_list():
         name, arguments, returns = parse(e["schema"])
         result.append(OpSchema(name, e["schema"], arguments, returns, frozenset(e["tags"]), e["python_name"],
-                               frozenset(e["python"])))
+                               frozenset(e["python"]), e["binding"]))
     return tuple(result)
 
 

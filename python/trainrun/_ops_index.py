@@ -89,18 +89,17 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
     return _from_numpy(out.astype(_host(input).dtype), input.device)
 
 
-@op(method=True, inplace=True)
+@op(function=False, inplace=True)  # Tensor.index_add_ (index_add itself is generated from the op list)
 def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
-    """input with alpha * source[i] added to slice index[i] along dim."""
-    return _ops.index_add(input, dim, index, source, alpha)
+    return _C.index_add(input, dim, index, source, alpha=alpha)
 
 
 def _slice_mask(input, dim, index):  # noqa: A002
     """A bool tensor, broadcastable to input, true on the slices index picks along dim."""
     d = wrap_dim(dim, input.ndim, "index_fill")
     n = input.shape[d] if input.ndim else 1
-    flat = _ops.index_add(_C.zeros([n], device=input.device), 0, index.reshape([-1]).to(_C.dtype.int64),
-                          _C.ones([index.numel()], device=input.device)) > 0
+    flat = _C.index_add(_C.zeros([n], device=input.device), 0, index.reshape([-1]).to(_C.dtype.int64),
+                        _C.ones([index.numel()], device=input.device)) > 0
     return flat.reshape([n] + [1] * (input.ndim - d - 1)) if input.ndim else flat.reshape([])
 
 
@@ -116,7 +115,7 @@ def index_fill(input, dim, index, value):  # noqa: A002
 def index_copy(input, dim, index, source):  # noqa: A002
     """input with slice i of source written to slice index[i] along dim."""
     cleared = _C.masked_fill(input, _slice_mask(input, dim, index), 0)
-    return _ops.index_add(cleared, dim, index, source, 1)
+    return _C.index_add(cleared, dim, index, source)
 
 
 @op(method=True, inplace=True)

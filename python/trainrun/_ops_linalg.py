@@ -19,19 +19,9 @@ def mv(input, vec):  # noqa: A002
 
 
 @op(method=True)
-def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
-    return _ops.addmm(input, mat1, mat2, beta, alpha)
-
-
-@op(method=True)
 def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
     out = _ops.mv(mat, vec)
     return (input * beta if beta != 1 else input) + (out * alpha if alpha != 1 else out)
-
-
-@op(method=True)
-def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
-    return _ops.baddbmm(input, batch1, batch2, beta, alpha)
 
 
 @op(method=True)

@@ -164,11 +164,6 @@ def equal(input, other):  # noqa: A002
 
 
 @op(method=True)
-def argmin(input, dim=None, keepdim=False):  # noqa: A002
-    return _ops.argmin(input, dim, keepdim)
-
-
-@op(method=True)
 def cumprod(input, dim, *, dtype=None):  # noqa: A002
     """Running products along dim: exp of the running sum of logs of |x|, with signs and zeros handled
     (a zero makes every later product zero)."""

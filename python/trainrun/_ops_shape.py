@@ -136,16 +136,10 @@ def tril(input, diagonal=0):  # noqa: A002
 
 
 @op(method=True)
-def diagonal(input, offset=0, dim1=0, dim2=1):  # noqa: A002
-    """A view of the diagonal over dim1 and dim2 (moved to the last dim)."""
-    return _ops.diagonal(input, offset, dim1, dim2)
-
-
-@op(method=True)
 def diag(input, diagonal=0):  # noqa: A002
     """1-D: a square matrix with `input` on the `diagonal`-th diagonal; 2-D: that diagonal as a 1-D copy."""
     if input.ndim == 2:
-        return _ops.diagonal(input, diagonal, 0, 1).clone()
+        return _C.diagonal(input, diagonal, 0, 1).clone()
     if input.ndim != 1:
         raise ValueError(f"diag(): the input must be 1-D or 2-D, got {input.ndim} dimensions")
     m = input.shape[0]
@@ -167,7 +161,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002
 def trace(input):  # noqa: A002
     if input.ndim != 2:
         raise ValueError(f"trace(): expected a 2-D tensor, got {input.ndim} dimensions")
-    return _ops.diagonal(input, 0, 0, 1).sum()
+    return _C.diagonal(input, 0, 0, 1).sum()
 
 
 @op(method=True)
@@ -368,12 +362,7 @@ def reshape_as(input, other):  # noqa: A002
     return input.reshape(list(other.shape))
 
 
-_original = {n: getattr(_C.Tensor, n) for n in ("unsqueeze", "squeeze", "transpose", "flatten", "narrow", "select", "t")}
-
-
-@op(method=True)
-def unsqueeze(input, dim):  # noqa: A002
-    return _original["unsqueeze"](input, dim)
+_original = {n: getattr(_C.Tensor, n) for n in ("squeeze", "transpose", "flatten", "narrow", "t")}
 
 
 @op(method=True)
@@ -400,11 +389,6 @@ def narrow(input, dim, start, length):  # noqa: A002
     if isinstance(start, _C.Tensor):
         start = int(start.item())
     return _original["narrow"](input, dim, start, length)
-
-
-@op(method=True)
-def select(input, dim, index):  # noqa: A002
-    return _original["select"](input, dim, index)
 
 
 @op()

@@ -172,18 +172,13 @@ def _dims(dim):
 # (The pointwise ops of the op list, tensor/ops.yaml, are C++ methods generated from it.)
 Tensor.div = lambda self, other, *, rounding_mode=None: _C.div(self, other, rounding_mode=rounding_mode)
 Tensor.matmul = Tensor.__matmul__
-Tensor.mm = lambda self, other: _C.mm(self, other)
 Tensor.sum = lambda self, dim=None, keepdim=False: _C.sum(self, _dims(dim), keepdim)
 Tensor.mean = lambda self, dim=None, keepdim=False: _C.mean(self, _dims(dim), keepdim)
-Tensor.amax = lambda self, dim=None, keepdim=False: _C.amax(self, _dims(dim), keepdim)
-Tensor.amin = lambda self, dim=None, keepdim=False: _C.amin(self, _dims(dim), keepdim)
-Tensor.argmax = lambda self, dim=None, keepdim=False: _C.argmax(self, dim, keepdim)
 Tensor.var = lambda self, dim=None, unbiased=True, keepdim=False: _C.var(self, _dims(dim), 1 if unbiased else 0,
                                                                          keepdim)
 Tensor.masked_fill = lambda self, mask, value: _C.masked_fill(self, mask, _number(value))
-Tensor.index_select = lambda self, dim, index: _C.index_select(self, dim, index)
-# Methods that take the op's own arguments (softmax/log_softmax/cumsum: dim=, dtype=).
-for _name in ("gather", "scatter", "cumsum", "norm", "chunk", "split", "index_select", "masked_select", "where", "bmm",
+# Methods that take the op's own arguments (softmax/log_softmax: dim=, dtype=).
+for _name in ("scatter", "norm", "chunk", "split", "where", "bmm",
               "gelu", "silu", "log_softmax", "softmax"):
     if hasattr(_C, _name):
         setattr(Tensor, _name, (lambda op: lambda self, *args, **kwargs: op(self, *args, **kwargs))(getattr(_C, _name)))
@@ -191,7 +186,6 @@ Tensor.std = lambda self, dim=None, unbiased=True, keepdim=False: _C.std(self, _
                                                                          keepdim)
 Tensor.prod = lambda self, dim=None, keepdim=False, dtype=None: _C.prod(
     self if dtype is None else self.to(dtype), _dims(dim), keepdim)
-Tensor.logsumexp = lambda self, dim, keepdim=False: _C.logsumexp(self, _dims(dim), keepdim)
 Tensor.isnan = lambda self: self != self
 Tensor.isinf = lambda self: (self.abs() == float("inf")) if self.is_floating_point() else self != self
 Tensor.isfinite = lambda self: ~(self.isnan() | self.isinf()) if self.is_floating_point() else self == self
@@ -209,8 +203,6 @@ def _size_method(self, dim=None):
 Tensor.size = _size_method
 Tensor.expand = lambda self, *sizes, size=None: _original_expand(self, int_list(sizes, "expand", "size", size))
 Tensor.expand_as = lambda self, other: _original_expand(self, list(other.shape))
-Tensor.all = lambda self, dim=None, keepdim=False: _C.all(self, _dims(dim), keepdim)
-Tensor.any = lambda self, dim=None, keepdim=False: _C.any(self, _dims(dim), keepdim)
 Tensor.type_as = lambda self, other: self.to(other.dtype)
 
 

@@ -3,8 +3,8 @@
     gen_ops.py ops.yaml OUT_DIR            op_schemas.h (one struct per op: name,
                                            schema, signature, typed call) and
                                            op_list.cc (the list as data)
-    gen_ops.py --bindings ops.yaml OUT.cc  the Python bindings of the pointwise
-                                           ops (trainrun._C.<name>, Tensor.<name>)
+    gen_ops.py --bindings ops.yaml OUT.cc  the Python bindings (trainrun._C.<name>,
+                                           Tensor.<name>) of the ops not bound by hand
 
 Run by Bazel (genrules in tensor/BUILD and python/BUILD); nothing it writes
 is checked in."""
@@ -149,7 +149,7 @@ def load(path):
 
 
 def _c_string(s):
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def header(ops):
@@ -189,6 +189,7 @@ def header(ops):
             "  bool pointwise, view, device_generic, nondifferentiable, no_grad;  // tags",
             "  const char* python_name;  // the name Python binds it under",
             "  std::vector<std::string> python;  // \"function\", \"method\", \"functional\"",
+            "  const char* binding;      // \"generated\" or \"manual\" (bound by hand in python/)",
             "};",
             "// Every op of the list, in its order.",
             "const std::vector<OpListEntry>& op_list();",
@@ -207,13 +208,15 @@ def source(ops):
                           for t in TAGS)
         python = ", ".join(_c_string(p) for p in op.python)
         out.append(f"      {{{_c_string(op.name)}, ops::{op.struct_name}::schema, typeid(ops::{op.struct_name}::Sig), "
-                   f"{flags}, {_c_string(op.python_name)}, {{{python}}}}},")
+                   f"{flags}, {_c_string(op.python_name)}, {{{python}}}, {_c_string(op.binding)}}},")
     out += ["  };", "  return list;", "}", "", "}  // namespace trainrun", ""]
     return "\n".join(out)
 
 
 # Schema argument type -> the converter of python/csrc/op_arguments.h that reads it from Python.
-CONVERTERS = {"Scalar": "scalar_arg", "Scalar?": "optional_scalar_arg", "str": "string_arg"}
+CONVERTERS = {"Scalar": "scalar_arg", "Scalar?": "optional_scalar_arg", "str": "string_arg", "int": "int_arg",
+              "int?": "optional_int_arg", "int[]": "int_list_arg", "bool": "bool_arg", "float": "float_arg",
+              "ScalarType?": "optional_dtype_arg", "Tensor?": "optional_tensor_arg", "Tensor[]": "tensor_list_arg"}
 
 
 def _python_default(arg):
@@ -228,8 +231,8 @@ def _python_default(arg):
 
 
 def bound_ops(ops):
-    """The ops whose Python bindings are generated: pointwise, bound somewhere in Python, not manual."""
-    return [op for op in ops if op.binding == "generated" and "pointwise" in op.tags and op.python]
+    """The ops whose Python bindings are generated: bound somewhere in Python, not manual."""
+    return [op for op in ops if op.binding == "generated" and op.python]
 
 
 def _binding(op, as_method):
@@ -239,6 +242,8 @@ def _binding(op, as_method):
     out = next((a for a in op.arguments if a.name == "out"), None)
     if inputs[0].type != "Tensor" or inputs[0].name != "self":
         raise SchemaError(f"{op.name}: a generated binding needs `Tensor self` first (or binding: manual)")
+    if len(op.returns) != 1 or op.returns[0][0] != "Tensor":
+        raise SchemaError(f"{op.name}: a generated binding returns one Tensor (or binding: manual)")
     params, converts, names = [], [], []
     for position, a in enumerate(inputs, start=1):
         python_name = "input" if a.name == "self" else a.name
@@ -247,8 +252,9 @@ def _binding(op, as_method):
             continue
         params.append(f"py::handle {a.name}_")
         if a.type == "Tensor":
-            converter = "tensor_arg" if a.name == "self" else "operand_arg"
-            kind = "Tensor&" if a.name == "self" else "Tensor"
+            # A pointwise op takes a number wherever it takes a tensor operand (a wrapped-number tensor).
+            number_ok = "pointwise" in op.tags and a.name != "self"
+            converter, kind = ("operand_arg", "Tensor") if number_ok else ("tensor_arg", "Tensor&")
         elif a.type in CONVERTERS:
             converter, kind = CONVERTERS[a.type], "auto"
         else:
@@ -259,7 +265,7 @@ def _binding(op, as_method):
     with_out = out is not None and not as_method
     if with_out:
         params.append("py::handle out_")
-    tensors = [a.name for a in inputs if a.type == "Tensor"]
+    tensors = [a.name for a in inputs if a.type in ("Tensor", "Tensor?")]
     call_args = ", ".join(a.name for a in inputs)
     lines = [f"  // {op.schema}"]
     target = f'tensor_class, "{fn}"' if as_method else f'm, "{fn}"'
@@ -294,13 +300,31 @@ def _binding(op, as_method):
         if not kw_started:
             arg_specs.append("py::kw_only()")
         arg_specs.append('py::arg("out") = py::none()')
-    lines.append("  }" + "".join(", " + spec for spec in arg_specs) + ");")
+    doc = _c_string(_python_signature(fn, names, with_out, op.returns) + "\n\nop " + op.schema)
+    lines.append("  }" + "".join(", " + spec for spec in arg_specs) + f", {doc});")
     return lines
+
+
+def _python_signature(fn, names, with_out, returns):
+    """The docstring's first line, as PyTorch's start: add(input, other, *, alpha=1, out=None) -> Tensor."""
+    parts, kw_started = [], False
+    for python_name, a in names:
+        if a.kw_only and not kw_started:
+            parts.append("*")
+            kw_started = True
+        parts.append(python_name if a.default is NO_DEFAULT else f"{python_name}={a.default.strip(chr(39))!r}"
+                     if a.default.startswith("'") else f"{python_name}={a.default}")
+    if with_out:
+        if not kw_started:
+            parts.append("*")
+        parts.append("out=None")
+    result = "Tensor" if len(returns) <= 1 else "(" + ", ".join(n or t for t, n in returns) + ")"
+    return f"{fn}({', '.join(parts)}) -> {result}"
 
 
 def bindings(ops):
     out = ["// Generated by tensor/codegen/gen_ops.py from tensor/ops.yaml: edit those, not this.",
-           "// The Python bindings of the list's pointwise ops: trainrun.<name> (with out=) and",
+           "// The Python bindings of the op list: trainrun._C.<name> (with out= where the schema has it) and",
            "// Tensor.<name>, each argument converted with a TypeError that names it.",
            '#include "python/csrc/op_arguments.h"', '#include "tensor/op_schemas.h"', "",
            "namespace trainrun {", "namespace python {", "namespace {", "",
@@ -317,7 +341,10 @@ def bindings(ops):
            "}  // namespace", "",
            "void bind_listed_ops(py::module_& m) {",
            "  py::handle tensor_class = py::type::of<Tensor>();",
-           "  (void)tensor_class;"]
+           "  (void)tensor_class;",
+           "  // The docstrings carry PyTorch's signatures; pybind11's own would read (input: handle, ...).",
+           "  py::options options;",
+           "  options.disable_function_signatures();"]
     for op in bound_ops(ops):
         out += _binding(op, as_method=False)  # trainrun._C.<name>: what the Python package builds on
         if "method" in op.python:

@@ -112,4 +112,26 @@ def test_the_generator_writes_a_struct_and_an_entry_per_op(tmp_path):
     assert 'static constexpr const char* name = "twice.out";' in header
     source = (tmp_path / "op_list.cc").read_text()
     assert '{"twice.out", ops::twice_out::schema, typeid(ops::twice_out::Sig), true, false, false, false, false, ' \
-           '"twice", {"method"}}' in source
+           '"twice", {"method"}, "generated"}' in source
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: trainrun.add(x, "a"), "add(): argument 'other' (position 2) must be Tensor or a number, not str"),
+    (lambda x: trainrun.exp([1.0]), "exp(): argument 'input' (position 1) must be Tensor, not list"),
+    (lambda x: x.add(x, alpha="q"), "add(): argument 'alpha' must be a number, not str"),
+    (lambda x: trainrun.mul(x, x, out=3), "mul(): argument 'out' must be Tensor, not int"),
+    (lambda x: trainrun.amax(x, dim="a"), "amax(): argument 'dim' (position 2) must be tuple of ints, not str"),
+    (lambda x: x.index_select(0, [0]), "index_select(): argument 'index' (position 2) must be Tensor, not list"),
+    (lambda x: x.cumsum(0, dtype="float64"), "cumsum(): argument 'dtype' must be trainrun.dtype, not str"),
+    (lambda x: trainrun.mm(x.view(1, 3), 2), "mm(): argument 'mat2' (position 2) must be Tensor, not int"),
+])
+def test_a_wrong_argument_is_named(call, message):
+    with pytest.raises(TypeError) as e:
+        call(trainrun.ones(3))
+    assert str(e.value) == message
+
+
+def test_generated_bindings_document_pytorchs_signature():
+    assert trainrun.add.__doc__.startswith("add(input, other, *, alpha=1, out=None) -> Tensor")
+    assert trainrun.Tensor.amax.__doc__.startswith("amax(dim=None, keepdim=False) -> Tensor")
+    assert "op diagonal(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor" in trainrun.diagonal.__doc__

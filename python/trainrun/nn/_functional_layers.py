@@ -32,7 +32,7 @@ def _index(values, device):
 def linear(input, weight, bias=None):  # noqa: A002
     """input @ weight.T + bias."""
     if input.ndim == 2 and bias is not None:
-        return _C._ops.addmm(bias, input, weight.t(), 1, 1)
+        return _C.addmm(bias, input, weight.t())
     out = _C.matmul(input, weight.t())
     return out + bias if bias is not None else out
 
@@ -511,8 +511,8 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # n
     if oh * ow != length:
         raise ValueError(f"fold: {length} columns do not match the {oh} x {ow} patches of output_size {size}")
     flat = input.reshape([n, c, k[0] * k[1] * length])
-    out = _C._ops.index_add(_C.zeros([n, c, hp * wp], dtype=input.dtype, device=input.device), 2,
-                            _index(positions, input.device), flat, 1).reshape([n, c, hp, wp])
+    out = _C.index_add(_C.zeros([n, c, hp * wp], dtype=input.dtype, device=input.device), 2,
+                       _index(positions, input.device), flat).reshape([n, c, hp, wp])
     return out[:, :, p[0]:p[0] + size[0], p[1]:p[1] + size[1]]
 
 
