@@ -31,8 +31,12 @@ TensorIterator::TensorIterator(const IteratorConfig& config, const Tensor& out, 
   if (config.compute_dtype) {
     compute_dtype_ = *config.compute_dtype;
   } else {
-    std::vector<Tensor> promoted(inputs.begin() + config.inputs_keeping_dtype, inputs.end());
-    compute_dtype_ = result_type(promoted);
+    if (config.inputs_keeping_dtype == 0) {
+      compute_dtype_ = result_type(inputs);
+    } else {
+      std::vector<Tensor> promoted(inputs.begin() + config.inputs_keeping_dtype, inputs.end());
+      compute_dtype_ = result_type(promoted);
+    }
     if (config.promote_integer_to_float && !is_floating(compute_dtype_)) compute_dtype_ = default_float_dtype();
   }
   // 2. Broadcast shape.
@@ -70,12 +74,39 @@ TensorIterator::TensorIterator(const IteratorConfig& config, const Tensor& out, 
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     bool keep = static_cast<int>(i) < config.inputs_keeping_dtype;
-    operands_.push_back(keep || t.dtype() == compute_dtype_ ? t : to(t, compute_dtype_));
+    if (keep || t.dtype() == compute_dtype_) {
+      operands_.push_back(t);
+    } else if (t.dim() == 0 && t.device().is_cpu() && device.is_cpu()) {
+      // A number (x * 0.5): its value in the compute dtype, without a copy kernel through the dispatcher.
+      operands_.push_back(scalar_tensor(t.item(), TensorOptions(compute_dtype_, device)));
+    } else {
+      operands_.push_back(to(t, compute_dtype_));
+    }
   }
   build_strides();
 }
 
+// Whether every operand is either contiguous with the full shape or a single
+// element broadcast everywhere: then the iteration space is one flat run and
+// the general ordering and coalescing below (several small allocations, a
+// sort) can be skipped. Most elementwise calls are of this kind.
+bool TensorIterator::flat_run() {
+  const int nops = static_cast<int>(operands_.size());
+  for (const Tensor& t : operands_) {
+    const bool full = t.sizes() == shape_ && t.is_contiguous();
+    if (!full && t.numel() != 1) return false;
+  }
+  iter_sizes_.assign(1, numel_);
+  iter_strides_.assign(1, std::vector<int64_t>(nops, 0));
+  for (int op = 0; op < nops; ++op) {
+    const Tensor& t = operands_[op];
+    if (t.sizes() == shape_ && numel_ != 1) iter_strides_[0][op] = t.element_size();
+  }
+  return true;
+}
+
 void TensorIterator::build_strides() {
+  if (flat_run()) return;
   const int64_t ndim = static_cast<int64_t>(shape_.size());
   const int nops = static_cast<int>(operands_.size());
   // Byte strides broadcast to shape_, outermost dim first.
@@ -127,6 +158,18 @@ void TensorIterator::for_each(ElementwiseLoop loop, int64_t grain) {
   if (numel_ == 0) return;
   const int nops = static_cast<int>(operands_.size());
   const int64_t ndim = static_cast<int64_t>(iter_sizes_.size());
+  // One flat run on this thread (small tensors): one call, nothing allocated.
+  constexpr int kMaxInlineOperands = 8;
+  if (ndim == 1 && nops <= kMaxInlineOperands && numel_ <= (grain > 0 ? grain : kElementwiseGrain)) {
+    char* ptrs[kMaxInlineOperands];
+    int64_t strides[kMaxInlineOperands];
+    for (int op = 0; op < nops; ++op) {
+      ptrs[op] = static_cast<char*>(operands_[op].data_ptr());
+      strides[op] = iter_strides_[0][op];
+    }
+    loop(ptrs, strides, numel_);
+    return;
+  }
   std::vector<char*> base(nops);
   for (int op = 0; op < nops; ++op) base[op] = static_cast<char*>(operands_[op].data_ptr());
   std::vector<int64_t> inner_strides(nops);

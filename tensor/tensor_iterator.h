@@ -60,6 +60,7 @@ class TensorIterator {
   Tensor output();
 
  private:
+  bool flat_run();
   void build_strides();
   IteratorConfig config_;
   DType compute_dtype_;

@@ -22,6 +22,8 @@ void bind_cuda(py::module_& m);
 void bind_ops(py::module_& m);
 // Generated from the op list (python/BUILD): trainrun.<name> and Tensor.<name> of its pointwise ops.
 void bind_listed_ops(py::module_& m);
+// Tensor's operators (+, *, <, &, ...) as direct CPython methods (tensor_operators.cc).
+void bind_tensor_operators(py::module_& m);
 
 // A Python callable that C++ keeps (a backward formula, a hook) and may drop
 // on any thread, or while the GIL is released: the last reference is let go

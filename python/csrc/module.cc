@@ -50,6 +50,7 @@ PYBIND11_MODULE(_C, m) {
   trainrun::python::bind_storage(m);
   trainrun::python::bind_ops(m);
   trainrun::python::bind_listed_ops(m);
+  trainrun::python::bind_tensor_operators(m);
   trainrun::python::bind_autograd(m);
   trainrun::python::bind_nn(m);
   trainrun::python::bind_distributed(m);

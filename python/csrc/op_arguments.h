@@ -40,8 +40,9 @@ inline bool is_number(py::handle h) {
 }
 
 inline Tensor& tensor_arg(py::handle h, const char* fn, const char* arg, int position) {
-  if (!py::isinstance<Tensor>(h)) throw_argument_error(fn, arg, position, "Tensor", h);
-  return h.cast<Tensor&>();
+  py::detail::make_caster<Tensor> caster;  // one type check and load, not an isinstance and a cast
+  if (!caster.load(h, /*convert=*/false)) throw_argument_error(fn, arg, position, "Tensor", h);
+  return py::detail::cast_op<Tensor&>(caster);
 }
 
 // A number becomes a "wrapped number" 0-dim tensor, which promotes as a
@@ -55,7 +56,8 @@ inline Tensor wrapped_number(py::handle number) {
 
 // A tensor operand after the first: a Tensor or a number.
 inline Tensor operand_arg(py::handle h, const char* fn, const char* arg, int position) {
-  if (py::isinstance<Tensor>(h)) return h.cast<const Tensor&>();
+  py::detail::make_caster<Tensor> caster;
+  if (caster.load(h, /*convert=*/false)) return py::detail::cast_op<Tensor&>(caster);
   if (is_number(h)) return wrapped_number(h);
   throw_argument_error(fn, arg, position, "Tensor or a number", h);
 }

@@ -103,47 +103,6 @@ py::object item_of(const Tensor& t) {
   return py::none();
 }
 
-// Binary ops take a tensor or a Python number on the right.
-template <Tensor (*TT)(const Tensor&, const Tensor&), Tensor (*TS)(const Tensor&, const Scalar&)>
-Tensor binary(const Tensor& a, py::object b) {
-  MaybeReleaseGil nogil;
-  if (py::isinstance<Tensor>(b)) {
-    const Tensor& bt = b.cast<const Tensor&>();
-    release_if_large(nogil, a);
-    return TT(a, bt);
-  }
-  Scalar s = to_scalar(b);
-  release_if_large(nogil, a);
-  return TS(a, s);
-}
-
-// `number - t` and `number / t` (the reflected operators).
-// The number becomes a "wrapped number" 0-dim tensor, which promotes as a Python scalar does.
-Tensor reflected_sub(const Tensor& t, py::object number) { return sub(wrapped_number(number), t); }
-Tensor reflected_div(const Tensor& t, py::object number) { return div(wrapped_number(number), t); }
-
-#define TR_BINARY_FN(name)                                                  \
-  Tensor name##_tt(const Tensor& a, const Tensor& b) { return name(a, b); } \
-  Tensor name##_ts(const Tensor& a, const Scalar& b) { return name(a, b); }
-TR_BINARY_FN(mul)
-TR_BINARY_FN(div)
-#undef TR_BINARY_FN
-
-// add and sub: a tensor or a number on the right, scaled by alpha.
-template <bool subtract>
-Tensor add_or_sub(const Tensor& a, py::object b, py::object alpha) {
-  const Scalar al = to_scalar(alpha);
-  MaybeReleaseGil nogil;
-  if (py::isinstance<Tensor>(b)) {
-    const Tensor& bt = b.cast<const Tensor&>();
-    release_if_large(nogil, a);
-    return subtract ? sub(a, bt, al) : add(a, bt, al);
-  }
-  const Scalar s = to_scalar(b);
-  release_if_large(nogil, a);
-  return subtract ? sub(a, s, al) : add(a, s, al);
-}
-
 std::optional<DType> opt_dtype(py::object d) {
   if (d.is_none()) return std::nullopt;
   return d.cast<DType>();
@@ -192,18 +151,7 @@ void bind_tensor(py::module_& m) {
   py::class_<Tensor>(m, "Tensor", py::dynamic_attr())
       // Tensor(t): another handle on t's data (what nn.Parameter builds on).
       .def(py::init([](const Tensor& t) { return Tensor(t); }))
-      // Arithmetic operators in C++: one binding call per `a + b`, no Python frame.
-      .def("__add__", [](const Tensor& a, py::object b) { return add_or_sub<false>(a, b, py::int_(1)); },
-           py::is_operator())
-      .def("__radd__", [](const Tensor& a, py::object b) { return add_or_sub<false>(a, b, py::int_(1)); },
-           py::is_operator())
-      .def("__sub__", [](const Tensor& a, py::object b) { return add_or_sub<true>(a, b, py::int_(1)); },
-           py::is_operator())
-      .def("__rsub__", &reflected_sub, py::is_operator())
-      .def("__mul__", &binary<&mul_tt, &mul_ts>, py::is_operator())
-      .def("__rmul__", &binary<&mul_tt, &mul_ts>, py::is_operator())
-      .def("__truediv__", &binary<&div_tt, &div_ts>, py::is_operator())
-      .def("__rtruediv__", &reflected_div, py::is_operator())
+      // (The operators, + * < & and the rest, are direct CPython methods: tensor_operators.cc.)
       .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.sizes())); })
       .def(
           "size",

@@ -43,33 +43,14 @@ def _number(x):
     return x.item() if isinstance(x, np.generic) else x
 
 
-_PLAIN = (Tensor, builtins.float, builtins.int, builtins.bool)
-
-
-def _other(x):
-    if type(x) in _PLAIN or isinstance(x, Tensor):  # the common cases, without the slower ABC check
-        return x
-    return _number(x) if _is_number(x) else x
-
-
 # --- operators ---------------------------------------------------------------
-# + - * / and their reflections are C++ methods (one binding call each); the rest are here.
-Tensor.__pow__ = lambda self, other: _C.pow(self, _other(other))
-Tensor.__mod__ = lambda self, other: _C.remainder(self, _other(other))
+# + - * / ** % & | ^ and the comparisons, with their reflections, are C++ methods (one call each); the rest
+# are here.
 Tensor.__matmul__ = lambda self, other: _C.matmul(self, other)
 # (Extension functions are not descriptors: each method is a Python function.)
 Tensor.__neg__ = lambda self: _C.neg(self)
 Tensor.__abs__ = lambda self: _C.abs(self)
 Tensor.__invert__ = lambda self: _C.logical_not(self) if self.dtype == _C.dtype.bool else _C.bitwise_not(self)
-Tensor.__and__ = lambda self, other: _C.bitwise_and(self, _other(other))
-Tensor.__or__ = lambda self, other: _C.bitwise_or(self, _other(other))
-Tensor.__xor__ = lambda self, other: _C.bitwise_xor(self, _other(other))
-Tensor.__eq__ = lambda self, other: _C.eq(self, _other(other))
-Tensor.__ne__ = lambda self, other: _C.ne(self, _other(other))
-Tensor.__lt__ = lambda self, other: _C.lt(self, _other(other))
-Tensor.__le__ = lambda self, other: _C.le(self, _other(other))
-Tensor.__gt__ = lambda self, other: _C.gt(self, _other(other))
-Tensor.__ge__ = lambda self, other: _C.ge(self, _other(other))
 Tensor.__hash__ = object.__hash__  # identity, as PyTorch's (== is elementwise)
 
 

@@ -235,8 +235,28 @@ def bound_ops(ops):
     return [op for op in ops if op.binding == "generated" and op.python]
 
 
+def _cpp_default(arg):
+    """The C++ value of a parameter's default, typed as its converter's result."""
+    d, t = arg.default, arg.type
+    if d == "None":
+        return {"Tensor?": "Tensor()", "Scalar?": "std::optional<Scalar>()", "int?": "std::optional<int64_t>()",
+                "ScalarType?": "std::optional<DType>()", "int[]": "IntList{}"}[t]
+    if t == "bool":
+        return {"True": "true", "False": "false"}[d]
+    if t == "str":
+        return f"std::string({_python_default(arg)})"
+    if t == "Scalar":
+        return f"Scalar({d})"
+    if t == "int":
+        return f"int64_t{{{d}}}"
+    if t == "float":
+        return f"double{{{d}}}"
+    raise SchemaError(f"no C++ default for {t} {arg.name}={d}")
+
+
 def _binding(op, as_method):
-    """One pybind11 definition: `m.def(...)` for the function, a method of Tensor for the method."""
+    """One vectorcall function (python/csrc/fast_call.h) and its PyMethodDef: trainrun._C.<name>, or the method
+    Tensor.<name> (no out=; self is the tensor it is called on)."""
     fn = op.python_name
     inputs = [a for a in op.arguments if a.name != "out"]
     out = next((a for a in op.arguments if a.name == "out"), None)
@@ -244,13 +264,24 @@ def _binding(op, as_method):
         raise SchemaError(f"{op.name}: a generated binding needs `Tensor self` first (or binding: manual)")
     if len(op.returns) != 1 or op.returns[0][0] != "Tensor":
         raise SchemaError(f"{op.name}: a generated binding returns one Tensor (or binding: manual)")
-    params, converts, names = [], [], []
-    for position, a in enumerate(inputs, start=1):
-        python_name = "input" if a.name == "self" else a.name
-        if a.name == "self" and as_method:
-            params.append("const Tensor& self")
-            continue
-        params.append(f"py::handle {a.name}_")
+    params = [a for a in inputs if not (as_method and a.name == "self")]
+    with_out = out is not None and not as_method
+    names = [("input" if a.name == "self" else a.name) for a in params] + (["out"] if with_out else [])
+    positional = sum(1 for a in params if not a.kw_only)
+    required = sum(1 << i for i, a in enumerate(params) if a.default is NO_DEFAULT)
+    c_name = f"{op.struct_name}_{'method' if as_method else 'function'}"
+    first = "PyObject* self_obj" if as_method else "PyObject* /*module*/"
+    lines = [f"// {op.schema}",
+             f"PyObject* {c_name}({first}, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {{",
+             "  static const char* const names[] = {" + ", ".join(f'"{n}"' for n in names) + "};",
+             f'  static const ArgSpec spec{{"{fn}", names, {len(names)}, {positional}, {required:#x}}};',
+             f"  PyObject* a[{len(names)}];",
+             "  if (!parse_args(spec, args, nargs, kwnames, a)) return nullptr;",
+             "  try {"]
+    if as_method:
+        lines.append(f'    Tensor& self = tensor_arg(self_obj, "{fn}", "self", 0);')
+    for i, a in enumerate(params):
+        python_name = names[i]
         if a.type == "Tensor":
             # A pointwise op takes a number wherever it takes a tensor operand (a wrapped-number tensor).
             number_ok = "pointwise" in op.tags and a.name != "self"
@@ -259,50 +290,38 @@ def _binding(op, as_method):
             converter, kind = CONVERTERS[a.type], "auto"
         else:
             raise SchemaError(f"{op.name}: argument {a.name} of type {a.type} has no Python converter")
-        pos = 0 if a.kw_only else position - (1 if as_method else 0)
-        converts.append(f"    {kind} {a.name} = {converter}({a.name}_, \"{fn}\", \"{python_name}\", {pos});")
-        names.append((python_name, a))
-    with_out = out is not None and not as_method
-    if with_out:
-        params.append("py::handle out_")
+        pos = 0 if a.kw_only else i + 1
+        convert = f'{converter}(a[{i}], "{fn}", "{python_name}", {pos})'
+        if a.default is not NO_DEFAULT:
+            if kind == "Tensor&":
+                raise SchemaError(f"{op.name}: a Tensor argument with a default needs the type Tensor?")
+            convert = f"a[{i}] ? {convert} : {_cpp_default(a)}"
+        lines.append(f"    {kind} {a.name} = {convert};")
     tensors = [a.name for a in inputs if a.type in ("Tensor", "Tensor?")]
     call_args = ", ".join(a.name for a in inputs)
-    lines = [f"  // {op.schema}"]
-    target = f'tensor_class, "{fn}"' if as_method else f'm, "{fn}"'
-    lines.append(f"  define_{'method' if as_method else 'function'}({target}, [](" + ", ".join(params) +
-                 ") -> py::object {")
-    lines += converts
-    lines.append("    MaybeReleaseGil nogil;")
-    lines.append("    release_if_large(nogil, self);")
+    lines += ["    MaybeReleaseGil nogil;", "    release_if_large(nogil, self);"]
+    if with_out:
+        k = len(names) - 1
+        lines += [f"    if (a[{k}] != nullptr && a[{k}] != Py_None) {{",
+                  f'      Tensor& out = tensor_arg(a[{k}], "{fn}", "out", 0);',
+                  f"      ops::{op.struct_name}::call(keys_of({', '.join(tensors + ['out'])}), {call_args}, out);",
+                  "      out.impl()->bump_version();",
+                  "      nogil.reset();",
+                  f"      Py_INCREF(a[{k}]);",
+                  f"      return a[{k}];",
+                  "    }"]
     out_arg = ", Tensor()" if out is not None else ""
-    if with_out:
-        lines.append("    if (!out_.is_none()) {")
-        lines.append(f"      Tensor& out = tensor_arg(out_, \"{fn}\", \"out\", 0);")
-        lines.append(f"      ops::{op.struct_name}::call(keys_of({', '.join(tensors + ['out'])}), {call_args}, out);")
-        lines.append("      out.impl()->bump_version();")
-        lines.append("      nogil.reset();")
-        lines.append("      return py::reinterpret_borrow<py::object>(out_);")
-        lines.append("    }")
-    lines.append(f"    Tensor result = ops::{op.struct_name}::call(keys_of({', '.join(tensors)}), {call_args}{out_arg});")
-    lines.append("    nogil.reset();")
-    lines.append("    return py::cast(std::move(result));")
-    arg_specs = []
-    kw_started = False
-    for python_name, a in names:
-        if a.kw_only and not kw_started:
-            arg_specs.append("py::kw_only()")
-            kw_started = True
-        spec = f'py::arg("{python_name}")'
-        if a.default is not NO_DEFAULT:
-            spec += f" = {_python_default(a)}"
-        arg_specs.append(spec)
-    if with_out:
-        if not kw_started:
-            arg_specs.append("py::kw_only()")
-        arg_specs.append('py::arg("out") = py::none()')
-    doc = _c_string(_python_signature(fn, names, with_out, op.returns) + "\n\nop " + op.schema)
-    lines.append("  }" + "".join(", " + spec for spec in arg_specs) + f", {doc});")
-    return lines
+    lines += [f"    Tensor result = ops::{op.struct_name}::call(keys_of({', '.join(tensors)}), {call_args}{out_arg});",
+              "    nogil.reset();",
+              "    return py::cast(std::move(result)).release().ptr();",
+              "  } catch (...) {",
+              "    return raise_python_error();",
+              "  }",
+              "}", ""]
+    doc = _c_string(_python_signature(fn, list(zip(names, params)), with_out, op.returns) + "\n\nop " + op.schema)
+    method_def = f"{{\"{fn}\", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>({c_name})), " \
+                 f"METH_FASTCALL | METH_KEYWORDS, {doc}}}"
+    return lines, method_def
 
 
 def _python_signature(fn, names, with_out, returns):
@@ -312,8 +331,7 @@ def _python_signature(fn, names, with_out, returns):
         if a.kw_only and not kw_started:
             parts.append("*")
             kw_started = True
-        parts.append(python_name if a.default is NO_DEFAULT else f"{python_name}={a.default.strip(chr(39))!r}"
-                     if a.default.startswith("'") else f"{python_name}={a.default}")
+        parts.append(python_name if a.default is NO_DEFAULT else f"{python_name}={a.default}")
     if with_out:
         if not kw_started:
             parts.append("*")
@@ -323,33 +341,31 @@ def _python_signature(fn, names, with_out, returns):
 
 
 def bindings(ops):
+    functions, function_defs, method_defs = [], [], []
+    for op in bound_ops(ops):
+        lines, method_def = _binding(op, as_method=False)  # trainrun._C.<name>: what the package builds on
+        functions += lines
+        function_defs.append(method_def)
+        if "method" in op.python:
+            lines, method_def = _binding(op, as_method=True)
+            functions += lines
+            method_defs.append(method_def)
     out = ["// Generated by tensor/codegen/gen_ops.py from tensor/ops.yaml: edit those, not this.",
            "// The Python bindings of the op list: trainrun._C.<name> (with out= where the schema has it) and",
-           "// Tensor.<name>, each argument converted with a TypeError that names it.",
-           '#include "python/csrc/op_arguments.h"', '#include "tensor/op_schemas.h"', "",
-           "namespace trainrun {", "namespace python {", "namespace {", "",
-           "template <typename Fn, typename... Extra>",
-           "void define_function(py::module_& m, const char* name, Fn&& fn, const Extra&... extra) {",
-           "  m.def(name, std::forward<Fn>(fn), extra...);",
-           "}", "",
-           "template <typename Fn, typename... Extra>",
-           "void define_method(py::handle cls, const char* name, Fn&& fn, const Extra&... extra) {",
-           "  py::cpp_function method(std::forward<Fn>(fn), py::name(name), py::is_method(cls),",
-           "                          py::sibling(py::getattr(cls, name, py::none())), extra...);",
-           "  py::setattr(cls, name, method);",
-           "}", "",
-           "}  // namespace", "",
-           "void bind_listed_ops(py::module_& m) {",
-           "  py::handle tensor_class = py::type::of<Tensor>();",
-           "  (void)tensor_class;",
-           "  // The docstrings carry PyTorch's signatures; pybind11's own would read (input: handle, ...).",
-           "  py::options options;",
-           "  options.disable_function_signatures();"]
-    for op in bound_ops(ops):
-        out += _binding(op, as_method=False)  # trainrun._C.<name>: what the Python package builds on
-        if "method" in op.python:
-            out += _binding(op, as_method=True)
-    out += ["}", "", "}  // namespace python", "}  // namespace trainrun", ""]
+           "// Tensor.<name>, as vectorcall functions (fast_call.h), each argument converted with a TypeError",
+           "// that names it (op_arguments.h).",
+           '#include "python/csrc/fast_call.h"', '#include "python/csrc/op_arguments.h"',
+           '#include "tensor/op_schemas.h"', "",
+           "namespace trainrun {", "namespace python {", "namespace {", ""]
+    out += functions
+    out += ["PyMethodDef function_defs[] = {"] + [f"    {d}," for d in function_defs] + ["};", ""]
+    out += ["PyMethodDef method_defs[] = {"] + [f"    {d}," for d in method_defs] + ["};", ""]
+    out += ["}  // namespace", "",
+            "void bind_listed_ops(py::module_& m) {",
+            "  for (PyMethodDef& def : function_defs) add_fast_function(m, &def);",
+            "  py::handle tensor_class = py::type::of<Tensor>();",
+            "  for (PyMethodDef& def : method_defs) add_fast_method(tensor_class, &def);",
+            "}", "", "}  // namespace python", "}  // namespace trainrun", ""]
     return "\n".join(out)
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from built_tree import ROOT
+from built_tree import ROOT, needs_torch, torch
 
 import trainrun
 import trainrun.nn.functional as F
@@ -135,3 +135,22 @@ def test_generated_bindings_document_pytorchs_signature():
     assert trainrun.add.__doc__.startswith("add(input, other, *, alpha=1, out=None) -> Tensor")
     assert trainrun.Tensor.amax.__doc__.startswith("amax(dim=None, keepdim=False) -> Tensor")
     assert "op diagonal(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor" in trainrun.diagonal.__doc__
+
+
+def _operator_results(lib):
+    import numpy as np
+    x, i, m = lib.tensor([1., 2., 3.]), lib.tensor([1, 2, 3]), lib.tensor([True, False, True])
+    values = [2 ** x, x ** 2, 7 % i, i % 2, 1 - x, 1 / x, np.float32(2) * x, x * np.float64(0.5), x == None,  # noqa
+              x != None, 3 & i, m | False, 5 ^ i, 2 < x, x >= 2, x + i, i * True]  # noqa: E711
+    results = [(str(v.dtype).split(".")[-1], v.tolist()) if hasattr(v, "tolist") else v for v in values]
+    for bad in (lambda: x + "a", lambda: x < "a", lambda: [1] @ x):
+        with pytest.raises(TypeError):
+            bad()
+    return results
+
+
+@needs_torch
+def test_operators_match_pytorch_with_numbers_on_either_side():
+    """The operators are CPython methods of their own (tensor_operators.cc): reflected forms, NumPy scalars,
+    comparisons with None, and TypeError for anything else, as PyTorch."""
+    assert _operator_results(trainrun) == _operator_results(torch)
