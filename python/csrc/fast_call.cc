@@ -8,11 +8,16 @@ namespace python {
 
 namespace {
 
-// The position of keyword `key` among spec.names, or -1. Keyword names are
-// interned by the interpreter, so pointer equality is the common hit.
+// The position of keyword `key` among spec.names, or -1. NumPy's names are
+// aliases, as in PyTorch's parser: axis= for dim=, keepdims= for keepdim=.
 int find_keyword(const ArgSpec& spec, PyObject* key) {
   const char* name = PyUnicode_AsUTF8(key);
-  if (name == nullptr) return -1;
+  if (name == nullptr) {
+    PyErr_Clear();
+    return -1;
+  }
+  if (std::strcmp(name, "axis") == 0) name = "dim";
+  if (std::strcmp(name, "keepdims") == 0) name = "keepdim";
   for (int i = 0; i < spec.count; ++i)
     if (std::strcmp(name, spec.names[i]) == 0) return i;
   return -1;

@@ -147,7 +147,7 @@ from trainrun import _op_list  # noqa: E402
 for _op in _op_list.ops():
     if "function" in _op.python and (_op.binding == "generated" or "pointwise" in _op.tags):
         globals()[_op.python_name] = getattr(_C, _op.python_name)
-for _name in ("matmul", "sum", "mean", "cat", "stack", "masked_fill", "softmax", "log_softmax", "scatter", "norm",
+for _name in ("matmul", "cat", "stack", "masked_fill", "softmax", "log_softmax", "scatter", "norm",
               "bmm", "chunk", "split", "eye", "dot", "outer"):
     globals()[_name] = getattr(_C, _name)
 del _name, _op
@@ -161,10 +161,6 @@ def var(input, dim=None, unbiased=True, keepdim=False):  # noqa: A002
 
 def std(input, dim=None, unbiased=True, keepdim=False):  # noqa: A002
     return input.std(dim, unbiased, keepdim)
-
-
-def prod(input, dim=None, keepdim=False, dtype=None):  # noqa: A002
-    return input.prod(dim, keepdim, dtype=dtype)
 
 
 def isnan(input):  # noqa: A002
@@ -184,7 +180,7 @@ from trainrun import _op_table, _ops_shape, _ops_index, _ops_math, _ops_linalg, 
 globals().update(_op_table.functions())  # every op declared in the op table, under its PyTorch name
 from trainrun._tensor_extras import (as_tensor, clone, detach, get_default_dtype, inference_mode,  # noqa: E402,F401
                                      is_floating_point, is_tensor, numel, set_default_dtype, promote_types,
-                                     can_cast, result_type, finfo, iinfo, sum, mean, is_inference_mode_enabled,
+                                     can_cast, result_type, finfo, iinfo, is_inference_mode_enabled,
                                      compile)
 
 from trainrun.nn.functional import conv2d, max_pool2d  # noqa: E402,F401  (torch.conv2d, torch.max_pool2d)

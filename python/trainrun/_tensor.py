@@ -153,8 +153,6 @@ def _dims(dim):
 # (The pointwise ops of the op list, tensor/ops.yaml, are C++ methods generated from it.)
 Tensor.div = lambda self, other, *, rounding_mode=None: _C.div(self, other, rounding_mode=rounding_mode)
 Tensor.matmul = Tensor.__matmul__
-Tensor.sum = lambda self, dim=None, keepdim=False: _C.sum(self, _dims(dim), keepdim)
-Tensor.mean = lambda self, dim=None, keepdim=False: _C.mean(self, _dims(dim), keepdim)
 Tensor.var = lambda self, dim=None, unbiased=True, keepdim=False: _C.var(self, _dims(dim), 1 if unbiased else 0,
                                                                          keepdim)
 Tensor.masked_fill = lambda self, mask, value: _C.masked_fill(self, mask, _number(value))
@@ -165,8 +163,6 @@ for _name in ("scatter", "norm", "chunk", "split", "where", "bmm",
         setattr(Tensor, _name, (lambda op: lambda self, *args, **kwargs: op(self, *args, **kwargs))(getattr(_C, _name)))
 Tensor.std = lambda self, dim=None, unbiased=True, keepdim=False: _C.std(self, _dims(dim), 1 if unbiased else 0,
                                                                          keepdim)
-Tensor.prod = lambda self, dim=None, keepdim=False, dtype=None: _C.prod(
-    self if dtype is None else self.to(dtype), _dims(dim), keepdim)
 Tensor.isnan = lambda self: self != self
 Tensor.isinf = lambda self: (self.abs() == float("inf")) if self.is_floating_point() else self != self
 Tensor.isfinite = lambda self: ~(self.isnan() | self.isinf()) if self.is_floating_point() else self == self

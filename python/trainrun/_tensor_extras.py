@@ -129,37 +129,7 @@ def _dims(dim):
     return [dim] if isinstance(dim, builtins.int) else list(dim)
 
 
-def _dim_or_axis(dim, axis, where):
-    """dim, or NumPy's name for it (PyTorch takes axis= as an alias)."""
-    if axis is not None:
-        if dim is not None:
-            raise TypeError(f"{where}() got both dim and axis")
-        return axis
-    return dim
-
-
-def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None):  # noqa: A001,A002
-    """The sum over dim (an int, a tuple, or every dim); integer and bool inputs sum in int64, as PyTorch's."""
-    dim = _dim_or_axis(dim, axis, "sum")
-    if dtype is not None:
-        input = input.to(dtype)  # noqa: A001
-    elif not input.is_floating_point():
-        input = input.to(_C.dtype.int64)  # noqa: A001
-    return _C.sum(input, _dims(dim), keepdim)
-
-
-def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None):  # noqa: A002
-    dim = _dim_or_axis(dim, axis, "mean")
-    if dtype is not None:
-        input = input.to(dtype)  # noqa: A001
-    if not input.is_floating_point():
-        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
-                           f"complex dtype. Got: {input.dtype.name.capitalize()}")
-    return _C.mean(input, _dims(dim), keepdim)
-
-
-Tensor.sum, Tensor.mean = sum, mean
-Tensor.nansum = lambda self, dim=None, keepdim=False, *, dtype=None: sum(
+Tensor.nansum = lambda self, dim=None, keepdim=False, *, dtype=None: _C.sum(
     _C.where(self != self, _C.zeros([], dtype=self.dtype, device=self.device), self), dim, keepdim, dtype=dtype)
 
 

@@ -83,8 +83,9 @@ void sum_rows(const ReducePlan& plan, Tensor& out, F f, double scale) {
 Tensor sum_like_cpu(const Tensor& x_in, const IntList& dims, bool keepdim, std::optional<DType> dtype, bool mean) {
   const char* op = mean ? "mean" : "sum";
   DType out_dtype = sum_dtype(x_in.dtype(), dtype);
-  TR_CHECK(!mean || is_floating(out_dtype), TypeError,
-           "mean: could not infer output dtype; input dtype must be floating point, got {} (pass dtype=)",
+  TR_CHECK(!mean || is_floating(out_dtype), Error,
+           "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
+           "Got: {}",
            dtype_name(out_dtype));
   // A requested dtype is also the accumulation dtype, as in PyTorch.
   Tensor x = dtype && *dtype != x_in.dtype() ? x_in.to(*dtype) : x_in;

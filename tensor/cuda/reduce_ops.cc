@@ -46,8 +46,9 @@ Tensor sum_like_cuda(const Tensor& x_in, const IntList& dims, bool keepdim, std:
                      bool prod) {
   const char* op = prod ? "prod" : mean ? "mean" : "sum";
   DType out_dtype = sum_dtype(x_in.dtype(), dtype);
-  TR_CHECK(!mean || is_floating(out_dtype), TypeError,
-           "mean: could not infer output dtype; input dtype must be floating point, got {} (pass dtype=)",
+  TR_CHECK(!mean || is_floating(out_dtype), Error,
+           "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
+           "Got: {}",
            dtype_name(out_dtype));
   TR_CHECK(out_dtype != DType::Bool, TypeError, "{}: bool output dtype is not supported", op);
   // A requested dtype is also the accumulation dtype, as in PyTorch; integer

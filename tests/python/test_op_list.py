@@ -154,3 +154,21 @@ def test_operators_match_pytorch_with_numbers_on_either_side():
     """The operators are CPython methods of their own (tensor_operators.cc): reflected forms, NumPy scalars,
     comparisons with None, and TypeError for anything else, as PyTorch."""
     assert _operator_results(trainrun) == _operator_results(torch)
+
+
+def _reduction_results(lib):
+    x = lib.tensor([[1, 2], [3, 4]])
+    f = x.float()
+    values = [x.sum(), x.sum(1), x.sum(axis=0), lib.sum(x, (0, 1), keepdims=True), x.sum(dtype=lib.float64),
+              f.mean(dim=0), lib.mean(f, 1, True), x.prod(), x.prod(1), lib.prod(f, 0, dtype=lib.float64),
+              (x > 1).sum(), f.amax(dim=(0, 1)), x.argmax(), lib.logsumexp(f, dim=1)]
+    with pytest.raises(RuntimeError):
+        x.mean()
+    return [(str(v.dtype).split(".")[-1], [round(e, 4) for e in v.flatten().tolist()]) for v in values]
+
+
+@needs_torch
+def test_generated_reductions_match_pytorch():
+    """int[] dims as an int or a tuple, NumPy's axis=/keepdims=, integer sums in int64, dtype=, and mean's
+    RuntimeError on integers, as PyTorch."""
+    assert _reduction_results(trainrun) == _reduction_results(torch)

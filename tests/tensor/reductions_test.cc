@@ -24,7 +24,7 @@ TEST(Reductions, IntegerSumsPromoteToInt64) {
   EXPECT_VALUES(sum(b), 2);
   EXPECT_EQ(sum(arange(5, DType::Int32)).dtype(), DType::Int64);
   EXPECT_EQ(sum(ft({1, 2}), {}, false, DType::Float64).dtype(), DType::Float64);
-  expect_error<TypeError>([&] { mean(arange(5)); }, {"mean", "int64"});
+  expect_error<Error>([&] { mean(arange(5)); }, {"mean(): could not infer output dtype", "int64"});  // RuntimeError in Python
 }
 
 TEST(Reductions, LargeFloatSumIsAccurate) {
