@@ -15,7 +15,7 @@ LAYERS = {
     "store": ["base"],
     "c10d": ["nn", "store"],
     "proto": [],
-    "launcher": ["store"],
+    "launcher": ["store", "proto"],
     "python": ["c10d", "launcher", "proto"],
 }
 

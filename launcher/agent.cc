@@ -1,5 +1,7 @@
 #include "launcher/agent.h"
 
+#include <fstream>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -20,6 +22,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "launcher/agent_service.h"
 #include "launcher/error_file.h"
 #include "launcher/log_router.h"
 #include "launcher/rendezvous.h"
@@ -276,6 +279,27 @@ int run_agent(LaunchOptions o) {
     say("--redirects/--tee without --log-dir: writing logs under " + log_dir);
   }
 
+  // The agent service (health and status), when asked: its port goes to the
+  // console and next to the error files, where a client on this host finds it.
+  std::unique_ptr<AgentService> service;
+  if (o.agent_port >= 0) {
+    service = std::make_unique<AgentService>(o.agent_host, o.agent_port);
+    say(fmt::format("agent service on {}:{}", o.agent_host, service->port()));
+    std::ofstream(base + "/agent_port") << service->port() << "\n";
+  }
+  // What GetStatus reports; updated at each step of the job below.
+  auto report = [&](const std::function<void(AgentStatus&)>& change) {
+    if (service) service->update(change);
+  };
+  report([&](AgentStatus& s) {
+    s.set_run_id(run_id);
+    s.set_host(hostname());
+    s.set_node_rank(o.node_rank);
+    s.set_nnodes(o.max_nodes);
+    s.set_max_restarts(o.max_restarts);
+    s.set_phase(AgentStatus::RENDEZVOUS);
+  });
+
   std::map<std::string, std::string> common = {
       {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
       {"ROLE_NAME", o.role},
@@ -296,6 +320,11 @@ int run_agent(LaunchOptions o) {
 
   int final_status = 0, restarts = 0, node_rank = o.node_rank, nnodes = o.max_nodes, round = 0;
   for (int attempt = 0;; ++attempt) {
+    report([&](AgentStatus& s) {
+      s.set_attempt(attempt);
+      s.clear_workers();
+      s.set_phase(rdzv ? AgentStatus::RENDEZVOUS : s.phase());
+    });
     if (rdzv) {
       RendezvousRound rr = rdzv->next_round();
       round = rr.round;
@@ -353,6 +382,20 @@ int run_agent(LaunchOptions o) {
           }
           workers.push_back(std::move(w));
         }
+        report([&](AgentStatus& s) {
+          s.set_rendezvous_round(round);
+          s.set_node_rank(node_rank);
+          s.set_nnodes(nnodes);
+          for (const Worker& w : workers) {
+            agent::v1::WorkerStatus* ws = s.add_workers();
+            ws->set_global_rank(w.rank);
+            ws->set_local_rank(w.local_rank);
+            ws->set_pid(w.process->pid());
+            ws->set_state(agent::v1::WorkerStatus::RUNNING);
+            ws->set_restarts(restarts);
+          }
+          s.set_phase(AgentStatus::RUNNING);
+        });
       } catch (const DistBackendError& e) {
         say(e.what());
         for (Worker& w : workers) w.process->signal(SIGKILL);
@@ -365,6 +408,7 @@ int run_agent(LaunchOptions o) {
       std::optional<Clock::time_point> kill_at;
       Clock::time_point next_membership_check = Clock::now();
       auto stop_all = [&](int sig) {
+        report([](AgentStatus& s) { s.set_phase(AgentStatus::STOPPING); });
         for (Worker& w : workers)
           if (w.process->running()) {
             w.process->signal(sig);
@@ -384,6 +428,7 @@ int run_agent(LaunchOptions o) {
           }
           w.reaped = true;
           const bool failed = w.process->exit_code() != 0;
+          std::string cause;
           if (!failed) {
             w.stopped_by_us = false;  // it finished on its own
           } else if (!w.stopped_by_us) {
@@ -391,8 +436,20 @@ int run_agent(LaunchOptions o) {
             failures.push_back(Failure{w.local_rank, w.rank, w.process->pid(), w.process->exit_code(),
                                        w.process->term_signal(), w.process->exited_at(),
                                        read_worker_error(w.error_file)});
+            if (failures.back().error) cause = failures.back().error->message;
             if (!result.terminate_signal) stop_all(SIGTERM);
           }
+          report([&](AgentStatus& s) {
+            for (agent::v1::WorkerStatus& ws : *s.mutable_workers()) {
+              if (ws.local_rank() != w.local_rank) continue;
+              ws.set_state(!failed            ? agent::v1::WorkerStatus::SUCCEEDED
+                           : w.stopped_by_us ? agent::v1::WorkerStatus::STOPPED
+                                             : agent::v1::WorkerStatus::FAILED);
+              ws.set_exit_code(w.process->term_signal() ? 0 : w.process->exit_code());
+              ws.set_signal(w.process->term_signal());
+              ws.set_root_cause(cause);
+            }
+          });
         }
         if (!any_running) break;
         if (rdzv && !kill_at && Clock::now() >= next_membership_check) {
@@ -440,10 +497,12 @@ int run_agent(LaunchOptions o) {
     final_status = f->signal != 0 ? 128 + f->signal : f->exit_code;
     if (rdzv) rdzv->request_new_round(round);  // the others re-form (without us if we stop here)
     if (restarts >= o.max_restarts) break;
+    report([](AgentStatus& s) { s.set_phase(AgentStatus::RESTARTING); });
     ++restarts;
     say(fmt::format("restarting the worker group ({} of {} restarts)", restarts, o.max_restarts));
   }
 
+  report([](AgentStatus& s) { s.set_phase(AgentStatus::DONE); });
   // Node 0 keeps the store up until every node has finished with it (not
   // long when the job failed: the others may be gone).
   if (rdzv) {

@@ -63,6 +63,11 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_flag(names("--no-python"), o.no_python, "Run the program directly, not under Python")
       ->envname("PET_NO_PYTHON");
   app.add_flag(names("--run-path"), o.run_path, "Run the script with runpy.run_path")->envname("PET_RUN_PATH");
+  app.add_option(names("--agent-port"), o.agent_port,
+                 "Serve the agent's gRPC health and status service on this port (0: a free one, printed)")
+      ->envname("TRAINRUN_AGENT_PORT");
+  app.add_option(names("--agent-host"), o.agent_host, "Address the agent service binds (default 127.0.0.1)")
+      ->envname("TRAINRUN_AGENT_HOST");
   app.add_option(names("--log-dir"), o.log_dir, "Directory for per-attempt, per-rank log files")
       ->envname("PET_LOG_DIR");
   app.add_option("-r,--redirects", o.redirects,
@@ -93,6 +98,8 @@ size_t find_program(const CLI::App& app, int argc, char** argv) {
 }
 
 void resolve(LaunchOptions& o) {
+  TR_CHECK(o.agent_port >= -1 && o.agent_port <= 65535, ValueError,
+           "--agent-port: {} is not a port (0 picks a free one; leave it out for no agent service)", o.agent_port);
   const std::string& n = o.nproc_per_node;
   const GpuCount gpus = n == "gpu" || n == "auto" ? count_gpus() : GpuCount{};
   if (n == "cpu" || (n == "auto" && gpus.count == 0)) {

@@ -33,6 +33,9 @@ struct LaunchOptions {
   std::string redirects = "0";
   std::string tee = "0";
   std::string local_ranks_filter;
+  // The agent's gRPC service (health and status): off when negative; 0 picks a free port.
+  int agent_port = -1;
+  std::string agent_host = "127.0.0.1";  // the pod's address on Kubernetes, so probes reach it
   std::string program;
   std::vector<std::string> program_args;
 

@@ -1,6 +1,7 @@
 // The trainrun command line:
 //   trainrun [torchrun's flags] script.py [script args]   (run_agent, agent.cc)
 //   trainrun store --listen HOST:PORT                     (store_command.cc)
+//   trainrun status HOST:PORT [--json]                    (status_command.cc)
 #include <CLI/CLI.hpp>
 
 #include <cstring>
@@ -10,15 +11,18 @@
 #include "base/log.h"
 #include "launcher/agent.h"
 #include "launcher/launch_options.h"
+#include "launcher/status_command.h"
 #include "launcher/store_command.h"
 
 namespace {
 
-int store_main(int argc, char** argv) {
-  CLI::App app{"trainrun store: a standalone TCPStore server"};
+// `trainrun store ...` and `trainrun status ...`: subcommands with flags of their own.
+int subcommand_main(int argc, char** argv) {
+  CLI::App app{"trainrun subcommands"};
   app.require_subcommand(1);
   int exit_code = 0;
   trainrun::add_store_command(app, exit_code);
+  trainrun::add_status_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -33,12 +37,14 @@ int store_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "store") == 0) return store_main(argc, argv);
+  if (argc > 1 && (std::strcmp(argv[1], "store") == 0 || std::strcmp(argv[1], "status") == 0))
+    return subcommand_main(argc, argv);
   CLI::App app{
       "trainrun: launch a distributed training job, one worker per process, as torchrun does.\n"
       "  trainrun --nproc-per-node 4 train.py --lr 3e-4\n"
       "Flags take torchrun's names (dashes or underscores) and its PET_* environment variables.\n"
-      "Also: trainrun store --listen HOST:PORT (a standalone store server)."};
+      "Also: trainrun store --listen HOST:PORT (a standalone store server);\n"
+      "      trainrun status HOST:PORT [--json] (a running job's status, from its --agent-port)."};
   trainrun::LaunchOptions options;
   trainrun::add_launch_flags(app, options);
   try {

@@ -31,6 +31,9 @@ PACKAGES=(
   libprotobuf-dev
   python3-protobuf
   python3-yaml            # the op list (tensor/ops.yaml) is read by its generator at build time
+  libgrpc++-dev           # the launcher agent's gRPC service (health, status)
+  protobuf-compiler-grpc  # grpc_cpp_plugin for proto/agent.proto
+  python3-grpcio          # the agent service's tests talk to it from Python
   python3-matplotlib      # the main job's loss curve (examples/train_lm.py)
 )
 

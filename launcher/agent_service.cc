@@ -1,0 +1,79 @@
+#include "launcher/agent_service.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <chrono>
+
+#include "base/error.h"
+#include "proto/agent.grpc.pb.h"
+
+namespace trainrun {
+
+namespace v1 = trainrun::agent::v1;
+
+// The readiness service name the Kubernetes templates probe.
+constexpr const char* kReadyService = "trainrun.ready";
+
+bool agent_ready(const AgentStatus& status) {
+  if (status.phase() != v1::GetStatusResponse::RUNNING || status.workers_size() == 0) return false;
+  for (const v1::WorkerStatus& w : status.workers())
+    if (w.state() != v1::WorkerStatus::RUNNING) return false;
+  return true;
+}
+
+class AgentService::AgentImpl final : public v1::Agent::Service {
+ public:
+  explicit AgentImpl(const AgentService& owner) : owner_(owner) {}
+  grpc::Status GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*, v1::GetStatusResponse* out) override {
+    *out = owner_.snapshot();
+    return grpc::Status::OK;
+  }
+
+ private:
+  const AgentService& owner_;
+};
+
+AgentService::AgentService(const std::string& host, int port) : agent_impl_(std::make_unique<AgentImpl>(*this)) {
+  // gRPC's own health service (Check and Watch), so probes and grpc_health_probe work unchanged.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  const std::string address = host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
+                                                                   : fmt::format("{}:{}", host, port);
+  // Read-only calls without credentials: the control calls (with a token) come with TLS options later.
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(agent_impl_.get());
+  server_ = builder.BuildAndStart();
+  TR_CHECK(server_ != nullptr && port_ > 0, DistBackendError,
+           "agent service: cannot listen on {} (is the port taken, or the address not this host's?)", address);
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus(kReadyService, false);
+}
+
+AgentService::~AgentService() {
+  if (server_) {
+    server_->GetHealthCheckService()->Shutdown();  // Watch streams end with NOT_SERVING
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    server_->Wait();
+  }
+}
+
+void AgentService::update(const std::function<void(AgentStatus&)>& change) {
+  bool ready, changed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    change(status_);
+    ready = agent_ready(status_);
+    changed = ready != ready_;
+    ready_ = ready;
+  }
+  if (changed) server_->GetHealthCheckService()->SetServingStatus(kReadyService, ready);
+}
+
+AgentStatus AgentService::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+}  // namespace trainrun

@@ -1,0 +1,109 @@
+#include "launcher/status_command.h"
+
+#include <fmt/format.h>
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "base/log.h"
+#include "proto/agent.grpc.pb.h"
+#include "proto/health.grpc.pb.h"
+
+namespace trainrun {
+namespace {
+
+namespace v1 = trainrun::agent::v1;
+using grpc::health::v1::HealthCheckRequest;
+using grpc::health::v1::HealthCheckResponse;
+
+struct StatusCommandArgs {
+  std::string address;
+  bool json = false;
+  double timeout = 5.0;
+};
+
+std::chrono::system_clock::time_point deadline(double seconds) {
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+const char* phase_name(v1::GetStatusResponse::Phase p) {
+  switch (p) {
+    case v1::GetStatusResponse::RENDEZVOUS: return "in rendezvous";
+    case v1::GetStatusResponse::RUNNING: return "running";
+    case v1::GetStatusResponse::STOPPING: return "stopping its workers";
+    case v1::GetStatusResponse::RESTARTING: return "restarting";
+    case v1::GetStatusResponse::DONE: return "done";
+    default: return "starting";
+  }
+}
+
+std::string worker_line(const v1::WorkerStatus& w) {
+  std::string state;
+  switch (w.state()) {
+    case v1::WorkerStatus::RUNNING: state = "running"; break;
+    case v1::WorkerStatus::SUCCEEDED: state = "succeeded"; break;
+    case v1::WorkerStatus::STOPPED: state = "stopped by the agent"; break;
+    case v1::WorkerStatus::FAILED:
+      state = w.signal() != 0 ? fmt::format("failed (signal {})", w.signal())
+                              : fmt::format("failed (exit code {})", w.exit_code());
+      if (!w.root_cause().empty()) state += ": " + w.root_cause();
+      break;
+    default: state = "unknown";
+  }
+  return fmt::format("  rank {} (local {}) pid {}: {}", w.global_rank(), w.local_rank(), w.pid(), state);
+}
+
+int run_status(const StatusCommandArgs& args) {
+  auto channel = grpc::CreateChannel(args.address, grpc::InsecureChannelCredentials());
+  v1::GetStatusResponse status;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline(args.timeout));
+    grpc::Status s = v1::Agent::NewStub(channel)->GetStatus(&ctx, v1::GetStatusRequest(), &status);
+    if (!s.ok()) {
+      log_line("", fmt::format("no agent answered at {} within {} s (gRPC status {}: {})", args.address,
+                               args.timeout, static_cast<int>(s.error_code()), s.error_message()));
+      return 1;
+    }
+  }
+  HealthCheckResponse ready;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline(args.timeout));
+    HealthCheckRequest request;
+    request.set_service("trainrun.ready");
+    grpc::health::v1::Health::NewStub(channel)->Check(&ctx, request, &ready);
+  }
+  if (args.json) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.always_print_primitive_fields = true;
+    (void)google::protobuf::util::MessageToJsonString(status, &json, options);
+    std::printf("%s\n", json.c_str());
+    return 0;
+  }
+  std::printf("job %s on %s: node %d of %d, attempt %d of %d, %s%s\n", status.run_id().c_str(),
+              status.host().c_str(), status.node_rank(), status.nnodes(), status.attempt() + 1,
+              status.max_restarts() + 1, phase_name(status.phase()),
+              ready.status() == HealthCheckResponse::SERVING ? " (ready)" : "");
+  for (const v1::WorkerStatus& w : status.workers()) std::printf("%s\n", worker_line(w).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_status_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<StatusCommandArgs>();
+  CLI::App* cmd = app.add_subcommand("status", "Print a running job's status, asked of its agent (--agent-port)");
+  cmd->add_option("address", args->address, "HOST:PORT of the agent service")->required();
+  cmd->add_flag("--json", args->json, "Print the status as JSON");
+  cmd->add_option("--timeout", args->timeout, "Seconds to wait for an answer")->check(CLI::PositiveNumber);
+  cmd->callback([args, &exit_code] { exit_code = run_status(*args); });
+}
+
+}  // namespace trainrun

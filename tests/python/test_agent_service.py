@@ -1,0 +1,203 @@
+"""The launcher agent's gRPC service (--agent-port): gRPC's standard health
+protocol ("" alive, "trainrun.ready" while every local worker is up, Watch
+following it through a failure and restart), GetStatus during a job, and
+`trainrun status`. Talks to it with python3-grpcio and the message classes
+protoc generates from proto/ (no generated stubs needed)."""
+import os
+import pathlib
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from built_tree import ROOT
+
+grpc = pytest.importorskip("grpc", reason="python3-grpcio is not installed")
+sys.path.insert(0, str(ROOT / "bazel-bin" / "proto"))
+health_pb2 = pytest.importorskip("health_pb2", reason="bazel build //proto:agent_py first")
+agent_pb2 = pytest.importorskip("agent_pb2", reason="bazel build //proto:agent_py first")
+
+TRAINRUN = ROOT / "bazel-bin" / "launcher" / "trainrun"
+SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+Phase, State = agent_pb2.GetStatusResponse, agent_pb2.WorkerStatus
+
+# Each worker waits for go.<attempt>, then rank FAIL_RANK exits with code 3 (the others succeed, or with
+# LINGER, ignore the agent's SIGTERM and stay a few seconds, which holds the agent in its stopping phase).
+WORKER = """
+import os, pathlib, signal, time
+if os.environ.get("LINGER"):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+(pathlib.Path(os.environ["GO_DIR"]) / f"started.{attempt}.{os.environ['RANK']}").touch()
+go = pathlib.Path(os.environ["GO_DIR"]) / ("go." + attempt)
+deadline = time.monotonic() + 120
+while not go.exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
+if os.environ["RANK"] == os.environ.get("FAIL_RANK"):
+    raise SystemExit(3)
+if os.environ.get("LINGER"):
+    time.sleep(float(os.environ["LINGER"]))
+"""
+
+
+class Job:
+    """`trainrun --agent-port 0 ...` in its own process group; the port is read from its first lines."""
+
+    def __init__(self, tmp_path, *flags, fail_rank=None, nproc=2, linger=None):
+        (tmp_path / "worker.py").write_text(WORKER)
+        self.go_dir = tmp_path
+        env = dict(os.environ, GO_DIR=str(tmp_path), OMP_NUM_THREADS="1")
+        if fail_rank is not None:
+            env["FAIL_RANK"] = str(fail_rank)
+        if linger is not None:
+            env["LINGER"] = str(linger)
+        self.proc = subprocess.Popen([str(TRAINRUN), "--agent-port", "0", "--nproc-per-node", str(nproc), *flags,
+                                      str(tmp_path / "worker.py")], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.port = None
+        deadline = time.monotonic() + 30
+        while self.port is None:
+            line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            if "agent service on 127.0.0.1:" in line:
+                self.port = int(line.rsplit(":", 1)[1])
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        self.check = self.channel.unary_unary(
+            "/grpc.health.v1.Health/Check", request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString)
+        self.watch = self.channel.unary_stream(
+            "/grpc.health.v1.Health/Watch", request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString)
+        self.get_status = self.channel.unary_unary(
+            "/trainrun.agent.v1.Agent/GetStatus", request_serializer=agent_pb2.GetStatusRequest.SerializeToString,
+            response_deserializer=agent_pb2.GetStatusResponse.FromString)
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def health(self, service):
+        return self.check(health_pb2.HealthCheckRequest(service=service), timeout=10).status
+
+    def status(self):
+        return self.get_status(agent_pb2.GetStatusRequest(), timeout=10)
+
+    def wait_for(self, predicate, what, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.status()
+            if predicate(status):
+                return status
+            time.sleep(0.02)
+        raise AssertionError(f"timed out waiting for {what}; last status:\n{status}")
+
+    def go(self, attempt, nproc=2):
+        # Only once every worker's Python is up (signal handlers installed), so the test's timeline is fixed.
+        deadline = time.monotonic() + 60
+        while not all((self.go_dir / f"started.{attempt}.{r}").exists() for r in range(nproc)):
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.01)
+        (self.go_dir / f"go.{attempt}").touch()
+
+    def close(self):
+        self.channel.close()
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def job(tmp_path):
+    jobs = []
+
+    def start(*flags, **kwargs):
+        jobs.append(Job(tmp_path, *flags, **kwargs))
+        return jobs[-1]
+    yield start
+    for j in jobs:
+        j.close()
+
+
+def _running(status):
+    return status.phase == Phase.RUNNING and len(status.workers) == 2
+
+
+def test_health_and_status_while_the_workers_run(job):
+    j = job()
+    assert j.health("") == SERVING
+    status = j.wait_for(_running, "both workers running")
+    assert j.health("trainrun.ready") == SERVING
+    assert status.nnodes == 1 and status.node_rank == 0 and status.attempt == 0 and status.run_id
+    assert sorted((w.global_rank, w.local_rank, w.state) for w in status.workers) == \
+        [(0, 0, State.RUNNING), (1, 1, State.RUNNING)]
+    for w in status.workers:
+        os.kill(w.pid, 0)  # the pids are the live workers'
+    with pytest.raises(grpc.RpcError) as e:
+        j.health("no.such.service")
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    # The command-line client prints the same.
+    out = subprocess.run([str(TRAINRUN), "status", f"127.0.0.1:{j.port}"], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert f"job {status.run_id}" in out.stdout and "running (ready)" in out.stdout
+    assert f"rank 1 (local 1) pid {status.workers[1].pid}: running" in out.stdout
+    j.go(0)
+    assert j.proc.wait(timeout=60) == 0
+
+
+def test_readiness_follows_a_failure_and_the_restart(job):
+    j = job("--max-restarts", "1", fail_rank=1)
+    j.wait_for(_running, "both workers running")
+    updates = queue.Queue()
+    stream = j.watch(health_pb2.HealthCheckRequest(service="trainrun.ready"), timeout=60)
+
+    def pump():
+        try:
+            for response in stream:
+                updates.put(response.status)
+        except grpc.RpcError:
+            pass  # cancelled when the test is done with it
+    threading.Thread(target=pump, daemon=True).start()
+    assert updates.get(timeout=10) == SERVING
+    j.go(0)  # rank 1 fails: the group stops, then restarts
+    assert updates.get(timeout=30) == NOT_SERVING
+    assert updates.get(timeout=30) == SERVING
+    status = j.wait_for(lambda s: s.attempt == 1 and _running(s), "the restarted group")
+    assert all(w.restarts == 1 for w in status.workers)
+    stream.cancel()
+    j.go(1)  # it fails again: no restarts left, the job ends with the worker's exit code
+    assert j.proc.wait(timeout=60) == 3
+
+
+def test_a_failed_worker_is_reported_while_the_others_stop(job):
+    # The surviving worker ignores SIGTERM, so the agent stays in its stopping phase for the grace period.
+    j = job("--grace-period", "3", fail_rank=0, linger=30)
+    j.wait_for(_running, "both workers running")
+    j.go(0)
+    status = j.wait_for(lambda s: any(w.state == State.FAILED for w in s.workers), "the failure to show")
+    assert status.phase == Phase.STOPPING
+    assert j.health("trainrun.ready") == NOT_SERVING
+    failed = next(w for w in status.workers if w.state == State.FAILED)
+    assert (failed.global_rank, failed.exit_code, failed.signal) == (0, 3, 0)
+    survivor = next(w for w in status.workers if w.global_rank == 1)
+    assert survivor.state == State.RUNNING  # still inside its grace period
+    out = subprocess.run([str(TRAINRUN), "status", f"127.0.0.1:{j.port}"], capture_output=True, text=True,
+                         timeout=30)
+    assert "stopping its workers" in out.stdout and "rank 0 (local 0)" in out.stdout
+    assert "failed (exit code 3)" in out.stdout
+    assert j.proc.wait(timeout=60) == 3
+
+
+def test_bad_agent_ports_are_refused_by_name(tmp_path):
+    (tmp_path / "noop.py").write_text("")
+    r = subprocess.run([str(TRAINRUN), "--agent-port", "70000", str(tmp_path / "noop.py")], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "--agent-port: 70000 is not a port" in r.stderr + r.stdout
+    r = subprocess.run([str(TRAINRUN), "status", "127.0.0.1:1", "--timeout", "1"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and "no agent answered at 127.0.0.1:1" in r.stderr + r.stdout
