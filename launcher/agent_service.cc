@@ -24,22 +24,33 @@ bool agent_ready(const AgentStatus& status) {
 
 class AgentService::AgentImpl final : public v1::Agent::Service {
  public:
-  explicit AgentImpl(const AgentService& owner) : owner_(owner) {}
+  explicit AgentImpl(AgentService& owner) : owner_(owner) {}
   grpc::Status GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*, v1::GetStatusResponse* out) override {
     *out = owner_.snapshot();
     return grpc::Status::OK;
   }
+  grpc::Status WatchEvents(grpc::ServerContext* context, const v1::WatchEventsRequest* request,
+                           grpc::ServerWriter<v1::Event>* writer) override {
+    size_t start = 0;
+    if (!request->from_start()) {
+      std::lock_guard<std::mutex> lock(owner_.mu_);
+      start = owner_.events_.size();
+    }
+    owner_.stream_events(
+        start, [&](const v1::Event& e) { return writer->Write(e); }, [&] { return context->IsCancelled(); });
+    return grpc::Status::OK;
+  }
 
  private:
-  const AgentService& owner_;
+  AgentService& owner_;
 };
 
 AgentService::AgentService(const std::string& host, int port) : agent_impl_(std::make_unique<AgentImpl>(*this)) {
   // gRPC's own health service (Check and Watch), so probes and grpc_health_probe work unchanged.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  const std::string address = host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
-                                                                   : fmt::format("{}:{}", host, port);
+  const std::string address =
+      host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
   // Read-only calls without credentials: the control calls (with a token) come with TLS options later.
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(agent_impl_.get());
@@ -52,6 +63,11 @@ AgentService::AgentService(const std::string& host, int port) : agent_impl_(std:
 }
 
 AgentService::~AgentService() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;  // every WatchEvents stream ends
+  }
+  events_changed_.notify_all();
   if (server_) {
     server_->GetHealthCheckService()->Shutdown();  // Watch streams end with NOT_SERVING
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
@@ -74,6 +90,36 @@ void AgentService::update(const std::function<void(AgentStatus&)>& change) {
 AgentStatus AgentService::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   return status_;
+}
+
+void AgentService::publish(AgentEvent event) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  event.set_time(std::chrono::duration<double>(now).count());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(event));
+  }
+  events_changed_.notify_all();
+}
+
+void AgentService::stream_events(size_t next, const std::function<bool(const AgentEvent&)>& send,
+                                 const std::function<bool()>& cancelled) {
+  for (;;) {
+    AgentEvent event;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Wake now and then to notice a client that went away (gRPC cancels without notifying us).
+      events_changed_.wait_for(lock, std::chrono::milliseconds(200),
+                               [&] { return stopping_ || next < events_.size(); });
+      if (next >= events_.size()) {
+        if (stopping_) return;
+        if (cancelled()) return;
+        continue;
+      }
+      event = events_[next++];
+    }
+    if (!send(event) || event.kind() == AgentEvent::JOB_DONE) return;
+  }
 }
 
 }  // namespace trainrun

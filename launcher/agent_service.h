@@ -1,15 +1,17 @@
 #pragma once
 // The agent as a service: gRPC's standard health protocol (grpc.health.v1,
 // which Kubernetes' `grpc:` probes speak) and trainrun.agent.v1.Agent
-// (GetStatus) on --agent-host:--agent-port. Health service "" is SERVING
+// (GetStatus, WatchEvents) on --agent-host:--agent-port. Health service "" is SERVING
 // while the agent runs; "trainrun.ready" is SERVING while every local worker
 // of the current attempt is up, NOT_SERVING otherwise. The status is a
 // snapshot the agent's loop updates (AgentService::update), read by the
 // service's threads.
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "proto/agent.pb.h"
 
@@ -20,6 +22,7 @@ class Server;
 namespace trainrun {
 
 using AgentStatus = trainrun::agent::v1::GetStatusResponse;
+using AgentEvent = trainrun::agent::v1::Event;
 
 class AgentService {
  public:
@@ -32,13 +35,23 @@ class AgentService {
 
   int port() const { return port_; }
   // Changes the status under the service's lock; readiness follows it.
+  // Called from the agent's thread.
   void update(const std::function<void(AgentStatus&)>& change);
   AgentStatus snapshot() const;
+  // Records an event (its time is set here) and wakes the WatchEvents streams.
+  void publish(AgentEvent event);
 
  private:
   class AgentImpl;
+  // Streams event `next` onward to `send` until the job is done, the agent
+  // stops or `cancelled()` says the client left.
+  void stream_events(size_t next, const std::function<bool(const AgentEvent&)>& send,
+                     const std::function<bool()>& cancelled);
   mutable std::mutex mu_;
+  std::condition_variable events_changed_;
   AgentStatus status_;
+  std::vector<AgentEvent> events_;
+  bool stopping_ = false;
   bool ready_ = false;
   std::unique_ptr<AgentImpl> agent_impl_;
   std::unique_ptr<grpc::Server> server_;

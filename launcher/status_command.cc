@@ -33,27 +33,40 @@ std::chrono::system_clock::time_point deadline(double seconds) {
 
 const char* phase_name(v1::GetStatusResponse::Phase p) {
   switch (p) {
-    case v1::GetStatusResponse::RENDEZVOUS: return "in rendezvous";
-    case v1::GetStatusResponse::RUNNING: return "running";
-    case v1::GetStatusResponse::STOPPING: return "stopping its workers";
-    case v1::GetStatusResponse::RESTARTING: return "restarting";
-    case v1::GetStatusResponse::DONE: return "done";
-    default: return "starting";
+    case v1::GetStatusResponse::RENDEZVOUS:
+      return "in rendezvous";
+    case v1::GetStatusResponse::RUNNING:
+      return "running";
+    case v1::GetStatusResponse::STOPPING:
+      return "stopping its workers";
+    case v1::GetStatusResponse::RESTARTING:
+      return "restarting";
+    case v1::GetStatusResponse::DONE:
+      return "done";
+    default:
+      return "starting";
   }
 }
 
 std::string worker_line(const v1::WorkerStatus& w) {
   std::string state;
   switch (w.state()) {
-    case v1::WorkerStatus::RUNNING: state = "running"; break;
-    case v1::WorkerStatus::SUCCEEDED: state = "succeeded"; break;
-    case v1::WorkerStatus::STOPPED: state = "stopped by the agent"; break;
+    case v1::WorkerStatus::RUNNING:
+      state = "running";
+      break;
+    case v1::WorkerStatus::SUCCEEDED:
+      state = "succeeded";
+      break;
+    case v1::WorkerStatus::STOPPED:
+      state = "stopped by the agent";
+      break;
     case v1::WorkerStatus::FAILED:
       state = w.signal() != 0 ? fmt::format("failed (signal {})", w.signal())
                               : fmt::format("failed (exit code {})", w.exit_code());
       if (!w.root_cause().empty()) state += ": " + w.root_cause();
       break;
-    default: state = "unknown";
+    default:
+      state = "unknown";
   }
   return fmt::format("  rank {} (local {}) pid {}: {}", w.global_rank(), w.local_rank(), w.pid(), state);
 }
@@ -66,8 +79,8 @@ int run_status(const StatusCommandArgs& args) {
     ctx.set_deadline(deadline(args.timeout));
     grpc::Status s = v1::Agent::NewStub(channel)->GetStatus(&ctx, v1::GetStatusRequest(), &status);
     if (!s.ok()) {
-      log_line("", fmt::format("no agent answered at {} within {} s (gRPC status {}: {})", args.address,
-                               args.timeout, static_cast<int>(s.error_code()), s.error_message()));
+      log_line("", fmt::format("no agent answered at {} within {} s (gRPC status {}: {})", args.address, args.timeout,
+                               static_cast<int>(s.error_code()), s.error_message()));
       return 1;
     }
   }
@@ -87,15 +100,70 @@ int run_status(const StatusCommandArgs& args) {
     std::printf("%s\n", json.c_str());
     return 0;
   }
-  std::printf("job %s on %s: node %d of %d, attempt %d of %d, %s%s\n", status.run_id().c_str(),
-              status.host().c_str(), status.node_rank(), status.nnodes(), status.attempt() + 1,
-              status.max_restarts() + 1, phase_name(status.phase()),
-              ready.status() == HealthCheckResponse::SERVING ? " (ready)" : "");
+  std::printf("job %s on %s: node %d of %d, attempt %d of %d, %s%s\n", status.run_id().c_str(), status.host().c_str(),
+              status.node_rank(), status.nnodes(), status.attempt() + 1, status.max_restarts() + 1,
+              phase_name(status.phase()), ready.status() == HealthCheckResponse::SERVING ? " (ready)" : "");
   for (const v1::WorkerStatus& w : status.workers()) std::printf("%s\n", worker_line(w).c_str());
   return 0;
 }
 
+const char* event_name(v1::Event::Kind kind) {
+  switch (kind) {
+    case v1::Event::RENDEZVOUS: return "rendezvous";
+    case v1::Event::WORKERS_STARTED: return "workers started";
+    case v1::Event::WORKER_EXITED: return "worker exited";
+    case v1::Event::WORKER_FAILED: return "worker failed";
+    case v1::Event::WORKER_STOPPED: return "worker stopped";
+    case v1::Event::SIGNAL: return "signal";
+    case v1::Event::REFORM: return "re-form";
+    case v1::Event::RESTART: return "restart";
+    case v1::Event::JOB_DONE: return "job done";
+    default: return "event";
+  }
+}
+
+// Prints every event from the job's start until it ends (or the agent goes away).
+int run_events(const StatusCommandArgs& args) {
+  auto channel = grpc::CreateChannel(args.address, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(deadline(args.timeout))) {
+    log_line("", fmt::format("no agent answered at {} within {} s", args.address, args.timeout));
+    return 1;
+  }
+  grpc::ClientContext ctx;
+  v1::WatchEventsRequest request;
+  request.set_from_start(true);
+  auto reader = v1::Agent::NewStub(channel)->WatchEvents(&ctx, request);
+  v1::Event event;
+  while (reader->Read(&event)) {
+    if (args.json) {
+      std::string json;
+      (void)google::protobuf::util::MessageToJsonString(event, &json);
+      std::printf("%s\n", json.c_str());
+    } else {
+      std::printf("%.3f  attempt %d  %-15s %s\n", event.time(), event.attempt(), event_name(event.kind()),
+                  event.message().c_str());
+    }
+    std::fflush(stdout);
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok() && event.kind() != v1::Event::JOB_DONE) {
+    log_line("", fmt::format("the agent at {} went away before the job ended (gRPC status {}: {})", args.address,
+                             static_cast<int>(s.error_code()), s.error_message()));
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
+
+void add_events_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<StatusCommandArgs>();
+  CLI::App* cmd = app.add_subcommand("events", "Print a running job's events until it ends, asked of its agent");
+  cmd->add_option("address", args->address, "HOST:PORT of the agent service")->required();
+  cmd->add_flag("--json", args->json, "Print one JSON object per event");
+  cmd->add_option("--timeout", args->timeout, "Seconds to wait for the agent to answer")->check(CLI::PositiveNumber);
+  cmd->callback([args, &exit_code] { exit_code = run_events(*args); });
+}
 
 void add_status_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<StatusCommandArgs>();

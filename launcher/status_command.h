@@ -1,12 +1,14 @@
 #pragma once
-// `trainrun status HOST:PORT [--json]`: asks a running agent (started with
-// --agent-port) for its job's status and health, and prints it.
+// Clients of a running agent's service (started with --agent-port):
+//   trainrun status HOST:PORT [--json]   the job's status and readiness
+//   trainrun events HOST:PORT [--json]   its events, from the start, until it ends
 #include <CLI/CLI.hpp>
 
 namespace trainrun {
 
-// Adds the subcommand to the app; it runs when parsed and leaves its exit
+// Adds the subcommands to the app; the one parsed runs and leaves its exit
 // status in exit_code (0; 1 when no agent answers).
 void add_status_command(CLI::App& app, int& exit_code);
+void add_events_command(CLI::App& app, int& exit_code);
 
 }  // namespace trainrun

@@ -76,6 +76,10 @@ class Job:
         self.get_status = self.channel.unary_unary(
             "/trainrun.agent.v1.Agent/GetStatus", request_serializer=agent_pb2.GetStatusRequest.SerializeToString,
             response_deserializer=agent_pb2.GetStatusResponse.FromString)
+        self.watch_events = self.channel.unary_stream(
+            "/trainrun.agent.v1.Agent/WatchEvents",
+            request_serializer=agent_pb2.WatchEventsRequest.SerializeToString,
+            response_deserializer=agent_pb2.Event.FromString)
 
     def _read(self):
         for line in self.proc.stdout:
@@ -146,7 +150,21 @@ def test_health_and_status_while_the_workers_run(job):
     assert out.returncode == 0, out.stderr
     assert f"job {status.run_id}" in out.stdout and "running (ready)" in out.stdout
     assert f"rank 1 (local 1) pid {status.workers[1].pid}: running" in out.stdout
+    # A client that leaves a WatchEvents stream early changes nothing for the job.
+    early = j.watch_events(agent_pb2.WatchEventsRequest(from_start=True), timeout=30)
+    assert next(early).kind == agent_pb2.Event.RENDEZVOUS
+    early.cancel()
+    # `trainrun events` prints the job's events until it ends.
+    events = subprocess.Popen([str(TRAINRUN), "events", f"127.0.0.1:{j.port}"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    j.wait_for(_running, "the job after a client left")
+    first = events.stdout.readline()  # it is connected (and replaying) before the job may end
     j.go(0)
+    out = first + events.stdout.read()  # (not communicate(): it would skip what readline buffered)
+    assert events.wait(timeout=60) == 0, out
+    lines = out.splitlines()
+    assert "rendezvous" in lines[0] and "workers started" in lines[1], out
+    assert sum("worker exited" in line for line in lines) == 2 and "job done" in lines[-1], out
     assert j.proc.wait(timeout=60) == 0
 
 
@@ -171,6 +189,30 @@ def test_readiness_follows_a_failure_and_the_restart(job):
     assert all(w.restarts == 1 for w in status.workers)
     stream.cancel()
     j.go(1)  # it fails again: no restarts left, the job ends with the worker's exit code
+    assert j.proc.wait(timeout=60) == 3
+
+
+def test_watch_events_follows_the_job_to_its_end(job):
+    j = job("--max-restarts", "1", fail_rank=1)
+    j.wait_for(_running, "both workers running")
+    Event = agent_pb2.Event
+    stream = j.watch_events(agent_pb2.WatchEventsRequest(from_start=True), timeout=60)
+    j.go(0)
+    events = []
+    for e in stream:  # a replay of what happened so far, then events as they come, until JOB_DONE ends it
+        events.append(e)
+        if e.kind == Event.RESTART:
+            j.go(1)
+    kinds = [e.kind for e in events]
+    assert kinds[:2] == [Event.RENDEZVOUS, Event.WORKERS_STARTED]
+    assert kinds[-1] == Event.JOB_DONE and events[-1].exit_code == 3
+    failures = [e for e in events if e.kind == Event.WORKER_FAILED]
+    assert [(e.global_rank, e.exit_code, e.attempt) for e in failures] == [(1, 3, 0), (1, 3, 1)]
+    restart = kinds.index(Event.RESTART)
+    assert kinds.index(Event.WORKER_FAILED) < restart
+    assert kinds[restart + 1:restart + 3] == [Event.RENDEZVOUS, Event.WORKERS_STARTED]
+    assert "rank 1 failed with exit code 3" in failures[0].message
+    assert all(b.time >= a.time for a, b in zip(events, events[1:]))
     assert j.proc.wait(timeout=60) == 3
 
 
