@@ -27,8 +27,8 @@ int find_keyword(const ArgSpec& spec, PyObject* key) {
 
 bool parse_args(const ArgSpec& spec, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, PyObject** out) {
   if (nargs > spec.positional) {
-    PyErr_Format(PyExc_TypeError, "%s() takes %d positional argument%s but %zd were given", spec.fn,
-                 spec.positional, spec.positional == 1 ? "" : "s", nargs);
+    PyErr_Format(PyExc_TypeError, "%s() takes %d positional argument%s but %zd were given", spec.fn, spec.positional,
+                 spec.positional == 1 ? "" : "s", nargs);
     return false;
   }
   for (int i = 0; i < spec.count; ++i) out[i] = i < nargs ? args[i] : nullptr;

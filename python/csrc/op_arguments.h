@@ -27,8 +27,8 @@ inline void release_if_large(MaybeReleaseGil& guard, const Tensor& t) {
                                               py::handle got) {
   const std::string type = py::str(py::type::of(got).attr("__name__"));
   if (position > 0)
-    throw TypeError(fmt::format("{}(): argument '{}' (position {}) must be {}, not {}", fn, arg, position, expected,
-                                type));
+    throw TypeError(
+        fmt::format("{}(): argument '{}' (position {}) must be {}, not {}", fn, arg, position, expected, type));
   throw TypeError(fmt::format("{}(): argument '{}' must be {}, not {}", fn, arg, expected, type));
 }
 

@@ -59,10 +59,8 @@ TR_BINARY_FN(gt)
 TR_BINARY_FN(ge)
 #undef TR_BINARY_FN
 
-#define TR_OPERATOR(python_name, fn, reflected)                                                              \
-  {                                                                                                          \
-    python_name, reinterpret_cast<PyCFunction>(&binary_operator<&fn, reflected>), METH_O, nullptr \
-  }
+#define TR_OPERATOR(python_name, fn, reflected) \
+  { python_name, reinterpret_cast<PyCFunction>(&binary_operator<&fn, reflected>), METH_O, nullptr }
 PyMethodDef operator_defs[] = {
     TR_OPERATOR("__add__", add_tt, false),
     TR_OPERATOR("__radd__", add_tt, true),

@@ -4,7 +4,6 @@ following it through a failure and restart), GetStatus during a job, and
 `trainrun status`. Talks to it with python3-grpcio and the message classes
 protoc generates from proto/ (no generated stubs needed)."""
 import os
-import pathlib
 import queue
 import signal
 import subprocess
