@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "launcher/agent_metrics.h"
 #include "launcher/agent_service.h"
 #include "launcher/failure_report.h"
 #include "launcher/rendezvous.h"
@@ -140,6 +141,8 @@ class Agent {
   std::map<std::string, std::string> common_env_;
   std::vector<std::string> argv_;
   std::unique_ptr<AgentService> service_;
+  std::unique_ptr<AgentMetrics> metrics_;
+  std::unique_ptr<MetricsServer> metrics_server_;
   int attempt_ = 0, restarts_ = 0, node_rank_, nnodes_, round_ = 0;
   int exit_status_ = 0, stop_signal_ = 0;
 };
@@ -175,6 +178,7 @@ Agent::Agent(LaunchOptions options) : o_(std::move(options)) {
     say(fmt::format("OMP_NUM_THREADS is not set: setting it to 1 for each of the {} workers (set it to tune)",
                     o_.nproc));
   }
+  if (metrics_) common_env_["TRAINRUN_METRICS_DIR"] = base_dir_ + "/metrics";  // where put_metric writes
   argv_ = command_line(o_);
 }
 
@@ -237,6 +241,12 @@ void Agent::prepare_directories() {
 }
 
 void Agent::start_service() {
+  if (o_.metrics_port >= 0) {
+    make_dir(base_dir_ + "/metrics");
+    metrics_ = std::make_unique<AgentMetrics>(base_dir_ + "/metrics");
+    metrics_server_ = std::make_unique<MetricsServer>(o_.agent_host, o_.metrics_port, *metrics_);
+    say(fmt::format("metrics on http://{}:{}/metrics", o_.agent_host, metrics_server_->port()));
+  }
   // The agent service (health and status), when asked: its port goes to the
   // console and next to the error files, where a client on this host finds it.
   if (o_.agent_port < 0) return;
@@ -279,6 +289,7 @@ Agent::State Agent::rendezvous() {
     s.clear_workers();
     if (rdzv_) s.set_phase(AgentStatus::RENDEZVOUS);
   });
+  const auto rendezvous_start = std::chrono::steady_clock::now();
   if (rdzv_) {
     RendezvousRound rr = rdzv_->next_round();
     round_ = rr.round;
@@ -288,6 +299,9 @@ Agent::State Agent::rendezvous() {
   }
   publish(AgentEvent::RENDEZVOUS, fmt::format("rendezvous '{}' round {}: this is node {} of {}", run_id_, round_,
                                               node_rank_, nnodes_));
+  if (metrics_)
+    metrics_->rendezvous_took(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - rendezvous_start).count());
   return State::Running;
 }
 
@@ -334,6 +348,7 @@ Agent::State Agent::run_workers() {
     s.set_phase(AgentStatus::RUNNING);
   });
   publish(AgentEvent::WORKERS_STARTED, fmt::format("{} workers started (attempt {})", o_.nproc, attempt_));
+  if (metrics_) metrics_->workers_started(o_.nproc);
 
   WatchHooks hooks;
   hooks.monitor_interval = o_.monitor_interval;
@@ -364,6 +379,10 @@ Agent::State Agent::run_workers() {
       }
     });
     const int code = w.process->term_signal() ? 0 : w.process->exit_code(), sig = w.process->term_signal();
+    if (metrics_)
+      metrics_->worker_exited(code == 0 && sig == 0 ? AgentMetrics::Exit::Success
+                              : failed_on_its_own   ? AgentMetrics::Exit::Failure
+                                                    : AgentMetrics::Exit::Stopped);
     if (code == 0 && sig == 0) {
       publish(AgentEvent::WORKER_EXITED, fmt::format("rank {} exited", w.rank), w.rank);
     } else if (failed_on_its_own) {
@@ -401,6 +420,7 @@ Agent::State Agent::run_workers() {
 Agent::State Agent::restart() {
   report([](AgentStatus& s) { s.set_phase(AgentStatus::RESTARTING); });
   ++restarts_;
+  if (metrics_) metrics_->restarted();
   say(fmt::format("restarting the worker group ({} of {} restarts)", restarts_, o_.max_restarts));
   publish(AgentEvent::RESTART, fmt::format("restarting the worker group ({} of {} restarts)", restarts_,
                                            o_.max_restarts));

@@ -66,8 +66,12 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option(names("--agent-port"), o.agent_port,
                  "Serve the agent's gRPC health and status service on this port (0: a free one, printed)")
       ->envname("TRAINRUN_AGENT_PORT");
-  app.add_option(names("--agent-host"), o.agent_host, "Address the agent service binds (default 127.0.0.1)")
+  app.add_option(names("--agent-host"), o.agent_host,
+                 "Address the agent service and metrics bind (default 127.0.0.1)")
       ->envname("TRAINRUN_AGENT_HOST");
+  app.add_option(names("--metrics-port"), o.metrics_port,
+                 "Serve Prometheus metrics at /metrics on this port (0: a free one, printed)")
+      ->envname("TRAINRUN_METRICS_PORT");
   app.add_option(names("--log-dir"), o.log_dir, "Directory for per-attempt, per-rank log files")
       ->envname("PET_LOG_DIR");
   app.add_option("-r,--redirects", o.redirects,
@@ -100,6 +104,8 @@ size_t find_program(const CLI::App& app, int argc, char** argv) {
 void resolve(LaunchOptions& o) {
   TR_CHECK(o.agent_port >= -1 && o.agent_port <= 65535, ValueError,
            "--agent-port: {} is not a port (0 picks a free one; leave it out for no agent service)", o.agent_port);
+  TR_CHECK(o.metrics_port >= -1 && o.metrics_port <= 65535, ValueError,
+           "--metrics-port: {} is not a port (0 picks a free one; leave it out for no metrics)", o.metrics_port);
   const std::string& n = o.nproc_per_node;
   const GpuCount gpus = n == "gpu" || n == "auto" ? count_gpus() : GpuCount{};
   if (n == "cpu" || (n == "auto" && gpus.count == 0)) {

@@ -34,6 +34,9 @@ PACKAGES=(
   libgrpc++-dev           # the launcher agent's gRPC service (health, status)
   protobuf-compiler-grpc  # grpc_cpp_plugin for proto/agent.proto
   python3-grpcio          # the agent service's tests talk to it from Python
+  libcpp-httplib-dev      # the agent's /metrics page (--metrics-port)
+  python3-prometheus-client  # the metrics tests parse the page with it
+  prometheus              # promtool: the metrics tests check the page with it
   python3-matplotlib      # the main job's loss curve (examples/train_lm.py)
 )
 

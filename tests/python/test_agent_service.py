@@ -1,15 +1,19 @@
 """The launcher agent's gRPC service (--agent-port): gRPC's standard health
 protocol ("" alive, "trainrun.ready" while every local worker is up, Watch
-following it through a failure and restart), GetStatus during a job, and
-`trainrun status`. Talks to it with python3-grpcio and the message classes
-protoc generates from proto/ (no generated stubs needed)."""
+following it through a failure and restart), GetStatus and WatchEvents during
+a job, `trainrun status` and `trainrun events`; and its Prometheus page
+(--metrics-port) with the workers' put_metric values. Talks to the service
+with python3-grpcio and the message classes protoc generates from proto/ (no
+generated stubs needed)."""
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -30,6 +34,10 @@ WORKER = """
 import os, pathlib, signal, time
 if os.environ.get("LINGER"):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if os.environ.get("PUT_METRIC"):
+    from trainrun.distributed.elastic.metrics import put_metric
+    put_metric("tokens_per_s", 1000 + int(os.environ["RANK"]), "train")
+    put_metric("step", 7)
 attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
 (pathlib.Path(os.environ["GO_DIR"]) / f"started.{attempt}.{os.environ['RANK']}").touch()
 go = pathlib.Path(os.environ["GO_DIR"]) / ("go." + attempt)
@@ -49,7 +57,8 @@ class Job:
     def __init__(self, tmp_path, *flags, fail_rank=None, nproc=2, linger=None):
         (tmp_path / "worker.py").write_text(WORKER)
         self.go_dir = tmp_path
-        env = dict(os.environ, GO_DIR=str(tmp_path), OMP_NUM_THREADS="1")
+        env = dict(os.environ, GO_DIR=str(tmp_path), OMP_NUM_THREADS="1", PUT_METRIC="1",
+                   PYTHONPATH=str(ROOT / "python"))
         if fail_rank is not None:
             env["FAIL_RANK"] = str(fail_rank)
         if linger is not None:
@@ -59,12 +68,14 @@ class Job:
                                      stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
         self.lines = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
-        self.port = None
+        self.port = self.metrics_url = None
         deadline = time.monotonic() + 30
         while self.port is None:
             line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
             if "agent service on 127.0.0.1:" in line:
                 self.port = int(line.rsplit(":", 1)[1])
+            if "metrics on " in line:
+                self.metrics_url = line.split("metrics on ", 1)[1]
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
         self.check = self.channel.unary_unary(
             "/grpc.health.v1.Health/Check", request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
@@ -234,11 +245,53 @@ def test_a_failed_worker_is_reported_while_the_others_stop(job):
     assert j.proc.wait(timeout=60) == 3
 
 
+def _scrape(url):
+    prometheus = pytest.importorskip("prometheus_client.parser", reason="python3-prometheus-client is not installed")
+    page = urllib.request.urlopen(url, timeout=10).read().decode()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in prometheus.text_string_to_metric_families(page) for s in family.samples}
+    return page, samples
+
+
+def test_metrics_page_counts_the_job_and_carries_put_metric(job):
+    j = job("--metrics-port", "0", "--max-restarts", "1", fail_rank=1)
+    j.wait_for(_running, "both workers running")
+    deadline = time.monotonic() + 30
+    while True:  # the workers' put_metric values arrive once their Python is up
+        page, samples = _scrape(j.metrics_url)
+        if ("trainrun_worker_metric", (("group", "train"), ("name", "tokens_per_s"), ("rank", "1"))) in samples:
+            break
+        assert time.monotonic() < deadline, page
+        time.sleep(0.05)
+    assert samples[("trainrun_worker_metric", (("group", "train"), ("name", "tokens_per_s"), ("rank", "0")))] == 1000
+    assert samples[("trainrun_worker_metric", (("group", "torchelastic"), ("name", "step"), ("rank", "1")))] == 7
+    assert samples[("trainrun_workers", (("state", "running"),))] == 2
+    assert samples[("trainrun_restarts_total", ())] == 0
+    assert samples[("trainrun_rendezvous_total", ())] == 1
+    if shutil.which("promtool"):
+        check = subprocess.run(["promtool", "check", "metrics"], input=page, capture_output=True, text=True,
+                               timeout=60)
+        assert check.returncode == 0, check.stdout + check.stderr
+    j.go(0)  # rank 1 fails: one failure, one restart, the other rank succeeded or was stopped
+    j.wait_for(lambda s: s.attempt == 1 and _running(s), "the restarted group")
+    _, samples = _scrape(j.metrics_url)
+    assert samples[("trainrun_restarts_total", ())] == 1
+    assert samples[("trainrun_worker_exits_total", (("reason", "failure"),))] == 1
+    assert samples[("trainrun_worker_exits_total", (("reason", "success"),))] + \
+        samples[("trainrun_worker_exits_total", (("reason", "stopped"),))] == 1
+    assert samples[("trainrun_rendezvous_total", ())] == 2
+    j.go(1)
+    assert j.proc.wait(timeout=60) == 3
+
+
 def test_bad_agent_ports_are_refused_by_name(tmp_path):
     (tmp_path / "noop.py").write_text("")
     r = subprocess.run([str(TRAINRUN), "--agent-port", "70000", str(tmp_path / "noop.py")], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "--agent-port: 70000 is not a port" in r.stderr + r.stdout
+    r = subprocess.run([str(TRAINRUN), "--metrics-port", "-5", str(tmp_path / "noop.py")], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "--metrics-port: -5 is not a port" in r.stderr + r.stdout
     r = subprocess.run([str(TRAINRUN), "status", "127.0.0.1:1", "--timeout", "1"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 1 and "no agent answered at 127.0.0.1:1" in r.stderr + r.stdout

@@ -1,12 +1,17 @@
 """torchelastic's metrics API: put_metric(name, value, group) hands a value
-to the handler configured for its group (none by default: NullMetricHandler
-drops it, as torchelastic's does); ConsoleMetricHandler prints
-`[group][name]: value` lines and StdoutMetricHandler is its alias; a handler
-of your own subclasses MetricHandler. `prof` times a function and puts its
-duration and success or failure count."""
+to the handler configured for its group. By default that is NullMetricHandler
+(it drops the value, as torchelastic's does), except under `trainrun
+--metrics-port`, where the launcher agent's handler keeps this worker's latest
+value of each metric for the agent's /metrics page. ConsoleMetricHandler
+prints `[group][name]: value` lines and StdoutMetricHandler is its alias; a
+handler of your own subclasses MetricHandler. `prof` times a function and
+puts its duration and success or failure count."""
 import abc
 import collections
 import functools
+import json
+import numbers
+import os
 import time
 
 MetricData = collections.namedtuple("MetricData", ["timestamp", "group_name", "name", "value"])
@@ -31,7 +36,29 @@ class ConsoleMetricHandler(MetricHandler):
 
 StdoutMetricHandler = ConsoleMetricHandler
 
-_default_handler = NullMetricHandler()
+
+class AgentMetricHandler(MetricHandler):
+    """This worker's latest value of each metric, in `<directory>/rank<RANK>.json`, which the launcher agent
+    reads at each scrape of its /metrics page (TRAINRUN_METRICS_DIR, set by `trainrun --metrics-port`). The file
+    is replaced whole (write, then rename), so the agent never reads half of one."""
+
+    def __init__(self, directory, rank):
+        self._path = os.path.join(directory, f"rank{rank}.json")
+        self._rank = int(rank)
+        self._values = {}
+
+    def emit(self, metric_data):
+        if not isinstance(metric_data.value, numbers.Real):
+            return  # Prometheus samples are numbers
+        self._values[f"{metric_data.group_name}/{metric_data.name}"] = float(metric_data.value)
+        tmp = f"{self._path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"rank": self._rank, "metrics": self._values}, f)
+        os.replace(tmp, self._path)
+
+
+_default_handler = (AgentMetricHandler(os.environ["TRAINRUN_METRICS_DIR"], os.environ.get("RANK", "0"))
+                    if os.environ.get("TRAINRUN_METRICS_DIR") else NullMetricHandler())
 _handlers = {}
 
 
