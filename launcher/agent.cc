@@ -1,5 +1,6 @@
 #include "launcher/agent.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -250,7 +251,26 @@ void Agent::start_service() {
   // The agent service (health and status), when asked: its port goes to the
   // console and next to the error files, where a client on this host finds it.
   if (o_.agent_port < 0) return;
-  service_ = std::make_unique<AgentService>(o_.agent_host, o_.agent_port);
+  // Control calls (Stop) need the job's token: TRAINRUN_AGENT_TOKEN, or a random one, written (mode 0600) next
+  // to the port file, where `trainrun stop` on this host finds it.
+  std::string token;
+  if (const char* t = std::getenv("TRAINRUN_AGENT_TOKEN"); t != nullptr && *t != '\0') {
+    token = t;
+  } else {
+    std::random_device rd;
+    for (int i = 0; i < 4; ++i) token += fmt::format("{:08x}", rd());
+  }
+  const int fd = ::open((base_dir_ + "/agent_token").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    const std::string line = token + "\n";
+    (void)!::write(fd, line.data(), line.size());
+    ::close(fd);
+  }
+  // A Stop call ends the job as SIGTERM does: the signal goes through the agent's own signal handling.
+  service_ = std::make_unique<AgentService>(o_.agent_host, o_.agent_port, token, [this] {
+    publish(AgentEvent::SIGNAL, "a client called Stop: ending the job as SIGTERM would");
+    ::kill(::getpid(), SIGTERM);
+  });
   say(fmt::format("agent service on {}:{}", o_.agent_host, service_->port()));
   std::ofstream(base_dir_ + "/agent_port") << service_->port() << "\n";
   report([&](AgentStatus& s) {

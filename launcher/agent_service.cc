@@ -29,6 +29,12 @@ class AgentService::AgentImpl final : public v1::Agent::Service {
     *out = owner_.snapshot();
     return grpc::Status::OK;
   }
+  grpc::Status Stop(grpc::ServerContext* context, const v1::StopRequest*, v1::StopResponse*) override {
+    grpc::Status denied = owner_.check_token(*context, "Stop");
+    if (!denied.ok()) return denied;
+    owner_.on_stop_();
+    return grpc::Status::OK;
+  }
   grpc::Status WatchEvents(grpc::ServerContext* context, const v1::WatchEventsRequest* request,
                            grpc::ServerWriter<v1::Event>* writer) override {
     size_t start = 0;
@@ -45,7 +51,8 @@ class AgentService::AgentImpl final : public v1::Agent::Service {
   AgentService& owner_;
 };
 
-AgentService::AgentService(const std::string& host, int port) : agent_impl_(std::make_unique<AgentImpl>(*this)) {
+AgentService::AgentService(const std::string& host, int port, std::string token, std::function<void()> on_stop)
+    : token_(std::move(token)), on_stop_(std::move(on_stop)), agent_impl_(std::make_unique<AgentImpl>(*this)) {
   // gRPC's own health service (Check and Watch), so probes and grpc_health_probe work unchanged.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -90,6 +97,22 @@ void AgentService::update(const std::function<void(AgentStatus&)>& change) {
 AgentStatus AgentService::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   return status_;
+}
+
+grpc::Status AgentService::check_token(const grpc::ServerContext& context, const char* call) const {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  const std::string expected = "Bearer " + token_;
+  bool same = it != metadata.end() && it->second.size() == expected.size();
+  // Compared in full whatever the first difference, so timing tells nothing.
+  unsigned char diff = 0;
+  for (size_t i = 0; same && i < expected.size(); ++i)
+    diff |= static_cast<unsigned char>(it->second.data()[i] ^ expected[i]);
+  if (same && diff == 0) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      fmt::format("{} needs the job's token in the call's metadata (authorization: Bearer TOKEN); "
+                                  "the agent wrote it next to its port file",
+                                  call));
 }
 
 void AgentService::publish(AgentEvent event) {

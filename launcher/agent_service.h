@@ -17,6 +17,8 @@
 
 namespace grpc {
 class Server;
+class ServerContext;
+class Status;
 }
 
 namespace trainrun {
@@ -27,8 +29,10 @@ using AgentEvent = trainrun::agent::v1::Event;
 class AgentService {
  public:
   // Binds host:port (0: a free port) and starts serving; throws
-  // DistBackendError naming the address when it cannot bind.
-  AgentService(const std::string& host, int port);
+  // DistBackendError naming the address when it cannot bind. Control calls
+  // (Stop) must carry `token`; `on_stop` runs (on a gRPC thread) when one
+  // is accepted.
+  AgentService(const std::string& host, int port, std::string token, std::function<void()> on_stop);
   ~AgentService();  // stops serving (in-flight calls get a short grace)
   AgentService(const AgentService&) = delete;
   AgentService& operator=(const AgentService&) = delete;
@@ -43,6 +47,8 @@ class AgentService {
 
  private:
   class AgentImpl;
+  // OK when the call carries the job's token, UNAUTHENTICATED naming `call` otherwise.
+  grpc::Status check_token(const grpc::ServerContext& context, const char* call) const;
   // Streams event `next` onward to `send` until the job is done, the agent
   // stops or `cancelled()` says the client left.
   void stream_events(size_t next, const std::function<bool(const AgentEvent&)>& send,
@@ -53,6 +59,8 @@ class AgentService {
   std::vector<AgentEvent> events_;
   bool stopping_ = false;
   bool ready_ = false;
+  std::string token_;
+  std::function<void()> on_stop_;
   std::unique_ptr<AgentImpl> agent_impl_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -1,7 +1,7 @@
 // The trainrun command line:
 //   trainrun [torchrun's flags] script.py [script args]   (run_agent, agent.cc)
 //   trainrun store --listen HOST:PORT                     (store_command.cc)
-//   trainrun status|events HOST:PORT [--json]             (status_command.cc)
+//   trainrun status|events|stop HOST:PORT                 (agent_commands.cc)
 #include <CLI/CLI.hpp>
 
 #include <cstring>
@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "launcher/agent.h"
 #include "launcher/launch_options.h"
-#include "launcher/status_command.h"
+#include "launcher/agent_commands.h"
 #include "launcher/store_command.h"
 
 namespace {
@@ -24,6 +24,7 @@ int subcommand_main(int argc, char** argv) {
   trainrun::add_store_command(app, exit_code);
   trainrun::add_status_command(app, exit_code);
   trainrun::add_events_command(app, exit_code);
+  trainrun::add_stop_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -39,14 +40,15 @@ int subcommand_main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && (std::strcmp(argv[1], "store") == 0 || std::strcmp(argv[1], "status") == 0 ||
-                   std::strcmp(argv[1], "events") == 0))
+                   std::strcmp(argv[1], "events") == 0 || std::strcmp(argv[1], "stop") == 0))
     return subcommand_main(argc, argv);
   CLI::App app{
       "trainrun: launch a distributed training job, one worker per process, as torchrun does.\n"
       "  trainrun --nproc-per-node 4 train.py --lr 3e-4\n"
       "Flags take torchrun's names (dashes or underscores) and its PET_* environment variables.\n"
       "Also: trainrun store --listen HOST:PORT (a standalone store server);\n"
-      "      trainrun status|events HOST:PORT [--json] (a running job's status or events, from its --agent-port)."};
+      "      trainrun status|events|stop HOST:PORT (a running job's status, events, or a graceful stop, "
+      "through its --agent-port)."};
   trainrun::LaunchOptions options;
   trainrun::add_launch_flags(app, options);
   try {

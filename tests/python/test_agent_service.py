@@ -6,6 +6,7 @@ a job, `trainrun status` and `trainrun events`; and its Prometheus page
 with python3-grpcio and the message classes protoc generates from proto/ (no
 generated stubs needed)."""
 import os
+import pathlib
 import queue
 import shutil
 import signal
@@ -86,6 +87,9 @@ class Job:
         self.get_status = self.channel.unary_unary(
             "/trainrun.agent.v1.Agent/GetStatus", request_serializer=agent_pb2.GetStatusRequest.SerializeToString,
             response_deserializer=agent_pb2.GetStatusResponse.FromString)
+        self.stop = self.channel.unary_unary(
+            "/trainrun.agent.v1.Agent/Stop", request_serializer=agent_pb2.StopRequest.SerializeToString,
+            response_deserializer=agent_pb2.StopResponse.FromString)
         self.watch_events = self.channel.unary_stream(
             "/trainrun.agent.v1.Agent/WatchEvents",
             request_serializer=agent_pb2.WatchEventsRequest.SerializeToString,
@@ -282,6 +286,42 @@ def test_metrics_page_counts_the_job_and_carries_put_metric(job):
     assert samples[("trainrun_rendezvous_total", ())] == 2
     j.go(1)
     assert j.proc.wait(timeout=60) == 3
+
+
+def _token_file(port):
+    """The token the agent wrote next to its port file (only the job's user can read it)."""
+    for port_file in pathlib.Path("/tmp").glob("trainrun-*/agent_port"):
+        if port_file.read_text().strip() == str(port):
+            token_file = port_file.parent / "agent_token"
+            assert token_file.stat().st_mode & 0o777 == 0o600
+            return token_file.read_text().strip()
+    raise AssertionError(f"no agent_port file names port {port}")
+
+
+def test_stop_needs_the_jobs_token_and_then_ends_the_job(job):
+    j = job()
+    j.wait_for(_running, "both workers running")
+    for metadata in ((), (("authorization", "Bearer wrong"),), (("authorization", "token"),)):
+        with pytest.raises(grpc.RpcError) as e:
+            j.stop(agent_pb2.StopRequest(), metadata=metadata, timeout=10)
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert "needs the job's token" in e.value.details()
+    assert _running(j.status()) and j.proc.poll() is None  # refused calls changed nothing
+    token = _token_file(j.port)
+    assert len(token) == 32
+    # `trainrun stop` finds the token on this host by itself.
+    out = subprocess.run([str(TRAINRUN), "stop", f"127.0.0.1:{j.port}"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert j.proc.wait(timeout=60) == 128 + signal.SIGTERM
+
+
+def test_a_given_token_is_used_and_stop_through_grpc(job, monkeypatch):
+    monkeypatch.setenv("TRAINRUN_AGENT_TOKEN", "s3cret-token")
+    j = job()
+    j.wait_for(_running, "both workers running")
+    assert _token_file(j.port) == "s3cret-token"
+    j.stop(agent_pb2.StopRequest(), metadata=(("authorization", "Bearer s3cret-token"),), timeout=10)
+    assert j.proc.wait(timeout=60) == 128 + signal.SIGTERM
 
 
 def test_bad_agent_ports_are_refused_by_name(tmp_path):

@@ -2,6 +2,8 @@
 // Clients of a running agent's service (started with --agent-port):
 //   trainrun status HOST:PORT [--json]   the job's status and readiness
 //   trainrun events HOST:PORT [--json]   its events, from the start, until it ends
+//   trainrun stop HOST:PORT [--token T]  ends it gracefully (the job's token: --token,
+//                                        TRAINRUN_AGENT_TOKEN, or the agent's token file on this host)
 #include <CLI/CLI.hpp>
 
 namespace trainrun {
@@ -10,5 +12,6 @@ namespace trainrun {
 // status in exit_code (0; 1 when no agent answers).
 void add_status_command(CLI::App& app, int& exit_code);
 void add_events_command(CLI::App& app, int& exit_code);
+void add_stop_command(CLI::App& app, int& exit_code);
 
 }  // namespace trainrun

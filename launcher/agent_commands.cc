@@ -1,11 +1,15 @@
-#include "launcher/status_command.h"
+#include "launcher/agent_commands.h"
 
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
+#include <glob.h>
+
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -24,6 +28,7 @@ struct StatusCommandArgs {
   std::string address;
   bool json = false;
   double timeout = 5.0;
+  std::string token;
 };
 
 std::chrono::system_clock::time_point deadline(double seconds) {
@@ -154,7 +159,55 @@ int run_events(const StatusCommandArgs& args) {
   return 0;
 }
 
+// The job's token: given, from TRAINRUN_AGENT_TOKEN, or from the token file
+// of the agent on this host whose port file names the address's port.
+std::string find_token(const StatusCommandArgs& args) {
+  if (!args.token.empty()) return args.token;
+  if (const char* t = std::getenv("TRAINRUN_AGENT_TOKEN"); t != nullptr && *t != '\0') return t;
+  const std::string port = args.address.substr(args.address.rfind(':') + 1);
+  glob_t found{};
+  std::string token;
+  if (glob("/tmp/trainrun-*/agent_port", 0, nullptr, &found) == 0) {
+    for (size_t i = 0; i < found.gl_pathc && token.empty(); ++i) {
+      std::string path = found.gl_pathv[i], content;
+      std::ifstream(path) >> content;
+      if (content == port) std::ifstream(path.substr(0, path.rfind('/')) + "/agent_token") >> token;
+    }
+  }
+  globfree(&found);
+  return token;
+}
+
+int run_stop(const StatusCommandArgs& args) {
+  auto channel = grpc::CreateChannel(args.address, grpc::InsecureChannelCredentials());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(deadline(args.timeout));
+  const std::string token = find_token(args);
+  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  v1::StopResponse response;
+  grpc::Status s = v1::Agent::NewStub(channel)->Stop(&ctx, v1::StopRequest(), &response);
+  if (!s.ok()) {
+    log_line("", fmt::format("stop {}: {} (gRPC status {}){}", args.address, s.error_message(),
+                             static_cast<int>(s.error_code()),
+                             token.empty() ? "; no token found (--token, TRAINRUN_AGENT_TOKEN, or run it on the "
+                                             "agent's host)"
+                                           : ""));
+    return 1;
+  }
+  std::printf("asked the agent at %s to stop the job\n", args.address.c_str());
+  return 0;
+}
+
 }  // namespace
+
+void add_stop_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<StatusCommandArgs>();
+  CLI::App* cmd = app.add_subcommand("stop", "End a running job gracefully (SIGTERM, then SIGKILL after its grace)");
+  cmd->add_option("address", args->address, "HOST:PORT of the agent service")->required();
+  cmd->add_option("--token", args->token, "The job's token (default: TRAINRUN_AGENT_TOKEN or the agent's file)");
+  cmd->add_option("--timeout", args->timeout, "Seconds to wait for an answer")->check(CLI::PositiveNumber);
+  cmd->callback([args, &exit_code] { exit_code = run_stop(*args); });
+}
 
 void add_events_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<StatusCommandArgs>();
