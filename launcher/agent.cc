@@ -317,8 +317,8 @@ Agent::State Agent::rendezvous() {
     nnodes_ = rr.nnodes;
     say(fmt::format("rendezvous '{}' round {}: this is node {} of {}", run_id_, round_, node_rank_, nnodes_));
   }
-  publish(AgentEvent::RENDEZVOUS, fmt::format("rendezvous '{}' round {}: this is node {} of {}", run_id_, round_,
-                                              node_rank_, nnodes_));
+  publish(AgentEvent::RENDEZVOUS,
+          fmt::format("rendezvous '{}' round {}: this is node {} of {}", run_id_, round_, node_rank_, nnodes_));
   if (metrics_)
     metrics_->rendezvous_took(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - rendezvous_start).count());
@@ -406,10 +406,11 @@ Agent::State Agent::run_workers() {
     if (code == 0 && sig == 0) {
       publish(AgentEvent::WORKER_EXITED, fmt::format("rank {} exited", w.rank), w.rank);
     } else if (failed_on_its_own) {
-      publish(AgentEvent::WORKER_FAILED,
-              fmt::format("rank {} failed with {}{}", w.rank,
-                          sig ? signal_name(sig) : fmt::format("exit code {}", code), cause.empty() ? "" : ": " + cause),
-              w.rank, code, sig);
+      publish(
+          AgentEvent::WORKER_FAILED,
+          fmt::format("rank {} failed with {}{}", w.rank, sig ? signal_name(sig) : fmt::format("exit code {}", code),
+                      cause.empty() ? "" : ": " + cause),
+          w.rank, code, sig);
     } else {
       publish(AgentEvent::WORKER_STOPPED, fmt::format("rank {} stopped by trainrun", w.rank), w.rank, code, sig);
     }
@@ -442,8 +443,8 @@ Agent::State Agent::restart() {
   ++restarts_;
   if (metrics_) metrics_->restarted();
   say(fmt::format("restarting the worker group ({} of {} restarts)", restarts_, o_.max_restarts));
-  publish(AgentEvent::RESTART, fmt::format("restarting the worker group ({} of {} restarts)", restarts_,
-                                           o_.max_restarts));
+  publish(AgentEvent::RESTART,
+          fmt::format("restarting the worker group ({} of {} restarts)", restarts_, o_.max_restarts));
   return State::Rendezvous;
 }
 

@@ -1,15 +1,15 @@
 #include "launcher/agent_commands.h"
 
 #include <fmt/format.h>
+#include <glob.h>
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
-
-#include <glob.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -114,16 +114,26 @@ int run_status(const StatusCommandArgs& args) {
 
 const char* event_name(v1::Event::Kind kind) {
   switch (kind) {
-    case v1::Event::RENDEZVOUS: return "rendezvous";
-    case v1::Event::WORKERS_STARTED: return "workers started";
-    case v1::Event::WORKER_EXITED: return "worker exited";
-    case v1::Event::WORKER_FAILED: return "worker failed";
-    case v1::Event::WORKER_STOPPED: return "worker stopped";
-    case v1::Event::SIGNAL: return "signal";
-    case v1::Event::REFORM: return "re-form";
-    case v1::Event::RESTART: return "restart";
-    case v1::Event::JOB_DONE: return "job done";
-    default: return "event";
+    case v1::Event::RENDEZVOUS:
+      return "rendezvous";
+    case v1::Event::WORKERS_STARTED:
+      return "workers started";
+    case v1::Event::WORKER_EXITED:
+      return "worker exited";
+    case v1::Event::WORKER_FAILED:
+      return "worker failed";
+    case v1::Event::WORKER_STOPPED:
+      return "worker stopped";
+    case v1::Event::SIGNAL:
+      return "signal";
+    case v1::Event::REFORM:
+      return "re-form";
+    case v1::Event::RESTART:
+      return "restart";
+    case v1::Event::JOB_DONE:
+      return "job done";
+    default:
+      return "event";
   }
 }
 
@@ -200,31 +210,37 @@ int run_stop(const StatusCommandArgs& args) {
 
 }  // namespace
 
-void add_stop_command(CLI::App& app, int& exit_code) {
+// A client subcommand: HOST:PORT, --timeout, and what else `extra` adds; it runs `run` when parsed.
+static void add_client_command(CLI::App& app, int& exit_code, const char* name, const char* help,
+                               int (*run)(const StatusCommandArgs&),
+                               const std::function<void(CLI::App*, StatusCommandArgs&)>& extra) {
   auto args = std::make_shared<StatusCommandArgs>();
-  CLI::App* cmd = app.add_subcommand("stop", "End a running job gracefully (SIGTERM, then SIGKILL after its grace)");
-  cmd->add_option("address", args->address, "HOST:PORT of the agent service")->required();
-  cmd->add_option("--token", args->token, "The job's token (default: TRAINRUN_AGENT_TOKEN or the agent's file)");
-  cmd->add_option("--timeout", args->timeout, "Seconds to wait for an answer")->check(CLI::PositiveNumber);
-  cmd->callback([args, &exit_code] { exit_code = run_stop(*args); });
+  CLI::App* cmd = app.add_subcommand(name, help);
+  cmd->add_option("address", args->address, "HOST:PORT of the agent service (trainrun --agent-port)")->required();
+  cmd->add_option("--timeout", args->timeout, "Seconds to wait for the agent to answer")->check(CLI::PositiveNumber);
+  extra(cmd, *args);
+  cmd->callback([args, run, &exit_code] { exit_code = run(*args); });
+}
+
+void add_stop_command(CLI::App& app, int& exit_code) {
+  add_client_command(app, exit_code, "stop", "End a running job gracefully (SIGTERM, then SIGKILL after its grace)",
+                     &run_stop, [](CLI::App* cmd, StatusCommandArgs& args) {
+                       cmd->add_option("--token", args.token,
+                                       "The job's token (default: TRAINRUN_AGENT_TOKEN or the agent's file)");
+                     });
 }
 
 void add_events_command(CLI::App& app, int& exit_code) {
-  auto args = std::make_shared<StatusCommandArgs>();
-  CLI::App* cmd = app.add_subcommand("events", "Print a running job's events until it ends, asked of its agent");
-  cmd->add_option("address", args->address, "HOST:PORT of the agent service")->required();
-  cmd->add_flag("--json", args->json, "Print one JSON object per event");
-  cmd->add_option("--timeout", args->timeout, "Seconds to wait for the agent to answer")->check(CLI::PositiveNumber);
-  cmd->callback([args, &exit_code] { exit_code = run_events(*args); });
+  add_client_command(app, exit_code, "events", "Print a running job's events until it ends", &run_events,
+                     [](CLI::App* cmd, StatusCommandArgs& args) {
+                       cmd->add_flag("--json", args.json, "Print one JSON object per event");
+                     });
 }
 
 void add_status_command(CLI::App& app, int& exit_code) {
-  auto args = std::make_shared<StatusCommandArgs>();
-  CLI::App* cmd = app.add_subcommand("status", "Print a running job's status, asked of its agent (--agent-port)");
-  cmd->add_option("address", args->address, "HOST:PORT of the agent service")->required();
-  cmd->add_flag("--json", args->json, "Print the status as JSON");
-  cmd->add_option("--timeout", args->timeout, "Seconds to wait for an answer")->check(CLI::PositiveNumber);
-  cmd->callback([args, &exit_code] { exit_code = run_status(*args); });
+  add_client_command(
+      app, exit_code, "status", "Print a running job's status and readiness", &run_status,
+      [](CLI::App* cmd, StatusCommandArgs& args) { cmd->add_flag("--json", args.json, "Print the status as JSON"); });
 }
 
 }  // namespace trainrun

@@ -78,22 +78,19 @@ class Job:
             if "metrics on " in line:
                 self.metrics_url = line.split("metrics on ", 1)[1]
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
-        self.check = self.channel.unary_unary(
-            "/grpc.health.v1.Health/Check", request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
-            response_deserializer=health_pb2.HealthCheckResponse.FromString)
-        self.watch = self.channel.unary_stream(
-            "/grpc.health.v1.Health/Watch", request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
-            response_deserializer=health_pb2.HealthCheckResponse.FromString)
-        self.get_status = self.channel.unary_unary(
-            "/trainrun.agent.v1.Agent/GetStatus", request_serializer=agent_pb2.GetStatusRequest.SerializeToString,
-            response_deserializer=agent_pb2.GetStatusResponse.FromString)
-        self.stop = self.channel.unary_unary(
-            "/trainrun.agent.v1.Agent/Stop", request_serializer=agent_pb2.StopRequest.SerializeToString,
-            response_deserializer=agent_pb2.StopResponse.FromString)
-        self.watch_events = self.channel.unary_stream(
-            "/trainrun.agent.v1.Agent/WatchEvents",
-            request_serializer=agent_pb2.WatchEventsRequest.SerializeToString,
-            response_deserializer=agent_pb2.Event.FromString)
+
+        def method(kind, path, request, response):
+            return getattr(self.channel, kind)(path, request_serializer=request.SerializeToString,
+                                               response_deserializer=response.FromString)
+        check, reply = health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
+        self.check = method("unary_unary", "/grpc.health.v1.Health/Check", check, reply)
+        self.watch = method("unary_stream", "/grpc.health.v1.Health/Watch", check, reply)
+        agent = "/trainrun.agent.v1.Agent/"
+        self.get_status = method("unary_unary", agent + "GetStatus", agent_pb2.GetStatusRequest,
+                                 agent_pb2.GetStatusResponse)
+        self.stop = method("unary_unary", agent + "Stop", agent_pb2.StopRequest, agent_pb2.StopResponse)
+        self.watch_events = method("unary_stream", agent + "WatchEvents", agent_pb2.WatchEventsRequest,
+                                   agent_pb2.Event)
 
     def _read(self):
         for line in self.proc.stdout:
