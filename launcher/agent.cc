@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "base/error.h"
@@ -57,8 +58,11 @@ int signal_fd() {
   return fd;
 }
 
-// --rdzv-conf "join_timeout=600,last_call_timeout=1" (seconds), as torchrun's.
-RendezvousSettings parse_rdzv_conf(const std::string& conf) {
+// --rdzv-conf "join_timeout=600,last_call_timeout=1,is_host=1", as torchrun's:
+// timeouts in seconds; is_host (1/0, true/false) says whether this node hosts
+// the store whatever its host name (Kubernetes pods often cannot tell that
+// the endpoint's service name is theirs); unset, the name decides.
+RendezvousSettings parse_rdzv_conf(const std::string& conf, std::optional<bool>* is_host) {
   RendezvousSettings rs;
   size_t start = 0;
   while (start < conf.size()) {
@@ -75,12 +79,14 @@ RendezvousSettings parse_rdzv_conf(const std::string& conf) {
       rs.join_timeout = ms;
     else if (k == "last_call_timeout" && number)
       rs.last_call = ms;
-    else if (k == "read_timeout" || k == "is_host" || k == "timeout") {
+    else if (k == "is_host" && (v == "1" || v == "true" || v == "True" || v == "0" || v == "false" || v == "False"))
+      *is_host = v == "1" || v == "true" || v == "True";
+    else if (k == "read_timeout" || k == "timeout") {
       // accepted for compatibility; the store's timeouts cover them
     } else {
       throw ValueError(
-          fmt::format("--rdzv-conf: '{}' is not a known setting with a number of seconds "
-                      "(join_timeout, last_call_timeout)",
+          fmt::format("--rdzv-conf: '{}' is not a known setting (join_timeout=SECONDS, last_call_timeout=SECONDS, "
+                      "is_host=1|0)",
                       item));
     }
     if (comma == std::string::npos) break;
@@ -189,14 +195,15 @@ void Agent::host_or_join_store() {
   if (elastic_) {
     // The agent on the endpoint's host serves the store (the first to bind
     // it, when several agents share the host); everyone joins as a client.
-    RendezvousSettings rs = parse_rdzv_conf(o_.rdzv_conf);
+    std::optional<bool> is_host;
+    RendezvousSettings rs = parse_rdzv_conf(o_.rdzv_conf, &is_host);
     rs.run_id = run_id_;
     rs.min_nodes = o_.min_nodes;
     rs.max_nodes = o_.max_nodes;
     HostPort hp = parse_host_port(o_.rdzv_endpoint.find(':') == std::string::npos ? o_.rdzv_endpoint + ":29400"
                                                                                   : o_.rdzv_endpoint);
     const bool loopback = hp.host == "localhost" || hp.host == "127.0.0.1" || hp.host == "::1";
-    if (loopback || hp.host == this_host() || hp.host == o_.local_addr) {
+    if (is_host.value_or(loopback || hp.host == this_host() || hp.host == o_.local_addr)) {
       TCPStoreServer::Options so;
       so.host = loopback ? (hp.host == "::1" ? "::1" : "127.0.0.1") : "0.0.0.0";
       so.port = hp.port;
