@@ -186,6 +186,7 @@ Agent::Agent(LaunchOptions options) : o_(std::move(options)) {
                     o_.nproc));
   }
   if (metrics_) common_env_["TRAINRUN_METRICS_DIR"] = base_dir_ + "/metrics";  // where put_metric writes
+  if (service_) common_env_["TRAINRUN_STACKS_DIR"] = base_dir_ + "/stacks";     // where stack handlers listen
   argv_ = command_line(o_);
 }
 
@@ -274,10 +275,15 @@ void Agent::start_service() {
     ::close(fd);
   }
   // A Stop call ends the job as SIGTERM does: the signal goes through the agent's own signal handling.
-  service_ = std::make_unique<AgentService>(o_.agent_host, o_.agent_port, token, [this] {
-    publish(AgentEvent::SIGNAL, "a client called Stop: ending the job as SIGTERM would");
-    ::kill(::getpid(), SIGTERM);
-  });
+  // Workers' stack handlers listen in stacks/ (the trainrun package starts one when TRAINRUN_STACKS_DIR is set).
+  make_dir(base_dir_ + "/stacks");
+  service_ = std::make_unique<AgentService>(
+      o_.agent_host, o_.agent_port, token,
+      [this] {
+        publish(AgentEvent::SIGNAL, "a client called Stop: ending the job as SIGTERM would");
+        ::kill(::getpid(), SIGTERM);
+      },
+      base_dir_ + "/stacks");
   say(fmt::format("agent service on {}:{}", o_.agent_host, service_->port()));
   std::ofstream(base_dir_ + "/agent_port") << service_->port() << "\n";
   report([&](AgentStatus& s) {

@@ -188,23 +188,40 @@ std::string find_token(const StatusCommandArgs& args) {
   return token;
 }
 
-int run_stop(const StatusCommandArgs& args) {
+// A control call (with the job's token); false after printing why it failed.
+template <typename Request, typename Response, typename Call>
+bool control_call(const StatusCommandArgs& args, const char* what, Call call, Response* response) {
   auto channel = grpc::CreateChannel(args.address, grpc::InsecureChannelCredentials());
   grpc::ClientContext ctx;
   ctx.set_deadline(deadline(args.timeout));
   const std::string token = find_token(args);
   if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  auto stub = v1::Agent::NewStub(channel);
+  grpc::Status s = ((*stub).*call)(&ctx, Request(), response);
+  if (s.ok()) return true;
+  log_line("", fmt::format("{} {}: {} (gRPC status {}){}", what, args.address, s.error_message(),
+                           static_cast<int>(s.error_code()),
+                           token.empty() ? "; no token found (--token, TRAINRUN_AGENT_TOKEN, or run it on the "
+                                           "agent's host)"
+                                         : ""));
+  return false;
+}
+
+int run_stop(const StatusCommandArgs& args) {
   v1::StopResponse response;
-  grpc::Status s = v1::Agent::NewStub(channel)->Stop(&ctx, v1::StopRequest(), &response);
-  if (!s.ok()) {
-    log_line("", fmt::format("stop {}: {} (gRPC status {}){}", args.address, s.error_message(),
-                             static_cast<int>(s.error_code()),
-                             token.empty() ? "; no token found (--token, TRAINRUN_AGENT_TOKEN, or run it on the "
-                                             "agent's host)"
-                                           : ""));
-    return 1;
-  }
+  if (!control_call<v1::StopRequest>(args, "stop", &v1::Agent::Stub::Stop, &response)) return 1;
   std::printf("asked the agent at %s to stop the job\n", args.address.c_str());
+  return 0;
+}
+
+int run_stacks(const StatusCommandArgs& args) {
+  v1::DumpStacksResponse response;
+  if (!control_call<v1::DumpStacksRequest>(args, "stacks", &v1::Agent::Stub::DumpStacks, &response)) return 1;
+  for (const v1::WorkerStacks& w : response.workers()) {
+    std::printf("=== rank %d (pid %lld)%s\n", w.global_rank(), static_cast<long long>(w.pid()),
+                w.error().empty() ? "" : (": " + w.error()).c_str());
+    std::printf("%s\n", w.stacks().c_str());
+  }
   return 0;
 }
 
@@ -225,6 +242,14 @@ static void add_client_command(CLI::App& app, int& exit_code, const char* name, 
 void add_stop_command(CLI::App& app, int& exit_code) {
   add_client_command(app, exit_code, "stop", "End a running job gracefully (SIGTERM, then SIGKILL after its grace)",
                      &run_stop, [](CLI::App* cmd, StatusCommandArgs& args) {
+                       cmd->add_option("--token", args.token,
+                                       "The job's token (default: TRAINRUN_AGENT_TOKEN or the agent's file)");
+                     });
+}
+
+void add_stacks_command(CLI::App& app, int& exit_code) {
+  add_client_command(app, exit_code, "stacks", "Print every running worker's Python stacks", &run_stacks,
+                     [](CLI::App* cmd, StatusCommandArgs& args) {
                        cmd->add_option("--token", args.token,
                                        "The job's token (default: TRAINRUN_AGENT_TOKEN or the agent's file)");
                      });

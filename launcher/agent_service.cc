@@ -3,7 +3,13 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstring>
 
 #include "base/error.h"
 #include "proto/agent.grpc.pb.h"
@@ -14,6 +20,44 @@ namespace v1 = trainrun::agent::v1;
 
 // The readiness service name the Kubernetes templates probe.
 constexpr const char* kReadyService = "trainrun.ready";
+
+namespace {
+
+// What the stack handler of a worker says: it answers once per connection and closes.
+std::string read_stacks(const std::string& socket_path, std::chrono::milliseconds patience, std::string* error) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof(addr.sun_path)) {
+    *error = "the stack socket's path is too long";
+    return "";
+  }
+  std::strcpy(addr.sun_path, socket_path.c_str());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    *error = fmt::format("no stack handler answers at {} (not a trainrun Python worker, or it has not started)",
+                         socket_path);
+    if (fd >= 0) ::close(fd);
+    return "";
+  }
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  char buf[65536];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+      *error = fmt::format("the worker's stack handler did not finish within {} ms", patience.count());
+      break;
+    }
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) break;  // the handler closes after the last stack
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+}  // namespace
 
 bool agent_ready(const AgentStatus& status) {
   if (status.phase() != v1::GetStatusResponse::RUNNING || status.workers_size() == 0) return false;
@@ -35,6 +79,26 @@ class AgentService::AgentImpl final : public v1::Agent::Service {
     owner_.on_stop_();
     return grpc::Status::OK;
   }
+  grpc::Status DumpStacks(grpc::ServerContext* context, const v1::DumpStacksRequest*,
+                          v1::DumpStacksResponse* out) override {
+    grpc::Status denied = owner_.check_token(*context, "DumpStacks");
+    if (!denied.ok()) return denied;
+    const AgentStatus status = owner_.snapshot();  // (a named copy: the loop must not outlive a temporary)
+    for (const v1::WorkerStatus& w : status.workers()) {
+      v1::WorkerStacks* ws = out->add_workers();
+      ws->set_global_rank(w.global_rank());
+      ws->set_pid(w.pid());
+      if (w.state() != v1::WorkerStatus::RUNNING) {
+        ws->set_error("the worker is not running");
+        continue;
+      }
+      std::string error;
+      ws->set_stacks(read_stacks(fmt::format("{}/rank{}.sock", owner_.stacks_dir_, w.global_rank()),
+                                 std::chrono::milliseconds(5000), &error));
+      ws->set_error(error);
+    }
+    return grpc::Status::OK;
+  }
   grpc::Status WatchEvents(grpc::ServerContext* context, const v1::WatchEventsRequest* request,
                            grpc::ServerWriter<v1::Event>* writer) override {
     size_t start = 0;
@@ -51,8 +115,12 @@ class AgentService::AgentImpl final : public v1::Agent::Service {
   AgentService& owner_;
 };
 
-AgentService::AgentService(const std::string& host, int port, std::string token, std::function<void()> on_stop)
-    : token_(std::move(token)), on_stop_(std::move(on_stop)), agent_impl_(std::make_unique<AgentImpl>(*this)) {
+AgentService::AgentService(const std::string& host, int port, std::string token, std::function<void()> on_stop,
+                           std::string stacks_dir)
+    : token_(std::move(token)),
+      on_stop_(std::move(on_stop)),
+      stacks_dir_(std::move(stacks_dir)),
+      agent_impl_(std::make_unique<AgentImpl>(*this)) {
   // gRPC's own health service (Check and Watch), so probes and grpc_health_probe work unchanged.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;

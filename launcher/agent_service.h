@@ -30,9 +30,11 @@ class AgentService {
  public:
   // Binds host:port (0: a free port) and starts serving; throws
   // DistBackendError naming the address when it cannot bind. Control calls
-  // (Stop) must carry `token`; `on_stop` runs (on a gRPC thread) when one
-  // is accepted.
-  AgentService(const std::string& host, int port, std::string token, std::function<void()> on_stop);
+  // (Stop, DumpStacks) must carry `token`; `on_stop` runs (on a gRPC thread)
+  // when a Stop is accepted; DumpStacks reads each running worker's stacks
+  // from `stacks_dir`/rank<R>.sock.
+  AgentService(const std::string& host, int port, std::string token, std::function<void()> on_stop,
+               std::string stacks_dir);
   ~AgentService();  // stops serving (in-flight calls get a short grace)
   AgentService(const AgentService&) = delete;
   AgentService& operator=(const AgentService&) = delete;
@@ -61,6 +63,7 @@ class AgentService {
   bool ready_ = false;
   std::string token_;
   std::function<void()> on_stop_;
+  std::string stacks_dir_;
   std::unique_ptr<AgentImpl> agent_impl_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

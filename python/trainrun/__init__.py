@@ -190,6 +190,8 @@ from trainrun import amp  # noqa: E402,F401  (autocast, GradScaler)
 from trainrun.amp._device_modules import install as _install_amp  # noqa: E402
 _install_amp()
 from trainrun import random, backends, testing  # noqa: E402,F401
+from trainrun import _stack_handler  # noqa: E402
+_stack_handler.start()  # under `trainrun --agent-port`: the agent's DumpStacks asks this process for its stacks
 from trainrun.random import get_rng_state, set_rng_state, seed  # noqa: E402,F401
 
 _deterministic = {"mode": False, "warn_only": False}

@@ -42,9 +42,15 @@ if os.environ.get("PUT_METRIC"):
 attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
 (pathlib.Path(os.environ["GO_DIR"]) / f"started.{attempt}.{os.environ['RANK']}").touch()
 go = pathlib.Path(os.environ["GO_DIR"]) / ("go." + attempt)
-deadline = time.monotonic() + 120
-while not go.exists() and time.monotonic() < deadline:
-    time.sleep(0.02)
+
+
+def waiting_for_the_go_file():
+    deadline = time.monotonic() + 120
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+waiting_for_the_go_file()
 if os.environ["RANK"] == os.environ.get("FAIL_RANK"):
     raise SystemExit(3)
 if os.environ.get("LINGER"):
@@ -89,6 +95,8 @@ class Job:
         self.get_status = method("unary_unary", agent + "GetStatus", agent_pb2.GetStatusRequest,
                                  agent_pb2.GetStatusResponse)
         self.stop = method("unary_unary", agent + "Stop", agent_pb2.StopRequest, agent_pb2.StopResponse)
+        self.dump_stacks = method("unary_unary", agent + "DumpStacks", agent_pb2.DumpStacksRequest,
+                                  agent_pb2.DumpStacksResponse)
         self.watch_events = method("unary_stream", agent + "WatchEvents", agent_pb2.WatchEventsRequest,
                                    agent_pb2.Event)
 
@@ -111,12 +119,15 @@ class Job:
             time.sleep(0.02)
         raise AssertionError(f"timed out waiting for {what}; last status:\n{status}")
 
-    def go(self, attempt, nproc=2):
-        # Only once every worker's Python is up (signal handlers installed), so the test's timeline is fixed.
+    def wait_started(self, attempt, nproc=2):
+        """Until every worker's Python of this attempt is up (signal handlers installed, trainrun imported)."""
         deadline = time.monotonic() + 60
         while not all((self.go_dir / f"started.{attempt}.{r}").exists() for r in range(nproc)):
             assert time.monotonic() < deadline, "the workers did not start"
             time.sleep(0.01)
+
+    def go(self, attempt, nproc=2):
+        self.wait_started(attempt, nproc)  # so the test's timeline is fixed
         (self.go_dir / f"go.{attempt}").touch()
 
     def close(self):
@@ -310,6 +321,27 @@ def test_stop_needs_the_jobs_token_and_then_ends_the_job(job):
     out = subprocess.run([str(TRAINRUN), "stop", f"127.0.0.1:{j.port}"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stdout + out.stderr
     assert j.proc.wait(timeout=60) == 128 + signal.SIGTERM
+
+
+def test_dump_stacks_names_the_function_each_worker_is_in(job):
+    j = job()
+    j.wait_for(_running, "both workers running")
+    j.wait_started(0)
+    with pytest.raises(grpc.RpcError) as e:
+        j.dump_stacks(agent_pb2.DumpStacksRequest(), timeout=10)
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    token = (("authorization", "Bearer " + _token_file(j.port)),)
+    response = j.dump_stacks(agent_pb2.DumpStacksRequest(), metadata=token, timeout=30)
+    assert sorted(w.global_rank for w in response.workers) == [0, 1]
+    for w in response.workers:
+        assert w.error == "", w.error
+        assert "in waiting_for_the_go_file" in w.stacks and "time.sleep(0.02)" in w.stacks, w.stacks
+        assert f"(pid {w.pid})" in w.stacks
+    out = subprocess.run([str(TRAINRUN), "stacks", f"127.0.0.1:{j.port}"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.count("in waiting_for_the_go_file") == 2, out.stdout + out.stderr
+    j.go(0)
+    assert j.proc.wait(timeout=60) == 0
 
 
 def test_a_given_token_is_used_and_stop_through_grpc(job, monkeypatch):
