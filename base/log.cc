@@ -6,13 +6,27 @@
 #include <string>
 
 namespace trainrun {
+namespace {
+
+LogLineFormat& line_format() {
+  static LogLineFormat format;
+  return format;
+}
+
+}  // namespace
+
+void set_log_line_format(LogLineFormat format) { line_format() = std::move(format); }
 
 void log_line(std::string_view who, std::string_view line) {
   std::string text;
-  text.reserve(who.size() + line.size() + 12);
-  text.append("trainrun");
-  if (!who.empty()) text.append(" ").append(who);
-  text.append(": ").append(line);
+  if (line_format()) {
+    text = line_format()(who, line);
+  } else {
+    text.reserve(who.size() + line.size() + 12);
+    text.append("trainrun");
+    if (!who.empty()) text.append(" ").append(who);
+    text.append(": ").append(line);
+  }
   if (text.empty() || text.back() != '\n') text.push_back('\n');
   // One write per line; a short write (a full pipe) continues where it stopped.
   size_t done = 0;

@@ -20,6 +20,7 @@
 #include "launcher/agent_metrics.h"
 #include "launcher/agent_service.h"
 #include "launcher/failure_report.h"
+#include "launcher/json_log.h"
 #include "launcher/rendezvous.h"
 #include "launcher/worker_group.h"
 #include "store/host_port.h"
@@ -107,6 +108,9 @@ RendezvousSettings parse_rdzv_conf(const std::string& conf, std::optional<bool>*
 class Agent {
  public:
   explicit Agent(LaunchOptions options);
+  ~Agent() {
+    if (json_log_) set_log_line_format(nullptr);  // its lines referred to this agent
+  }
   int run();
 
  private:
@@ -147,6 +151,7 @@ class Agent {
   std::string base_dir_, log_dir_;
   std::map<std::string, std::string> common_env_;
   std::vector<std::string> argv_;
+  std::unique_ptr<JsonLogContext> json_log_;  // --log-format json
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<AgentMetrics> metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
@@ -157,6 +162,13 @@ class Agent {
 Agent::Agent(LaunchOptions options) : o_(std::move(options)) {
   resolve(o_);
   signal_fd_ = signal_fd();
+  if (o_.log_format == "json") {
+    json_log_ = std::make_unique<JsonLogContext>();
+    json_log_->host = this_host();
+    set_log_line_format([ctx = json_log_.get()](std::string_view who, std::string_view line) {
+      return json_agent_line(*ctx, who, line);
+    });
+  }
   elastic_ = o_.rdzv_backend == "c10d";
   node_rank_ = o_.node_rank;
   nnodes_ = o_.max_nodes;
@@ -166,6 +178,7 @@ Agent::Agent(LaunchOptions options) : o_(std::move(options)) {
     std::random_device rd;
     run_id_ = fmt::format("{:08x}", rd());
   }
+  if (json_log_) json_log_->run_id = run_id_;
   host_or_join_store();
   prepare_directories();
   start_service();
@@ -186,7 +199,7 @@ Agent::Agent(LaunchOptions options) : o_(std::move(options)) {
                     o_.nproc));
   }
   if (metrics_) common_env_["TRAINRUN_METRICS_DIR"] = base_dir_ + "/metrics";  // where put_metric writes
-  if (service_) common_env_["TRAINRUN_STACKS_DIR"] = base_dir_ + "/stacks";     // where stack handlers listen
+  if (service_) common_env_["TRAINRUN_STACKS_DIR"] = base_dir_ + "/stacks";    // where stack handlers listen
   argv_ = command_line(o_);
 }
 
@@ -358,6 +371,8 @@ Agent::State Agent::run_workers() {
   spec.redirects = o_.redirects;
   spec.tee = o_.tee;
   spec.shown_local_ranks = o_.shown_local_ranks;
+  if (json_log_) json_log_->attempt = attempt_;
+  spec.json_log = json_log_.get();
   std::unique_ptr<WorkerGroup> group;
   try {
     group = std::make_unique<WorkerGroup>(spec);

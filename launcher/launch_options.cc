@@ -69,6 +69,9 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option(names("--agent-host"), o.agent_host,
                  "Address the agent service and metrics bind (default 127.0.0.1)")
       ->envname("TRAINRUN_AGENT_HOST");
+  app.add_option(names("--log-format"), o.log_format,
+                 "text, or json: every line (the agent's and the workers') as one JSON object")
+      ->envname("TRAINRUN_LOG_FORMAT");
   app.add_option(names("--metrics-port"), o.metrics_port,
                  "Serve Prometheus metrics at /metrics on this port (0: a free one, printed)")
       ->envname("TRAINRUN_METRICS_PORT");
@@ -104,6 +107,8 @@ size_t find_program(const CLI::App& app, int argc, char** argv) {
 void resolve(LaunchOptions& o) {
   TR_CHECK(o.agent_port >= -1 && o.agent_port <= 65535, ValueError,
            "--agent-port: {} is not a port (0 picks a free one; leave it out for no agent service)", o.agent_port);
+  TR_CHECK(o.log_format == "text" || o.log_format == "json", ValueError,
+           "--log-format: '{}' is not a format (text or json)", o.log_format);
   TR_CHECK(o.metrics_port >= -1 && o.metrics_port <= 65535, ValueError,
            "--metrics-port: {} is not a port (0 picks a free one; leave it out for no metrics)", o.metrics_port);
   const std::string& n = o.nproc_per_node;

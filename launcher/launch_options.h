@@ -38,6 +38,7 @@ struct LaunchOptions {
   std::string agent_host = "127.0.0.1";  // the pod's address on Kubernetes, so probes reach it
   // Prometheus metrics at http://agent_host:metrics_port/metrics: off when negative; 0 picks a free port.
   int metrics_port = -1;
+  std::string log_format = "text";  // or "json": one JSON object per line (the agent's and the workers')
   std::string program;
   std::vector<std::string> program_args;
 

@@ -41,10 +41,10 @@ LogRouter::~LogRouter() {
   if (wake_[1] >= 0) close(wake_[1]);
 }
 
-void LogRouter::add(int pipe_fd, const std::string& prefix, int console_fd, int file_fd) {
+void LogRouter::add(int pipe_fd, LineFormat format, int console_fd, int file_fd) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    added_.push_back(Stream{pipe_fd, prefix, console_fd, file_fd, {}});
+    added_.push_back(Stream{pipe_fd, std::move(format), console_fd, file_fd, {}});
   }
   if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
 }
@@ -70,7 +70,7 @@ void LogRouter::emit(Stream& s, const char* data, size_t n, bool final) {
     size_t end = nl == std::string::npos ? (too_long ? start + kMaxLine : s.partial.size()) : nl;
     std::string line = s.partial.substr(start, end - start);
     if (s.console_fd >= 0) {
-      std::string out = s.prefix + line + "\n";
+      std::string out = s.format(line);
       write_all(s.console_fd, out.data(), out.size());
     }
     if (s.file_fd >= 0) {

@@ -95,7 +95,15 @@ void WorkerGroup::start(const WorkerGroupSpec& spec) {
                          O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       }
       const bool console = shown && !((redirected & bit) && !(teed & bit));
-      router_.add(stream == 1 ? out : err, prefix, console ? stream : -1, file_fd);
+      LogRouter::LineFormat format = [prefix](const std::string& line) { return prefix + line + "\n"; };
+      if (spec.json_log != nullptr) {
+        const JsonLogContext ctx = *spec.json_log;
+        const long pid = w.process->pid();
+        format = [ctx, rank = w.rank, lr, pid, stream](const std::string& line) {
+          return json_worker_line(ctx, rank, lr, pid, stream == 2, line);
+        };
+      }
+      router_.add(stream == 1 ? out : err, std::move(format), console ? stream : -1, file_fd);
     }
     workers_.push_back(std::move(w));
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launcher/failure_report.h"
+#include "launcher/json_log.h"
 #include "launcher/log_router.h"
 #include "launcher/worker_process.h"
 
@@ -28,10 +29,11 @@ struct WorkerGroupSpec {
   std::vector<std::string> argv;           // the program and its arguments
   std::map<std::string, std::string> env;  // what every worker gets (WORLD_SIZE, MASTER_ADDR, ...)
   int nproc = 1, node_rank = 0, restart_count = 0, attempt = 0;
-  std::string attempt_dir;                 // error files: attempt_dir/LOCAL_RANK/error.json
-  std::string log_dir, run_id;             // --log-dir files: log_dir/run_id/attempt_N/LOCAL_RANK/
-  std::string redirects = "0", tee = "0";  // --redirects / --tee
-  std::vector<int> shown_local_ranks;      // empty: all
+  std::string attempt_dir;                   // error files: attempt_dir/LOCAL_RANK/error.json
+  std::string log_dir, run_id;               // --log-dir files: log_dir/run_id/attempt_N/LOCAL_RANK/
+  std::string redirects = "0", tee = "0";    // --redirects / --tee
+  std::vector<int> shown_local_ranks;        // empty: all
+  const JsonLogContext* json_log = nullptr;  // --log-format json: workers' lines as JSON objects
 };
 
 // What watch() saw.
@@ -43,10 +45,10 @@ struct GroupOutcome {
 
 // How the watch talks to the agent.
 struct WatchHooks {
-  double monitor_interval = 0.1;      // seconds between checks (SIGCHLD wakes it sooner)
-  double grace_period = 5.0;          // seconds from SIGTERM to SIGKILL
-  std::function<bool()> must_reform;  // elastic: asked every monitor_interval; may be empty
-  std::function<void()> on_stopping;  // the agent starts stopping the group
+  double monitor_interval = 0.1;            // seconds between checks (SIGCHLD wakes it sooner)
+  double grace_period = 5.0;                // seconds from SIGTERM to SIGKILL
+  std::function<bool()> must_reform;        // elastic: asked every monitor_interval; may be empty
+  std::function<void()> on_stopping;        // the agent starts stopping the group
   std::function<void(int)> on_stop_signal;  // the agent received SIGINT, SIGTERM or SIGHUP
   // A worker exited: whether it failed on its own, and its error file's message.
   std::function<void(const Worker&, bool failed_on_its_own, const std::string& cause)> on_exit;
