@@ -108,9 +108,6 @@ RendezvousSettings parse_rdzv_conf(const std::string& conf, std::optional<bool>*
 class Agent {
  public:
   explicit Agent(LaunchOptions options);
-  ~Agent() {
-    if (json_log_) set_log_line_format(nullptr);  // its lines referred to this agent
-  }
   int run();
 
  private:
@@ -151,7 +148,7 @@ class Agent {
   std::string base_dir_, log_dir_;
   std::map<std::string, std::string> common_env_;
   std::vector<std::string> argv_;
-  std::unique_ptr<JsonLogContext> json_log_;  // --log-format json
+  std::shared_ptr<JsonLogState> json_log_;  // --log-format json (shared with the line formatter)
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<AgentMetrics> metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
@@ -163,10 +160,11 @@ Agent::Agent(LaunchOptions options) : o_(std::move(options)) {
   resolve(o_);
   signal_fd_ = signal_fd();
   if (o_.log_format == "json") {
-    json_log_ = std::make_unique<JsonLogContext>();
-    json_log_->host = this_host();
-    set_log_line_format([ctx = json_log_.get()](std::string_view who, std::string_view line) {
-      return json_agent_line(*ctx, who, line);
+    json_log_ = std::make_shared<JsonLogState>();
+    json_log_->set(JsonLogContext{"", this_host(), 0});
+    // The formatter keeps the state alive: threads that log after this agent is gone still find it.
+    set_log_line_format([state = json_log_](std::string_view who, std::string_view line) {
+      return json_agent_line(*state->get(), who, line);
     });
   }
   elastic_ = o_.rdzv_backend == "c10d";
@@ -178,7 +176,7 @@ Agent::Agent(LaunchOptions options) : o_(std::move(options)) {
     std::random_device rd;
     run_id_ = fmt::format("{:08x}", rd());
   }
-  if (json_log_) json_log_->run_id = run_id_;
+  if (json_log_) json_log_->set(JsonLogContext{run_id_, this_host(), 0});
   host_or_join_store();
   prepare_directories();
   start_service();
@@ -371,8 +369,12 @@ Agent::State Agent::run_workers() {
   spec.redirects = o_.redirects;
   spec.tee = o_.tee;
   spec.shown_local_ranks = o_.shown_local_ranks;
-  if (json_log_) json_log_->attempt = attempt_;
-  spec.json_log = json_log_.get();
+  std::shared_ptr<const JsonLogContext> json_context;
+  if (json_log_) {
+    json_log_->set(JsonLogContext{run_id_, this_host(), attempt_});
+    json_context = json_log_->get();
+  }
+  spec.json_log = json_context.get();
   std::unique_ptr<WorkerGroup> group;
   try {
     group = std::make_unique<WorkerGroup>(spec);

@@ -4,6 +4,8 @@
 // msg, run_id, attempt, host, pid, and for a worker's line its rank,
 // local_rank and stream (stdout or stderr); the agent's own lines have
 // "source": "agent", a worker's "source": "worker".
+#include <atomic>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -12,6 +14,17 @@ namespace trainrun {
 struct JsonLogContext {
   std::string run_id, host;
   int attempt = 0;
+};
+
+// The context of the agent's own lines, read by every thread that logs
+// (the store server's too) and replaced whole when the attempt changes.
+class JsonLogState {
+ public:
+  void set(JsonLogContext ctx) { std::atomic_store(&ctx_, std::make_shared<const JsonLogContext>(std::move(ctx))); }
+  std::shared_ptr<const JsonLogContext> get() const { return std::atomic_load(&ctx_); }
+
+ private:
+  std::shared_ptr<const JsonLogContext> ctx_ = std::make_shared<const JsonLogContext>();
 };
 
 // The agent's line (`who`: the component, e.g. "store", may be empty).
