@@ -24,6 +24,7 @@
 #include "launcher/rendezvous.h"
 #include "launcher/worker_group.h"
 #include "store/host_port.h"
+#include "store/store_barrier.h"
 #include "store/tcp_store.h"
 #include "store/tcp_store_server.h"
 
@@ -482,34 +483,29 @@ int Agent::finish() {
   report([](AgentStatus& s) { s.set_phase(AgentStatus::DONE); });
   publish(AgentEvent::JOB_DONE, exit_status_ == 0 ? "the job succeeded" : "the job failed", -1, exit_status_);
   if (exit_status_ == 127) return 127;  // the program could not be started: nothing to wait for
-  // Node 0 keeps the store up until every node has finished with it (not
-  // long when the job failed: the others may be gone).
+  // Every node reports the end of the job at one store barrier
+  // (store/store_barrier.h); the node that hosts the store waits for all of
+  // them before closing it (not long when the job failed: the others may be
+  // gone). Elastic rounds count only the nodes that succeeded.
+  const auto patience = exit_status_ == 0 ? std::chrono::seconds(60) : std::chrono::seconds(5);
   if (rdzv_) {
     try {
-      if (exit_status_ == 0) rdzv_->mark_done(round_);
-      if (server_ && !rdzv_->wait_all_done(round_, nnodes_,
-                                           exit_status_ == 0 ? std::chrono::seconds(60) : std::chrono::seconds(5)))
+      if (exit_status_ == 0) rdzv_->mark_done(round_, nnodes_);
+      if (server_ && !rdzv_->wait_all_done(round_, nnodes_, patience))
         say("not every node of the last round reported back before the store closed");
     } catch (const std::exception& e) {
       say(fmt::format("the rendezvous store is gone: {}", e.what()));
     }
     return exit_status_;
   }
-  const std::string done_key = fmt::format("trainrun/{}/done/", run_id_);
+  if (o_.max_nodes == 1) return exit_status_;  // nobody else uses the store
   try {
-    if (o_.node_rank != 0) {
-      TCPStoreOptions co;
-      co.timeout = std::chrono::seconds(5);
-      TCPStore(master_addr_, port_, co).set(done_key + std::to_string(o_.node_rank), to_bytes("1"));
-    } else if (o_.max_nodes > 1) {
-      const auto patience = exit_status_ == 0 ? std::chrono::seconds(60) : std::chrono::seconds(5);
-      TCPStoreOptions co;
-      co.timeout = patience;
-      TCPStore client("127.0.0.1", port_, co);
-      std::vector<std::string> keys;
-      for (int n = 1; n < o_.max_nodes; ++n) keys.push_back(done_key + std::to_string(n));
-      client.wait(keys, patience);
-    }
+    TCPStoreOptions co;
+    co.timeout = server_ ? Milliseconds(patience) : Milliseconds(std::chrono::seconds(5));
+    TCPStore store(server_ ? "127.0.0.1" : master_addr_, port_, co);
+    const std::string key = fmt::format("trainrun/{}/end", run_id_);
+    store_barrier_arrive(store, key, o_.max_nodes);
+    if (server_) store_barrier_wait(store, key, o_.max_nodes, patience);
   } catch (const std::exception& e) {
     say(fmt::format("the other nodes did not all report back: {}", e.what()));
   }

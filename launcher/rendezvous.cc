@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "store/store_barrier.h"
 
 namespace trainrun {
 namespace {
@@ -73,15 +74,17 @@ void ElasticRendezvous::request_new_round(int round) {
   store_->compare_set(key("round"), to_bytes(std::to_string(round)), to_bytes(std::to_string(round + 1)));
 }
 
-int64_t ElasticRendezvous::mark_done(int round) { return store_->add(round_key(round, "done"), 1); }
+int64_t ElasticRendezvous::mark_done(int round, int nnodes) {
+  return store_barrier_arrive(*store_, round_key(round, "end"), nnodes);
+}
 
 bool ElasticRendezvous::wait_all_done(int round, int nnodes, std::chrono::milliseconds patience) {
-  const auto end = Clock::now() + patience;
-  while (Clock::now() < end) {
-    if (store_->add(round_key(round, "done"), 0) >= nnodes) return true;
-    std::this_thread::sleep_for(kPoll * 5);
+  try {
+    store_barrier_wait(*store_, round_key(round, "end"), nnodes, patience);
+    return true;
+  } catch (const TimeoutError&) {
+    return false;
   }
-  return false;
 }
 
 }  // namespace trainrun

@@ -41,9 +41,10 @@ class ElasticRendezvous {
   bool group_must_reform(int round);
   // After a local failure: asks every agent to re-form.
   void request_new_round(int round);
-  // This agent's workers finished; returns how many of the round's nodes have.
-  int64_t mark_done(int round);
-  // Waits until `nnodes` agents of `round` are done, or the patience runs out.
+  // This agent's workers finished (one arrival at the round's end barrier,
+  // store/store_barrier.h); returns how many of the round's nnodes have.
+  int64_t mark_done(int round, int nnodes);
+  // Waits until the round's `nnodes` agents are done, or the patience runs out.
   bool wait_all_done(int round, int nnodes, std::chrono::milliseconds patience);
 
  private:

@@ -139,5 +139,17 @@ TEST(StoreBarrier, ReleasesEveryoneAtOnceAndReportsStragglers) {
   expect_error<TimeoutError>([&] { store_barrier(*store, "b1", 3, 30ms); }, {"b1", "only 1 of 3"});
 }
 
+// The launcher's end-of-job report: nodes arrive without waiting; only the store's host waits for all.
+TEST(StoreBarrier, ArrivalsWithoutWaitingReleaseTheOneWhoWaits) {
+  HashStore store(5s);
+  EXPECT_EQ(store_barrier_arrive(store, "end", 3), 1);
+  EXPECT_EQ(store_barrier_arrive(store, "end", 3), 2);
+  expect_error<TimeoutError>([&] { store_barrier_wait(store, "end", 3, 30ms); }, {"end", "only 2 of 3"});
+  std::thread last([&] { store_barrier_arrive(store, "end", 3); });
+  store_barrier_wait(store, "end", 3, 5s);
+  last.join();
+  expect_error<ValueError>([&] { store_barrier_arrive(store, "end", 3); }, {"4 participants arrived", "reuse"});
+}
+
 }  // namespace
 }  // namespace trainrun
