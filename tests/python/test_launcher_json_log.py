@@ -6,18 +6,26 @@ import subprocess
 from built_tree import ROOT
 
 TRAINRUN = ROOT / "bazel-bin" / "launcher" / "trainrun"
+# Rank 1 fails, but only after rank 0 has printed (else the agent's SIGTERM could cut rank 0 short).
 WORKER = """
-import os, sys
-print("step 1 of rank", os.environ["RANK"])
-print("caf\\u00e9 on stderr", file=sys.stderr)
-sys.exit(3 if os.environ["RANK"] == "1" else 0)
+import os, pathlib, sys, time
+print("step 1 of rank", os.environ["RANK"], flush=True)
+print("caf\\u00e9 on stderr", file=sys.stderr, flush=True)
+printed = pathlib.Path(sys.argv[1]) / "rank0.printed"
+if os.environ["RANK"] == "0":
+    printed.touch()
+    sys.exit(0)
+deadline = time.monotonic() + 60
+while not printed.exists() and time.monotonic() < deadline:
+    time.sleep(0.01)
+sys.exit(3)
 """
 
 
 def test_every_line_is_a_json_object_with_the_jobs_fields(tmp_path):
     (tmp_path / "worker.py").write_text(WORKER)
     r = subprocess.run([str(TRAINRUN), "--log-format", "json", "--nproc", "2", "--rdzv-id", "json-job",
-                        str(tmp_path / "worker.py")], capture_output=True, text=True, timeout=120)
+                        str(tmp_path / "worker.py"), str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 3
     lines = [json.loads(line) for line in (r.stdout + r.stderr).splitlines()]  # each parses, or this raises
     for line in lines:
