@@ -68,6 +68,7 @@ class OpSchema:
     python_name: str
     schema: str
     binding: str       # "generated": gen_ops.py --bindings binds it; "manual": python/ does
+    number_self: bool = False  # the function also takes a number as `self` (PyTorch's pow(Scalar self, Tensor))
 
     @property
     def struct_name(self):
@@ -126,7 +127,7 @@ def load(path):
     entries = yaml.safe_load(pathlib.Path(path).read_text())
     ops, seen = [], set()
     for entry in entries:
-        unknown = set(entry) - {"func", "tags", "python", "python_name", "binding"}
+        unknown = set(entry) - {"func", "tags", "python", "python_name", "binding", "number_self"}
         if unknown:
             raise SchemaError(f"{entry.get('func')}: unknown keys {sorted(unknown)}")
         name, arguments, returns = parse_func(entry["func"])
@@ -144,7 +145,7 @@ def load(path):
             raise SchemaError(f"{name}: binding is 'generated' or 'manual', not {binding!r}")
         ops.append(OpSchema(name, arguments, returns, tags, python,
                             entry.get("python_name", name.split(".")[0]), " ".join(entry["func"].split()),
-                            binding))
+                            binding, bool(entry.get("number_self", False))))
     return ops
 
 
@@ -283,8 +284,9 @@ def _binding(op, as_method):
     for i, a in enumerate(params):
         python_name = names[i]
         if a.type == "Tensor":
-            # A pointwise op takes a number wherever it takes a tensor operand (a wrapped-number tensor).
-            number_ok = "pointwise" in op.tags and a.name != "self"
+            # A pointwise op takes a number wherever it takes a tensor operand (a wrapped-number tensor); as
+            # `self` only where PyTorch has that overload (number_self).
+            number_ok = "pointwise" in op.tags and (a.name != "self" or op.number_self)
             converter, kind = ("operand_arg", "Tensor") if number_ok else ("tensor_arg", "Tensor&")
         elif a.type in CONVERTERS:
             converter, kind = CONVERTERS[a.type], "auto"

@@ -141,7 +141,7 @@ def _operator_results(lib):
     import numpy as np
     x, i, m = lib.tensor([1., 2., 3.]), lib.tensor([1, 2, 3]), lib.tensor([True, False, True])
     values = [2 ** x, x ** 2, 7 % i, i % 2, 1 - x, 1 / x, np.float32(2) * x, x * np.float64(0.5), x == None,  # noqa
-              x != None, 3 & i, m | False, 5 ^ i, 2 < x, x >= 2, x + i, i * True]  # noqa: E711
+              x != None, 3 & i, m | False, 5 ^ i, 2 < x, x >= 2, x + i, i * True, lib.pow(2, x)]  # noqa: E711
     results = [(str(v.dtype).split(".")[-1], v.tolist()) if hasattr(v, "tolist") else v for v in values]
     for bad in (lambda: x + "a", lambda: x < "a", lambda: [1] @ x):
         with pytest.raises(TypeError):
