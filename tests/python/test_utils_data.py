@@ -3,26 +3,16 @@ permutations, shuffles, splits and DistributedSampler shares for the same
 seeds, the same batches and collated structures, and the same refusals.
 Comparisons with torch skip with a reason when it is absent."""
 import collections
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-if not (ROOT / "bazel-bin" / "python" / "trainrun" / "_C.so").exists():
-    pytest.skip("trainrun._C is not built (bazel build //python:trainrun/_C.so)", allow_module_level=True)
+from built_tree import needs_torch, torch
 
 import trainrun  # noqa: E402
 from trainrun.utils import data  # noqa: E402
 
-try:
-    import torch
-    import torch.utils.data as tdata
-except ImportError:  # pragma: no cover
-    torch = None
-needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch (python3-torch) is not installed")
+tdata = torch.utils.data if torch is not None else None
 
 
 def as_list(batch):
