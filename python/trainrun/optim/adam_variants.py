@@ -17,6 +17,19 @@ def _zeros_like(p):
     return _C.zeros(list(p.shape), dtype=p.dtype, device=p.device)
 
 
+def _begin_step(p, grad, state, group, *buffers):
+    """The start every update shares: state made on the first step (the float32 step count and zeroed buffers
+    named `buffers`), the step counted, and L2 weight decay folded into the gradient. Returns (step, grad)."""
+    if not state:
+        state["step"] = _C.zeros([], dtype=_C.dtype.float32)
+        for name in buffers:
+            state[name] = _zeros_like(p)
+    state["step"].add_(1)
+    if group["weight_decay"]:
+        grad = grad + p * group["weight_decay"]
+    return state["step"].item(), grad
+
+
 class Adamax(_PerParameterOptimizer):
     """Adam with the infinity norm: exp_inf = max(beta2 * exp_inf, |grad| + eps)."""
 
@@ -27,14 +40,8 @@ class Adamax(_PerParameterOptimizer):
                                       maximize=maximize))
 
     def _update(self, p, grad, state, group):
-        if not state:
-            state["step"] = _C.zeros([], dtype=_C.dtype.float32)
-            state["exp_avg"], state["exp_inf"] = _zeros_like(p), _zeros_like(p)
-        state["step"].add_(1)
-        step = state["step"].item()
+        step, grad = _begin_step(p, grad, state, group, "exp_avg", "exp_inf")
         beta1, beta2 = group["betas"]
-        if group["weight_decay"]:
-            grad = grad + p * group["weight_decay"]
         exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
         exp_avg.copy_(exp_avg * beta1 + grad * (1 - beta1))
         exp_inf.copy_(_C.maximum(exp_inf * beta2, grad.abs() + group["eps"]))
@@ -54,16 +61,11 @@ class NAdam(_PerParameterOptimizer):
                                       momentum_decay=momentum_decay))
 
     def _update(self, p, grad, state, group):
-        if not state:
-            state["step"] = _C.zeros([], dtype=_C.dtype.float32)
+        step, grad = _begin_step(p, grad, state, group, "exp_avg", "exp_avg_sq")
+        if "mu_product" not in state:
             state["mu_product"] = _C.ones([], dtype=_C.dtype.float32)
-            state["exp_avg"], state["exp_avg_sq"] = _zeros_like(p), _zeros_like(p)
-        state["step"].add_(1)
-        step = state["step"].item()
         beta1, beta2 = group["betas"]
         lr, decay = group["lr"], group["momentum_decay"]
-        if group["weight_decay"]:
-            grad = grad + p * group["weight_decay"]
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * decay))
         mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * decay))
         state["mu_product"].mul_(mu)
@@ -85,14 +87,8 @@ class RAdam(_PerParameterOptimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
 
     def _update(self, p, grad, state, group):
-        if not state:
-            state["step"] = _C.zeros([], dtype=_C.dtype.float32)
-            state["exp_avg"], state["exp_avg_sq"] = _zeros_like(p), _zeros_like(p)
-        state["step"].add_(1)
-        step = state["step"].item()
+        step, grad = _begin_step(p, grad, state, group, "exp_avg", "exp_avg_sq")
         beta1, beta2 = group["betas"]
-        if group["weight_decay"]:
-            grad = grad + p * group["weight_decay"]
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         exp_avg.copy_(exp_avg * beta1 + grad * (1 - beta1))
         exp_avg_sq.copy_(exp_avg_sq * beta2 + grad * grad * (1 - beta2))
