@@ -2,6 +2,8 @@
 arguments, submodule names (self_attn, linear1, linear2, norm1, norm2,
 dropout1, dropout2) and state_dict keys, so weights load across. As in
 PyTorch, TransformerEncoder starts every layer as a copy of the one given."""
+import copy
+
 from trainrun.nn import functional as F
 from trainrun.nn._containers import ModuleList
 from trainrun.nn._cpp_layers import LayerNorm, Linear
@@ -27,10 +29,6 @@ class TransformerEncoderLayer(Module):
         super().__init__()
         if not bias:
             raise NotImplementedError("TransformerEncoderLayer(bias=False) is not supported")
-        object.__setattr__(self, "_config", dict(d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward,
-                                                  dropout=dropout, activation=activation,
-                                                  layer_norm_eps=layer_norm_eps, batch_first=batch_first,
-                                                  norm_first=norm_first))
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first)
         self.linear1, self.linear2 = Linear(d_model, dim_feedforward), Linear(dim_feedforward, d_model)
         self.dropout, self.dropout1, self.dropout2 = _Dropout(dropout), _Dropout(dropout), _Dropout(dropout)
@@ -60,11 +58,8 @@ class TransformerEncoderLayer(Module):
 class TransformerEncoder(Module):
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
         super().__init__()
-        layers = []
-        for _ in range(num_layers):  # copies of encoder_layer: the same initial weights, as PyTorch's deepcopy
-            layer = TransformerEncoderLayer(**encoder_layer._config)
-            layer.load_state_dict(encoder_layer.state_dict())
-            layers.append(layer)
+        # Copies of encoder_layer, weights included, as PyTorch's deepcopy: every layer starts alike.
+        layers = [copy.deepcopy(encoder_layer) for _ in range(num_layers)]
         self.layers = ModuleList(layers)
         self.num_layers = num_layers
         if norm is not None:
@@ -88,10 +83,6 @@ class TransformerDecoderLayer(Module):
         super().__init__()
         if not bias:
             raise NotImplementedError("TransformerDecoderLayer(bias=False) is not supported")
-        object.__setattr__(self, "_config", dict(d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward,
-                                                  dropout=dropout, activation=activation,
-                                                  layer_norm_eps=layer_norm_eps, batch_first=batch_first,
-                                                  norm_first=norm_first))
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first)
         self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first)
         self.linear1, self.linear2 = Linear(d_model, dim_feedforward), Linear(dim_feedforward, d_model)
@@ -131,11 +122,8 @@ class TransformerDecoderLayer(Module):
 class TransformerDecoder(Module):
     def __init__(self, decoder_layer, num_layers, norm=None):
         super().__init__()
-        layers = []
-        for _ in range(num_layers):  # copies of decoder_layer, as PyTorch's deepcopy
-            layer = TransformerDecoderLayer(**decoder_layer._config)
-            layer.load_state_dict(decoder_layer.state_dict())
-            layers.append(layer)
+        # Copies of decoder_layer, weights included, as PyTorch's deepcopy: every layer starts alike.
+        layers = [copy.deepcopy(decoder_layer) for _ in range(num_layers)]
         self.layers = ModuleList(layers)
         self.num_layers = num_layers
         if norm is not None:
