@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "base/error.h"
+#include "c10d/flight_recorder.h"
 #include "c10d/process_group_wrapper.h"
 #include "store/file_store.h"
 #include "store/host_port.h"
@@ -188,6 +189,9 @@ void init_process_group(const InitOptions& options) {
   auto prefixed = std::make_shared<PrefixStore>("default_pg", store);
   s.world = make_group(options.backend, prefixed, rank, world_size, "default", options.timeout);
   s.store = store;
+  // Dumps name this rank; under the launcher, other ranks' dump requests arrive through the job's store.
+  FlightRecorder::global().set_rank(rank);
+  FlightRecorder::global().watch(store);
   s.backend = options.backend;
   s.timeout = options.timeout;
   s.next_group_id = 1;
@@ -247,9 +251,11 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::o
 void destroy_process_group(const std::shared_ptr<ProcessGroup>& group) {
   State& s = state();
   std::vector<std::shared_ptr<ProcessGroup>> dropped;
+  bool world_destroyed = false;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (!group || group == s.world) {
+      world_destroyed = true;
       dropped = std::move(s.subgroups);
       s.subgroups.clear();
       if (s.world) dropped.push_back(std::move(s.world));
@@ -264,6 +270,7 @@ void destroy_process_group(const std::shared_ptr<ProcessGroup>& group) {
     }
   }
   // Groups shut down (joining their threads) outside the lock.
+  if (world_destroyed) FlightRecorder::global().watch(nullptr);
   dropped.clear();
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "c10d/flight_recorder.h"
 
 namespace trainrun {
 namespace c10d {
@@ -12,6 +13,18 @@ namespace {
 
 // "float32 [4, 2]"
 std::string describe(const Tensor& t) { return fmt::format("{} {}", dtype_name(t.dtype()), t.shape_str()); }
+
+// The message of a failure ("" for none).
+std::string error_message(const std::exception_ptr& error) {
+  if (!error) return "";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an unknown error";
+  }
+}
 
 std::string describe(const std::vector<Tensor>& list) {
   std::vector<std::string> parts;
@@ -77,20 +90,48 @@ std::shared_ptr<Work> ProcessGroupWrapper::collective(const std::function<std::s
                                                       const std::function<std::shared_ptr<Work>()>& call) {
   const uint32_t seq = ++next_seq_;
   progress_->entered(seq);
-  if (check_signatures_) check_signature(seq, signature());
+  FlightRecorder& recorder = FlightRecorder::global();
+  std::string described;
+  if (check_signatures_ || recorder.enabled()) described = signature();
+  if (check_signatures_) check_signature(seq, described);
   std::shared_ptr<Work> inner = call();
+  const uint64_t record_id =
+      recorder.record(recorder_group(), seq, FlightRecorder::Kind::Collective, std::move(described), inner);
   auto outer = std::make_shared<MonitoredWork>(inner);
   // The callback holds what explaining needs, not the wrapper: the group may
   // be destroyed before its works complete.
   std::weak_ptr<Work> weak_outer = outer;
-  inner->on_completion([weak_outer, inner, seq, progress = progress_, closing = closing_, timeout = timeout_] {
-    auto outer = weak_outer.lock();
-    if (!outer) return;
-    std::exception_ptr error = inner->exception();
-    if (error && !closing->load()) error = explain(error, seq, *progress, timeout);
-    outer->finish(error);
-  });
+  inner->on_completion(
+      [weak_outer, inner, seq, record_id, progress = progress_, closing = closing_, timeout = timeout_] {
+        std::exception_ptr error = inner->exception();
+        FlightRecorder::global().completed(record_id, error_message(error));
+        auto outer = weak_outer.lock();
+        if (!outer) return;
+        if (error && !closing->load()) error = explain(error, seq, *progress, timeout);
+        outer->finish(error);
+      });
   return outer;
+}
+
+int ProcessGroupWrapper::recorder_group() {
+  int id = recorder_group_.load(std::memory_order_acquire);
+  if (id >= 0) return id;
+  // Two threads may race here at a group's first operation: the loser's registration stays unused.
+  id = FlightRecorder::global().register_group(name_, backend_->backend_name(), global_ranks_);
+  int expected = -1;
+  return recorder_group_.compare_exchange_strong(expected, id) ? id : expected;
+}
+
+std::shared_ptr<Work> ProcessGroupWrapper::recorded_p2p(std::string description, std::shared_ptr<Work> work) {
+  FlightRecorder& recorder = FlightRecorder::global();
+  if (!recorder.enabled()) return work;
+  const uint64_t id = recorder.record(recorder_group(), ++next_p2p_seq_, FlightRecorder::Kind::PointToPoint,
+                                      std::move(description), work);
+  work->on_completion([id, weak = std::weak_ptr<Work>(work)] {
+    auto w = weak.lock();
+    FlightRecorder::global().completed(id, w ? error_message(w->exception()) : "");
+  });
+  return work;
 }
 
 std::exception_ptr ProcessGroupWrapper::explain(std::exception_ptr error, uint32_t seq, CollectiveProgress& progress,
@@ -98,12 +139,17 @@ std::exception_ptr ProcessGroupWrapper::explain(std::exception_ptr error, uint32
   // A dead rank never reaches `seq`; a live one that is late gets a short
   // grace to show up.
   const auto grace = std::min<Milliseconds>(std::max<Milliseconds>(timeout / 10, Milliseconds(200)), Milliseconds(2000));
+  // Every rank dumps its flight record (when the launcher asked for dumps), so the agent can say who is behind.
   try {
     std::rethrow_exception(error);
   } catch (const DistBackendError& e) {
-    return std::make_exception_ptr(DistBackendError(fmt::format("{}; {}", e.what(), progress.laggards(seq, grace))));
+    std::string message = fmt::format("{}; {}", e.what(), progress.laggards(seq, grace));
+    FlightRecorder::global().dump_everywhere(message);
+    return std::make_exception_ptr(DistBackendError(message));
   } catch (const TimeoutError& e) {
-    return std::make_exception_ptr(TimeoutError(fmt::format("{}; {}", e.what(), progress.laggards(seq, grace))));
+    std::string message = fmt::format("{}; {}", e.what(), progress.laggards(seq, grace));
+    FlightRecorder::global().dump_everywhere(message);
+    return std::make_exception_ptr(TimeoutError(message));
   } catch (...) {
     return error;  // bad input and the like: its own type and message
   }
@@ -224,19 +270,30 @@ std::shared_ptr<Work> ProcessGroupWrapper::reduce_scatter_tensor_coalesced(std::
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::send(const Tensor& tensor, int dst, int tag) {
-  return backend_->send(tensor, dst, tag);
+  auto work = backend_->send(tensor, dst, tag);
+  return recorded_p2p(fmt::format("send({}, to {}, tag {})", describe(tensor), dst, tag), std::move(work));
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::recv(Tensor& tensor, int src, int tag) {
-  return backend_->recv(tensor, src, tag);
+  auto work = backend_->recv(tensor, src, tag);
+  return recorded_p2p(fmt::format("recv({}, from {}, tag {})", describe(tensor), src, tag), std::move(work));
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::recv_anysource(Tensor& tensor, int tag) {
-  return backend_->recv_anysource(tensor, tag);
+  auto work = backend_->recv_anysource(tensor, tag);
+  return recorded_p2p(fmt::format("recv({}, from any, tag {})", describe(tensor), tag), std::move(work));
 }
 
 std::vector<std::shared_ptr<Work>> ProcessGroupWrapper::batch_isend_irecv(std::vector<P2POp>& ops) {
-  return backend_->batch_isend_irecv(ops);
+  std::vector<std::shared_ptr<Work>> works = backend_->batch_isend_irecv(ops);
+  for (size_t i = 0; i < works.size() && i < ops.size(); ++i) {
+    const P2POp& op = ops[i];
+    works[i] = recorded_p2p(op.kind == P2POp::SEND
+                                ? fmt::format("send({}, to {}, tag {})", describe(op.tensor), op.peer, op.tag)
+                                : fmt::format("recv({}, from {}, tag {})", describe(op.tensor), op.peer, op.tag),
+                            std::move(works[i]));
+  }
+  return works;
 }
 
 }  // namespace c10d

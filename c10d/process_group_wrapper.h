@@ -14,7 +14,11 @@
 //   store, and a mismatch throws DistBackendError naming both sides instead
 //   of hanging or reducing garbage. Costs a few store round trips per call.
 //
-// Point-to-point operations pass straight through (they need not match).
+// - Flight recorder: every collective and point-to-point operation goes into
+//   the process's FlightRecorder (flight_recorder.h); a failed or timed-out
+//   collective dumps it on every rank.
+//
+// Point-to-point operations are recorded, not checked (they need not match).
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -68,6 +72,10 @@ class ProcessGroupWrapper final : public ProcessGroup {
   // on the backend, and returns a work whose failure names the laggards.
   std::shared_ptr<Work> collective(const std::function<std::string()>& signature,
                                    const std::function<std::shared_ptr<Work>()>& call);
+  // Records a point-to-point work in the flight recorder; returns it.
+  std::shared_ptr<Work> recorded_p2p(std::string description, std::shared_ptr<Work> work);
+  // This group's index in the flight recorder (registered at its first operation, when its ranks are final).
+  int recorder_group();
   // Debug mode: every rank's signature of collective `seq`, through the store.
   void check_signature(uint32_t seq, const std::string& signature);
   // The backend's failure of collective `seq`, with the laggard report
@@ -79,6 +87,8 @@ class ProcessGroupWrapper final : public ProcessGroup {
   std::shared_ptr<Store> store_;
   bool check_signatures_;
   std::atomic<uint32_t> next_seq_{0};
+  std::atomic<uint32_t> next_p2p_seq_{0};
+  std::atomic<int> recorder_group_{-1};
   std::shared_ptr<CollectiveProgress> progress_;
   // Set while the wrapper is destroyed: the backend then fails its pending
   // works, which are not laggard cases.

@@ -31,6 +31,13 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) {
   if (error_) std::rethrow_exception(error_);
 }
 
+void Work::mark_started() {
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  int64_t unset = 0;
+  started_ns_.compare_exchange_strong(unset, now, std::memory_order_relaxed);
+}
+
 void Work::finish(std::exception_ptr error) {
   std::vector<std::function<void()>> callbacks;
   {

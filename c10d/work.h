@@ -3,8 +3,10 @@
 // It completes (with success or an exception) on the group's worker thread;
 // callers wait with a deadline, poll, or chain callbacks with then() (DDP
 // chains its bucket reductions this way).
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -53,7 +55,13 @@ class Work : public std::enable_shared_from_this<Work> {
   // For p2p receives from any source: the rank the message came from.
   int source_rank() const { return source_rank_; }
 
-  // Called by the backend, once.
+  // When the backend started running it (nanoseconds since the epoch; 0: not
+  // yet, or a backend that does not say). The flight recorder reads it.
+  int64_t started_ns() const { return started_ns_.load(std::memory_order_relaxed); }
+
+  // Called by the backend: when it starts running the work (optional), and
+  // when it is done (once).
+  void mark_started();
   void finish(std::exception_ptr error = nullptr);
   void set_source_rank(int rank) { source_rank_ = rank; }
 
@@ -65,6 +73,7 @@ class Work : public std::enable_shared_from_this<Work> {
   std::exception_ptr error_;
   std::vector<std::function<void()>> callbacks_;
   int source_rank_ = -1;
+  std::atomic<int64_t> started_ns_{0};
 };
 
 // Waits for every work, then rethrows the first failure (so that none is

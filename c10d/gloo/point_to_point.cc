@@ -60,6 +60,7 @@ std::shared_ptr<Work> ProcessGroupGloo::post_p2p(const char* op, Tensor tensor, 
     p->gloo_buffer->recv(peers[0], slot);
   else
     p->gloo_buffer->recv(peers, slot);
+  p->work->mark_started();  // posted: the transfer proceeds as soon as the peer posts its side
   {
     std::lock_guard<std::mutex> lock(p2p_mu_);
     p2p_queue_[is_send].push_back(p);

@@ -125,6 +125,7 @@ void ProcessGroupGloo::worker_loop() {
       item = std::move(queue_.front());
       queue_.pop_front();
     }
+    item.work->mark_started();
     try {
       item.fn(item.tag);
       // The collective's tensors (captured by fn) are let go before waiters wake: memory

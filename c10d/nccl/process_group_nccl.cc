@@ -163,6 +163,9 @@ std::shared_ptr<Work> ProcessGroupNCCL::run(const char* op, const std::vector<Te
     for (const Tensor& t : tensors) cuda::record_stream(t, dc.stream);
     work->record_end(dc.stream, tensors);
   }
+  // Queued on the NCCL stream: the flight recorder counts it as started (the
+  // GPU may still be running what came before it).
+  work->mark_started();
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.push_back(work);

@@ -5,6 +5,7 @@
 
 #include "c10d/ddp/distributed_data_parallel.h"
 #include "c10d/distributed.h"
+#include "c10d/flight_recorder.h"
 #include "launcher/error_file.h"
 #include "python/csrc/bindings.h"
 #include "store/file_store.h"
@@ -156,6 +157,10 @@ void bind_distributed(py::module_& m) {
   d.def("available_backends", &c10d::available_backends);
   d.def("get_rank", &c10d::get_rank);
   d.def("get_world_size", &c10d::get_world_size);
+  // The flight recorder's record of this process (c10d/flight_recorder.h), as JSON text.
+  d.def(
+      "_flight_record_json", [](const std::string& reason) { return c10d::FlightRecorder::global().dump_json(reason); },
+      py::arg("reason") = "asked for", py::call_guard<py::gil_scoped_release>());
   d.def(
       "destroy_process_group",
       [](GroupPtr g) {

@@ -190,6 +190,14 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     work.wait(timeout)
 
 
+def flight_record():
+    """This process's flight record: the last TRAINRUN_FR_BUFFER_SIZE collectives and point-to-point operations
+    of every group (op, sequence number, state, times), as a dict (format: docs/flight_recorder.md). A trainrun
+    extension: PyTorch's NCCL-only recorder is read with torch._C._distributed_c10d._dump_nccl_trace()."""
+    import json
+    return json.loads(_d._flight_record_json())
+
+
 # ---- point to point in batches ---------------------------------------------
 
 class P2POp:
