@@ -1,11 +1,13 @@
 #include "launcher/agent.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -14,12 +16,14 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "launcher/agent_metrics.h"
 #include "launcher/agent_service.h"
 #include "launcher/failure_report.h"
+#include "launcher/flight_analysis.h"
 #include "launcher/json_log.h"
 #include "launcher/rendezvous.h"
 #include "launcher/worker_group.h"
@@ -109,6 +113,9 @@ RendezvousSettings parse_rdzv_conf(const std::string& conf, std::optional<bool>*
 class Agent {
  public:
   explicit Agent(LaunchOptions options);
+  // Stops the service, then removes the job's directory under /tmp but for
+  // what a user may still read (flight dumps, --redirects logs).
+  ~Agent();
   int run();
 
  private:
@@ -153,6 +160,15 @@ class Agent {
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<AgentMetrics> metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
+  // Drain: set by the service's thread, read by the watch loop.
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> drain_deadline_ns_{0};  // steady clock
+  std::string drain_file_;                     // exists once a Drain was accepted (TRAINRUN_DRAIN_FILE)
+  void drain(double timeout_s);
+  // Waits (a few seconds at most) for every running local worker's flight dump
+  // once a failing one has written its own.
+  void collect_flight_dumps(const std::vector<Worker>& workers, const std::string& dir);
+  void print_flight_findings(const std::string& dir);
   int attempt_ = 0, restarts_ = 0, node_rank_, nnodes_, round_ = 0;
   int exit_status_ = 0, stop_signal_ = 0;
 };
@@ -199,6 +215,8 @@ Agent::Agent(LaunchOptions options) : o_(std::move(options)) {
   }
   if (metrics_) common_env_["TRAINRUN_METRICS_DIR"] = base_dir_ + "/metrics";  // where put_metric writes
   if (service_) common_env_["TRAINRUN_STACKS_DIR"] = base_dir_ + "/stacks";    // where stack handlers listen
+  drain_file_ = base_dir_ + "/drain";
+  common_env_["TRAINRUN_DRAIN_FILE"] = drain_file_;  // drain_requested() is true once it exists
   argv_ = command_line(o_);
 }
 
@@ -289,14 +307,18 @@ void Agent::start_service() {
   // A Stop call ends the job as SIGTERM does: the signal goes through the agent's own signal handling.
   // Workers' stack handlers listen in stacks/ (the trainrun package starts one when TRAINRUN_STACKS_DIR is set).
   make_dir(base_dir_ + "/stacks");
-  service_ = std::make_unique<AgentService>(
-      o_.agent_host, o_.agent_port, token,
-      [this] {
-        publish(AgentEvent::SIGNAL, "a client called Stop: ending the job as SIGTERM would");
-        ::kill(::getpid(), SIGTERM);
-      },
-      base_dir_ + "/stacks");
-  say(fmt::format("agent service on {}:{}", o_.agent_host, service_->port()));
+  AgentControl control;
+  control.stop = [this] {
+    publish(AgentEvent::SIGNAL, "a client called Stop: ending the job as SIGTERM would");
+    ::kill(::getpid(), SIGTERM);
+  };
+  control.drain = [this](double timeout_s) { drain(timeout_s); };
+  control.stacks_dir = base_dir_ + "/stacks";
+  control.base_dir = base_dir_;
+  service_ = std::make_unique<AgentService>(o_.agent_host, o_.agent_port, token, std::move(control),
+                                            AgentTls{o_.agent_tls_cert, o_.agent_tls_key});
+  say(fmt::format("agent service on {}:{}{}", o_.agent_host, service_->port(),
+                  o_.agent_tls_cert.empty() ? "" : " (TLS)"));
   std::ofstream(base_dir_ + "/agent_port") << service_->port() << "\n";
   report([&](AgentStatus& s) {
     s.set_run_id(run_id_);
@@ -365,6 +387,11 @@ Agent::State Agent::run_workers() {
   spec.restart_count = rdzv_ ? round_ : restarts_;
   spec.attempt = attempt_;
   spec.attempt_dir = fmt::format("{}/attempt_{}", base_dir_, attempt_);
+  // Workers dump their flight records here when a collective fails (c10d/flight_recorder.h).
+  const std::string flight_dir = spec.attempt_dir + "/flight";
+  make_dir(spec.attempt_dir);
+  make_dir(flight_dir);
+  spec.env["TRAINRUN_FR_DUMP_DIR"] = flight_dir;
   spec.log_dir = log_dir_;
   spec.run_id = run_id_;
   spec.redirects = o_.redirects;
@@ -413,6 +440,11 @@ Agent::State Agent::run_workers() {
     };
   }
   hooks.on_stopping = [&] { report([](AgentStatus& s) { s.set_phase(AgentStatus::STOPPING); }); };
+  hooks.before_stopping_on_failure = [&] { collect_flight_dumps(group->workers(), flight_dir); };
+  hooks.drain_deadline = [&]() -> std::optional<std::chrono::steady_clock::time_point> {
+    if (!draining_.load()) return std::nullopt;
+    return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(drain_deadline_ns_.load()));
+  };
   hooks.on_stop_signal = [&](int sig) {
     publish(AgentEvent::SIGNAL, fmt::format("received {}: stopping the workers", signal_name(sig)), -1, 0, sig);
   };
@@ -436,6 +468,8 @@ Agent::State Agent::run_workers() {
                                                     : AgentMetrics::Exit::Stopped);
     if (code == 0 && sig == 0) {
       publish(AgentEvent::WORKER_EXITED, fmt::format("rank {} exited", w.rank), w.rank);
+    } else if (draining_.load() && code == kDrainExitCode && sig == 0) {
+      publish(AgentEvent::WORKER_EXITED, fmt::format("rank {} drained (exit code {})", w.rank, code), w.rank, code);
     } else if (failed_on_its_own) {
       publish(
           AgentEvent::WORKER_FAILED,
@@ -454,6 +488,14 @@ Agent::State Agent::run_workers() {
     publish(AgentEvent::JOB_DONE, fmt::format("stopped by {}", signal_name(stop_signal_)), -1, 128 + stop_signal_);
     return State::Done;
   }
+  if (draining_.load()) {
+    // Drained: the job asks to be retried elsewhere; no local restart.
+    if (!outcome.failures.empty()) print_failure_summary(outcome.failures, group->stopped_ranks(), restarts_, 0);
+    const int code = outcome.failures.empty() ? kDrainExitCode : root_cause(outcome.failures).exit_code;
+    exit_status_ = code == 0 ? kDrainExitCode : code;
+    say(fmt::format("drained: the workers have exited; exiting with {}", exit_status_));
+    return State::Done;
+  }
   if (outcome.failures.empty() && !outcome.reform) {
     exit_status_ = 0;
     return State::Done;
@@ -463,10 +505,70 @@ Agent::State Agent::run_workers() {
     return State::Rendezvous;
   }
   print_failure_summary(outcome.failures, group->stopped_ranks(), restarts_, o_.max_restarts);
+  print_flight_findings(flight_dir);
   const Failure& f = root_cause(outcome.failures);
   exit_status_ = f.signal != 0 ? 128 + f.signal : f.exit_code;
   if (rdzv_) rdzv_->request_new_round(round_);  // the others re-form (without us if we stop here)
   return restarts_ >= o_.max_restarts ? State::Done : State::Restarting;
+}
+
+void Agent::drain(double timeout_s) {
+  if (draining_.exchange(true)) return;  // the first Drain's deadline holds
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(timeout_s));
+  drain_deadline_ns_.store(deadline.time_since_epoch().count());
+  std::ofstream(drain_file_) << timeout_s << "\n";
+  const std::string line =
+      fmt::format("a client called Drain: asking the workers to checkpoint and exit with {} within {:g} s",
+                  kDrainExitCode, timeout_s);
+  say(line);
+  publish(AgentEvent::DRAIN, line);
+}
+
+void Agent::collect_flight_dumps(const std::vector<Worker>& workers, const std::string& dir) {
+  std::vector<std::string> problems;
+  if (read_flight_dumps(dir, &problems).empty()) return;  // no collective failed: nothing to wait for
+  // The other ranks' watchers poll the store every 200 ms; give them a few polls.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  for (;;) {
+    std::map<int, std::string> dumps = read_flight_dumps(dir, &problems);
+    bool all = true;
+    for (const Worker& w : workers)
+      if (!w.reaped && !dumps.count(w.rank)) all = false;
+    if (all || std::chrono::steady_clock::now() >= deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+void Agent::print_flight_findings(const std::string& dir) {
+  std::vector<std::string> problems;
+  const std::map<int, std::string> dumps = read_flight_dumps(dir, &problems);
+  if (dumps.empty()) return;
+  std::vector<int> ranks;
+  for (int lr = 0; lr < o_.nproc; ++lr) ranks.push_back(node_rank_ * o_.nproc + lr);
+  say(fmt::format("flight recorder ({} of {} local ranks dumped, in {}):", dumps.size(), ranks.size(), dir));
+  for (const std::string& line : problems) say("  " + line);
+  for (const std::string& line : analyze_flight_records(dumps, ranks)) say("  " + line);
+}
+
+Agent::~Agent() {
+  service_.reset();  // no client reads the port or token files after this
+  metrics_server_.reset();
+  if (base_dir_.empty()) return;
+  // Depth first: files go unless kept; directories go when left empty.
+  nftw(
+      base_dir_.c_str(),
+      [](const char* path, const struct stat*, int type, struct FTW*) {
+        const std::string p = path;
+        const bool kept = p.find("/flight/") != std::string::npos || p.find("/logs/") != std::string::npos;
+        if (type == FTW_DP) {
+          ::rmdir(path);  // fails, harmlessly, when something kept is inside
+        } else if (!kept) {
+          ::unlink(path);
+        }
+        return 0;
+      },
+      16, FTW_DEPTH | FTW_PHYS);
 }
 
 Agent::State Agent::restart() {

@@ -4,8 +4,11 @@
 //   trainrun events HOST:PORT [--json]   its events, from the start, until it ends
 //   trainrun stop HOST:PORT [--token T]  ends it gracefully
 //   trainrun stacks HOST:PORT [--token T] every running worker's Python stacks
-// (stop and stacks need the job's token: --token, TRAINRUN_AGENT_TOKEN, or
-// the agent's token file on this host)
+//   trainrun flight HOST:PORT|DIR        what the workers' flight records say
+//   trainrun drain HOST:PORT             workers checkpoint and exit with 138
+// (stop, stacks, flight and drain need the job's token: --token,
+// TRAINRUN_AGENT_TOKEN, or the agent's token file on this host; --tls-ca
+// verifies an agent serving TLS)
 #include <CLI/CLI.hpp>
 
 namespace trainrun {
@@ -16,5 +19,7 @@ void add_status_command(CLI::App& app, int& exit_code);
 void add_events_command(CLI::App& app, int& exit_code);
 void add_stop_command(CLI::App& app, int& exit_code);
 void add_stacks_command(CLI::App& app, int& exit_code);
+void add_flight_command(CLI::App& app, int& exit_code);
+void add_drain_command(CLI::App& app, int& exit_code);
 
 }  // namespace trainrun

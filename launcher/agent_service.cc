@@ -2,7 +2,6 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
-
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -10,8 +9,12 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
 
 #include "base/error.h"
+#include "launcher/flight_analysis.h"
 #include "proto/agent.grpc.pb.h"
 
 namespace trainrun {
@@ -23,22 +26,31 @@ constexpr const char* kReadyService = "trainrun.ready";
 
 namespace {
 
-// What the stack handler of a worker says: it answers once per connection and closes.
-std::string read_stacks(const std::string& socket_path, std::chrono::milliseconds patience, std::string* error) {
+// Asks a worker's handler (python/trainrun/_stack_handler.py) for `request`
+// ("stacks" or "flight"): one request line per connection, answered in full,
+// then the handler closes.
+std::string ask_worker(const std::string& socket_path, const std::string& request, std::chrono::milliseconds patience,
+                       std::string* error) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.size() >= sizeof(addr.sun_path)) {
-    *error = "the stack socket's path is too long";
+    *error = "the handler socket's path is too long";
     return "";
   }
   std::strcpy(addr.sun_path, socket_path.c_str());
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    *error = fmt::format("no stack handler answers at {} (not a trainrun Python worker, or it has not started)",
-                         socket_path);
+    *error = fmt::format("no handler answers at {} (not a trainrun Python worker, or it has not started)", socket_path);
     if (fd >= 0) ::close(fd);
     return "";
   }
+  const std::string line = request + "\n";
+  if (::send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+    *error = fmt::format("the worker's handler at {} closed before the request", socket_path);
+    ::close(fd);
+    return "";
+  }
+  ::shutdown(fd, SHUT_WR);
   std::string text;
   const auto deadline = std::chrono::steady_clock::now() + patience;
   char buf[65536];
@@ -46,15 +58,38 @@ std::string read_stacks(const std::string& socket_path, std::chrono::millisecond
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd p{fd, POLLIN, 0};
     if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
-      *error = fmt::format("the worker's stack handler did not finish within {} ms", patience.count());
+      *error = fmt::format("the worker's handler did not finish within {} ms", patience.count());
       break;
     }
     const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n <= 0) break;  // the handler closes after the last stack
+    if (n <= 0) break;  // the handler closes after the answer
     text.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
   return text;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "";
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Plaintext, or TLS from a certificate chain and key in PEM files.
+std::shared_ptr<grpc::ServerCredentials> server_credentials(const AgentTls& tls) {
+  TR_CHECK(tls.cert_file.empty() == tls.key_file.empty(), ValueError,
+           "agent service: give both --agent-tls-cert and --agent-tls-key for TLS, or neither");
+  if (tls.cert_file.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  pair.cert_chain = read_file(tls.cert_file);
+  pair.private_key = read_file(tls.key_file);
+  TR_CHECK(!pair.cert_chain.empty(), ValueError, "agent service: cannot read the TLS certificate {}", tls.cert_file);
+  TR_CHECK(!pair.private_key.empty(), ValueError, "agent service: cannot read the TLS key {}", tls.key_file);
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back(pair);
+  return grpc::SslServerCredentials(options);
 }
 
 }  // namespace
@@ -76,7 +111,51 @@ class AgentService::AgentImpl final : public v1::Agent::Service {
   grpc::Status Stop(grpc::ServerContext* context, const v1::StopRequest*, v1::StopResponse*) override {
     grpc::Status denied = owner_.check_token(*context, "Stop");
     if (!denied.ok()) return denied;
-    owner_.on_stop_();
+    owner_.control_.stop();
+    return grpc::Status::OK;
+  }
+  grpc::Status Drain(grpc::ServerContext* context, const v1::DrainRequest* request, v1::DrainResponse*) override {
+    grpc::Status denied = owner_.check_token(*context, "Drain");
+    if (!denied.ok()) return denied;
+    const double timeout = request->timeout_seconds();
+    if (!(timeout >= 0) || timeout > 7 * 24 * 3600.0)
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          fmt::format("Drain: timeout_seconds must be in [0, 604800] (0: 300 s), got {}", timeout));
+    if (owner_.snapshot().phase() != v1::GetStatusResponse::RUNNING)
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "Drain: the workers are not running (the job is between attempts or ending)");
+    owner_.control_.drain(timeout == 0 ? 300.0 : timeout);
+    return grpc::Status::OK;
+  }
+  grpc::Status GetFlightRecord(grpc::ServerContext* context, const v1::GetFlightRecordRequest*,
+                               v1::GetFlightRecordResponse* out) override {
+    grpc::Status denied = owner_.check_token(*context, "GetFlightRecord");
+    if (!denied.ok()) return denied;
+    const AgentStatus status = owner_.snapshot();
+    const std::string dump_dir = fmt::format("{}/attempt_{}/flight", owner_.control_.base_dir, status.attempt());
+    std::map<int, std::string> records;
+    std::vector<int> ranks;
+    for (const v1::WorkerStatus& w : status.workers()) {
+      v1::WorkerFlightRecord* wr = out->add_workers();
+      wr->set_global_rank(w.global_rank());
+      wr->set_pid(w.pid());
+      ranks.push_back(w.global_rank());
+      std::string error, record;
+      if (w.state() == v1::WorkerStatus::RUNNING) {
+        record = ask_worker(fmt::format("{}/rank{}.sock", owner_.control_.stacks_dir, w.global_rank()), "flight",
+                            std::chrono::milliseconds(5000), &error);
+      } else {
+        record = read_file(fmt::format("{}/rank{}.json", dump_dir, w.global_rank()));
+        if (record.empty()) error = "the worker has exited without dumping its flight record";
+      }
+      if (!record.empty()) {
+        error.clear();
+        records[w.global_rank()] = record;
+      }
+      wr->set_record_json(record);
+      wr->set_error(error);
+    }
+    for (const std::string& line : analyze_flight_records(records, ranks)) out->add_findings(line);
     return grpc::Status::OK;
   }
   grpc::Status DumpStacks(grpc::ServerContext* context, const v1::DumpStacksRequest*,
@@ -93,8 +172,8 @@ class AgentService::AgentImpl final : public v1::Agent::Service {
         continue;
       }
       std::string error;
-      ws->set_stacks(read_stacks(fmt::format("{}/rank{}.sock", owner_.stacks_dir_, w.global_rank()),
-                                 std::chrono::milliseconds(5000), &error));
+      ws->set_stacks(ask_worker(fmt::format("{}/rank{}.sock", owner_.control_.stacks_dir, w.global_rank()), "stacks",
+                                std::chrono::milliseconds(5000), &error));
       ws->set_error(error);
     }
     return grpc::Status::OK;
@@ -115,19 +194,14 @@ class AgentService::AgentImpl final : public v1::Agent::Service {
   AgentService& owner_;
 };
 
-AgentService::AgentService(const std::string& host, int port, std::string token, std::function<void()> on_stop,
-                           std::string stacks_dir)
-    : token_(std::move(token)),
-      on_stop_(std::move(on_stop)),
-      stacks_dir_(std::move(stacks_dir)),
-      agent_impl_(std::make_unique<AgentImpl>(*this)) {
+AgentService::AgentService(const std::string& host, int port, std::string token, AgentControl control, AgentTls tls)
+    : token_(std::move(token)), control_(std::move(control)), agent_impl_(std::make_unique<AgentImpl>(*this)) {
   // gRPC's own health service (Check and Watch), so probes and grpc_health_probe work unchanged.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   const std::string address =
       host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
-  // Read-only calls without credentials: the control calls (with a token) come with TLS options later.
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(address, server_credentials(tls), &port_);
   builder.RegisterService(agent_impl_.get());
   server_ = builder.BuildAndStart();
   TR_CHECK(server_ != nullptr && port_ > 0, DistBackendError,

@@ -26,15 +26,26 @@ namespace trainrun {
 using AgentStatus = trainrun::agent::v1::GetStatusResponse;
 using AgentEvent = trainrun::agent::v1::Event;
 
+// What the control calls act on.
+struct AgentControl {
+  std::function<void()> stop;                   // a Stop was accepted (runs on a gRPC thread)
+  std::function<void(double timeout_s)> drain;  // a Drain was accepted (runs on a gRPC thread)
+  std::string stacks_dir;  // workers' handlers listen at stacks_dir/rank<R>.sock (DumpStacks, GetFlightRecord)
+  std::string base_dir;    // failed workers' flight dumps are in base_dir/attempt_<N>/flight
+};
+
+// TLS for the service: both paths set, or neither (plaintext).
+struct AgentTls {
+  std::string cert_file, key_file;
+};
+
 class AgentService {
  public:
   // Binds host:port (0: a free port) and starts serving; throws
-  // DistBackendError naming the address when it cannot bind. Control calls
-  // (Stop, DumpStacks) must carry `token`; `on_stop` runs (on a gRPC thread)
-  // when a Stop is accepted; DumpStacks reads each running worker's stacks
-  // from `stacks_dir`/rank<R>.sock.
-  AgentService(const std::string& host, int port, std::string token, std::function<void()> on_stop,
-               std::string stacks_dir);
+  // DistBackendError naming the address when it cannot bind, ValueError
+  // naming the file when TLS files cannot be read. Control calls (Stop,
+  // Drain, DumpStacks, GetFlightRecord) must carry `token`.
+  AgentService(const std::string& host, int port, std::string token, AgentControl control, AgentTls tls = {});
   ~AgentService();  // stops serving (in-flight calls get a short grace)
   AgentService(const AgentService&) = delete;
   AgentService& operator=(const AgentService&) = delete;
@@ -62,8 +73,7 @@ class AgentService {
   bool stopping_ = false;
   bool ready_ = false;
   std::string token_;
-  std::function<void()> on_stop_;
-  std::string stacks_dir_;
+  AgentControl control_;
   std::unique_ptr<AgentImpl> agent_impl_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -69,6 +69,11 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option(names("--agent-host"), o.agent_host,
                  "Address the agent service and metrics bind (default 127.0.0.1)")
       ->envname("TRAINRUN_AGENT_HOST");
+  app.add_option(names("--agent-tls-cert"), o.agent_tls_cert,
+                 "Serve the agent service over TLS with this PEM certificate chain (with --agent-tls-key)")
+      ->envname("TRAINRUN_AGENT_TLS_CERT");
+  app.add_option(names("--agent-tls-key"), o.agent_tls_key, "The PEM private key of --agent-tls-cert")
+      ->envname("TRAINRUN_AGENT_TLS_KEY");
   app.add_option(names("--log-format"), o.log_format,
                  "text, or json: every line (the agent's and the workers') as one JSON object")
       ->envname("TRAINRUN_LOG_FORMAT");
@@ -105,6 +110,11 @@ size_t find_program(const CLI::App& app, int argc, char** argv) {
 }
 
 void resolve(LaunchOptions& o) {
+  TR_CHECK(o.agent_tls_cert.empty() == o.agent_tls_key.empty(), ValueError,
+           "--agent-tls-cert and --agent-tls-key go together (got only {})",
+           o.agent_tls_cert.empty() ? "--agent-tls-key" : "--agent-tls-cert");
+  TR_CHECK(o.agent_tls_cert.empty() || o.agent_port >= 0, ValueError,
+           "--agent-tls-cert: TLS is for the agent service; give --agent-port too");
   TR_CHECK(o.agent_port >= -1 && o.agent_port <= 65535, ValueError,
            "--agent-port: {} is not a port (0 picks a free one; leave it out for no agent service)", o.agent_port);
   TR_CHECK(o.log_format == "text" || o.log_format == "json", ValueError,

@@ -36,6 +36,8 @@ struct LaunchOptions {
   // The agent's gRPC service (health and status): off when negative; 0 picks a free port.
   int agent_port = -1;
   std::string agent_host = "127.0.0.1";  // the pod's address on Kubernetes, so probes reach it
+  // TLS for the agent service: PEM certificate chain and private key (both, or neither: plaintext).
+  std::string agent_tls_cert, agent_tls_key;
   // Prometheus metrics at http://agent_host:metrics_port/metrics: off when negative; 0 picks a free port.
   int metrics_port = -1;
   std::string log_format = "text";  // or "json": one JSON object per line (the agent's and the workers')

@@ -26,6 +26,8 @@ int subcommand_main(int argc, char** argv) {
   trainrun::add_events_command(app, exit_code);
   trainrun::add_stop_command(app, exit_code);
   trainrun::add_stacks_command(app, exit_code);
+  trainrun::add_flight_command(app, exit_code);
+  trainrun::add_drain_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -40,17 +42,16 @@ int subcommand_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && (std::strcmp(argv[1], "store") == 0 || std::strcmp(argv[1], "status") == 0 ||
-                   std::strcmp(argv[1], "events") == 0 || std::strcmp(argv[1], "stop") == 0 ||
-                   std::strcmp(argv[1], "stacks") == 0))
-    return subcommand_main(argc, argv);
+  if (argc > 1)
+    for (const char* sub : {"store", "status", "events", "stop", "stacks", "flight", "drain"})
+      if (std::strcmp(argv[1], sub) == 0) return subcommand_main(argc, argv);
   CLI::App app{
       "trainrun: launch a distributed training job, one worker per process, as torchrun does.\n"
       "  trainrun --nproc-per-node 4 train.py --lr 3e-4\n"
       "Flags take torchrun's names (dashes or underscores) and its PET_* environment variables.\n"
       "Also: trainrun store --listen HOST:PORT (a standalone store server);\n"
-      "      trainrun status|events|stop|stacks HOST:PORT (a running job's status, events, a graceful stop, "
-      "or its workers' stacks, through its --agent-port)."};
+      "      trainrun status|events|stop|stacks|flight|drain HOST:PORT (a running job's status, events, a "
+      "graceful stop, its workers' stacks or flight records, a drain, through its --agent-port)."};
   trainrun::LaunchOptions options;
   trainrun::add_launch_flags(app, options);
   try {

@@ -131,7 +131,9 @@ GroupOutcome WorkerGroup::watch(int signal_fd, const WatchHooks& hooks) {
         continue;
       }
       w.reaped = true;
-      const bool failed = w.process->exit_code() != 0;
+      const bool drained = hooks.drain_deadline && hooks.drain_deadline() && w.process->term_signal() == 0 &&
+                           w.process->exit_code() == kDrainExitCode;
+      const bool failed = w.process->exit_code() != 0 && !drained;
       std::string cause;
       if (!failed) {
         w.stopped_by_us = false;  // it finished on its own
@@ -141,6 +143,8 @@ GroupOutcome WorkerGroup::watch(int signal_fd, const WatchHooks& hooks) {
                                            w.process->term_signal(), w.process->exited_at(),
                                            read_worker_error(w.error_file)});
         if (outcome.failures.back().error) cause = outcome.failures.back().error->message;
+        if (!outcome.terminate_signal && !kill_at && hooks.before_stopping_on_failure)
+          hooks.before_stopping_on_failure();
         if (!outcome.terminate_signal) stop_all(SIGTERM);
       }
       if (hooks.on_exit) hooks.on_exit(w, failed && !w.stopped_by_us, cause);
@@ -150,6 +154,12 @@ GroupOutcome WorkerGroup::watch(int signal_fd, const WatchHooks& hooks) {
       next_membership_check = Clock::now() + seconds(hooks.monitor_interval);
       if (hooks.must_reform()) {
         outcome.reform = true;
+        stop_all(SIGTERM);
+      }
+    }
+    if (hooks.drain_deadline && !kill_at) {
+      if (auto deadline = hooks.drain_deadline(); deadline && Clock::now() >= *deadline) {
+        log_line("", "the drain timeout passed: stopping the workers that have not exited");
         stop_all(SIGTERM);
       }
     }

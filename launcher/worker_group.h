@@ -4,9 +4,11 @@
 // exited. The first failure, a stop signal to the agent or a re-formed
 // elastic group stops the rest: SIGTERM, then SIGKILL after the grace
 // period.
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,10 @@
 #include "launcher/worker_process.h"
 
 namespace trainrun {
+
+// The exit code of a worker that checkpointed and asks to be restarted
+// elsewhere (Kubeflow's "retryable" convention); the agent's Drain asks for it.
+constexpr int kDrainExitCode = 138;
 
 struct Worker {
   int local_rank, rank;
@@ -50,6 +56,13 @@ struct WatchHooks {
   std::function<bool()> must_reform;        // elastic: asked every monitor_interval; may be empty
   std::function<void()> on_stopping;        // the agent starts stopping the group
   std::function<void(int)> on_stop_signal;  // the agent received SIGINT, SIGTERM or SIGHUP
+  // A worker failed on its own and the others are about to be stopped: the
+  // agent may first collect what they can tell (flight records).
+  std::function<void()> before_stopping_on_failure;
+  // Draining (the agent's Drain call): exiting with kDrainExitCode is not a
+  // failure, and when the deadline passes the workers still running are
+  // stopped. Empty, or returning nullopt: not draining.
+  std::function<std::optional<std::chrono::steady_clock::time_point>()> drain_deadline;
   // A worker exited: whether it failed on its own, and its error file's message.
   std::function<void(const Worker&, bool failed_on_its_own, const std::string& cause)> on_exit;
 };

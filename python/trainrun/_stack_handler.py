@@ -1,10 +1,13 @@
-"""The worker side of the launcher agent's DumpStacks: when the agent asks
-for it (TRAINRUN_STACKS_DIR, set under `trainrun --agent-port`), a daemon
-thread listens on `<dir>/rank<RANK>.sock` and answers each connection with
-the stacks of every Python thread of this process, innermost call last, then
-closes. No signal is involved, so USR1/USR2 stay the user's (preemption
-warnings) and a worker blocked in C++ still answers (the thread needs only
-the GIL, which blocking calls release)."""
+"""The worker side of the launcher agent's DumpStacks and GetFlightRecord:
+when the agent asks for it (TRAINRUN_STACKS_DIR, set under `trainrun
+--agent-port`), a daemon thread listens on `<dir>/rank<RANK>.sock`. Each
+connection sends one request line and gets one answer, then the handler
+closes it:
+  stacks  every Python thread's stack, innermost call last
+  flight  this process's flight record (JSON; c10d/flight_recorder.h)
+No signal is involved, so USR1/USR2 stay the user's (preemption warnings)
+and a worker blocked in C++ still answers (the thread needs only the GIL,
+which blocking calls release)."""
 import os
 import socket
 import sys
@@ -23,6 +26,25 @@ def format_stacks():
     return "\n".join(parts)
 
 
+def _flight_record():
+    from trainrun import _C
+    return _C.distributed._flight_record_json("the launcher's agent asked (GetFlightRecord)")
+
+
+_ANSWERS = {"stacks": format_stacks, "flight": _flight_record}
+
+
+def _read_request(conn):
+    conn.settimeout(2.0)  # a client that connects and says nothing does not block the next one
+    data = b""
+    while b"\n" not in data and len(data) < 64:
+        chunk = conn.recv(64)
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\n", 1)[0].decode(errors="replace").strip()
+
+
 def _serve(listener):
     while True:
         try:
@@ -31,7 +53,11 @@ def _serve(listener):
             return
         with conn:
             try:
-                conn.sendall(format_stacks().encode())
+                request = _read_request(conn)
+                answer = _ANSWERS.get(request)
+                text = answer() if answer else f"unknown request {request!r} (expected one of {sorted(_ANSWERS)})"
+                conn.settimeout(10.0)
+                conn.sendall(text.encode())
             except OSError:
                 pass  # the agent went away: answer the next one
 

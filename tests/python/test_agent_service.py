@@ -299,6 +299,8 @@ def test_metrics_page_counts_the_job_and_carries_put_metric(job):
 def _token_file(port):
     """The token the agent wrote next to its port file (only the job's user can read it)."""
     for port_file in pathlib.Path("/tmp").glob("trainrun-*/agent_port"):
+        if not pathlib.Path(f"/proc/{port_file.parent.name.rsplit('-', 1)[1]}").exists():
+            continue  # an agent killed before it cleaned up
         if port_file.read_text().strip() == str(port):
             token_file = port_file.parent / "agent_token"
             assert token_file.stat().st_mode & 0o777 == 0o600

@@ -1,5 +1,7 @@
 """trainrun.distributed.elastic: torchelastic's worker-side API under its
 module paths: `multiprocessing.errors.record` (the root cause of a failure,
-written for the launcher) and `metrics` (put_metric and its handlers)."""
+written for the launcher) and `metrics` (put_metric and its handlers); and
+trainrun's `drain_requested()` / `DRAIN_EXIT_CODE` (the agent's Drain)."""
 from trainrun.distributed.elastic import metrics, multiprocessing  # noqa: F401
+from trainrun.distributed.elastic.drain import DRAIN_EXIT_CODE, drain_requested  # noqa: F401
 from trainrun.distributed.elastic.multiprocessing.errors import record  # noqa: F401
