@@ -46,28 +46,32 @@ FlightRecorder& FlightRecorder::global() {
   return *recorder;
 }
 
-FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity) { ring_.resize(capacity); }
+FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity) {
+  ring_.resize(capacity);
+  calls_.resize(capacity);
+}
 
 FlightRecorder::~FlightRecorder() { stop_watching(); }
 
 int FlightRecorder::register_group(const std::string& name, const std::string& backend,
                                    const std::vector<int>& global_ranks) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   groups_.push_back(Group{name, backend, global_ranks});
   return static_cast<int>(groups_.size()) - 1;
 }
 
-uint64_t FlightRecorder::record(int group, uint32_t seq, Kind kind, std::string op, const std::shared_ptr<Work>& work) {
+uint64_t FlightRecorder::record(int group, uint32_t seq, Kind kind, CollectiveCall call,
+                                const std::shared_ptr<Work>& work) {
   if (capacity_ == 0) return 0;
   const int64_t created = now_ns();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   const uint64_t id = next_id_++;
   Entry& e = ring_[(id - 1) % capacity_];
   e.id = id;
   e.group = group;
   e.seq = seq;
   e.kind = kind;
-  e.op = std::move(op);
+  calls_[(id - 1) % capacity_] = std::move(call);
   e.state = "scheduled";
   e.created_ns = created;
   e.started_ns = e.completed_ns = 0;
@@ -76,14 +80,13 @@ uint64_t FlightRecorder::record(int group, uint32_t seq, Kind kind, std::string 
   return id;
 }
 
-void FlightRecorder::completed(uint64_t id, const std::string& error) {
+void FlightRecorder::completed(uint64_t id, int64_t started_ns, const std::string& error) {
   if (id == 0) return;
   const int64_t ended = now_ns();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   Entry& e = ring_[(id - 1) % capacity_];
   if (e.id != id) return;  // overwritten by newer operations already
-  if (auto w = e.work.lock()) e.started_ns = w->started_ns();
-  if (e.started_ns == 0) e.started_ns = ended;  // a backend that does not report starts
+  e.started_ns = started_ns != 0 ? started_ns : ended;  // a backend that does not report starts: at the end
   e.completed_ns = ended;
   e.state = error.empty() ? "completed" : "failed";
   e.error = error;
@@ -91,11 +94,20 @@ void FlightRecorder::completed(uint64_t id, const std::string& error) {
 }
 
 std::vector<FlightRecorder::Entry> FlightRecorder::entries() const {
+  // Copied under the lock, formatted after it: a dump never holds up the collectives being recorded.
   std::vector<Entry> out;
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t first = next_id_ > capacity_ ? next_id_ - capacity_ : 1;
-  for (uint64_t id = first; id < next_id_; ++id) {
-    Entry e = ring_[(id - 1) % capacity_];
+  std::vector<CollectiveCall> calls;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    const uint64_t first = next_id_ > capacity_ ? next_id_ - capacity_ : 1;
+    for (uint64_t id = first; id < next_id_; ++id) {
+      out.push_back(ring_[(id - 1) % capacity_]);
+      calls.push_back(calls_[(id - 1) % capacity_]);
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    Entry& e = out[i];
+    e.op = calls[i].format();
     if (e.state == "scheduled") {
       if (auto w = e.work.lock(); w && w->started_ns() != 0) {
         e.started_ns = w->started_ns();
@@ -103,18 +115,17 @@ std::vector<FlightRecorder::Entry> FlightRecorder::entries() const {
       }
     }
     e.work.reset();
-    out.push_back(std::move(e));
   }
   return out;
 }
 
 std::vector<FlightRecorder::Group> FlightRecorder::groups() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   return groups_;
 }
 
 void FlightRecorder::set_rank(int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   rank_ = rank;
 }
 
@@ -142,7 +153,7 @@ std::string FlightRecorder::dump_json(const std::string& reason) const {
   ::gethostname(host, sizeof(host) - 1);
   int rank;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     rank = rank_;
   }
   nlohmann::json dump{{"version", 1},          {"rank", rank},     {"pid", static_cast<int64_t>(::getpid())},
@@ -157,7 +168,7 @@ std::string FlightRecorder::dump_to_dir(const std::string& reason) const {
   if (dir.empty()) return "";
   int rank;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     rank = rank_;
   }
   const std::string path = fmt::format("{}/rank{}.json", dir, rank);

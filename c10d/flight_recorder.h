@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "c10d/collective_call.h"
 #include "c10d/work.h"
 #include "store/store.h"
 
@@ -69,9 +70,10 @@ class FlightRecorder {
   // A group's index for record(); a group registers once, when its ranks are final.
   int register_group(const std::string& name, const std::string& backend, const std::vector<int>& global_ranks);
   // Records an issued operation and returns its id (0 when recording is off).
-  uint64_t record(int group, uint32_t seq, Kind kind, std::string op, const std::shared_ptr<Work>& work);
-  // The operation ended: completed, or failed with `error` (non-empty).
-  void completed(uint64_t id, const std::string& error);
+  uint64_t record(int group, uint32_t seq, Kind kind, CollectiveCall call, const std::shared_ptr<Work>& work);
+  // The operation ended: completed, or failed with `error` (non-empty);
+  // `started_ns` is its work's started_ns().
+  void completed(uint64_t id, int64_t started_ns, const std::string& error);
 
   // The retained entries, oldest first, with pending ones' start times filled in.
   std::vector<Entry> entries() const;
@@ -99,9 +101,23 @@ class FlightRecorder {
   void stop_watching();
   std::atomic<int64_t> handled_requests_{0};  // the dump requests this process has answered
 
+  // Held for a few stores per operation: a spin lock costs less than a mutex there.
+  class SpinLock {
+   public:
+    void lock() {
+      while (locked_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+    }
+    void unlock() { locked_.store(false, std::memory_order_release); }
+
+   private:
+    std::atomic<bool> locked_{false};
+  };
+
   const size_t capacity_;
-  mutable std::mutex mu_;
-  std::vector<Entry> ring_;  // entry id i lives at ring_[(i - 1) % capacity_]
+  mutable SpinLock mu_;
+  // Entry id i lives at ring_[(i - 1) % capacity_], its call (formatted by entries()) at calls_[same].
+  std::vector<Entry> ring_;
+  std::vector<CollectiveCall> calls_;
   uint64_t next_id_ = 1;
   std::vector<Group> groups_;
   int rank_ = -1;

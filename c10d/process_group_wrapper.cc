@@ -86,17 +86,17 @@ ProcessGroupWrapper::~ProcessGroupWrapper() {
   closing_->store(true);
 }
 
-std::shared_ptr<Work> ProcessGroupWrapper::collective(const std::function<std::string()>& signature,
+std::shared_ptr<Work> ProcessGroupWrapper::collective(CollectiveCall what,
                                                       const std::function<std::shared_ptr<Work>()>& call) {
   const uint32_t seq = ++next_seq_;
   progress_->entered(seq);
-  FlightRecorder& recorder = FlightRecorder::global();
-  std::string described;
-  if (check_signatures_ || recorder.enabled()) described = signature();
-  if (check_signatures_) check_signature(seq, described);
+  if (check_signatures_) check_signature(seq, what.format());
   std::shared_ptr<Work> inner = call();
+  FlightRecorder& recorder = FlightRecorder::global();
   const uint64_t record_id =
-      recorder.record(recorder_group(), seq, FlightRecorder::Kind::Collective, std::move(described), inner);
+      recorder.enabled()
+          ? recorder.record(recorder_group(), seq, FlightRecorder::Kind::Collective, std::move(what), inner)
+          : 0;
   auto outer = std::make_shared<MonitoredWork>(inner);
   // The callback holds what explaining needs, not the wrapper: the group may
   // be destroyed before its works complete.
@@ -104,7 +104,7 @@ std::shared_ptr<Work> ProcessGroupWrapper::collective(const std::function<std::s
   inner->on_completion(
       [weak_outer, inner, seq, record_id, progress = progress_, closing = closing_, timeout = timeout_] {
         std::exception_ptr error = inner->exception();
-        FlightRecorder::global().completed(record_id, error_message(error));
+        FlightRecorder::global().completed(record_id, inner->started_ns(), error_message(error));
         auto outer = weak_outer.lock();
         if (!outer) return;
         if (error && !closing->load()) error = explain(error, seq, *progress, timeout);
@@ -122,14 +122,14 @@ int ProcessGroupWrapper::recorder_group() {
   return recorder_group_.compare_exchange_strong(expected, id) ? id : expected;
 }
 
-std::shared_ptr<Work> ProcessGroupWrapper::recorded_p2p(std::string description, std::shared_ptr<Work> work) {
+std::shared_ptr<Work> ProcessGroupWrapper::recorded_p2p(CollectiveCall what, std::shared_ptr<Work> work) {
   FlightRecorder& recorder = FlightRecorder::global();
   if (!recorder.enabled()) return work;
-  const uint64_t id = recorder.record(recorder_group(), ++next_p2p_seq_, FlightRecorder::Kind::PointToPoint,
-                                      std::move(description), work);
+  const uint64_t id =
+      recorder.record(recorder_group(), ++next_p2p_seq_, FlightRecorder::Kind::PointToPoint, std::move(what), work);
   work->on_completion([id, weak = std::weak_ptr<Work>(work)] {
     auto w = weak.lock();
-    FlightRecorder::global().completed(id, w ? error_message(w->exception()) : "");
+    FlightRecorder::global().completed(id, w ? w->started_ns() : 0, w ? error_message(w->exception()) : "");
   });
   return work;
 }
@@ -186,112 +186,107 @@ void ProcessGroupWrapper::check_signature(uint32_t seq, const std::string& signa
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::allreduce(Tensor& tensor, ReduceOp op) {
-  return collective([&] { return fmt::format("allreduce({}, {})", describe(tensor), op.name()); },
+  return collective(CollectiveCall("allreduce", tensor).with_reduce(op),
                     [&] { return backend_->allreduce(tensor, op); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::allreduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op) {
-  return collective([&] { return fmt::format("allreduce_coalesced({}, {})", describe(tensors), op.name()); },
+  return collective(list_call(fmt::format("allreduce_coalesced({}, {})", describe(tensors), op.name())),
                     [&] { return backend_->allreduce_coalesced(tensors, op); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::broadcast(Tensor& tensor, int root) {
-  return collective([&] { return fmt::format("broadcast({}, root {})", describe(tensor), root); },
+  return collective(CollectiveCall("broadcast", tensor).with_root(root),
                     [&] { return backend_->broadcast(tensor, root); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::reduce(Tensor& tensor, int root, ReduceOp op) {
-  return collective([&] { return fmt::format("reduce({}, root {}, {})", describe(tensor), root, op.name()); },
+  return collective(CollectiveCall("reduce", tensor).with_root(root).with_reduce(op),
                     [&] { return backend_->reduce(tensor, root, op); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
-  return collective([&] { return fmt::format("allgather({})", describe(input)); },
-                    [&] { return backend_->allgather(outputs, input); });
+  return collective(CollectiveCall("allgather", input), [&] { return backend_->allgather(outputs, input); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::all_gather_into_tensor(Tensor& output, const Tensor& input) {
-  return collective([&] { return fmt::format("all_gather_into_tensor({})", describe(input)); },
+  return collective(CollectiveCall("all_gather_into_tensor", input),
                     [&] { return backend_->all_gather_into_tensor(output, input); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::reduce_scatter(Tensor& output, std::vector<Tensor>& inputs, ReduceOp op) {
-  return collective([&] { return fmt::format("reduce_scatter({}, {})", describe(output), op.name()); },
+  return collective(CollectiveCall("reduce_scatter", output).with_reduce(op),
                     [&] { return backend_->reduce_scatter(output, inputs, op); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) {
-  return collective([&] { return fmt::format("reduce_scatter_tensor({}, {})", describe(output), op.name()); },
+  return collective(CollectiveCall("reduce_scatter_tensor", output).with_reduce(op),
                     [&] { return backend_->reduce_scatter_tensor(output, input, op); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::alltoall_base(Tensor& output, const Tensor& input,
                                                          const IntList& output_splits, const IntList& input_splits) {
   // Splits differ between ranks by design; only dtype and trailing shape must agree.
+  IntList rest(input.sizes().begin() + std::min<size_t>(1, input.sizes().size()), input.sizes().end());
   return collective(
-      [&] {
-        IntList rest(input.sizes().begin() + std::min<size_t>(1, input.sizes().size()), input.sizes().end());
-        return fmt::format("alltoall_base({}, rows of [{}])", dtype_name(input.dtype()), fmt::join(rest, ", "));
-      },
+      list_call(fmt::format("alltoall_base({}, rows of [{}])", dtype_name(input.dtype()), fmt::join(rest, ", "))),
       [&] { return backend_->alltoall_base(output, input, output_splits, input_splits); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::alltoall(std::vector<Tensor>& outputs, std::vector<Tensor>& inputs) {
   return collective(
-      [&] { return fmt::format("alltoall({} x {})", inputs.size(), inputs.empty() ? "" : dtype_name(inputs[0].dtype())); },
+      list_call(fmt::format("alltoall({} x {})", inputs.size(), inputs.empty() ? "" : dtype_name(inputs[0].dtype()))),
       [&] { return backend_->alltoall(outputs, inputs); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::gather(std::vector<Tensor>& outputs, const Tensor& input, int root) {
-  return collective([&] { return fmt::format("gather({}, root {})", describe(input), root); },
+  return collective(CollectiveCall("gather", input).with_root(root),
                     [&] { return backend_->gather(outputs, input, root); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::scatter(Tensor& output, std::vector<Tensor>& inputs, int root) {
-  return collective([&] { return fmt::format("scatter({}, root {})", describe(output), root); },
+  return collective(CollectiveCall("scatter", output).with_root(root),
                     [&] { return backend_->scatter(output, inputs, root); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::barrier() {
-  return collective([] { return std::string("barrier()"); }, [&] { return backend_->barrier(); });
+  return collective(CollectiveCall("barrier"), [&] { return backend_->barrier(); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::allgather_into_tensor_coalesced(std::vector<Tensor>& outputs,
                                                                            std::vector<Tensor>& inputs) {
-  return collective([&] { return fmt::format("allgather_into_tensor_coalesced({})", describe(inputs)); },
+  return collective(list_call(fmt::format("allgather_into_tensor_coalesced({})", describe(inputs))),
                     [&] { return backend_->allgather_into_tensor_coalesced(outputs, inputs); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::reduce_scatter_tensor_coalesced(std::vector<Tensor>& outputs,
                                                                            std::vector<Tensor>& inputs, ReduceOp op) {
-  return collective(
-      [&] { return fmt::format("reduce_scatter_tensor_coalesced({}, {})", describe(outputs), op.name()); },
-      [&] { return backend_->reduce_scatter_tensor_coalesced(outputs, inputs, op); });
+  return collective(list_call(fmt::format("reduce_scatter_tensor_coalesced({}, {})", describe(outputs), op.name())),
+                    [&] { return backend_->reduce_scatter_tensor_coalesced(outputs, inputs, op); });
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::send(const Tensor& tensor, int dst, int tag) {
   auto work = backend_->send(tensor, dst, tag);
-  return recorded_p2p(fmt::format("send({}, to {}, tag {})", describe(tensor), dst, tag), std::move(work));
+  return recorded_p2p(CollectiveCall("send", tensor).with_peer(dst, tag), std::move(work));
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::recv(Tensor& tensor, int src, int tag) {
   auto work = backend_->recv(tensor, src, tag);
-  return recorded_p2p(fmt::format("recv({}, from {}, tag {})", describe(tensor), src, tag), std::move(work));
+  return recorded_p2p(CollectiveCall("recv", tensor).with_peer(src, tag), std::move(work));
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::recv_anysource(Tensor& tensor, int tag) {
   auto work = backend_->recv_anysource(tensor, tag);
-  return recorded_p2p(fmt::format("recv({}, from any, tag {})", describe(tensor), tag), std::move(work));
+  return recorded_p2p(CollectiveCall("recv", tensor).with_peer(-2, tag), std::move(work));
 }
 
 std::vector<std::shared_ptr<Work>> ProcessGroupWrapper::batch_isend_irecv(std::vector<P2POp>& ops) {
   std::vector<std::shared_ptr<Work>> works = backend_->batch_isend_irecv(ops);
   for (size_t i = 0; i < works.size() && i < ops.size(); ++i) {
     const P2POp& op = ops[i];
-    works[i] = recorded_p2p(op.kind == P2POp::SEND
-                                ? fmt::format("send({}, to {}, tag {})", describe(op.tensor), op.peer, op.tag)
-                                : fmt::format("recv({}, from {}, tag {})", describe(op.tensor), op.peer, op.tag),
-                            std::move(works[i]));
+    works[i] =
+        recorded_p2p(CollectiveCall(op.kind == P2POp::SEND ? "send" : "recv", op.tensor).with_peer(op.peer, op.tag),
+                     std::move(works[i]));
   }
   return works;
 }

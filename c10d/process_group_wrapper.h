@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "c10d/collective_call.h"
 #include "c10d/collective_progress.h"
 #include "c10d/process_group.h"
 #include "store/store.h"
@@ -69,11 +70,10 @@ class ProcessGroupWrapper final : public ProcessGroup {
 
  private:
   // Numbers the collective, checks its signature (debug mode), runs `call`
-  // on the backend, and returns a work whose failure names the laggards.
-  std::shared_ptr<Work> collective(const std::function<std::string()>& signature,
-                                   const std::function<std::shared_ptr<Work>()>& call);
+  // on the backend, records it, and returns a work whose failure names the laggards.
+  std::shared_ptr<Work> collective(CollectiveCall what, const std::function<std::shared_ptr<Work>()>& call);
   // Records a point-to-point work in the flight recorder; returns it.
-  std::shared_ptr<Work> recorded_p2p(std::string description, std::shared_ptr<Work> work);
+  std::shared_ptr<Work> recorded_p2p(CollectiveCall what, std::shared_ptr<Work> work);
   // This group's index in the flight recorder (registered at its first operation, when its ranks are final).
   int recorder_group();
   // Debug mode: every rank's signature of collective `seq`, through the store.

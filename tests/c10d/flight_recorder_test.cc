@@ -55,12 +55,13 @@ TEST(FlightRecorder, KeepsTheLastOperationsWithTheirStates) {
   std::vector<uint64_t> ids;
   for (int i = 1; i <= 5; ++i) {
     works.push_back(std::make_shared<Work>("w"));
-    ids.push_back(fr.record(g, i, FlightRecorder::Kind::Collective, fmt::format("allreduce #{}", i), works.back()));
+    ids.push_back(
+        fr.record(g, i, FlightRecorder::Kind::Collective, list_call(fmt::format("allreduce #{}", i)), works.back()));
   }
-  fr.completed(ids[0], "");  // long overwritten: ignored
+  fr.completed(ids[0], 0, "");  // long overwritten: ignored
   works[2]->mark_started();
-  fr.completed(ids[3], "");
-  fr.completed(ids[4], "connection reset");
+  fr.completed(ids[3], 0, "");
+  fr.completed(ids[4], 0, "connection reset");
   const auto entries = fr.entries();
   ASSERT_EQ(entries.size(), 3u);
   EXPECT_EQ(entries[0].seq, 3u);
@@ -81,12 +82,26 @@ TEST(FlightRecorder, KeepsTheLastOperationsWithTheirStates) {
   EXPECT_EQ(dump["entries"][2]["error"], "connection reset");
 }
 
+TEST(CollectiveCall, FormatsEachKindOfCall) {
+  Tensor t = ones({4, 2});
+  EXPECT_EQ(CollectiveCall("allreduce", t).with_reduce(ReduceOp::MAX).format(), "allreduce(float32 [4, 2], MAX)");
+  EXPECT_EQ(CollectiveCall("reduce", t).with_root(1).with_reduce({}).format(), "reduce(float32 [4, 2], root 1, SUM)");
+  EXPECT_EQ(CollectiveCall("broadcast", t).with_root(0).format(), "broadcast(float32 [4, 2], root 0)");
+  EXPECT_EQ(CollectiveCall("send", t).with_peer(3, 7).format(), "send(float32 [4, 2], to 3, tag 7)");
+  EXPECT_EQ(CollectiveCall("recv", t).with_peer(-2, 0).format(), "recv(float32 [4, 2], from any, tag 0)");
+  EXPECT_EQ(CollectiveCall("barrier").format(), "barrier()");
+  EXPECT_EQ(CollectiveCall("allgather", zeros({1, 1, 1, 1, 1, 1, 1, 1, 2})).format(),
+            "allgather(float32 [1, 1, 1, 1, 1, 1, 1, 1, ...])");
+  EXPECT_EQ(list_call("alltoall(2 x float32)").format(), "alltoall(2 x float32)");
+}
+
 TEST(FlightRecorder, CapacityZeroRecordsNothing) {
   FlightRecorder fr(0);
   EXPECT_FALSE(fr.enabled());
-  EXPECT_EQ(fr.record(fr.register_group("g", "gloo", {0}), 1, FlightRecorder::Kind::Collective, "barrier()", nullptr),
+  EXPECT_EQ(fr.record(fr.register_group("g", "gloo", {0}), 1, FlightRecorder::Kind::Collective,
+                      CollectiveCall("barrier"), nullptr),
             0u);
-  fr.completed(0, "");
+  fr.completed(0, 0, "");
   EXPECT_TRUE(fr.entries().empty());
 }
 
