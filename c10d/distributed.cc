@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "c10d/flight_recorder.h"
 #include "c10d/process_group_wrapper.h"
+#include "c10d/worker_handler.h"
 #include "store/file_store.h"
 #include "store/host_port.h"
 #include "store/prefix_store.h"
@@ -192,6 +193,8 @@ void init_process_group(const InitOptions& options) {
   // Dumps name this rank; under the launcher, other ranks' dump requests arrive through the job's store.
   FlightRecorder::global().set_rank(rank);
   FlightRecorder::global().watch(store);
+  // Under `trainrun --agent-port`, a program without Python answers DumpStacks and GetFlightRecord too.
+  start_worker_handler();
   s.backend = options.backend;
   s.timeout = options.timeout;
   s.next_group_id = 1;

@@ -7,6 +7,8 @@
 //   launcher_worker allreduce STEPS    init_process_group (env://), STEPS allreduces, check the sums
 //   launcher_worker segv               rank 0 dies of SIGSEGV; the others sleep 60 s
 //   launcher_worker say                print one line to stdout and one to stderr
+//   launcher_worker idle DIR           init_process_group, 3 allreduces, write DIR/ready.<rank>, then wait in
+//                                      waiting_in_a_named_function until DIR/go exists
 #include <signal.h>
 #include <unistd.h>
 
@@ -34,6 +36,11 @@ std::string env(const char* name) {
 volatile sig_atomic_t g_usr1 = 0, g_term = 0;
 
 }  // namespace
+
+// Exported (the binary links with -rdynamic) so that native stacks name it.
+extern "C" __attribute__((noinline)) void waiting_in_a_named_function(const std::string& go) {
+  while (access(go.c_str(), F_OK) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
@@ -121,6 +128,15 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
       return 1;
     }
+    return 0;
+  }
+  if (mode == "idle" && argc == 3) {
+    c10d::init_process_group(c10d::InitOptions{});
+    Tensor t = full({4}, 1.0);
+    for (int s = 0; s < 3; ++s) c10d::default_group()->allreduce(t)->wait();
+    std::ofstream(std::string(argv[2]) + "/ready." + std::to_string(rank)) << "ready\n";
+    waiting_in_a_named_function(std::string(argv[2]) + "/go");
+    c10d::destroy_process_group();
     return 0;
   }
   if (mode == "segv") {

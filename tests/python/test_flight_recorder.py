@@ -300,3 +300,51 @@ def test_bad_tls_options_are_refused_by_name(tmp_path):
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode != 0, missing.stdout + missing.stderr
     assert f"cannot read the TLS certificate {tmp_path / 'none.pem'}" in missing.stderr + missing.stdout
+
+
+def test_a_cpp_worker_answers_dump_stacks_and_get_flight_record(tmp_path):
+    """A worker without Python (tests/launcher/launcher_worker.cc): init_process_group starts the native handler."""
+    grpc = pytest.importorskip("grpc", reason="python3-grpcio is not installed")
+    sys.path.insert(0, str(ROOT / "bazel-bin" / "proto"))
+    agent_pb2 = pytest.importorskip("agent_pb2", reason="bazel build //proto:agent_py first")
+    worker = ROOT / "bazel-bin" / "tests" / "launcher" / "launcher_worker"
+    proc = subprocess.Popen([str(TRAINRUN), "--agent-port", "0", "--nproc-per-node", "2", "--no-python", str(worker),
+                             "idle", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        port = None
+        for line in proc.stdout:
+            if "agent service on " in line:
+                port = int(line.split(":")[-1].split()[0])
+                break
+        assert port, "the agent did not start its service"
+        deadline = time.monotonic() + 60
+        while not all((tmp_path / f"ready.{r}").exists() for r in (0, 1)):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        token = (("authorization", "Bearer " + _token(port)),)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stacks = channel.unary_unary("/trainrun.agent.v1.Agent/DumpStacks",
+                                         request_serializer=agent_pb2.DumpStacksRequest.SerializeToString,
+                                         response_deserializer=agent_pb2.DumpStacksResponse.FromString)(
+                agent_pb2.DumpStacksRequest(), metadata=token, timeout=30)
+            record = channel.unary_unary("/trainrun.agent.v1.Agent/GetFlightRecord",
+                                         request_serializer=agent_pb2.GetFlightRecordRequest.SerializeToString,
+                                         response_deserializer=agent_pb2.GetFlightRecordResponse.FromString)(
+                agent_pb2.GetFlightRecordRequest(), metadata=token, timeout=30)
+        assert sorted(w.global_rank for w in stacks.workers) == [0, 1]
+        for w in stacks.workers:
+            assert w.error == "", w.error
+            assert "waiting_in_a_named_function" in w.stacks and "main+" in w.stacks, w.stacks
+            assert f"(pid {w.pid})" in w.stacks
+        for w in record.workers:
+            entries = json.loads(w.record_json)["entries"]
+            assert [(e["seq"], e["op"], e["state"]) for e in entries] == \
+                [(s, "allreduce(float32 [4], SUM)", "completed") for s in (1, 2, 3)], entries
+        assert "group 'default': every rank completed collective #3 allreduce(float32 [4], SUM)" in record.findings
+        (tmp_path / "go").touch()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
