@@ -38,7 +38,23 @@ PACKAGES=(
   python3-prometheus-client  # the metrics tests parse the page with it
   prometheus              # promtool: the metrics tests check the page with it
   python3-matplotlib      # the main job's loss curve (examples/train_lm.py)
+  python3-jsonschema      # deploy/validate.py checks custom resources against their CRDs
 )
+
+# deploy/validate.py checks core Kubernetes objects with npm's kubernetes-models
+# (deploy/package.json, pinned by its lock file). Without node or the
+# registry, the deploy tests skip and say why; nothing else needs it.
+install_npm_packages() {
+  local deploy
+  deploy="$(cd "$(dirname "$0")/.." && pwd)/deploy"
+  [ -d "$deploy/node_modules/kubernetes-models" ] && return 0
+  command -v npm >/dev/null || { echo "setup: npm not found: the deploy schema checks will skip"; return 0; }
+  if (cd "$deploy" && npm ci --no-audit --no-fund >/tmp/trainrun-npm.log 2>&1); then
+    echo "setup: installed deploy/node_modules (kubernetes-models)"
+  else
+    echo "setup: npm ci failed (log: /tmp/trainrun-npm.log): the deploy schema checks will skip"
+  fi
+}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -47,6 +63,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages already installed"
+  install_npm_packages
   exit 0
 fi
 
@@ -64,3 +81,4 @@ if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >/tmp/trai
   }
 fi
 echo "setup: installed ${missing[*]}"
+install_npm_packages
