@@ -1,6 +1,7 @@
 """deploy/: the Kubernetes templates render and pass deploy/validate.py (schemas and the trainrun lint), and
 every check fails on a broken copy of a template, naming what is wrong; the Slurm script and the container
 recipe hold what they must."""
+import importlib.util
 import pathlib
 import shutil
 import subprocess
@@ -18,9 +19,7 @@ def _missing_tools():
         return "kubectl is not installed (kubectl kustomize renders the templates)"
     if shutil.which("node") is None or not (DEPLOY / "node_modules" / "kubernetes-models").exists():
         return "node or deploy/node_modules is missing (scripts/setup.sh installs kubernetes-models with npm)"
-    try:
-        import jsonschema  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("jsonschema") is None:
         return "python3-jsonschema is not installed"
     return None
 
@@ -43,7 +42,6 @@ def test_every_template_renders_and_passes():
 
 
 def test_the_readme_exit_codes_are_what_the_lint_enforces():
-    import importlib.util
     spec = importlib.util.spec_from_file_location("deploy_validate", VALIDATE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -127,3 +125,126 @@ def test_a_broken_overlay_is_caught(tmp_path):
     overlay.write_text("resources: [../../no-such-base]\n")
     rc, out = _validate(copy / "overlays" / "gpu-4x8")
     assert rc == 1 and "kubectl kustomize failed" in out, out
+
+
+# ---- Slurm: the sbatch script under a fake srun/scontrol on this machine -------------------------------------
+
+FAKE_SCONTROL = """#!/bin/bash
+# `scontrol show hostnames LIST` prints one host per line; other calls are logged.
+if [ "$1 $2" = "show hostnames" ]; then printf 'localhost\\nlocalhost\\n'; exit 0; fi
+echo "$@" >> "$SLURM_TEST_DIR/scontrol.log"
+"""
+
+# srun --ntasks=N ... bash -c CMD ARGS: runs N tasks here, SLURM_NODEID=0..N-1; USR1 goes to every task.
+FAKE_SRUN = """#!/bin/bash
+while [[ "$1" == --* ]]; do shift; done
+pids=()
+for ((i = 0; i < SLURM_NNODES; i++)); do
+  SLURM_NODEID=$i "$@" &
+  pids+=($!)
+done
+trap 'kill -USR1 "${pids[@]}" 2>/dev/null' USR1
+status=0
+for p in "${pids[@]}"; do
+  while true; do
+    wait "$p"; s=$?
+    kill -0 "$p" 2>/dev/null && continue
+    break
+  done
+  [ "$s" -ne 0 ] && status=$s
+done
+exit $status
+"""
+
+SLURM_WORKER = """
+import os, pathlib, signal, sys, time
+import trainrun as torch
+import trainrun.distributed as dist
+out = pathlib.Path(os.environ["SLURM_TEST_DIR"])
+got_usr1 = []
+signal.signal(signal.SIGUSR1, lambda *a: got_usr1.append(1))
+dist.init_process_group("gloo")
+t = torch.ones(2)
+dist.all_reduce(t)
+(out / f"rank{dist.get_rank()}.of{dist.get_world_size()}").write_text(str(t.tolist()))
+if os.environ.get("MODE") == "usr1":
+    deadline = time.monotonic() + 60
+    while not got_usr1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (out / f"usr1.{dist.get_rank()}").touch()
+dist.destroy_process_group()
+sys.exit(int(os.environ.get("EXIT", "0")))
+"""
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _sbatch(tmp_path, mode="", exit_code=0):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    (bin_dir / "trainrun").symlink_to(ROOT / "bazel-bin" / "launcher" / "trainrun")
+    (tmp_path / "worker.py").write_text(SLURM_WORKER)
+    import os
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_TEST_DIR=str(tmp_path),
+               SLURM_JOB_NODELIST="node[0-1]", SLURM_NNODES="2", SLURM_JOB_ID="4242", SLURM_CPUS_ON_NODE="8",
+               TRAINRUN_NPROC="2", TRAINRUN_PORT=str(_free_port()), PYTHONPATH=str(ROOT / "python"),
+               OMP_NUM_THREADS="1", MODE=mode, EXIT=str(exit_code))
+    return subprocess.Popen(["bash", str(DEPLOY / "slurm" / "trainrun.sbatch"), str(tmp_path / "worker.py")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+@pytest.fixture
+def sbatch(tmp_path):
+    import os
+    import signal
+    procs = []
+
+    def start(**kwargs):
+        procs.append(_sbatch(tmp_path, **kwargs))
+        return procs[-1]
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+
+
+def test_the_sbatch_script_runs_one_agent_per_node(sbatch, tmp_path):
+    p = sbatch()
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 0, out
+    # 2 nodes x 2 processes, node ranks from SLURM_NODEID: every global rank ran once, in one group of 4.
+    assert sorted(f.name for f in tmp_path.glob("rank*.of*")) == [f"rank{r}.of4" for r in range(4)], out
+    assert (tmp_path / "rank3.of4").read_text() == "[4.0, 4.0]"
+    assert not (tmp_path / "scontrol.log").exists()
+
+
+def test_usr1_before_the_time_limit_reaches_every_worker(sbatch, tmp_path):
+    import signal
+    import time
+    p = sbatch(mode="usr1")
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("rank*.of4"))) < 4:
+        assert time.monotonic() < deadline and p.poll() is None, p.stdout.read() if p.poll() is not None else ""
+        time.sleep(0.05)
+    time.sleep(0.3)  # the workers are past their allreduce, in their wait for the signal
+    p.send_signal(signal.SIGUSR1)  # what --signal=B:USR1@90 does
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 0, out
+    assert sorted(f.name for f in tmp_path.glob("usr1.*")) == [f"usr1.{r}" for r in range(4)], out
+
+
+def test_a_drained_job_is_requeued(sbatch, tmp_path):
+    p = sbatch(exit_code=138)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 138, out
+    assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", "4242"]
