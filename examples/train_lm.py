@@ -125,9 +125,11 @@ def learning_rate(step, args):
 
 
 def latest_checkpoint(run_dir):
-    folders = sorted((run_dir / "ckpt").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
+    # Only step_N folders with their commit marker: a save cut short (a node lost mid-save) leaves
+    # step_N.partial, which is neither a number nor complete.
+    folders = [p for p in (run_dir / "ckpt").glob("step_*") if p.name[len("step_"):].isdigit()]
     complete = [p for p in folders if (p / ".committed").exists()]
-    return complete[-1] if complete else None
+    return max(complete, key=lambda p: int(p.name[len("step_"):])) if complete else None
 
 
 def mean_over_ranks(value):

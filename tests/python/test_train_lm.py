@@ -79,3 +79,20 @@ def test_a_killed_job_resumes_on_another_rank_count_along_the_same_curve(tmp_pat
     for step in (s for s in (20, 30) if s > start):
         assert resumed[step] == pytest.approx(uninterrupted[step], abs=2e-3), (start, resumed, uninterrupted)
     assert LAST_LINE.match(lines[-1]) and " on 1 ranks " in lines[-1]
+
+
+def test_resume_skips_a_save_cut_short(tmp_path):
+    """A node lost mid-save leaves step_N.partial (found by the emulated cluster's elastic scenario):
+    --resume takes the newest committed step_N and never trips over the partial folder."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("train_lm", ROOT / "examples" / "train_lm.py")
+    train_lm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train_lm)
+    ckpt = tmp_path / "ckpt"
+    for name, committed in (("step_3", True), ("step_20", True), ("step_100", False), ("step_5.partial", False),
+                            ("step_200.partial", True)):
+        (ckpt / name).mkdir(parents=True)
+        if committed:
+            (ckpt / name / ".committed").touch()
+    assert train_lm.latest_checkpoint(tmp_path) == ckpt / "step_20"
+    assert train_lm.latest_checkpoint(tmp_path / "none") is None
