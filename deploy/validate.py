@@ -147,7 +147,8 @@ def pod_specs(doc):
         yield "spec.template.spec", (spec.get("template") or {}).get("spec") or {}, None
     elif kind == "PyTorchJob":
         for role, replica in (spec.get("pytorchReplicaSpecs") or {}).items():
-            yield f"spec.pytorchReplicaSpecs.{role}.template.spec", (replica.get("template") or {}).get("spec") or {}, None
+            pod = (replica.get("template") or {}).get("spec") or {}
+            yield f"spec.pytorchReplicaSpecs.{role}.template.spec", pod, None
     elif doc.get("apiVersion", "").startswith("batch.volcano.sh/"):
         for i, task in enumerate(spec.get("tasks") or []):
             yield f"spec.tasks[{i}].template.spec", (task.get("template") or {}).get("spec") or {}, None

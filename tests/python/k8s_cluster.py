@@ -13,7 +13,7 @@ then SIGKILL after its terminationGracePeriodSeconds, as the kubelet does.
     unshare -rnm /usr/bin/python3 tests/python/k8s_cluster.py SCENARIO RENDERED.yaml OUT_DIR [EXTRA_ARG ...]
 
 Scenarios (each writes OUT_DIR/result.json; pod logs go to OUT_DIR/<pod>.log):
-  static    every pod of the Indexed Job runs to the end
+  static    every pod of the workload (an Indexed Job, a JobSet or a Volcano Job) runs to the end
   dns-lag   the same, with node 0's DNS record published only 4 s after every pod has started
   preempt   once every pod is ready (the readiness probe, asked as the kubelet would), every pod is deleted
   elastic   the store Deployment and 3 of the worker Job's pods; one pod is lost, the others re-form; a
@@ -48,6 +48,8 @@ class Pod:
         self.ip = f"{SUBNET}.{self.index}"
         self.process = None
         self.conditions = []
+        self.injected = {}  # what a controller adds to the container's environment (Volcano's VK_TASK_INDEX)
+        self.failure_action = lambda pod: "Count"  # what the owner does with a failed pod
         self.log = cluster.out / f"{name}.log"
         # A namespace holder: its network and UTS namespaces are the pod's.
         self.holder = subprocess.Popen(["unshare", "-n", "-u", "sleep", "infinity"])
@@ -74,6 +76,7 @@ class Pod:
                "HOME": str(self.cluster.out)}
         if "batch.kubernetes.io/job-completion-index" in self.annotations:
             env["JOB_COMPLETION_INDEX"] = self.annotations["batch.kubernetes.io/job-completion-index"]
+        env.update(self.injected)
         fields = {"status.podIP": self.ip, "metadata.name": self.name, "metadata.namespace": "default"}
         for e in self.container().get("env") or []:
             if "value" in e:
@@ -198,10 +201,75 @@ class Cluster:
         annotations = {"batch.kubernetes.io/job-completion-index": str(index)}
         subdomain = template["spec"].get("subdomain")
         pod = Pod(self, name, template["spec"], labels, annotations, subdomain)
+        pod.failure_action = lambda p: pod_failure_action(job["spec"], p)
         self.pods.append(pod)
         if dns:
             self.publish_pod(pod)
         return pod
+
+    def jobset_pods(self, jobset, dns=True):
+        """What the JobSet controller makes: pods <jobset>-<job>-<jobIndex>-<podIndex> on the network's
+        subdomain (a headless Service it creates), with the coordinator annotation and its labels."""
+        name, spec = jobset["metadata"]["name"], jobset["spec"]
+        subdomain = (spec.get("network") or {}).get("subdomain") or name
+        c = spec.get("coordinator")
+        coordinator = f"{name}-{c['replicatedJob']}-{c.get('jobIndex', 0)}-{c.get('podIndex', 0)}.{subdomain}" if c \
+            else None
+        pods = []
+        for rj in spec["replicatedJobs"]:
+            job_spec = rj["template"]["spec"]
+            for j in range(rj.get("replicas", 1)):
+                for i in range(job_spec.get("completions", 1)):
+                    labels = {"jobset.sigs.k8s.io/jobset-name": name,
+                              "jobset.sigs.k8s.io/replicatedjob-name": rj["name"],
+                              "jobset.sigs.k8s.io/job-index": str(j), "jobset.sigs.k8s.io/restart-attempt": "0"}
+                    annotations = {"batch.kubernetes.io/job-completion-index": str(i)}
+                    if coordinator:
+                        annotations["jobset.sigs.k8s.io/coordinator"] = coordinator
+                    pod = Pod(self, f"{name}-{rj['name']}-{j}-{i}", job_spec["template"]["spec"], labels, annotations,
+                              subdomain)
+                    pod.failure_action = lambda p, js=job_spec: pod_failure_action(js, p)
+                    self.pods.append(pod)
+                    pods.append(pod)
+        if dns:
+            for pod in pods:
+                self.publish_pod(pod)
+        return pods
+
+    def volcano_pods(self, vcjob, dns=True):
+        """What Volcano makes with the svc and env plugins: pods <job>-<task>-<index> on subdomain <job> (a
+        headless Service), VK_TASK_INDEX in their environment; task policies map exit codes to actions."""
+        name = vcjob["metadata"]["name"]
+        pods = []
+        for task in vcjob["spec"]["tasks"]:
+            actions = {p["exitCode"]: p["action"] for p in task.get("policies") or [] if "exitCode" in p}
+            for i in range(task.get("replicas", 1)):
+                pod = Pod(self, f"{name}-{task['name']}-{i}", task["template"]["spec"],
+                          {"volcano.sh/job-name": name}, {}, name)
+                pod.injected = {"VK_TASK_INDEX": str(i), "VC_TASK_INDEX": str(i)}
+                pod.failure_action = lambda p, a=actions: a.get(p.exit_code(), "RestartJob")
+                self.pods.append(pod)
+                pods.append(pod)
+        if dns:
+            for pod in pods:
+                self.publish(pod.ip, pod.name, f"{pod.name}.{name}")
+        return pods
+
+    def workload_pods(self, dns=True):
+        """The pods of the manifest's workload (an Indexed Job, a JobSet or a Volcano Job), the store host first;
+        with dns=False none is published yet (publish_workload does it)."""
+        if self.find("JobSet"):
+            return self.jobset_pods(self.find("JobSet")[0], dns)
+        if self.find("Job", "batch.volcano.sh/v1alpha1"):
+            return self.volcano_pods(self.find("Job", "batch.volcano.sh/v1alpha1")[0], dns)
+        job = self.find("Job", "batch/v1")[0]
+        return [self.job_pod(job, i, dns) for i in range(job["spec"]["completions"])]
+
+    def publish_workload_pod(self, pod):
+        if "volcano.sh/job-name" in pod.labels or "jobset.sigs.k8s.io/jobset-name" in pod.labels:
+            self.publish(pod.ip, pod.name, f"{pod.name}.{pod.subdomain}")  # the controller's headless Service
+        else:
+            self.publish_pod(pod)
 
     def publish_pod(self, pod):
         headless = {s["metadata"]["name"] for s in self.find("Service") if s["spec"].get("clusterIP") == "None"}
@@ -227,10 +295,10 @@ class Cluster:
             p.close()
 
 
-def pod_failure_action(job, pod):
-    """What the Job's podFailurePolicy does with this failed pod (Kubernetes' rule order: first match)."""
+def pod_failure_action(job_spec, pod):
+    """What a Job's podFailurePolicy does with this failed pod (Kubernetes' rule order: first match)."""
     code = pod.exit_code()
-    for rule in (job["spec"].get("podFailurePolicy") or {}).get("rules") or []:
+    for rule in (job_spec.get("podFailurePolicy") or {}).get("rules") or []:
         on = rule.get("onExitCodes")
         if on and on.get("containerName") in (None, pod.container()["name"]):
             if (on["operator"] == "In") == (code in on["values"]):
@@ -299,22 +367,21 @@ def wait_all(pods, timeout):
 # ---- scenarios -------------------------------------------------------------------------------------------------
 
 def static(cluster, extra, dns_lag=0.0):
-    job = cluster.find("Job", "batch/v1")[0]
-    n = job["spec"]["completions"]
-    pods = [cluster.job_pod(job, i, dns=(i != 0 or dns_lag == 0)) for i in range(n)]
+    pods = cluster.workload_pods(dns=False)
+    for p in pods[1:] if dns_lag else pods:  # with a lag, the store host's record comes last
+        cluster.publish_workload_pod(p)
     for p in pods:
         p.start(extra)
     if dns_lag:
         time.sleep(dns_lag)
-        cluster.publish_pod(pods[0])
+        cluster.publish_workload_pod(pods[0])
     wait_all(pods, 240)
-    return {"pods": {p.name: {"exit_code": p.exit_code(), "action": pod_failure_action(job, p) if p.exit_code()
+    return {"pods": {p.name: {"exit_code": p.exit_code(), "action": p.failure_action(p) if p.exit_code()
                               else "Succeeded"} for p in pods}}
 
 
 def preempt(cluster, extra):
-    job = cluster.find("Job", "batch/v1")[0]
-    pods = [cluster.job_pod(job, i) for i in range(job["spec"]["completions"])]
+    pods = cluster.workload_pods()
     for p in pods:
         p.start(extra)
     wait_until("every pod ready", lambda: all(probe(p, "readinessProbe") for p in pods), 120)
@@ -325,7 +392,7 @@ def preempt(cluster, extra):
     killed = [p.delete(disruption=True) for p in pods]
     return {"live_when_ready": alive, "stop_seconds": time.monotonic() - t0,
             "pods": {p.name: {"exit_code": p.exit_code(), "sigkilled_by_kubelet": k,
-                              "action": pod_failure_action(job, p)} for p, k in zip(pods, killed)}}
+                              "action": p.failure_action(p)} for p, k in zip(pods, killed)}}
 
 
 def elastic(cluster, extra):
@@ -372,7 +439,7 @@ def elastic(cluster, extra):
         p.delete(disruption=True)
     store.delete()
     return {"events": events,
-            "pods": {p.name: {"exit_code": p.exit_code(), "action": pod_failure_action(job, p)} for p in everyone}}
+            "pods": {p.name: {"exit_code": p.exit_code(), "action": p.failure_action(p)} for p in everyone}}
 
 
 def main():

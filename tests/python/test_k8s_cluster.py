@@ -85,3 +85,18 @@ def test_the_elastic_job_reforms_after_losing_a_pod_and_grows_again(tmp_path):
     assert steps["re-formed"]["resumed"], logs  # from the checkpoint the 4 pods wrote
     assert steps["joined"]["nnodes"] == 4 and set(steps["joined"]["rounds"]) == {2}, result
     assert all(p["exit_code"] == 143 and p["action"] == "Ignore" for p in result["pods"].values()), result
+
+
+@pytest.mark.parametrize("template,pods", [
+    ("jobset", ["trainrun-node-0-0", "trainrun-node-0-1"]),
+    ("volcano", ["trainrun-node-0", "trainrun-node-1"]),
+])
+def test_the_jobset_and_volcano_jobs_train_to_the_end(tmp_path, template, pods):
+    """The JobSet's pods find the store through the coordinator annotation and name their rendezvous after the
+    restart attempt; Volcano's take their node rank from VK_TASK_INDEX, expanded in the arguments."""
+    result, logs = _run(tmp_path, template, "static", SHORT)
+    assert sorted(result["pods"]) == pods, result
+    assert all(p == {"exit_code": 0, "action": "Succeeded"} for p in result["pods"].values()), logs
+    assert "after 4 steps on 4 ranks" in (tmp_path / f"{pods[0]}.log").read_text(), logs
+    if template == "jobset":
+        assert '"run_id":"trainrun-attempt-0"' in (tmp_path / f"{pods[1]}.log").read_text(), logs
