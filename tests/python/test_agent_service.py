@@ -269,9 +269,12 @@ def test_metrics_page_counts_the_job_and_carries_put_metric(job):
     j = job("--metrics-port", "0", "--max-restarts", "1", fail_rank=1)
     j.wait_for(_running, "both workers running")
     deadline = time.monotonic() + 30
-    while True:  # the workers' put_metric values arrive once their Python is up
+    metric = "trainrun_worker_metric"
+    wanted = [(metric, (("group", "train"), ("name", "tokens_per_s"), ("rank", str(r)))) for r in (0, 1)]
+    wanted.append((metric, (("group", "torchelastic"), ("name", "step"), ("rank", "1"))))
+    while True:  # each worker's put_metric values arrive once its Python is up (the ranks in either order)
         page, samples = _scrape(j.metrics_url)
-        if ("trainrun_worker_metric", (("group", "train"), ("name", "tokens_per_s"), ("rank", "1"))) in samples:
+        if all(key in samples for key in wanted):
             break
         assert time.monotonic() < deadline, page
         time.sleep(0.05)
