@@ -228,6 +228,103 @@ def test_a_save_that_dies_leaves_nothing_loadable_and_the_previous_one_intact(ra
     np.testing.assert_array_equal(state["model"]["0.weight"].numpy(), _expected("0.weight", (13, 10)))
 
 
+# Where a save can die, and who dies there: (point, rank). Each point is a function of the save that the dying
+# rank's copy replaces with one that exits at once (os._exit: no cleanup, no barrier, as SIGKILL).
+CRASH_POINTS = [
+    ("before writing its data file", 1), ("before writing its data file", 0),
+    ("half way through its data file", 1), ("half way through its data file", 0),
+    ("after writing its data file", 1), ("after writing its data file", 0),
+    ("before the metadata", 0), ("after the metadata, before the commit marker", 0),
+    ("after the commit marker, before the rename", 0),
+    ("between moving the old checkpoint aside and the rename", 0),
+    ("after the rename, before the last barrier", 0),
+]
+
+
+def save_twice_and_die(folder, point, dying_rank):
+    """Saves the state with values v1 at folder, then (the same folder: saving over it) with values v2, dying at
+    `point` on `dying_rank` during the second save."""
+    import trainrun as tr
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.checkpoint import _data_files, _metadata, _save
+    dist.init_process_group("gloo")
+    model = _fsdp_model(expected_values=True)
+    dcp.save({"model": model.state_dict(), "step": 1}, checkpoint_id=folder)
+    with tr.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    if dist.get_rank() == int(dying_rank):
+        write_data, write_metadata, commit = _data_files.write_data_file, _metadata.write, _save._commit
+
+        def die():
+            os._exit(9)
+
+        def data_file(path, pieces):
+            if point == "before writing its data file":
+                die()
+            if point == "half way through its data file":
+                locations = write_data(path, pieces)
+                with open(path, "r+b") as f:
+                    f.truncate(os.path.getsize(path) // 2)
+                die()
+            locations = write_data(path, pieces)
+            if point == "after writing its data file":
+                die()
+            return locations
+
+        def metadata(folder_, meta):
+            if point == "before the metadata":
+                die()
+            write_metadata(folder_, meta)
+
+        def commit_(partial, final):
+            if point == "after the commit marker, before the rename":
+                die()
+            if point == "between moving the old checkpoint aside and the rename":
+                os.rename(final, final + ".old")
+                die()
+            commit(partial, final)
+            if point == "after the rename, before the last barrier":
+                die()
+
+        _data_files.write_data_file, _metadata.write, _save._commit = data_file, metadata, commit_
+        if point == "after the metadata, before the commit marker":
+            real_open = open
+
+            def open_(path, *args, **kwargs):  # the marker is the one file _write opens by name
+                if str(path).endswith(_metadata.COMMIT_MARKER):
+                    die()
+                return real_open(path, *args, **kwargs)
+            _save.open = open_
+    dcp.save({"model": model.state_dict(), "step": 2}, checkpoint_id=folder)
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("point,dying_rank", CRASH_POINTS, ids=[f"rank{r} {p}" for p, r in CRASH_POINTS])
+def test_a_save_killed_at_any_point_leaves_a_whole_checkpoint(ranks, tmp_path, point, dying_rank):
+    """Saving over a checkpoint, one rank dies somewhere in the save: loading that path then gives either the
+    previous state whole (step 1) or, once the new one was committed and in place, the new one whole (step 2),
+    never a mix and never an error."""
+    import trainrun.distributed.checkpoint as dcp
+    folder = str(tmp_path / "ckpt")
+    run = ranks.run_function(2, save_twice_and_die, folder, point, str(dying_rank), check=False, deadline=90)
+    assert run.returncode != 0
+    committed = point == "after the rename, before the last barrier"
+    # The second save got as far as the point: what it left on disk says so.
+    if point == "between moving the old checkpoint aside and the rename":
+        assert not os.path.exists(folder) and os.path.exists(folder + ".old") and os.path.exists(folder + ".partial")
+    elif not committed:
+        assert os.path.exists(folder) and os.path.exists(folder + ".partial"), run.failure_text()
+    model = _model()
+    state = {"model": model.state_dict(), "step": 0}
+    dcp.load(state, checkpoint_id=folder)
+    assert state["step"] == (2 if committed else 1), point
+    for name, p in model.named_parameters():
+        want = _expected(name, tuple(p.shape)) + (1.0 if committed else 0.0)
+        np.testing.assert_array_equal(p.detach().numpy(), want.astype(np.float32), err_msg=f"{point}: {name}")
+
+
 def test_bad_checkpoints_are_refused_by_name_and_load_nothing(tmp_path):
     import trainrun as tr
     import trainrun.distributed.checkpoint as dcp

@@ -69,7 +69,7 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     if planner is not None:
         raise NotImplementedError("load: planner is not supported (trainrun plans the default way)")
     from trainrun._autograd import no_grad
-    folder = str(checkpoint_id)
+    folder = _metadata.committed_folder(str(checkpoint_id))  # (a save over it that died mid-commit: the old one)
     metadata = _metadata.read(folder)
     leaves, statefuls = flatten(state_dict)
     copies, values = _plan(folder, metadata, leaves)

@@ -46,6 +46,16 @@ def write(folder, metadata):
         os.fsync(f.fileno())
 
 
+def committed_folder(folder):
+    """Where the checkpoint saved at `folder` is: the folder itself, or, when a save over it died between
+    moving the old one aside and putting the new one in place, the old one (<folder>.old, if committed)."""
+    folder = str(folder)
+    old = folder + ".old"
+    if not os.path.isdir(folder) and os.path.exists(os.path.join(old, COMMIT_MARKER)):
+        return old
+    return folder
+
+
 def read(folder):
     """The metadata of a committed checkpoint; ValueError naming the folder and what is missing or wrong."""
     folder = str(folder)

@@ -199,7 +199,8 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=N
 
 def _commit(partial, folder):
     """Puts the complete folder at its path: a rename, atomic. Saving over an existing checkpoint keeps the
-    old one as <folder>.old until the new one is in place."""
+    old one as <folder>.old until the new one is in place; a crash between the two renames leaves only
+    <folder>.old, which load() reads (_metadata.committed_folder)."""
     old = folder + ".old"
     if os.path.exists(folder):
         shutil.rmtree(old, ignore_errors=True)
