@@ -458,3 +458,76 @@ def test_filesystem_writer_and_reader_name_the_folder(tmp_path):
         dcp.FileSystemWriter(tmp_path / "fs", overwrite=False)
     with pytest.raises(NotImplementedError, match="planner is not supported"):
         dcp.save({"step": 1}, checkpoint_id=str(tmp_path / "p"), planner=object())
+
+
+def save_nested_fsdp_state(folder):
+    """FSDP on 2 ranks: the model, an AdamW state after one step, and plain values, nested."""
+    import trainrun as tr
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.checkpoint.state_dict import get_optimizer_state_dict
+    dist.init_process_group("gloo")
+    model = _fsdp_model(expected_values=True)
+    optimizer = tr.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.0)  # first step: each weight moves by lr
+    model(tr.ones(4, 10)).sum().backward()
+    optimizer.step()
+    dcp.save({"model": model.state_dict(), "optim": get_optimizer_state_dict(model, optimizer), "step": 7,
+              "extra": {"names": ["a", "b"], "dotted.key": 1.5}}, checkpoint_id=folder)
+    dist.destroy_process_group()
+
+
+def test_dcp_to_torch_save_and_back(ranks, tmp_path):
+    """A checkpoint saved sharded on 2 ranks becomes one torch.save file of full tensors with the state dict's
+    own nesting (dotted keys kept apart from nesting), and that file becomes a checkpoint again that loads."""
+    import trainrun as tr
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.checkpoint.format_utils import dcp_to_torch_save, torch_save_to_dcp
+    ranks.run_function(2, save_nested_fsdp_state, str(tmp_path / "sharded"))
+    dcp_to_torch_save(tmp_path / "sharded", tmp_path / "whole.pt")
+    whole = tr.load(str(tmp_path / "whole.pt"))
+    assert sorted(whole) == ["extra", "model", "optim", "step"]
+    assert whole["step"] == 7 and whole["extra"] == {"names": ["a", "b"], "dotted.key": 1.5}
+    assert sorted(whole["model"]) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    for name, t in whole["model"].items():  # full tensors, not shards: moved by one AdamW step from the values
+        assert tuple(t.shape) == _expected(name, tuple(t.shape)).shape
+        assert np.abs(t.numpy() - _expected(name, tuple(t.shape))).max() == pytest.approx(0.1, rel=1e-3), name
+    assert whole["optim"]["param_groups"][0]["lr"] == 0.1
+    # And back: the torch.save file as a checkpoint, loaded into a model of one process.
+    torch_save_to_dcp(tmp_path / "whole.pt", tmp_path / "again")
+    model = _model()
+    state = {"model": model.state_dict()}
+    dcp.load(state, checkpoint_id=str(tmp_path / "again"))
+    for name, p in model.named_parameters():
+        np.testing.assert_array_equal(p.detach().numpy(), whole["model"][name].numpy(), err_msg=name)
+
+
+def test_the_torch_save_file_is_read_by_pytorch_and_pytorchs_by_us(tmp_path):
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    import trainrun as tr
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.checkpoint.format_utils import dcp_to_torch_save, torch_save_to_dcp
+    model = _model()
+    _set_expected(model)
+    dcp.save({"model": model.state_dict(), "step": 3}, checkpoint_id=str(tmp_path / "ours"), no_dist=True)
+    dcp_to_torch_save(tmp_path / "ours", tmp_path / "ours.pt")
+    theirs = torch.load(str(tmp_path / "ours.pt"))
+    assert theirs["step"] == 3
+    np.testing.assert_array_equal(theirs["model"]["2.weight"].numpy(), _expected("2.weight", (7, 13)))
+    # A file torch.save wrote, as a checkpoint.
+    torch.save({"model": {"0.weight": torch.tensor(_expected("0.weight", (13, 10)))}, "epoch": 5},
+               str(tmp_path / "theirs.pt"))
+    torch_save_to_dcp(tmp_path / "theirs.pt", tmp_path / "from_torch")
+    state = {"model": {"0.weight": tr.zeros(13, 10)}, "epoch": 0}
+    dcp.load(state, checkpoint_id=str(tmp_path / "from_torch"))
+    assert state["epoch"] == 5
+    np.testing.assert_array_equal(state["model"]["0.weight"].numpy(), _expected("0.weight", (13, 10)))
+
+
+def test_converters_refuse_what_they_cannot_convert(tmp_path):
+    import trainrun as tr
+    from trainrun.distributed.checkpoint.format_utils import dcp_to_torch_save, torch_save_to_dcp
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        dcp_to_torch_save(tmp_path / "missing", tmp_path / "x.pt")
+    tr.save(tr.ones(3), str(tmp_path / "tensor.pt"))
+    with pytest.raises(TypeError, match="holds a Tensor, not a state dict"):
+        torch_save_to_dcp(tmp_path / "tensor.pt", tmp_path / "out")

@@ -76,9 +76,10 @@ def assign_writers(plans):
 class _SavePlan:
     """What one rank's save has decided before writing: the pieces it writes and the values rank 0 records."""
 
-    def __init__(self, folder, rank, world, distributed, mine, info, values, tensors):
+    def __init__(self, folder, rank, world, distributed, mine, info, values, tensors, paths):
         self.folder, self.rank, self.world, self.distributed = folder, rank, world, distributed
         self.mine, self.info, self.values, self.tensors = mine, info, values, tensors
+        self.paths = paths  # fqn -> the keys from the root (the metadata records them)
 
 
 def _prepare(state_dict, checkpoint_id, storage_writer, planner, process_group, no_dist, what):
@@ -110,7 +111,8 @@ def _prepare(state_dict, checkpoint_id, storage_writer, planner, process_group, 
     if distributed:
         dist.barrier(group=process_group)
     mine = [key for key, r in writer.items() if r == rank and info[key][3] > 0]
-    return _SavePlan(folder, rank, world, distributed, mine, info, values, tensors)
+    paths = {leaf.fqn: json.dumps(list(leaf.path)) for leaf in leaves}
+    return _SavePlan(folder, rank, world, distributed, mine, info, values, tensors, paths)
 
 
 def _write(plan, group):
@@ -140,6 +142,9 @@ def _write(plan, group):
             chunk.file, chunk.byte_offset, chunk.byte_length, chunk.crc32c = file_name, byte_offset, length, crc
         for name, text in plan.values.items():
             metadata.items[name].json = text
+        for name, path in plan.paths.items():
+            if name in metadata.items:
+                metadata.items[name].path_json = path
         _metadata.write(partial, metadata)  # each data file was fsynced by its writer, this one by write()
         with open(os.path.join(partial, _metadata.COMMIT_MARKER), "w") as f:
             f.write("committed\n")

@@ -1,0 +1,59 @@
+"""torch.distributed.checkpoint.format_utils: a distributed checkpoint to one
+torch.save file and back, in one process.
+
+    from trainrun.distributed.checkpoint.format_utils import dcp_to_torch_save, torch_save_to_dcp
+    dcp_to_torch_save("ckpt/step_100", "model.pt")      # every tensor whole, the state dict's own nesting
+    torch_save_to_dcp("model.pt", "ckpt/from_torch")    # a checkpoint any sharding can load
+
+The torch.save side is trainrun.save's zip format, which PyTorch's torch.load
+reads, and trainrun.load's restricted unpickler (tensors and plain
+containers, nothing that runs code) reads PyTorch's files."""
+import json
+
+from trainrun import _C
+from trainrun.distributed.checkpoint import _metadata
+from trainrun.distributed.checkpoint._state_dict_tree import unflatten
+
+
+def _dtype(name):
+    import trainrun
+    dtype = getattr(trainrun, name, None)
+    if dtype is None:
+        raise ValueError(f"dcp_to_torch_save: the checkpoint holds a tensor of dtype {name!r}, unknown here")
+    return dtype
+
+
+def load_whole(dcp_checkpoint_dir):
+    """The checkpoint's state dict in this process: every tensor whole, values as saved, nested as the saved
+    state dict was (from each item's recorded path; a checkpoint without paths gives {name: value})."""
+    from trainrun.distributed.checkpoint._load import load
+    folder = _metadata.committed_folder(str(dcp_checkpoint_dir))
+    metadata = _metadata.read(folder)
+    template = {}
+    for name, item in metadata.items.items():
+        if item.WhichOneof("kind") == "tensor":
+            template[name] = _C.empty(list(item.tensor.global_shape), dtype=_dtype(item.tensor.dtype))
+        else:
+            template[name] = None
+    load(template, checkpoint_id=folder, no_dist=True)
+    paths = {name: item.path_json for name, item in metadata.items.items()}
+    if not all(paths.values()):
+        return template
+    return unflatten([(tuple(json.loads(paths[name])), value) for name, value in template.items()])
+
+
+def dcp_to_torch_save(dcp_checkpoint_dir, torch_save_path):
+    """Writes the distributed checkpoint at dcp_checkpoint_dir (any sharding it was saved with) as one
+    torch.save file of full tensors."""
+    import trainrun
+    trainrun.save(load_whole(dcp_checkpoint_dir), str(torch_save_path))
+
+
+def torch_save_to_dcp(torch_save_path, dcp_checkpoint_dir):
+    """Writes the state dict of a torch.save file (PyTorch's or trainrun's) as a distributed checkpoint."""
+    import trainrun
+    from trainrun.distributed.checkpoint._save import save
+    state = trainrun.load(str(torch_save_path), weights_only=True)
+    if not isinstance(state, dict):
+        raise TypeError(f"torch_save_to_dcp: {torch_save_path} holds a {type(state).__name__}, not a state dict")
+    save(state, checkpoint_id=str(dcp_checkpoint_dir), no_dist=True)
