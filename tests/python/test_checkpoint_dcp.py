@@ -531,3 +531,57 @@ def test_converters_refuse_what_they_cannot_convert(tmp_path):
     tr.save(tr.ones(3), str(tmp_path / "tensor.pt"))
     with pytest.raises(TypeError, match="holds a Tensor, not a state dict"):
         torch_save_to_dcp(tmp_path / "tensor.pt", tmp_path / "out")
+
+
+class _Loader:
+    """A Stateful data loader position: different on every rank."""
+
+    def __init__(self, position):
+        self.position = position
+
+    def state_dict(self):
+        return {"position": self.position, "epoch": 2}
+
+    def load_state_dict(self, state):
+        self.position = state["position"]
+
+
+def save_per_rank_values(folder):
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    dcp.save({"loader": _Loader(100 + 7 * rank), "seed": [rank, rank * 2], "step": 5}, checkpoint_id=folder)
+    dist.destroy_process_group()
+
+
+def load_per_rank_values(folder):
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    loader, state = _Loader(0), {"seed": [0, 0], "step": 0}
+    state["loader"] = loader
+    dcp.load(state, checkpoint_id=folder)
+    assert loader.position == 100 + 7 * rank and state["seed"] == [rank, rank * 2] and state["step"] == 5, state
+    dist.destroy_process_group()
+
+
+def test_values_that_differ_between_ranks_come_back_to_each_rank(ranks, tmp_path):
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.checkpoint import _metadata
+    from trainrun.distributed.checkpoint.format_utils import load_whole
+    folder = str(tmp_path / "ckpt")
+    ranks.run_function(2, save_per_rank_values, folder)
+    items = _metadata.read(folder).items
+    assert items["loader.position"].WhichOneof("kind") == "per_rank"
+    assert list(items["loader.position"].per_rank.json) == ["100", "107"]
+    assert items["loader.epoch"].WhichOneof("kind") == "json" and items["step"].json == "5"  # the same: once
+    ranks.run_function(2, load_per_rank_values, folder)
+    # On another number of ranks no rank's value is its own: refused, naming the value and both counts.
+    with pytest.raises(ValueError, match="'loader.position' was saved per rank by 2 ranks .*; 1 rank"):
+        dcp.load({"loader": _Loader(0), "seed": [0, 0], "step": 0}, checkpoint_id=folder, no_dist=True)
+    # The converter keeps every rank's.
+    whole = load_whole(folder)
+    # (seed.0 and seed.1 are items of their own: each is the list of the ranks' values)
+    assert whole["loader"] == {"position": [100, 107], "epoch": 2} and whole["seed"] == [[0, 1], [0, 2]]

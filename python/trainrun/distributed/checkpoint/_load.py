@@ -11,9 +11,9 @@ from trainrun.distributed.checkpoint._state_dict_tree import flatten
 from trainrun.distributed.tensor._dtensor import DTensor
 
 
-def _plan(folder, metadata, leaves):
-    """[(destination view, source tensor)] for every tensor leaf, and [(leaf, value)] for the others; every
-    byte read and checked."""
+def _plan(folder, metadata, leaves, rank=0, world=1):
+    """[(destination view, source tensor)] for every tensor leaf, and [(leaf, value)] for the others (a value
+    saved per rank: this rank's); every byte read and checked."""
     missing = [leaf.fqn for leaf in leaves if leaf.fqn not in metadata.items]
     if missing:
         raise KeyError(f"load: checkpoint '{folder}' has no {', '.join(repr(m) for m in missing[:5])}"
@@ -23,7 +23,15 @@ def _plan(folder, metadata, leaves):
         item = metadata.items[leaf.fqn]
         v = leaf.value
         if not isinstance(v, (DTensor, _C.Tensor)):
-            if item.WhichOneof("kind") != "json":
+            kind = item.WhichOneof("kind")
+            if kind == "per_rank":
+                saved = len(item.per_rank.json)
+                if saved != world:
+                    raise ValueError(f"load: '{leaf.fqn}' was saved per rank by {saved} ranks in checkpoint "
+                                     f"'{folder}'; {world} rank(s) load it now, so no rank's value is theirs")
+                values.append((leaf, json.loads(item.per_rank.json[rank])))
+                continue
+            if kind != "json":
                 raise TypeError(f"load: '{leaf.fqn}' is a tensor in checkpoint '{folder}' but a "
                                 f"{type(v).__name__} in the state dict")
             values.append((leaf, json.loads(item.json)))
@@ -72,7 +80,11 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     folder = _metadata.committed_folder(str(checkpoint_id))  # (a save over it that died mid-commit: the old one)
     metadata = _metadata.read(folder)
     leaves, statefuls = flatten(state_dict)
-    copies, values = _plan(folder, metadata, leaves)
+    from trainrun import distributed as dist
+    distributed = dist.is_initialized() and not no_dist
+    rank = dist.get_rank(process_group) if distributed else 0
+    world = dist.get_world_size(process_group) if distributed else 1
+    copies, values = _plan(folder, metadata, leaves, rank, world)
     with no_grad():
         for destination, source in copies:
             destination.copy_(source)

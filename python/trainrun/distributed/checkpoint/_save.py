@@ -95,8 +95,12 @@ def _prepare(state_dict, checkpoint_id, storage_writer, planner, process_group, 
     leaves, _ = flatten(state_dict)
     pieces, values, tensors = _my_pieces(leaves, compared=distributed and world > 1)
     if distributed:
-        plans = [None] * world
-        dist.all_gather_object(plans, pieces, group=process_group)
+        exchanged = [None] * world
+        dist.all_gather_object(exchanged, (pieces, values), group=process_group)
+        plans = [e[0] for e in exchanged]
+        # A value that differs between ranks (each rank's data loader position) is kept per rank.
+        values = {name: text if all(e[1].get(name) == text for e in exchanged) else [e[1].get(name) for e in exchanged]
+                  for name, text in values.items()}
     else:
         plans = [pieces]
     writer, info = assign_writers(plans)
@@ -141,7 +145,10 @@ def _write(plan, group):
             chunk.offsets[:], chunk.sizes[:] = list(offsets), list(sizes)
             chunk.file, chunk.byte_offset, chunk.byte_length, chunk.crc32c = file_name, byte_offset, length, crc
         for name, text in plan.values.items():
-            metadata.items[name].json = text
+            if isinstance(text, list):
+                metadata.items[name].per_rank.json[:] = text
+            else:
+                metadata.items[name].json = text
         for name, path in plan.paths.items():
             if name in metadata.items:
                 metadata.items[name].path_json = path

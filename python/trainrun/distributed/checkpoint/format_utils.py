@@ -24,18 +24,23 @@ def _dtype(name):
 
 
 def load_whole(dcp_checkpoint_dir):
-    """The checkpoint's state dict in this process: every tensor whole, values as saved, nested as the saved
-    state dict was (from each item's recorded path; a checkpoint without paths gives {name: value})."""
+    """The checkpoint's state dict in this process: every tensor whole, values as saved (a value saved per rank:
+    the list of every rank's), nested as the saved state dict was (from each item's recorded path; a
+    checkpoint without paths gives {name: value})."""
     from trainrun.distributed.checkpoint._load import load
     folder = _metadata.committed_folder(str(dcp_checkpoint_dir))
     metadata = _metadata.read(folder)
-    template = {}
+    template, per_rank = {}, {}
     for name, item in metadata.items.items():
-        if item.WhichOneof("kind") == "tensor":
+        kind = item.WhichOneof("kind")
+        if kind == "tensor":
             template[name] = _C.empty(list(item.tensor.global_shape), dtype=_dtype(item.tensor.dtype))
+        elif kind == "per_rank":  # every rank's value, as a list by rank
+            per_rank[name] = [json.loads(text) for text in item.per_rank.json]
         else:
             template[name] = None
     load(template, checkpoint_id=folder, no_dist=True)
+    template.update(per_rank)
     paths = {name: item.path_json for name, item in metadata.items.items()}
     if not all(paths.values()):
         return template
