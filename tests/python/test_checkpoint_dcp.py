@@ -585,3 +585,58 @@ def test_values_that_differ_between_ranks_come_back_to_each_rank(ranks, tmp_path
     whole = load_whole(folder)
     # (seed.0 and seed.1 are items of their own: each is the list of the ranks' values)
     assert whole["loader"] == {"position": [100, 107], "epoch": 2} and whole["seed"] == [[0, 1], [0, 2]]
+
+
+PYTORCH_DCP = pathlib.Path(__file__).resolve().parent / "data"  # written by PyTorch 2.6 (make_pytorch26_dcp.py)
+
+
+def test_a_folder_pytorchs_dcp_wrote_is_read_whole():
+    from trainrun.distributed.checkpoint.format_utils import load_whole
+    one = load_whole(PYTORCH_DCP / "pytorch26_dcp")
+    assert one["step"] == 7 and one["extra"]["name"] == "run-a"
+    np.testing.assert_array_equal(one["model"]["0.weight"].numpy(), np.arange(12, dtype=np.float32).reshape(3, 4))
+    np.testing.assert_array_equal(one["model"]["0.bias"].numpy(), np.array([1.5, -2.0, 3.25]))
+    assert one["model"]["0.bias"].numpy().dtype == np.float64
+    np.testing.assert_array_equal(one["extra"]["ids"].numpy(), np.arange(5))
+    # Saved from 2 ranks: w as Shard(0) pieces of 4 and 3 rows, b replicated.
+    sharded = load_whole(PYTORCH_DCP / "pytorch26_dcp_sharded")
+    np.testing.assert_array_equal(sharded["model"]["w"].numpy(), np.arange(21, dtype=np.float32).reshape(7, 3))
+    assert sharded["meta"] == {"tag": "sharded", "lrs": [0.1, 0.01]} and sharded["step"] == 11
+
+
+def load_pytorch_dcp_sharded(folder):
+    """Loads PyTorch's 2-rank checkpoint into a DTensor sharded the other way (Shard(1) over 3 columns)."""
+    import trainrun as tr
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.device_mesh import init_device_mesh
+    from trainrun.distributed.tensor import Shard, distribute_tensor
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (2,))
+    w = distribute_tensor(tr.zeros(7, 3), mesh, [Shard(1)])
+    state = {"model": {"w": w, "b": tr.zeros(2)}, "step": 0, "meta": {"tag": "", "lrs": [0.0, 0.0]}}
+    dcp.load(state, checkpoint_id=folder)
+    np.testing.assert_array_equal(w.full_tensor().numpy(), np.arange(21, dtype=np.float32).reshape(7, 3))
+    assert state["step"] == 11 and state["meta"]["lrs"] == [0.1, 0.01]
+    np.testing.assert_array_equal(state["model"]["b"].numpy(), np.array([0.5, 1.5], dtype=np.float32))
+    dist.destroy_process_group()
+
+
+def test_dcp_load_reads_pytorchs_folder_into_another_sharding(ranks):
+    ranks.run_function(2, load_pytorch_dcp_sharded, str(PYTORCH_DCP / "pytorch26_dcp_sharded"))
+
+
+def test_pytorch_metadata_that_names_other_code_is_refused(tmp_path):
+    import pickle
+    import trainrun as tr
+    import trainrun.distributed.checkpoint as dcp
+    folder = tmp_path / "evil"
+    folder.mkdir()
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("touch " + str(tmp_path / "ran"),))
+    (folder / ".metadata").write_bytes(pickle.dumps(Evil(), protocol=4))
+    with pytest.raises(pickle.UnpicklingError, match="names posix.system, which is not read"):
+        dcp.load({"x": tr.zeros(1)}, checkpoint_id=str(folder))
+    assert not (tmp_path / "ran").exists()

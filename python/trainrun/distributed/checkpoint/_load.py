@@ -6,7 +6,7 @@ state dict in place. A failure loads nothing."""
 import json
 
 from trainrun import _C
-from trainrun.distributed.checkpoint import _chunks, _data_files, _metadata
+from trainrun.distributed.checkpoint import _chunks, _data_files, _metadata, _pytorch_dcp
 from trainrun.distributed.checkpoint._state_dict_tree import flatten
 from trainrun.distributed.tensor._dtensor import DTensor
 
@@ -68,6 +68,32 @@ def _plan(folder, metadata, leaves, rank=0, world=1):
     return copies, values
 
 
+def _plan_from_pytorch(folder, leaves):
+    """_plan for a folder PyTorch's DCP wrote: its items read whole (_pytorch_dcp), each leaf's piece cut out."""
+    full, _ = _pytorch_dcp.read_all(folder)
+    found = {leaf.fqn: _pytorch_dcp.lookup(full, leaf.fqn) for leaf in leaves}
+    missing = [name for name, value in found.items() if value is _pytorch_dcp.MISSING]
+    if missing:
+        raise KeyError(f"load: PyTorch checkpoint '{folder}' has no {', '.join(repr(m) for m in missing[:5])}")
+    copies, values = [], []
+    for leaf in leaves:
+        v, saved = leaf.value, found[leaf.fqn]
+        if not isinstance(v, (DTensor, _C.Tensor)):
+            values.append((leaf, saved))
+            continue
+        if not isinstance(saved, _C.Tensor):
+            raise TypeError(f"load: '{leaf.fqn}' is a value in PyTorch checkpoint '{folder}' but a tensor here")
+        local, shape, offsets, _ = _chunks.local_piece(v)
+        if tuple(saved.shape) != tuple(shape) or saved.dtype != local.dtype:
+            raise ValueError(f"load: '{leaf.fqn}' is {saved.dtype} {list(saved.shape)} in PyTorch checkpoint "
+                             f"'{folder}' but {local.dtype} {list(shape)} here")
+        piece = saved
+        for dim, (start, size) in enumerate(zip(offsets, local.shape)):
+            piece = piece.narrow(dim, start, size)
+        copies.append((local, piece))
+    return copies, values
+
+
 def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, process_group=None, no_dist=False):
     """Loads checkpoint_id into state_dict in place: tensors (DTensor shards too) get their values whatever
     the sharding was at save time; other values and Stateful objects are replaced and reloaded. Keys of the
@@ -78,13 +104,16 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
         raise NotImplementedError("load: planner is not supported (trainrun plans the default way)")
     from trainrun._autograd import no_grad
     folder = _metadata.committed_folder(str(checkpoint_id))  # (a save over it that died mid-commit: the old one)
-    metadata = _metadata.read(folder)
     leaves, statefuls = flatten(state_dict)
-    from trainrun import distributed as dist
-    distributed = dist.is_initialized() and not no_dist
-    rank = dist.get_rank(process_group) if distributed else 0
-    world = dist.get_world_size(process_group) if distributed else 1
-    copies, values = _plan(folder, metadata, leaves, rank, world)
+    if _pytorch_dcp.is_pytorch_dcp(folder):
+        copies, values = _plan_from_pytorch(folder, leaves)
+    else:
+        metadata = _metadata.read(folder)
+        from trainrun import distributed as dist
+        distributed = dist.is_initialized() and not no_dist
+        rank = dist.get_rank(process_group) if distributed else 0
+        world = dist.get_world_size(process_group) if distributed else 1
+        copies, values = _plan(folder, metadata, leaves, rank, world)
     with no_grad():
         for destination, source in copies:
             destination.copy_(source)

@@ -7,11 +7,13 @@ torch.save file and back, in one process.
 
 The torch.save side is trainrun.save's zip format, which PyTorch's torch.load
 reads, and trainrun.load's restricted unpickler (tensors and plain
-containers, nothing that runs code) reads PyTorch's files."""
+containers, nothing that runs code) reads PyTorch's files. dcp_to_torch_save
+(and dcp.load) also read a folder PyTorch's own DCP wrote: its pickled
+metadata through an unpickler that knows only DCP's metadata classes."""
 import json
 
 from trainrun import _C
-from trainrun.distributed.checkpoint import _metadata
+from trainrun.distributed.checkpoint import _metadata, _pytorch_dcp
 from trainrun.distributed.checkpoint._state_dict_tree import unflatten
 
 
@@ -29,6 +31,11 @@ def load_whole(dcp_checkpoint_dir):
     checkpoint without paths gives {name: value})."""
     from trainrun.distributed.checkpoint._load import load
     folder = _metadata.committed_folder(str(dcp_checkpoint_dir))
+    if _pytorch_dcp.is_pytorch_dcp(folder):  # written by PyTorch: its metadata keeps each item's path too
+        full, paths = _pytorch_dcp.read_all(folder)
+        if not paths:
+            return full
+        return unflatten([(tuple(paths.get(name, (name,))), value) for name, value in full.items()])
     metadata = _metadata.read(folder)
     template, per_rank = {}, {}
     for name, item in metadata.items.items():
