@@ -130,10 +130,10 @@ void FlightRecorder::set_rank(int rank) {
 }
 
 std::string FlightRecorder::dump_json(const std::string& reason) const {
+  const std::vector<Group> group_list = this->groups();
   nlohmann::json groups = nlohmann::json::array();
-  for (const Group& g : this->groups())
+  for (const Group& g : group_list)
     groups.push_back(nlohmann::json{{"name", g.name}, {"backend", g.backend}, {"ranks", g.ranks}});
-  std::vector<Group> group_list = this->groups();
   nlohmann::json entries = nlohmann::json::array();
   for (const Entry& e : this->entries()) {
     nlohmann::json j{

@@ -84,8 +84,10 @@ void serve(int listener) {
       if (errno == EINTR) continue;
       return;
     }
+    // A client that says nothing, or stops reading, does not hold the handler up.
     timeval patience{2, 0};
     ::setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience));
+    ::setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &patience, sizeof(patience));
     std::string request;
     char c;
     while (request.size() < 64 && ::recv(conn, &c, 1, 0) == 1 && c != '\n') request.push_back(c);

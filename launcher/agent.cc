@@ -1,7 +1,6 @@
 #include "launcher/agent.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -16,7 +15,6 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -24,6 +22,7 @@
 #include "launcher/agent_service.h"
 #include "launcher/failure_report.h"
 #include "launcher/flight_analysis.h"
+#include "launcher/job_directory.h"
 #include "launcher/json_log.h"
 #include "launcher/rendezvous.h"
 #include "launcher/worker_group.h"
@@ -165,10 +164,6 @@ class Agent {
   std::atomic<int64_t> drain_deadline_ns_{0};  // steady clock
   std::string drain_file_;                     // exists once a Drain was accepted (TRAINRUN_DRAIN_FILE)
   void drain(double timeout_s);
-  // Waits (a few seconds at most) for every running local worker's flight dump
-  // once a failing one has written its own.
-  void collect_flight_dumps(const std::vector<Worker>& workers, const std::string& dir);
-  void print_flight_findings(const std::string& dir);
   int attempt_ = 0, restarts_ = 0, node_rank_, nnodes_, round_ = 0;
   int exit_status_ = 0, stop_signal_ = 0;
 };
@@ -440,7 +435,13 @@ Agent::State Agent::run_workers() {
     };
   }
   hooks.on_stopping = [&] { report([](AgentStatus& s) { s.set_phase(AgentStatus::STOPPING); }); };
-  hooks.before_stopping_on_failure = [&] { collect_flight_dumps(group->workers(), flight_dir); };
+  hooks.before_stopping_on_failure = [&] {
+    std::vector<int> running;
+    for (const Worker& w : group->workers())
+      if (!w.reaped) running.push_back(w.rank);
+    // The other ranks' watchers poll the store every 200 ms: a few polls.
+    wait_for_flight_dumps(flight_dir, running, std::chrono::seconds(3));
+  };
   hooks.drain_deadline = [&]() -> std::optional<std::chrono::steady_clock::time_point> {
     if (!draining_.load()) return std::nullopt;
     return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(drain_deadline_ns_.load()));
@@ -505,7 +506,9 @@ Agent::State Agent::run_workers() {
     return State::Rendezvous;
   }
   print_failure_summary(outcome.failures, group->stopped_ranks(), restarts_, o_.max_restarts);
-  print_flight_findings(flight_dir);
+  std::vector<int> local_ranks;
+  for (const Worker& w : group->workers()) local_ranks.push_back(w.rank);
+  for (const std::string& line : flight_report(flight_dir, local_ranks)) say(line);
   const Failure& f = root_cause(outcome.failures);
   exit_status_ = f.signal != 0 ? 128 + f.signal : f.exit_code;
   if (rdzv_) rdzv_->request_new_round(round_);  // the others re-form (without us if we stop here)
@@ -525,50 +528,10 @@ void Agent::drain(double timeout_s) {
   publish(AgentEvent::DRAIN, line);
 }
 
-void Agent::collect_flight_dumps(const std::vector<Worker>& workers, const std::string& dir) {
-  std::vector<std::string> problems;
-  if (read_flight_dumps(dir, &problems).empty()) return;  // no collective failed: nothing to wait for
-  // The other ranks' watchers poll the store every 200 ms; give them a few polls.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  for (;;) {
-    std::map<int, std::string> dumps = read_flight_dumps(dir, &problems);
-    bool all = true;
-    for (const Worker& w : workers)
-      if (!w.reaped && !dumps.count(w.rank)) all = false;
-    if (all || std::chrono::steady_clock::now() >= deadline) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
-void Agent::print_flight_findings(const std::string& dir) {
-  std::vector<std::string> problems;
-  const std::map<int, std::string> dumps = read_flight_dumps(dir, &problems);
-  if (dumps.empty()) return;
-  std::vector<int> ranks;
-  for (int lr = 0; lr < o_.nproc; ++lr) ranks.push_back(node_rank_ * o_.nproc + lr);
-  say(fmt::format("flight recorder ({} of {} local ranks dumped, in {}):", dumps.size(), ranks.size(), dir));
-  for (const std::string& line : problems) say("  " + line);
-  for (const std::string& line : analyze_flight_records(dumps, ranks)) say("  " + line);
-}
-
 Agent::~Agent() {
   service_.reset();  // no client reads the port or token files after this
   metrics_server_.reset();
-  if (base_dir_.empty()) return;
-  // Depth first: files go unless kept; directories go when left empty.
-  nftw(
-      base_dir_.c_str(),
-      [](const char* path, const struct stat*, int type, struct FTW*) {
-        const std::string p = path;
-        const bool kept = p.find("/flight/") != std::string::npos || p.find("/logs/") != std::string::npos;
-        if (type == FTW_DP) {
-          ::rmdir(path);  // fails, harmlessly, when something kept is inside
-        } else if (!kept) {
-          ::unlink(path);
-        }
-        return 0;
-      },
-      16, FTW_DEPTH | FTW_PHYS);
+  remove_job_directory(base_dir_);
 }
 
 Agent::State Agent::restart() {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace trainrun {
 namespace {
@@ -144,8 +145,8 @@ std::map<int, std::string> read_flight_dumps(const std::string& dir, std::vector
     std::ifstream in(dir + "/" + file);
     std::stringstream text;
     text << in.rdbuf();
-    if (!in && problems) {
-      problems->push_back(fmt::format("{}/{}: cannot be read", dir, file));
+    if (!in) {
+      if (problems) problems->push_back(fmt::format("{}/{}: cannot be read", dir, file));
       continue;
     }
     dumps[rank] = text.str();
@@ -197,6 +198,29 @@ std::vector<std::string> analyze_flight_records(const std::map<int, std::string>
     out.push_back(fmt::format("no flight record from {} (exited before dumping, on another node, or not answering)",
                               ranks_text(missing)));
   for (const auto& [name, view] : groups) analyze_group(name, view, dump_time, out);
+  return out;
+}
+
+void wait_for_flight_dumps(const std::string& dir, const std::vector<int>& running_ranks,
+                           std::chrono::milliseconds patience) {
+  if (read_flight_dumps(dir, nullptr).empty()) return;  // no collective failed: nothing to wait for
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    const std::map<int, std::string> dumps = read_flight_dumps(dir, nullptr);
+    const bool all = std::all_of(running_ranks.begin(), running_ranks.end(), [&](int r) { return dumps.count(r); });
+    if (all || std::chrono::steady_clock::now() >= deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+std::vector<std::string> flight_report(const std::string& dir, const std::vector<int>& ranks) {
+  std::vector<std::string> problems;
+  const std::map<int, std::string> dumps = read_flight_dumps(dir, &problems);
+  if (dumps.empty()) return {};
+  std::vector<std::string> out = {
+      fmt::format("flight recorder ({} of {} local ranks dumped, in {}):", dumps.size(), ranks.size(), dir)};
+  for (const std::string& line : problems) out.push_back("  " + line);
+  for (const std::string& line : analyze_flight_records(dumps, ranks)) out.push_back("  " + line);
   return out;
 }
 

@@ -8,6 +8,7 @@
 // entered but some did not finish, and point-to-point operations still
 // waiting. The agent prints it after a failure's summary; GetFlightRecord
 // and `trainrun flight` return it on demand.
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,7 +16,7 @@
 namespace trainrun {
 
 // The dumps in `dir` (rank<R>.json files), by global rank. Unreadable or
-// malformed files are skipped and named in *problems.
+// malformed files are skipped and named in *problems (when given).
 std::map<int, std::string> read_flight_dumps(const std::string& dir, std::vector<std::string>* problems);
 
 // The findings, one line each, from the dumps of some or all ranks (JSON
@@ -23,5 +24,16 @@ std::map<int, std::string> read_flight_dumps(const std::string& dir, std::vector
 // be there (those missing are named); empty: only the groups' members are.
 std::vector<std::string> analyze_flight_records(const std::map<int, std::string>& dumps,
                                                 const std::vector<int>& expected_ranks = {});
+
+// After a failure: when `dir` holds a dump (a collective failed), waits up
+// to `patience` for a dump from each of `running_ranks` (the other ranks'
+// watchers answer within a few store polls). Returns at once otherwise.
+void wait_for_flight_dumps(const std::string& dir, const std::vector<int>& running_ranks,
+                           std::chrono::milliseconds patience);
+
+// The report the agent prints: a heading naming the folder and how many of
+// `ranks` dumped, then the unreadable files and the findings; empty when
+// there is no dump.
+std::vector<std::string> flight_report(const std::string& dir, const std::vector<int>& ranks);
 
 }  // namespace trainrun

@@ -25,9 +25,6 @@ _DTYPES = {"float64", "float32", "float16", "bfloat16", "int64", "int32", "int16
 class _Record:
     """One of DCP's metadata dataclasses: whatever state the pickle builds it with, as attributes."""
 
-    def __init__(self, kind):
-        self.kind = kind
-
     def __setstate__(self, state):
         if isinstance(state, dict):
             self.__dict__.update(state)
@@ -43,15 +40,15 @@ class _Dtype:
         self.name = name
 
 
-def _record_class(kind):
-    return type(kind, (_Record,), {"__new__": lambda cls, *args: _Record.__new__(cls),
-                                   "__init__": lambda self, *args: _Record.__init__(self, kind)})
+# One stand-in class per allowed record (NEWOBJ makes the object without calling __init__; BUILD fills it).
+_RECORD_CLASSES = {key: type(key[1], (_Record,), {"__new__": lambda cls, *args: object.__new__(cls)})
+                   for key in _RECORDS}
 
 
 class _MetadataUnpickler(pickle.Unpickler):
     def find_class(self, module, name):
-        if (module, name) in _RECORDS:
-            return _record_class(name)
+        if (module, name) in _RECORD_CLASSES:
+            return _RECORD_CLASSES[(module, name)]
         if module == "torch" and name in _DTYPES:
             return _Dtype(name)
         if (module, name) == ("torch", "Size"):
