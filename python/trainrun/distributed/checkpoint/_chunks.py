@@ -1,12 +1,14 @@
 """Which piece of each global tensor a rank holds, and how saved pieces
 overlap the pieces a rank needs (the geometry behind resharding)."""
 from trainrun.distributed.tensor._dtensor import DTensor
-from trainrun.distributed.tensor.placement_types import Partial, Shard, chunk_offsets, chunk_sizes
+from trainrun.distributed.tensor._redistribute import local_shape
+from trainrun.distributed.tensor.placement_types import Partial, Shard
 
 
 def local_piece(value):
     """(local tensor, global shape, offsets, replicated_over) of a state-dict tensor. A DTensor's local shard
-    sits at offsets given by its Shard placements (outermost mesh dim first, as nested sharding splits);
+    sits at offsets given by its Shard placements (outermost mesh dim first, as nested sharding splits, with
+    FSDP's strided shards inside the tensor-parallel ones);
     `replicated_over` says which ranks hold the same piece (all of them for a plain tensor: None)."""
     if not isinstance(value, DTensor):
         return value, tuple(value.shape), (0,) * value.dim(), None
@@ -14,19 +16,12 @@ def local_piece(value):
     if any(isinstance(p, Partial) for p in spec.placements):
         raise ValueError("checkpoint: a DTensor with Partial placements cannot be saved; redistribute it to "
                          "Shard or Replicate first")
-    mesh = spec.mesh
-    coordinate = mesh.get_coordinate()
-    offsets, sizes = [0] * len(spec.shape), list(spec.shape)
-    for mesh_dim, p in enumerate(spec.placements):
-        if isinstance(p, Shard):
-            n, c = mesh.size(mesh_dim), coordinate[mesh_dim]
-            offsets[p.dim] += chunk_offsets(sizes[p.dim], n)[c]
-            sizes[p.dim] = chunk_sizes(sizes[p.dim], n)[c]
+    sizes, offsets = local_shape(spec.shape, spec.mesh, spec.placements)
     local = value.to_local()
     if list(local.shape) != sizes:  # FSDP pads nothing into its shards; a mismatch is a bug worth naming
         raise ValueError(f"checkpoint: the local shard is {list(local.shape)} but its placements give {sizes}")
     replicated = [d for d, p in enumerate(spec.placements) if not isinstance(p, Shard)]
-    return local, tuple(spec.shape), tuple(offsets), (mesh, tuple(replicated))
+    return local, tuple(spec.shape), tuple(offsets), (spec.mesh, tuple(replicated))
 
 
 def overlap(offsets_a, sizes_a, offsets_b, sizes_b):

@@ -18,7 +18,8 @@ import functools
 from trainrun import _C
 from trainrun import distributed as dist
 from trainrun.autograd import Function
-from trainrun.distributed.tensor.placement_types import Partial, Replicate, Shard, chunk_sizes
+from trainrun.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard, chunk_sizes, \
+    nesting_order
 
 _COUNTERS = []  # active CommDebugMode counters
 
@@ -55,7 +56,8 @@ def local_shape(global_shape, mesh, placements, coordinate=None):
     """The shape of this rank's piece, and its offset in the global tensor."""
     shape, offset = list(global_shape), [0] * len(global_shape)
     coordinate = mesh.get_coordinate() if coordinate is None else coordinate
-    for i, p in enumerate(placements):
+    for i in nesting_order(placements):
+        p = placements[i]
         if isinstance(p, Shard):
             n, c = mesh.size(i), coordinate[i]
             sizes = chunk_sizes(shape[p.dim], n)
@@ -242,9 +244,22 @@ def redistribute_local(local, global_shape, mesh, src, dst):
     """This rank's piece for placements dst, given its piece for src (no autograd)."""
     if tuple(src) == tuple(dst):
         return local
+    src, dst = list(src), list(dst)
     coordinate = tuple(mesh.get_coordinate())
-    steps = _plan(tuple(global_shape), mesh, tuple(src), tuple(dst), coordinate)
-    return _apply(local, list(global_shape), mesh, steps, src)
+    for i in [i for i, p in enumerate(src) if isinstance(p, _StridedShard)]:  # innermost splits: undone first
+        p, src[i] = src[i], Replicate()
+        piece = local_shape(global_shape, mesh, src, coordinate)[0][p.dim]
+        local = _all_gather(local, p.dim, chunk_sizes(piece, mesh.size(i)), mesh.get_group(i))
+    strided = [i for i, p in enumerate(dst) if isinstance(p, _StridedShard)]
+    plain_dst = [Replicate() if i in strided else p for i, p in enumerate(dst)]
+    if src != plain_dst:
+        steps = _plan(tuple(global_shape), mesh, tuple(src), tuple(plain_dst), coordinate)
+        local = _apply(local, list(global_shape), mesh, steps, src)
+    for i in strided:  # then split what the plain shards left, on this rank (no communication)
+        d, n, me = dst[i].dim, mesh.size(i), coordinate[i]
+        sizes = chunk_sizes(local.shape[d], n)
+        local = local.narrow(d, sum(sizes[:me]), sizes[me]).contiguous()
+    return local
 
 
 def gradient_placements(placements):

@@ -1,7 +1,13 @@
 """How a DTensor lies along one mesh dimension: Shard(dim) (split along a
 tensor dim as torch.chunk splits it: trailing ranks may get smaller or empty
 pieces), Replicate() (every rank holds all of it), Partial(reduce_op) (every
-rank holds a term; the tensor is their sum, or avg/max/min)."""
+rank holds a term; the tensor is their sum, or avg/max/min).
+
+_StridedShard(dim, split_factor) is what FSDP over a tensor-parallel
+parameter gives (PyTorch's name): a Shard on this mesh dim applied inside
+the shards of the later mesh dims on the same tensor dim, so each rank
+holds a block of its tensor-parallel piece (the piece is split
+split_factor ways first)."""
 import numpy as np
 
 
@@ -26,7 +32,7 @@ class Shard(Placement):
         return dim is None or dim == self.dim
 
     def __eq__(self, other):
-        return isinstance(other, Shard) and other.dim == self.dim
+        return type(other) is type(self) and other.dim == self.dim
 
     def __hash__(self):
         return hash(("Shard", self.dim))
@@ -35,6 +41,29 @@ class Shard(Placement):
         return f"Shard(dim={self.dim})"
 
     __str__ = lambda self: f"S({self.dim})"  # noqa: E731
+
+
+class _StridedShard(Shard):
+    def __init__(self, dim, split_factor):
+        super().__init__(dim)
+        self.split_factor = split_factor
+
+    def __eq__(self, other):
+        return isinstance(other, _StridedShard) and (other.dim, other.split_factor) == (self.dim, self.split_factor)
+
+    def __hash__(self):
+        return hash(("_StridedShard", self.dim, self.split_factor))
+
+    def __repr__(self):
+        return f"_StridedShard(dim={self.dim}, sf={self.split_factor})"
+
+    __str__ = lambda self: f"_S({self.dim}, {self.split_factor})"  # noqa: E731
+
+
+def nesting_order(placements):
+    """The mesh dims in the order their shards split the tensor: strided shards after the plain ones."""
+    plain = [i for i, p in enumerate(placements) if not isinstance(p, _StridedShard)]
+    return plain + [i for i, p in enumerate(placements) if isinstance(p, _StridedShard)]
 
 
 class Replicate(Placement):
@@ -96,6 +125,6 @@ def normalize(placements, ndim):
         if isinstance(p, Shard):
             if not -ndim <= p.dim < max(ndim, 1):
                 raise ValueError(f"{p!r} is out of range for a tensor of {ndim} dims")
-            p = Shard(p.dim % ndim)
+            p = _StridedShard(p.dim % ndim, p.split_factor) if isinstance(p, _StridedShard) else Shard(p.dim % ndim)
         out.append(p)
     return tuple(out)
