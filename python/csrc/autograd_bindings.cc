@@ -98,6 +98,15 @@ void bind_autograd(py::module_& m) {
       if (is_floating(outputs[k].dtype())) set_history(outputs[k], node, static_cast<uint32_t>(k));
     return outputs;
   });
+  // Runs fn (a Python callable, with the GIL) once the running backward pass has finished: what FSDP waits
+  // for its last reduce-scatter with. Raises outside a backward pass.
+  m.def("_queue_callback", [](py::function fn) {
+    auto callback = hold_python_callable(std::move(fn));
+    autograd::queue_callback([callback] {
+      py::gil_scoped_acquire gil;
+      (*callback)();
+    });
+  });
   m.def("is_grad_enabled", [] { return GradMode::is_enabled(); });
   m.def("set_grad_enabled", [](bool on) { GradMode::set_enabled(on); });
 }

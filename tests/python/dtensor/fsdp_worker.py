@@ -5,7 +5,8 @@ batch, next to the same model trained in one process on the concatenated
 batch: per-step losses and final full parameters must agree. argv: mode
 ("plain", "tied", "hsdp" on a 2x2 mesh, "accumulate" with
 set_requires_gradient_sync, "bf16" param_dtype, "vocab1001" uneven shards,
-"frozen" with a frozen embedding)."""
+"frozen" with a frozen embedding, "noreshard", "reshard2" with reshard_after_forward=2,
+"explicit" with set_modules_to_forward_prefetch/backward_prefetch naming the neighbours)."""
 import pathlib
 import sys
 
@@ -92,12 +93,16 @@ def main():
     mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("replicate", "shard")) if mode == "hsdp" \
         else None
     mp = MixedPrecisionPolicy(param_dtype=tr.bfloat16, reduce_dtype=tr.float32) if mode == "bf16" else None
-    reshard = mode != "noreshard"
+    reshard = {"noreshard": False, "reshard2": 2}.get(mode, True)
     if mode == "tiedgroup":  # the tied embedding and head as one group over two modules (PyTorch's list form)
         fully_shard([model.tok_embeddings, model.output], mesh=mesh, mp_policy=mp)
     for block in model.layers:
         fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, mp_policy=mp)
+    if mode == "explicit":  # what the implicit order would pick too: the same collectives, the same numbers
+        for i, block in enumerate(model.layers):
+            block.set_modules_to_forward_prefetch(list(model.layers[i + 1:i + 2]))
+            block.set_modules_to_backward_prefetch(list(model.layers[max(i - 1, 0):i]))
     failures = []
     if not isinstance(model, FSDPModule) or type(model).__name__ != "FSDPModel":
         failures.append(f"the root's class is {type(model).__name__}")
@@ -139,7 +144,7 @@ def main():
         groups = 6 if mode == "tiedgroup" else 5  # the four blocks and the root (and the tied pair)
         # Resharded blocks gather again in backward; the root keeps its parameters for backward.
         gathers = groups + (4 if reshard else 0) + (1 if mode == "tiedgroup" else 0)  # the pair is not the root
-        if mode in ("plain", "tied", "noreshard", "tiedgroup") and (counts.get("all_gather") != gathers or
+        if mode in ("plain", "tied", "noreshard", "tiedgroup", "reshard2", "explicit") and (counts.get("all_gather") != gathers or
                                                        counts.get("reduce_scatter") != groups):
             failures.append(f"step {step}: collectives {counts}, expected {gathers} all-gathers and {groups} "
                             "reduce-scatters")

@@ -5,7 +5,9 @@ same model in one process on the same data: losses and full gradients must
 agree within 1e-5. argv: the mesh ("4": tp=4; "2x2": dp=2 x tp=2, each dp
 row training the same batch), "loss_parallel" to compute the loss on
 class-sharded logits, "sequence_parallel" for torchtitan's sequence-parallel
-plan (norms on sequence shards)."""
+plan (norms on sequence shards), "fsdp" for FSDP x TP: fully_shard over the dp dim of the 2x2 mesh on
+top of the plan, each dp row with its own batch (the reference trains on both), the full state dict and a
+round trip of it through a fresh FSDP x TP model checked too."""
 import pathlib
 import sys
 
@@ -16,7 +18,9 @@ import trainrun as tr  # noqa: E402
 import trainrun.distributed as dist  # noqa: E402
 import trainrun.nn.functional as F  # noqa: E402
 from trainrun import nn  # noqa: E402
+from trainrun.distributed.fsdp import fully_shard  # noqa: E402
 from trainrun.distributed.tensor import DTensor, Replicate, Shard, init_device_mesh  # noqa: E402
+from trainrun.distributed.tensor.placement_types import _StridedShard  # noqa: E402
 from trainrun.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,  # noqa: E402
                                                   SequenceParallel, loss_parallel, parallelize_module)
 
@@ -115,18 +119,32 @@ def main():
     tr.manual_seed(0)
     reference = Model()
     tr.manual_seed(0)
-    model = parallelize_module(Model(), tp_mesh, plan(loss_sharded, sequence_parallel))
+    use_fsdp = "fsdp" in sys.argv
+
+    def make():
+        model = parallelize_module(Model(), tp_mesh, plan(loss_sharded, sequence_parallel))
+        if use_fsdp:
+            for block in model.layers:
+                fully_shard(block, mesh=mesh["dp"])
+            fully_shard(model, mesh=mesh["dp"])
+        return model
+    model = make()
     failures = []
-    if not isinstance(model.output.weight, DTensor) or model.output.weight.placements != (Shard(0),):
-        failures.append(f"output.weight is not a Shard(0) DTensor: {model.output.weight!r}")
+    # FSDP's rows are a block of each TP piece: a strided shard over dp (PyTorch's layout for FSDP x TP)
+    want = (_StridedShard(0, split_factor=tp_mesh.size()), Shard(0)) if use_fsdp else (Shard(0),)
+    if not isinstance(model.output.weight, DTensor) or model.output.weight.placements != want or \
+            tuple(model.output.weight.shape) != (VOCAB, DIM):
+        failures.append(f"output.weight is not a {want} DTensor of ({VOCAB}, {DIM}): {model.output.weight!r}")
+    dp, dp_rank = (mesh.size(0), mesh.get_local_rank(0)) if use_fsdp else (1, 0)
     opt_ref = tr.optim.AdamW(reference.parameters(), lr=1e-2)
     opt = tr.optim.AdamW(model.parameters(), lr=1e-2)
     names_ref = dict(reference.named_modules())
     rng = np.random.default_rng(1)
     for step in range(10):
-        tokens = tr.tensor(rng.integers(0, VOCAB, size=(BATCH, SEQ)))
-        targets = tr.tensor(rng.integers(0, VOCAB, size=(BATCH, SEQ)))
-        ref_loss = F.cross_entropy(reference(tokens).reshape(-1, VOCAB), targets.reshape(-1))
+        all_tokens = tr.tensor(rng.integers(0, VOCAB, size=(dp * BATCH, SEQ)))  # dp rows: a batch each
+        all_targets = tr.tensor(rng.integers(0, VOCAB, size=(dp * BATCH, SEQ)))
+        tokens, targets = (t[dp_rank * BATCH:(dp_rank + 1) * BATCH] for t in (all_tokens, all_targets))
+        ref_loss = F.cross_entropy(reference(all_tokens).reshape(-1, VOCAB), all_targets.reshape(-1))
         logits = model(tokens)
         if loss_sharded:
             with loss_parallel():
@@ -137,7 +155,10 @@ def main():
         opt.zero_grad()
         ref_loss.backward()
         loss.backward()
-        if abs(loss.item() - ref_loss.item()) > 1e-5:
+        mean_loss = tr.tensor([loss.item()])
+        if use_fsdp:
+            dist.all_reduce(mean_loss, op=dist.ReduceOp.AVG, group=mesh.get_group(0))
+        if abs(mean_loss.item() - ref_loss.item()) > 1e-5:
             failures.append(f"step {step}: loss {loss.item()} vs {ref_loss.item()}")
         for name, module in model.named_modules():
             for pname in ("weight", "bias"):
@@ -155,6 +176,21 @@ def main():
             failures.append(f"step {step}: clip_grad_norm_ {norm.item()} vs {norm_ref.item()}")
         opt_ref.step()
         opt.step()
+    if use_fsdp:  # the full state dict is the reference's, and loads back into a fresh FSDP x TP model
+        sd = model.state_dict()
+        fresh = {k: full(v) for k, v in sd.items()}
+        for k, v in reference.state_dict().items():
+            if not np.allclose(fresh[k].detach().numpy(), v.detach().numpy(), rtol=1e-4, atol=1e-5):
+                failures.append(f"final {k} differs from the reference")
+        tr.manual_seed(5)
+        other = make()
+        other.load_state_dict(fresh)
+        for k, v in other.state_dict().items():
+            if not np.array_equal(full(v).detach().numpy(), fresh[k].detach().numpy()):
+                failures.append(f"{k} differs after load_state_dict of the full state dict")
+            if isinstance(v, DTensor) and not np.array_equal(v.to_local().detach().numpy(),
+                                                             sd[k].to_local().detach().numpy()):
+                failures.append(f"{k}: the loaded shard is not the saved one")
     if failures:
         print(f"rank {dist.get_rank()}: failures:\n  " + "\n  ".join(failures[:20]), flush=True)
         sys.exit(1)

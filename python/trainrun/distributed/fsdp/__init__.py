@@ -1,5 +1,8 @@
 """trainrun.distributed.fsdp: FSDP2's fully_shard, FSDPModule,
-MixedPrecisionPolicy, OffloadPolicy and CPUOffloadPolicy, with PyTorch 2.x's
-names (see _fully_shard.py and _param_group.py)."""
+MixedPrecisionPolicy, OffloadPolicy, CPUOffloadPolicy, UnshardHandle and
+register_fsdp_forward_method, with PyTorch 2.x's names. fully_shard's API is
+in _fully_shard.py, one group's collectives in _param_group.py, when they
+are issued (prefetching) in _schedule.py."""
 from trainrun.distributed.fsdp._fully_shard import (CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy,  # noqa
-                                                    OffloadPolicy, fully_shard)
+                                                    OffloadPolicy, UnshardHandle, fully_shard,
+                                                    register_fsdp_forward_method)

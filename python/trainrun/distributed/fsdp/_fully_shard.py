@@ -5,7 +5,11 @@ FSDPModule and of its own class; parameter names do not change. Apply it to
 each block, then to the root: each call makes one group of the parameters
 that no inner call took."""
 from trainrun import distributed as dist
-from trainrun.distributed.fsdp._param_group import FSDPParam, ParamGroup, RegatherBeforeBackward
+from trainrun.distributed.fsdp import _schedule
+from trainrun.distributed.fsdp._fsdp_param import FSDPParam
+from trainrun.distributed.fsdp._param_group import ParamGroup, RegatherBeforeBackward
+from trainrun.distributed.fsdp._schedule import ACTIVE_FORWARDS
+from trainrun.distributed.tensor._module_views import DTENSOR_PARAMS
 
 _GROUP = "_fsdp_group"
 
@@ -36,45 +40,93 @@ class FSDPModule:
     def _fsdp(self):
         return self.__dict__[_GROUP]
 
-    def unshard(self, async_op=False):
-        self._fsdp().unshard()
-        return _Done() if async_op else None
-
-    def reshard(self):
-        self._fsdp().reshard()
-
-    def set_requires_gradient_sync(self, requires_gradient_sync, *, recurse=True):
-        """False: backward accumulates gradients locally (no reduce-scatter) until a backward with True."""
+    def _groups(self, recurse=True):
         for m in (self.modules() if recurse else [self]):
             group = m.__dict__.get(_GROUP)
             if group is not None:
-                group.sync_gradients = requires_gradient_sync
+                yield group
+
+    def unshard(self, async_op=False):
+        """Gathers the parameters ahead of forward (which then gathers nothing). async_op=True returns a handle:
+        its wait() waits for the gather and puts the full parameters in place."""
+        group = self._fsdp()
+        group.start_unshard()
+        if async_op:
+            return UnshardHandle(group)
+        group.unshard()
+        return None
+
+    def reshard(self):
+        group = self._fsdp()
+        group.reshard()
+        group.drop_prefetch()
+
+    def set_requires_gradient_sync(self, requires_gradient_sync, *, recurse=True):
+        """False: backward accumulates gradients locally (no reduce-scatter) until a backward with True."""
+        for group in self._groups(recurse):
+            group.sync_gradients = requires_gradient_sync
 
     def set_reshard_after_backward(self, reshard_after_backward, *, recurse=True):
-        pass  # the gathered parameters are always freed after their reduce-scatter (when resharding after forward)
+        """False: the parameters stay gathered after backward, so the next forward gathers nothing (for
+        gradient accumulation; call it with True before the optimizer step's last backward)."""
+        for group in self._groups(recurse):
+            group.reshard_after_backward = reshard_after_backward
 
     def set_is_last_backward(self, is_last_backward):
-        pass
+        """Accepted for PyTorch's API: every backward here waits for its reduce-scatters before it returns."""
 
     def set_reduce_scatter_divide_factor(self, factor):
-        for m in self.modules():
-            group = m.__dict__.get(_GROUP)
-            if group is not None:
-                group.divide_factor = factor
+        """Gradients are summed over the ranks, then divided by factor (instead of the mean)."""
+        for group in self._groups():
+            group.divide_factor = factor
 
     def set_modules_to_forward_prefetch(self, modules):
-        pass  # gathers run when each module starts; prefetching on a communication thread is future work
+        """The modules whose gathers this module's pre-forward issues (instead of the next one in forward
+        order)."""
+        self._fsdp().forward_prefetch = [_group_of(m, "set_modules_to_forward_prefetch") for m in modules]
 
     def set_modules_to_backward_prefetch(self, modules):
-        pass
+        """The modules whose gathers this module's backward issues (instead of the previous one in forward
+        order)."""
+        self._fsdp().backward_prefetch = [_group_of(m, "set_modules_to_backward_prefetch") for m in modules]
+
+    def set_post_optim_event(self, event):
+        """Accepted for PyTorch's API (CUDA streams): the next forward's gathers run after the optimizer step in
+        program order here."""
 
     # state_dict()/load_state_dict(): every module's (distributed/tensor/_module_views.py) give and take
     # sharded DTensors for the sharded parameters, or full tensors to shard.
 
 
-class _Done:
+class UnshardHandle:
+    """What unshard(async_op=True) returns."""
+
+    def __init__(self, group):
+        self._group = group
+
     def wait(self):
-        return None
+        self._group.unshard()
+
+
+def _group_of(module, where):
+    group = module.__dict__.get(_GROUP)
+    if group is None:
+        raise ValueError(f"{where}: {type(module).__name__} is not a fully_shard module")
+    return group
+
+
+def register_fsdp_forward_method(module, method_name):
+    """Makes module.method_name (a method other than forward, e.g. generate) gather and reshard the module's
+    parameters around the call, as its forward does."""
+    if not isinstance(module, FSDPModule):
+        raise ValueError(f"register_fsdp_forward_method: {type(module).__name__} is not a fully_shard module")
+    method = getattr(type(module), method_name)
+    group = module._fsdp()
+
+    def wrapped(*args, **kwargs):
+        args, kwargs = _pre_forward(group, args, kwargs)
+        return _post_forward(group, method(module, *args, **kwargs))
+    object.__setattr__(module, method_name, wrapped)
 
 
 def _owned_parameters(module):
@@ -113,12 +165,11 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
         if key in by_storage:
             by_storage[key].add_slot(owner, name)
             continue
-        p = FSDPParam(owner, name, tensor, n, rank)
+        outer = (owner.__dict__.get(DTENSOR_PARAMS) or {}).get(name)  # tensor parallelism's DTensor, if any
+        p = FSDPParam(owner, name, tensor, n, rank, outer if outer is not None and outer.device_mesh != mesh
+                      else None)
         by_storage[key] = p
         params.append(p)
-    if not isinstance(reshard_after_forward, bool):
-        raise NotImplementedError("fully_shard: reshard_after_forward=int (resharding to a smaller group) is not "
-                                  "supported yet; pass True or False")
     group = ParamGroup(params, mesh, mp_policy, reshard_after_forward)
     for m in modules:
         object.__setattr__(m, _GROUP, group)
@@ -167,19 +218,16 @@ def _hook_module_list(group, modules):
 _LIST_GROUPS = []  # groups over several modules: a forward that skipped one of them must not leave them gathered
 
 
-_ACTIVE_FORWARDS = []  # the groups whose forward is running, outermost first
-
-
 def _pre_forward(group, args, kwargs):
-    if group in _ACTIVE_FORWARDS:  # left by a forward that raised
-        _ACTIVE_FORWARDS.remove(group)
-    if not _ACTIVE_FORWARDS:  # a new forward from the root: no list group stays gathered from the last one
+    if group in ACTIVE_FORWARDS:  # left by a forward that raised
+        ACTIVE_FORWARDS.remove(group)
+    if not ACTIVE_FORWARDS:  # a new forward from the root: no list group stays gathered from the last one
         for stale in _LIST_GROUPS:
             if stale is not group and stale.modules_to_run is not None:
                 stale.modules_to_run = None
                 stale.reshard()
-    _ACTIVE_FORWARDS.append(group)
-    group.unshard()
+    ACTIVE_FORWARDS.append(group)
+    _schedule.forward_started(group)  # gathers this group's parameters, issues the next group's gather
     return _cast_inputs(group, args, kwargs)
 
 
@@ -197,18 +245,24 @@ def _cast_inputs(group, args, kwargs):
 
 def _post_forward(group, output):
     from trainrun import _C
-    if group in _ACTIVE_FORWARDS:  # with whatever opened inside it and did not close (a list group cut short)
-        del _ACTIVE_FORWARDS[_ACTIVE_FORWARDS.index(group):]
+    from trainrun._autograd import is_grad_enabled
+    is_root = bool(ACTIVE_FORWARDS) and ACTIVE_FORWARDS[0] is group
+    if group in ACTIVE_FORWARDS:  # with whatever opened inside it and did not close (a list group cut short)
+        del ACTIVE_FORWARDS[ACTIVE_FORWARDS.index(group):]
     group.reshard()
     replaced = None
     dtype = group.mp_policy.output_dtype
     if dtype is not None and isinstance(output, _C.Tensor) and output.is_floating_point():
         output = replaced = output.to(dtype)
-    if _frees_after_forward(group):
+    if not is_grad_enabled():
+        group.gathered = None  # no graph holds the gathered parameters: their memory goes now
+    elif _frees_after_forward(group):
         wrapped = _wrap_for_backward(group, output)
         if wrapped is not None:  # outputs autograd can reach the module through: free, gather again in backward
-            group.free_gathered()
+            group.free_after_forward()
             replaced = wrapped
+    if is_root:
+        _schedule.forward_finished(group)
     return replaced
 
 
@@ -216,7 +270,7 @@ def _frees_after_forward(group):
     """The root keeps its parameters (backward starts with it), as PyTorch's FSDP2 does; so does a forward
     that builds no graph (nothing holds the gathered parameters after it)."""
     from trainrun._autograd import is_grad_enabled
-    is_root = not _ACTIVE_FORWARDS
+    is_root = not ACTIVE_FORWARDS
     return group.reshard_after_forward and not is_root and is_grad_enabled()
 
 

@@ -16,6 +16,23 @@ def set_view(module, name, dtensor):
     table[name] = dtensor
 
 
+GRADIENT_SUMS = "_gradient_summed_over"  # name -> the group a parameter's gradient is summed over
+
+
+def sum_gradient_over(module, name, group):
+    """Records that parameter `name`'s gradient is summed over `group` (a replicated parameter computed on
+    sequence shards): whoever replaces the parameter's tensor (fully_shard) must keep doing it."""
+    table = module.__dict__.get(GRADIENT_SUMS)
+    if table is None:
+        table = {}
+        object.__setattr__(module, GRADIENT_SUMS, table)
+    table[name] = group
+
+
+def gradient_sum_group(module, name):
+    return (module.__dict__.get(GRADIENT_SUMS) or {}).get(name)
+
+
 def views_off(module, off):
     object.__setattr__(module, VIEWS_OFF, off)
 

@@ -10,7 +10,7 @@ all-reduces (or reduce-scatters) its partial output before adding the bias."""
 from trainrun import _C
 from trainrun.distributed.tensor import _redistribute
 from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec, distribute_tensor
-from trainrun.distributed.tensor._module_views import set_view
+from trainrun.distributed.tensor._module_views import set_view, sum_gradient_over
 from trainrun.distributed.tensor.placement_types import Replicate, Shard
 from trainrun.nn import functional as F
 from trainrun.nn import utils as nn_utils
@@ -194,6 +194,7 @@ class SequenceParallel(ParallelStyle):
         for name, p in module.named_parameters(False):
             if p.requires_grad:
                 p.register_hook(lambda g, group=group: _redistribute.all_reduced(g, group))
+                sum_gradient_over(module, name, group)
             set_view(module, name, DTensor(p, DTensorSpec(mesh, [Replicate()], tuple(p.shape))))
         layout = Shard(self.sequence_dim)
         inner = module.__dict__.get("_forward_override")
