@@ -41,7 +41,8 @@ def test_tp_example_learns(ranks):
 
 @pytest.mark.parametrize("mode,nproc", [("plain", 2), ("plain", 4), ("tied", 2), ("hsdp", 4), ("accumulate", 2),
                                         ("bf16", 2), ("vocab1001", 2), ("frozen", 2), ("noreshard", 2),
-                                        ("tiedgroup", 2), ("tiedgroup", 4), ("reshard2", 4), ("explicit", 2)])
+                                        ("tiedgroup", 2), ("tiedgroup", 4), ("reshard2", 4), ("explicit", 2),
+                                        ("dim1", 2), ("ignored", 2)])
 def test_fully_shard_trains_as_one_process(ranks, mode, nproc):
     out = ranks.run_script(nproc, WORKERS + "fsdp_worker.py", mode).stdout
     for rank in range(nproc):
@@ -74,10 +75,12 @@ def fsdp_memory_by_resharding():
             fully_shard(block, reshard_after_forward=reshard)
         fully_shard(model)
         x = tr.randn(4, 512)
-        for step in range(2):  # the first step warms up (and records the order prefetching follows)
+        bases = []
+        for step in range(3):  # the first step warms up (and records the order prefetching follows)
             model.zero_grad()
             dist.barrier()  # the backend's thread has let go of the last step's buffers
             base = tr._C._cpu_memory_allocated()
+            bases.append(base)
             tr._C._cpu_reset_peak_memory_stats()
             loss = model(x).sum()
             held, peak = tr._C._cpu_memory_allocated() - base, tr._C._cpu_max_memory_allocated() - base
@@ -85,6 +88,8 @@ def fsdp_memory_by_resharding():
             del loss
         grads = [(p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad).numpy().copy()
                  for p in model.parameters()]
+        # Nothing outlives its step (a step's gathered parameters kept alive by its graph would add 8 MiB)
+        assert bases[2] - bases[1] <= 0.1 * mib, (reshard, [b / mib for b in bases])
         seen[reshard] = (held, peak, grads)
         del model
     (held_full, peak_full, grads_full), (held_sharded, peak_sharded, grads_sharded) = seen[False], seen[True]
@@ -178,3 +183,69 @@ def fsdp_list_group_skipped_in_a_forward():
 
 def test_a_list_group_skipped_in_a_forward_is_gathered_afresh(ranks):
     ranks.run_function(2, fsdp_list_group_skipped_in_a_forward)
+
+
+def fsdp_module_methods_and_arguments():
+    """unshard(async_op=True), register_fsdp_forward_method, set_reshard_after_backward(False), and the errors
+    and notice fully_shard's arguments give."""
+    import warnings
+    import numpy as np
+    import trainrun as tr
+    import trainrun.distributed as dist
+    from trainrun import nn
+    from trainrun.distributed.fsdp import CPUOffloadPolicy, fully_shard, register_fsdp_forward_method
+    from trainrun.distributed.tensor import Replicate
+    from trainrun.distributed.tensor.debug import CommDebugMode
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 6)
+
+        def forward(self, x):
+            return self.lin(x)
+
+        def doubled(self, x):
+            return self.lin(x) * 2
+
+    dist.init_process_group("gloo")
+    tr.manual_seed(0)
+    reference = Net()
+    tr.manual_seed(0)
+    model = fully_shard(Net())
+    x = tr.randn(3, 4)
+    register_fsdp_forward_method(model, "doubled")
+    np.testing.assert_array_equal(model.doubled(x).detach().numpy(), reference.doubled(x).detach().numpy())
+    handle = model.unshard(async_op=True)  # gathered ahead: the forward gathers nothing
+    handle.wait()
+    with CommDebugMode() as comm:
+        out = model(x)
+    assert comm.get_comm_counts().get("all_gather", 0) == 0, comm.get_comm_counts()
+    np.testing.assert_array_equal(out.detach().numpy(), reference(x).detach().numpy())
+    out.sum().backward()
+    model.set_reshard_after_backward(False)  # kept gathered after backward: the next forward gathers nothing
+    model(x).sum().backward()
+    with CommDebugMode() as comm:
+        model(x).sum().backward()
+    assert comm.get_comm_counts().get("all_gather", 0) == 0, comm.get_comm_counts()
+    errors = [(lambda: fully_shard(Net(), shard_placement_fn=lambda p: Replicate()), "Shard(dim) or None"),
+              (lambda: fully_shard(Net(), reshard_after_forward=3), "a factor of the shard dim's size 2"),
+              (lambda: register_fsdp_forward_method(Net(), "doubled"), "not a fully_shard module")]
+    for make, expected in errors:
+        try:
+            make()
+        except ValueError as e:
+            assert expected in str(e), str(e)
+        else:
+            raise AssertionError(f"no error (expected {expected!r})")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fully_shard(Net(), offload_policy=CPUOffloadPolicy())
+        fully_shard(Net(), offload_policy=CPUOffloadPolicy())
+    notices = [w for w in seen if "CPUOffloadPolicy" in str(w.message)]
+    assert len(notices) == 1, [str(w.message) for w in seen]
+    dist.destroy_process_group()
+
+
+def test_fsdp_module_methods_and_argument_errors(ranks):
+    ranks.run_function(2, fsdp_module_methods_and_arguments)

@@ -6,7 +6,9 @@ batch: per-step losses and final full parameters must agree. argv: mode
 ("plain", "tied", "hsdp" on a 2x2 mesh, "accumulate" with
 set_requires_gradient_sync, "bf16" param_dtype, "vocab1001" uneven shards,
 "frozen" with a frozen embedding, "noreshard", "reshard2" with reshard_after_forward=2,
-"explicit" with set_modules_to_forward_prefetch/backward_prefetch naming the neighbours)."""
+"explicit" with set_modules_to_forward_prefetch/backward_prefetch naming the neighbours, "dim1" with
+shard_placement_fn sharding every matrix along dim 1, "ignored" with the gate's scale in ignored_params: left
+whole, its gradient averaged by hand)."""
 import pathlib
 import sys
 
@@ -19,7 +21,7 @@ import trainrun.nn.functional as F  # noqa: E402
 from trainrun import nn  # noqa: E402
 from trainrun.distributed.device_mesh import init_device_mesh  # noqa: E402
 from trainrun.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard  # noqa: E402
-from trainrun.distributed.tensor import DTensor  # noqa: E402
+from trainrun.distributed.tensor import DTensor, Shard  # noqa: E402
 from trainrun.distributed.tensor.debug import CommDebugMode  # noqa: E402
 
 DIM, HEADS, SEQ, BATCH = 16, 4, 6, 2
@@ -90,20 +92,26 @@ def main():
     if mode == "frozen":
         for m in (reference, model):
             m.tok_embeddings.weight.requires_grad_(False)
+    failures = []
     mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("replicate", "shard")) if mode == "hsdp" \
         else None
     mp = MixedPrecisionPolicy(param_dtype=tr.bfloat16, reduce_dtype=tr.float32) if mode == "bf16" else None
     reshard = {"noreshard": False, "reshard2": 2}.get(mode, True)
     if mode == "tiedgroup":  # the tied embedding and head as one group over two modules (PyTorch's list form)
         fully_shard([model.tok_embeddings, model.output], mesh=mesh, mp_policy=mp)
+    placement_fn = (lambda p: Shard(1) if p.ndim == 2 else None) if mode == "dim1" else None
     for block in model.layers:
-        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
-    fully_shard(model, mesh=mesh, mp_policy=mp)
+        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard, shard_placement_fn=placement_fn)
+    ignored = {model.gate.scale} if mode == "ignored" else None
+    fully_shard(model, mesh=mesh, mp_policy=mp, shard_placement_fn=placement_fn, ignored_params=ignored)
+    if mode == "dim1" and model.layers[0].wqkv.weight.placements != (Shard(1),):
+        failures.append(f"shard_placement_fn: wqkv.weight is {model.layers[0].wqkv.weight.placements}")
+    if mode == "ignored" and isinstance(model.gate.scale, DTensor):
+        failures.append("an ignored parameter was sharded")
     if mode == "explicit":  # what the implicit order would pick too: the same collectives, the same numbers
         for i, block in enumerate(model.layers):
             block.set_modules_to_forward_prefetch(list(model.layers[i + 1:i + 2]))
             block.set_modules_to_backward_prefetch(list(model.layers[max(i - 1, 0):i]))
-    failures = []
     if not isinstance(model, FSDPModule) or type(model).__name__ != "FSDPModel":
         failures.append(f"the root's class is {type(model).__name__}")
     if mode == "tiedgroup" and (type(model.tok_embeddings).__name__, type(model.output).__name__) != \
@@ -136,6 +144,8 @@ def main():
                 loss = F.cross_entropy(model(mine_t[part]).reshape(-1, vocab), mine_y[part].reshape(-1)) / micro
                 loss.backward()
                 losses.append(loss.item())
+        if mode == "ignored":  # FSDP leaves its gradient alone: data parallelism by hand
+            dist.all_reduce(model.gate.scale.grad, op=dist.ReduceOp.AVG)
         total = tr.tensor([sum(losses)])
         dist.all_reduce(total, op=dist.ReduceOp.AVG)
         if abs(total.item() - ref_loss.item()) > tolerance * max(1.0, abs(ref_loss.item())):
@@ -144,7 +154,7 @@ def main():
         groups = 6 if mode == "tiedgroup" else 5  # the four blocks and the root (and the tied pair)
         # Resharded blocks gather again in backward; the root keeps its parameters for backward.
         gathers = groups + (4 if reshard else 0) + (1 if mode == "tiedgroup" else 0)  # the pair is not the root
-        if mode in ("plain", "tied", "noreshard", "tiedgroup", "reshard2", "explicit") and (counts.get("all_gather") != gathers or
+        if mode in ("plain", "tied", "noreshard", "tiedgroup", "reshard2", "explicit", "dim1") and (counts.get("all_gather") != gathers or
                                                        counts.get("reduce_scatter") != groups):
             failures.append(f"step {step}: collectives {counts}, expected {gathers} all-gathers and {groups} "
                             "reduce-scatters")

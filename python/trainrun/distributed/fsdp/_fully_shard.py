@@ -125,49 +125,59 @@ def register_fsdp_forward_method(module, method_name):
 
     def wrapped(*args, **kwargs):
         args, kwargs = _pre_forward(group, args, kwargs)
-        return _post_forward(group, method(module, *args, **kwargs))
+        output = method(module, *args, **kwargs)
+        replaced = _post_forward(group, output)  # a forward hook's answer: None keeps the output
+        return output if replaced is None else replaced
     object.__setattr__(module, method_name, wrapped)
 
 
-def _owned_parameters(module):
-    """(owner module, name, tensor) for parameters under module not already in an inner fully_shard group."""
+def _key(tensor):
+    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+    return local.data_ptr(), tuple(local.shape)
+
+
+def _owned_parameters(module, ignored):
+    """(owner module, name, tensor) for parameters under module not already in an inner fully_shard group and
+    not ignored (keys of ignored_params)."""
     out, stack = [], [module]
     while stack:
         m = stack.pop()
         if m is not module and m.__dict__.get(_GROUP) is not None:
             continue
         for name, p in m.named_parameters(False):
-            out.append((m, name, p))
+            if _key(p) not in ignored:
+                out.append((m, name, p))
         stack.extend(reversed(list(m.children())))
     return out
 
 
 def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placement_fn=None, mp_policy=None,
                 offload_policy=None, ignored_params=None):
-    """Shards module's parameters (those no inner fully_shard took) along dim 0 over mesh (default: all
-    ranks; a 2-D mesh shards over its last dim and replicates over the first: HSDP). Every rank must hold
-    the same initial weights. Returns the module, whose class is now FSDP<its class>."""
-    from trainrun.distributed.device_mesh import init_device_mesh
+    """Shards module's parameters (those no inner fully_shard took, less ignored_params, which stay whole and
+    unreduced) along dim 0, or the dim shard_placement_fn(param) gives as Shard(dim) (None: dim 0), over mesh
+    (default: all ranks; a 2-D mesh shards over its last dim and replicates over the first: HSDP). Every rank
+    must hold the same initial weights. Returns the module, whose class is now FSDP<its class>."""
     modules = list(module) if isinstance(module, (list, tuple)) else [module]
     if not modules:
         raise ValueError("fully_shard: the list of modules is empty")
-    if shard_placement_fn is not None or ignored_params:
-        raise NotImplementedError("fully_shard: shard_placement_fn and ignored_params are not supported yet")
     if mesh is None:
-        mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+        mesh = _world_mesh()
     if mesh.ndim not in (1, 2):
         raise ValueError(f"fully_shard: the mesh must be 1-D (FSDP) or 2-D (HSDP), got {mesh.ndim}-D")
+    if isinstance(offload_policy, CPUOffloadPolicy) and mesh.device_type == "cpu":
+        _notice_offload_is_a_no_op()
     mp_policy = mp_policy or MixedPrecisionPolicy()
     n, rank = mesh.size(mesh.ndim - 1), mesh.get_local_rank(mesh.ndim - 1)
+    ignored = {_key(p) for p in (ignored_params or ())}
     params, by_storage = [], {}
-    for owner, name, tensor in (owned for m in modules for owned in _owned_parameters(m)):
-        key = (tensor.data_ptr(), tuple(tensor.shape))  # tied weights: one slot list, one shard
+    for owner, name, tensor in (owned for m in modules for owned in _owned_parameters(m, ignored)):
+        key = _key(tensor)  # tied weights: one slot list, one shard
         if key in by_storage:
             by_storage[key].add_slot(owner, name)
             continue
         outer = (owner.__dict__.get(DTENSOR_PARAMS) or {}).get(name)  # tensor parallelism's DTensor, if any
-        p = FSDPParam(owner, name, tensor, n, rank, outer if outer is not None and outer.device_mesh != mesh
-                      else None)
+        outer = outer if outer is not None and outer.device_mesh != mesh else None
+        p = FSDPParam(owner, name, tensor, n, rank, outer, _shard_dim(shard_placement_fn, tensor if outer is None else outer, name))
         by_storage[key] = p
         params.append(p)
     group = ParamGroup(params, mesh, mp_policy, reshard_after_forward)
@@ -186,6 +196,38 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
         if not issubclass(cls, FSDPModule):
             m.__class__ = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {"__module__": cls.__module__})
     return module
+
+
+def _world_mesh():
+    """A 1-D mesh over every rank (its group is the default group: nothing is created, init_device_mesh's
+    root mesh is left alone)."""
+    from trainrun.distributed.device_mesh import DeviceMesh
+    return DeviceMesh("cpu", list(range(dist.get_world_size())), _init_backend=False)
+
+
+def _shard_dim(shard_placement_fn, param, name):
+    from trainrun.distributed.tensor.placement_types import Shard
+    placement = shard_placement_fn(param) if shard_placement_fn is not None else None
+    if placement is None:
+        return 0
+    if type(placement) is not Shard:
+        raise ValueError(f"fully_shard: shard_placement_fn must return Shard(dim) or None, got {placement!r} for "
+                         f"{name}")
+    ndim = len(param.shape)
+    if not -ndim <= placement.dim < ndim:
+        raise ValueError(f"fully_shard: shard_placement_fn gave {placement!r} for {name} of {ndim} dims")
+    return placement.dim % ndim
+
+
+_NOTICES = set()
+
+
+def _notice_offload_is_a_no_op():
+    if "offload" not in _NOTICES:
+        _NOTICES.add("offload")
+        import warnings
+        warnings.warn("fully_shard: CPUOffloadPolicy on a CPU job: the shards and optimizer state already live in "
+                      "CPU memory, so there is nothing to move", stacklevel=3)
 
 
 def _hook_module_list(group, modules):

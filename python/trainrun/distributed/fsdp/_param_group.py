@@ -111,13 +111,13 @@ class ParamGroup:
         """The DTensor layout of p's shard: Shard(0) over the shard dim (Replicate over HSDP's replicate dim);
         for a tensor-parallel parameter, on the mesh joining this one and the TP mesh, with the TP placements
         after ours (a strided shard where TP also splits dim 0: our rows are a block of the TP piece)."""
-        placements = [Replicate()] * (self.mesh.ndim - 1) + [Shard(0)]
+        placements = [Replicate()] * (self.mesh.ndim - 1) + [Shard(p.dim)]
         if p.outer is None:
             return DTensorSpec(self.mesh, placements, p.shape)
         tp = p.outer._spec
-        if any(q.is_shard(0) for q in tp.placements):
-            split = int(np.prod([tp.mesh.size(i) for i, q in enumerate(tp.placements) if q.is_shard(0)]))
-            placements[-1] = _StridedShard(0, split_factor=split)
+        if any(q.is_shard(p.dim) for q in tp.placements):
+            split = int(np.prod([tp.mesh.size(i) for i, q in enumerate(tp.placements) if q.is_shard(p.dim)]))
+            placements[-1] = _StridedShard(p.dim, split_factor=split)
         return DTensorSpec(_joined_mesh(self.mesh, tp.mesh), placements + list(tp.placements), tp.shape)
 
     def norm_reducer(self, p):
@@ -167,7 +167,9 @@ class ParamGroup:
         fulls = [p.full_view(o, self.shard_size) for p, o in zip(record.params, record.outs)]
         trainable = [i for i, p in enumerate(self.params) if p.requires_grad]
         if trainable:
-            attached = _GatherParams.apply(self, [fulls[i] for i in trainable],
+            # The views go in a one-shot holder that forward empties: Function keeps its arguments for backward,
+            # and the views, whose history is that node, would make a cycle through C++ no collector can see.
+            attached = _GatherParams.apply(self, [[fulls[i] for i in trainable]],
                                            *[self.params[i].shard for i in trainable])
             attached = attached if isinstance(attached, tuple) else (attached,)
             for i, full in zip(trainable, attached):
@@ -261,7 +263,7 @@ class ParamGroup:
         out = _C.empty([sum(p.padded_numel for p in params)], dtype=reduce_dtype)
         sends, outs, offset = [], [], 0
         for g, p in zip(grads, params):
-            sends.append(_padded(g.reshape([-1]).to(reduce_dtype), self.shard_size * p.padded_numel))
+            sends.append(_padded(p.rows_first(g).to(reduce_dtype), self.shard_size * p.padded_numel))
             outs.append(out.narrow(0, offset, p.padded_numel))
             offset += p.padded_numel
         op = dist.ReduceOp.AVG if self.divide_factor is None else dist.ReduceOp.SUM
@@ -283,8 +285,7 @@ class ParamGroup:
         offset = 0
         with _no_grad():
             for p in self.trainable:
-                piece = out.narrow(0, offset, p.rows[me] * p.row_numel)
-                piece = piece.reshape([p.rows[me]] + list(p.shape[1:])).to(p.shard.dtype)
+                piece = p.from_rows(out.narrow(0, offset, p.rows[me] * p.row_numel), p.rows[me]).to(p.shard.dtype)
                 if p.shard.grad is None:
                     p.shard.grad = piece
                 else:
@@ -348,8 +349,9 @@ class _GatherParams(Function):
     set then, so the shards get no gradient from autograd itself)."""
 
     @staticmethod
-    def forward(ctx, group, fulls, *shards):
+    def forward(ctx, group, holder, *shards):
         ctx.group = group
+        fulls = holder.pop()
         return tuple(fulls) if len(fulls) > 1 else fulls[0]
 
     @staticmethod
