@@ -61,10 +61,13 @@ def main():
         print("-" * len(header))
         for mode, label in MODES:
             ours = cells[(nproc, mode, "trainrun")]
-            theirs = cells.get((nproc, mode, "torch"), [])
-            print(f"{label:24} {median_cell(ours, 0, '12.1f')} {median_cell(theirs, 0, '>13.1f') if theirs else '':>13}"
-                  f" {median_cell(ours, 1, '13.0f')} {median_cell(theirs, 1, '>14.0f') if theirs else '':>14}")
-    print(f"\n{'trainrun FSDP2 ZeRO-3 step':28} {'compute ms':>11} {'comm ms':>9} {'compute+comm/2':>15} {'step ms':>9}")
+            theirs = cells.get((nproc, mode, "torch"))
+            their_ms, their_mib = ("", "") if not theirs else (median_cell(theirs, 0, ".1f"),
+                                                                median_cell(theirs, 1, ".0f"))
+            print(f"{label:24} {median_cell(ours, 0, '.1f'):>12} {their_ms:>13} {median_cell(ours, 1, '.0f'):>13} "
+                  f"{their_mib:>14}")
+    print(f"\n{'trainrun FSDP2 ZeRO-3 step':28} {'compute ms':>11} {'comm ms':>9} {'compute+comm/2':>15} "
+          f"{'step ms':>9}")
     for nproc in args.ranks:
         compute = statistics.median(v[0] for v in cells[(nproc, "parts")])
         comm = statistics.median(v[1] for v in cells[(nproc, "parts")])

@@ -154,8 +154,8 @@ def main():
         groups = 6 if mode == "tiedgroup" else 5  # the four blocks and the root (and the tied pair)
         # Resharded blocks gather again in backward; the root keeps its parameters for backward.
         gathers = groups + (4 if reshard else 0) + (1 if mode == "tiedgroup" else 0)  # the pair is not the root
-        if mode in ("plain", "tied", "noreshard", "tiedgroup", "reshard2", "explicit", "dim1") and (counts.get("all_gather") != gathers or
-                                                       counts.get("reduce_scatter") != groups):
+        counted = ("plain", "tied", "noreshard", "tiedgroup", "reshard2", "explicit", "dim1")
+        if mode in counted and (counts.get("all_gather") != gathers or counts.get("reduce_scatter") != groups):
             failures.append(f"step {step}: collectives {counts}, expected {gathers} all-gathers and {groups} "
                             "reduce-scatters")
         norm_ref = nn.utils.clip_grad_norm_(reference.parameters(), 1.0)

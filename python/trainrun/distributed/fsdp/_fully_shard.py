@@ -177,7 +177,8 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
             continue
         outer = (owner.__dict__.get(DTENSOR_PARAMS) or {}).get(name)  # tensor parallelism's DTensor, if any
         outer = outer if outer is not None and outer.device_mesh != mesh else None
-        p = FSDPParam(owner, name, tensor, n, rank, outer, _shard_dim(shard_placement_fn, tensor if outer is None else outer, name))
+        dim = _shard_dim(shard_placement_fn, tensor if outer is None else outer, name)
+        p = FSDPParam(owner, name, tensor, n, rank, outer, dim)
         by_storage[key] = p
         params.append(p)
     group = ParamGroup(params, mesh, mp_policy, reshard_after_forward)
