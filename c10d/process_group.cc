@@ -28,11 +28,6 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batch_isend_irecv(std::vector<P
   return works;
 }
 
-namespace {
-
-// The shared checks of the coalesced collectives: as many outputs as inputs,
-// one dtype and device, contiguous tensors, and outputs[i] holding
-// `ratio` times inputs[i] (ratio < 0: inputs hold -ratio times outputs).
 void check_coalesced(const ProcessGroup& pg, const char* op, const std::vector<Tensor>& outputs,
                      const std::vector<Tensor>& inputs, int64_t outputs_per_input, int64_t inputs_per_output) {
   TR_CHECK(!inputs.empty() && outputs.size() == inputs.size(), ValueError,
@@ -52,8 +47,6 @@ void check_coalesced(const ProcessGroup& pg, const char* op, const std::vector<T
              outputs[i].shape_str(), i, inputs[i].shape_str(), pg.size());
   }
 }
-
-}  // namespace
 
 std::shared_ptr<Work> ProcessGroup::allgather_into_tensor_coalesced(std::vector<Tensor>& outputs,
                                                                     std::vector<Tensor>& inputs) {

@@ -106,5 +106,11 @@ class ProcessGroup {
   Milliseconds timeout_;
 };
 
+// Checks the arguments of a coalesced collective (the same count of outputs and inputs, one dtype and device,
+// contiguous, outputs[i] holding outputs_per_input / inputs_per_output times inputs[i]'s elements); throws a
+// ValueError naming the op, the group and the tensor.
+void check_coalesced(const ProcessGroup& pg, const char* op, const std::vector<Tensor>& outputs,
+                     const std::vector<Tensor>& inputs, int64_t outputs_per_input, int64_t inputs_per_output);
+
 }  // namespace c10d
 }  // namespace trainrun

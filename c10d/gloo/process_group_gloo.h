@@ -57,6 +57,12 @@ class ProcessGroupGloo final : public ProcessGroup {
   std::shared_ptr<Work> all_gather_into_tensor(Tensor& output, const Tensor& input) override;
   std::shared_ptr<Work> reduce_scatter(Tensor& output, std::vector<Tensor>& inputs, ReduceOp op = {}) override;
   std::shared_ptr<Work> reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op = {}) override;
+  // Between the ranks of one host, straight between the tensors and shared memory (the default packs the
+  // inputs into one buffer and unpacks the result: two more copies of everything).
+  std::shared_ptr<Work> allgather_into_tensor_coalesced(std::vector<Tensor>& outputs,
+                                                        std::vector<Tensor>& inputs) override;
+  std::shared_ptr<Work> reduce_scatter_tensor_coalesced(std::vector<Tensor>& outputs, std::vector<Tensor>& inputs,
+                                                        ReduceOp op = {}) override;
   std::shared_ptr<Work> alltoall_base(Tensor& output, const Tensor& input, const IntList& output_splits = {},
                                       const IntList& input_splits = {}) override;
   std::shared_ptr<Work> alltoall(std::vector<Tensor>& outputs, std::vector<Tensor>& inputs) override;

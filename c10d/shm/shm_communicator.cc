@@ -194,6 +194,66 @@ void ShmCommunicator::reduce_scatter(const void* in, void* out, size_t numel_per
   }
 }
 
+namespace {
+
+// Pieces of `sizes` units laid back to back form a stream; for each piece's part inside the stream's
+// [begin, begin + len), calls fn(piece, offset in the piece, offset from begin, units).
+template <class Fn>
+void for_each_part(const std::vector<size_t>& sizes, size_t begin, size_t len, Fn fn) {
+  size_t start = 0;
+  for (size_t i = 0; i < sizes.size() && start < begin + len; start += sizes[i], ++i) {
+    const size_t lo = std::max(start, begin), hi = std::min(start + sizes[i], begin + len);
+    if (lo < hi) fn(i, lo - start, lo - begin, hi - lo);
+  }
+}
+
+}  // namespace
+
+void ShmCommunicator::allgather_pieces(const std::vector<const char*>& ins, const std::vector<char*>& outs,
+                                       const std::vector<size_t>& bytes) {
+  size_t total = 0;
+  for (size_t b : bytes) total += b;
+  for (size_t off = 0; off < total; off += slot_bytes_) {
+    const size_t len = std::min(slot_bytes_, total - off);
+    char* mine = slot(rank_);
+    for_each_part(bytes, off, len,
+                  [&](size_t i, size_t at, size_t in_slot, size_t n) { std::memcpy(mine + in_slot, ins[i] + at, n); });
+    barrier();
+    for (int q = 0; q < size_; ++q) {
+      const char* theirs = slot(q);
+      for_each_part(bytes, off, len, [&](size_t i, size_t at, size_t in_slot, size_t n) {
+        std::memcpy(outs[i] + q * bytes[i] + at, theirs + in_slot, n);
+      });
+    }
+    barrier();
+  }
+}
+
+void ShmCommunicator::reduce_scatter_pieces(const std::vector<const char*>& ins, const std::vector<char*>& outs,
+                                            const std::vector<size_t>& numels, size_t elem_size, const ReduceFn& fn) {
+  size_t total = 0;
+  for (size_t n : numels) total += n;
+  // As reduce_scatter: the slot holds one region per destination rank, each a window of the pieces' stream.
+  const size_t piece_elems = std::max<size_t>(1, slot_bytes_ / elem_size / size_);
+  for (size_t off = 0; off < total; off += piece_elems) {
+    const size_t len = std::min(piece_elems, total - off);
+    for (int q = 0; q < size_; ++q) {
+      char* region = slot(rank_) + q * piece_elems * elem_size;
+      for_each_part(numels, off, len, [&](size_t i, size_t at, size_t in_slot, size_t n) {
+        std::memcpy(region + in_slot * elem_size, ins[i] + (q * numels[i] + at) * elem_size, n * elem_size);
+      });
+    }
+    barrier();
+    for_each_part(numels, off, len, [&](size_t i, size_t at, size_t in_slot, size_t n) {
+      char* o = outs[i] + at * elem_size;
+      const size_t from = (rank_ * piece_elems + in_slot) * elem_size;
+      std::memcpy(o, slot(0) + from, n * elem_size);
+      for (int q = 1; q < size_; ++q) fn(o, o, slot(q) + from, n);
+    });
+    barrier();
+  }
+}
+
 void ShmCommunicator::alltoall(const std::vector<size_t>& send_bytes, const std::vector<size_t>& recv_bytes,
                                const std::vector<size_t>& recv_offsets, size_t align, const PackFn& pack,
                                char* out) {

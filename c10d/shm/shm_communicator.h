@@ -41,6 +41,15 @@ class ShmCommunicator {
   void allgather(const void* in, void* out, size_t bytes_per_rank);
   // out = fn over ranks of their in[rank() * numel_per_rank ...].
   void reduce_scatter(const void* in, void* out, size_t numel_per_rank, size_t elem_size, const ReduceFn& fn);
+  // Several allgathers as one, straight between the pieces and the slots (no packing, no staging): this
+  // rank's piece i (bytes[i] bytes at ins[i]) lands at outs[i] + r * bytes[i] on every rank, for r its rank.
+  // Every rank passes the same sizes.
+  void allgather_pieces(const std::vector<const char*>& ins, const std::vector<char*>& outs,
+                        const std::vector<size_t>& bytes);
+  // Several reduce-scatters as one: ins[i] holds size() chunks of numels[i] elements, and outs[i] receives
+  // the reduction over the ranks of their chunk rank() of ins[i].
+  void reduce_scatter_pieces(const std::vector<const char*>& ins, const std::vector<char*>& outs,
+                             const std::vector<size_t>& numels, size_t elem_size, const ReduceFn& fn);
   void broadcast(void* data, size_t bytes, int root);
   // Every rank sends send_bytes[r] bytes to rank r and receives recv_bytes[r] from it, into out at
   // recv_offsets[r]. pack(dst, first, n, to) writes bytes [first, first + n) of the message to dst into
