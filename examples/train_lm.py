@@ -2,6 +2,7 @@
 `trainrun` starts, sharded with FSDP2 (or replicated with DDP).
 
     trainrun --nproc-per-node 2 examples/train_lm.py [--steps 300] [--ddp] [--resume]
+    trainrun --nproc-per-node 4 examples/train_lm.py --tp 2   # FSDP2 over 2 x tensor parallelism over 2
 
 The corpus is the Python standard library's own source (found through
 sysconfig, so every machine has it), split into training and held-out text
@@ -76,9 +77,10 @@ class Windows(Dataset):
 class Block(nn.Module):
     def __init__(self, dim, heads):
         super().__init__()
-        self.heads = heads
+        self.head_dim = dim // heads
         self.attn_norm = nn.RMSNorm(dim)
-        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        # Separate projections, so that tensor parallelism splits each by heads (torchtitan's layout).
+        self.wq, self.wk, self.wv = (nn.Linear(dim, dim, bias=False) for _ in range(3))
         self.proj = nn.Linear(dim, dim, bias=False)
         self.mlp_norm = nn.RMSNorm(dim)
         self.gate = nn.Linear(dim, 4 * dim, bias=False)
@@ -86,11 +88,12 @@ class Block(nn.Module):
         self.down = nn.Linear(4 * dim, dim, bias=False)
 
     def forward(self, x):
-        batch, length, dim = x.shape
-        q, k, v = self.qkv(self.attn_norm(x)).split(dim, dim=-1)
-        q, k, v = (t.view(batch, length, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v))
+        batch, length, _ = x.shape
+        h = self.attn_norm(x)
+        # Under tensor parallelism each rank holds some of the heads: -1 counts them.
+        q, k, v = (w(h).view(batch, length, -1, self.head_dim).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
         attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(attended.transpose(1, 2).reshape(batch, length, dim))
+        x = x + self.proj(attended.transpose(1, 2).reshape(batch, length, -1))
         h = self.mlp_norm(x)
         return x + self.down(F.silu(self.gate(h)) * self.up(h))
 
@@ -113,6 +116,25 @@ class LanguageModel(nn.Module):
         for block in self.blocks:
             x = block(x)
         return F.linear(self.norm(x), self.token.weight)  # tied output
+
+
+def shard(model, world, tp):
+    """FSDP2 over all ranks (each block, then the root); with tp > 1, first the tensor-parallel plan on the
+    "tp" dim of a (dp, tp) mesh (Megatron's: q, k, v, gate and up split by columns, proj and down by rows),
+    then FSDP2 over "dp"."""
+    from trainrun.distributed.fsdp import fully_shard
+    mesh = None
+    if tp > 1:
+        from trainrun.distributed.device_mesh import init_device_mesh
+        from trainrun.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        mesh = init_device_mesh("cpu", (world // tp, tp), mesh_dim_names=("dp", "tp"))
+        columns, rows = ColwiseParallel(), RowwiseParallel()
+        parallelize_module(model, mesh["tp"], {f"blocks.*.{name}": columns for name in ("wq", "wk", "wv", "gate", "up")}
+                           | {"blocks.*.proj": rows, "blocks.*.down": rows})
+        mesh = mesh["dp"]
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
 
 
 # ---- training ---------------------------------------------------------------------------------------------
@@ -224,6 +246,7 @@ def parse_args(argv=None):
     p.add_argument("--run-dir", default="runs/train_lm")
     p.add_argument("--resume", action="store_true", help="continue from the latest complete checkpoint")
     p.add_argument("--ddp", action="store_true", help="DistributedDataParallel instead of FSDP2")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: FSDP2 x TP on a (dp, tp) mesh")
     p.add_argument("--stop-after", type=int, default=None, help="exit after this step (tests of --resume)")
     return p.parse_args(argv)
 
@@ -236,8 +259,12 @@ def main(argv=None):
     if distributed:
         dist.init_process_group("gloo")
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
-    if args.batch % world:
-        raise SystemExit(f"--batch {args.batch} does not divide over {world} ranks")
+    if world % args.tp or (args.tp > 1 and args.ddp):
+        raise SystemExit(f"--tp {args.tp} must divide the {world} ranks (and goes with FSDP2, not --ddp)")
+    dp = world // args.tp  # data-parallel ranks; the ranks of one tensor-parallel group read the same data
+    dp_rank = rank // args.tp
+    if args.batch % dp:
+        raise SystemExit(f"--batch {args.batch} does not divide over {dp} data-parallel ranks")
     tr.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     run_dir = pathlib.Path(args.run_dir)
     if rank == 0:
@@ -250,10 +277,7 @@ def main(argv=None):
     if distributed and args.ddp:
         model = nn.parallel.DistributedDataParallel(model)
     elif distributed:
-        from trainrun.distributed.fsdp import fully_shard
-        for block in model.blocks:
-            fully_shard(block)
-        fully_shard(model)
+        shard(model, world, args.tp)
     optimizer = tr.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
 
     start_step, history = 0, []
@@ -268,13 +292,14 @@ def main(argv=None):
             print(f"resumed from {checkpoint} at step {start_step}", flush=True)
 
     windows = Windows(train, args.ctx)
-    sampler = DistributedSampler(windows, num_replicas=world, rank=rank, shuffle=True, seed=args.seed,
+    sampler = DistributedSampler(windows, num_replicas=dp, rank=dp_rank, shuffle=True, seed=args.seed,
                                  drop_last=True)
-    loader = DataLoader(windows, batch_size=args.batch // world, sampler=sampler, drop_last=True)
+    loader = DataLoader(windows, batch_size=args.batch // dp, sampler=sampler, drop_last=True)
     steps_per_epoch = len(loader)
+    layout = "DDP" if args.ddp else "FSDP2" if args.tp == 1 else f"FSDP2 x TP (dp={dp}, tp={args.tp})"
     if rank == 0:
         print(f"train_lm: {parameters / 1e6:.2f}M parameters, {len(train) / 1e6:.1f} MB of training text, "
-              f"{len(heldout) / 1e3:.0f} kB held out, {world} rank(s){(' with ' + ('DDP' if args.ddp else 'FSDP2')) if distributed else ''}, "
+              f"{len(heldout) / 1e3:.0f} kB held out, {world} rank(s){' with ' + layout if distributed else ''}, "
               f"{args.batch} x {args.ctx} bytes per step", flush=True)
 
     def save(step):
@@ -322,7 +347,7 @@ def main(argv=None):
             if step >= args.steps:
                 break
 
-    loss = heldout_loss(model, heldout, args, rank, world)
+    loss = heldout_loss(model, heldout, args, dp_rank, dp)
     baseline = unigram_baseline(train, heldout)
     text = sample(model, b"def ", args.sample_bytes, args.ctx, args.seed) if args.sample_bytes else ""
     if rank == 0:

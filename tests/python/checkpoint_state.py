@@ -25,6 +25,22 @@ def _fsdp_model(expected_values):
     return model
 
 
+def _fsdp_tp_model(expected_values):
+    """FSDP x TP on a (dp=2, tp=2) mesh, as torchtitan does: the tensor-parallel plan on "tp", then
+    fully_shard over "dp" on each Linear and the root."""
+    from trainrun.distributed.device_mesh import init_device_mesh
+    from trainrun.distributed.fsdp import fully_shard
+    from trainrun.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    model = _model()
+    if expected_values:
+        _set_expected(model)
+    parallelize_module(model, mesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    for module in (model[0], model[2], model):
+        fully_shard(module, mesh=mesh["dp"])
+    return model
+
+
 def _expected(name, shape):
     """Position- and name-dependent values, so a piece read from the wrong place shows."""
     n = int(np.prod(shape))

@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
 
-from checkpoint_state import _expected, _fsdp_model, _model, _set_expected  # noqa: E402
+from checkpoint_state import _expected, _fsdp_model, _fsdp_tp_model, _model, _set_expected  # noqa: E402
 
 
 def _check_expected(tensors, full):
@@ -78,6 +78,26 @@ def load_into_tensor_parallel(folder):
             raise AssertionError(f"{name}: a tensor split over ranks was saved as a plain tensor")
         except ValueError as e:
             assert f"'{name}' differs between rank 0" in str(e) and "must be a DTensor" in str(e), e
+    dist.destroy_process_group()
+
+
+def save_from_fsdp_tp(folder):
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    dist.init_process_group("gloo")
+    model = _fsdp_tp_model(expected_values=True)
+    dcp.save({"model": model.state_dict(), "step": 42, "note": {"lr": 0.5}}, checkpoint_id=folder)
+    dist.destroy_process_group()
+
+
+def load_into_fsdp_tp(folder):
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    dist.init_process_group("gloo")
+    model = _fsdp_tp_model(expected_values=False)
+    state = {"model": model.state_dict(), "step": 0, "note": {"lr": 0.0}}
+    dcp.load(state, checkpoint_id=folder)
+    _check_expected(model.state_dict(), lambda p: p.full_tensor())
     dist.destroy_process_group()
 
 
@@ -171,6 +191,23 @@ def test_fsdp_on_4_ranks_loads_into_fsdp_on_2_tensor_parallel_and_one_process(ra
     _check_expected(dict(model.named_parameters()), lambda p: p)
     with pytest.raises(KeyError, match="has no 'optim'"):
         dcp.load({"optim": model.state_dict()["0.weight"]}, checkpoint_id=folder)
+
+
+def test_fsdp_x_tp_saves_load_into_fsdp_and_one_process_and_back(ranks, tmp_path):
+    """2-D parallelism: FSDP's rows are a block of each TP piece (a strided shard); the chunks saved carry
+    their global offsets, so any layout loads them."""
+    folder = str(tmp_path / "fsdp_tp")
+    ranks.run_function(4, save_from_fsdp_tp, folder)
+    ranks.run_function(2, load_into_fsdp, folder)
+    import trainrun.distributed.checkpoint as dcp
+    model = _model()
+    state = {"model": model.state_dict(), "step": 0, "note": {}}
+    dcp.load(state, checkpoint_id=folder)
+    model.load_state_dict(state["model"])
+    _check_expected(dict(model.named_parameters()), lambda p: p)
+    from_fsdp = str(tmp_path / "fsdp")
+    ranks.run_function(4, save_from_fsdp, from_fsdp)
+    ranks.run_function(4, load_into_fsdp_tp, from_fsdp)
 
 
 def test_replicated_tensors_are_written_once_and_the_writes_balanced(ranks, tmp_path):

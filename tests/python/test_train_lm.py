@@ -1,9 +1,10 @@
 """The main job, examples/train_lm.py, in miniature: the loss falls and the
 last line has its documented format; FSDP on 2 ranks, DDP and one process
-follow the same loss curve; a job killed with SIGKILL after a checkpoint,
+follow the same loss curve, and so does FSDP x TP (--tp 2), whose checkpoint resumes in one process; a job killed with SIGKILL after a checkpoint,
 resumed on another number of ranks, continues that curve exactly."""
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -58,6 +59,20 @@ def test_fsdp_ddp_and_one_process_follow_one_loss_curve(tmp_path):
     _, single = train(1, tmp_path / "single")
     for step in (10, 20, 30):  # the same weights, data and updates: only float summation order differs
         assert ddp[step] == pytest.approx(fsdp[step], abs=2e-3) and single[step] == pytest.approx(fsdp[step], abs=2e-3)
+
+
+def test_fsdp_x_tp_follows_the_curve_and_its_checkpoint_resumes_in_one_process(tmp_path):
+    """--tp 2 on 4 ranks: a (dp=2, tp=2) mesh with the same global batch follows FSDP's curve; its checkpoint
+    (2-D sharded model and optimizer state) resumes in one process along the same curve."""
+    _, fsdp = train(2, tmp_path / "fsdp")
+    lines, tp = train(4, tmp_path / "tp", "--tp", "2")
+    assert any("FSDP2 x TP (dp=2, tp=2)" in line for line in lines), lines[:3]
+    for step in (10, 20, 30):
+        assert tp[step] == pytest.approx(fsdp[step], abs=2e-3), (tp, fsdp)
+    shutil.rmtree(tmp_path / "tp" / "ckpt" / "step_30")
+    lines, resumed = train(1, tmp_path / "tp", "--resume")
+    assert any(re.search(r"resumed from .*step_20 at step 20", line) for line in lines), lines[:3]
+    assert resumed[30] == pytest.approx(tp[30], abs=2e-3), (resumed, tp)
 
 
 def test_a_killed_job_resumes_on_another_rank_count_along_the_same_curve(tmp_path):
