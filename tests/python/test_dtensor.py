@@ -113,6 +113,41 @@ def test_reshard_after_forward_frees_the_gathered_parameters(ranks, nproc):
     ranks.run_function(nproc, fsdp_memory_by_resharding)
 
 
+def fsdp_step_memory_bound():
+    """A whole AdamW step (forward, backward, optimizer) of 4 blocks of 2 MiB on 2 ranks, resharded after
+    forward: the rank's peak allocated bytes, everything included, are at most 16 P / N (float32 shards,
+    gradients and two Adam moments) plus four times the largest unsharded group (the issue's bound)."""
+    import trainrun as tr
+    import trainrun.distributed as dist
+    from trainrun import nn
+    from trainrun.distributed.fsdp import fully_shard
+    dist.init_process_group("gloo")
+    tr.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512)) for _ in range(4)])
+    parameters = sum(p.numel() for p in model.parameters())
+    group_bytes = 4 * parameters // 4  # one block's parameters, float32
+    for block in model:
+        fully_shard(block)
+    fully_shard(model)
+    optimizer = tr.optim.AdamW(model.parameters(), lr=1e-3)
+    x = tr.randn(4, 512)
+    for step in range(3):
+        optimizer.zero_grad(set_to_none=True)
+        dist.barrier()
+        tr._C._cpu_reset_peak_memory_stats()
+        model(x).pow(2).mean().backward()
+        optimizer.step()
+        peak = tr._C._cpu_max_memory_allocated()
+    bound = 16 * parameters / dist.get_world_size() + 4 * group_bytes
+    assert peak <= bound, (peak / 2 ** 20, bound / 2 ** 20)
+    print(f"peak {peak / 2 ** 20:.2f} MiB, bound {bound / 2 ** 20:.2f} MiB", flush=True)
+    dist.destroy_process_group()
+
+
+def test_a_training_step_stays_within_the_memory_bound(ranks):
+    ranks.run_function(2, fsdp_step_memory_bound)
+
+
 def fsdp_forward_count_differs():
     """Rank 1 runs one forward more than rank 0 (an evaluation on one rank only): its all-gather must fail
     within the group timeout, naming the collective and the rank behind, instead of hanging."""
