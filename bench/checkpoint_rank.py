@@ -1,7 +1,9 @@
 """One rank of bench/checkpoint.py, for trainrun or PyTorch 2.6 (argv[1]): a state of 64 tensors of
 1024 x 512 float32 (128 MiB) sharded Shard(0) over the ranks, saved and loaded with the distributed
 checkpoint API, next to a plain write+fsync and read of the same bytes per rank (the disk's rate).
-Prints RESULT lines with medians over 3 repetitions (seconds)."""
+argv[3] "cold": the page cache is dropped before each read (the plain one and the load), so both read
+the disk; "warm": they read what the writes left in the page cache. Prints RESULT lines with medians
+over 3 repetitions (seconds)."""
 import os
 import pathlib
 import shutil
@@ -9,7 +11,7 @@ import statistics
 import sys
 import time
 
-side, folder = sys.argv[1], sys.argv[2]
+side, folder, cache = sys.argv[1], sys.argv[2], sys.argv[3]
 if side == "trainrun":
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
     import trainrun as torch
@@ -34,8 +36,14 @@ target = {k: distribute_tensor(torch.zeros(1024, 512), mesh, [Shard(0)]) for k i
 my_bytes = sum(v.to_local().numel() * 4 for v in state.values())
 
 
-def timed(fn):
+def timed(fn, reads=False):
     dist.barrier()
+    if reads and cache == "cold":
+        if rank == 0:  # the whole host's page cache: every rank's files
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("1")
+        dist.barrier()
     start = time.perf_counter()
     fn()
     dist.barrier()
@@ -62,9 +70,9 @@ pending = []
 for rep in range(3):
     path = f"{folder}/rep{rep}"
     results["disk_write"].append(timed(disk_write))
-    results["disk_read"].append(timed(disk_read))
+    results["disk_read"].append(timed(disk_read, reads=True))
     results["save"].append(timed(lambda: dcp.save(state, checkpoint_id=path)))
-    results["load"].append(timed(lambda: dcp.load(target, checkpoint_id=path)))
+    results["load"].append(timed(lambda: dcp.load(target, checkpoint_id=path), reads=True))
     if side == "trainrun":  # PyTorch 2.6's async_save did not return on CPU/Gloo here (the run timed out)
         results["async_save_blocks"].append(timed(lambda: pending.append(dcp.async_save(state,
                                                                                         checkpoint_id=path + "a"))))

@@ -2,9 +2,11 @@
 safetensors layout (8-byte header length, JSON header, then the data), so
 that safetensors tools can read every piece; the checkpoint's metadata points
 into it by byte offset, and checks each piece with a CRC-32C (computed in C++
-with the CPU's crc32 instruction). Bytes go between tensors and files through
-NumPy views: one copy each way (the kernel's), none in Python."""
+with the CPU's crc32 instruction). Writes go from the tensors through NumPy
+views (one copy, the kernel's); loads map the files and check and copy the
+pieces straight from the page cache."""
 import json
+import mmap
 import os
 import struct
 
@@ -67,26 +69,48 @@ def write_data_file(path, pieces):
     return locations
 
 
-def read_piece(folder, chunk, dtype):
-    """A saved piece as a tensor, checked: the file exists, holds the range, and the CRC-32C matches."""
-    path = os.path.join(folder, chunk.file)
-    if not os.path.exists(path):
-        raise ValueError(f"checkpoint '{folder}': data file {chunk.file} is missing")
-    size = os.path.getsize(path)
-    end = chunk.byte_offset + chunk.byte_length
-    if size < end:
-        raise ValueError(f"checkpoint '{folder}': data file {chunk.file} is truncated ({size} bytes, a piece "
-                         f"ends at byte {end})")
-    array = empty_piece(dtype, list(chunk.sizes))
-    data = memoryview(array.reshape(-1)).cast("B")
-    if len(data) != chunk.byte_length:
-        raise ValueError(f"checkpoint '{folder}': a piece of {chunk.file} is {chunk.byte_length} bytes, its "
-                         f"{dtype} {list(chunk.sizes)} needs {len(data)}")
-    with open(path, "rb") as f:
-        f.seek(chunk.byte_offset)
-        if f.readinto(data) != chunk.byte_length:
-            raise ValueError(f"checkpoint '{folder}': data file {chunk.file} ended inside a piece")
+class MappedFiles:
+    """The data files of one load, each mapped once: a piece is checked and copied straight from the page
+    cache, with no read() into a buffer first (one pass over the bytes fewer)."""
+
+    def __init__(self, folder):
+        self.folder, self.maps = folder, {}
+
+    def bytes_of(self, chunk):
+        """The piece's bytes (a memoryview into the mapping), the file's existence and size checked."""
+        if chunk.file not in self.maps:
+            path = os.path.join(self.folder, chunk.file)
+            if not os.path.exists(path):
+                raise ValueError(f"checkpoint '{self.folder}': data file {chunk.file} is missing")
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                # Private and writable (copy-on-write: nothing reaches the file), because tensors are made
+                # over writable memory; reading it reads the page cache.
+                mapped = mmap.mmap(f.fileno(), size, flags=mmap.MAP_PRIVATE,
+                                   prot=mmap.PROT_READ | mmap.PROT_WRITE) if size else bytearray()
+            if size:  # read ahead the whole file at once (from disk: large requests, not page by page)
+                mapped.madvise(mmap.MADV_SEQUENTIAL)
+                mapped.madvise(mmap.MADV_WILLNEED)
+            self.maps[chunk.file] = (mapped, size)
+        mapped, size = self.maps[chunk.file]
+        end = chunk.byte_offset + chunk.byte_length
+        if size < end:
+            raise ValueError(f"checkpoint '{self.folder}': data file {chunk.file} is truncated ({size} bytes, a "
+                             f"piece ends at byte {end})")
+        return memoryview(mapped)[chunk.byte_offset:end]
+
+
+def read_piece(files, chunk, dtype):
+    """A saved piece as a tensor over the mapped file (bfloat16: converted), checked: the file exists, holds
+    the range, and the CRC-32C matches."""
+    data = files.bytes_of(chunk)
+    shape = list(chunk.sizes)
+    expected = empty_piece(dtype, [0]).itemsize * int(np.prod(shape, dtype=np.int64))
+    if len(data) != expected:
+        raise ValueError(f"checkpoint '{files.folder}': a piece of {chunk.file} is {chunk.byte_length} bytes, its "
+                         f"{dtype} {shape} needs {expected}")
     if checksum(data) != chunk.crc32c:
-        raise ValueError(f"checkpoint '{folder}': data file {chunk.file} is corrupted (CRC-32C mismatch in bytes "
-                         f"{chunk.byte_offset}..{end})")
+        raise ValueError(f"checkpoint '{files.folder}': data file {chunk.file} is corrupted (CRC-32C mismatch in "
+                         f"bytes {chunk.byte_offset}..{chunk.byte_offset + chunk.byte_length})")
+    array = np.frombuffer(data, dtype=empty_piece(dtype, [0]).dtype).reshape(shape)
     return tensor_of_piece(array, dtype)

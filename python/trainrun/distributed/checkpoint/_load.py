@@ -19,6 +19,7 @@ def _plan(folder, metadata, leaves, rank=0, world=1):
         raise KeyError(f"load: checkpoint '{folder}' has no {', '.join(repr(m) for m in missing[:5])}"
                        f"{' and %d more' % (len(missing) - 5) if len(missing) > 5 else ''}")
     copies, values, pieces = [], [], {}
+    files = _data_files.MappedFiles(folder)
     for leaf in leaves:
         item = metadata.items[leaf.fqn]
         v = leaf.value
@@ -54,7 +55,7 @@ def _plan(folder, metadata, leaves, rank=0, world=1):
                 continue
             key = (chunk.file, chunk.byte_offset)
             if key not in pieces:  # each saved piece is read (and checked) once
-                pieces[key] = _data_files.read_piece(folder, chunk, saved.dtype)
+                pieces[key] = _data_files.read_piece(files, chunk, saved.dtype)
             start, extent = meet
             copies.append((_chunks.box(local, start, extent, offsets),
                            _chunks.box(pieces[key], start, extent, list(chunk.offsets))))
