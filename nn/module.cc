@@ -90,6 +90,18 @@ bool Module::remove_hook(HookHandle handle) {
   return erase(pre_hooks_) || erase(hooks_);
 }
 
+bool Module::unregister(const std::string& name) {
+  auto drop = [&](auto& list) {
+    for (auto it = list.begin(); it != list.end(); ++it)
+      if (it->first == name) {
+        list.erase(it);
+        return true;
+      }
+    return false;
+  };
+  return drop(params_) || drop(buffers_) || drop(children_);
+}
+
 void Module::check_new_name(const std::string& name) const {
   TR_CHECK(!name.empty() && name.find('.') == std::string::npos, ValueError,
            "{}: '{}' is not a valid name (non-empty, no '.')", type_name_, name);

@@ -59,6 +59,10 @@ class Module : public std::enable_shared_from_this<Module> {
     return m;
   }
 
+  // Removes the parameter, buffer or child `name` (torch's `del module.name`; pipeline stages drop the
+  // layers other stages own, keeping the names of the rest); returns whether there was one.
+  bool unregister(const std::string& name);
+
   // The parameter or buffer `name` of this module (not of children).
   Tensor& param(const std::string& name);
   Tensor& buffer(const std::string& name);

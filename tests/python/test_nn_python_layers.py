@@ -185,3 +185,29 @@ def test_transformer_encoder_layer_matches_pytorch():
         a = theirs(torch.tensor(x), src_mask=torch.tensor(mask)).detach().numpy()
         b = _np(ours(tr.tensor(x), src_mask=tr.tensor(mask)))
         np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+
+
+def test_deleting_children_keeps_the_other_names():
+    """torchtitan's pipeline split: `del model.layers[key]` and `model.tok_embeddings = None` drop what another
+    stage owns; the remaining parameters keep their names, and state_dict follows."""
+    from trainrun import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok_embeddings = nn.Embedding(5, 4)
+            self.layers = nn.ModuleDict({str(i): nn.Linear(4, 4) for i in range(3)})
+            self.extra = nn.Linear(4, 2)
+
+    net = Net()
+    del net.layers["0"]
+    net.tok_embeddings = None
+    del net.extra
+    assert net.tok_embeddings is None and list(net.layers.keys()) == ["1", "2"]
+    assert [n for n, _ in net.named_parameters()] == ["layers.1.weight", "layers.1.bias", "layers.2.weight",
+                                                      "layers.2.bias"]
+    assert list(net.state_dict()) == [n for n, _ in net.named_parameters()]
+    with pytest.raises(AttributeError):
+        net.extra
+    with pytest.raises(KeyError):
+        del net.layers["0"]

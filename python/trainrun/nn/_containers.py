@@ -130,6 +130,17 @@ class ModuleDict(_Keyed, Module):
     def __getitem__(self, key):
         return self._children_py[key]
 
+    def __delitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        delattr(self, key)
+        self._keys.remove(key)
+
+    def pop(self, key):
+        module = self[key]
+        del self[key]
+        return module
+
 
 def _as_parameter(value):
     return value if isinstance(value, Parameter) else Parameter(value)

@@ -119,7 +119,10 @@ class Module(_C.nn.Module):
         object.__setattr__(self, "_children_py", {})
 
     def __setattr__(self, name, value):
-        if isinstance(value, _C.Tensor) and name in dict(self.named_parameters(False)):
+        if value is None and name in self.__dict__.get("_children_py", {}):
+            self._unregister(name)  # torch's `model.tok_embeddings = None`: the child is gone, the name reads None
+            self._children_py[name] = None
+        elif isinstance(value, _C.Tensor) and name in dict(self.named_parameters(False)):
             self._replace_parameter(name, value)  # tying: assigning a tensor to a parameter's name
         elif isinstance(value, Parameter):
             self.register_parameter(name, value, value.requires_grad)
@@ -130,6 +133,15 @@ class Module(_C.nn.Module):
             self._children_py[name] = value  # keeps a Python subclass (and its forward) alive
         else:
             object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        """torch's `del module.name` for a child, parameter or buffer (other attributes as any object's)."""
+        children = self.__dict__.get("_children_py", {})
+        if name in children:
+            del children[name]
+            self._unregister(name)
+        elif not self._unregister(name):
+            object.__delattr__(self, name)
 
     def __getattr__(self, name):
         children = self.__dict__.get("_children_py", {})

@@ -47,6 +47,18 @@ def _my_pieces(leaves, compared):
     return pieces, values, tensors
 
 
+def _merged_values(per_rank):
+    """The non-tensor values of every rank's state dict: one value where every rank that has the key agrees,
+    else the list of each rank's (a data loader position per rank; None where a rank lacks the key)."""
+    names = sorted({name for values in per_rank for name in values})
+    merged = {}
+    for name in names:
+        held = [values[name] for values in per_rank if name in values]
+        merged[name] = held[0] if all(v == held[0] for v in held) and len(held) == len(per_rank) \
+            else [values.get(name) for values in per_rank]
+    return merged
+
+
 def assign_writers(plans):
     """plans[r]: rank r's pieces. Every distinct piece (name, offsets) is written once, by the least loaded of
     the ranks that hold it (largest pieces first), so replicated tensors are not written N times and no rank
@@ -94,20 +106,17 @@ def _prepare(state_dict, checkpoint_id, storage_writer, planner, process_group, 
     world = dist.get_world_size(process_group) if distributed else 1
     leaves, _ = flatten(state_dict)
     pieces, values, tensors = _my_pieces(leaves, compared=distributed and world > 1)
+    paths = {leaf.fqn: json.dumps(list(leaf.path)) for leaf in leaves}
     if distributed:
+        # The ranks may hold different keys (pipeline stages: each its own layers); the checkpoint has them all.
         exchanged = [None] * world
-        dist.all_gather_object(exchanged, (pieces, values), group=process_group)
+        dist.all_gather_object(exchanged, (pieces, values, paths), group=process_group)
         plans = [e[0] for e in exchanged]
-        # A value that differs between ranks (each rank's data loader position) is kept per rank.
-        values = {name: text if all(e[1].get(name) == text for e in exchanged) else [e[1].get(name) for e in exchanged]
-                  for name, text in values.items()}
+        values = _merged_values([e[1] for e in exchanged])
+        paths = {name: path for e in exchanged for name, path in e[2].items()}
     else:
         plans = [pieces]
     writer, info = assign_writers(plans)
-    names = [sorted(p[0] for p in plan) for plan in plans]
-    if any(n != names[0] for n in names):
-        raise ValueError(f"{what}: the ranks' state dicts have different tensors (rank 0: {len(names[0])}, rank "
-                         f"{next(r for r, n in enumerate(names) if n != names[0])} differs)")
     partial = folder + PARTIAL_SUFFIX
     if rank == 0:
         shutil.rmtree(partial, ignore_errors=True)  # a save that died before
@@ -115,7 +124,6 @@ def _prepare(state_dict, checkpoint_id, storage_writer, planner, process_group, 
     if distributed:
         dist.barrier(group=process_group)
     mine = [key for key, r in writer.items() if r == rank and info[key][3] > 0]
-    paths = {leaf.fqn: json.dumps(list(leaf.path)) for leaf in leaves}
     return _SavePlan(folder, rank, world, distributed, mine, info, values, tensors, paths)
 
 
@@ -145,8 +153,8 @@ def _write(plan, group):
             chunk.offsets[:], chunk.sizes[:] = list(offsets), list(sizes)
             chunk.file, chunk.byte_offset, chunk.byte_length, chunk.crc32c = file_name, byte_offset, length, crc
         for name, text in plan.values.items():
-            if isinstance(text, list):
-                metadata.items[name].per_rank.json[:] = text
+            if isinstance(text, list):  # (JSON null for a rank that does not have the key)
+                metadata.items[name].per_rank.json[:] = [t if t is not None else "null" for t in text]
             else:
                 metadata.items[name].json = text
         for name, path in plan.paths.items():
@@ -167,7 +175,8 @@ def _write(plan, group):
 def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None, no_dist=False):
     """Writes state_dict (model and optimizer state dicts, Stateful objects, JSON values) to the folder
     checkpoint_id, each rank its own pieces: DTensor shards with their global offsets, replicated tensors
-    once. Every rank of process_group must call it with the same keys. Returns the metadata."""
+    once. Every rank of process_group calls it; their keys may differ (pipeline stages each hold their own
+    layers), and the checkpoint holds the union. Returns the metadata."""
     plan = _prepare(state_dict, checkpoint_id, storage_writer, planner, process_group, no_dist, "save")
     return _write(plan, process_group)
 
