@@ -3,6 +3,7 @@
 
     trainrun --nproc-per-node 2 examples/train_lm.py [--steps 300] [--ddp] [--resume]
     trainrun --nproc-per-node 4 examples/train_lm.py --tp 2   # FSDP2 over 2 x tensor parallelism over 2
+    trainrun --nproc-per-node 2 examples/train_lm.py --pp 2   # two pipeline stages (lm_pipeline.py)
 
 The corpus is the Python standard library's own source (found through
 sysconfig, so every machine has it), split into training and held-out text
@@ -103,7 +104,8 @@ class LanguageModel(nn.Module):
         super().__init__()
         self.token = nn.Embedding(VOCAB, dim)
         self.position = nn.Embedding(ctx, dim)
-        self.blocks = nn.ModuleList([Block(dim, heads) for _ in range(layers)])
+        # Keyed by index (torchtitan's layout): a pipeline stage drops the others' blocks, names unchanged.
+        self.blocks = nn.ModuleDict({str(i): Block(dim, heads) for i in range(layers)})
         self.norm = nn.RMSNorm(dim)
         # GPT-2's initialisation: N(0, 0.02), the residual projections scaled down by depth.
         for name, p in self.named_parameters():
@@ -111,10 +113,15 @@ class LanguageModel(nn.Module):
                 std = 0.02 / math.sqrt(2 * layers) if name.endswith(("proj.weight", "down.weight")) else 0.02
                 nn.init.normal_(p, 0.0, std)
 
-    def forward(self, tokens):
-        x = self.token(tokens) + self.position(tr.arange(tokens.shape[1]))
-        for block in self.blocks:
+    def forward(self, x):
+        """Tokens to logits; a pipeline stage (lm_pipeline.py) takes or gives activations where it lacks the
+        embeddings (position is None) or the final norm (norm is None)."""
+        if self.position is not None:
+            x = self.token(x) + self.position(tr.arange(x.shape[1]))
+        for block in self.blocks.values():
             x = block(x)
+        if self.norm is None:
+            return x
         return F.linear(self.norm(x), self.token.weight)  # tied output
 
 
@@ -132,7 +139,7 @@ def shard(model, world, tp):
         parallelize_module(model, mesh["tp"], {f"blocks.*.{name}": columns for name in ("wq", "wk", "wv", "gate", "up")}
                            | {"blocks.*.proj": rows, "blocks.*.down": rows})
         mesh = mesh["dp"]
-    for block in model.blocks:
+    for block in model.blocks.values():
         fully_shard(block, mesh=mesh)
     fully_shard(model, mesh=mesh)
 
@@ -162,7 +169,7 @@ def mean_over_ranks(value):
     return t.item() / dist.get_world_size()
 
 
-def heldout_loss(model, heldout, args, rank, world):
+def heldout_loss(logits_of, heldout, args, rank, world):
     """Mean cross-entropy over the first --eval-windows held-out windows, shared between the ranks."""
     data = Windows(heldout, args.ctx)
     indices = list(range(min(len(data), args.eval_windows)))
@@ -174,7 +181,9 @@ def heldout_loss(model, heldout, args, rank, world):
             # Every rank runs the same number of forwards (FSDP gathers inside each): pad with a repeat.
             mine = mine or chunk[:1]
             batch = tr.stack([data[i] for i in mine])
-            logits = model(batch[:, :-1])
+            logits = logits_of(batch[:, :-1])
+            if logits is None:  # a pipeline stage before the last: it ran its part
+                continue
             loss = F.cross_entropy(logits.reshape(-1, VOCAB), batch[:, 1:].reshape(-1), reduction="sum")
             if chunk[rank::world]:
                 total += loss.item()
@@ -193,16 +202,19 @@ def unigram_baseline(train, heldout):
     return math.exp(-log_p[heldout].mean())
 
 
-def sample(model, prompt, length, ctx, seed):
+def sample(logits_of, prompt, length, ctx, seed, pipeline=None):
     """Bytes drawn from the model at temperature 0.8 (every rank draws the same: FSDP's forward is collective)."""
     generator = tr.Generator()
     generator.manual_seed(seed)
     tokens = list(prompt)
     with tr.no_grad():
         for _ in range(length):
-            window = tr.tensor([tokens[-ctx:]])
-            probs = tr.softmax(model(window)[0, -1] / 0.8, dim=-1)
-            tokens.append(int(tr.multinomial(probs, 1, generator=generator).item()))
+            logits = logits_of(tr.tensor([tokens[-ctx:]]))
+
+            def choose(logits):
+                probs = tr.softmax(logits[0, -1] / 0.8, dim=-1)
+                return int(tr.multinomial(probs, 1, generator=generator).item())
+            tokens.append(pipeline.next_token(choose, logits) if pipeline is not None else choose(logits))
     return bytes(tokens).decode("utf-8", errors="replace")
 
 
@@ -247,6 +259,9 @@ def parse_args(argv=None):
     p.add_argument("--resume", action="store_true", help="continue from the latest complete checkpoint")
     p.add_argument("--ddp", action="store_true", help="DistributedDataParallel instead of FSDP2")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: FSDP2 x TP on a (dp, tp) mesh")
+    p.add_argument("--pp", type=int, default=1, help="pipeline stages, one per rank (all the ranks)")
+    p.add_argument("--schedule", default="1F1B", help="the pipeline schedule: GPipe or 1F1B")
+    p.add_argument("--microbatches", type=int, default=4, help="microbatches per step with --pp")
     p.add_argument("--stop-after", type=int, default=None, help="exit after this step (tests of --resume)")
     return p.parse_args(argv)
 
@@ -261,8 +276,12 @@ def main(argv=None):
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     if world % args.tp or (args.tp > 1 and args.ddp):
         raise SystemExit(f"--tp {args.tp} must divide the {world} ranks (and goes with FSDP2, not --ddp)")
-    dp = world // args.tp  # data-parallel ranks; the ranks of one tensor-parallel group read the same data
-    dp_rank = rank // args.tp
+    if args.pp > 1 and (args.pp != world or args.tp > 1 or args.ddp or args.batch % args.microbatches):
+        raise SystemExit(f"--pp {args.pp} takes one stage per rank ({world} ranks here), without --tp or --ddp, "
+                         f"and --microbatches {args.microbatches} must divide --batch {args.batch}")
+    model_parallel = args.tp * args.pp
+    dp = world // model_parallel  # data-parallel ranks; the ranks of one TP group or pipeline read the same data
+    dp_rank = rank // model_parallel
     if args.batch % dp:
         raise SystemExit(f"--batch {args.batch} does not divide over {dp} data-parallel ranks")
     tr.set_num_threads(max(1, (os.cpu_count() or 1) // world))
@@ -274,10 +293,15 @@ def main(argv=None):
     tr.manual_seed(args.seed)  # the same initial weights on any number of ranks
     model = LanguageModel(args.dim, args.layers, args.heads, args.ctx)
     parameters = sum(p.numel() for p in model.parameters())
+    pipeline = None
     if distributed and args.ddp:
         model = nn.parallel.DistributedDataParallel(model)
+    elif distributed and args.pp > 1:
+        from lm_pipeline import Pipeline
+        pipeline = Pipeline(model, args.pp, args.schedule, args.microbatches, VOCAB, args.dim)
     elif distributed:
         shard(model, world, args.tp)
+    logits_of = pipeline.logits if pipeline is not None else model
     optimizer = tr.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
 
     start_step, history = 0, []
@@ -296,7 +320,8 @@ def main(argv=None):
                                  drop_last=True)
     loader = DataLoader(windows, batch_size=args.batch // dp, sampler=sampler, drop_last=True)
     steps_per_epoch = len(loader)
-    layout = "DDP" if args.ddp else "FSDP2" if args.tp == 1 else f"FSDP2 x TP (dp={dp}, tp={args.tp})"
+    layout = "DDP" if args.ddp else f"pipeline ({args.pp} stages, {args.schedule}, {args.microbatches} microbatches)" \
+        if pipeline is not None else "FSDP2" if args.tp == 1 else f"FSDP2 x TP (dp={dp}, tp={args.tp})"
     if rank == 0:
         print(f"train_lm: {parameters / 1e6:.2f}M parameters, {len(train) / 1e6:.1f} MB of training text, "
               f"{len(heldout) / 1e3:.0f} kB held out, {world} rank(s){' with ' + layout if distributed else ''}, "
@@ -317,14 +342,19 @@ def main(argv=None):
         for batch in batches:
             for group in optimizer.param_groups:
                 group["lr"] = args.lr * learning_rate(step, args)
-            logits = model(batch[:, :-1])
-            loss = F.cross_entropy(logits.reshape(-1, VOCAB), batch[:, 1:].reshape(-1))
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if pipeline is not None:
+                loss = pipeline.train_step(batch)
+                pipeline.clip_grad_norm_(1.0)
+            else:
+                logits = model(batch[:, :-1])
+                loss = F.cross_entropy(logits.reshape(-1, VOCAB), batch[:, 1:].reshape(-1))
+                loss.backward()
+                loss = loss.item()
+                nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             step += 1
-            window_losses.append(loss.item())
+            window_losses.append(loss)
             if step % args.log_every == 0 or step == args.steps:
                 # The mean over the window and the ranks: a smoother curve than one batch's loss.
                 mean_loss = mean_over_ranks(sum(window_losses) / len(window_losses))
@@ -347,9 +377,9 @@ def main(argv=None):
             if step >= args.steps:
                 break
 
-    loss = heldout_loss(model, heldout, args, dp_rank, dp)
+    loss = heldout_loss(logits_of, heldout, args, dp_rank, dp)
     baseline = unigram_baseline(train, heldout)
-    text = sample(model, b"def ", args.sample_bytes, args.ctx, args.seed) if args.sample_bytes else ""
+    text = sample(logits_of, b"def ", args.sample_bytes, args.ctx, args.seed, pipeline) if args.sample_bytes else ""
     if rank == 0:
         picture = plot(run_dir, history) if history else None
         (run_dir / "history.json").write_text(json.dumps(history))

@@ -1,6 +1,7 @@
 """The main job, examples/train_lm.py, in miniature: the loss falls and the
 last line has its documented format; FSDP on 2 ranks, DDP and one process
-follow the same loss curve, and so does FSDP x TP (--tp 2), whose checkpoint resumes in one process; a job killed with SIGKILL after a checkpoint,
+follow the same loss curve, and so do FSDP x TP (--tp 2) and pipeline stages (--pp 2), whose checkpoints resume in other
+layouts; a job killed with SIGKILL after a checkpoint,
 resumed on another number of ranks, continues that curve exactly."""
 import os
 import re
@@ -73,6 +74,24 @@ def test_fsdp_x_tp_follows_the_curve_and_its_checkpoint_resumes_in_one_process(t
     lines, resumed = train(1, tmp_path / "tp", "--resume")
     assert any(re.search(r"resumed from .*step_20 at step 20", line) for line in lines), lines[:3]
     assert resumed[30] == pytest.approx(tp[30], abs=2e-3), (resumed, tp)
+
+
+def test_pipeline_stages_follow_the_curve_and_checkpoints_move_between_layouts(tmp_path):
+    """--pp 2 (1F1B, 4 microbatches; the tied embedding's two copies kept equal) follows FSDP's curve; its
+    checkpoint (each stage's own layers) resumes in one process, and FSDP's resumes as a GPipe pipeline."""
+    two = ("--layers", "2")
+    _, fsdp = train(2, tmp_path / "fsdp", *two)
+    lines, pp = train(2, tmp_path / "pp", *two, "--pp", "2")
+    assert any("pipeline (2 stages, 1F1B, 4 microbatches)" in line for line in lines), lines[:3]
+    for step in (10, 20, 30):
+        assert pp[step] == pytest.approx(fsdp[step], abs=2e-3), (pp, fsdp)
+    assert LAST_LINE.match(lines[-1]), lines[-1]
+    shutil.rmtree(tmp_path / "pp" / "ckpt" / "step_30")
+    _, resumed = train(1, tmp_path / "pp", *two, "--resume")
+    assert resumed[30] == pytest.approx(pp[30], abs=2e-3), (resumed, pp)
+    shutil.rmtree(tmp_path / "fsdp" / "ckpt" / "step_30")
+    _, resumed = train(2, tmp_path / "fsdp", *two, "--resume", "--pp", "2", "--schedule", "GPipe")
+    assert resumed[30] == pytest.approx(fsdp[30], abs=2e-3), (resumed, fsdp)
 
 
 def test_a_killed_job_resumes_on_another_rank_count_along_the_same_curve(tmp_path):

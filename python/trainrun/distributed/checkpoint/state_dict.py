@@ -132,9 +132,25 @@ def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None
             out["state"][name] = {key: _like(value, layout, options) for key, value in state.items()}
         for group in raw["param_groups"]:
             out["param_groups"].append(dict(group, params=[names[params[i]._cdata] for i in group["params"]]))
+    _union_of_group_names(out["param_groups"])
     if options.full_state_dict and options.cpu_offload and dist.is_initialized() and dist.get_rank() != 0:
         return {}
     return out
+
+
+def _union_of_group_names(param_groups):
+    """Each group's "params" become the names the group has on any rank (a collective when distributed): a
+    pipeline stage's optimizer holds only its own layers, and the checkpoint must name them all, the same
+    on every rank. (set_optimizer_state_dict takes membership from the optimizer it loads into.)"""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return
+    everyone = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, [group["params"] for group in param_groups])
+    for i, group in enumerate(param_groups):
+        union = []
+        for names in (ranks_groups[i] for ranks_groups in everyone if i < len(ranks_groups)):
+            union += [n for n in names if n not in union]
+        group["params"] = union
 
 
 def _like(value, layout, options):
@@ -164,9 +180,9 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
             layout = model_state.get(name)
             state[index_of[name]] = {key: _local(value, layout) for key, value in entries.items()}
         param_groups = []
-        for group in optimizer.param_groups:
+        for group in optimizer.param_groups:  # the saved hyperparameters, this optimizer's own members
             saved = next(groups)
-            param_groups.append(dict(saved, params=[index_of[n] for n in saved["params"]]))
+            param_groups.append(dict(saved, params=[index_of[names[p._cdata]] for p in group["params"]]))
         optimizer.load_state_dict({"state": state, "param_groups": param_groups})
 
 
