@@ -170,8 +170,9 @@ def fsdp_forward_count_differs():
             model(tr.ones(2, 8))
     except RuntimeError as e:  # DistBackendError is a RuntimeError, as PyTorch's
         message = str(e)
-        assert "all_gather_into_tensor" in message and "had not entered" in message and "0 (last at" in message, \
-            message
+        # (FSDP's gather is the coalesced all-gather, named with its collective number)
+        assert "allgather_into_tensor_coalesced #" in message and "had not entered" in message and \
+            "0 (last at" in message, message
         print("rank 1 saw:", message, flush=True)
         return
     raise AssertionError("the extra forward did not fail")
