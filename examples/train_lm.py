@@ -34,15 +34,30 @@ import zlib
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
-import trainrun as tr  # noqa: E402
-import trainrun.distributed as dist  # noqa: E402
-import trainrun.distributed.checkpoint as dcp  # noqa: E402
-import trainrun.nn.functional as F  # noqa: E402
-from trainrun import nn  # noqa: E402
-from trainrun.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # noqa: E402
-from trainrun.distributed.elastic import metrics, record  # noqa: E402
-from trainrun.utils.data import DataLoader, Dataset, DistributedSampler  # noqa: E402
+ON_TORCH = "--on-torch" in sys.argv  # the same script on PyTorch 2.x, side by side (bench/train_lm.py)
+if ON_TORCH:
+    import torch as tr
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    import torch.nn.functional as F
+    from torch import nn
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.elastic import metrics
+    from torch.distributed.elastic.multiprocessing.errors import record
+    from torch.utils.data import DataLoader, Dataset, DistributedSampler
+    for _name in ("record_event", "wait_event", "wait_stream"):  # FSDP2 on CPU in 2.6 needs them (2.7: no-ops)
+        if not hasattr(tr.cpu.Stream, _name):
+            setattr(tr.cpu.Stream, _name, lambda self, *args, **kwargs: None)
+else:
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
+    import trainrun as tr
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    import trainrun.nn.functional as F
+    from trainrun import nn
+    from trainrun.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from trainrun.distributed.elastic import metrics, record
+    from trainrun.utils.data import DataLoader, Dataset, DistributedSampler
 
 VOCAB = 256  # bytes
 
@@ -129,18 +144,21 @@ def shard(model, world, tp):
     """FSDP2 over all ranks (each block, then the root); with tp > 1, first the tensor-parallel plan on the
     "tp" dim of a (dp, tp) mesh (Megatron's: q, k, v, gate and up split by columns, proj and down by rows),
     then FSDP2 over "dp"."""
-    from trainrun.distributed.fsdp import fully_shard
+    framework = tr.__name__
+    fully_shard = __import__(f"{framework}.distributed.fsdp", fromlist=["fully_shard"]).fully_shard
     mesh = None
     if tp > 1:
-        from trainrun.distributed.device_mesh import init_device_mesh
-        from trainrun.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        init_device_mesh = __import__(f"{framework}.distributed.device_mesh", fromlist=["x"]).init_device_mesh
+        parallel = __import__(f"{framework}.distributed.tensor.parallel", fromlist=["x"])
+        ColwiseParallel, RowwiseParallel = parallel.ColwiseParallel, parallel.RowwiseParallel
+        parallelize_module = parallel.parallelize_module
         mesh = init_device_mesh("cpu", (world // tp, tp), mesh_dim_names=("dp", "tp"))
         columns, rows = ColwiseParallel(), RowwiseParallel()
         parallelize_module(model, mesh["tp"], {f"blocks.*.{name}": columns for name in ("wq", "wk", "wv", "gate", "up")}
                            | {"blocks.*.proj": rows, "blocks.*.down": rows})
         mesh = mesh["dp"]
-    for block in model.blocks.values():
-        fully_shard(block, mesh=mesh)
+    for block in model.blocks.values():  # (PyTorch 2.6's ZeRO-3 fails on CPU: there, blocks keep their gathers)
+        fully_shard(block, mesh=mesh, reshard_after_forward=not ON_TORCH)
     fully_shard(model, mesh=mesh)
 
 
@@ -259,6 +277,7 @@ def parse_args(argv=None):
     p.add_argument("--resume", action="store_true", help="continue from the latest complete checkpoint")
     p.add_argument("--ddp", action="store_true", help="DistributedDataParallel instead of FSDP2")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: FSDP2 x TP on a (dp, tp) mesh")
+    p.add_argument("--on-torch", action="store_true", help="run on PyTorch 2.x instead (its torchrun)")
     p.add_argument("--pp", type=int, default=1, help="pipeline stages, one per rank (all the ranks)")
     p.add_argument("--schedule", default="1F1B", help="the pipeline schedule: GPipe or 1F1B")
     p.add_argument("--microbatches", type=int, default=4, help="microbatches per step with --pp")
@@ -387,7 +406,11 @@ def main(argv=None):
             print("sample:\n" + "\n".join("    " + line for line in text.splitlines()), flush=True)
         if picture:
             print(f"loss curve: {picture}", flush=True)
-        print(f"peak tensor memory on rank 0: {tr._C._cpu_max_memory_allocated() / 2**20:.1f} MiB", flush=True)
+        import resource
+        if not ON_TORCH:
+            print(f"peak tensor memory on rank 0: {tr._C._cpu_max_memory_allocated() / 2**20:.1f} MiB", flush=True)
+        print(f"peak resident memory on rank 0: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MiB",
+              flush=True)
         print(f"held-out loss {loss:.4f} perplexity {math.exp(loss):.2f} (unigram baseline {baseline:.2f}) after "
               f"{step} steps on {world} ranks in {time.monotonic() - started:.1f} s", flush=True)
     if distributed:
