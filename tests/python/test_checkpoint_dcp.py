@@ -22,20 +22,23 @@ def _check_expected(tensors, full):
         np.testing.assert_array_equal(got, _expected(name, got.shape), err_msg=name)
 
 
-def save_from_fsdp(folder):
+_LAYOUTS = {"fsdp": _fsdp_model, "fsdp_tp": _fsdp_tp_model}  # FSDP over all ranks; FSDP x TP on (2, 2)
+
+
+def save_sharded(folder, layout):
     import trainrun.distributed as dist
     import trainrun.distributed.checkpoint as dcp
     dist.init_process_group("gloo")
-    model = _fsdp_model(expected_values=True)
+    model = _LAYOUTS[layout](expected_values=True)
     dcp.save({"model": model.state_dict(), "step": 42, "note": {"lr": 0.5}}, checkpoint_id=folder)
     dist.destroy_process_group()
 
 
-def load_into_fsdp(folder):
+def load_sharded(folder, layout):
     import trainrun.distributed as dist
     import trainrun.distributed.checkpoint as dcp
     dist.init_process_group("gloo")
-    model = _fsdp_model(expected_values=False)
+    model = _LAYOUTS[layout](expected_values=False)
     state = {"model": model.state_dict(), "step": 0, "note": {"lr": 0.0}}
     dcp.load(state, checkpoint_id=folder)  # in place: FSDP's state dict views the shards
     assert state["step"] == 42 and state["note"] == {"lr": 0.5}, state
@@ -78,26 +81,6 @@ def load_into_tensor_parallel(folder):
             raise AssertionError(f"{name}: a tensor split over ranks was saved as a plain tensor")
         except ValueError as e:
             assert f"'{name}' differs between rank 0" in str(e) and "must be a DTensor" in str(e), e
-    dist.destroy_process_group()
-
-
-def save_from_fsdp_tp(folder):
-    import trainrun.distributed as dist
-    import trainrun.distributed.checkpoint as dcp
-    dist.init_process_group("gloo")
-    model = _fsdp_tp_model(expected_values=True)
-    dcp.save({"model": model.state_dict(), "step": 42, "note": {"lr": 0.5}}, checkpoint_id=folder)
-    dist.destroy_process_group()
-
-
-def load_into_fsdp_tp(folder):
-    import trainrun.distributed as dist
-    import trainrun.distributed.checkpoint as dcp
-    dist.init_process_group("gloo")
-    model = _fsdp_tp_model(expected_values=False)
-    state = {"model": model.state_dict(), "step": 0, "note": {"lr": 0.0}}
-    dcp.load(state, checkpoint_id=folder)
-    _check_expected(model.state_dict(), lambda p: p.full_tensor())
     dist.destroy_process_group()
 
 
@@ -178,9 +161,9 @@ def test_async_save_writes_the_state_at_the_call(ranks, tmp_path):
 
 def test_fsdp_on_4_ranks_loads_into_fsdp_on_2_tensor_parallel_and_one_process(ranks, tmp_path):
     folder = str(tmp_path / "step_42")
-    ranks.run_function(4, save_from_fsdp, folder)
+    ranks.run_function(4, save_sharded, folder, "fsdp")
     assert sorted(os.listdir(folder))[:2] == [".committed", ".metadata"]
-    ranks.run_function(2, load_into_fsdp, folder)
+    ranks.run_function(2, load_sharded, folder, "fsdp")
     ranks.run_function(2, load_into_tensor_parallel, folder)
     # One process, no process group: the documented pattern (load, then load_state_dict).
     import trainrun.distributed.checkpoint as dcp
@@ -197,8 +180,8 @@ def test_fsdp_x_tp_saves_load_into_fsdp_and_one_process_and_back(ranks, tmp_path
     """2-D parallelism: FSDP's rows are a block of each TP piece (a strided shard); the chunks saved carry
     their global offsets, so any layout loads them."""
     folder = str(tmp_path / "fsdp_tp")
-    ranks.run_function(4, save_from_fsdp_tp, folder)
-    ranks.run_function(2, load_into_fsdp, folder)
+    ranks.run_function(4, save_sharded, folder, "fsdp_tp")
+    ranks.run_function(2, load_sharded, folder, "fsdp")
     import trainrun.distributed.checkpoint as dcp
     model = _model()
     state = {"model": model.state_dict(), "step": 0, "note": {}}
@@ -206,8 +189,8 @@ def test_fsdp_x_tp_saves_load_into_fsdp_and_one_process_and_back(ranks, tmp_path
     model.load_state_dict(state["model"])
     _check_expected(dict(model.named_parameters()), lambda p: p)
     from_fsdp = str(tmp_path / "fsdp")
-    ranks.run_function(4, save_from_fsdp, from_fsdp)
-    ranks.run_function(4, load_into_fsdp_tp, from_fsdp)
+    ranks.run_function(4, save_sharded, from_fsdp, "fsdp")
+    ranks.run_function(4, load_sharded, from_fsdp, "fsdp_tp")
 
 
 def test_replicated_tensors_are_written_once_and_the_writes_balanced(ranks, tmp_path):
