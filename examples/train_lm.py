@@ -162,6 +162,35 @@ def shard(model, world, tp):
     fully_shard(model, mesh=mesh)
 
 
+class ProgressBar:
+    """A live bar on rank 0 between the progress lines, when its output reaches a terminal: directly, or
+    through trainrun's console (TRAINRUN_CONSOLE_IS_TTY; the launcher draws lines ended by a lone carriage
+    return over the current line). Elsewhere (a file, CI) nothing is drawn."""
+
+    def __init__(self, total, enabled):
+        self.direct = sys.stdout.isatty()
+        self.enabled = enabled and (self.direct or os.environ.get("TRAINRUN_CONSOLE_IS_TTY") == "1")
+        self.total, self.started, self.shown, self.last = total, time.monotonic(), False, 0.0
+
+    def update(self, step, first_step, loss):
+        now = time.monotonic()
+        if not self.enabled or now - self.last < 0.1:
+            return
+        self.last = now
+        rate = (now - self.started) / max(1, step - first_step)
+        filled = int(30 * step / self.total)
+        sys.stdout.write(f"[{'#' * filled}{'.' * (30 - filled)}] {step}/{self.total}  loss {loss:.4f}  "
+                         f"ETA {rate * (self.total - step):5.0f} s\r")
+        sys.stdout.flush()
+        self.shown = True
+
+    def clear(self):
+        """Before an ordinary line: on a terminal of our own, erase the bar (trainrun's console does it)."""
+        if self.shown and self.direct:
+            sys.stdout.write("\x1b[K")
+        self.shown = False
+
+
 # ---- training ---------------------------------------------------------------------------------------------
 def learning_rate(step, args):
     """Linear warm-up, then cosine decay to a tenth of the peak, as a factor of --lr."""
@@ -353,6 +382,7 @@ def main(argv=None):
 
     step, window_start, tokens_per_step = start_step, time.monotonic(), args.batch * args.ctx
     window_losses = []  # this rank's losses since the last progress line
+    bar, first_step = ProgressBar(args.steps, rank == 0), start_step
     while step < args.steps:
         sampler.set_epoch(step // steps_per_epoch)  # the data order is a function of the step: resumable
         batches = iter(loader)
@@ -374,6 +404,7 @@ def main(argv=None):
             optimizer.step()
             step += 1
             window_losses.append(loss)
+            bar.update(step, first_step, loss)
             if step % args.log_every == 0 or step == args.steps:
                 # The mean over the window and the ranks: a smoother curve than one batch's loss.
                 mean_loss = mean_over_ranks(sum(window_losses) / len(window_losses))
@@ -384,6 +415,7 @@ def main(argv=None):
                 ms = 1000 * elapsed / done
                 metrics.put_metric("tokens_per_s", tokens_per_step * done / elapsed, "train_lm")  # torchelastic's
                 if rank == 0:
+                    bar.clear()
                     print(f"step {step:5d}/{args.steps}  loss {mean_loss:.4f}  {tokens_per_step * done / elapsed:7.0f} "
                           f"tok/s  {ms:6.1f} ms/step  ETA {ms * (args.steps - step) / 1000:5.0f} s", flush=True)
                 window_start = time.monotonic()

@@ -41,10 +41,10 @@ LogRouter::~LogRouter() {
   if (wake_[1] >= 0) close(wake_[1]);
 }
 
-void LogRouter::add(int pipe_fd, LineFormat format, int console_fd, int file_fd) {
+void LogRouter::add(int pipe_fd, LineFormat format, int console_fd, int file_fd, bool live_status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    added_.push_back(Stream{pipe_fd, std::move(format), console_fd, file_fd, {}});
+    added_.push_back(Stream{pipe_fd, std::move(format), console_fd, file_fd, live_status, {}});
   }
   if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
 }
@@ -60,25 +60,42 @@ void LogRouter::drain(std::chrono::milliseconds timeout) {
   }
 }
 
+void LogRouter::write_console(int fd, const std::string& text, bool status) {
+  // A status line is drawn over the current terminal line ("\r" and erase to its end), and whatever comes
+  // next erases it first: a terminal shows at most one, always the latest.
+  static const std::string kEraseLine = "\r\x1b[K";
+  std::string out = status_shown_ || status ? kEraseLine + text : text;
+  status_shown_ = status;
+  write_all(fd, out.data(), out.size());
+}
+
 void LogRouter::emit(Stream& s, const char* data, size_t n, bool final) {
   s.partial.append(data, n);
   size_t start = 0;
-  for (;;) {
-    size_t nl = s.partial.find('\n', start);
-    const bool too_long = nl == std::string::npos && s.partial.size() - start >= kMaxLine;
-    if (nl == std::string::npos && !too_long && !(final && start < s.partial.size())) break;
-    size_t end = nl == std::string::npos ? (too_long ? start + kMaxLine : s.partial.size()) : nl;
+  while (start < s.partial.size()) {
+    const size_t stop = s.partial.find_first_of("\r\n", start);
+    const bool too_long = stop == std::string::npos && s.partial.size() - start >= kMaxLine;
+    if (stop == std::string::npos && !too_long && !final) break;
+    // "\r\n" ends a line; a lone "\r" ends a status line (undecided until the next byte arrives).
+    const bool cr = stop != std::string::npos && s.partial[stop] == '\r';
+    if (cr && stop + 1 == s.partial.size() && !final) break;
+    const bool status = cr && (stop + 1 == s.partial.size() || s.partial[stop + 1] != '\n');
+    const size_t end = stop == std::string::npos ? (too_long ? start + kMaxLine : s.partial.size()) : stop;
     std::string line = s.partial.substr(start, end - start);
-    if (s.console_fd >= 0) {
-      std::string out = s.format(line);
-      write_all(s.console_fd, out.data(), out.size());
+    if (status) {
+      if (s.console_fd >= 0 && s.live_status) {
+        std::string shown = s.format(line);
+        if (!shown.empty() && shown.back() == '\n') shown.pop_back();
+        write_console(s.console_fd, shown, true);
+      }
+    } else {
+      if (s.console_fd >= 0) write_console(s.console_fd, s.format(line), false);
+      if (s.file_fd >= 0) {
+        line.push_back('\n');
+        write_all(s.file_fd, line.data(), line.size());
+      }
     }
-    if (s.file_fd >= 0) {
-      line.push_back('\n');
-      write_all(s.file_fd, line.data(), line.size());
-    }
-    start = nl == std::string::npos ? end : nl + 1;
-    if (start >= s.partial.size()) break;
+    start = stop == std::string::npos ? end : stop + (cr && !status ? 2 : 1);
   }
   s.partial.erase(0, start);
 }

@@ -75,6 +75,8 @@ void WorkerGroup::start(const WorkerGroupSpec& spec) {
     std::map<std::string, std::string> env = spec.env;
     env["RANK"] = env["ROLE_RANK"] = std::to_string(w.rank);
     env["LOCAL_RANK"] = std::to_string(lr);
+    // Progress bars: the worker's stdout is a pipe, but what it reaches may be a terminal (log_router.h).
+    if (isatty(1) && spec.json_log == nullptr) env["TRAINRUN_CONSOLE_IS_TTY"] = "1";
     env["TRAINRUN_RESTART_COUNT"] = env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(spec.restart_count);
     env["TRAINRUN_ERROR_FILE"] = env["TORCHELASTIC_ERROR_FILE"] = w.error_file;
     int out = -1, err = -1;
@@ -103,7 +105,8 @@ void WorkerGroup::start(const WorkerGroupSpec& spec) {
           return json_worker_line(ctx, rank, lr, pid, stream == 2, line);
         };
       }
-      router_.add(stream == 1 ? out : err, std::move(format), console ? stream : -1, file_fd);
+      const bool live_status = console && spec.json_log == nullptr && isatty(stream);
+      router_.add(stream == 1 ? out : err, std::move(format), console ? stream : -1, file_fd, live_status);
     }
     workers_.push_back(std::move(w));
   }

@@ -76,6 +76,34 @@ def test_fsdp_x_tp_follows_the_curve_and_its_checkpoint_resumes_in_one_process(t
     assert resumed[30] == pytest.approx(tp[30], abs=2e-3), (resumed, tp)
 
 
+def test_a_live_progress_bar_on_a_terminal_and_none_in_a_pipe(tmp_path):
+    """Under a terminal the launcher draws rank 0's bar (lines ended by a lone carriage return) over the
+    current line and erases it before the next line; through a pipe no bar appears."""
+    import pty
+    leader, follower = pty.openpty()
+    job = subprocess.Popen(command(2, tmp_path / "tty", "--steps", "12", "--log-every", "6"), stdout=follower,
+                           stderr=follower, env=env(), start_new_session=True)
+    os.close(follower)
+    seen = b""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the job closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    job.wait(30)
+    os.close(leader)
+    text = seen.decode(errors="replace")
+    assert job.returncode == 0, text[-2000:]
+    assert "\x1b[K[rank0]:[" in text and "/12  loss" in text, text[-2000:]
+    assert "\x1b[K[rank0]:step     6/12" in text, text[-2000:]  # the bar erased before the next line
+    lines, _ = train(2, tmp_path / "pipe", "--steps", "12", "--log-every", "6")
+    assert not any("ETA" in line and "[" in line.split("loss")[0] for line in lines), lines
+
+
 def test_pipeline_stages_follow_the_curve_and_checkpoints_move_between_layouts(tmp_path):
     """--pp 2 (1F1B, 4 microbatches; the tied embedding's two copies kept equal) follows FSDP's curve; its
     checkpoint (each stage's own layers) resumes in one process, and FSDP's resumes as a GPipe pipeline."""
