@@ -1,28 +1,51 @@
-"""Pipeline parallelism for examples/train_lm.py (--pp N): each rank keeps one
-stage of the language model, torchtitan's way. Every rank builds the whole
-model from the same seed, then drops the blocks other stages own (their
-names stay, so checkpoints move between layouts); the first stage keeps the
-embeddings, the last the final norm and a copy of the token embedding for
-the tied output layer, whose gradient the two copies sum after each step
-(Megatron's embedding group), so both stay equal. Training runs a schedule
-(GPipe or 1F1B) over microbatches; evaluation and sampling pass activations
-stage to stage with plain send/recv."""
+"""Pipeline parallelism for examples/train_lm.py (--pp N): each rank keeps
+its stages of the language model, torchtitan's way. Every rank builds the
+whole model from the same seed, then drops the blocks other ranks own
+(their names stay, so checkpoints move between layouts). GPipe and 1F1B
+give each rank one stage; Interleaved1F1B and LoopedBFS two, looped over
+the ranks (rank r runs stages r and r + N). The first stage embeds, the
+last applies the final norm and the output layer tied to the token
+embedding: the first and last ranks both keep that embedding and sum its
+two gradients after each step (Megatron's embedding group), so the copies
+stay equal. Evaluation and sampling pass activations stage to stage with
+plain send/recv."""
 import trainrun as tr
 import trainrun.distributed as dist
 import trainrun.nn.functional as F
 from trainrun.distributed.pipelining import PipelineStage, get_schedule_class
 
+LOOPED = ("Interleaved1F1B", "LoopedBFS")
+
+
+class _StagePart:
+    """What one stage runs of the model: its blocks, after the embeddings on the first stage, before the head
+    on the last."""
+
+    def __init__(self, model, keys, first, last):
+        self.model, self.keys, self.first, self.last = model, keys, first, last
+
+    def __call__(self, x):
+        x = self.model.embed(x) if self.first else x
+        x = self.model.run_blocks(x, self.keys)
+        return self.model.head(x) if self.last else x
+
 
 class Pipeline:
-    def __init__(self, model, stages, schedule, microbatches, vocab, dim):
-        self.index, self.stages, self.dim = dist.get_rank(), stages, dim
-        self.first, self.last = self.index == 0, self.index == stages - 1
+    def __init__(self, model, ranks, schedule, microbatches, vocab, dim):
+        self.rank, self.ranks, self.dim = dist.get_rank(), ranks, dim
+        self.per_rank = 2 if schedule in LOOPED else 1
+        self.num_stages = ranks * self.per_rank
+        self.first, self.last = self.rank == 0, self.rank == ranks - 1  # hold stage 0 / the last stage
         layers = len(model.blocks)
-        if layers < stages:
-            raise SystemExit(f"--pp {stages}: the model has only {layers} blocks (one stage needs at least one)")
-        mine = range(self.index * layers // stages, (self.index + 1) * layers // stages)
+        if layers < self.num_stages:
+            raise SystemExit(f"--pp {ranks} --schedule {schedule}: {self.num_stages} stages need at least as many "
+                             f"blocks, the model has {layers}")
+        self.indices = [c * ranks + self.rank for c in range(self.per_rank)]  # stage s runs on rank s % ranks
+        keys = {s: [str(b) for b in range(s * layers // self.num_stages, (s + 1) * layers // self.num_stages)]
+                for s in self.indices}
+        mine = {k for s in self.indices for k in keys[s]}
         for key in list(model.blocks.keys()):
-            if int(key) not in mine:
+            if key not in mine:
                 del model.blocks[key]
         if not self.first:
             model.position = None
@@ -31,30 +54,33 @@ class Pipeline:
         if not self.last:
             model.norm = None
         self.model = model
-        self.tied = dist.new_group([0, stages - 1])  # every rank creates it; the two embedding copies use it
-        self.stage = PipelineStage(model, self.index, stages)
+        self.tied = dist.new_group([0, ranks - 1])  # every rank creates it; the two embedding copies use it
+        self.parts = [_StagePart(model, keys[s], s == 0, s == self.num_stages - 1) for s in self.indices]
+        stages = [PipelineStage(part, s, self.num_stages) for part, s in zip(self.parts, self.indices)]
         self.schedule = get_schedule_class(schedule)(
-            self.stage, microbatches, loss_fn=lambda out, target: F.cross_entropy(out.reshape(-1, vocab),
-                                                                                  target.reshape(-1)))
+            stages if self.per_rank > 1 else stages[0], microbatches,
+            loss_fn=lambda out, target: F.cross_entropy(out.reshape(-1, vocab), target.reshape(-1)))
 
     def train_step(self, batch):
         """Forward and backward of the batch over the microbatches (gradients: the mean over them, as one
         batch gives); returns the batch's loss on every rank."""
         losses = []
-        if self.first:
+        if self.first and self.last:
+            self.schedule.step(batch[:, :-1], target=batch[:, 1:], losses=losses)
+        elif self.first:
             self.schedule.step(batch[:, :-1])
         elif self.last:
             self.schedule.step(target=batch[:, 1:], losses=losses)
         else:
             self.schedule.step()
-        if self.first or self.last:
+        if (self.first or self.last) and self.ranks > 1:
             dist.all_reduce(self.model.token.weight.grad, group=self.tied)  # the tied copies' gradients
         loss = tr.tensor([sum(x.item() for x in losses) / len(losses) if losses else 0.0], dtype=tr.float64)
-        dist.broadcast(loss, src=self.stages - 1)
+        dist.broadcast(loss, src=self.ranks - 1)
         return loss.item()
 
     def clip_grad_norm_(self, max_norm):
-        """clip_grad_norm_ over the whole model: the stages' squared norms summed (the tied weight once)."""
+        """clip_grad_norm_ over the whole model: the ranks' squared norms summed (the tied weight once)."""
         counted = [p for name, p in self.model.named_parameters()
                    if p.grad is not None and not (name == "token.weight" and self.last and not self.first)]
         total = tr.tensor([sum(float((p.grad.double() ** 2).sum().item()) for p in counted)], dtype=tr.float64)
@@ -69,21 +95,21 @@ class Pipeline:
         return norm
 
     def logits(self, tokens):
-        """The logits of tokens on the last stage (None on the others); every stage runs its part."""
+        """The logits of tokens on the rank of the last stage (None on the others); every stage runs its part,
+        in stage order around the ranks."""
         with tr.no_grad():
-            if self.first:
-                x = self.model(tokens)
-            else:
-                x = tr.empty(tokens.shape[0], tokens.shape[1], self.dim)
-                dist.recv(x, src=self.index - 1)
-                x = self.model(x)
-            if not self.last:
-                dist.send(x.contiguous(), dst=self.index + 1)
-                return None
-            return x
+            x = tokens
+            for part, s in zip(self.parts, self.indices):
+                if s > 0:
+                    x = tr.empty(tokens.shape[0], tokens.shape[1], self.dim)
+                    dist.recv(x, src=(s - 1) % self.ranks)
+                x = part(x)
+                if s < self.num_stages - 1:
+                    dist.send(x.contiguous(), dst=(s + 1) % self.ranks)
+            return x if self.last else None
 
     def next_token(self, choose, logits):
         """The token the last stage chose from its logits, on every rank."""
         token = tr.tensor([choose(logits) if self.last else 0])
-        dist.broadcast(token, src=self.stages - 1)
+        dist.broadcast(token, src=self.ranks - 1)
         return int(token.item())

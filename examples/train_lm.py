@@ -128,15 +128,19 @@ class LanguageModel(nn.Module):
                 std = 0.02 / math.sqrt(2 * layers) if name.endswith(("proj.weight", "down.weight")) else 0.02
                 nn.init.normal_(p, 0.0, std)
 
-    def forward(self, x):
-        """Tokens to logits; a pipeline stage (lm_pipeline.py) takes or gives activations where it lacks the
-        embeddings (position is None) or the final norm (norm is None)."""
-        if self.position is not None:
-            x = self.token(x) + self.position(tr.arange(x.shape[1]))
-        for block in self.blocks.values():
-            x = block(x)
-        if self.norm is None:
-            return x
+    def forward(self, tokens):
+        return self.head(self.run_blocks(self.embed(tokens), self.blocks.keys()))
+
+    # The three parts, which pipeline stages (lm_pipeline.py) run separately.
+    def embed(self, tokens):
+        return self.token(tokens) + self.position(tr.arange(tokens.shape[1]))
+
+    def run_blocks(self, x, keys):
+        for key in keys:
+            x = self.blocks[key](x)
+        return x
+
+    def head(self, x):
         return F.linear(self.norm(x), self.token.weight)  # tied output
 
 
@@ -308,7 +312,8 @@ def parse_args(argv=None):
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: FSDP2 x TP on a (dp, tp) mesh")
     p.add_argument("--on-torch", action="store_true", help="run on PyTorch 2.x instead (its torchrun)")
     p.add_argument("--pp", type=int, default=1, help="pipeline stages, one per rank (all the ranks)")
-    p.add_argument("--schedule", default="1F1B", help="the pipeline schedule: GPipe or 1F1B")
+    p.add_argument("--schedule", default="1F1B",
+                   help="the pipeline schedule: GPipe, 1F1B, or with two stages per rank Interleaved1F1B, LoopedBFS")
     p.add_argument("--microbatches", type=int, default=4, help="microbatches per step with --pp")
     p.add_argument("--stop-after", type=int, default=None, help="exit after this step (tests of --resume)")
     return p.parse_args(argv)
@@ -368,7 +373,8 @@ def main(argv=None):
                                  drop_last=True)
     loader = DataLoader(windows, batch_size=args.batch // dp, sampler=sampler, drop_last=True)
     steps_per_epoch = len(loader)
-    layout = "DDP" if args.ddp else f"pipeline ({args.pp} stages, {args.schedule}, {args.microbatches} microbatches)" \
+    layout = "DDP" if args.ddp else f"pipeline ({pipeline.num_stages} stages on {args.pp} ranks, {args.schedule}, " \
+        f"{args.microbatches} microbatches)" \
         if pipeline is not None else "FSDP2" if args.tp == 1 else f"FSDP2 x TP (dp={dp}, tp={args.tp})"
     if rank == 0:
         print(f"train_lm: {parameters / 1e6:.2f}M parameters, {len(train) / 1e6:.1f} MB of training text, "

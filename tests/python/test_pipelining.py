@@ -88,10 +88,30 @@ def test_validation_names_the_first_bad_action():
 
 
 @pytest.mark.parametrize("nproc", [2, 4])
-@pytest.mark.parametrize("schedule", ["GPipe", "1F1B"])
+@pytest.mark.parametrize("schedule", ["GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS"])
 @pytest.mark.parametrize("per_stage,reduction", [(1, "mean"), (2, "sum")])
 def test_schedules_train_as_one_process(ranks, nproc, schedule, per_stage, reduction):
     out = ranks.run_script(nproc, "tests/python/pipelining/pipeline_worker.py", schedule, str(nproc * per_stage),
                            reduction).stdout
     for rank in range(nproc):
         assert f"rank {rank}: pipeline {schedule} ok" in out
+
+
+@pytest.mark.parametrize("ranks_,chunks,micro", [(2, 2, 4), (4, 2, 8), (4, 3, 8), (2, 4, 2)])
+def test_interleaved_1f1b_shrinks_the_bubble_by_the_stages_per_rank(ranks_, chunks, micro):
+    """Each rank's work split in `chunks` stages: the bubble is (R - 1) / (v M + R - 1), the textbook
+    interleaved figure, below 1F1B's (R - 1) / (M + R - 1); looped BFS takes as long; nothing deadlocks."""
+    from trainrun.distributed.pipelining import schedules, simulator
+    timeline = simulator.simulate_ranks(lambda r: schedules.interleaved_1f1b_order(r, ranks_, chunks, micro), ranks_,
+                                        ranks_ * chunks, micro, forward_time=1.0 / chunks, backward_time=2.0 / chunks)
+    assert timeline.bubble_ratio == pytest.approx((ranks_ - 1) / (chunks * micro + ranks_ - 1))
+    plain = simulator.simulate(lambda s: schedules.one_f_one_b_order(s, ranks_, micro), ranks_, micro)
+    assert timeline.makespan < plain.makespan
+    bfs = simulator.simulate_ranks(lambda r: schedules.looped_bfs_order(r, ranks_, chunks, micro), ranks_,
+                                   ranks_ * chunks, micro, forward_time=1.0 / chunks, backward_time=2.0 / chunks)
+    assert bfs.makespan == pytest.approx(timeline.makespan)
+    order = schedules.interleaved_1f1b_order(1, ranks_, chunks, micro)
+    assert sorted(str(a) for a in order) == sorted(f"{c * ranks_ + 1}{k}{m}" for c in range(chunks)
+                                                   for m in range(micro) for k in "FB")
+    with pytest.raises(ValueError, match="multiple of the"):
+        schedules.interleaved_1f1b_order(0, ranks_, chunks, micro + 1)

@@ -1,5 +1,6 @@
 """A rank of test_pipelining.py: an 8-layer MLP split evenly over the ranks
-(one stage each), trained 5 SGD steps with a schedule (argv: GPipe or 1F1B,
+(one stage each; two, looped over the ranks, for Interleaved1F1B and
+LoopedBFS), trained 5 SGD steps with a schedule (argv: its name,
 the number of microbatches, "mean" or "sum") next to the same model in one
 process over the same microbatches: losses, outputs and every stage's
 gradients must agree within 1e-6."""
@@ -28,13 +29,19 @@ def main():
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     schedule_name, n_micro, reduction = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     rank, world = dist.get_rank(), dist.get_world_size()
-    per = LAYERS // world
+    looped = schedule_name in ("Interleaved1F1B", "LoopedBFS")
+    num_stages = world * (2 if looped else 1)
+    per = LAYERS // num_stages
     full = nn.Sequential(*make_layers())
-    mine = nn.Sequential(*make_layers()[rank * per:(rank + 1) * per])  # this stage's layers
-    stage = PipelineStage(mine, rank, world, "cpu")
-    schedule = get_schedule_class(schedule_name)(stage, n_micro, loss_fn=F.mse_loss, scale_grads=reduction == "mean")
+    layers = make_layers()
+    indices = [rank + c * world for c in range(num_stages // world)]  # stage s runs on rank s % world
+    modules = {s: nn.Sequential(*layers[s * per:(s + 1) * per]) for s in indices}  # each stage's layers
+    stages = [PipelineStage(modules[s], s, num_stages, "cpu") for s in indices]
+    cls = get_schedule_class(schedule_name)
+    schedule = cls(stages if looped else stages[0], n_micro, loss_fn=F.mse_loss, scale_grads=reduction == "mean")
+    first, last = any(st.is_first for st in stages), any(st.is_last for st in stages)
     opt_full = tr.optim.SGD(full.parameters(), lr=0.1)
-    opt = tr.optim.SGD(mine.parameters(), lr=0.1)
+    opt = tr.optim.SGD([p for m in modules.values() for p in m.parameters()], lr=0.1)
     rng = np.random.default_rng(3)
     failures = []
     for step in range(5):
@@ -48,20 +55,20 @@ def main():
             (loss / n_micro if reduction == "mean" else loss).backward()
         opt.zero_grad()
         losses = []
-        out = schedule.step(x, target=y, losses=losses) if stage.is_first and stage.is_last else \
-            schedule.step(x) if stage.is_first else schedule.step(target=y, losses=losses) if stage.is_last \
-            else schedule.step()
-        if stage.is_last:
+        out = schedule.step(x, target=y, losses=losses) if first and last else \
+            schedule.step(x) if first else schedule.step(target=y, losses=losses) if last else schedule.step()
+        if last:
             got = [l.item() for l in losses]
             if not np.allclose(got, ref_losses, rtol=1e-6, atol=1e-7):
                 failures.append(f"step {step}: losses {got} vs {ref_losses}")
             if not np.allclose(out.detach().numpy(), full(x).detach().numpy(), rtol=1e-6, atol=1e-6):
                 failures.append(f"step {step}: merged output differs")
-        for k, (name, p) in enumerate(mine.named_parameters()):
-            layer = rank * per + int(name.split(".")[0])
-            q = dict(full.named_parameters())[f"{layer}." + name.split(".", 1)[1]]
-            if not np.allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6):
-                failures.append(f"step {step}: gradient of layer {layer} {name} differs")
+        for s, module in modules.items():
+            for name, p in module.named_parameters():
+                layer = s * per + int(name.split(".")[0])
+                q = dict(full.named_parameters())[f"{layer}." + name.split(".", 1)[1]]
+                if not np.allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6):
+                    failures.append(f"step {step}: gradient of layer {layer} {name} differs")
         opt_full.step()
         opt.step()
     if failures:

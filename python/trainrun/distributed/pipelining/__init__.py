@@ -1,8 +1,10 @@
 """trainrun.distributed.pipelining: pipeline parallelism with PyTorch 2.x's
-names: PipelineStage, ScheduleGPipe, Schedule1F1B, get_schedule_class,
+names: PipelineStage, ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B,
+ScheduleLoopedBFS (several stages per rank), get_schedule_class,
 TensorChunkSpec (see stage.py, schedules.py, microbatch.py); simulator.py runs
 schedules on paper (timeline, bubble ratio, deadlocks)."""
 from trainrun.distributed.pipelining.microbatch import TensorChunkSpec  # noqa: F401
-from trainrun.distributed.pipelining.schedules import (Schedule1F1B, ScheduleGPipe,  # noqa: F401
-                                                       PipelineScheduleSingle, get_schedule_class)
+from trainrun.distributed.pipelining.schedules import (PipelineScheduleMulti, PipelineScheduleSingle,  # noqa
+                                                       Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B,
+                                                       ScheduleLoopedBFS, get_schedule_class)
 from trainrun.distributed.pipelining.stage import PipelineStage  # noqa: F401

@@ -47,6 +47,37 @@ def one_f_one_b_order(stage, num_stages, n_microbatches):
     return order
 
 
+def interleaved_1f1b_order(rank, num_ranks, stages_per_rank, n_microbatches):
+    """Megatron's interleaved 1F1B: rank r holds stages r, r + R, ... (R ranks); forwards go through its stages
+    in turn, R microbatches at a time, backwards the same with the stages reversed; a warm-up of
+    2 (R - r - 1) + (v - 1) R forwards, then one forward and one backward in turn. M must be a multiple of R."""
+    R, v, M = num_ranks, stages_per_rank, n_microbatches
+    if M % R:
+        raise ValueError(f"interleaved 1F1B: {M} microbatches must be a multiple of the {R} ranks")
+    total = M * v
+
+    def action(k, kind):
+        chunk = (k // R) % v
+        return _Action((chunk if kind == F else v - 1 - chunk) * R + rank, kind, (k // (R * v)) * R + k % R)
+    warmup = min(total, 2 * (R - rank - 1) + (v - 1) * R)
+    order = [action(k, F) for k in range(warmup)]
+    forward, backward = warmup, 0
+    while forward < total:
+        order.append(action(forward, F))
+        forward += 1
+        order.append(action(backward, B))
+        backward += 1
+    return order + [action(k, B) for k in range(backward, total)]
+
+
+def looped_bfs_order(rank, num_ranks, stages_per_rank, n_microbatches):
+    """Breadth first: every microbatch through this rank's first stage, then its next, ...; backwards in the
+    reverse order."""
+    stages = [c * num_ranks + rank for c in range(stages_per_rank)]
+    return [_Action(s, F, m) for s in stages for m in range(n_microbatches)] + \
+        [_Action(s, B, m) for s in reversed(stages) for m in reversed(range(n_microbatches))]
+
+
 def lower(order, num_stages):
     """The compute order with its communication: each send paired with the neighbour's receive."""
     out = []
@@ -68,8 +99,13 @@ def lower(order, num_stages):
 
 
 def validate(order, n_microbatches):
-    """Refuses a compute order that cannot run: every microbatch forwarded once, then backwarded once, in
-    that order. Raises ValueError naming the first bad action."""
+    """Refuses a compute order that cannot run: on each stage, every microbatch forwarded once, then
+    backwarded once, in that order. Raises ValueError naming the first bad action."""
+    stages = sorted({a.stage_index for a in order})
+    if len(stages) > 1:
+        for s in stages:
+            validate([a for a in order if a.stage_index == s], n_microbatches)
+        return
     forwarded, backwarded = set(), set()
     for a in order:
         if a.computation_type == F:
@@ -87,39 +123,40 @@ def validate(order, n_microbatches):
         raise ValueError(f"the schedule never runs the backward of microbatches {sorted(missing)}")
 
 
-class PipelineScheduleSingle:
-    """A schedule for one stage per rank. step(*args, target=, losses=, **kwargs): the first stage takes the
-    inputs, the last the target (and returns the merged output); loss_fn(output, target) runs per microbatch
-    on the last stage; scale_grads divides each microbatch's loss by the number of microbatches, so the
-    gradients are the mean over microbatches (False: their sum, as PyTorch 2.6)."""
-    _order = staticmethod(gpipe_order)
+class _PipelineSchedule:
+    """Runs this rank's lowered action list over its stages. step(*args, target=, losses=, **kwargs): the first
+    stage takes the inputs, the last the target (and its rank returns the merged output); loss_fn(output,
+    target) runs per microbatch on the last stage; scale_grads divides each microbatch's loss by the number of
+    microbatches, so the gradients are the mean over microbatches (False: their sum, as PyTorch 2.6)."""
 
-    def __init__(self, stage, n_microbatches, loss_fn=None, args_chunk_spec=None, kwargs_chunk_spec=None,
-                 output_merge_spec=None, scale_grads=True):
+    def _setup(self, stages, order, n_microbatches, loss_fn, args_chunk_spec, kwargs_chunk_spec, scale_grads):
         if n_microbatches < 1:
             raise ValueError(f"n_microbatches must be positive, got {n_microbatches}")
-        self._stage, self._n_microbatches, self._loss_fn = stage, n_microbatches, loss_fn
+        self._stages = {stage.stage_index: stage for stage in stages}
+        self._n_microbatches, self._loss_fn = n_microbatches, loss_fn
         self._args_chunk_spec, self._kwargs_chunk_spec = args_chunk_spec, kwargs_chunk_spec
         self.scale_grads = scale_grads
-        order = self._order(stage.stage_index, stage.num_stages, n_microbatches)
         validate(order, n_microbatches)
-        self.pipeline_order = {stage.stage_index: order}
-        self.actions = lower(order, stage.num_stages)
+        self.pipeline_order = {stages[0].stage_index % stages[0].num_stages: order}
+        self.actions = lower(order, stages[0].num_stages)
+        self._first = next((st for st in stages if st.is_first), None)
+        self._last = next((st for st in stages if st.is_last), None)
 
     def step(self, *args, target=None, losses=None, **kwargs):
-        stage, n = self._stage, self._n_microbatches
-        stage.clear()
+        n, first, last = self._n_microbatches, self._first, self._last
+        for stage in self._stages.values():
+            stage.clear()
         arg_chunks, kwarg_chunks = split_args_kwargs_into_chunks(args, kwargs, n, self._args_chunk_spec,
-                                                                 self._kwargs_chunk_spec) if stage.is_first \
+                                                                 self._kwargs_chunk_spec) if first is not None \
             else ([()] * n, [{}] * n)
-        targets = split_args_kwargs_into_chunks((target,), {}, n)[0] if stage.is_last and target is not None \
+        targets = split_args_kwargs_into_chunks((target,), {}, n)[0] if last is not None and target is not None \
             else None
-        if stage.is_last and self._loss_fn is not None and targets is None:
+        if last is not None and self._loss_fn is not None and targets is None:
             raise ValueError("step(): the last stage needs target= for the loss")
         outputs, microbatch_losses = {}, {}
         try:
             for a in self.actions:
-                m = a.microbatch_index
+                m, stage = a.microbatch_index, self._stages[a.stage_index]
                 if a.computation_type == RECV_F:
                     stage.recv_forward(m)
                 elif a.computation_type == F:
@@ -142,12 +179,45 @@ class PipelineScheduleSingle:
                 elif a.computation_type == SEND_B:
                     stage.send_backward(m)
         finally:
-            stage.wait_sends()
-        if stage.is_last:
+            for stage in self._stages.values():
+                stage.wait_sends()
+        if last is not None:
             if losses is not None:
                 losses.extend(microbatch_losses[m].detach() for m in range(n) if m in microbatch_losses)
             return merge_chunks([outputs[m] for m in range(n)])
         return None
+
+
+class PipelineScheduleSingle(_PipelineSchedule):
+    """A schedule for one stage per rank."""
+    _order = staticmethod(gpipe_order)
+
+    def __init__(self, stage, n_microbatches, loss_fn=None, args_chunk_spec=None, kwargs_chunk_spec=None,
+                 output_merge_spec=None, scale_grads=True):
+        self._stage = stage
+        order = self._order(stage.stage_index, stage.num_stages, n_microbatches) if n_microbatches >= 1 else []
+        self._setup([stage], order, n_microbatches, loss_fn, args_chunk_spec, kwargs_chunk_spec, scale_grads)
+
+
+class PipelineScheduleMulti(_PipelineSchedule):
+    """A schedule for several stages per rank (stages: this rank's, looped over the ranks: rank r holds
+    stages r, r + R, ...)."""
+    _order = staticmethod(looped_bfs_order)
+
+    def __init__(self, stages, n_microbatches, loss_fn=None, args_chunk_spec=None, kwargs_chunk_spec=None,
+                 output_merge_spec=None, scale_grads=True):
+        stages = sorted(stages, key=lambda st: st.stage_index)
+        if not stages:
+            raise ValueError(f"{type(self).__name__}: give this rank's stages (at least one)")
+        num_stages = stages[0].num_stages
+        ranks = num_stages // len(stages)
+        rank = stages[0].stage_index % ranks
+        if num_stages % len(stages) or [st.stage_index for st in stages] != \
+                [c * ranks + rank for c in range(len(stages))]:
+            raise ValueError(f"{type(self).__name__}: this rank's stages must be r, r + R, ... for R = {ranks} "
+                             f"ranks, got {[st.stage_index for st in stages]} of {num_stages}")
+        order = self._order(rank, ranks, len(stages), n_microbatches) if n_microbatches >= 1 else []
+        self._setup(stages, order, n_microbatches, loss_fn, args_chunk_spec, kwargs_chunk_spec, scale_grads)
 
 
 class ScheduleGPipe(PipelineScheduleSingle):
@@ -158,8 +228,17 @@ class Schedule1F1B(PipelineScheduleSingle):
     _order = staticmethod(one_f_one_b_order)
 
 
+class ScheduleLoopedBFS(PipelineScheduleMulti):
+    _order = staticmethod(looped_bfs_order)
+
+
+class ScheduleInterleaved1F1B(PipelineScheduleMulti):
+    _order = staticmethod(interleaved_1f1b_order)
+
+
 def get_schedule_class(name):
-    schedules = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B}
+    schedules = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B, "LoopedBFS": ScheduleLoopedBFS,
+                 "Interleaved1F1B": ScheduleInterleaved1F1B}
     for key, cls in schedules.items():
         if key.lower() == name.lower():
             return cls

@@ -64,32 +64,45 @@ class Timeline:
 def simulate(order_of_stage, num_stages, n_microbatches, forward_time=1.0, backward_time=2.0, comm_time=0.0):
     """order_of_stage(stage) -> that stage's compute order (e.g. one_f_one_b_order with the rest bound)."""
     lowered = {s: lower(order_of_stage(s), num_stages) for s in range(num_stages)}
-    position = {s: 0 for s in range(num_stages)}
-    clock = {s: 0.0 for s in range(num_stages)}
+    return _run(lowered, num_stages, n_microbatches, forward_time, backward_time, comm_time)
+
+
+def simulate_ranks(order_of_rank, num_ranks, num_stages, n_microbatches, forward_time=1.0, backward_time=2.0,
+                   comm_time=0.0):
+    """For several stages per rank (interleaved_1f1b_order, looped_bfs_order): order_of_rank(rank) -> that
+    rank's compute order over its stages; the timeline has one row per rank."""
+    lowered = {r: lower(order_of_rank(r), num_stages) for r in range(num_ranks)}
+    return _run(lowered, num_ranks, n_microbatches, forward_time, backward_time, comm_time)
+
+
+def _run(lowered, rows, n_microbatches, forward_time, backward_time, comm_time):
+    """Executes each row's (a rank's) lowered list; receives match sends by (kind, sending stage, microbatch)."""
+    position = {r: 0 for r in range(rows)}
+    clock = {r: 0.0 for r in range(rows)}
     posted = {}  # (kind, sending stage, microbatch) -> time the send was posted
-    events = {s: [] for s in range(num_stages)}
-    while any(position[s] < len(lowered[s]) for s in range(num_stages)):
+    events = {r: [] for r in range(rows)}
+    while any(position[r] < len(lowered[r]) for r in range(rows)):
         progressed = False
-        for s in range(num_stages):
-            while position[s] < len(lowered[s]):
-                a = lowered[s][position[s]]
-                kind = a.computation_type
+        for r in range(rows):
+            while position[r] < len(lowered[r]):
+                a = lowered[r][position[r]]
+                kind, s = a.computation_type, a.stage_index
                 if kind in (F, B):
                     cost = forward_time if kind == F else backward_time
-                    events[s].append((clock[s], clock[s] + cost, a))
-                    clock[s] += cost
+                    events[r].append((clock[r], clock[r] + cost, a))
+                    clock[r] += cost
                 elif kind in (SEND_F, SEND_B):
-                    posted[(kind, s, a.microbatch_index)] = clock[s]
+                    posted[(kind, s, a.microbatch_index)] = clock[r]
                 else:  # a receive: from the previous stage (forward) or the next (backward)
                     sender = s - 1 if kind == RECV_F else s + 1
                     key = (_MATCHING_SEND[kind], sender, a.microbatch_index)
                     if key not in posted:
                         break  # blocked until the sender gets there
-                    clock[s] = max(clock[s], posted[key] + comm_time)
-                position[s] += 1
+                    clock[r] = max(clock[r], posted[key] + comm_time)
+                position[r] += 1
                 progressed = True
         if not progressed:
-            stuck = [f"stage {s} at {lowered[s][position[s]]!r}" for s in range(num_stages)
-                     if position[s] < len(lowered[s])]
+            stuck = [f"stage {lowered[r][position[r]].stage_index} at {lowered[r][position[r]]!r}"
+                     for r in range(rows) if position[r] < len(lowered[r])]
             raise ValueError("the schedule deadlocks: " + ", ".join(stuck))
-    return Timeline(events, num_stages, n_microbatches)
+    return Timeline(events, rows, n_microbatches)
