@@ -88,7 +88,7 @@ def test_validation_names_the_first_bad_action():
 
 
 @pytest.mark.parametrize("nproc", [2, 4])
-@pytest.mark.parametrize("schedule", ["GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS"])
+@pytest.mark.parametrize("schedule", ["GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "Interleaved1F1B-csv"])
 @pytest.mark.parametrize("per_stage,reduction", [(1, "mean"), (2, "sum")])
 def test_schedules_train_as_one_process(ranks, nproc, schedule, per_stage, reduction):
     out = ranks.run_script(nproc, "tests/python/pipelining/pipeline_worker.py", schedule, str(nproc * per_stage),
@@ -115,3 +115,24 @@ def test_interleaved_1f1b_shrinks_the_bubble_by_the_stages_per_rank(ranks_, chun
                                                    for m in range(micro) for k in "FB")
     with pytest.raises(ValueError, match="multiple of the"):
         schedules.interleaved_1f1b_order(0, ranks_, chunks, micro + 1)
+
+
+def test_schedules_load_from_csv_checked():
+    """Orders round-trip through PyTorch's compute-only CSV; a CSV whose actions sit on another rank's stage,
+    repeat a microbatch, or would deadlock is refused naming what is wrong."""
+    orders = [schedules.interleaved_1f1b_order(r, 2, 2, 4) for r in range(2)]
+    text = schedules.orders_to_csv(orders)
+    assert text.splitlines()[0].startswith("0F0,0F1,2F0,2F1,")
+    assert schedules.orders_from_csv(text, 2, 4, 4) == orders
+    with pytest.raises(ValueError, match="stage 1, which does not run on rank 0"):
+        schedules.orders_from_csv("1F0\n" + text.splitlines()[1], 2, 4, 4)
+    with pytest.raises(ValueError, match="rank 0, stage 0: .* forwarded twice"):
+        schedules.orders_from_csv(text.replace("0F1,", "0F0,", 1), 2, 4, 4)
+    A = schedules._Action
+    with pytest.raises(ValueError, match=r"stage 1 runs F of microbatches \[1, 0\] but stage 0 sends them"):
+        schedules.orders_from_csv("0F0,0F1,0B0,0B1\n1F1,1F0,1B0,1B1\n", 2, 2, 2)
+    # Stage 0 waits for microbatch 0's gradient before sending microbatch 1, which stage 1 waits for first.
+    stuck = schedules.orders_to_csv([[A(0, "F", 0), A(0, "B", 0), A(0, "F", 1), A(0, "B", 1)],
+                                     [A(1, "F", 0), A(1, "F", 1), A(1, "B", 0), A(1, "B", 1)]])
+    with pytest.raises(ValueError, match="deadlocks: stage 0 at 0RECV_B0, stage 1 at 1RECV_F1"):
+        schedules.orders_from_csv(stuck, 2, 2, 2)

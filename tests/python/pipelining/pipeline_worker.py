@@ -1,6 +1,7 @@
 """A rank of test_pipelining.py: an 8-layer MLP split evenly over the ranks
 (one stage each; two, looped over the ranks, for Interleaved1F1B and
-LoopedBFS), trained 5 SGD steps with a schedule (argv: its name,
+LoopedBFS; "Interleaved1F1B-csv": LoopedBFS running interleaved orders
+loaded from a CSV), trained 5 SGD steps with a schedule (argv: its name,
 the number of microbatches, "mean" or "sum") next to the same model in one
 process over the same microbatches: losses, outputs and every stage's
 gradients must agree within 1e-6."""
@@ -29,7 +30,7 @@ def main():
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     schedule_name, n_micro, reduction = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     rank, world = dist.get_rank(), dist.get_world_size()
-    looped = schedule_name in ("Interleaved1F1B", "LoopedBFS")
+    looped = schedule_name in ("Interleaved1F1B", "LoopedBFS", "Interleaved1F1B-csv")
     num_stages = world * (2 if looped else 1)
     per = LAYERS // num_stages
     full = nn.Sequential(*make_layers())
@@ -37,13 +38,25 @@ def main():
     indices = [rank + c * world for c in range(num_stages // world)]  # stage s runs on rank s % world
     modules = {s: nn.Sequential(*layers[s * per:(s + 1) * per]) for s in indices}  # each stage's layers
     stages = [PipelineStage(modules[s], s, num_stages, "cpu") for s in indices]
-    cls = get_schedule_class(schedule_name)
+    cls = get_schedule_class("LoopedBFS" if schedule_name.endswith("-csv") else schedule_name)
     schedule = cls(stages if looped else stages[0], n_micro, loss_fn=F.mse_loss, scale_grads=reduction == "mean")
+    if schedule_name.endswith("-csv"):  # every rank writes the same file for itself, then loads it
+        import tempfile
+        from trainrun.distributed.pipelining import schedules
+        text = schedules.orders_to_csv([schedules.interleaved_1f1b_order(r, world, 2, n_micro) for r in range(world)])
+        with tempfile.NamedTemporaryFile("w", suffix=".csv") as f:
+            f.write(text)
+            f.flush()
+            schedule._load_csv(f.name)
+        if schedule.pipeline_order[rank] != schedules.interleaved_1f1b_order(rank, world, 2, n_micro):
+            failures_at_load = ["the loaded order is not the file's"]
+        else:
+            failures_at_load = []
     first, last = any(st.is_first for st in stages), any(st.is_last for st in stages)
     opt_full = tr.optim.SGD(full.parameters(), lr=0.1)
     opt = tr.optim.SGD([p for m in modules.values() for p in m.parameters()], lr=0.1)
     rng = np.random.default_rng(3)
-    failures = []
+    failures = list(failures_at_load) if schedule_name.endswith("-csv") else []
     for step in range(5):
         x = tr.tensor(rng.standard_normal((BATCH, WIDTH)).astype(np.float32))
         y = tr.tensor(rng.standard_normal((BATCH, WIDTH)).astype(np.float32))

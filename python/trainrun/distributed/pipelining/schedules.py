@@ -123,6 +123,47 @@ def validate(order, n_microbatches):
         raise ValueError(f"the schedule never runs the backward of microbatches {sorted(missing)}")
 
 
+def orders_to_csv(orders):
+    """Every rank's compute order, one rank per line, actions comma-separated in PyTorch's form ("0F1")."""
+    return "".join(",".join(repr(a) for a in order) + "\n" for order in orders)
+
+
+def orders_from_csv(text, num_ranks, num_stages, n_microbatches):
+    """The compute orders of a CSV (orders_to_csv's form; empty cells are bubbles), checked: one line per rank,
+    each action on a stage of its rank (stage s runs on rank s % num_ranks), every stage's microbatches
+    forwarded then backwarded once, and the whole schedule run on paper (simulator) so that one that would
+    deadlock is refused naming the stuck actions."""
+    rows = [line for line in text.splitlines() if line.strip()]
+    if len(rows) != num_ranks:
+        raise ValueError(f"schedule CSV: {len(rows)} lines for {num_ranks} ranks (one line per rank)")
+    orders = []
+    for rank, line in enumerate(rows):
+        order = [_Action.from_str(cell) for cell in line.split(",") if cell.strip()]
+        for a in order:
+            if a.stage_index >= num_stages or a.stage_index % num_ranks != rank:
+                raise ValueError(f"schedule CSV: action {a!r} on line {rank + 1} is for stage {a.stage_index}, "
+                                 f"which does not run on rank {rank} ({num_stages} stages over {num_ranks} ranks)")
+        for s in range(rank, num_stages, num_ranks):
+            try:
+                validate([a for a in order if a.stage_index == s], n_microbatches)
+            except ValueError as e:
+                raise ValueError(f"schedule CSV, rank {rank}, stage {s}: {e}") from None
+        orders.append(order)
+    # Each channel delivers in order: a stage must take its neighbour's microbatches in the order they were sent.
+    def sequence(stage, kind):
+        return [a.microbatch_index for a in orders[stage % num_ranks] if a.stage_index == stage and
+                a.computation_type == kind]
+    for s in range(1, num_stages):
+        for kind, sender, receiver in ((F, s - 1, s), (B, s, s - 1)):
+            if sequence(sender, kind) != sequence(receiver, kind):
+                raise ValueError(f"schedule CSV: stage {receiver} runs {kind} of microbatches "
+                                 f"{sequence(receiver, kind)} but stage {sender} sends them in the order "
+                                 f"{sequence(sender, kind)} (a channel delivers in order)")
+    from trainrun.distributed.pipelining import simulator
+    simulator.simulate_ranks(lambda r: orders[r], num_ranks, num_stages, n_microbatches)  # raises on a deadlock
+    return orders
+
+
 class _PipelineSchedule:
     """Runs this rank's lowered action list over its stages. step(*args, target=, losses=, **kwargs): the first
     stage takes the inputs, the last the target (and its rank returns the merged output); loss_fn(output,
@@ -141,6 +182,28 @@ class _PipelineSchedule:
         self.actions = lower(order, stages[0].num_stages)
         self._first = next((st for st in stages if st.is_first), None)
         self._last = next((st for st in stages if st.is_last), None)
+
+    def _num_ranks(self):
+        stage = next(iter(self._stages.values()))
+        return stage.num_stages // len(self._stages)
+
+    def _dump_csv(self, filename):
+        """Writes every rank's compute order (PyTorch's "compute_only" CSV)."""
+        R = self._num_ranks()
+        with open(filename, "w") as f:
+            f.write(orders_to_csv([self._rank_order(r, R) for r in range(R)]))
+
+    def _load_csv(self, filename, format="compute_only"):
+        """Runs the compute orders of a CSV instead of the schedule's own (checked: orders_from_csv)."""
+        if format != "compute_only":
+            raise NotImplementedError(f"_load_csv: format {format!r} (trainrun reads 'compute_only' and lowers it)")
+        stage = next(iter(self._stages.values()))
+        R = self._num_ranks()
+        with open(filename) as f:
+            orders = orders_from_csv(f.read(), R, stage.num_stages, self._n_microbatches)
+        rank = stage.stage_index % R
+        self.pipeline_order = {rank: orders[rank]}
+        self.actions = lower(orders[rank], stage.num_stages)
 
     def step(self, *args, target=None, losses=None, **kwargs):
         n, first, last = self._n_microbatches, self._first, self._last
@@ -196,6 +259,7 @@ class PipelineScheduleSingle(_PipelineSchedule):
                  output_merge_spec=None, scale_grads=True):
         self._stage = stage
         order = self._order(stage.stage_index, stage.num_stages, n_microbatches) if n_microbatches >= 1 else []
+        self._rank_order = lambda r, R: self._order(r, R, n_microbatches)
         self._setup([stage], order, n_microbatches, loss_fn, args_chunk_spec, kwargs_chunk_spec, scale_grads)
 
 
@@ -217,6 +281,7 @@ class PipelineScheduleMulti(_PipelineSchedule):
             raise ValueError(f"{type(self).__name__}: this rank's stages must be r, r + R, ... for R = {ranks} "
                              f"ranks, got {[st.stage_index for st in stages]} of {num_stages}")
         order = self._order(rank, ranks, len(stages), n_microbatches) if n_microbatches >= 1 else []
+        self._rank_order = lambda r, R: self._order(r, R, len(stages), n_microbatches)
         self._setup(stages, order, n_microbatches, loss_fn, args_chunk_spec, kwargs_chunk_spec, scale_grads)
 
 
