@@ -148,12 +148,12 @@ def shard(model, world, tp):
     """FSDP2 over all ranks (each block, then the root); with tp > 1, first the tensor-parallel plan on the
     "tp" dim of a (dp, tp) mesh (Megatron's: q, k, v, gate and up split by columns, proj and down by rows),
     then FSDP2 over "dp"."""
-    framework = tr.__name__
-    fully_shard = __import__(f"{framework}.distributed.fsdp", fromlist=["fully_shard"]).fully_shard
+    import importlib
+    fully_shard = importlib.import_module(f"{tr.__name__}.distributed.fsdp").fully_shard  # trainrun's or torch's
     mesh = None
     if tp > 1:
-        init_device_mesh = __import__(f"{framework}.distributed.device_mesh", fromlist=["x"]).init_device_mesh
-        parallel = __import__(f"{framework}.distributed.tensor.parallel", fromlist=["x"])
+        init_device_mesh = importlib.import_module(f"{tr.__name__}.distributed.device_mesh").init_device_mesh
+        parallel = importlib.import_module(f"{tr.__name__}.distributed.tensor.parallel")
         ColwiseParallel, RowwiseParallel = parallel.ColwiseParallel, parallel.RowwiseParallel
         parallelize_module = parallel.parallelize_module
         mesh = init_device_mesh("cpu", (world // tp, tp), mesh_dim_names=("dp", "tp"))

@@ -1,7 +1,7 @@
 #pragma once
 // Helpers the Gloo backend's files share: contiguous staging buffers for
-// tensors of any layout, their bytes, strided element ranges copied out, and the argument checks every
-// collective and point-to-point call makes.
+// tensors of any layout, their bytes, strided element ranges copied out, AVG's final division, and the
+// argument checks every collective and point-to-point call makes.
 #include <string>
 
 #include "tensor/ops.h"
@@ -18,6 +18,16 @@ inline void copy_back(const Tensor& dst, const Tensor& buffer) {
 }
 
 inline char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
+
+// AVG divides the sum by the group size (truncating for integers, as NCCL).
+inline void finish_average(Tensor& buffer, int size) {
+  if (is_floating(buffer.dtype())) {
+    div_(buffer, static_cast<double>(size));
+  } else {
+    Tensor q = div(buffer, scalar_tensor(size, buffer.dtype()), "trunc");
+    copy_(buffer, q);
+  }
+}
 
 // Copies elements [e0, e1) of t, in row-major order, into contiguous memory at `to`, whatever t's strides
 // (the shared-memory all-to-all packs strided chunks straight into its segment with it).

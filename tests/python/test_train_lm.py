@@ -84,17 +84,26 @@ def test_a_live_progress_bar_on_a_terminal_and_none_in_a_pipe(tmp_path):
     job = subprocess.Popen(command(2, tmp_path / "tty", "--steps", "12", "--log-every", "6"), stdout=follower,
                            stderr=follower, env=env(), start_new_session=True)
     os.close(follower)
+    import select
     seen = b""
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the job closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    job.wait(30)
+    try:
+        while time.monotonic() < deadline:
+            if not select.select([leader], [], [], 1.0)[0]:  # never a read that can block past the deadline
+                if job.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the job closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+        job.wait(30)
     os.close(leader)
     text = seen.decode(errors="replace")
     assert job.returncode == 0, text[-2000:]

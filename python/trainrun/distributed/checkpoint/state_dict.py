@@ -146,11 +146,8 @@ def _union_of_group_names(param_groups):
         return
     everyone = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, [group["params"] for group in param_groups])
-    for i, group in enumerate(param_groups):
-        union = []
-        for names in (ranks_groups[i] for ranks_groups in everyone if i < len(ranks_groups)):
-            union += [n for n in names if n not in union]
-        group["params"] = union
+    for i, group in enumerate(param_groups):  # (dict keys: the first rank's order, each name once)
+        group["params"] = list(dict.fromkeys(n for groups in everyone if i < len(groups) for n in groups[i]))
 
 
 def _like(value, layout, options):

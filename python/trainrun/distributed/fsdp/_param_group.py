@@ -23,6 +23,7 @@ import numpy as np
 from trainrun import _C
 from trainrun import distributed as dist
 from trainrun.autograd import Function
+from trainrun.distributed.fsdp._fsdp_param import padded
 from trainrun.nn import utils as nn_utils
 from trainrun.distributed.tensor import _redistribute
 from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec
@@ -263,7 +264,7 @@ class ParamGroup:
         out = _C.empty([sum(p.padded_numel for p in params)], dtype=reduce_dtype)
         sends, outs, offset = [], [], 0
         for g, p in zip(grads, params):
-            sends.append(_padded(p.rows_first(g).to(reduce_dtype), self.shard_size * p.padded_numel))
+            sends.append(padded(p.rows_first(g).to(reduce_dtype), self.shard_size * p.padded_numel))
             outs.append(out.narrow(0, offset, p.padded_numel))
             offset += p.padded_numel
         op = dist.ReduceOp.AVG if self.divide_factor is None else dist.ReduceOp.SUM
@@ -331,11 +332,6 @@ def _joined_mesh(fsdp_mesh, tp_mesh):
                          f"{tp_mesh} must be named dims of one init_device_mesh mesh, FSDP's first "
                          f"(e.g. mesh['dp'] and mesh['tp'])")
     return root[names]
-
-
-def _padded(flat, numel):
-    from trainrun.distributed.fsdp._fsdp_param import padded
-    return padded(flat, numel)
 
 
 def _no_grad():
