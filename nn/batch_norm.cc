@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
+#include "nn/init.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
@@ -15,13 +16,13 @@ BatchNorm::BatchNorm(const char* type_name, int64_t c, std::vector<int64_t> rank
       track_(track) {
   TR_CHECK(c > 0, ValueError, "{}: num_features must be positive, got {}", type_name, c);
   if (affine) {
-    register_parameter("weight", ones({c}));
-    register_parameter("bias", zeros({c}));
+    register_parameter("weight", ones({c}, parameter_options()));
+    register_parameter("bias", zeros({c}, parameter_options()));
   }
   if (track) {
-    register_buffer("running_mean", zeros({c}));
-    register_buffer("running_var", ones({c}));
-    register_buffer("num_batches_tracked", zeros({}, DType::Int64));
+    register_buffer("running_mean", zeros({c}, parameter_options()));
+    register_buffer("running_var", ones({c}, parameter_options()));
+    register_buffer("num_batches_tracked", zeros({}, parameter_options(DType::Int64)));
   }
 }
 

@@ -34,11 +34,11 @@ Conv2d::Conv2d(int64_t in, int64_t out, IntList kernel, IntList stride_, IntList
   TR_CHECK(in % groups == 0 && out % groups == 0, ValueError,
            "Conv2d: in_channels ({}) and out_channels ({}) must both be divisible by groups ({})", in, out, groups);
   // PyTorch's reset_parameters: kaiming_uniform(a=sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
-  Tensor w = empty({out, in / groups, kernel_size[0], kernel_size[1]});
+  Tensor w = empty({out, in / groups, kernel_size[0], kernel_size[1]}, parameter_options());
   init::kaiming_uniform_(w, std::sqrt(5.0));
   register_parameter("weight", w);
   if (bias) {
-    Tensor b = empty({out});
+    Tensor b = empty({out}, parameter_options());
     const double bound = 1.0 / std::sqrt(static_cast<double>(in / groups * kernel_size[0] * kernel_size[1]));
     init::uniform_(b, -bound, bound);
     register_parameter("bias", b);

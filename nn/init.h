@@ -1,10 +1,19 @@
 #pragma once
 // Parameter initialisation, seeded by the global generator (manual_seed),
 // with PyTorch's formulas. fan_in/fan_out as torch.nn.init computes them.
+#include "tensor/factories.h"
 #include "tensor/tensor.h"
 
 namespace trainrun {
 namespace nn {
+
+// What a layer's constructor makes its parameters and buffers with: the
+// thread's default device (`with trainrun.device("meta")` builds a model
+// that holds no memory) and `dtype` (default: the default float dtype).
+inline TensorOptions parameter_options(std::optional<DType> dtype = std::nullopt) {
+  return TensorOptions(dtype.value_or(default_float_dtype()), default_device());
+}
+
 namespace init {
 
 std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& t);

@@ -13,11 +13,11 @@ Linear::Linear(int64_t in, int64_t out, bool bias)
     : Module("Linear"), in_features(in), out_features(out), has_bias(bias) {
   TR_CHECK(in > 0 && out > 0, ValueError, "Linear: in_features ({}) and out_features ({}) must be positive", in, out);
   // PyTorch's reset_parameters: kaiming_uniform(a=sqrt(5)), bias U(-1/sqrt(in), 1/sqrt(in)).
-  Tensor w = empty({out, in});
+  Tensor w = empty({out, in}, parameter_options());
   init::kaiming_uniform_(w, std::sqrt(5.0));
   register_parameter("weight", w);
   if (bias) {
-    Tensor b = empty({out});
+    Tensor b = empty({out}, parameter_options());
     double bound = 1.0 / std::sqrt(static_cast<double>(in));
     init::uniform_(b, -bound, bound);
     register_parameter("bias", b);
@@ -42,7 +42,7 @@ Tensor Linear::forward(const Tensor& x) {
 }
 
 Embedding::Embedding(int64_t n, int64_t dim) : Module("Embedding") {
-  Tensor w = empty({n, dim});
+  Tensor w = empty({n, dim}, parameter_options());
   init::normal_(w, 0.0, 1.0);
   register_parameter("weight", w);
 }
@@ -52,8 +52,8 @@ Tensor Embedding::forward(const Tensor& indices) { return embedding(param("weigh
 LayerNorm::LayerNorm(IntList shape, double eps_, bool affine)
     : Module("LayerNorm"), normalized_shape(std::move(shape)), eps(eps_), elementwise_affine(affine) {
   if (affine) {
-    register_parameter("weight", ones(normalized_shape));
-    register_parameter("bias", zeros(normalized_shape));
+    register_parameter("weight", ones(normalized_shape, parameter_options()));
+    register_parameter("bias", zeros(normalized_shape, parameter_options()));
   }
 }
 
@@ -63,7 +63,7 @@ Tensor LayerNorm::forward(const Tensor& x) {
 }
 
 RMSNorm::RMSNorm(IntList shape, double eps_) : Module("RMSNorm"), normalized_shape(std::move(shape)), eps(eps_) {
-  register_parameter("weight", ones(normalized_shape));
+  register_parameter("weight", ones(normalized_shape, parameter_options()));
 }
 
 Tensor RMSNorm::forward(const Tensor& x) { return std::get<0>(rms_norm(x, normalized_shape, param("weight"), eps)); }

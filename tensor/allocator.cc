@@ -150,7 +150,16 @@ CPUAllocator& the_cpu_allocator() {
   return *alloc;
 }
 
-Allocator* g_allocators[2] = {nullptr, nullptr};
+// Meta tensors hold no memory: their storage only records its size.
+class MetaAllocator : public Allocator {
+ public:
+  DataPtr allocate(size_t nbytes) override {
+    (void)nbytes;
+    return DataPtr(nullptr, nullptr, Device(DeviceType::Meta));
+  }
+};
+
+Allocator* g_allocators[kNumDeviceTypes] = {};
 
 }  // namespace
 
@@ -168,6 +177,10 @@ void register_allocator(DeviceType type, Allocator* allocator) {
 
 Allocator* allocator_for(Device device) {
   if (device.is_cpu()) return cpu_allocator();
+  if (device.is_meta()) {
+    static MetaAllocator meta;
+    return &meta;
+  }
   Allocator* a = g_allocators[static_cast<int>(device.type)];
   TR_CHECK(a != nullptr, NotImplementedError,
            "no allocator for device {}: trainrun was built without support for it", device.str());

@@ -10,7 +10,8 @@ Device::Device(const std::string& spec) {
   if (colon != std::string::npos) { kind = spec.substr(0, colon); idx = spec.substr(colon + 1); }
   if (kind == "cpu") type = DeviceType::CPU;
   else if (kind == "cuda") type = DeviceType::CUDA;
-  else throw ValueError(fmt::format("invalid device string '{}': expected 'cpu', 'cuda' or 'cuda:N'", spec));
+  else if (kind == "meta") type = DeviceType::Meta;
+  else throw ValueError(fmt::format("invalid device string '{}': expected 'cpu', 'cuda', 'cuda:N' or 'meta'", spec));
   if (!idx.empty()) {
     size_t used = 0;
     int v = -1;
@@ -20,10 +21,25 @@ Device::Device(const std::string& spec) {
   }
 }
 
+const char* Device::type_name() const {
+  switch (type) {
+    case DeviceType::CUDA: return "cuda";
+    case DeviceType::Meta: return "meta";
+    default: return "cpu";
+  }
+}
+
 std::string Device::str() const {
-  std::string s = type == DeviceType::CPU ? "cpu" : "cuda";
+  std::string s = type_name();
   if (index >= 0) s += ":" + std::to_string(index);
   return s;
 }
+
+namespace {
+thread_local Device tls_default_device;
+}  // namespace
+
+Device default_device() { return tls_default_device; }
+void set_default_device(Device device) { tls_default_device = device; }
 
 }  // namespace trainrun

@@ -13,17 +13,21 @@ namespace trainrun {
 enum class DispatchKey : uint8_t {
   CPU = 0,
   CUDA = 1,
-  LastBackend = CUDA,
+  // Meta tensors (no data): kernels that only work out the result's shape
+  // and dtype (tensor/meta/). Above the other backends, so an op mixing a
+  // meta tensor with real ones computes nothing.
+  Meta = 2,
+  LastBackend = Meta,
   // Sees the ops autograd runs, forward and backward: graph capture and debug
   // modes install a boxed fallback for it and switch it on for a thread
   // (IncludeDispatchKeyGuard). No op has a kernel of its own here.
-  Tracing = 2,
-  Autograd = 3,  // records the graph, then redispatches below itself
+  Tracing = 3,
+  Autograd = 4,  // records the graph, then redispatches below itself
   // Mixed precision (tensor/autocast.h): switched on per thread by autocast;
   // casts the inputs of the ops on its lists, then lets them go on below
   // (autograd records the casts, so gradients come back in each input's dtype).
-  Autocast = 4,
-  NumKeys = 5,
+  Autocast = 5,
+  NumKeys = 6,
 };
 constexpr int kNumDispatchKeys = static_cast<int>(DispatchKey::NumKeys);
 

@@ -197,6 +197,45 @@ Tensor& bernoulli_(Tensor& t, double p, Generator* gen) {
   return t;
 }
 
+Tensor& random_piece_(Tensor& t, bool normal, double a, double b, const IntList& global_sizes, const IntList& offsets,
+                      Generator* gen) {
+  const char* op = normal ? "normal_" : "uniform_";
+  TR_CHECK(is_floating(t.dtype()), TypeError, "{}: expected a floating tensor, got {}", op, dtype_name(t.dtype()));
+  TR_CHECK(normal ? b >= 0 : a <= b, ValueError, "{}: invalid bounds ({}, {})", op, a, b);
+  TR_CHECK(global_sizes.size() == static_cast<size_t>(t.dim()) && offsets.size() == global_sizes.size(), ValueError,
+           "{}: a piece of shape {} needs one global size and one offset per dim, got {} and {}", op, t.shape_str(),
+           fmt::format("{}", global_sizes), fmt::format("{}", offsets));
+  for (int64_t d = 0; d < t.dim(); ++d)
+    TR_CHECK(offsets[d] >= 0 && offsets[d] + t.size(d) <= global_sizes[d], ValueError,
+             "{}: the piece of shape {} at offsets {} does not fit in the whole of shape {}", op, t.shape_str(),
+             fmt::format("{}", offsets), fmt::format("{}", global_sizes));
+  if (gen == nullptr) gen = &default_generator();
+  int64_t total = 1;
+  for (int64_t s : global_sizes) total *= s;
+  const uint64_t first = gen->reserve(static_cast<uint64_t>(total));  // what the whole tensor's draw takes
+  if (t.numel() == 0) return t;
+  // The whole's elements are numbered row-major; the piece spans [lo, hi). Element g of a draw reads block
+  // first + g / lanes, so a span drawn from a lane-aligned start reproduces the whole's values.
+  const IntList whole_strides = contiguous_strides(global_sizes);
+  int64_t lo = 0, hi = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    lo += offsets[d] * whole_strides[d];
+    hi += (t.size(d) - 1) * whole_strides[d];
+  }
+  hi += lo;
+  const auto dist = normal ? Distribution::Normal : Distribution::Uniform;
+  const int64_t lanes = random_uses_two_words(dist, t.dtype() == DType::Float64, a, b) ? 2 : 4;
+  const int64_t skip = lo % lanes;
+  Tensor span = empty({hi - lo + skip}, TensorOptions(t.dtype(), t.device()));
+  {
+    ExcludeDispatchKeyGuard no_autograd(DispatchKey::Autograd);
+    ops::random_fill_::call(keys_of(span), span, static_cast<int64_t>(dist), a, b, gen->seed(),
+                            first + static_cast<uint64_t>((lo - skip) / lanes));
+  }
+  copy_(t, as_strided(span, t.sizes(), whole_strides, skip));
+  return t;
+}
+
 Tensor rand(const IntList& sizes, TensorOptions opts, Generator* gen) {
   Tensor t = empty(sizes, opts);
   return uniform_(t, 0, 1, gen);

@@ -54,6 +54,15 @@ Tensor& uniform_(Tensor& t, double from = 0, double to = 1, Generator* gen = nul
 Tensor& normal_(Tensor& t, double mean = 0, double std = 1, Generator* gen = nullptr);
 // Each element becomes 1 with probability p, else 0.
 Tensor& bernoulli_(Tensor& t, double p, Generator* gen = nullptr);
+// One rank's piece of uniform_(whole, a, b) (normal: normal_(whole, a, b)),
+// where t is the box [offsets, offsets + t.sizes()) of a tensor `whole` of
+// `global_sizes`: t gets exactly the values those elements of the whole
+// would get, and gen moves on as it would for the whole. A sharded model
+// initialised piece by piece thus equals the one a single process makes,
+// whatever the number of ranks, and no rank holds more than the span of
+// its piece.
+Tensor& random_piece_(Tensor& t, bool normal, double a, double b, const IntList& global_sizes, const IntList& offsets,
+                      Generator* gen = nullptr);
 
 // Wraps memory owned elsewhere; `deleter` runs when the last view dies.
 Tensor from_blob(void* data, const IntList& sizes, const IntList& strides, DType dtype,

@@ -97,6 +97,13 @@ void render(const Tensor& t, const Formatter& f, bool summarize, int indent, std
 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
+  if (device().is_meta()) {  // PyTorch's "tensor(..., device='meta', size=(2, 3))": no values to infer a dtype from
+    const std::string shape =
+        dim() == 1 ? fmt::format("({},)", size(0)) : fmt::format("({})", fmt::join(sizes(), ", "));
+    return fmt::format("tensor(..., device='meta', size={}{})", shape,
+                       dtype() == default_float_dtype() ? "" : fmt::format(", dtype=torch.{}", dtype_name(dtype())));
+  }
+  const bool default_dtype = dtype() == default_float_dtype() || dtype() == DType::Int64 || dtype() == DType::Bool;
   const Tensor t = device().is_cpu() ? *this : cpu();
   bool floating = is_floating(dtype());
   bool summarize = numel() > kSummarizeAbove;
@@ -112,7 +119,6 @@ std::string Tensor::str() const {
   } else {
     render(t, f, summarize, 7, os);
   }
-  bool default_dtype = dtype() == default_float_dtype() || dtype() == DType::Int64 || dtype() == DType::Bool;
   if (numel() == 0 && dim() > 1) os << ", size=" << "(" << fmt::format("{}", fmt::join(sizes(), ", ")) << ")";
   if (!device().is_cpu()) os << ", device='" << device().str() << "'";
   if (!default_dtype) os << ", dtype=torch." << dtype_name(dtype());

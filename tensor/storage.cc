@@ -14,11 +14,11 @@ void StorageImpl::resize(size_t nbytes) {
            "maps it); clone the tensor first (got {} -> {} bytes)", nbytes_, nbytes);
   const Device device = data_.device();
   const size_t keep = std::min(nbytes, nbytes_);
-  TR_CHECK(keep == 0 || device.is_cpu(), NotImplementedError,
+  TR_CHECK(keep == 0 || device.is_cpu() || device.is_meta(), NotImplementedError,
            "storage resize on {} keeps no bytes: resize to 0 first, or from 0 (got {} -> {} bytes)", device.str(),
            nbytes_, nbytes);
   DataPtr fresh = allocator_for(device)->allocate(nbytes, device);
-  if (keep > 0) std::memcpy(fresh.get(), data_.get(), keep);
+  if (keep > 0 && device.is_cpu()) std::memcpy(fresh.get(), data_.get(), keep);
   data_ = std::move(fresh);
   nbytes_ = nbytes;
 }

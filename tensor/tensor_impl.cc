@@ -8,6 +8,7 @@ const char* dispatch_key_name(DispatchKey k) {
   switch (k) {
     case DispatchKey::CPU: return "CPU";
     case DispatchKey::CUDA: return "CUDA";
+    case DispatchKey::Meta: return "Meta";
     case DispatchKey::Tracing: return "Tracing";
     case DispatchKey::Autograd: return "Autograd";
     case DispatchKey::Autocast: return "Autocast";
@@ -15,7 +16,18 @@ const char* dispatch_key_name(DispatchKey k) {
   }
 }
 
-DispatchKey backend_key(Device d) { return d.is_cuda() ? DispatchKey::CUDA : DispatchKey::CPU; }
+void throw_no_data_on_meta() {
+  throw Error("a meta tensor has no data: it only has a shape and dtype (materialise it first, e.g. "
+              "module.to_empty(device='cpu') then initialise it)");
+}
+
+DispatchKey backend_key(Device d) {
+  switch (d.type) {
+    case DeviceType::CUDA: return DispatchKey::CUDA;
+    case DeviceType::Meta: return DispatchKey::Meta;
+    default: return DispatchKey::CPU;
+  }
+}
 
 TensorImpl::TensorImpl(Storage storage, DType dtype, IntList sizes, IntList strides, int64_t offset)
     : storage_(std::move(storage)), sizes_(std::move(sizes)), strides_(std::move(strides)),

@@ -19,6 +19,8 @@ class AutogradMetaInterface {
   virtual ~AutogradMetaInterface() = default;
 };
 
+[[noreturn]] void throw_no_data_on_meta();
+
 class TensorImpl : public RefCounted {
  public:
   TensorImpl(Storage storage, DType dtype, IntList sizes, IntList strides, int64_t offset);
@@ -34,8 +36,9 @@ class TensorImpl : public RefCounted {
   DispatchKeySet key_set() const { return keys_; }
   void add_key(DispatchKey k) { keys_ = keys_ | DispatchKeySet(k); }
   void remove_key(DispatchKey k) { keys_ = keys_ - DispatchKeySet(k); }
-  // Address of element [0, 0, ...].
+  // Address of element [0, 0, ...]. A meta tensor has none: asking is an error.
   char* data() const {
+    if (__builtin_expect(storage_->device().is_meta(), 0)) throw_no_data_on_meta();
     return static_cast<char*>(storage_->data()) + offset_ * element_size(dtype_);
   }
 

@@ -61,7 +61,7 @@ void bind_cuda(py::module_& m) {
              return d;
            }),
            py::arg("type"), py::arg("index"))
-      .def_property_readonly("type", [](const Device& d) { return d.is_cpu() ? "cpu" : "cuda"; })
+      .def_property_readonly("type", &Device::type_name)
       .def_property_readonly("index", [](const Device& d) -> py::object {
         if (d.index < 0) return py::none();
         return py::int_(d.index);
@@ -69,11 +69,15 @@ void bind_cuda(py::module_& m) {
       .def("__str__", &Device::str)
       .def("__repr__",
            [](const Device& d) {
-             return d.index < 0 ? fmt::format("device(type='{}')", d.is_cpu() ? "cpu" : "cuda")
-                                : fmt::format("device(type='{}', index={})", d.is_cpu() ? "cpu" : "cuda", d.index);
+             return d.index < 0 ? fmt::format("device(type='{}')", d.type_name())
+                                : fmt::format("device(type='{}', index={})", d.type_name(), d.index);
            })
       .def("__eq__", [](const Device& a, py::handle b) { return !b.is_none() && a == to_device(b); })
       .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 65536 + d.index; });
+
+  // trainrun.set_default_device / get_default_device and `with trainrun.device(...)` (this thread's).
+  m.def("_set_default_device", [](py::handle d) { set_default_device(to_device(d)); });
+  m.def("_get_default_device", &default_device);
 
   auto c = m.def_submodule("_cuda", "torch.cuda's functions over tensor/cuda");
   c.def("is_available", &cuda::is_available);

@@ -116,6 +116,8 @@ void bind_nn(py::module_& m) {
       .def("_replace_parameter",
            [](nn::Module& self, const std::string& name, Tensor t) { return self.replace_parameter(name, t, true); })
       .def("_buffer", [](nn::Module& self, const std::string& name) { return self.buffer(name); })
+      // Puts t in place of buffer `name` (Module.to_empty).
+      .def("_replace_buffer", [](nn::Module& self, const std::string& name, Tensor t) { self.buffer(name) = t; })
       .def(
           "named_parameters",
           [](const nn::Module& self, bool recurse, bool remove_duplicate) {

@@ -62,6 +62,13 @@ void bind_ops(py::module_& m) {
       "normal_", [](Tensor& t, double mean, double std) { return normal_(t, mean, std); }, py::arg("input"),
       py::arg("mean") = 0.0, py::arg("std") = 1.0, release());
   o.def(
+      "random_piece_",
+      [](Tensor& t, bool normal, double a, double b, const IntList& global_sizes, const IntList& offsets) {
+        return random_piece_(t, normal, a, b, global_sizes, offsets);
+      },
+      py::arg("input"), py::arg("normal"), py::arg("a"), py::arg("b"), py::arg("global_sizes"), py::arg("offsets"),
+      release());
+  o.def(
       "bernoulli_", [](Tensor& t, double p) { return bernoulli_(t, p); }, py::arg("input"), py::arg("p") = 0.5,
       release());
   o.def(

@@ -59,6 +59,7 @@ DType dtype_of_numpy(const py::dtype& d) {
 
 // The tensor's memory as an ndarray; the array keeps the tensor alive.
 py::array to_numpy(const Tensor& t) {
+  TR_CHECK(!t.device().is_meta(), TypeError, "numpy(): a meta tensor has no data to convert");
   TR_CHECK(t.device().is_cpu(), TypeError, "numpy(): the tensor is on {}; copy it to the CPU first", t.device().str());
   TR_CHECK(
       !requires_grad(t), ValueError,
@@ -111,7 +112,7 @@ std::optional<DType> opt_dtype(py::object d) {
 TensorOptions options(py::object dtype, py::object device = py::none()) {
   TensorOptions o;
   o.dtype = opt_dtype(dtype);
-  o.device = to_device(device);
+  o.device = device.is_none() ? default_device() : to_device(device);  // trainrun.set_default_device's
   return o;
 }
 
@@ -164,6 +165,7 @@ void bind_tensor(py::module_& m) {
       .def_property_readonly("dtype", &Tensor::dtype)
       .def_property_readonly("device", &Tensor::device)
       .def_property_readonly("is_cuda", &Tensor::is_cuda)
+      .def_property_readonly("is_meta", [](const Tensor& t) { return t.device().is_meta(); })
       .def_property_readonly("ndim", &Tensor::dim)
       .def("dim", &Tensor::dim)
       .def("numel", &Tensor::numel)
@@ -171,7 +173,8 @@ void bind_tensor(py::module_& m) {
       .def("is_contiguous", &Tensor::is_contiguous)
       .def("is_floating_point", &Tensor::is_floating_point)
       .def("storage_offset", &Tensor::storage_offset)
-      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("data_ptr",  // 0 for a meta tensor, as in PyTorch
+           [](const Tensor& t) { return t.device().is_meta() ? 0 : reinterpret_cast<uintptr_t>(t.data_ptr()); })
       .def("untyped_storage", [](const Tensor& t) { return t.impl()->storage(); })
       .def_property_readonly("_version", [](const Tensor& t) { return t.impl()->version(); })
       // The TensorImpl's address: the same for every handle of one tensor

@@ -42,6 +42,7 @@ float16, bfloat16, float32, float64 = _C.dtype.float16, _C.dtype.bfloat16, _C.dt
 half, float, double, long, int = float16, float32, float64, int64, int32  # noqa: A001
 
 device = _C.device
+from trainrun._default_device import get_default_device, set_default_device  # noqa: E402,F401  (device's `with`)
 from_numpy, from_dlpack = _C.from_numpy, _C.from_dlpack
 def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True):
     """Writes obj (tensors, state dicts, a whole training checkpoint of dicts, lists and numbers) in

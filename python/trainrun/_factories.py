@@ -41,7 +41,7 @@ def _drawn(generator, draw, shape, dtype, device, default_dtype):
     import numpy as np
     values = np.ascontiguousarray(draw(generator._engine, tuple(shape)))
     t = _C.from_numpy(values).to(dtype if dtype is not None else default_dtype)
-    return t.to(device) if device is not None else t
+    return t.to(device if device is not None else _C._get_default_device())
 
 
 def zeros(*args, size=None, out=None, dtype=None, device=None, requires_grad=False):

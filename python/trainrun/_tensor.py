@@ -28,6 +28,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         t = _C.from_numpy(np.require(array, requirements="C")).clone()  # (ascontiguousarray makes 0-d 1-d)
     if dtype is not None:
         t = t.to(dtype)
+    if device is None and _C._get_default_device().type != "cpu":
+        device = _C._get_default_device()  # trainrun.set_default_device's
     if device is not None:
         t = t.to(device)
     if requires_grad:

@@ -7,25 +7,15 @@
 
 #include "tensor/cpu/loops.h"
 #include "tensor/dispatcher.h"
-#include "tensor/elementwise_math.h"
+#include "tensor/elementwise_configs.h"
 #include "tensor/op_schemas.h"
 
 namespace trainrun {
 namespace {
 
-const char* op_name(BinaryOp op) {
-  static const char* names[] = {"mul", "div", "div", "div", "remainder", "pow", "maximum", "minimum",
-                                "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-                                "bitwise_and", "bitwise_or", "bitwise_xor"};
-  return names[static_cast<int>(op)];
-}
-
 template <BinaryOp op>
 Tensor binary_cpu(const Tensor& a, const Tensor& b, const Tensor& out) {
-  IteratorConfig config;
-  config.op = op_name(op);
-  config.promote_integer_to_float = op == BinaryOp::Div;
-  if (binary_bool_result(op)) config.output_dtype = DType::Bool;
+  const IteratorConfig config = binary_config(op);
   TensorIterator iter(config, out, {a, b});
   DType dt = iter.compute_dtype();
   auto run = [&](auto tag) {
@@ -58,8 +48,7 @@ Tensor div_rounding_cpu(const Tensor& a, const Tensor& b, const std::string& mod
 
 // a + alpha * b (sub passes -alpha).
 Tensor add_cpu(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor& out) {
-  IteratorConfig config;
-  config.op = "add";
+  const IteratorConfig config = plain_config("add");
   TensorIterator iter(config, out, {a, b});
   DType dt = iter.compute_dtype();
   TR_CHECK(is_floating(dt) || !alpha.is_floating(), TypeError,

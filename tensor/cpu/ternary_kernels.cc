@@ -1,16 +1,14 @@
 // CPU kernels of where, lerp, addcmul and addcdiv.
 #include "tensor/cpu/loops.h"
 #include "tensor/dispatcher.h"
-#include "tensor/elementwise_math.h"
+#include "tensor/elementwise_configs.h"
 #include "tensor/op_schemas.h"
 
 namespace trainrun {
 namespace {
 
 Tensor where_cpu(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  IteratorConfig config;
-  config.op = "where";
-  config.inputs_keeping_dtype = 1;
+  const IteratorConfig config = where_config();
   TensorIterator iter(config, out, {cond, a, b});
   visit_dtype(iter.compute_dtype(), "where", [&](auto tag) {
     using T = decltype(tag);
@@ -25,8 +23,7 @@ Tensor where_cpu(const Tensor& cond, const Tensor& a, const Tensor& b, const Ten
 }
 
 Tensor lerp_cpu(const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& out) {
-  IteratorConfig config;
-  config.op = "lerp";
+  const IteratorConfig config = plain_config("lerp");
   TensorIterator iter(config, out, {a, b, weight});
   visit_float_dtype(iter.compute_dtype(), "lerp", [&](auto tag) {
     using T = decltype(tag);
@@ -38,9 +35,7 @@ Tensor lerp_cpu(const Tensor& a, const Tensor& b, const Tensor& weight, const Te
 
 template <bool divide>
 Tensor addc_cpu(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, const Tensor& out) {
-  IteratorConfig config;
-  config.op = divide ? "addcdiv" : "addcmul";
-  config.promote_integer_to_float = divide;
+  const IteratorConfig config = addc_config(divide);
   TensorIterator iter(config, out, {self, t1, t2});
   visit_numeric_dtype(iter.compute_dtype(), config.op, [&](auto tag) {
     using T = decltype(tag);

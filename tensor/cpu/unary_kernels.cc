@@ -9,7 +9,7 @@
 #include "tensor/cpu/loops.h"
 #include "tensor/cpu/vec_math.h"
 #include "tensor/dispatcher.h"
-#include "tensor/elementwise_math.h"
+#include "tensor/elementwise_configs.h"
 #include "tensor/op_schemas.h"
 
 namespace trainrun {
@@ -52,25 +52,9 @@ bool vectorized_f32(const float* a, float* o, int64_t n) {
   }
 }
 
-const char* op_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Exp: return "exp"; case UnaryOp::Log: return "log"; case UnaryOp::Log1p: return "log1p";
-    case UnaryOp::Sqrt: return "sqrt"; case UnaryOp::Rsqrt: return "rsqrt"; case UnaryOp::Sin: return "sin";
-    case UnaryOp::Cos: return "cos"; case UnaryOp::Tanh: return "tanh"; case UnaryOp::Sigmoid: return "sigmoid";
-    case UnaryOp::Erf: return "erf"; case UnaryOp::Silu: return "silu"; case UnaryOp::GeluErf: return "gelu";
-    case UnaryOp::GeluTanh: return "gelu"; case UnaryOp::Neg: return "neg"; case UnaryOp::Abs: return "abs";
-    case UnaryOp::Relu: return "relu"; case UnaryOp::Sign: return "sign"; case UnaryOp::Floor: return "floor";
-    case UnaryOp::Round: return "round"; case UnaryOp::LogicalNot: return "logical_not"; case UnaryOp::BitwiseNot: return "bitwise_not";
-  }
-  return "?";
-}
-
 template <UnaryOp op>
 Tensor unary_cpu(const Tensor& x, const Tensor& out) {
-  IteratorConfig config;
-  config.op = op_name(op);
-  config.promote_integer_to_float = unary_float_result(op);
-  if (op == UnaryOp::LogicalNot) config.output_dtype = DType::Bool;
+  const IteratorConfig config = unary_config(op);
   TensorIterator iter(config, out, {x});
   DType dt = iter.compute_dtype();
   if constexpr (op == UnaryOp::LogicalNot) {
@@ -123,8 +107,7 @@ Tensor clamp_cpu(const Tensor& x, const std::optional<Scalar>& lo, const std::op
   // promote before building the iterator, so no output is allocated twice.
   bool float_bound = (lo && lo->is_floating()) || (hi && hi->is_floating());
   if (float_bound && !is_floating(x.dtype())) return clamp_cpu(x.to(default_float_dtype()), lo, hi, out);
-  IteratorConfig config;
-  config.op = "clamp";
+  const IteratorConfig config = plain_config("clamp");
   TensorIterator iter(config, out, {x});
   DType dt = iter.compute_dtype();
   visit_numeric_dtype(dt, "clamp", [&](auto tag) {

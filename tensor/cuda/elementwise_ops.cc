@@ -6,24 +6,15 @@
 
 #include "tensor/cuda/elementwise_launch.h"
 #include "tensor/dispatcher.h"
+#include "tensor/elementwise_configs.h"
 #include "tensor/op_schemas.h"
 
 namespace trainrun::cuda {
 namespace {
 
-const char* binary_name(BinaryOp op) {
-  static const char* names[] = {"mul", "div", "div", "div", "remainder", "pow", "maximum", "minimum",
-                                "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-                                "bitwise_and", "bitwise_or", "bitwise_xor"};
-  return names[static_cast<int>(op)];
-}
-
 template <BinaryOp op>
 Tensor binary_cuda(const Tensor& a, const Tensor& b, const Tensor& out) {
-  IteratorConfig config;
-  config.op = binary_name(op);
-  config.promote_integer_to_float = op == BinaryOp::Div;
-  if (binary_bool_result(op)) config.output_dtype = DType::Bool;
+  const IteratorConfig config = binary_config(op);
   TensorIterator iter(config, out, {a, b});
   const DType dt = iter.compute_dtype();
   if constexpr (op == BinaryOp::BitwiseAnd || op == BinaryOp::BitwiseOr || op == BinaryOp::BitwiseXor)
@@ -41,8 +32,7 @@ Tensor div_rounding_cuda(const Tensor& a, const Tensor& b, const std::string& mo
 }
 
 Tensor add_cuda(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor& out) {
-  IteratorConfig config;
-  config.op = "add";
+  const IteratorConfig config = plain_config("add");
   TensorIterator iter(config, out, {a, b});
   const DType dt = iter.compute_dtype();
   TR_CHECK(is_floating(dt) || !alpha.is_floating(), TypeError,
@@ -60,19 +50,9 @@ Tensor sub_cuda(const Tensor& a, const Tensor& b, const Scalar& alpha, const Ten
   return add_cuda(a, b, neg, out);
 }
 
-const char* unary_name(UnaryOp op) {
-  static const char* names[] = {"exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf",
-                                "silu", "gelu", "gelu", "neg", "abs", "relu", "sign", "floor", "round",
-                                "logical_not", "bitwise_not"};
-  return names[static_cast<int>(op)];
-}
-
 template <UnaryOp op>
 Tensor unary_cuda(const Tensor& x, const Tensor& out) {
-  IteratorConfig config;
-  config.op = unary_name(op);
-  config.promote_integer_to_float = unary_float_result(op);
-  if (op == UnaryOp::LogicalNot) config.output_dtype = DType::Bool;
+  const IteratorConfig config = unary_config(op);
   TensorIterator iter(config, out, {x});
   const DType dt = iter.compute_dtype();
   TR_CHECK(!(dt == DType::Bool && (op == UnaryOp::Neg || op == UnaryOp::Relu || op == UnaryOp::Sign)), TypeError,
@@ -96,8 +76,7 @@ Tensor clamp_cuda(const Tensor& x, const std::optional<Scalar>& lo, const std::o
   TR_CHECK(lo || hi, ValueError, "clamp: at least one of min and max must be given");
   bool float_bound = (lo && lo->is_floating()) || (hi && hi->is_floating());
   if (float_bound && !is_floating(x.dtype())) return clamp_cuda(x.to(default_float_dtype()), lo, hi, out);
-  IteratorConfig config;
-  config.op = "clamp";
+  const IteratorConfig config = plain_config("clamp");
   TensorIterator iter(config, out, {x});
   const DType dt = iter.compute_dtype();
   TR_CHECK(dt != DType::Bool, TypeError, "clamp: not supported for bool tensors");
@@ -109,9 +88,7 @@ Tensor clamp_cuda(const Tensor& x, const std::optional<Scalar>& lo, const std::o
 }
 
 Tensor where_cuda(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  IteratorConfig config;
-  config.op = "where";
-  config.inputs_keeping_dtype = 1;
+  const IteratorConfig config = where_config();
   TensorIterator iter(config, out, {cond, a, b});
   const DType dt = iter.compute_dtype();
   launch_on_device(iter, "where", [&](const ElementwiseArgs& args, CUstream_st* s) {

@@ -5,6 +5,7 @@
 
 #include "tensor/cuda/elementwise_launch.h"
 #include "tensor/dispatcher.h"
+#include "tensor/elementwise_configs.h"
 #include "tensor/factories.h"
 #include "tensor/fused_optim.h"
 #include "tensor/nn_shapes.h"
@@ -53,8 +54,7 @@ std::tuple<Tensor, Tensor, Tensor> norm_cuda(const Tensor& x_in, const IntList& 
 }
 
 Tensor lerp_cuda(const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& out) {
-  IteratorConfig config;
-  config.op = "lerp";
+  const IteratorConfig config = plain_config("lerp");
   TensorIterator iter(config, out, {a, b, weight});
   const DType dt = iter.compute_dtype();
   TR_CHECK(is_floating(dt), TypeError, "lerp: expected floating point tensors, got {}", dtype_name(dt));
@@ -66,9 +66,7 @@ Tensor lerp_cuda(const Tensor& a, const Tensor& b, const Tensor& weight, const T
 
 template <bool divide>
 Tensor addc_cuda(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, const Tensor& out) {
-  IteratorConfig config;
-  config.op = divide ? "addcdiv" : "addcmul";
-  config.promote_integer_to_float = divide;
+  const IteratorConfig config = addc_config(divide);
   TensorIterator iter(config, out, {self, t1, t2});
   const DType dt = iter.compute_dtype();
   TR_CHECK(dt != DType::Bool, TypeError, "{}: not supported for bool tensors", config.op);

@@ -34,7 +34,7 @@ TEST(OpList, EveryOpOfTheListIsRegisteredWithItsSignature) {
 }
 
 TEST(OpList, EveryOpHasItsKernels) {
-  std::vector<std::string> no_cpu, no_cuda, no_generic, no_formula, stale_tag;
+  std::vector<std::string> no_cpu, no_cuda, no_meta, no_generic, no_formula, stale_tag;
   for (const OpListEntry& e : op_list()) {
     const OpTable* t = Dispatcher::get().find(e.name);
     if (t == nullptr) continue;  // reported above
@@ -44,6 +44,7 @@ TEST(OpList, EveryOpHasItsKernels) {
     } else if (!composite) {
       if (!has(*t, DispatchKey::CPU)) no_cpu.push_back(e.name);
       if (!has(*t, DispatchKey::CUDA)) no_cuda.push_back(e.name);
+      if (!has(*t, DispatchKey::Meta)) no_meta.push_back(e.name);  // (its kernel may refuse, naming why)
     }
     const bool gradient_expected = !e.nondifferentiable && !e.no_grad;
     if (gradient_expected && !composite && !has(*t, DispatchKey::Autograd)) no_formula.push_back(e.name);
@@ -51,6 +52,7 @@ TEST(OpList, EveryOpHasItsKernels) {
   }
   EXPECT_TRUE(no_cpu.empty()) << "ops without a CPU kernel: " << joined(no_cpu);
   EXPECT_TRUE(no_cuda.empty()) << "ops without a CUDA kernel: " << joined(no_cuda);
+  EXPECT_TRUE(no_meta.empty()) << "ops without a meta kernel (tensor/meta/): " << joined(no_meta);
   EXPECT_TRUE(no_generic.empty()) << "device-generic ops without a device-generic kernel: " << joined(no_generic);
   EXPECT_TRUE(no_formula.empty()) << "ops without a backward formula (tag them nondifferentiable if their results "
                                      "are integers or bools): "

@@ -2,10 +2,19 @@
 pairs, padding "same"/"valid", device= and dtype=, Embedding's padding_idx,
 LayerNorm's elementwise_affine, the pools' dilation and ceil_mode. Forward
 runs in C++ (one call, no Python frame) unless an option needs Python."""
+import contextlib
+
 from trainrun import _C
 from trainrun.nn import functional as F
 from trainrun.nn._functional_layers import _pair
 from trainrun.nn._module_copy import remember_init_args
+
+
+def _built_on(device):
+    """Where the C++ constructor makes the parameters: device= (`with trainrun.device(...)`), else the
+    default device, so device="meta" allocates nothing."""
+    return contextlib.nullcontext() if device is None else _C.device(str(device) if not isinstance(device, int)
+                                                                      else f"cuda:{device}")
 
 
 def _place(module, device, dtype):
@@ -22,14 +31,15 @@ def _uniform_fan_in(module, fan_in):
 
     from trainrun.nn import init
     bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-    for name, p in module.named_parameters(False):
-        init.uniform_(p, -bound, bound)
+    for name, _ in module.named_parameters(False):
+        init.uniform_(getattr(module, name), -bound, bound)  # a sharded parameter: its DTensor
 
 
 @remember_init_args
 class Linear(_C.nn.Linear):
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
-        super().__init__(in_features, out_features, bias)
+        with _built_on(device):
+            super().__init__(in_features, out_features, bias)
         _place(self, device, dtype)
 
     def reset_parameters(self):
@@ -67,7 +77,8 @@ class Conv2d(_C.nn.Conv2d):
                 raise ValueError(f"{where}: padding must be 'same', 'valid', an int or a pair, got {padding!r}")
         else:
             p = _pair(padding, where, "padding")
-        super().__init__(in_channels, out_channels, k, s, p, d, groups, bias)
+        with _built_on(device):
+            super().__init__(in_channels, out_channels, k, s, p, d, groups, bias)
         _place(self, device, dtype)
 
     def reset_parameters(self):
@@ -104,13 +115,14 @@ class LayerNorm(_C.nn.LayerNorm):
     def __init__(self, normalized_shape, eps=1e-05, elementwise_affine=True, bias=True, device=None, dtype=None):
         if elementwise_affine and not bias:
             raise NotImplementedError("LayerNorm(bias=False) is not supported: the affine form has a bias")
-        super().__init__(normalized_shape, eps, elementwise_affine)
+        with _built_on(device):
+            super().__init__(normalized_shape, eps, elementwise_affine)
         _place(self, device, dtype)
 
     def reset_parameters(self):
         from trainrun.nn import init
-        for name, p in self.named_parameters(False):
-            (init.ones_ if name == "weight" else init.zeros_)(p)
+        for name, _ in self.named_parameters(False):
+            (init.ones_ if name == "weight" else init.zeros_)(getattr(self, name))
 
 
 @remember_init_args
@@ -121,7 +133,8 @@ class Embedding(_C.nn.Embedding):
                  scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
         if max_norm is not None or scale_grad_by_freq or sparse:
             raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are not supported")
-        super().__init__(num_embeddings, embedding_dim)
+        with _built_on(device):
+            super().__init__(num_embeddings, embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
@@ -145,9 +158,9 @@ class Embedding(_C.nn.Embedding):
 
     def reset_parameters(self):
         from trainrun.nn import init
-        weight = self._param("weight")
-        init.normal_(weight)
+        init.normal_(self.weight)
         if self.padding_idx is not None:
+            weight = self._param("weight")
             from trainrun._autograd import no_grad
             with no_grad():
                 weight[self.padding_idx].fill_(0)
@@ -169,7 +182,8 @@ class _BatchNormArguments:
                  dtype=None):
         if momentum is None:
             raise NotImplementedError(f"{type(self).__name__}(momentum=None) (a cumulative average) is not supported")
-        super().__init__(num_features, eps, momentum, affine, track_running_stats)
+        with _built_on(device):
+            super().__init__(num_features, eps, momentum, affine, track_running_stats)
         _place(self, device, dtype)
 
 
@@ -191,8 +205,13 @@ class RMSNorm(_C.nn.RMSNorm):
         shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
         if len(shape) != 1:
             raise NotImplementedError("RMSNorm: only a normalized_shape of one dim is supported")
-        super().__init__(shape[0], 1.1920928955078125e-07 if eps is None else eps)  # eps None: float32's eps
+        with _built_on(device):
+            super().__init__(shape[0], 1.1920928955078125e-07 if eps is None else eps)  # eps None: float32's eps
         _place(self, device, dtype)
+
+    def reset_parameters(self):
+        from trainrun.nn import init
+        init.ones_(self.weight)
 
 
 @remember_init_args

@@ -173,6 +173,38 @@ def _apply_fn(self, fn):
     return self
 
 
+# Called as hook(modules, replaced) after to_empty gave `modules` new tensors (replaced: the old tensor's
+# _cdata -> its new tensor): the layers above nn that hold on to parameters (DTensor views, fully_shard's
+# shards) re-point at the new ones.
+TO_EMPTY_HOOKS = []
+
+
+def _to_empty(self, *, device, recurse=True):
+    """PyTorch's Module.to_empty: every parameter and buffer becomes an uninitialised tensor of its shape and
+    dtype on `device`; how a model built under `with trainrun.device("meta")` gets memory (then initialise
+    it: reset_parameters(), nn.init). A parameter tied to several modules stays one tensor, and a sharded one
+    (fully_shard, tensor parallelism) keeps its layout: only this rank's shard is allocated."""
+    replaced = {}
+
+    def fresh(t):
+        new = replaced.get(t._cdata)
+        if new is None:
+            new = _C.empty(list(t.shape), dtype=t.dtype, device=device)
+            if t.requires_grad:
+                new.requires_grad_(True)
+            replaced[t._cdata] = new
+        return new
+    modules = list(self.modules()) if recurse else [self]
+    for m in modules:
+        for name, p in list(m.named_parameters("", False)):
+            m._replace_parameter(name, fresh(p))
+        for name, b in list(m.named_buffers("", False)):
+            m._replace_buffer(name, fresh(b))
+    for hook in TO_EMPTY_HOOKS:
+        hook(modules, replaced)
+    return self
+
+
 def _requires_grad_(self, requires_grad=True):
     for p in self.parameters():
         p.requires_grad_(requires_grad)
@@ -223,6 +255,7 @@ _C.nn.Module.children = lambda self: (m for _, m in self.named_children())
 _C.nn.Module.apply = _apply_fn
 _C.nn.Module.requires_grad_ = _requires_grad_
 _C.nn.Module.share_memory = _share_memory
+_C.nn.Module.to_empty = _to_empty
 _C.nn.Module.add_module = lambda self, name, module: setattr(self, name, module) if isinstance(self, Module) \
     else self.register_module(name, module)
 _C.nn.Module.register_module_ = _C.nn.Module.add_module

@@ -1,6 +1,10 @@
 """trainrun.nn.init: in-place initializers with torch.nn.init's names,
 arguments and fan rules. Each fills the tensor without recording a graph
-and returns it."""
+and returns it. A sharded parameter (a DTensor: fully_shard, tensor
+parallelism) gets on each rank exactly the values of its piece of the whole
+tensor that one process would draw, so a model built on the meta device,
+sharded, then materialised and initialised equals the unsharded one. A meta
+tensor is left as it is (it has no values)."""
 import math
 
 from trainrun import _C
@@ -40,37 +44,73 @@ def _fan(tensor, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
-def uniform_(tensor, a=0.0, b=1.0, generator=None):
+def _piece(tensor):
+    """(local tensor, global shape, offsets of the local piece): a DTensor's piece, or the whole tensor."""
+    piece = getattr(tensor, "_piece", None)
+    if piece is not None:
+        return piece()
+    return tensor, list(tensor.shape), [0] * tensor.ndim
+
+
+def _draw_into(tensor, normal, a, b):
+    local, shape, offsets = _piece(tensor)
     with no_grad():
-        _C._ops.uniform_(tensor, a, b)
+        _C._ops.random_piece_(local, normal, a, b, shape, offsets)
     return tensor
+
+
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    return _draw_into(tensor, False, a, b)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
-    with no_grad():
-        _C._ops.normal_(tensor, mean, std)
-    return tensor
+    return _draw_into(tensor, True, mean, std)
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """Normal values redrawn until they fall in [a, b] (rejection, so the shape is exact)."""
+    """Normal values cut to [a, b], by PyTorch's inverse-CDF method: uniform values between the normal
+    CDF at a and at b mapped back through the inverse CDF (one draw per element, so a sharded piece takes the
+    values of that part of the whole)."""
+    local, shape, offsets = _piece(tensor)
+    if std <= 0 or a > b:
+        raise ValueError(f"trunc_normal_(): needs std > 0 and a <= b, got std={std}, a={a}, b={b}")
+    lo, hi = _normal_cdf((a - mean) / std), _normal_cdf((b - mean) / std)
     with no_grad():
-        out = _C.zeros(list(tensor.shape), dtype=_C.dtype.float32)
-        todo = _C.ones(list(tensor.shape), dtype=_C.dtype.bool)
-        for _ in range(100):
-            draw = _C._ops.normal_(_C.empty(list(tensor.shape), dtype=_C.dtype.float32), mean, std)
-            take = todo & (draw >= a) & (draw <= b)
-            out = _C.where(take, draw, out)
-            todo = todo & ~take
-            if not todo.any().item():
-                break
-        tensor.copy_(_C.clamp(out, a, b).to(tensor.dtype))
+        u = _C.empty(list(local.shape), dtype=_C.dtype.float64, device=local.device)
+        _C._ops.random_piece_(u, False, 2 * lo - 1, 2 * hi - 1, shape, offsets)
+        if local.is_meta:
+            return tensor
+        x = _erfinv(u) * (std * math.sqrt(2.0)) + mean
+        local.copy_(_C.clamp(x, a, b).to(local.dtype))
     return tensor
+
+
+def _normal_cdf(x):
+    return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+
+def _erfinv(y):
+    """The inverse error function of a float64 tensor in (-1, 1): Giles' single-precision approximation
+    ("Approximating the erfinv function", 2010), then two Newton steps on erf for double precision."""
+    w = -_C.log((1.0 - y) * (1.0 + y))
+    central, tail = w - 2.5, _C.sqrt(w) - 3.0
+    p = _C.full(list(y.shape), 2.81022636e-08, dtype=y.dtype, device=y.device)
+    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
+              0.246640727, 1.50140941):
+        p = p * central + c
+    q = _C.full(list(y.shape), -0.000200214257, dtype=y.dtype, device=y.device)
+    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+              1.00167406, 2.83297682):
+        q = q * tail + c
+    x = _C.where(w < 5.0, p, q) * y
+    for _ in range(2):
+        x = x - (_C.erf(x) - y) / (_C.exp(-x * x) * (2.0 / math.sqrt(math.pi)))
+    return x
 
 
 def constant_(tensor, val):
     with no_grad():
-        tensor.fill_(val)
+        _piece(tensor)[0].fill_(val)
     return tensor
 
 
@@ -80,7 +120,7 @@ def ones_(tensor):
 
 def zeros_(tensor):
     with no_grad():
-        tensor.zero_()
+        _piece(tensor)[0].zero_()
     return tensor
 
 

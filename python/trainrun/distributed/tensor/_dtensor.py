@@ -147,6 +147,34 @@ class DTensor:
         local_grad = gradient.to_local() if isinstance(gradient, DTensor) else gradient
         self._local_tensor.backward(local_grad, retain_graph=retain_graph, create_graph=create_graph)
 
+    # ---- in-place initialisation (nn.init's, on this rank's piece) -------------------------------------
+    def _piece(self):
+        """(local tensor, global shape, offsets of the local piece in the global tensor): how nn.init draws
+        each rank's piece of the values the whole tensor would get."""
+        if any(p.is_partial() for p in self._spec.placements):
+            raise ValueError("DTensor: a Partial DTensor cannot be initialised in place (its pieces are summands)")
+        sizes, offsets = _redistribute.local_shape(self._spec.shape, self._spec.mesh, self._spec.placements)
+        if list(self._local_tensor.shape) != list(sizes):
+            raise ValueError(f"DTensor: the local piece is {list(self._local_tensor.shape)} but the placements "
+                             f"{list(self._spec.placements)} give {sizes}")
+        return self._local_tensor, list(self._spec.shape), offsets
+
+    def uniform_(self, a=0.0, b=1.0, generator=None):
+        from trainrun.nn import init
+        return init.uniform_(self, a, b)
+
+    def normal_(self, mean=0.0, std=1.0, generator=None):
+        from trainrun.nn import init
+        return init.normal_(self, mean, std)
+
+    def fill_(self, value):
+        from trainrun.nn import init
+        return init.constant_(self, value)
+
+    def zero_(self):
+        from trainrun.nn import init
+        return init.zeros_(self)
+
     def item(self):
         return self.full_tensor().item()
 
