@@ -184,6 +184,7 @@ def _to_empty(self, *, device, recurse=True):
     dtype on `device`; how a model built under `with trainrun.device("meta")` gets memory (then initialise
     it: reset_parameters(), nn.init). A parameter tied to several modules stays one tensor, and a sharded one
     (fully_shard, tensor parallelism) keeps its layout: only this rank's shard is allocated."""
+    from trainrun.nn import utils as nn_utils
     replaced = {}
 
     def fresh(t):
@@ -193,6 +194,7 @@ def _to_empty(self, *, device, recurse=True):
             if t.requires_grad:
                 new.requires_grad_(True)
             replaced[t._cdata] = new
+            nn_utils._moved(t, new)
         return new
     modules = list(self.modules()) if recurse else [self]
     for m in modules:

@@ -8,7 +8,9 @@ set_requires_gradient_sync, "bf16" param_dtype, "vocab1001" uneven shards,
 "frozen" with a frozen embedding, "noreshard", "reshard2" with reshard_after_forward=2,
 "explicit" with set_modules_to_forward_prefetch/backward_prefetch naming the neighbours, "dim1" with
 shard_placement_fn sharding every matrix along dim 1, "ignored" with the gate's scale in ignored_params: left
-whole, its gradient averaged by hand)."""
+whole, its gradient averaged by hand, "meta" built on the meta device, sharded, then materialised with
+to_empty and initialised by reset_parameters: the same weights as the reference, without any rank holding
+more than its shards and the span of one parameter)."""
 import pathlib
 import sys
 
@@ -52,6 +54,9 @@ class Gate(nn.Module):
         super().__init__()
         self.scale = nn.Parameter(tr.ones(DIM))
 
+    def reset_parameters(self):
+        nn.init.ones_(self.scale)
+
     def forward(self, x):
         return x * self.scale
 
@@ -78,6 +83,28 @@ def full(t):
     return (t.full_tensor() if isinstance(t, DTensor) else t).detach().float().numpy()
 
 
+def materialise(model, failures):
+    """to_empty then reset_parameters in construction order (the reference's draws), under the CPU allocator's
+    counters: afterwards the rank holds its shards; on the way, at most the span the largest parameter's piece
+    is drawn from on top of them, never the whole model."""
+    shards = sum(p.numel() * 4 for p in model.parameters())  # this rank's pieces
+    whole = {k: v.numel() * 4 for k, v in model.state_dict().items()}  # DTensors: the global sizes
+    slack = 64 * len(whole)  # the allocator's alignment
+    base = tr._C._cpu_memory_allocated()
+    tr._C._cpu_reset_peak_memory_stats()
+    model.to_empty(device="cpu")
+    tr.manual_seed(0)
+    for m in model.modules():
+        if hasattr(m, "reset_parameters"):
+            m.reset_parameters()
+    held, peak = tr._C._cpu_memory_allocated() - base, tr._C._cpu_max_memory_allocated() - base
+    if held > shards + slack or peak > shards + max(whole.values()) + slack or sum(whole.values()) <= shards:
+        failures.append(f"materialising held {held} B (peak {peak} B) for shards of {shards} B of a "
+                        f"{sum(whole.values())} B model")
+    if any(p.is_meta for p in model.parameters()) or not isinstance(model.layers[0].wqkv.weight, DTensor):
+        failures.append("to_empty left a meta parameter or lost the DTensor view")
+
+
 def main():
     import datetime
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
@@ -88,7 +115,14 @@ def main():
     tr.manual_seed(0)
     reference = Model(vocab, tied)
     tr.manual_seed(0)
-    model = Model(vocab, tied)
+    if mode == "meta":
+        with tr.device("meta"):
+            model = Model(vocab, tied)
+        if not all(p.is_meta for p in model.parameters()):
+            print(f"rank {rank}: failures:\n  a parameter built under device('meta') has memory", flush=True)
+            sys.exit(1)
+    else:
+        model = Model(vocab, tied)
     if mode == "frozen":
         for m in (reference, model):
             m.tok_embeddings.weight.requires_grad_(False)
@@ -104,6 +138,8 @@ def main():
         fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard, shard_placement_fn=placement_fn)
     ignored = {model.gate.scale} if mode == "ignored" else None
     fully_shard(model, mesh=mesh, mp_policy=mp, shard_placement_fn=placement_fn, ignored_params=ignored)
+    if mode == "meta":
+        materialise(model, failures)
     if mode == "dim1" and model.layers[0].wqkv.weight.placements != (Shard(1),):
         failures.append(f"shard_placement_fn: wqkv.weight is {model.layers[0].wqkv.weight.placements}")
     if mode == "ignored" and isinstance(model.gate.scale, DTensor):

@@ -10,6 +10,7 @@ from trainrun.distributed.fsdp._fsdp_param import FSDPParam
 from trainrun.distributed.fsdp._param_group import ParamGroup, RegatherBeforeBackward
 from trainrun.distributed.fsdp._schedule import ACTIVE_FORWARDS
 from trainrun.distributed.tensor._module_views import DTENSOR_PARAMS
+from trainrun.nn._module import TO_EMPTY_HOOKS
 
 _GROUP = "_fsdp_group"
 
@@ -132,8 +133,22 @@ def register_fsdp_forward_method(module, method_name):
 
 
 def _key(tensor):
+    """What identifies a parameter's memory (tied weights share it): its address, or on the meta device,
+    where nothing has one, the tensor itself."""
     local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+    if local.is_meta:
+        return "meta", local._cdata
     return local.data_ptr(), tuple(local.shape)
+
+
+def _shards_after_to_empty(modules, replaced):
+    """Module.to_empty gave the modules new tensors: each group's shards are the new ones."""
+    groups = {id(g): g for g in (m.__dict__.get(_GROUP) for m in modules) if g is not None}
+    for group in groups.values():
+        group.replace_shards(replaced)
+
+
+TO_EMPTY_HOOKS.append(_shards_after_to_empty)
 
 
 def _owned_parameters(module, ignored):

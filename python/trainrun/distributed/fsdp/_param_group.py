@@ -103,6 +103,17 @@ class ParamGroup:
             # clip_grad_norm_ adds the shards' norms over the shard dim (replicas hold the same shard)
             nn_utils.register_sharded_parameter(p.shard, self.norm_reducer(p))
 
+    def replace_shards(self, replaced):
+        """Module.to_empty made new tensors for the shards (old tensor's _cdata -> new): every slot and view
+        takes them (to_empty moved their clip_grad_norm_ registration)."""
+        for p in self.params:
+            new = replaced.get(p.shard._cdata)
+            if new is None:
+                continue
+            p.replace_shard(new)
+            for module, name in p.slots:
+                set_view(module, name, self.dtensor(p))
+
     @property
     def reshard_after_forward(self):
         return self.post_forward_size is not None

@@ -3,6 +3,7 @@ fully_shard keep each parameter's local shard in the module's registry (so
 optimizers, state_dict and C++ code see ordinary tensors) and record the
 DTensor over it here; `module.weight` then returns that DTensor."""
 from trainrun import _C
+from trainrun.nn._module import TO_EMPTY_HOOKS
 
 DTENSOR_PARAMS = "_dtensor_params"
 VIEWS_OFF = "_dtensor_views_off"  # set while fully_shard has the full parameters in place (in forward)
@@ -36,6 +37,19 @@ def gradient_sum_group(module, name):
 def views_off(module, off):
     object.__setattr__(module, VIEWS_OFF, off)
 
+
+def _views_after_to_empty(modules, replaced):
+    """Module.to_empty gave the modules new local tensors: their DTensor views wrap the new ones."""
+    from trainrun.distributed.tensor._dtensor import DTensor
+    for m in modules:
+        table = m.__dict__.get(DTENSOR_PARAMS) or {}
+        for name, view in table.items():
+            new = replaced.get(view._local_tensor._cdata)
+            if new is not None:
+                table[name] = DTensor(new, view._spec)
+
+
+TO_EMPTY_HOOKS.append(_views_after_to_empty)
 
 _original_getattr = _C.nn.Module.__getattr__
 

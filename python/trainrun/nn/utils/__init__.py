@@ -5,13 +5,25 @@ import trainrun
 
 
 # Parameters that hold one shard of a larger tensor (tensor parallelism registers them): their gradient
-# norms are combined over the ranks. (data_ptr, shape) -> function reducing a float64 tensor in place (sum or
-# max) over the ranks that share the tensor.
+# norms are combined over the ranks. _key(param) -> function reducing a float64 tensor in place (sum or max)
+# over the ranks that share the tensor.
 _SHARDED = {}
 
 
+def _key(t):
+    """The memory t is (data_ptr, shape), or on the meta device, where nothing has an address, t itself."""
+    return ("meta", t._cdata) if t.is_meta else (t.data_ptr(), tuple(t.shape))
+
+
 def register_sharded_parameter(param, reduce_over_shards):
-    _SHARDED[(param.data_ptr(), tuple(param.shape))] = reduce_over_shards
+    _SHARDED[_key(param)] = reduce_over_shards
+
+
+def _moved(old, new):
+    """Module.to_empty replaced parameter `old` by `new`: a shard stays a shard."""
+    reducer = _SHARDED.pop(_key(old), None)
+    if reducer is not None:
+        _SHARDED[_key(new)] = reducer
 
 
 def _local(p):
@@ -27,8 +39,7 @@ def _grads(parameters):
 def _shard_reducer(parameters):
     if isinstance(parameters, trainrun.Tensor) or hasattr(parameters, "to_local"):
         parameters = [parameters]
-    return [_SHARDED.get((_local(p).data_ptr(), tuple(_local(p).shape))) for p in parameters
-            if _local(p).grad is not None]
+    return [_SHARDED.get(_key(_local(p))) for p in parameters if _local(p).grad is not None]
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
