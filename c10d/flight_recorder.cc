@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
@@ -86,8 +87,10 @@ void FlightRecorder::completed(uint64_t id, int64_t started_ns, const std::strin
   std::lock_guard<SpinLock> lock(mu_);
   Entry& e = ring_[(id - 1) % capacity_];
   if (e.id != id) return;  // overwritten by newer operations already
-  e.started_ns = started_ns != 0 ? started_ns : ended;  // a backend that does not report starts: at the end
-  e.completed_ns = ended;
+  // A backend that does not report starts: at the end. The wall clock may step back a little between two
+  // readings (a VM's clock being corrected), so the three times are kept in order.
+  e.started_ns = std::max(e.created_ns, started_ns != 0 ? started_ns : ended);
+  e.completed_ns = std::max(e.started_ns, ended);
   e.state = error.empty() ? "completed" : "failed";
   e.error = error;
   e.work.reset();
@@ -110,7 +113,7 @@ std::vector<FlightRecorder::Entry> FlightRecorder::entries() const {
     e.op = calls[i].format();
     if (e.state == "scheduled") {
       if (auto w = e.work.lock(); w && w->started_ns() != 0) {
-        e.started_ns = w->started_ns();
+        e.started_ns = std::max(e.created_ns, w->started_ns());
         e.state = "started";
       }
     }
