@@ -23,6 +23,7 @@ same text, a sample of generated text, and RUN_DIR/loss.png. The last line
 is `held-out loss L perplexity P (unigram baseline U) after S steps on N ranks
 in T s`."""
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -122,11 +123,20 @@ class LanguageModel(nn.Module):
         # Keyed by index (torchtitan's layout): a pipeline stage drops the others' blocks, names unchanged.
         self.blocks = nn.ModuleDict({str(i): Block(dim, heads) for i in range(layers)})
         self.norm = nn.RMSNorm(dim)
-        # GPT-2's initialisation: N(0, 0.02), the residual projections scaled down by depth.
-        for name, p in self.named_parameters():
+
+    def init_weights(self):
+        """GPT-2's initialisation: N(0, 0.02) for the matrices, the residual projections scaled down by depth,
+        ones for the norms. It sets every parameter, so a model built on the meta device, sharded and then
+        materialised (to_empty) gets the weights one process would give it: a sharded parameter's DTensor
+        draws its piece of the whole."""
+        for name, _ in self.named_parameters():
+            owner, _, leaf = name.rpartition(".")
+            p = getattr(self.get_submodule(owner), leaf)
             if p.dim() == 2:
-                std = 0.02 / math.sqrt(2 * layers) if name.endswith(("proj.weight", "down.weight")) else 0.02
+                std = 0.02 / math.sqrt(2 * len(self.blocks)) if name.endswith(("proj.weight", "down.weight")) else 0.02
                 nn.init.normal_(p, 0.0, std)
+            else:
+                nn.init.ones_(p)
 
     def forward(self, tokens):
         return self.head(self.run_blocks(self.embed(tokens), self.blocks.keys()))
@@ -343,9 +353,15 @@ def main(argv=None):
         (run_dir / "ckpt").mkdir(parents=True, exist_ok=True)
 
     train, heldout = corpus(args.max_train_bytes, args.max_train_bytes // 8)
-    tr.manual_seed(args.seed)  # the same initial weights on any number of ranks
-    model = LanguageModel(args.dim, args.layers, args.heads, args.ctx)
+    # FSDP builds the model on the meta device, shards it, then gives each rank memory for its shards only: no
+    # rank ever holds the whole model. Every way gets the same initial weights (any number of ranks).
+    on_meta = distributed and not (args.ddp or args.pp > 1 or ON_TORCH)
+    with tr.device("meta") if on_meta else contextlib.nullcontext():
+        model = LanguageModel(args.dim, args.layers, args.heads, args.ctx)
     parameters = sum(p.numel() for p in model.parameters())
+    if not on_meta:
+        tr.manual_seed(args.seed)
+        model.init_weights()
     pipeline = None
     if distributed and args.ddp:
         model = nn.parallel.DistributedDataParallel(model)
@@ -354,6 +370,10 @@ def main(argv=None):
         pipeline = Pipeline(model, args.pp, args.schedule, args.microbatches, VOCAB, args.dim)
     elif distributed:
         shard(model, world, args.tp)
+    if on_meta:
+        model.to_empty(device="cpu")
+        tr.manual_seed(args.seed)
+        model.init_weights()
     logits_of = pipeline.logits if pipeline is not None else model
     optimizer = tr.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
 
