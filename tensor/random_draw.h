@@ -44,14 +44,11 @@ TR_HOST_DEVICE inline bool random_uses_two_words(RandomDistribution dist, bool f
   return dist == RandomDistribution::Normal || float64 || (dist == RandomDistribution::RandInt && (b - a) > 4294967296.0);
 }
 
-// Element i's value: uniform in [a, b), normal(mean a, std b), 1 with
-// probability a (bernoulli), or an integer in [a, b).
-TR_HOST_DEVICE inline double random_value(RandomDistribution dist, bool two_words, double a, double b, uint64_t key,
-                                          uint64_t first, int64_t i) {
-  const uint64_t block = two_words ? static_cast<uint64_t>(i) / 2 : static_cast<uint64_t>(i) / 4;
-  const PhiloxBlock w = philox_block(key, 0, first + block);
-  const uint32_t w0 = two_words ? w.w[(i % 2) * 2] : w.w[i % 4];
-  const uint32_t w1 = two_words ? w.w[(i % 2) * 2 + 1] : 0;
+// The value made of an element's random words (w1 unused with one word):
+// uniform in [a, b), normal(mean a, std b), 1 with probability a
+// (bernoulli), or an integer in [a, b).
+TR_HOST_DEVICE inline double random_value_of_words(RandomDistribution dist, bool two_words, double a, double b,
+                                                   uint32_t w0, uint32_t w1) {
   // Uniform in [0, 1): 24 bits for float, 53 for double.
   const double u = two_words ? ((static_cast<uint64_t>(w0) << 21) ^ (w1 >> 11)) * (1.0 / 9007199254740992.0)
                              : (w0 >> 8) * (1.0 / 16777216.0);
@@ -72,6 +69,21 @@ TR_HOST_DEVICE inline double random_value(RandomDistribution dist, bool two_word
     }
   }
   return 0;
+}
+
+// Element i's words: lane i % lanes of Philox block first + i / lanes.
+TR_HOST_DEVICE inline void random_words(const PhiloxBlock& w, bool two_words, int64_t i, uint32_t& w0, uint32_t& w1) {
+  w0 = two_words ? w.w[(i % 2) * 2] : w.w[i % 4];
+  w1 = two_words ? w.w[(i % 2) * 2 + 1] : 0;
+}
+
+// Element i's value (a kernel walking elements in order computes each block once instead: random_fill_cpu).
+TR_HOST_DEVICE inline double random_value(RandomDistribution dist, bool two_words, double a, double b, uint64_t key,
+                                          uint64_t first, int64_t i) {
+  const uint64_t block = two_words ? static_cast<uint64_t>(i) / 2 : static_cast<uint64_t>(i) / 4;
+  uint32_t w0, w1;
+  random_words(philox_block(key, 0, first + block), two_words, i, w0, w1);
+  return random_value_of_words(dist, two_words, a, b, w0, w1);
 }
 
 }  // namespace trainrun

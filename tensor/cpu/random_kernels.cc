@@ -1,5 +1,7 @@
 // The CPU kernel of random_fill_ (uniform_, normal_, bernoulli_, randint):
 // tensor/random_draw.h's value per element, split across threads.
+#include <algorithm>
+
 #include "tensor/dispatcher.h"
 #include "tensor/op_schemas.h"
 #include "tensor/random_draw.h"
@@ -17,11 +19,18 @@ void random_fill_cpu(Tensor& target, int64_t dist_int, double a, double b, uint6
     using Acc = opmath_t<T>;
     T* p = static_cast<T*>(target.data_ptr());
     const bool two_words = random_uses_two_words(dist, std::is_same<T, double>::value, a, b);
+    const int64_t lanes = two_words ? 2 : 4;
     parallel_for(0, n, 16384, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const double v = random_value(dist, two_words, a, b, key, first, i);
-        if constexpr (std::is_same<T, bool>::value) p[i] = v != 0;
-        else p[i] = static_cast<T>(static_cast<Acc>(v));
+      for (int64_t i = begin; i < end;) {  // one Philox block per `lanes` elements
+        const int64_t block = i / lanes, stop = std::min(end, (block + 1) * lanes);
+        const PhiloxBlock words = philox_block(key, 0, first + static_cast<uint64_t>(block));
+        for (; i < stop; ++i) {
+          uint32_t w0, w1;
+          random_words(words, two_words, i, w0, w1);
+          const double v = random_value_of_words(dist, two_words, a, b, w0, w1);
+          if constexpr (std::is_same<T, bool>::value) p[i] = v != 0;
+          else p[i] = static_cast<T>(static_cast<Acc>(v));
+        }
       }
     });
   });
