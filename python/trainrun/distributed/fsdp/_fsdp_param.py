@@ -12,7 +12,9 @@ from trainrun.distributed.tensor.placement_types import chunk_offsets, chunk_siz
 class FSDPParam:
     def __init__(self, module, name, full, group_size, rank, outer=None, dim=0):
         self.slots = [(module, name)]
-        self.outer = outer  # the tensor-parallel DTensor whose local piece `full` is (FSDP x TP), or None
+        # The layout of the tensor-parallel DTensor whose local piece `full` is (FSDP x TP), or None (its spec
+        # only: holding the DTensor would keep the whole local piece alive next to the shard)
+        self.outer = None if outer is None else outer._spec
         # Sequence parallelism sums this parameter's gradient over its group (a hook on the tensor this replaces)
         self.gradient_sum_group = gradient_sum_group(module, name)
         self.dim = dim  # the sharded dim (shard_placement_fn's; 0 by default): moved to the front to gather

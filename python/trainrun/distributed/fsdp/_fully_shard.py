@@ -152,8 +152,9 @@ TO_EMPTY_HOOKS.append(_shards_after_to_empty)
 
 
 def _owned_parameters(module, ignored):
-    """(owner module, name, tensor) for parameters under module not already in an inner fully_shard group and
-    not ignored (keys of ignored_params)."""
+    """(owner module, name) for parameters under module not already in an inner fully_shard group and not
+    ignored (keys of ignored_params). The caller reads each tensor as it shards it, so each full parameter is
+    freed as soon as its shard replaces it: sharding a model built in memory needs one parameter on top."""
     out, stack = [], [module]
     while stack:
         m = stack.pop()
@@ -161,7 +162,7 @@ def _owned_parameters(module, ignored):
             continue
         for name, p in m.named_parameters(False):
             if _key(p) not in ignored:
-                out.append((m, name, p))
+                out.append((m, name))
         stack.extend(reversed(list(m.children())))
     return out
 
@@ -185,7 +186,8 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
     n, rank = mesh.size(mesh.ndim - 1), mesh.get_local_rank(mesh.ndim - 1)
     ignored = {_key(p) for p in (ignored_params or ())}
     params, by_storage = [], {}
-    for owner, name, tensor in (owned for m in modules for owned in _owned_parameters(m, ignored)):
+    for owner, name in [owned for m in modules for owned in _owned_parameters(m, ignored)]:
+        tensor = owner._param(name)
         key = _key(tensor)  # tied weights: one slot list, one shard
         if key in by_storage:
             by_storage[key].add_slot(owner, name)

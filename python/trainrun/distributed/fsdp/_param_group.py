@@ -126,7 +126,7 @@ class ParamGroup:
         placements = [Replicate()] * (self.mesh.ndim - 1) + [Shard(p.dim)]
         if p.outer is None:
             return DTensorSpec(self.mesh, placements, p.shape)
-        tp = p.outer._spec
+        tp = p.outer
         if any(q.is_shard(p.dim) for q in tp.placements):
             split = int(np.prod([tp.mesh.size(i) for i, q in enumerate(tp.placements) if q.is_shard(p.dim)]))
             placements[-1] = _StridedShard(p.dim, split_factor=split)
@@ -138,7 +138,7 @@ class ParamGroup:
         over_shards = _redistribute.reducer_over(self.mesh, self.shard_dim)
         if p.outer is None:
             return over_shards
-        tp = p.outer._spec
+        tp = p.outer
         over_tp = [_redistribute.reducer_over(tp.mesh, i) for i, q in enumerate(tp.placements) if q.is_shard()]
 
         def reduce(t, how):
