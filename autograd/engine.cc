@@ -11,6 +11,24 @@
 
 namespace trainrun {
 namespace autograd {
+
+// Where a backward split in two (backward_inputs) left the weight gradients:
+// the nodes that ran for the inputs but have other edges still to feed (their
+// incoming gradients, and which edges), and the roots nothing input-related
+// needed (their gradients).
+struct DeferredWeightGrads::State {
+  struct Seed {
+    std::shared_ptr<Node> node;
+    TensorList grads;
+    std::vector<bool> edges;  // the edges the weight pass computes
+  };
+  std::vector<Seed> frontier;
+  std::vector<std::pair<std::shared_ptr<Node>, TensorList>> idle_roots;
+  std::vector<std::shared_ptr<Node>> ran;  // released after the weight pass
+  bool done = false;
+};
+using Deferred = DeferredWeightGrads::State;
+
 namespace {
 
 // State of one backward pass, reachable by hooks through queue_callback.
@@ -18,6 +36,35 @@ struct GraphTask {
   std::vector<std::function<void()>> callbacks;
 };
 thread_local GraphTask* t_current_task = nullptr;
+[[noreturn]] void rethrow_in(const Node& node);
+// Which next edges of the node being run the pass needs (null: all of them).
+thread_local const std::vector<bool>* t_needed_edges = nullptr;
+
+// Runs node with `grads`, telling its formula which input gradients the pass needs.
+TensorList run_node(Node& node, TensorList&& grads, const std::vector<bool>* needed, bool create_graph) {
+  bool any = false;
+  for (const Tensor& g : grads) any = any || g.defined();
+  if (!any) return {};
+  AutoGradMode mode(create_graph);
+  const std::vector<bool>* outer = t_needed_edges;
+  t_needed_edges = needed;
+  struct Restore {
+    const std::vector<bool>* outer;
+    ~Restore() { t_needed_edges = outer; }
+  } restore{outer};
+  try {
+    return node.run(std::move(grads));
+  } catch (const Error&) {
+    rethrow_in(node);
+  }
+}
+
+void run_callbacks(GraphTask& task) {
+  for (size_t i = 0; i < task.callbacks.size(); ++i) {  // by index: a callback may queue another
+    std::function<void()> cb = task.callbacks[i];
+    cb();
+  }
+}
 
 struct LaterFirst {
   bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
@@ -49,26 +96,53 @@ struct LaterFirst {
 
 // Runs the graph behind `roots`. When `capture` is given (autograd::grad),
 // the gradients arriving at those edges are returned instead of being
-// accumulated into leaves, and no AccumulateGrad node runs.
+// accumulated into leaves, and only the nodes on a path to them run, each
+// computing only the input gradients on such a path (needs_input_grad).
+// With `defer` (backward_inputs), what those nodes skip is recorded there
+// for the weight pass instead.
 TensorList run_backward(const std::vector<Edge>& roots, const TensorList& root_grads, bool keep_graph,
-                        bool create_graph, const std::vector<Edge>* capture) {
-  // Count, for each node, the edges that lead into it.
-  std::unordered_map<Node*, int> dependencies;
-  {
+                        bool create_graph, const std::vector<Edge>* capture, Deferred* defer = nullptr) {
+  // The graph reachable from the roots.
+  std::vector<Node*> order;
+  std::unordered_set<Node*> seen;
+  for (const Edge& r : roots)
+    if (seen.insert(r.node.get()).second) order.push_back(r.node.get());
+  for (size_t k = 0; k < order.size(); ++k)
+    for (const Edge& e : order[k]->next_edges())
+      if (e.valid() && seen.insert(e.node.get()).second) order.push_back(e.node.get());
+
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures;
+  TensorList captured;
+  if (capture) {
+    captured.resize(capture->size());
+    for (size_t i = 0; i < capture->size(); ++i)
+      if ((*capture)[i].valid()) captures[(*capture)[i].node.get()].push_back({(*capture)[i].input_nr, i});
+  }
+  // With targets, a node runs only when a target is downstream of it: found by walking the graph upstream.
+  std::unordered_set<Node*> needed;
+  if (capture) {
+    std::unordered_map<Node*, std::vector<Node*>> upstream;
+    for (Node* n : order)
+      for (const Edge& e : n->next_edges())
+        if (e.valid()) upstream[e.node.get()].push_back(n);
     std::vector<Node*> stack;
-    std::unordered_set<Node*> seen;
-    for (const Edge& r : roots)
-      if (seen.insert(r.node.get()).second) stack.push_back(r.node.get());
+    for (auto& [target, _] : captures) stack.push_back(target);
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
-      for (const Edge& e : n->next_edges()) {
-        if (!e.valid()) continue;
-        dependencies[e.node.get()]++;
-        if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
-      }
+      for (Node* up : upstream[n])
+        if (needed.insert(up).second) stack.push_back(up);
     }
   }
+  auto runs = [&](Node* n) { return capture == nullptr || needed.count(n) > 0; };
+  auto wanted = [&](Node* n) { return runs(n) || captures.count(n) > 0; };
+
+  // For each node, the edges from running nodes that lead into it.
+  std::unordered_map<Node*, int> dependencies;
+  for (Node* n : order)
+    if (runs(n))
+      for (const Edge& e : n->next_edges())
+        if (e.valid()) dependencies[e.node.get()]++;
   std::unordered_map<Node*, TensorList> buffers;
   auto accumulate = [&](const Edge& e, const Tensor& g) {
     TensorList& buf = buffers[e.node.get()];
@@ -77,13 +151,6 @@ TensorList run_backward(const std::vector<Edge>& roots, const TensorList& root_g
     Tensor& slot = buf[e.input_nr];
     slot = slot.defined() ? add(slot, g) : g;
   };
-  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures;
-  TensorList captured;
-  if (capture) {
-    captured.resize(capture->size());
-    for (size_t i = 0; i < capture->size(); ++i)
-      if ((*capture)[i].valid()) captures[(*capture)[i].node.get()].push_back({(*capture)[i].input_nr, i});
-  }
 
   GraphTask task;
   GraphTask* outer = t_current_task;
@@ -108,39 +175,125 @@ TensorList run_backward(const std::vector<Edge>& roots, const TensorList& root_g
     auto cap = captures.find(node.get());
     if (cap != captures.end())
       for (auto [input_nr, index] : cap->second) captured[index] = input_nr < grads.size() ? grads[input_nr] : Tensor();
-    const bool skip = capture != nullptr && dynamic_cast<AccumulateGrad*>(node.get()) != nullptr;
-    TensorList outputs;
-    if (!skip) {
-      bool any = false;
-      for (const Tensor& g : grads) any = any || g.defined();
-      if (any) {
-        AutoGradMode mode(create_graph);
-        try {
-          outputs = node->run(std::move(grads));
-        } catch (const Error&) {
-          rethrow_in(*node);
-        }
+    const auto& edges = node->next_edges();
+    if (!runs(node.get())) {  // a target, or a root only the weight pass needs
+      if (defer != nullptr && cap == captures.end()) defer->idle_roots.emplace_back(node, std::move(grads));
+      continue;
+    }
+    std::vector<bool> mask;
+    bool partial = false;
+    if (capture) {
+      mask.resize(edges.size());
+      for (size_t i = 0; i < edges.size(); ++i) {
+        mask[i] = edges[i].valid() && wanted(edges[i].node.get());
+        partial = partial || (edges[i].valid() && !mask[i]);
       }
+    }
+    if (defer != nullptr) {
+      defer->ran.push_back(node);
+      if (partial) {
+        std::vector<bool> rest(edges.size());
+        for (size_t i = 0; i < edges.size(); ++i) rest[i] = edges[i].valid() && !mask[i];
+        defer->frontier.push_back({node, grads, std::move(rest)});
+      }
+    }
+    TensorList outputs;
+    if (!(capture != nullptr && dynamic_cast<AccumulateGrad*>(node.get()) != nullptr)) {
+      outputs = run_node(*node, std::move(grads), capture ? &mask : nullptr, create_graph);
       if (!keep_graph) node->release_variables();
     }
-    const auto& edges = node->next_edges();
     if (!outputs.empty())
       TR_CHECK(outputs.size() == edges.size(), ValueError,
                "in backward of {}: the formula returned {} gradients for {} inputs", node->name(), outputs.size(),
                edges.size());
     for (size_t i = 0; i < edges.size(); ++i) {
       const Edge& e = edges[i];
-      if (!e.valid()) continue;
+      if (!e.valid() || (capture && !mask[i])) continue;
       if (i < outputs.size() && outputs[i].defined()) accumulate(e, outputs[i]);
-      if (--dependencies[e.node.get()] == 0 && queued.insert(e.node.get()).second) ready.push(e.node);
+      if (--dependencies[e.node.get()] == 0 && wanted(e.node.get()) && queued.insert(e.node.get()).second)
+        ready.push(e.node);
     }
   }
-  // By index: a callback may queue another.
-  for (size_t i = 0; i < task.callbacks.size(); ++i) {
-    std::function<void()> cb = task.callbacks[i];
-    cb();
-  }
+  run_callbacks(task);
   return captured;
+}
+
+// The weight pass of a split backward: the frontier nodes compute the edges
+// the input pass skipped, then everything downstream of those (and of the
+// idle roots) runs as a backward does, accumulating into the leaves.
+void run_deferred(Deferred& d, bool keep_graph) {
+  // The nodes this pass runs: downstream of the frontier's deferred edges and of the idle roots.
+  std::unordered_map<Node*, int> dependencies;
+  std::unordered_set<Node*> members;
+  std::vector<Node*> order;
+  auto visit = [&](Node* n) {
+    if (members.insert(n).second) order.push_back(n);
+  };
+  for (auto& seed : d.frontier)
+    for (size_t i = 0; i < seed.edges.size(); ++i)
+      if (seed.edges[i]) {
+        dependencies[seed.node->next_edges()[i].node.get()]++;
+        visit(seed.node->next_edges()[i].node.get());
+      }
+  for (auto& [root, _] : d.idle_roots) visit(root.get());
+  for (size_t k = 0; k < order.size(); ++k)
+    for (const Edge& e : order[k]->next_edges())
+      if (e.valid()) {
+        dependencies[e.node.get()]++;
+        visit(e.node.get());
+      }
+  std::unordered_map<Node*, TensorList> buffers;
+  auto accumulate = [&](const Edge& e, const Tensor& g) {
+    TensorList& buf = buffers[e.node.get()];
+    if (buf.size() < std::max<uint32_t>(e.node->num_inputs(), e.input_nr + 1))
+      buf.resize(std::max<uint32_t>(e.node->num_inputs(), e.input_nr + 1));
+    Tensor& slot = buf[e.input_nr];
+    slot = slot.defined() ? add(slot, g) : g;
+  };
+  GraphTask task;
+  GraphTask* outer = t_current_task;
+  t_current_task = &task;
+  struct Restore {
+    GraphTask* outer;
+    ~Restore() { t_current_task = outer; }
+  } restore{outer};
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, LaterFirst> ready;
+  auto deliver = [&](Node& from, const TensorList& outputs, const std::vector<bool>* only) {
+    const auto& edges = from.next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge& e = edges[i];
+      if (!e.valid() || (only != nullptr && !(*only)[i])) continue;
+      if (i < outputs.size() && outputs[i].defined()) accumulate(e, outputs[i]);
+      if (--dependencies[e.node.get()] == 0) ready.push(e.node);
+    }
+  };
+  for (auto& [root, grads] : d.idle_roots) {
+    TensorList& buf = buffers[root.get()];
+    buf.resize(std::max(buf.size(), grads.size()));
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (grads[i].defined()) buf[i] = buf[i].defined() ? add(buf[i], grads[i]) : grads[i];
+    if (dependencies[root.get()] == 0) ready.push(root);
+  }
+  for (auto& seed : d.frontier) {
+    TensorList outputs = run_node(*seed.node, std::move(seed.grads), &seed.edges, false);
+    deliver(*seed.node, outputs, &seed.edges);
+  }
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = ready.top();
+    ready.pop();
+    TensorList grads = std::move(buffers[node.get()]);
+    buffers.erase(node.get());
+    grads.resize(std::max<size_t>(grads.size(), node->num_inputs()));
+    TensorList outputs = run_node(*node, std::move(grads), nullptr, false);
+    if (!keep_graph) node->release_variables();
+    deliver(*node, outputs, nullptr);
+  }
+  run_callbacks(task);
+  if (!keep_graph)
+    for (auto& n : d.ran) n->release_variables();
+  d.frontier.clear();
+  d.idle_roots.clear();
+  d.ran.clear();
 }
 
 // Validates roots and makes their gradients (ones for scalars).
@@ -192,6 +345,37 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
              "grad: input {} (shape {}) was not used to compute the outputs; pass allow_unused=true", i,
              inputs[i].shape_str());
   return result;
+}
+
+std::pair<TensorList, std::shared_ptr<DeferredWeightGrads>> backward_inputs(const TensorList& outputs,
+                                                                            const TensorList& inputs,
+                                                                            const TensorList& grad_outputs) {
+  auto [edges, grads] = prepare_roots(outputs, grad_outputs, "backward_inputs");
+  std::vector<Edge> targets;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Edge e = gradient_edge(inputs[i]);
+    TR_CHECK(e.valid(), ValueError, "backward_inputs: input {} does not require grad", i);
+    targets.push_back(e);
+  }
+  auto deferred = std::shared_ptr<DeferredWeightGrads>(new DeferredWeightGrads());
+  deferred->state_ = std::make_unique<Deferred>();
+  TensorList result = run_backward(edges, grads, true, false, &targets, deferred->state_.get());
+  return {result, deferred};
+}
+
+DeferredWeightGrads::DeferredWeightGrads() = default;
+DeferredWeightGrads::~DeferredWeightGrads() = default;
+
+void DeferredWeightGrads::run() {
+  TR_CHECK(!state_->done, ValueError, "backward_weights: this backward's weight gradients were already computed");
+  state_->done = true;
+  run_deferred(*state_, false);
+}
+
+bool DeferredWeightGrads::done() const { return state_->done; }
+
+bool needs_input_grad(size_t edge) {
+  return t_needed_edges == nullptr || edge >= t_needed_edges->size() || (*t_needed_edges)[edge];
 }
 
 void queue_callback(std::function<void()> fn) {

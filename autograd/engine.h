@@ -4,6 +4,8 @@
 // arrived. Among ready nodes the most recently created runs first (as in
 // PyTorch). Runs on the calling thread.
 #include <functional>
+#include <memory>
+#include <utility>
 
 #include "autograd/node.h"
 
@@ -21,6 +23,38 @@ void backward(const TensorList& roots, const TensorList& grad_roots = {}, bool r
 // output depends on is an error unless allow_unused (then its gradient is undefined).
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
                 bool retain_graph = false, bool create_graph = false, bool allow_unused = false);
+
+// A backward split in two, for zero-bubble pipeline schedules: the input
+// pass (backward_inputs) computes d(outputs)/d(inputs) running only the
+// nodes on a path to the inputs, and only the input gradients on such paths
+// (mm's gradient for its activation, not for its weight); the graph is kept.
+// run() later computes the rest (every other leaf's gradient, accumulated
+// into .grad with its hooks, as backward would) by re-entering the nodes
+// where the two parts diverge with the gradients they received, then frees
+// the graph. Together they do the work of one backward.
+class DeferredWeightGrads {
+ public:
+  ~DeferredWeightGrads();
+  void run();
+  bool done() const;
+  struct State;
+
+ private:
+  DeferredWeightGrads();
+  friend std::pair<TensorList, std::shared_ptr<DeferredWeightGrads>> backward_inputs(const TensorList&,
+                                                                                     const TensorList&,
+                                                                                     const TensorList&);
+  std::unique_ptr<State> state_;
+};
+std::pair<TensorList, std::shared_ptr<DeferredWeightGrads>> backward_inputs(const TensorList& outputs,
+                                                                            const TensorList& inputs,
+                                                                            const TensorList& grad_outputs = {});
+
+// Whether the node the engine is running must compute its input gradient
+// `edge` (the one along its next edge `edge`): false when the pass needs
+// nothing from that edge (grad() toward other inputs, an input pass skipping
+// the weights). Formulas with costly gradients ask; the rest compute all.
+bool needs_input_grad(size_t edge);
 
 // Runs fn once the current backward pass has finished (only valid inside a
 // backward pass, e.g. from a hook). DDP waits for its buckets this way.

@@ -1,5 +1,6 @@
 // Autograd kernels of the BLAS products (mm, addmm, baddbmm: matmul, bmm,
 // dot, mv and linear are built from them).
+#include "autograd/engine.h"
 #include "autograd/functions/record.h"
 #include "tensor/op_schemas.h"
 #include "tensor/ops.h"
@@ -32,7 +33,9 @@ Tensor mm_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
       [&](const TensorList& in, const Tensor& o) { return op.call(keys_of(in[0], in[1], o), in[0], in[1], o); },
       [need_a = requires_grad(a), need_b = requires_grad(b)](const Tensor& g, const TensorList& s) -> TensorList {
         const Tensor &a = s[0], &b = s[1];
-        auto [ga, gb] = mm_grads(g, a, b, need_a, need_b);
+        // (an input pass of a split backward leaves the weight's gradient for later: needs_input_grad)
+        auto [ga, gb] =
+            mm_grads(g, a, b, need_a && autograd::needs_input_grad(0), need_b && autograd::needs_input_grad(1));
         return {cast_to(ga, a.dtype()), cast_to(gb, b.dtype())};
       });
 }
@@ -51,13 +54,15 @@ Tensor addmm_like_autograd(bool batched, const Tensor& self, const Tensor& a, co
       [&] { return (batched ? baddbmm_op : addmm_op).call(keys_of(self, a, b), self, a, b, beta, alpha); },
       [=](const Tensor& g, const TensorList& s) -> TensorList {
         const Tensor &x = s[0], &y = s[1];
-        Tensor gself = has_self && be != 0 ? sum_to(be == 1 ? g : mul(g, be), self_shape) : Tensor();
+        const bool want_self = has_self && be != 0 && autograd::needs_input_grad(0);
+        const bool want_a = need_a && autograd::needs_input_grad(1), want_b = need_b && autograd::needs_input_grad(2);
+        Tensor gself = want_self ? sum_to(be == 1 ? g : mul(g, be), self_shape) : Tensor();
         Tensor ga, gb;
         if (batched) {
-          if (need_a) ga = bmm(g, transpose(y, 1, 2));
-          if (need_b) gb = bmm(transpose(x, 1, 2), g);
+          if (want_a) ga = bmm(g, transpose(y, 1, 2));
+          if (want_b) gb = bmm(transpose(x, 1, 2), g);
         } else {
-          std::tie(ga, gb) = mm_grads(g, x, y, need_a, need_b);
+          std::tie(ga, gb) = mm_grads(g, x, y, want_a, want_b);
         }
         if (al != 1) {
           if (ga.defined()) ga = mul(ga, al);

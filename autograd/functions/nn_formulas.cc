@@ -2,6 +2,7 @@
 // the norms, pooling and conv2d.
 #include <cmath>
 
+#include "autograd/engine.h"
 #include "autograd/functions/record.h"
 #include "tensor/op_schemas.h"
 #include "tensor/ops.h"
@@ -180,8 +181,9 @@ Tensor conv2d_autograd(const Tensor& input, const Tensor& weight, const Tensor& 
       "ConvolutionBackward", {input, weight, bias}, {input, weight}, false,
       [&] { return op.call(keys_of(input, weight, bias), input, weight, bias, stride, padding, dilation, groups); },
       [=](const Tensor& g, const TensorList& s) -> TensorList {
-        auto [gi, gw, gb] =
-            conv2d_backward(g, s[0], s[1], stride, padding, dilation, groups, need_input, need_weight, need_bias);
+        auto [gi, gw, gb] = conv2d_backward(
+            g, s[0], s[1], stride, padding, dilation, groups, need_input && autograd::needs_input_grad(0),
+            need_weight && autograd::needs_input_grad(1), need_bias && autograd::needs_input_grad(2));
         return {gi, gw, gb};
       });
 }

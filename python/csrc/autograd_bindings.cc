@@ -56,11 +56,42 @@ void bind_autograd(py::module_& m) {
       py::arg("create_graph") = false);
   m.def(
       "grad",
-      [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, bool retain_graph, bool create_graph) {
+      [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, const std::vector<py::object>& grads,
+         bool retain_graph, bool create_graph, bool allow_unused) {
+        TensorList grad_outputs;
+        for (const py::object& g : grads) grad_outputs.push_back(g.is_none() ? Tensor() : g.cast<Tensor>());
         py::gil_scoped_release nogil;
-        return autograd::grad(outputs, inputs, {}, retain_graph, create_graph);
+        return autograd::grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused);
       },
-      py::arg("outputs"), py::arg("inputs"), py::arg("retain_graph") = false, py::arg("create_graph") = false);
+      py::arg("outputs"), py::arg("inputs"), py::arg("grad_outputs") = std::vector<py::object>{},
+      py::arg("retain_graph") = false, py::arg("create_graph") = false, py::arg("allow_unused") = false);
+  // backward of several roots in one pass (each node runs once, after all its gradients arrived).
+  m.def(
+      "_backward_roots",
+      [](const std::vector<Tensor>& roots, const std::vector<py::object>& grads, bool retain_graph, bool create_graph) {
+        TensorList grad_roots;
+        for (const py::object& g : grads) grad_roots.push_back(g.is_none() ? Tensor() : g.cast<Tensor>());
+        py::gil_scoped_release nogil;
+        autograd::backward(roots, grad_roots, retain_graph, create_graph);
+      },
+      py::arg("roots"), py::arg("grads"), py::arg("retain_graph") = false, py::arg("create_graph") = false);
+  // A backward split in two (zero-bubble pipeline schedules): the input pass returns d(outputs)/d(inputs)
+  // and a handle whose run() later accumulates the remaining (weight) gradients.
+  py::class_<autograd::DeferredWeightGrads, std::shared_ptr<autograd::DeferredWeightGrads>>(m, "_DeferredWeightGrads")
+      .def("run",
+           [](autograd::DeferredWeightGrads& d) {
+             py::gil_scoped_release nogil;
+             d.run();
+           })
+      .def_property_readonly("done", &autograd::DeferredWeightGrads::done);
+  m.def(
+      "_backward_inputs",
+      [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+         const std::vector<Tensor>& grad_outputs) {
+        py::gil_scoped_release nogil;
+        return autograd::backward_inputs(outputs, inputs, grad_outputs);
+      },
+      py::arg("outputs"), py::arg("inputs"), py::arg("grad_outputs"));
   // autograd.Function from Python: the outputs become outputs of a node whose
   // backward calls the Python `backward(*grads)` (with the GIL) and takes
   // one gradient (or None) per tensor input.

@@ -3,21 +3,47 @@ from trainrun import _C
 from trainrun._autograd import no_grad, enable_grad, set_grad_enabled  # noqa: F401
 
 
-def backward(tensors, grad_tensors=None, retain_graph=False, create_graph=False):
-    """Accumulates the gradients of `tensors` (one, or a list) into the leaves' .grad."""
-    if not isinstance(tensors, (list, tuple)):
-        tensors, grad_tensors = [tensors], [grad_tensors]
-    grad_tensors = grad_tensors or [None] * len(tensors)
-    for t, g in zip(tensors, grad_tensors):
-        _C.backward(t, g, retain_graph or len(tensors) > 1, create_graph)
+def _as_list(tensors):
+    return [tensors] if isinstance(tensors, _C.Tensor) else list(tensors)
 
 
-def grad(outputs, inputs, retain_graph=False, create_graph=False):
-    """The gradients of `outputs` with respect to `inputs`, without touching .grad."""
-    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-    single = not isinstance(inputs, (list, tuple))
-    inputs = [inputs] if single else list(inputs)
-    result = _C.grad(outputs, inputs, retain_graph, create_graph)
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None, inputs=None):
+    """Accumulates the gradients of `tensors` (one, or a list: one pass over the graph) into the leaves' .grad;
+    with inputs=, into those tensors' .grad only."""
+    tensors = _as_list(tensors)
+    grad_tensors = grad_tensors if grad_tensors is not None else grad_variables
+    grad_tensors = [None] * len(tensors) if grad_tensors is None else _as_list(grad_tensors)
+    if len(grad_tensors) != len(tensors):
+        raise RuntimeError(f"backward: got {len(tensors)} tensors but {len(grad_tensors)} gradients")
+    retain = create_graph if retain_graph is None else retain_graph
+    if inputs is None:
+        _C._backward_roots(tensors, grad_tensors, retain, create_graph)
+        return
+    inputs = _as_list(inputs)
+    grads = _C.grad(tensors, inputs, grad_tensors, retain, create_graph, True)
+    with no_grad():
+        for t, g in zip(inputs, grads):
+            if g is not None:
+                t.grad = g if t.grad is None else t.grad + g
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """The gradients of `outputs` with respect to `inputs`, without touching .grad (only the part of the graph
+    between them runs). An input the outputs do not depend on is an error unless allow_unused (then None, or
+    zeros with materialize_grads)."""
+    if is_grads_batched:
+        raise NotImplementedError("grad(is_grads_batched=True) is not supported")
+    outputs = _as_list(outputs)
+    inputs = _as_list(inputs)
+    grad_outputs = [None] * len(outputs) if grad_outputs is None else _as_list(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise RuntimeError(f"grad: got {len(outputs)} outputs but {len(grad_outputs)} grad_outputs")
+    retain = create_graph if retain_graph is None else retain_graph
+    result = _C.grad(outputs, inputs, grad_outputs, retain, create_graph, bool(allow_unused) or materialize_grads)
+    if materialize_grads:
+        result = [_C.zeros(list(i.shape), dtype=i.dtype, device=i.device) if g is None else g
+                  for g, i in zip(result, inputs)]
     return tuple(result)
 
 
