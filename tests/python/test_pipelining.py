@@ -88,7 +88,8 @@ def test_validation_names_the_first_bad_action():
 
 
 @pytest.mark.parametrize("nproc", [2, 4])
-@pytest.mark.parametrize("schedule", ["GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "Interleaved1F1B-csv"])
+@pytest.mark.parametrize("schedule", ["GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "Interleaved1F1B-csv",
+                                      "InterleavedZeroBubble", "ZBVZeroBubble"])
 @pytest.mark.parametrize("per_stage,reduction", [(1, "mean"), (2, "sum")])
 def test_schedules_train_as_one_process(ranks, nproc, schedule, per_stage, reduction):
     out = ranks.run_script(nproc, "tests/python/pipelining/pipeline_worker.py", schedule, str(nproc * per_stage),
@@ -136,3 +137,62 @@ def test_schedules_load_from_csv_checked():
                                      [A(1, "F", 0), A(1, "F", 1), A(1, "B", 0), A(1, "B", 1)]])
     with pytest.raises(ValueError, match="deadlocks: stage 0 at 0RECV_B0, stage 1 at 1RECV_F1"):
         schedules.orders_from_csv(stuck, 2, 2, 2)
+
+
+PYTORCH26 = ROOT / "tests" / "python" / "data" / "pytorch26_schedules.json"
+
+
+def test_multi_stage_orders_are_pytorch_26s():
+    """Every rank's compute actions equal PyTorch 2.6's pipeline_order (bubbles left out) for LoopedBFS,
+    Interleaved1F1B, InterleavedZeroBubble and ZBVZeroBubble over a grid of ranks, stages per rank and
+    microbatches (dumped once from the peer: tests/python/data/make_pytorch26_schedules.py)."""
+    import json
+
+    from trainrun.distributed.pipelining import zero_bubble
+    rules = {"LoopedBFS": schedules.looped_bfs_order, "Interleaved1F1B": schedules.interleaved_1f1b_order,
+             "InterleavedZeroBubble": zero_bubble.interleaved_zero_bubble_order,
+             "ZBVZeroBubble": zero_bubble.zbv_order}
+    expected = json.loads(PYTORCH26.read_text())
+    assert {key.split()[0] for key in expected} == set(rules) and len(expected) == 30
+    for key, theirs in expected.items():
+        name, ranks, per_rank, micro = key.split()
+        ours = [[repr(a) for a in rules[name](r, int(ranks), int(per_rank), int(micro))] for r in range(int(ranks))]
+        assert ours == theirs, key
+
+
+@pytest.mark.parametrize("ranks_,micro", [(2, 4), (4, 8), (4, 16)])
+def test_zero_bubble_schedules_fill_the_bubble_with_weight_passes(ranks_, micro):
+    """With the backward split in halves (I and W each as long as a forward, the paper's setting), ZB-1P and
+    ZB-V leave a fraction of interleaved 1F1B's bubble on the same two stages per rank; every stage runs
+    each microbatch's W after its I; a microbatch's activations count as live until its W."""
+    from trainrun.distributed.pipelining import simulator, zero_bubble
+    costs = dict(forward_time=0.5, backward_time=1.0)
+    interleaved = simulator.simulate_ranks(lambda r: schedules.interleaved_1f1b_order(r, ranks_, 2, micro), ranks_,
+                                           2 * ranks_, micro, **costs)
+    for rule, layout in ((zero_bubble.interleaved_zero_bubble_order, schedules.loop_rank),
+                         (zero_bubble.zbv_order, zero_bubble.v_rank)):
+        orders = [rule(r, ranks_, 2, micro) for r in range(ranks_)]
+        for r, order in enumerate(orders):
+            schedules.validate(order, micro)
+            assert {layout(a.stage_index, ranks_) for a in order} == {r}
+        zb = simulator.simulate_ranks(lambda r: orders[r], ranks_, 2 * ranks_, micro, **costs)
+        assert zb.bubble_ratio < 0.5 * interleaved.bubble_ratio, (rule.__name__, zb.bubble_ratio)
+        assert zb.makespan < interleaved.makespan
+        # The round trip through a CSV keeps I and W and checks the V layout.
+        text = schedules.orders_to_csv(orders)
+        assert schedules.orders_from_csv(text, ranks_, 2 * ranks_, micro, layout) == orders
+
+
+def test_split_backward_actions_are_checked():
+    A = schedules._Action
+    assert A.from_str("3I1") == A(3, "I", 1) and A.from_str("0W2") == A(0, "W", 2)
+    assert [repr(a) for a in schedules.lower([A(1, "F", 0), A(1, "I", 0), A(1, "W", 0)], 3)] == \
+        ["1RECV_F0", "1F0", "1SEND_F0", "1RECV_B0", "1I0", "1SEND_B0", "1W0"]
+    with pytest.raises(ValueError, match="1W0: the weight pass of microbatch 0 needs its input pass"):
+        schedules.validate([A(1, "F", 0), A(1, "W", 0), A(1, "I", 0)], 1)
+    with pytest.raises(ValueError, match=r"never runs the weight pass \(W\) of microbatches \[0\]"):
+        schedules.validate([A(1, "F", 0), A(1, "I", 0)], 1)
+    with pytest.raises(ValueError, match="needs its input pass"):
+        schedules.validate([A(1, "F", 0), A(1, "B", 0), A(1, "W", 0)], 1)
+    assert schedules.get_schedule_class("zbvzerobubble").__name__ == "ScheduleZBVZeroBubble"
+    assert schedules.get_schedule_class("InterleavedZeroBubble").__name__ == "ScheduleInterleavedZeroBubble"

@@ -1,7 +1,7 @@
 """A rank of test_pipelining.py: an 8-layer MLP split evenly over the ranks
-(one stage each; two, looped over the ranks, for Interleaved1F1B and
-LoopedBFS; "Interleaved1F1B-csv": LoopedBFS running interleaved orders
-loaded from a CSV), trained 5 SGD steps with a schedule (argv: its name,
+(one stage each; two, looped over the ranks, for Interleaved1F1B, LoopedBFS
+and InterleavedZeroBubble, or in a V for ZBVZeroBubble; "Interleaved1F1B-csv":
+LoopedBFS running interleaved orders loaded from a CSV), trained 5 SGD steps with a schedule (argv: its name,
 the number of microbatches, "mean" or "sum") next to the same model in one
 process over the same microbatches: losses, outputs and every stage's
 gradients must agree within 1e-6."""
@@ -30,12 +30,16 @@ def main():
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     schedule_name, n_micro, reduction = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     rank, world = dist.get_rank(), dist.get_world_size()
-    looped = schedule_name in ("Interleaved1F1B", "LoopedBFS", "Interleaved1F1B-csv")
+    looped = schedule_name in ("Interleaved1F1B", "LoopedBFS", "Interleaved1F1B-csv", "InterleavedZeroBubble",
+                               "ZBVZeroBubble")
     num_stages = world * (2 if looped else 1)
     per = LAYERS // num_stages
     full = nn.Sequential(*make_layers())
     layers = make_layers()
-    indices = [rank + c * world for c in range(num_stages // world)]  # stage s runs on rank s % world
+    if schedule_name == "ZBVZeroBubble":  # rank r holds stages r and 2R - 1 - r
+        indices = [rank, 2 * world - 1 - rank]
+    else:
+        indices = [rank + c * world for c in range(num_stages // world)]  # stage s runs on rank s % world
     modules = {s: nn.Sequential(*layers[s * per:(s + 1) * per]) for s in indices}  # each stage's layers
     stages = [PipelineStage(modules[s], s, num_stages, "cpu") for s in indices]
     cls = get_schedule_class("LoopedBFS" if schedule_name.endswith("-csv") else schedule_name)

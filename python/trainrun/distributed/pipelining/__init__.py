@@ -1,6 +1,8 @@
 """trainrun.distributed.pipelining: pipeline parallelism with PyTorch 2.x's
 names: PipelineStage, ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B,
-ScheduleLoopedBFS (several stages per rank), get_schedule_class,
+ScheduleLoopedBFS (several stages per rank), ScheduleInterleavedZeroBubble and
+ScheduleZBVZeroBubble (backward split into input and weight passes:
+zero_bubble.py), get_schedule_class,
 TensorChunkSpec (see stage.py, schedules.py, microbatch.py); simulator.py runs
 schedules on paper (timeline, bubble ratio, deadlocks)."""
 from trainrun.distributed.pipelining.microbatch import TensorChunkSpec  # noqa: F401
@@ -8,3 +10,4 @@ from trainrun.distributed.pipelining.schedules import (PipelineScheduleMulti, Pi
                                                        Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B,
                                                        ScheduleLoopedBFS, get_schedule_class)
 from trainrun.distributed.pipelining.stage import PipelineStage  # noqa: F401
+from trainrun.distributed.pipelining.zero_bubble import ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble  # noqa

@@ -1,8 +1,9 @@
 """Pipeline schedules as data. A schedule is, per rank, a list of actions
 (stage, computation, microbatch), printed as PyTorch prints them ("2F0",
-"1B3"): the compute order (F forward, B backward) comes from the schedule's
-rule, and lowering adds the communication (RECV_F before a forward that
-needs its input, SEND_F after it; RECV_B/SEND_B for backward). The executor
+"1B3"): the compute order (F forward, B backward, or B split into I, the
+input's gradient, and W, the weights': zero_bubble.py) comes from the
+schedule's rule, and lowering adds the communication (RECV_F before a
+forward that needs its input, SEND_F after it; RECV_B/SEND_B around B or I). The executor
 runs the lowered list: sends are non-blocking and complete by the end of
 the step, receives wait (with the group's timeout), so a list whose sends
 and receives pair up in the same order on each channel cannot hang."""
@@ -10,7 +11,8 @@ import collections
 
 from trainrun.distributed.pipelining.microbatch import merge_chunks, split_args_kwargs_into_chunks
 
-F, B, SEND_F, RECV_F, SEND_B, RECV_B = "F", "B", "SEND_F", "RECV_F", "SEND_B", "RECV_B"
+F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B = "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"
+BACKWARDS = (B, I)  # what sends the input's gradient to the previous stage
 
 
 class _Action(collections.namedtuple("_Action", ["stage_index", "computation_type", "microbatch_index"])):
@@ -20,7 +22,7 @@ class _Action(collections.namedtuple("_Action", ["stage_index", "computation_typ
     @staticmethod
     def from_str(text):
         import re
-        m = re.fullmatch(r"(\d+)(SEND_F|RECV_F|SEND_B|RECV_B|F|B)(\d+)", text.strip())
+        m = re.fullmatch(r"(\d+)(SEND_F|RECV_F|SEND_B|RECV_B|F|B|I|W)(\d+)", text.strip())
         if not m:
             raise ValueError(f"not an action: {text!r} (expected e.g. '2F0' or '1RECV_B3')")
         return _Action(int(m.group(1)), m.group(2), int(m.group(3)))
@@ -89,6 +91,8 @@ def lower(order, num_stages):
             out.append(a)
             if s < num_stages - 1:
                 out.append(_Action(s, SEND_F, a.microbatch_index))
+        elif a.computation_type == W:  # the weights' gradients: nobody waits for them
+            out.append(a)
         else:
             if s < num_stages - 1:
                 out.append(_Action(s, RECV_B, a.microbatch_index))
@@ -100,27 +104,38 @@ def lower(order, num_stages):
 
 def validate(order, n_microbatches):
     """Refuses a compute order that cannot run: on each stage, every microbatch forwarded once, then
-    backwarded once, in that order. Raises ValueError naming the first bad action."""
+    backwarded once (B, or I then W). Raises ValueError naming the first bad action."""
     stages = sorted({a.stage_index for a in order})
     if len(stages) > 1:
         for s in stages:
             validate([a for a in order if a.stage_index == s], n_microbatches)
         return
-    forwarded, backwarded = set(), set()
+    forwarded, backwarded, weighted = set(), set(), set()
     for a in order:
-        if a.computation_type == F:
-            if a.microbatch_index in forwarded:
-                raise ValueError(f"action {a!r}: microbatch {a.microbatch_index} is forwarded twice")
-            forwarded.add(a.microbatch_index)
-        elif a.computation_type == B:
-            if a.microbatch_index not in forwarded:
-                raise ValueError(f"action {a!r}: backward before the forward of microbatch {a.microbatch_index}")
-            if a.microbatch_index in backwarded:
-                raise ValueError(f"action {a!r}: microbatch {a.microbatch_index} is backwarded twice")
-            backwarded.add(a.microbatch_index)
+        m, kind = a.microbatch_index, a.computation_type
+        if kind == F:
+            if m in forwarded:
+                raise ValueError(f"action {a!r}: microbatch {m} is forwarded twice")
+            forwarded.add(m)
+        elif kind in BACKWARDS:
+            if m not in forwarded:
+                raise ValueError(f"action {a!r}: backward before the forward of microbatch {m}")
+            if m in backwarded:
+                raise ValueError(f"action {a!r}: microbatch {m} is backwarded twice")
+            backwarded.add(m)
+            if kind == B:
+                weighted.add(m)
+        elif kind == W:
+            if m not in backwarded or m in weighted:
+                raise ValueError(f"action {a!r}: the weight pass of microbatch {m} needs its input pass (I) first, "
+                                 "once")
+            weighted.add(m)
     missing = set(range(n_microbatches)) - backwarded
     if missing:
         raise ValueError(f"the schedule never runs the backward of microbatches {sorted(missing)}")
+    unweighted = backwarded - weighted
+    if unweighted:
+        raise ValueError(f"the schedule never runs the weight pass (W) of microbatches {sorted(unweighted)}")
 
 
 def orders_to_csv(orders):
@@ -128,11 +143,16 @@ def orders_to_csv(orders):
     return "".join(",".join(repr(a) for a in order) + "\n" for order in orders)
 
 
-def orders_from_csv(text, num_ranks, num_stages, n_microbatches):
+def loop_rank(stage, num_ranks):
+    """The rank that holds `stage` when stages loop over the ranks (stage s on rank s % R)."""
+    return stage % num_ranks
+
+
+def orders_from_csv(text, num_ranks, num_stages, n_microbatches, stage_rank=loop_rank):
     """The compute orders of a CSV (orders_to_csv's form; empty cells are bubbles), checked: one line per rank,
-    each action on a stage of its rank (stage s runs on rank s % num_ranks), every stage's microbatches
-    forwarded then backwarded once, and the whole schedule run on paper (simulator) so that one that would
-    deadlock is refused naming the stuck actions."""
+    each action on a stage of its rank (stage_rank(s, R): s % R, or zero_bubble.v_rank for the V layout), every
+    stage's microbatches forwarded then backwarded once, and the whole schedule run on paper (simulator) so
+    that one that would deadlock is refused naming the stuck actions."""
     rows = [line for line in text.splitlines() if line.strip()]
     if len(rows) != num_ranks:
         raise ValueError(f"schedule CSV: {len(rows)} lines for {num_ranks} ranks (one line per rank)")
@@ -140,10 +160,10 @@ def orders_from_csv(text, num_ranks, num_stages, n_microbatches):
     for rank, line in enumerate(rows):
         order = [_Action.from_str(cell) for cell in line.split(",") if cell.strip()]
         for a in order:
-            if a.stage_index >= num_stages or a.stage_index % num_ranks != rank:
+            if a.stage_index >= num_stages or stage_rank(a.stage_index, num_ranks) != rank:
                 raise ValueError(f"schedule CSV: action {a!r} on line {rank + 1} is for stage {a.stage_index}, "
                                  f"which does not run on rank {rank} ({num_stages} stages over {num_ranks} ranks)")
-        for s in range(rank, num_stages, num_ranks):
+        for s in (s for s in range(num_stages) if stage_rank(s, num_ranks) == rank):
             try:
                 validate([a for a in order if a.stage_index == s], n_microbatches)
             except ValueError as e:
@@ -151,8 +171,9 @@ def orders_from_csv(text, num_ranks, num_stages, n_microbatches):
         orders.append(order)
     # Each channel delivers in order: a stage must take its neighbour's microbatches in the order they were sent.
     def sequence(stage, kind):
-        return [a.microbatch_index for a in orders[stage % num_ranks] if a.stage_index == stage and
-                a.computation_type == kind]
+        kinds = BACKWARDS if kind == B else (kind,)
+        return [a.microbatch_index for a in orders[stage_rank(stage, num_ranks)] if a.stage_index == stage and
+                a.computation_type in kinds]
     for s in range(1, num_stages):
         for kind, sender, receiver in ((F, s - 1, s), (B, s, s - 1)):
             if sequence(sender, kind) != sequence(receiver, kind):
@@ -170,15 +191,20 @@ class _PipelineSchedule:
     target) runs per microbatch on the last stage; scale_grads divides each microbatch's loss by the number of
     microbatches, so the gradients are the mean over microbatches (False: their sum, as PyTorch 2.6)."""
 
+    _stage_rank = staticmethod(loop_rank)  # where each stage runs (the V layout: zero_bubble.v_rank)
+
     def _setup(self, stages, order, n_microbatches, loss_fn, args_chunk_spec, kwargs_chunk_spec, scale_grads):
         if n_microbatches < 1:
             raise ValueError(f"n_microbatches must be positive, got {n_microbatches}")
+        for stage in stages:
+            stage._use_layout(self._stage_rank)
+        self._rank = self._stage_rank(stages[0].stage_index, stages[0].group_size)
         self._stages = {stage.stage_index: stage for stage in stages}
         self._n_microbatches, self._loss_fn = n_microbatches, loss_fn
         self._args_chunk_spec, self._kwargs_chunk_spec = args_chunk_spec, kwargs_chunk_spec
         self.scale_grads = scale_grads
         validate(order, n_microbatches)
-        self.pipeline_order = {stages[0].stage_index % stages[0].num_stages: order}
+        self.pipeline_order = {self._rank: order}
         self.actions = lower(order, stages[0].num_stages)
         self._first = next((st for st in stages if st.is_first), None)
         self._last = next((st for st in stages if st.is_last), None)
@@ -200,10 +226,9 @@ class _PipelineSchedule:
         stage = next(iter(self._stages.values()))
         R = self._num_ranks()
         with open(filename) as f:
-            orders = orders_from_csv(f.read(), R, stage.num_stages, self._n_microbatches)
-        rank = stage.stage_index % R
-        self.pipeline_order = {rank: orders[rank]}
-        self.actions = lower(orders[rank], stage.num_stages)
+            orders = orders_from_csv(f.read(), R, stage.num_stages, self._n_microbatches, self._stage_rank)
+        self.pipeline_order = {self._rank: orders[self._rank]}
+        self.actions = lower(orders[self._rank], stage.num_stages)
 
     def step(self, *args, target=None, losses=None, **kwargs):
         n, first, last = self._n_microbatches, self._first, self._last
@@ -232,13 +257,15 @@ class _PipelineSchedule:
                     stage.send_forward(m)
                 elif a.computation_type == RECV_B:
                     stage.recv_backward(m)
-                elif a.computation_type == B:
+                elif a.computation_type in BACKWARDS:
                     loss = None
                     if stage.is_last:
                         if self._loss_fn is None:
                             raise ValueError("step(): backward on the last stage needs a loss_fn")
                         loss = microbatch_losses[m] / n if self.scale_grads else microbatch_losses[m]
-                    stage.backward(m, loss)
+                    stage.backward(m, loss, weights=a.computation_type == B)
+                elif a.computation_type == W:
+                    stage.backward_weight(m)
                 elif a.computation_type == SEND_B:
                     stage.send_backward(m)
         finally:
@@ -265,7 +292,7 @@ class PipelineScheduleSingle(_PipelineSchedule):
 
 class PipelineScheduleMulti(_PipelineSchedule):
     """A schedule for several stages per rank (stages: this rank's, looped over the ranks: rank r holds
-    stages r, r + R, ...)."""
+    stages r, r + R, ...; or for ScheduleZBVZeroBubble, in a V)."""
     _order = staticmethod(looped_bfs_order)
 
     def __init__(self, stages, n_microbatches, loss_fn=None, args_chunk_spec=None, kwargs_chunk_spec=None,
@@ -274,12 +301,13 @@ class PipelineScheduleMulti(_PipelineSchedule):
         if not stages:
             raise ValueError(f"{type(self).__name__}: give this rank's stages (at least one)")
         num_stages = stages[0].num_stages
-        ranks = num_stages // len(stages)
-        rank = stages[0].stage_index % ranks
-        if num_stages % len(stages) or [st.stage_index for st in stages] != \
-                [c * ranks + rank for c in range(len(stages))]:
-            raise ValueError(f"{type(self).__name__}: this rank's stages must be r, r + R, ... for R = {ranks} "
-                             f"ranks, got {[st.stage_index for st in stages]} of {num_stages}")
+        ranks = stages[0].group_size
+        rank = self._stage_rank(stages[0].stage_index, ranks)
+        expected = [s for s in range(num_stages) if self._stage_rank(s, ranks) == rank]
+        if [st.stage_index for st in stages] != expected:
+            layout = "r, r + R, ..." if self._stage_rank is loop_rank else "r and 2R - 1 - r"
+            raise ValueError(f"{type(self).__name__}: this rank's stages must be {layout} for R = {ranks} ranks "
+                             f"({expected}), got {[st.stage_index for st in stages]} of {num_stages}")
         order = self._order(rank, ranks, len(stages), n_microbatches) if n_microbatches >= 1 else []
         self._rank_order = lambda r, R: self._order(r, R, len(stages), n_microbatches)
         self._setup(stages, order, n_microbatches, loss_fn, args_chunk_spec, kwargs_chunk_spec, scale_grads)
@@ -302,8 +330,11 @@ class ScheduleInterleaved1F1B(PipelineScheduleMulti):
 
 
 def get_schedule_class(name):
+    from trainrun.distributed.pipelining.zero_bubble import ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble
     schedules = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B, "LoopedBFS": ScheduleLoopedBFS,
-                 "Interleaved1F1B": ScheduleInterleaved1F1B}
+                 "Interleaved1F1B": ScheduleInterleaved1F1B, "InterleavedZeroBubble": ScheduleInterleavedZeroBubble,
+                 "ZBVZeroBubble": ScheduleZBVZeroBubble, "PipelineScheduleSingle": PipelineScheduleSingle,
+                 "PipelineScheduleMulti": PipelineScheduleMulti}
     for key, cls in schedules.items():
         if key.lower() == name.lower():
             return cls

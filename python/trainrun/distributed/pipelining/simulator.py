@@ -1,6 +1,7 @@
 """Runs pipeline schedules on paper: each rank executes its lowered action
-list in order, a forward takes forward_time and a backward backward_time, a
-send is posted at once (non-blocking, as the executor's), and a receive
+list in order, a forward takes forward_time and a backward backward_time
+(split, its input part I takes input_time and its weight part W weight_time:
+half of backward_time each unless given), a send is posted at once (non-blocking, as the executor's), and a receive
 waits until its matching send has been posted plus comm_time. The result is
 each rank's timeline, the step's makespan, the bubble ratio (idle time over
 total time) and the peak of microbatches each stage holds. A schedule whose
@@ -13,7 +14,7 @@ schedules too.
     timeline.dump_chrometrace("1f1b.json")    # for chrome://tracing or Perfetto"""
 import json
 
-from trainrun.distributed.pipelining.schedules import B, F, RECV_B, RECV_F, SEND_B, SEND_F, lower
+from trainrun.distributed.pipelining.schedules import B, F, I, RECV_B, RECV_F, SEND_B, SEND_F, W, lower
 
 _MATCHING_SEND = {RECV_F: SEND_F, RECV_B: SEND_B}
 
@@ -30,6 +31,8 @@ class Timeline:
         for stage, evs in events.items():
             live = peak = 0
             for _, _, a in evs:
+                if a.computation_type == I:  # a microbatch's activations stay until its weight pass
+                    continue
                 live += 1 if a.computation_type == F else -1
                 peak = max(peak, live)
             self.peak_live[stage] = peak
@@ -61,21 +64,29 @@ class Timeline:
             json.dump({"traceEvents": trace}, f)
 
 
-def simulate(order_of_stage, num_stages, n_microbatches, forward_time=1.0, backward_time=2.0, comm_time=0.0):
+def simulate(order_of_stage, num_stages, n_microbatches, forward_time=1.0, backward_time=2.0, comm_time=0.0,
+             input_time=None, weight_time=None):
     """order_of_stage(stage) -> that stage's compute order (e.g. one_f_one_b_order with the rest bound)."""
     lowered = {s: lower(order_of_stage(s), num_stages) for s in range(num_stages)}
-    return _run(lowered, num_stages, n_microbatches, forward_time, backward_time, comm_time)
+    return _run(lowered, num_stages, n_microbatches, _costs(forward_time, backward_time, input_time, weight_time),
+                comm_time)
 
 
 def simulate_ranks(order_of_rank, num_ranks, num_stages, n_microbatches, forward_time=1.0, backward_time=2.0,
-                   comm_time=0.0):
-    """For several stages per rank (interleaved_1f1b_order, looped_bfs_order): order_of_rank(rank) -> that
-    rank's compute order over its stages; the timeline has one row per rank."""
+                   comm_time=0.0, input_time=None, weight_time=None):
+    """For several stages per rank (interleaved_1f1b_order, looped_bfs_order, the zero-bubble orders):
+    order_of_rank(rank) -> that rank's compute order over its stages; the timeline has one row per rank."""
     lowered = {r: lower(order_of_rank(r), num_stages) for r in range(num_ranks)}
-    return _run(lowered, num_ranks, n_microbatches, forward_time, backward_time, comm_time)
+    return _run(lowered, num_ranks, n_microbatches, _costs(forward_time, backward_time, input_time, weight_time),
+                comm_time)
 
 
-def _run(lowered, rows, n_microbatches, forward_time, backward_time, comm_time):
+def _costs(forward_time, backward_time, input_time, weight_time):
+    return {F: forward_time, B: backward_time, I: backward_time / 2 if input_time is None else input_time,
+            W: backward_time / 2 if weight_time is None else weight_time}
+
+
+def _run(lowered, rows, n_microbatches, costs, comm_time):
     """Executes each row's (a rank's) lowered list; receives match sends by (kind, sending stage, microbatch)."""
     position = {r: 0 for r in range(rows)}
     clock = {r: 0.0 for r in range(rows)}
@@ -87,8 +98,8 @@ def _run(lowered, rows, n_microbatches, forward_time, backward_time, comm_time):
             while position[r] < len(lowered[r]):
                 a = lowered[r][position[r]]
                 kind, s = a.computation_type, a.stage_index
-                if kind in (F, B):
-                    cost = forward_time if kind == F else backward_time
+                if kind in costs:
+                    cost = costs[kind]
                     events[r].append((clock[r], clock[r] + cost, a))
                     clock[r] += cost
                 elif kind in (SEND_F, SEND_B):

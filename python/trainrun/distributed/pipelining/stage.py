@@ -1,8 +1,12 @@
 """PipelineStage: one stage of a pipeline, on one rank of its group: stage
 s runs on group rank s % group size (one stage per rank, or several looped
-over the ranks for the interleaved schedules). It runs its module's forward and backward per
-microbatch and exchanges activations (forward) and their gradients
-(backward) with its neighbours by point-to-point operations. Each tensor
+over the ranks for the interleaved schedules), or in a V (rank r holds
+stages r and 2R - 1 - r: ScheduleZBVZeroBubble). It runs its module's
+forward and backward per microbatch (the backward whole, or split into the
+input's gradient and, later, the weights': zero bubble) and exchanges
+activations (forward) and their gradients (backward) with its neighbours by
+point-to-point operations, or in memory when the neighbour is on the same
+rank. Each tensor
 travels with a small header (dtype and shape), so the receiving stage
 allocates exactly what comes, and a shape that changes between steps
 needs no renegotiation. Each channel (activations into stage s, gradients
@@ -14,6 +18,7 @@ from trainrun import distributed as dist
 _DTYPES = [_C.dtype.float32, _C.dtype.float64, _C.dtype.float16, _C.dtype.bfloat16, _C.dtype.int64,
            _C.dtype.int32, _C.dtype.int8, _C.dtype.uint8, _C.dtype.bool]
 _HEADER = 10  # count or (dtype index, ndim, up to 8 sizes)
+_LOCAL = {}  # (group, channel) -> tensors a stage sent to another stage of the same rank, oldest first
 
 
 class PipelineStage:
@@ -21,25 +26,37 @@ class PipelineStage:
                  group=None, dw_builder=None):
         if not 0 <= stage_index < num_stages:
             raise ValueError(f"PipelineStage: stage_index {stage_index} is not in [0, {num_stages})")
+        from trainrun.distributed.pipelining.schedules import loop_rank
+        from trainrun.distributed.pipelining.zero_bubble import v_rank
         size = dist.get_world_size(group)
         if num_stages % size:
             raise ValueError(f"PipelineStage: {num_stages} stages do not spread evenly over the group's {size} "
                              "ranks (one stage per rank, or the same number on each)")
-        if dist.get_rank(group) != stage_index % size:
+        me = dist.get_rank(group)
+        layouts = [f for f in (loop_rank, v_rank) if f(stage_index, size) == me and (f is loop_rank or
+                                                                                      num_stages == 2 * size)]
+        if not layouts:
             raise ValueError(f"PipelineStage: stage {stage_index} runs on group rank {stage_index % size} (stages "
-                             f"loop over the ranks), this is rank {dist.get_rank(group)}")
+                             f"loop over the ranks) or, in a V of 2 stages per rank, on {v_rank(stage_index, size)}; "
+                             f"this is rank {me}")
         self.submod, self.stage_index, self.num_stages, self.device = submodule, stage_index, num_stages, device
-        self.group = group
-        ranks = dist.get_process_group_ranks(group)
-        self.prev_rank = ranks[(stage_index - 1) % size] if stage_index > 0 else None
-        self.next_rank = ranks[(stage_index + 1) % size] if stage_index < num_stages - 1 else None
+        self.group, self.group_size, self.group_rank = group, size, me
         self.is_first, self.is_last = stage_index == 0, stage_index == num_stages - 1
+        self._use_layout(layouts[0])
         self._pending_sends = []
         self.clear()
+
+    def _use_layout(self, stage_rank):
+        """Where the neighbours are: stage_rank(stage, group size) is the group rank holding a stage."""
+        ranks = dist.get_process_group_ranks(self.group)
+        s, size = self.stage_index, self.group_size
+        self.prev_rank = ranks[stage_rank(s - 1, size)] if s > 0 else None
+        self.next_rank = ranks[stage_rank(s + 1, size)] if s < self.num_stages - 1 else None
 
     def clear(self):
         """Forgets the microbatches of the last step."""
         self.inputs, self.outputs, self.losses, self.received_grads = {}, {}, {}, {}
+        self.input_grads, self.weight_passes = {}, {}
 
     # ---- point to point ---------------------------------------------------------------------------
     def _peer(self, global_rank):
@@ -50,7 +67,13 @@ class PipelineStage:
         """The channel of activations (backward: gradients) going into `stage`."""
         return 2 * stage + (1 if backward else 0)
 
+    def _is_me(self, global_rank):
+        return self._peer(global_rank) == self.group_rank
+
     def _send(self, tensors, to, tag):
+        if self._is_me(to):  # the neighbour is on this rank: a copy, as the wire would give it
+            _LOCAL.setdefault((id(self.group), tag), []).append([t.detach().clone() for t in tensors])
+            return
         header = _C.zeros([_HEADER], dtype=_C.dtype.int64)
         header[0] = len(tensors)
         works, sent = [dist.isend(header, self._peer(to), group=self.group, tag=tag)], []
@@ -69,6 +92,12 @@ class PipelineStage:
         self._pending_sends.append((works, sent, header))  # buffers stay alive until the sends finish
 
     def _recv(self, frm, tag):
+        if self._is_me(frm):
+            waiting = _LOCAL.get((id(self.group), tag))
+            if not waiting:
+                raise RuntimeError(f"stage {self.stage_index}: nothing was sent on channel {tag} by this rank's other "
+                                   "stage (the schedule receives before it sends)")
+            return waiting.pop(0)
         header = _C.zeros([_HEADER], dtype=_C.dtype.int64)
         dist.recv(header, self._peer(frm), group=self.group, tag=tag)
         out = []
@@ -112,19 +141,34 @@ class PipelineStage:
     def recv_backward(self, m):
         self.received_grads[m] = self._recv(self.next_rank, self._tag(self.stage_index, backward=True))
 
-    def backward(self, m, loss=None):
+    def backward(self, m, loss=None, weights=True):
+        """The microbatch's backward from the loss (last stage) or the received gradients. weights=False does
+        only the input's gradient (I, for send_backward) and keeps the graph for backward_weight (W)."""
         out = self.outputs.pop(m)
         if self.is_last:
-            loss.backward()
+            roots, grads = [loss], []
         else:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
-            grads = self.received_grads.pop(m)
-            pairs = [(o, g) for o, g in zip(outs, grads) if o.requires_grad]
-            for k, (o, g) in enumerate(pairs):
-                o.backward(g, retain_graph=k < len(pairs) - 1)
+            pairs = [(o, g) for o, g in zip(outs, self.received_grads.pop(m)) if o.requires_grad]
+            roots, grads = [o for o, _ in pairs], [g for _, g in pairs]
+        if weights:
+            _C._backward_roots(roots, grads or [None] * len(roots))
+            return
+        args, _ = self.inputs[m]
+        wanted = [a for a in args if isinstance(a, _C.Tensor) and a.requires_grad]
+        got, self.weight_passes[m] = _C._backward_inputs(roots, wanted, grads)
+        self.input_grads[m] = {id(a): g for a, g in zip(wanted, got)}
+
+    def backward_weight(self, m):
+        """The weights' gradients of microbatch m (its backward(weights=False) ran before)."""
+        self.weight_passes.pop(m).run()
 
     def send_backward(self, m):
         args, _ = self.inputs.pop(m)
-        grads = [a.grad if a.grad is not None else _C.zeros(list(a.shape), dtype=a.dtype)
-                 for a in args if isinstance(a, _C.Tensor) and a.is_floating_point()]
+        computed = self.input_grads.pop(m, None)
+        grads = []
+        for a in args:
+            if isinstance(a, _C.Tensor) and a.is_floating_point():
+                g = computed.get(id(a)) if computed is not None else a.grad
+                grads.append(g if g is not None else _C.zeros(list(a.shape), dtype=a.dtype))
         self._send(grads, self.prev_rank, self._tag(self.stage_index - 1, backward=True))
