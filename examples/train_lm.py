@@ -323,7 +323,8 @@ def parse_args(argv=None):
     p.add_argument("--on-torch", action="store_true", help="run on PyTorch 2.x instead (its torchrun)")
     p.add_argument("--pp", type=int, default=1, help="pipeline stages, one per rank (all the ranks)")
     p.add_argument("--schedule", default="1F1B",
-                   help="the pipeline schedule: GPipe, 1F1B, or with two stages per rank Interleaved1F1B, LoopedBFS")
+                   help="the pipeline schedule: GPipe, 1F1B, or with two stages per rank Interleaved1F1B "
+                        "(interleaved), LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble (zb)")
     p.add_argument("--microbatches", type=int, default=4, help="microbatches per step with --pp")
     p.add_argument("--stop-after", type=int, default=None, help="exit after this step (tests of --resume)")
     return p.parse_args(argv)

@@ -115,17 +115,21 @@ def test_a_live_progress_bar_on_a_terminal_and_none_in_a_pipe(tmp_path):
 
 def test_pipeline_stages_follow_the_curve_and_checkpoints_move_between_layouts(tmp_path):
     """--pp 2 (1F1B, 4 microbatches; the tied embedding's two copies kept equal) follows FSDP's curve, and so
-    does Interleaved1F1B (4 stages looped over the 2 ranks); the pipeline's checkpoint (each rank's own
-    layers) resumes in one process, and FSDP's resumes as a GPipe pipeline."""
+    do Interleaved1F1B (4 stages looped over the 2 ranks) and zero-bubble ZB-V ("zb": 4 stages in a V, the tied
+    embedding one tensor on rank 0); the pipeline's checkpoint (each rank's own layers) resumes in one
+    process, and FSDP's resumes as a GPipe pipeline."""
     four = ("--layers", "4")
     _, fsdp = train(2, tmp_path / "fsdp", *four)
     lines, pp = train(2, tmp_path / "pp", *four, "--pp", "2")
     assert any("pipeline (2 stages on 2 ranks, 1F1B, 4 microbatches)" in line for line in lines), lines[:3]
     lines, interleaved = train(2, tmp_path / "interleaved", *four, "--pp", "2", "--schedule", "Interleaved1F1B")
     assert any("pipeline (4 stages on 2 ranks, Interleaved1F1B" in line for line in lines), lines[:3]
+    lines, zb = train(2, tmp_path / "zb", *four, "--pp", "2", "--schedule", "zb")
+    assert any("pipeline (4 stages on 2 ranks, zb" in line for line in lines), lines[:3]
     for step in (10, 20, 30):
         assert pp[step] == pytest.approx(fsdp[step], abs=2e-3), (pp, fsdp)
         assert interleaved[step] == pytest.approx(fsdp[step], abs=2e-3), (interleaved, fsdp)
+        assert zb[step] == pytest.approx(fsdp[step], abs=2e-3), (zb, fsdp)
     assert LAST_LINE.match(lines[-1]), lines[-1]
     shutil.rmtree(tmp_path / "pp" / "ckpt" / "step_30")
     _, resumed = train(1, tmp_path / "pp", *four, "--resume")
