@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""bench/pipeline: one training step (SGD) of a 4-layer MLP (Linear(1024) + ReLU, batch 256) split into two
-pipeline stages on 2 ranks, GPipe and 1F1B with 4 and 8 microbatches, next to the whole model in one
-process; trainrun and PyTorch 2.6 (peer chroot) in one run with the same rank script
-(bench/pipeline_rank.py). Cells: median step time in ms; "hung" when a run did not finish in 120 s
+"""bench/pipeline: one training step (SGD) of a 4-layer MLP (Linear(1024) + ReLU, batch 256) on 2 ranks:
+two stages with GPipe and 1F1B (4 and 8 microbatches), four stages (two per rank) with Interleaved1F1B and
+the zero-bubble schedules InterleavedZeroBubble and ZBVZeroBubble (8 microbatches), next to the whole model
+in one process; each row's simulated bubble (F = 1, B = 2, I = W = 1); trainrun and PyTorch 2.6 (peer chroot) in one run with the same rank script
+(bench/pipeline_rank.py). Cells: median step time in ms; "hung" when a run did not finish in 120 s, "fails"
+when it ended with an error
 (PyTorch 2.6's 1F1B can hang on Gloo: pytorch#132644).
 
     bench/pipeline.py"""
@@ -28,23 +30,43 @@ def run(side, schedule, micro):
     try:
         out = subprocess.run(cmd + args, capture_output=True, text=True, timeout=150, env=env, cwd=ROOT)
     except subprocess.TimeoutExpired:
-        return None
+        return "hung"
     m = re.search(r"RESULT step_ms (\S+)", out.stdout)
-    return float(m.group(1)) if m else None
+    return float(m.group(1)) if m else ("hung" if out.returncode == 124 else "fails")
 
 
 def main():
     sides = ["trainrun"] + (["torch"] if pathlib.Path("/opt/trixie/usr/bin/python3").exists() else [])
     rows = [("one process", "single", 1), ("GPipe, 4 microbatches", "GPipe", 4), ("GPipe, 8 microbatches", "GPipe", 8),
-            ("1F1B, 4 microbatches", "1F1B", 4), ("1F1B, 8 microbatches", "1F1B", 8)]
-    print(f"{'step (ms), 2 ranks':28} " + " ".join(f"{s:>10}" for s in sides))
-    print("-" * (29 + 11 * len(sides)))
+            ("1F1B, 4 microbatches", "1F1B", 4), ("1F1B, 8 microbatches", "1F1B", 8),
+            ("Interleaved1F1B, 8", "Interleaved1F1B", 8), ("InterleavedZeroBubble, 8", "InterleavedZeroBubble", 8),
+            ("ZBVZeroBubble, 8", "ZBVZeroBubble", 8)]
+    print(f"{'step (ms), 2 ranks':28} " + " ".join(f"{s:>10}" for s in sides) + f" {'sim. bubble':>12}")
+    print("-" * (42 + 11 * len(sides)))
     for label, schedule, micro in rows:
         cells = []
         for side in sides:
             ms = run(side, schedule, micro)
-            cells.append(f"{ms:10.1f}" if ms is not None else f"{'hung':>10}")
-        print(f"{label:28} " + " ".join(cells), flush=True)
+            cells.append(f"{ms:10.1f}" if isinstance(ms, float) else f"{ms:>10}")
+        print(f"{label:28} " + " ".join(cells) + f" {simulated_bubble(schedule, micro):>12}", flush=True)
+
+
+def simulated_bubble(schedule, micro):
+    import sys
+    sys.path.insert(0, str(ROOT / "python"))
+    from trainrun.distributed.pipelining import schedules, simulator, zero_bubble
+    if schedule == "single":
+        return ""
+    if schedule in ("GPipe", "1F1B"):
+        rule = schedules.gpipe_order if schedule == "GPipe" else schedules.one_f_one_b_order
+        t = simulator.simulate(lambda s: rule(s, 2, micro), 2, micro)
+    else:
+        rule = {"Interleaved1F1B": schedules.interleaved_1f1b_order,
+                "InterleavedZeroBubble": zero_bubble.interleaved_zero_bubble_order,
+                "ZBVZeroBubble": zero_bubble.zbv_order}[schedule]
+        t = simulator.simulate_ranks(lambda r: rule(r, 2, 2, micro), 2, 4, micro, forward_time=0.5,
+                                     backward_time=1.0)
+    return f"{t.bubble_ratio:.1%}"
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """One rank of bench/pipeline.py, the same code for trainrun and PyTorch 2.6 (argv[1]): a 4-layer MLP
-(Linear(1024) + ReLU) with batch 256, split into one stage per rank, trained with SGD by argv[2] ("GPipe",
-"1F1B", or "single": the whole model in one process) with argv[3] microbatches. Rank 0 prints
-"RESULT step_ms <median of 10 steps after 3 warm-up steps>"."""
+(Linear(1024) + ReLU) with batch 256, trained with SGD by argv[2] with argv[3] microbatches: "GPipe" or
+"1F1B" (one stage of two layers per rank), "Interleaved1F1B", "InterleavedZeroBubble" (two stages of one
+layer per rank, looped) or "ZBVZeroBubble" (the same in a V: rank r holds stages r and 3 - r), or "single"
+(the whole model in one process). Rank 0 prints "RESULT step_ms <median of 10 steps after 3 warm-up
+steps>"."""
 import pathlib
 import statistics
 import sys
@@ -14,13 +16,14 @@ if side == "trainrun":
     import trainrun.distributed as dist
     import trainrun.nn as nn
     import trainrun.nn.functional as F
-    from trainrun.distributed.pipelining import PipelineStage, ScheduleGPipe, Schedule1F1B
+    from trainrun.distributed.pipelining import PipelineStage, get_schedule_class
 else:
     import torch
     import torch.distributed as dist
     import torch.nn as nn
     import torch.nn.functional as F
-    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe, Schedule1F1B
+    from torch.distributed.pipelining import PipelineStage
+    from torch.distributed.pipelining.schedules import get_schedule_class
     torch.set_num_threads(1)
 
 WIDTH, LAYERS, BATCH = 1024, 4, 256
@@ -42,18 +45,28 @@ def main():
     else:
         dist.init_process_group("gloo")
         rank, world = dist.get_rank(), dist.get_world_size()
-        per = len(layers) // world
-        mine = nn.Sequential(*layers[rank * per:(rank + 1) * per])
-        stage = PipelineStage(mine, rank, world, torch.device("cpu"))
-        cls = ScheduleGPipe if schedule_name == "GPipe" else Schedule1F1B
-        schedule = cls(stage, n_micro, loss_fn=F.mse_loss)
-        optimizer = torch.optim.SGD(mine.parameters(), lr=1e-3)
+        multi = schedule_name not in ("GPipe", "1F1B")
+        num_stages = world * (2 if multi else 1)
+        per = len(layers) // num_stages
+        v = schedule_name == "ZBVZeroBubble"
+        indices = [rank, 2 * world - 1 - rank] if v else list(range(rank, num_stages, world))
+        modules = [nn.Sequential(*layers[s * per:(s + 1) * per]) for s in indices]
+        stages = [PipelineStage(m, s, num_stages, torch.device("cpu")) for m, s in zip(modules, indices)]
+        cls = get_schedule_class(schedule_name)
+        extra = {}
+        if v and side == "torch":  # PyTorch 2.6 leaves the V's stage-to-rank map to the user
+            extra["stage_index_to_group_rank"] = {s: s if s < world else 2 * world - 1 - s for s in range(num_stages)}
+        schedule = cls(stages if multi else stages[0], n_micro, loss_fn=F.mse_loss, **extra)
+        optimizer = torch.optim.SGD([p for m in modules for p in m.parameters()], lr=1e-3)
+        first, last = 0 in indices, num_stages - 1 in indices
 
         def step():
             optimizer.zero_grad()
-            if rank == 0:
+            if first and last:
+                schedule.step(x, target=y, losses=[])
+            elif first:
                 schedule.step(x)
-            elif rank == world - 1:
+            elif last:
                 schedule.step(target=y, losses=[])
             else:
                 schedule.step()
