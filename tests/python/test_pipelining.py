@@ -196,3 +196,20 @@ def test_split_backward_actions_are_checked():
         schedules.validate([A(1, "F", 0), A(1, "B", 0), A(1, "W", 0)], 1)
     assert schedules.get_schedule_class("zbvzerobubble").__name__ == "ScheduleZBVZeroBubble"
     assert schedules.get_schedule_class("InterleavedZeroBubble").__name__ == "ScheduleInterleavedZeroBubble"
+
+
+def test_timelines_draw_as_svg_and_png(tmp_path):
+    """A simulated ZB-V timeline as an SVG (well-formed, one box per computation, F/B/I/W coloured) and a PNG."""
+    import xml.etree.ElementTree as ET
+
+    from trainrun.distributed.pipelining import simulator, zero_bubble
+    t = simulator.simulate_ranks(lambda r: zero_bubble.zbv_order(r, 2, 2, 4), 2, 4, 4, forward_time=0.5,
+                                 backward_time=1.0)
+    svg = ET.fromstring(t.to_svg("ZB-V"))
+    boxes = [e for e in svg.iter("{http://www.w3.org/2000/svg}rect") if e.find("{http://www.w3.org/2000/svg}title")
+             is not None]
+    assert len(boxes) == sum(len(evs) for evs in t.events.values()) == 2 * 2 * 4 * 3
+    assert {b.get("fill") for b in boxes} == {"#4c78a8", "#e45756", "#54a24b"}  # F, I, W
+    assert "bubble 4.0%" in t.to_svg("ZB-V")
+    t.save(tmp_path / "zbv.png", "ZB-V")
+    assert (tmp_path / "zbv.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -72,6 +72,7 @@ def main():
             (loss / n_micro if reduction == "mean" else loss).backward()
         opt.zero_grad()
         losses = []
+        schedule.record_timeline = step == 4  # the last step's timeline: every rank's computations, in order
         out = schedule.step(x, target=y, losses=losses) if first and last else \
             schedule.step(x) if first else schedule.step(target=y, losses=losses) if last else schedule.step()
         if last:
@@ -88,6 +89,14 @@ def main():
                     failures.append(f"step {step}: gradient of layer {layer} {name} differs")
         opt_full.step()
         opt.step()
+    from trainrun.distributed.pipelining.timeline import Timeline
+    joined = Timeline.gather(schedule.timeline)
+    if sorted(joined.events) != list(range(world)) or \
+            [a for _, _, a in joined.events[rank]] != list(schedule.pipeline_order[rank]):
+        failures.append(f"the recorded timeline is not the rank's order: {joined.events.get(rank)}")
+    if any(e0 > s1 + 1e-9 for evs in joined.events.values() for (_, e0, _), (s1, _, _) in zip(evs, evs[1:])) or \
+            not 0.0 <= joined.bubble_ratio < 1.0:
+        failures.append(f"the recorded times overlap or the bubble is {joined.bubble_ratio}")
     if failures:
         print(f"rank {rank}: failures:\n  " + "\n  ".join(failures[:10]), flush=True)
         sys.exit(1)

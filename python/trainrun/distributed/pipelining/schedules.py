@@ -8,6 +8,7 @@ runs the lowered list: sends are non-blocking and complete by the end of
 the step, receives wait (with the group's timeout), so a list whose sends
 and receives pair up in the same order on each channel cannot hang."""
 import collections
+import time
 
 from trainrun.distributed.pipelining.microbatch import merge_chunks, split_args_kwargs_into_chunks
 
@@ -192,6 +193,9 @@ class _PipelineSchedule:
     microbatches, so the gradients are the mean over microbatches (False: their sum, as PyTorch 2.6)."""
 
     _stage_rank = staticmethod(loop_rank)  # where each stage runs (the V layout: zero_bubble.v_rank)
+    # True: step() records when each of this rank's computations ran, as self.timeline (timeline.Timeline; join
+    # the ranks' with Timeline.gather), to set the measured bubble next to the simulator's.
+    record_timeline = False
 
     def _setup(self, stages, order, n_microbatches, loss_fn, args_chunk_spec, kwargs_chunk_spec, scale_grads):
         if n_microbatches < 1:
@@ -242,9 +246,11 @@ class _PipelineSchedule:
         if last is not None and self._loss_fn is not None and targets is None:
             raise ValueError("step(): the last stage needs target= for the loss")
         outputs, microbatch_losses = {}, {}
+        events, start = [], time.perf_counter()
         try:
             for a in self.actions:
                 m, stage = a.microbatch_index, self._stages[a.stage_index]
+                began = time.perf_counter() if self.record_timeline and a.computation_type in (F, B, I, W) else None
                 if a.computation_type == RECV_F:
                     stage.recv_forward(m)
                 elif a.computation_type == F:
@@ -268,9 +274,14 @@ class _PipelineSchedule:
                     stage.backward_weight(m)
                 elif a.computation_type == SEND_B:
                     stage.send_backward(m)
+                if began is not None:
+                    events.append((began - start, time.perf_counter() - start, a))
         finally:
             for stage in self._stages.values():
                 stage.wait_sends()
+        if self.record_timeline:
+            from trainrun.distributed.pipelining.timeline import Timeline
+            self.timeline = Timeline({self._rank: events}, 1, n, row_name="rank")
         if last is not None:
             if losses is not None:
                 losses.extend(microbatch_losses[m].detach() for m in range(n) if m in microbatch_losses)

@@ -12,56 +12,11 @@ schedules too.
     timeline = simulate(lambda s: one_f_one_b_order(s, 4, 8), num_stages=4, n_microbatches=8)
     print(timeline.render())                  # one row per stage, F/B per microbatch
     timeline.dump_chrometrace("1f1b.json")    # for chrome://tracing or Perfetto"""
-import json
-
 from trainrun.distributed.pipelining.schedules import B, F, I, RECV_B, RECV_F, SEND_B, SEND_F, W, lower
 
+from trainrun.distributed.pipelining.timeline import Timeline
+
 _MATCHING_SEND = {RECV_F: SEND_F, RECV_B: SEND_B}
-
-
-class Timeline:
-    def __init__(self, events, num_stages, n_microbatches):
-        self.events = events  # stage -> [(start, end, action)] of its computations
-        self.num_stages, self.n_microbatches = num_stages, n_microbatches
-        self.makespan = max((end for evs in events.values() for _, end, _ in evs), default=0.0)
-        busy = sum(end - start for evs in events.values() for start, end, _ in evs)
-        total = self.makespan * num_stages
-        self.bubble_ratio = 1.0 - busy / total if total else 0.0
-        self.peak_live = {}
-        for stage, evs in events.items():
-            live = peak = 0
-            for _, _, a in evs:
-                if a.computation_type == I:  # a microbatch's activations stay until its weight pass
-                    continue
-                live += 1 if a.computation_type == F else -1
-                peak = max(peak, live)
-            self.peak_live[stage] = peak
-
-    def render(self, width=None):
-        """One text row per stage; each time unit shows F or B and the microbatch (idle: '.')."""
-        unit = min((end - start for evs in self.events.values() for start, end, _ in evs), default=1.0)
-        columns = int(round(self.makespan / unit)) if width is None else width
-        scale = columns / self.makespan if self.makespan else 1.0
-        rows = []
-        for stage in sorted(self.events):
-            cells = ["."] * columns
-            for start, end, a in self.events[stage]:
-                first, last = int(round(start * scale)), int(round(end * scale))
-                label = f"{a.computation_type}{a.microbatch_index}"
-                for c in range(first, min(last, columns)):
-                    cells[c] = label[(c - first) % len(label)] if last - first >= len(label) else label[0]
-            rows.append(f"stage {stage}: {''.join(cells)}")
-        rows.append(f"makespan {self.makespan:g}, bubble {self.bubble_ratio:.1%}, peak live microbatches "
-                    f"{[self.peak_live[s] for s in sorted(self.peak_live)]}")
-        return "\n".join(rows)
-
-    def dump_chrometrace(self, path):
-        """The timeline as Chrome trace events (one thread per stage), microseconds = time units."""
-        trace = [{"name": f"{a.computation_type}{a.microbatch_index}", "ph": "X", "pid": 0, "tid": stage,
-                  "ts": start, "dur": end - start, "cat": "forward" if a.computation_type == F else "backward"}
-                 for stage, evs in self.events.items() for start, end, a in evs]
-        with open(path, "w") as f:
-            json.dump({"traceEvents": trace}, f)
 
 
 def simulate(order_of_stage, num_stages, n_microbatches, forward_time=1.0, backward_time=2.0, comm_time=0.0,
@@ -69,7 +24,7 @@ def simulate(order_of_stage, num_stages, n_microbatches, forward_time=1.0, backw
     """order_of_stage(stage) -> that stage's compute order (e.g. one_f_one_b_order with the rest bound)."""
     lowered = {s: lower(order_of_stage(s), num_stages) for s in range(num_stages)}
     return _run(lowered, num_stages, n_microbatches, _costs(forward_time, backward_time, input_time, weight_time),
-                comm_time)
+                comm_time, "stage")
 
 
 def simulate_ranks(order_of_rank, num_ranks, num_stages, n_microbatches, forward_time=1.0, backward_time=2.0,
@@ -78,7 +33,7 @@ def simulate_ranks(order_of_rank, num_ranks, num_stages, n_microbatches, forward
     order_of_rank(rank) -> that rank's compute order over its stages; the timeline has one row per rank."""
     lowered = {r: lower(order_of_rank(r), num_stages) for r in range(num_ranks)}
     return _run(lowered, num_ranks, n_microbatches, _costs(forward_time, backward_time, input_time, weight_time),
-                comm_time)
+                comm_time, "rank")
 
 
 def _costs(forward_time, backward_time, input_time, weight_time):
@@ -86,7 +41,7 @@ def _costs(forward_time, backward_time, input_time, weight_time):
             W: backward_time / 2 if weight_time is None else weight_time}
 
 
-def _run(lowered, rows, n_microbatches, costs, comm_time):
+def _run(lowered, rows, n_microbatches, costs, comm_time, row_name):
     """Executes each row's (a rank's) lowered list; receives match sends by (kind, sending stage, microbatch)."""
     position = {r: 0 for r in range(rows)}
     clock = {r: 0.0 for r in range(rows)}
@@ -116,4 +71,4 @@ def _run(lowered, rows, n_microbatches, costs, comm_time):
             stuck = [f"stage {lowered[r][position[r]].stage_index} at {lowered[r][position[r]]!r}"
                      for r in range(rows) if position[r] < len(lowered[r])]
             raise ValueError("the schedule deadlocks: " + ", ".join(stuck))
-    return Timeline(events, rows, n_microbatches)
+    return Timeline(events, rows, n_microbatches, row_name)
