@@ -40,7 +40,7 @@ def test_tp_example_learns(ranks):
 
 
 @pytest.mark.parametrize("mode,nproc", [("plain", 2), ("plain", 4), ("tied", 2), ("hsdp", 4), ("accumulate", 2),
-                                        ("bf16", 2), ("vocab1001", 2), ("frozen", 2), ("noreshard", 2),
+                                        ("twice", 2), ("bf16", 2), ("vocab1001", 2), ("frozen", 2), ("noreshard", 2),
                                         ("tiedgroup", 2), ("tiedgroup", 4), ("reshard2", 4), ("explicit", 2),
                                         ("dim1", 2), ("ignored", 2), ("meta", 2), ("meta", 4)])
 def test_fully_shard_trains_as_one_process(ranks, mode, nproc):

@@ -4,7 +4,8 @@ fully_shard on every block and the root, 20 AdamW steps with each rank's own
 batch, next to the same model trained in one process on the concatenated
 batch: per-step losses and final full parameters must agree. argv: mode
 ("plain", "tied", "hsdp" on a 2x2 mesh, "accumulate" with
-set_requires_gradient_sync, "bf16" param_dtype, "vocab1001" uneven shards,
+set_requires_gradient_sync, "twice": two forwards (halves of the batch) before one backward of their sum, each
+backward node gathering its own forward's freed parameters again, "bf16" param_dtype, "vocab1001" uneven shards,
 "frozen" with a frozen embedding, "noreshard", "reshard2" with reshard_after_forward=2,
 "explicit" with set_modules_to_forward_prefetch/backward_prefetch naming the neighbours, "dim1" with
 shard_placement_fn sharding every matrix along dim 1, "ignored" with the gate's scale in ignored_params: left
@@ -166,7 +167,7 @@ def main():
     for step in range(20):
         tokens = [tr.tensor(rng.integers(0, vocab, size=(BATCH, SEQ))) for _ in range(world)]
         targets = [tr.tensor(rng.integers(0, vocab, size=(BATCH, SEQ))) for _ in range(world)]
-        micro = 2 if mode == "accumulate" else 1
+        micro = 2 if mode in ("accumulate", "twice") else 1
         opt_ref.zero_grad()
         ref_loss = F.cross_entropy(reference(tr.cat(tokens)).reshape(-1, vocab), tr.cat(targets).reshape(-1))
         ref_loss.backward()
@@ -174,12 +175,19 @@ def main():
         mine_t, mine_y = tokens[rank], targets[rank]
         with CommDebugMode() as comm:
             losses = []
+            pending = []
             for k in range(micro):  # accumulate: halves of the batch, syncing only on the last
-                model.set_requires_gradient_sync(k == micro - 1)
+                if mode == "accumulate":
+                    model.set_requires_gradient_sync(k == micro - 1)
                 part = slice(k * BATCH // micro, (k + 1) * BATCH // micro)
                 loss = F.cross_entropy(model(mine_t[part]).reshape(-1, vocab), mine_y[part].reshape(-1)) / micro
-                loss.backward()
+                if mode == "twice":
+                    pending.append(loss)
+                else:
+                    loss.backward()
                 losses.append(loss.item())
+            if pending:
+                sum(pending[1:], pending[0]).backward()
         if mode == "ignored":  # FSDP leaves its gradient alone: data parallelism by hand
             dist.all_reduce(model.gate.scale.grad, op=dist.ReduceOp.AVG)
         total = tr.tensor([sum(losses)])

@@ -18,6 +18,8 @@ still holds the tensors), and an identity Function on the module's outputs
 gathers them again into the same storages when backward reaches the module.
 With an int k, each rank first keeps its 1/k of every gathered buffer, and
 backward gathers again over the k consecutive ranks only (within a host)."""
+import weakref
+
 import numpy as np
 
 from trainrun import _C
@@ -45,11 +47,17 @@ class _Collective:
 
 class _Gather(_Collective):
     """The parameters gathered for one forward: one buffer per parameter (the ranks' padded shards, rank-major),
-    in dtype."""
+    in dtype. Each forward's gather has its own state between forward and backward (freed, what this rank
+    kept, a re-gather in flight): several forwards may wait for their backwards at once (pipeline microbatches,
+    two losses summed), each backward gathering its own forward's buffers again."""
 
     def __init__(self, params, dtype, outs, work, sends):
         super().__init__(work, sends)
         self.params, self.dtype, self.outs = params, dtype, outs
+        self.forward_id = None  # the root forward that computed with it (_schedule: which re-gather to prefetch)
+        self.freed = False  # its storages released after forward, until backward gathers them again
+        self.kept = None  # reshard_after_forward=k: this rank's 1/k of each buffer while freed
+        self.regathering = None  # a backward re-gather in flight
 
 
 class _Reduce(_Collective):
@@ -86,11 +94,11 @@ class ParamGroup:
         if self.post_forward_size not in (None, 1):
             self.post_forward_group, self.post_forward_index = _post_forward_group(mesh, self.post_forward_size)
         self.prefetched = None  # a _Gather issued ahead of the forward that will use it
-        self.gathered = None  # the _Gather this forward computes with
+        self.gathered = None  # the _Gather the current forward computes with
         self.installed = False  # the gathered parameters are in the modules' slots
-        self.freed = False  # ... and their storages are released (after forward, until backward gathers again)
-        self.kept = None  # reshard_after_forward=k: this rank's 1/k of each gathered buffer while freed
-        self.regathering = None  # a backward re-gather in flight
+        # _Gathers freed after their forward, waiting for their backward; weakly, as the graph holds them: a
+        # forward whose graph is dropped without a backward leaves nothing behind.
+        self.freed_records = []
         self.reshard_after_backward = True
         self.sync_gradients = True
         self.pending = None  # unsharded gradients held back while sync is off
@@ -175,13 +183,14 @@ class ParamGroup:
         self.start_unshard()
         record, self.prefetched = self.prefetched, None
         record.wait()
-        self.gathered, self.freed, self.kept = record, False, None
+        record.forward_id = self.root.forward_id if self.root is not None else None
+        self.gathered = record
         fulls = [p.full_view(o, self.shard_size) for p, o in zip(record.params, record.outs)]
         trainable = [i for i, p in enumerate(self.params) if p.requires_grad]
         if trainable:
             # The views go in a one-shot holder that forward empties: Function keeps its arguments for backward,
             # and the views, whose history is that node, would make a cycle through C++ no collector can see.
-            attached = _GatherParams.apply(self, [[fulls[i] for i in trainable]],
+            attached = _GatherParams.apply(self, record, [[fulls[i] for i in trainable]],
                                            *[self.params[i].shard for i in trainable])
             attached = attached if isinstance(attached, tuple) else (attached,)
             for i, full in zip(trainable, attached):
@@ -204,50 +213,59 @@ class ParamGroup:
 
     # ---- between forward and backward ---------------------------------------------------------------
     def free_after_forward(self):
-        """Gives back the memory of the gathered parameters (autograd keeps the tensors); with
+        """Gives back the memory of the current forward's gathered parameters (autograd keeps the tensors); with
         reshard_after_forward=k, keeps this rank's 1/k of each first."""
         record = self.gathered
-        if record is None or self.freed:
+        if record is None or record.freed:
             return
         if self.post_forward_group is not None:
             k, i = self.post_forward_size, self.post_forward_index
-            self.kept = [o.narrow(0, i * (o.numel() // k), o.numel() // k).clone() for o in record.outs]
+            record.kept = [o.narrow(0, i * (o.numel() // k), o.numel() // k).clone() for o in record.outs]
         for o in record.outs:
             o.untyped_storage().resize_(0)
-        self.freed = True
+        record.freed = True
+        self.freed_records.append(weakref.ref(record))
 
-    def start_regather(self):
-        """Issues the gather into the freed storages (before backward reads them)."""
-        if not self.freed or self.regathering is not None:
+    def waiting_record(self, forward_id):
+        """The freed gather of root forward forward_id, if its backward has not gathered it again."""
+        self.freed_records = [ref for ref in self.freed_records if ref() is not None and ref().freed]
+        return next((ref() for ref in self.freed_records if ref().forward_id == forward_id), None)
+
+    def start_regather(self, record):
+        """Issues the gather into a freed record's storages (before backward reads them)."""
+        if record is None or not record.freed or record.regathering is not None:
             return
-        record = self.gathered
         versions = [o._version for o in record.outs]  # before the backend's thread can write
         for o in record.outs:
             o.untyped_storage().resize_(o.numel() * o.element_size())
-        if self.kept is not None:  # the k ranks' parts make up the buffer
-            sends = self.kept
+        if record.kept is not None:  # the k ranks' parts make up the buffer
+            sends = record.kept
             work = self._communicate("all_gather", dist.all_gather_into_tensor_coalesced, record.outs, sends,
                                      group=self.post_forward_group)
         else:
             sends = [p.send_buffer(record.dtype) for p in record.params]
             work = self._communicate("all_gather", dist.all_gather_into_tensor_coalesced, record.outs, sends)
-        self.regathering = _Regather(work, sends, record.outs, versions)
+        record.regathering = _Regather(work, sends, record.outs, versions)
 
-    def regather(self):
-        if not self.freed:
+    def regather(self, record):
+        if record is None or not record.freed:
             return
-        self.start_regather()
-        self.regathering.wait()
-        self.regathering, self.freed, self.kept = None, False, None
+        self.start_regather(record)
+        record.regathering.wait()
+        record.regathering, record.freed, record.kept = None, False, None
+        self.freed_records = [ref for ref in self.freed_records if ref() is not None and ref() is not record]
 
-    def free_after_backward(self):
-        """The reduce-scatter is issued: nothing reads the trainable gathered parameters any more. Frozen ones
-        may still be read by backward nodes that run later: only let go (autograd frees them with the graph)."""
-        record, self.gathered = self.gathered, None
+    def free_after_backward(self, record):
+        """The reduce-scatter of record's forward is issued: nothing reads its trainable gathered parameters any
+        more. Frozen ones may still be read by backward nodes that run later: only let go (autograd frees them
+        with the graph)."""
+        if record is self.gathered:
+            self.gathered = None
         if record is None:
             return
         if not self.reshard_after_backward:  # kept for the next forward, which then gathers nothing
-            self.prefetched = record
+            if self.prefetched is None and not self.installed:
+                self.prefetched = record
             return
         if self.reshard_after_forward:
             for p, o in zip(record.params, record.outs):
@@ -356,8 +374,8 @@ class _GatherParams(Function):
     set then, so the shards get no gradient from autograd itself)."""
 
     @staticmethod
-    def forward(ctx, group, holder, *shards):
-        ctx.group = group
+    def forward(ctx, group, record, holder, *shards):
+        ctx.group, ctx.record = group, record
         fulls = holder.pop()
         return tuple(fulls) if len(fulls) > 1 else fulls[0]
 
@@ -366,8 +384,8 @@ class _GatherParams(Function):
         from trainrun.distributed.fsdp import _schedule
         group = ctx.group
         _schedule.reduce_issued(group.start_reduce(list(grads)))
-        group.free_after_backward()
-        return (None, None) + (None,) * len(grads)
+        group.free_after_backward(ctx.record)
+        return (None, None, None) + (None,) * len(grads)
 
 
 class RegatherBeforeBackward(Function):
@@ -377,13 +395,13 @@ class RegatherBeforeBackward(Function):
 
     @staticmethod
     def forward(ctx, group, *outputs):
-        ctx.group = group
+        ctx.group, ctx.record = group, group.gathered  # this forward's gather (later forwards make their own)
         views = tuple(o.view(o.shape) for o in outputs)
         return views if len(views) > 1 else views[0]
 
     @staticmethod
     def backward(ctx, *grads):
         from trainrun.distributed.fsdp import _schedule
-        ctx.group.regather()
-        _schedule.prefetch_backward(ctx.group)
+        ctx.group.regather(ctx.record)
+        _schedule.prefetch_backward(ctx.group, ctx.record)
         return (None,) + grads

@@ -17,14 +17,17 @@ reduce-scatter overlaps group i-1's backward compute.
 
 In flight at any time: at most one prefetched gather beyond the group
 computing, and one reduce-scatter."""
+import itertools
+
 from trainrun import _C
 
 ACTIVE_FORWARDS = []  # the groups whose forward is running, outermost (the root) first
+_FORWARD_IDS = itertools.count()  # numbers the root forwards: a backward re-gathers its own forward's buffers
 
 
 class _Backward:
     reduce = None  # the reduce-scatter in flight
-    regathered = set()  # groups whose re-gather a prefetch issued
+    regathered = []  # gathers (_Gather records) whose re-gather a prefetch issued
 
 
 # ---- forward ----------------------------------------------------------------------------------------
@@ -34,6 +37,7 @@ def forward_started(group):
     root = ACTIVE_FORWARDS[0]
     if root is group:
         root.recording = []
+        root.forward_id = next(_FORWARD_IDS)
     root.recording.append(group)
     group.root = root
     group.unshard()
@@ -63,18 +67,21 @@ def forward_finished(root):
 
 
 # ---- backward ---------------------------------------------------------------------------------------
-def prefetch_backward(group):
-    """group is gathered again for its backward: issue the re-gather of the group backward reaches next."""
+def prefetch_backward(group, record):
+    """group is gathered again for the backward of record's forward: issue the re-gather, for the same
+    forward, of the group backward reaches next."""
+    forward_id = record.forward_id if record is not None else None
     if group.backward_prefetch is not None:
         targets = group.backward_prefetch
     else:
         order = getattr(group.root, "forward_order", []) if group.root is not None else []
         i = order.index(group) if group in order else 0
-        targets = [g for g in reversed(order[:i]) if g.freed][:1]
+        targets = [g for g in reversed(order[:i]) if g.waiting_record(forward_id) is not None][:1]
     for target in targets:
-        if target.freed and target.regathering is None:
-            target.start_regather()
-            _Backward.regathered.add(target)
+        waiting = target.waiting_record(forward_id)
+        if waiting is not None and waiting.regathering is None:
+            target.start_regather(waiting)
+            _Backward.regathered.append(waiting)
             _C._queue_callback(end_of_backward)
 
 
@@ -95,10 +102,10 @@ def end_of_backward():
     if _Backward.reduce is not None:
         previous, _Backward.reduce = _Backward.reduce, None
         previous.group.finish_reduce(previous)
-    regathered, _Backward.regathered = _Backward.regathered, set()
-    for group in regathered:
-        if group.regathering is not None:  # never reached: free again (a later backward would re-gather)
-            group.regathering.wait()
-            group.regathering = None
-            for o in group.gathered.outs:
+    regathered, _Backward.regathered = _Backward.regathered, []
+    for record in regathered:
+        if record.regathering is not None:  # never reached: free again (a later backward would re-gather)
+            record.regathering.wait()
+            record.regathering = None
+            for o in record.outs:
                 o.untyped_storage().resize_(0)
