@@ -1,7 +1,9 @@
 """A rank of test_pipelining.py: an 8-layer MLP split evenly over the ranks
 (one stage each; two, looped over the ranks, for Interleaved1F1B, LoopedBFS
 and InterleavedZeroBubble, or in a V for ZBVZeroBubble; "Interleaved1F1B-csv":
-LoopedBFS running interleaved orders loaded from a CSV), trained 5 SGD steps with a schedule (argv: its name,
+LoopedBFS running interleaved orders loaded from a CSV; "-split": the stages cut
+from the whole model by pipeline() at SplitPoint.BEGINNING of their first
+layer, their parameters keeping the model's names), trained 5 SGD steps with a schedule (argv: its name,
 the number of microbatches, "mean" or "sum") next to the same model in one
 process over the same microbatches: losses, outputs and every stage's
 gradients must agree within 1e-6."""
@@ -30,19 +32,28 @@ def main():
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     schedule_name, n_micro, reduction = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     rank, world = dist.get_rank(), dist.get_world_size()
-    looped = schedule_name in ("Interleaved1F1B", "LoopedBFS", "Interleaved1F1B-csv", "InterleavedZeroBubble",
-                               "ZBVZeroBubble")
+    split = schedule_name.endswith("-split")
+    base_name = schedule_name[:-len("-split")] if split else schedule_name
+    looped = base_name in ("Interleaved1F1B", "LoopedBFS", "Interleaved1F1B-csv", "InterleavedZeroBubble",
+                           "ZBVZeroBubble")
     num_stages = world * (2 if looped else 1)
     per = LAYERS // num_stages
     full = nn.Sequential(*make_layers())
     layers = make_layers()
-    if schedule_name == "ZBVZeroBubble":  # rank r holds stages r and 2R - 1 - r
+    if base_name == "ZBVZeroBubble":  # rank r holds stages r and 2R - 1 - r
         indices = [rank, 2 * world - 1 - rank]
     else:
         indices = [rank + c * world for c in range(num_stages // world)]  # stage s runs on rank s % world
-    modules = {s: nn.Sequential(*layers[s * per:(s + 1) * per]) for s in indices}  # each stage's layers
-    stages = [PipelineStage(modules[s], s, num_stages, "cpu") for s in indices]
-    cls = get_schedule_class("LoopedBFS" if schedule_name.endswith("-csv") else schedule_name)
+    if split:
+        from trainrun.distributed.pipelining import SplitPoint, pipeline
+        pipe = pipeline(nn.Sequential(*layers), (tr.zeros(BATCH // n_micro, WIDTH),),
+                        split_spec={str(s * per): SplitPoint.BEGINNING for s in range(1, num_stages)})
+        modules = {s: pipe.get_stage_module(s) for s in indices}
+        stages = [pipe.build_stage(s, "cpu") for s in indices]
+    else:
+        modules = {s: nn.Sequential(*layers[s * per:(s + 1) * per]) for s in indices}  # each stage's layers
+        stages = [PipelineStage(modules[s], s, num_stages, "cpu") for s in indices]
+    cls = get_schedule_class("LoopedBFS" if base_name.endswith("-csv") else base_name)
     schedule = cls(stages if looped else stages[0], n_micro, loss_fn=F.mse_loss, scale_grads=reduction == "mean")
     if schedule_name.endswith("-csv"):  # every rank writes the same file for itself, then loads it
         import tempfile
@@ -83,7 +94,7 @@ def main():
                 failures.append(f"step {step}: merged output differs")
         for s, module in modules.items():
             for name, p in module.named_parameters():
-                layer = s * per + int(name.split(".")[0])
+                layer = (0 if split else s * per) + int(name.split(".")[0])  # pipeline() keeps the model's names
                 q = dict(full.named_parameters())[f"{layer}." + name.split(".", 1)[1]]
                 if not np.allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6):
                     failures.append(f"step {step}: gradient of layer {layer} {name} differs")

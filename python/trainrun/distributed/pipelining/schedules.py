@@ -13,20 +13,25 @@ import time
 from trainrun.distributed.pipelining.microbatch import merge_chunks, split_args_kwargs_into_chunks
 
 F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B = "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"
+UNSHARD, RESHARD = "UNSHARD", "RESHARD"  # a fully_shard stage's gather issued ahead, its parameters let go
 BACKWARDS = (B, I)  # what sends the input's gradient to the previous stage
+WEIGHT_PASSES = (B, W)  # what computes the weights' gradients
 
 
 class _Action(collections.namedtuple("_Action", ["stage_index", "computation_type", "microbatch_index"])):
     def __repr__(self):
-        return f"{self.stage_index}{self.computation_type}{self.microbatch_index}"
+        m = "" if self.microbatch_index is None else self.microbatch_index
+        return f"{self.stage_index}{self.computation_type}{m}"
 
     @staticmethod
     def from_str(text):
         import re
-        m = re.fullmatch(r"(\d+)(SEND_F|RECV_F|SEND_B|RECV_B|F|B|I|W)(\d+)", text.strip())
+        m = re.fullmatch(r"(\d+)(?:(UNSHARD|RESHARD)|(SEND_F|RECV_F|SEND_B|RECV_B|F|B|I|W)(\d+))", text.strip())
         if not m:
-            raise ValueError(f"not an action: {text!r} (expected e.g. '2F0' or '1RECV_B3')")
-        return _Action(int(m.group(1)), m.group(2), int(m.group(3)))
+            raise ValueError(f"not an action: {text!r} (expected e.g. '2F0', '1RECV_B3' or '0UNSHARD')")
+        if m.group(2):
+            return _Action(int(m.group(1)), m.group(2), None)
+        return _Action(int(m.group(1)), m.group(3), int(m.group(4)))
 
 
 def gpipe_order(stage, num_stages, n_microbatches):
@@ -81,11 +86,17 @@ def looped_bfs_order(rank, num_ranks, stages_per_rank, n_microbatches):
         [_Action(s, B, m) for s in reversed(stages) for m in reversed(range(n_microbatches))]
 
 
-def lower(order, num_stages):
-    """The compute order with its communication: each send paired with the neighbour's receive."""
-    out = []
+def lower(order, num_stages, sharded_stages=()):
+    """The compute order with its communication: each send paired with the neighbour's receive. Stages in
+    sharded_stages (fully_shard modules) get UNSHARD before their first action (their parameters' gather runs
+    while the stage waits for its input) and RESHARD after their last weight pass."""
+    out, started = [], set()
+    last_weight_pass = {a.stage_index: a for a in order if a.computation_type in WEIGHT_PASSES}
     for a in order:
         s = a.stage_index
+        if s in sharded_stages and s not in started:
+            out.append(_Action(s, UNSHARD, None))
+        started.add(s)
         if a.computation_type == F:
             if s > 0:
                 out.append(_Action(s, RECV_F, a.microbatch_index))
@@ -100,6 +111,8 @@ def lower(order, num_stages):
             out.append(a)
             if s > 0:
                 out.append(_Action(s, SEND_B, a.microbatch_index))
+        if s in sharded_stages and last_weight_pass.get(s) is a:
+            out.append(_Action(s, RESHARD, None))
     return out
 
 
@@ -207,9 +220,12 @@ class _PipelineSchedule:
         self._n_microbatches, self._loss_fn = n_microbatches, loss_fn
         self._args_chunk_spec, self._kwargs_chunk_spec = args_chunk_spec, kwargs_chunk_spec
         self.scale_grads = scale_grads
+        # fully_shard modules of each stage (the outermost ones): a stage's gradients are reduce-scattered once,
+        # by its last weight pass; the earlier ones accumulate unreduced (PyTorch's no-sync microbatches).
+        self._sharded = {st.stage_index: _sharded_roots(st.submod) for st in stages}
+        self._sharded = {s: roots for s, roots in self._sharded.items() if roots}
         validate(order, n_microbatches)
-        self.pipeline_order = {self._rank: order}
-        self.actions = lower(order, stages[0].num_stages)
+        self._use_order(order)
         self._first = next((st for st in stages if st.is_first), None)
         self._last = next((st for st in stages if st.is_last), None)
 
@@ -231,8 +247,13 @@ class _PipelineSchedule:
         R = self._num_ranks()
         with open(filename) as f:
             orders = orders_from_csv(f.read(), R, stage.num_stages, self._n_microbatches, self._stage_rank)
-        self.pipeline_order = {self._rank: orders[self._rank]}
-        self.actions = lower(orders[self._rank], stage.num_stages)
+        self._use_order(orders[self._rank])
+
+    def _use_order(self, order):
+        stage = next(iter(self._stages.values()))
+        self.pipeline_order = {self._rank: order}
+        self.actions = lower(order, stage.num_stages, set(self._sharded))
+        self._last_weight_pass = {a.stage_index: a for a in order if a.computation_type in WEIGHT_PASSES}
 
     def step(self, *args, target=None, losses=None, **kwargs):
         n, first, last = self._n_microbatches, self._first, self._last
@@ -256,21 +277,32 @@ class _PipelineSchedule:
                 elif a.computation_type == F:
                     out = stage.forward(m, arg_chunks[m], kwarg_chunks[m])
                     if stage.is_last:
-                        outputs[m] = out
+                        outputs[m] = _detached(out)  # for the merged output; the graph goes with the backward
                         if self._loss_fn is not None:
                             microbatch_losses[m] = self._loss_fn(out, targets[m][0])
+                    del out  # the stage holds it until its backward; a reference here would outlive that
                 elif a.computation_type == SEND_F:
                     stage.send_forward(m)
                 elif a.computation_type == RECV_B:
                     stage.recv_backward(m)
+                elif a.computation_type in (UNSHARD, RESHARD):
+                    for module in self._sharded[a.stage_index]:
+                        if a.computation_type == UNSHARD:
+                            module.unshard(async_op=True)  # forward waits for it
+                        else:
+                            module.reshard()
                 elif a.computation_type in BACKWARDS:
+                    self._gradient_sync(a)
                     loss = None
                     if stage.is_last:
                         if self._loss_fn is None:
                             raise ValueError("step(): backward on the last stage needs a loss_fn")
                         loss = microbatch_losses[m] / n if self.scale_grads else microbatch_losses[m]
                     stage.backward(m, loss, weights=a.computation_type == B)
+                    if stage.is_last:  # the loss's graph reaches the received input (and its .grad): let it go
+                        microbatch_losses[m], loss = microbatch_losses[m].detach(), None
                 elif a.computation_type == W:
+                    self._gradient_sync(a)
                     stage.backward_weight(m)
                 elif a.computation_type == SEND_B:
                     stage.send_backward(m)
@@ -287,6 +319,31 @@ class _PipelineSchedule:
                 losses.extend(microbatch_losses[m].detach() for m in range(n) if m in microbatch_losses)
             return merge_chunks([outputs[m] for m in range(n)])
         return None
+
+
+    def _gradient_sync(self, a):
+        """A fully_shard stage reduces its gradients in its last weight pass only."""
+        for module in self._sharded.get(a.stage_index, ()):
+            module.set_requires_gradient_sync(a.computation_type != I and self._last_weight_pass[a.stage_index] is a)
+
+
+def _detached(out):
+    if isinstance(out, (tuple, list)):
+        return type(out)(_detached(o) for o in out)
+    return out.detach() if hasattr(out, "detach") else out
+
+
+def _sharded_roots(module):
+    """The outermost fully_shard modules in module (itself, if it is one). Known by their methods, not by
+    class: fsdp/ sits beside pipelining/ in the layer plan, not below it."""
+    roots, stack = [], [module]
+    while stack:
+        m = stack.pop()
+        if hasattr(m, "set_requires_gradient_sync") and hasattr(m, "unshard") and hasattr(m, "reshard"):
+            roots.append(m)
+        else:
+            stack.extend(m.children())
+    return roots
 
 
 class PipelineScheduleSingle(_PipelineSchedule):

@@ -21,6 +21,20 @@ _HEADER = 10  # count or (dtype index, ndim, up to 8 sizes)
 _LOCAL = {}  # (group, channel) -> tensors a stage sent to another stage of the same rank, oldest first
 
 
+_NORM_REDUCERS = {}  # the pipeline group's id -> its reducer of gradient norms (one per group: one collective)
+
+
+def _norm_reducer(group):
+    """How clip_grad_norm_ adds up (or maxes) a norm over the pipeline's ranks: each holds other parameters."""
+    reduce = _NORM_REDUCERS.get(id(group))
+    if reduce is None:
+        def reduce(t, how):
+            dist.all_reduce(t, op=dist.ReduceOp.SUM if how == "sum" else dist.ReduceOp.MAX, group=group)
+            return t
+        _NORM_REDUCERS[id(group)] = reduce
+    return reduce
+
+
 class PipelineStage:
     def __init__(self, submodule, stage_index, num_stages, device=None, input_args=None, output_args=None,
                  group=None, dw_builder=None):
@@ -45,6 +59,8 @@ class PipelineStage:
         self._use_layout(layouts[0])
         self._pending_sends = []
         self.clear()
+        from trainrun.nn import utils as nn_utils
+        nn_utils.register_pipeline_stage(submodule, _norm_reducer(group))
 
     def _use_layout(self, stage_rank):
         """Where the neighbours are: stage_rank(stage, group size) is the group rank holding a stage."""
@@ -76,7 +92,7 @@ class PipelineStage:
             return
         header = _C.zeros([_HEADER], dtype=_C.dtype.int64)
         header[0] = len(tensors)
-        works, sent = [dist.isend(header, self._peer(to), group=self.group, tag=tag)], []
+        works, sent = [dist.isend(header, self._peer(to), group=self.group, tag=tag)], [header]
         for t in tensors:
             t = t.detach().contiguous()
             sent.append(t)
@@ -89,7 +105,20 @@ class PipelineStage:
             works.append(dist.isend(h, self._peer(to), group=self.group, tag=tag))
             works.append(dist.isend(t, self._peer(to), group=self.group, tag=tag))
             sent.append(h)
-        self._pending_sends.append((works, sent, header))  # buffers stay alive until the sends finish
+        self._pending_sends.append((works, sent))  # buffers stay alive until the sends finish
+        self._release_sent()
+
+    def _release_sent(self):
+        """Lets go of the buffers of sends that finished (wait() raises if one failed), so a microbatch's
+        activations are freed when its backward is done, not at the end of the step: 1F1B's memory bound."""
+        pending = []
+        for entry in self._pending_sends:
+            if all(w.is_completed() for w in entry[0]):
+                for w in entry[0]:
+                    w.wait()
+            else:
+                pending.append(entry)
+        self._pending_sends = pending
 
     def _recv(self, frm, tag):
         if self._is_me(frm):
@@ -112,7 +141,7 @@ class PipelineStage:
         return out
 
     def wait_sends(self):
-        for works, _, _ in self._pending_sends:
+        for works, _ in self._pending_sends:
             for w in works:
                 w.wait()
         self._pending_sends = []
@@ -145,6 +174,9 @@ class PipelineStage:
         """The microbatch's backward from the loss (last stage) or the received gradients. weights=False does
         only the input's gradient (I, for send_backward) and keeps the graph for backward_weight (W)."""
         out = self.outputs.pop(m)
+        # Sends that finished let go of their buffers; none is waited for here: the process group runs its
+        # operations in order, so waiting on one send can wait on a send the peer will only take later.
+        self._release_sent()
         if self.is_last:
             roots, grads = [loss], []
         else:

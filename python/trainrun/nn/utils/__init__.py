@@ -19,6 +19,33 @@ def register_sharded_parameter(param, reduce_over_shards):
     _SHARDED[_key(param)] = reduce_over_shards
 
 
+# Modules that are one pipeline stage each (PipelineStage registers them): the gradient norm of their
+# parameters is partial, its powers summed (or maxed) over the pipeline's ranks as well.
+# (weak reference to the module, function reducing a float64 tensor in place over the pipeline group)
+_PIPELINE_STAGES = []
+
+
+def register_pipeline_stage(module, reduce_over_stages):
+    import weakref
+    _PIPELINE_STAGES[:] = [(ref, r) for ref, r in _PIPELINE_STAGES if ref() is not None and ref() is not module]
+    try:
+        ref = weakref.ref(module)
+    except TypeError:  # a C++ layer's handle without weak references: held (stage modules live for the job)
+        ref = (lambda m: lambda: m)(module)
+    _PIPELINE_STAGES.append((ref, reduce_over_stages))
+
+
+def _pipeline_reducers(parameters):
+    """The distinct pipeline reducers of the stages these parameters belong to."""
+    keys = {_key(_local(p)) for p in parameters}
+    found = {}
+    for ref, reduce in _PIPELINE_STAGES:
+        module = ref()
+        if module is not None and any(_key(_local(q)) in keys for q in module.parameters()):
+            found[id(reduce)] = reduce
+    return list(found.values())
+
+
 def _moved(old, new):
     """Module.to_empty replaced parameter `old` by `new`: a shard stays a shard."""
     reducer = _SHARDED.pop(_key(old), None)
@@ -52,6 +79,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     if not grads:
         return trainrun.tensor(0.0)
     reducers = _shard_reducer(parameters)
+    over_stages = _pipeline_reducers(parameters if not isinstance(parameters, trainrun.Tensor) else [parameters])
     with trainrun.no_grad():
         norms = [g.detach().to(trainrun.float64).norm(float(norm_type)).reshape(1) for g in grads]
         if math.isinf(norm_type):
@@ -59,14 +87,20 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
             for r in {id(r): r for r in reducers if r is not None}.values():  # a shard's max, over its ranks
                 m = trainrun.stack([n for n, rr in zip(norms, reducers) if rr is r], 0).amax().reshape(1)
                 parts.append(r(m, "max"))
-            total = trainrun.cat(parts, 0).amax()
+            total = trainrun.cat(parts, 0).amax().reshape(1)
+            for r in over_stages:  # every pipeline stage's maximum
+                total = r(total, "max")
+            total = total.reshape(())
         else:
             p = float(norm_type)
             powered = [n ** p for n, r in zip(norms, reducers) if r is None]
             for r in {id(r): r for r in reducers if r is not None}.values():  # shards' powers add up over ranks
                 s = trainrun.stack([n ** p for n, rr in zip(norms, reducers) if rr is r], 0).sum().reshape(1)
                 powered.append(r(s, "sum"))
-            total = trainrun.cat(powered, 0).sum() ** (1.0 / p)
+            summed = trainrun.cat(powered, 0).sum().reshape(1)
+            for r in over_stages:  # every pipeline stage's powers
+                summed = r(summed, "sum")
+            total = summed.reshape(()) ** (1.0 / p)
         total_value = total.item()
         if error_if_nonfinite and not math.isfinite(total_value):
             raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} is {total_value}")
