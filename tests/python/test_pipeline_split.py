@@ -146,3 +146,11 @@ def test_models_it_cannot_split_are_refused_naming_why():
     pipe = pipeline(SkipAround(), (x,), split_spec={"layers.2": SplitPoint.BEGINNING})
     with pytest.raises(RuntimeError, match="pipeline stage 1: .*needs the model split by hand"):
         chain(pipe, x)
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_the_readme_example_learns_with_stages_cut_by_pipeline(ranks, nproc):
+    out = ranks.run_script(nproc, "examples/pipeline_split.py").stdout
+    losses = [float(line.rsplit(" ", 1)[1]) for line in out.splitlines() if " loss " in line]
+    assert len(losses) == 12 and losses[-1] < 0.2 * losses[0], out
+    assert f"stage {nproc - 1}: head, layers.{4 - 4 // nproc}" in out, out
