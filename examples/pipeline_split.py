@@ -4,7 +4,10 @@ sequence). Run it with the launcher:
 
     trainrun --nproc-per-node 2 examples/pipeline_split.py
 
-The same script runs under PyTorch 2.6 with `import torch as trainrun` (and torchrun)."""
+With `import torch as trainrun` under torchrun, PyTorch 2.6's pipeline() cuts the same stages (the same
+parameter names) but its last stage fails in backward ("Can't detach views in-place"); with the block's MLP
+as an nn.Sequential, its split refuses the model ("Child module 'layers.2._modules.mlp.0' is not a
+descendant of parent module 'layers.2.mlp'"), which trainrun's takes."""
 import pathlib
 import sys
 
@@ -22,10 +25,11 @@ class Block(nn.Module):
     def __init__(self):
         super().__init__()
         self.norm = nn.LayerNorm(DIM)
-        self.mlp = nn.Sequential(nn.Linear(DIM, 4 * DIM), nn.GELU(), nn.Linear(4 * DIM, DIM))
+        self.up = nn.Linear(DIM, 4 * DIM)
+        self.down = nn.Linear(4 * DIM, DIM)
 
     def forward(self, h):
-        return h + self.mlp(self.norm(h))
+        return h + self.down(F.gelu(self.up(self.norm(h))))
 
 
 class TinyLM(nn.Module):
@@ -65,7 +69,7 @@ def main():
     for step in range(60):
         start = trainrun.randint(0, VOCAB, (BATCH, 1))
         tokens = (start + trainrun.arange(SEQ + 1)) % VOCAB  # each sequence counts up from a random token
-        x, y = tokens[:, :-1], tokens[:, 1:]
+        x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()  # PyTorch 2.6 checks input strides
         optimizer.zero_grad()
         losses = []
         if rank == 0:
