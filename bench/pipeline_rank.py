@@ -3,7 +3,8 @@
 "1F1B" (one stage of two layers per rank), "Interleaved1F1B", "InterleavedZeroBubble" (two stages of one
 layer per rank, looped) or "ZBVZeroBubble" (the same in a V: rank r holds stages r and 3 - r), or "single"
 (the whole model in one process). Rank 0 prints "RESULT step_ms <median of 10 steps after 3 warm-up
-steps>"."""
+steps>", and for trainrun's pipelines " bubble <measured> sim_bubble <simulated with the measured costs>
+sim_msg_bubble <the same with the measured message time>" from one more step with its timeline recorded."""
 import pathlib
 import statistics
 import sys
@@ -81,10 +82,61 @@ def main():
             dist.barrier()
         if i >= 3:
             times.append((time.perf_counter() - start) * 1e3)
+    measured = measured_bubbles(schedule, step, num_stages, n_micro, world) \
+        if side == "trainrun" and schedule_name != "single" else ""
     if rank == 0:
-        print(f"RESULT step_ms {statistics.median(times):.2f}", flush=True)
+        print(f"RESULT step_ms {statistics.median(times):.2f}{measured}", flush=True)
     if schedule_name != "single":
         dist.destroy_process_group()
+
+
+def measured_bubbles(schedule, step, num_stages, n_micro, world):
+    """One more step with its timeline recorded: the measured bubble, and the simulator's for the same orders
+    with each computation's measured median time, with messages free and with the measured time of one
+    microbatch's activations from rank to rank (half a ping-pong's median). With BENCH_PIPELINE_SVG=dir, rank 0
+    draws the timeline there."""
+    import os
+    from trainrun.distributed.pipelining import simulator
+    from trainrun.distributed.pipelining.timeline import Timeline
+    schedule.record_timeline = True
+    dist.barrier()
+    step()
+    joined = Timeline.gather(schedule.timeline)
+    durations = {}
+    for evs in joined.events.values():
+        for start, end, a in evs:
+            durations.setdefault(a.computation_type, []).append(end - start)
+    cost = {k: statistics.median(v) for k, v in durations.items()}
+    orders = [schedule._rank_order(r, world) for r in range(world)]
+    costs = dict(forward_time=cost["F"], backward_time=cost.get("B", cost.get("I", 0) + cost.get("W", 0)),
+                 input_time=cost.get("I"), weight_time=cost.get("W"))
+    sim = simulator.simulate_ranks(lambda r: orders[r], world, num_stages, n_micro, **costs)
+    message = message_time(BATCH // n_micro)
+    sim_msg = simulator.simulate_ranks(lambda r: orders[r], world, num_stages, n_micro, comm_time=message, **costs)
+    folder = os.environ.get("BENCH_PIPELINE_SVG")
+    if folder and dist.get_rank() == 0:
+        joined.save(os.path.join(folder, f"pipeline_{schedule_name}_{n_micro}.svg"),
+                    title=f"{schedule_name}, {n_micro} microbatches, 2 ranks, measured (s)")
+    return f" bubble {joined.bubble_ratio:.4f} sim_bubble {sim.bubble_ratio:.4f} sim_msg_bubble " \
+        f"{sim_msg.bubble_ratio:.4f}"
+
+
+def message_time(rows):
+    """Seconds for one microbatch's activations (rows x WIDTH floats) from rank 0 to rank 1: half the median
+    of 20 round trips."""
+    t = torch.zeros(rows, WIDTH)
+    trips = []
+    for _ in range(20):
+        dist.barrier()
+        start = time.perf_counter()
+        if dist.get_rank() == 0:
+            dist.send(t, 1)
+            dist.recv(t, 1)
+        elif dist.get_rank() == 1:
+            dist.recv(t, 0)
+            dist.send(t, 0)
+        trips.append(time.perf_counter() - start)
+    return statistics.median(trips) / 2
 
 
 if __name__ == "__main__":
