@@ -335,14 +335,15 @@ def _detached(out):
 
 def _sharded_roots(module):
     """The outermost fully_shard modules in module (itself, if it is one). Known by their methods, not by
-    class: fsdp/ sits beside pipelining/ in the layer plan, not below it."""
+    class: fsdp/ sits beside pipelining/ in the layer plan, not below it. A stage may also be a plain callable
+    (no children): nothing of it is sharded."""
     roots, stack = [], [module]
     while stack:
         m = stack.pop()
         if hasattr(m, "set_requires_gradient_sync") and hasattr(m, "unshard") and hasattr(m, "reshard"):
             roots.append(m)
         else:
-            stack.extend(m.children())
+            stack.extend(m.children() if hasattr(m, "children") else ())
     return roots
 
 

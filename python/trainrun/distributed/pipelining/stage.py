@@ -6,18 +6,22 @@ forward and backward per microbatch (the backward whole, or split into the
 input's gradient and, later, the weights': zero bubble) and exchanges
 activations (forward) and their gradients (backward) with its neighbours by
 point-to-point operations, or in memory when the neighbour is on the same
-rank. Each tensor
-travels with a small header (dtype and shape), so the receiving stage
-allocates exactly what comes, and a shape that changes between steps
-needs no renegotiation. Each channel (activations into stage s, gradients
-into stage s) has its own tag, so stages sharing a pair of ranks never
-read each other's messages."""
+rank. Each send is one header message (the count, dtype and shape of its
+tensors), then the tensors, so the receiving stage allocates exactly what
+comes, and a shape that changes between steps needs no renegotiation.
+Each channel (activations into stage s, gradients into stage s) has its
+own tag, so stages sharing a pair of ranks never read each other's
+messages. A stage's submodule is usually an nn.Module; a plain callable
+works too (nothing of it is sharded or counted in clip_grad_norm_)."""
+import trainrun
 from trainrun import _C
 from trainrun import distributed as dist
 
 _DTYPES = [_C.dtype.float32, _C.dtype.float64, _C.dtype.float16, _C.dtype.bfloat16, _C.dtype.int64,
            _C.dtype.int32, _C.dtype.int8, _C.dtype.uint8, _C.dtype.bool]
-_HEADER = 10  # count or (dtype index, ndim, up to 8 sizes)
+_MAX_TENSORS, _MAX_DIMS = 8, 8
+_ENTRY = 2 + _MAX_DIMS  # per tensor: dtype index, ndim, sizes
+_HEADER = 1 + _MAX_TENSORS * _ENTRY  # one message describes all of a send's tensors: count, then the entries
 _LOCAL = {}  # (group, channel) -> tensors a stage sent to another stage of the same rank, oldest first
 
 
@@ -90,22 +94,21 @@ class PipelineStage:
         if self._is_me(to):  # the neighbour is on this rank: a copy, as the wire would give it
             _LOCAL.setdefault((id(self.group), tag), []).append([t.detach().clone() for t in tensors])
             return
-        header = _C.zeros([_HEADER], dtype=_C.dtype.int64)
-        header[0] = len(tensors)
-        works, sent = [dist.isend(header, self._peer(to), group=self.group, tag=tag)], [header]
-        for t in tensors:
-            t = t.detach().contiguous()
-            sent.append(t)
-            if t.ndim > _HEADER - 2:
-                raise ValueError(f"stage {self.stage_index}: tensors of more than {_HEADER - 2} dims cannot be sent")
-            h = _C.zeros([_HEADER], dtype=_C.dtype.int64)
-            h[0], h[1] = _DTYPES.index(t.dtype), t.ndim
-            for k, s in enumerate(t.shape):
-                h[2 + k] = s
-            works.append(dist.isend(h, self._peer(to), group=self.group, tag=tag))
-            works.append(dist.isend(t, self._peer(to), group=self.group, tag=tag))
-            sent.append(h)
-        self._pending_sends.append((works, sent))  # buffers stay alive until the sends finish
+        if len(tensors) > _MAX_TENSORS:
+            raise ValueError(f"stage {self.stage_index}: a stage sends at most {_MAX_TENSORS} tensors at once, "
+                             f"got {len(tensors)}")
+        sent = [t.detach().contiguous() for t in tensors]
+        values = [0] * _HEADER
+        values[0] = len(sent)
+        for k, t in enumerate(sent):
+            if t.ndim > _MAX_DIMS:
+                raise ValueError(f"stage {self.stage_index}: tensors of more than {_MAX_DIMS} dims cannot be sent")
+            base = 1 + k * _ENTRY
+            values[base:base + 2 + t.ndim] = [_DTYPES.index(t.dtype), t.ndim, *t.shape]
+        header = trainrun.tensor(values, dtype=_C.dtype.int64)
+        works = [dist.isend(header, self._peer(to), group=self.group, tag=tag)]
+        works += [dist.isend(t, self._peer(to), group=self.group, tag=tag) for t in sent]
+        self._pending_sends.append((works, sent + [header]))  # buffers stay alive until the sends finish
         self._release_sent()
 
     def _release_sent(self):
@@ -127,15 +130,13 @@ class PipelineStage:
                 raise RuntimeError(f"stage {self.stage_index}: nothing was sent on channel {tag} by this rank's other "
                                    "stage (the schedule receives before it sends)")
             return waiting.pop(0)
-        header = _C.zeros([_HEADER], dtype=_C.dtype.int64)
+        header = _C.empty([_HEADER], dtype=_C.dtype.int64)
         dist.recv(header, self._peer(frm), group=self.group, tag=tag)
-        out = []
-        for _ in range(int(header[0].item())):
-            h = _C.zeros([_HEADER], dtype=_C.dtype.int64)
-            dist.recv(h, self._peer(frm), group=self.group, tag=tag)
-            values = h.tolist()
-            dtype, ndim = _DTYPES[values[0]], values[1]
-            t = _C.empty(values[2:2 + ndim], dtype=dtype)
+        values, out = header.tolist(), []
+        for k in range(values[0]):
+            base = 1 + k * _ENTRY
+            ndim = values[base + 1]
+            t = _C.empty(values[base + 2:base + 2 + ndim], dtype=_DTYPES[values[base]])
             dist.recv(t, self._peer(frm), group=self.group, tag=tag)
             out.append(t)
         return out

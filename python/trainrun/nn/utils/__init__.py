@@ -27,6 +27,8 @@ _PIPELINE_STAGES = []
 
 def register_pipeline_stage(module, reduce_over_stages):
     import weakref
+    if not hasattr(module, "parameters"):
+        return  # a stage that is a plain callable: its parameters are not known here
     _PIPELINE_STAGES[:] = [(ref, r) for ref, r in _PIPELINE_STAGES if ref() is not None and ref() is not module]
     try:
         ref = weakref.ref(module)
