@@ -321,7 +321,8 @@ def parse_args(argv=None):
     p.add_argument("--ddp", action="store_true", help="DistributedDataParallel instead of FSDP2")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: FSDP2 x TP on a (dp, tp) mesh")
     p.add_argument("--on-torch", action="store_true", help="run on PyTorch 2.x instead (its torchrun)")
-    p.add_argument("--pp", type=int, default=1, help="pipeline stages, one per rank (all the ranks)")
+    p.add_argument("--pp", type=int, default=1,
+                   help="pipeline ranks; the other factor of the ranks shards each stage with FSDP2 (PP x FSDP)")
     p.add_argument("--schedule", default="1F1B",
                    help="the pipeline schedule: GPipe, 1F1B, or with two stages per rank Interleaved1F1B "
                         "(interleaved), LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble (zb)")
@@ -340,14 +341,17 @@ def main(argv=None):
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     if world % args.tp or (args.tp > 1 and args.ddp):
         raise SystemExit(f"--tp {args.tp} must divide the {world} ranks (and goes with FSDP2, not --ddp)")
-    if args.pp > 1 and (args.pp != world or args.tp > 1 or args.ddp or args.batch % args.microbatches):
-        raise SystemExit(f"--pp {args.pp} takes one stage per rank ({world} ranks here), without --tp or --ddp, "
-                         f"and --microbatches {args.microbatches} must divide --batch {args.batch}")
+    if args.pp > 1 and (world % args.pp or args.tp > 1 or args.ddp):
+        raise SystemExit(f"--pp {args.pp} must divide the {world} ranks (the rest shard each stage with FSDP2), "
+                         "and goes without --tp or --ddp")
     model_parallel = args.tp * args.pp
     dp = world // model_parallel  # data-parallel ranks; the ranks of one TP group or pipeline read the same data
     dp_rank = rank // model_parallel
     if args.batch % dp:
         raise SystemExit(f"--batch {args.batch} does not divide over {dp} data-parallel ranks")
+    if args.pp > 1 and (args.batch // dp) % args.microbatches:
+        raise SystemExit(f"--microbatches {args.microbatches} must divide each pipeline's batch ({args.batch // dp} "
+                         f"of --batch {args.batch} over {dp} data-parallel replicas)")
     tr.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     run_dir = pathlib.Path(args.run_dir)
     if rank == 0:
@@ -368,7 +372,7 @@ def main(argv=None):
         model = nn.parallel.DistributedDataParallel(model)
     elif distributed and args.pp > 1:
         from lm_pipeline import Pipeline
-        pipeline = Pipeline(model, args.pp, args.schedule, args.microbatches, VOCAB, args.dim)
+        pipeline = Pipeline(model, args.pp, args.schedule, args.microbatches, VOCAB, args.dim, dp=dp)
     elif distributed:
         shard(model, world, args.tp)
     if on_meta:
@@ -395,7 +399,7 @@ def main(argv=None):
     loader = DataLoader(windows, batch_size=args.batch // dp, sampler=sampler, drop_last=True)
     steps_per_epoch = len(loader)
     layout = "DDP" if args.ddp else f"pipeline ({pipeline.num_stages} stages on {args.pp} ranks, {args.schedule}, " \
-        f"{args.microbatches} microbatches)" \
+        f"{args.microbatches} microbatches{f', FSDP2 over {dp} replicas' if dp > 1 else ''})" \
         if pipeline is not None else "FSDP2" if args.tp == 1 else f"FSDP2 x TP (dp={dp}, tp={args.tp})"
     if rank == 0:
         print(f"train_lm: {parameters / 1e6:.2f}M parameters, {len(train) / 1e6:.1f} MB of training text, "

@@ -1,7 +1,7 @@
 """The main job, examples/train_lm.py, in miniature: the loss falls and the
 last line has its documented format; FSDP on 2 ranks, DDP and one process
-follow the same loss curve, and so do FSDP x TP (--tp 2) and pipeline stages (--pp 2), whose checkpoints resume in other
-layouts; a job killed with SIGKILL after a checkpoint,
+follow the same loss curve, and so do FSDP x TP (--tp 2) and pipeline stages (--pp 2, also sharded by FSDP on 4
+ranks), whose checkpoints resume in other layouts; a job killed with SIGKILL after a checkpoint,
 resumed on another number of ranks, continues that curve exactly."""
 import os
 import re
@@ -137,6 +137,35 @@ def test_pipeline_stages_follow_the_curve_and_checkpoints_move_between_layouts(t
     shutil.rmtree(tmp_path / "fsdp" / "ckpt" / "step_30")
     _, resumed = train(2, tmp_path / "fsdp", *four, "--resume", "--pp", "2", "--schedule", "GPipe")
     assert resumed[30] == pytest.approx(fsdp[30], abs=2e-3), (resumed, fsdp)
+
+
+def test_pipeline_stages_sharded_by_fsdp_follow_the_curve_and_checkpoints_move_between_layouts(tmp_path):
+    """--pp 2 on 4 ranks: two pipeline replicas, each stage sharded by fully_shard over its 2 replicas
+    (PP x FSDP), follow FSDP's curve on 4 ranks with 1F1B and with Interleaved1F1B (a replica that missed
+    the other's gradients would drift off it); the checkpoint resumes as FSDP on 2 ranks, FSDP's as PP x FSDP;
+    ZB-V, whose rank 0 holds both ends of the tied embedding, is refused by name."""
+    four = ("--layers", "4")
+    _, fsdp = train(4, tmp_path / "fsdp", *four)
+    lines, pp = train(4, tmp_path / "pp", *four, "--pp", "2")
+    assert any("(2 stages on 2 ranks, 1F1B, 4 microbatches, FSDP2 over 2 replicas)" in line for line in lines), \
+        lines[:3]
+    lines, interleaved = train(4, tmp_path / "interleaved", *four, "--pp", "2", "--schedule", "Interleaved1F1B",
+                               "--microbatches", "2")
+    assert any("(4 stages on 2 ranks, Interleaved1F1B, 2 microbatches, FSDP2" in line for line in lines), lines[:3]
+    for step in (10, 20, 30):
+        assert pp[step] == pytest.approx(fsdp[step], abs=2e-3), (pp, fsdp)
+        assert interleaved[step] == pytest.approx(fsdp[step], abs=2e-3), (interleaved, fsdp)
+    assert LAST_LINE.match(lines[-1]), lines[-1]
+    shutil.rmtree(tmp_path / "pp" / "ckpt" / "step_30")
+    _, resumed = train(2, tmp_path / "pp", *four, "--resume")
+    assert resumed[30] == pytest.approx(pp[30], abs=2e-3), (resumed, pp)
+    shutil.rmtree(tmp_path / "fsdp" / "ckpt" / "step_30")
+    _, resumed = train(4, tmp_path / "fsdp", *four, "--resume", "--pp", "2", "--schedule", "GPipe")
+    assert resumed[30] == pytest.approx(fsdp[30], abs=2e-3), (resumed, fsdp)
+    refused = subprocess.run(command(4, tmp_path / "zb", *four, "--pp", "2", "--schedule", "zb"), capture_output=True,
+                             text=True, timeout=120, env=env())
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "puts the first and the last stage on one rank" in output, output[-2000:]
 
 
 def test_a_killed_job_resumes_on_another_rank_count_along_the_same_curve(tmp_path):
