@@ -18,7 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PEER = ROOT.parent / "shared" / "peer-modern"
 LAYOUTS = (("one process", 1, []), ("DDP, 2 ranks", 2, ["--ddp"]), ("FSDP2, 2 ranks", 2, []),
            ("FSDP2 x TP (2 x 2), 4 ranks", 4, ["--tp", "2"]), ("pipeline, 2 stages (1F1B)", 2, ["--pp", "2"]),
-           ("PP x FSDP2 (2 x 2, 1F1B), 4 ranks", 4, ["--pp", "2"]), ("FSDP2, 4 ranks", 4, []))
+           ("PP x FSDP2 (2 x 2), 4 ranks", 4, ["--pp", "2"]), ("FSDP2, 4 ranks", 4, []))
 TORCH_LAYOUTS = ("one process", "DDP, 2 ranks", "FSDP2, 2 ranks", "FSDP2, 4 ranks")  # (2.6's 1F1B hangs on Gloo)
 
 
