@@ -141,6 +141,9 @@ class Agent {
   }
   State rendezvous();
   State run_workers();  // sets exit_status_ and, on a stop signal, stop_signal_
+  // Between worker groups (in a rendezvous): reads the pending signals; a stop
+  // signal sets stop_signal_ (nobody to forward it to) and says true.
+  bool stop_signal_received();
   State restart();
   int finish();  // done: waits for the other nodes as the store's host must, returns the exit status
 
@@ -331,6 +334,7 @@ int Agent::run() {
     switch (state) {
       case State::Rendezvous:
         state = rendezvous();
+        if (stop_signal_) return 128 + stop_signal_;
         break;
       case State::Running:
         state = run_workers();
@@ -345,6 +349,21 @@ int Agent::run() {
   }
 }
 
+bool Agent::stop_signal_received() {
+  signalfd_siginfo info{};
+  while (::read(signal_fd_, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if ((sig == SIGINT || sig == SIGTERM || sig == SIGHUP) && !stop_signal_) {
+      stop_signal_ = sig;
+      const std::string line = fmt::format("received {} during the rendezvous: leaving it", signal_name(sig));
+      say(line);
+      publish(AgentEvent::SIGNAL, line, -1, 0, sig);
+      publish(AgentEvent::JOB_DONE, fmt::format("stopped by {}", signal_name(sig)), -1, 128 + sig);
+    }
+  }
+  return stop_signal_ != 0;
+}
+
 Agent::State Agent::rendezvous() {
   report([&](AgentStatus& s) {
     s.set_attempt(attempt_);
@@ -353,7 +372,9 @@ Agent::State Agent::rendezvous() {
   });
   const auto rendezvous_start = std::chrono::steady_clock::now();
   if (rdzv_) {
-    RendezvousRound rr = rdzv_->next_round();
+    std::optional<RendezvousRound> joined = rdzv_->next_round([&] { return stop_signal_received(); });
+    if (!joined) return State::Done;  // stop_signal_ is set: run() exits with 128 + it
+    const RendezvousRound& rr = *joined;
     round_ = rr.round;
     node_rank_ = rr.node_rank;
     nnodes_ = rr.nnodes;

@@ -20,23 +20,26 @@ ElasticRendezvous::ElasticRendezvous(std::shared_ptr<Store> store, RendezvousSet
 
 int ElasticRendezvous::current_round() { return std::stoi(to_string(store_->get(key("round")))); }
 
-void ElasticRendezvous::wait_for_round_after(int round, Clock::time_point deadline) {
+bool ElasticRendezvous::wait_for_round_after(int round, Clock::time_point deadline,
+                                             const std::function<bool()>& stop_requested) {
   while (current_round() <= round) {
+    if (stop_requested && stop_requested()) return false;
     TR_CHECK(Clock::now() < deadline, TimeoutError,
              "rendezvous '{}': waited for round {} to be replaced by a new one until the join timeout ({} s)",
              settings_.run_id, round, settings_.join_timeout.count() / 1000);
     std::this_thread::sleep_for(kPoll);
   }
+  return true;
 }
 
-RendezvousRound ElasticRendezvous::next_round() {
+std::optional<RendezvousRound> ElasticRendezvous::next_round(const std::function<bool()>& stop_requested) {
   const auto deadline = Clock::now() + settings_.join_timeout;
   for (;;) {
     const int round = current_round();
     if (store_->check({round_key(round, "closed")})) {
       // Too late for this one: say so (the running agents re-form), then join the next.
       store_->add(round_key(round, "waiting"), 1);
-      wait_for_round_after(round, deadline);
+      if (!wait_for_round_after(round, deadline, stop_requested)) return std::nullopt;
       continue;
     }
     const int64_t order = store_->add(round_key(round, "joined"), 1);
@@ -46,7 +49,7 @@ RendezvousRound ElasticRendezvous::next_round() {
         const int64_t members = std::stoll(to_string(store_->get(round_key(round, "closed"))));
         if (order <= members) return RendezvousRound{round, static_cast<int>(order - 1), static_cast<int>(members)};
         store_->add(round_key(round, "waiting"), 1);
-        wait_for_round_after(round, deadline);
+        if (!wait_for_round_after(round, deadline, stop_requested)) return std::nullopt;
         break;
       }
       if (current_round() != round) break;  // replaced while forming: join the new one
@@ -61,6 +64,7 @@ RendezvousRound ElasticRendezvous::next_round() {
       TR_CHECK(Clock::now() < deadline, TimeoutError,
                "rendezvous '{}' round {}: {} of at least {} nodes joined within the join timeout ({} s)",
                settings_.run_id, round, joined, settings_.min_nodes, settings_.join_timeout.count() / 1000);
+      if (stop_requested && stop_requested()) return std::nullopt;
       std::this_thread::sleep_for(kPoll);
     }
   }

@@ -7,7 +7,9 @@
 // re-form the group (scale-up); a failed agent asks for a new round, and the
 // others re-form without it as long as MIN nodes remain.
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "store/store.h"
@@ -34,8 +36,11 @@ class ElasticRendezvous {
   // Joins the open round (or waits for the next when it has closed) and
   // returns once it closes with this agent in it. Throws TimeoutError naming
   // the run, the round and how many nodes came when MIN are not there within
-  // the join timeout.
-  RendezvousRound next_round();
+  // the join timeout. stop_requested is asked at every poll: when it says
+  // true (the agent got SIGTERM), the wait ends with nullopt, so a pod being
+  // deleted leaves within its grace period instead of waiting up to the
+  // join timeout.
+  std::optional<RendezvousRound> next_round(const std::function<bool()>& stop_requested = {});
   // While the workers run: has another agent asked for a new round, or is
   // one waiting to join?
   bool group_must_reform(int round);
@@ -51,7 +56,9 @@ class ElasticRendezvous {
   std::string key(const std::string& k) const { return "rdzv/" + settings_.run_id + "/" + k; }
   std::string round_key(int round, const std::string& k) const { return key("r" + std::to_string(round) + "/" + k); }
   int current_round();
-  void wait_for_round_after(int round, std::chrono::steady_clock::time_point deadline);
+  // False when stop_requested said true before the round was replaced.
+  bool wait_for_round_after(int round, std::chrono::steady_clock::time_point deadline,
+                            const std::function<bool()>& stop_requested);
 
   std::shared_ptr<Store> store_;
   RendezvousSettings settings_;

@@ -371,6 +371,23 @@ TEST(Launcher, ElasticJobScalesUpWhenANodeJoins) {
   EXPECT_NE(b.out().find("of 4: 400 allreduces ok"), std::string::npos) << b.out();
 }
 
+TEST(Launcher, SigtermDuringTheRendezvousEndsTheAgentAtOnce) {
+  // A pod deleted while its agent waits for the other nodes (the rest of the
+  // job gone, or not yet there) must leave within its grace period, not at
+  // the join timeout.
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  Agent a({"--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--nnodes", "2:2", "--nproc-per-node", "1",
+           "--rdzv-conf", "join_timeout=600", "--no-python", kWorker, "allreduce", "10"},
+          "rdzv_sigterm");
+  ASSERT_TRUE(wait_for_text(a, "hosting the rendezvous store")) << a.err();
+  std::this_thread::sleep_for(300ms);  // in the rendezvous's wait for the second node
+  const auto sent = Clock::now();
+  kill(a.pid, SIGTERM);
+  EXPECT_EQ(a.wait(10s), 128 + SIGTERM) << a.err();
+  EXPECT_LT(Clock::now() - sent, 5s);
+  EXPECT_NE(a.err().find("received SIGTERM (15) during the rendezvous"), std::string::npos) << a.err();
+}
+
 TEST(Launcher, ADeathBySignalIsNamed) {
   Agent a({"--nproc-per-node", "2", "--grace-period", "1", "--no-python", kWorker, "segv"}, "segv");
   EXPECT_EQ(a.wait(), 128 + SIGSEGV) << a.err();
