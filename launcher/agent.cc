@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <tuple>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -141,9 +142,7 @@ class Agent {
   }
   State rendezvous();
   State run_workers();  // sets exit_status_ and, on a stop signal, stop_signal_
-  // Between worker groups (in a rendezvous): reads the pending signals; a stop
-  // signal sets stop_signal_ (nobody to forward it to) and says true.
-  bool stop_signal_received();
+  bool stop_signal_received();  // in a rendezvous (no workers to forward to): sets stop_signal_
   State restart();
   int finish();  // done: waits for the other nodes as the store's host must, returns the exit status
 
@@ -334,11 +333,9 @@ int Agent::run() {
     switch (state) {
       case State::Rendezvous:
         state = rendezvous();
-        if (stop_signal_) return 128 + stop_signal_;
         break;
       case State::Running:
         state = run_workers();
-        if (stop_signal_) return 128 + stop_signal_;
         break;
       case State::Restarting:
         state = restart();
@@ -346,6 +343,7 @@ int Agent::run() {
       case State::Done:
         return finish();
     }
+    if (stop_signal_) return 128 + stop_signal_;  // a stop signal in the rendezvous or while workers ran
   }
 }
 
@@ -374,10 +372,7 @@ Agent::State Agent::rendezvous() {
   if (rdzv_) {
     std::optional<RendezvousRound> joined = rdzv_->next_round([&] { return stop_signal_received(); });
     if (!joined) return State::Done;  // stop_signal_ is set: run() exits with 128 + it
-    const RendezvousRound& rr = *joined;
-    round_ = rr.round;
-    node_rank_ = rr.node_rank;
-    nnodes_ = rr.nnodes;
+    std::tie(round_, node_rank_, nnodes_) = std::tie(joined->round, joined->node_rank, joined->nnodes);
     say(fmt::format("rendezvous '{}' round {}: this is node {} of {}", run_id_, round_, node_rank_, nnodes_));
   }
   publish(AgentEvent::RENDEZVOUS,
