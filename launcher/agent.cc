@@ -23,6 +23,7 @@
 #include "launcher/agent_service.h"
 #include "launcher/failure_report.h"
 #include "launcher/flight_analysis.h"
+#include "launcher/ipc_broker.h"
 #include "launcher/job_directory.h"
 #include "launcher/json_log.h"
 #include "launcher/rendezvous.h"
@@ -161,6 +162,7 @@ class Agent {
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<AgentMetrics> metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
+  std::unique_ptr<IpcBroker> ipc_broker_;  // the workers' shared device memory (TRAINRUN_IPC_BROKER)
   // Drain: set by the service's thread, read by the watch loop.
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> drain_deadline_ns_{0};  // steady clock
@@ -212,6 +214,12 @@ Agent::Agent(LaunchOptions options) : o_(std::move(options)) {
   }
   if (metrics_) common_env_["TRAINRUN_METRICS_DIR"] = base_dir_ + "/metrics";  // where put_metric writes
   if (service_) common_env_["TRAINRUN_STACKS_DIR"] = base_dir_ + "/stacks";    // where stack handlers listen
+  try {
+    ipc_broker_ = std::make_unique<IpcBroker>(base_dir_ + "/ipc.sock");
+    common_env_["TRAINRUN_IPC_BROKER"] = ipc_broker_->socket_path();
+  } catch (const std::exception& e) {  // workers can still share CPU tensors, which need no broker
+    say(fmt::format("no broker for CUDA tensors shared between workers: {}", e.what()));
+  }
   drain_file_ = base_dir_ + "/drain";
   common_env_["TRAINRUN_DRAIN_FILE"] = drain_file_;  // drain_requested() is true once it exists
   argv_ = command_line(o_);
@@ -564,6 +572,8 @@ int Agent::finish() {
   report([](AgentStatus& s) { s.set_phase(AgentStatus::DONE); });
   publish(AgentEvent::JOB_DONE, exit_status_ == 0 ? "the job succeeded" : "the job failed", -1, exit_status_);
   if (exit_status_ == 127) return 127;  // the program could not be started: nothing to wait for
+  const std::string leaks = ipc_broker_ ? ipc_broker_->leak_report() : "";
+  if (!leaks.empty()) say("shared device memory the workers left behind:\n" + leaks.substr(0, leaks.size() - 1));
   // Every node reports the end of the job at one store barrier
   // (store/store_barrier.h); the node that hosts the store waits for all of
   // them before closing it (not long when the job failed: the others may be

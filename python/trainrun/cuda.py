@@ -132,3 +132,16 @@ def set_rng_state(new_state, device="cuda"):
 
 get_rng_state_all = lambda: [get_rng_state()]  # noqa: E731
 set_rng_state_all = lambda states: set_rng_state(states[0])  # noqa: E731
+
+
+def ipc_collect():
+    """torch.cuda.ipc_collect: makes sure every CUDA block other processes have released (their tensors from
+    this process's, sent through trainrun.multiprocessing, gone, or the processes themselves) is back in this
+    process's caching allocator. The broker's notices are taken as they come; this waits for those already sent.
+    Returns what is still out: {"leases_held": n, "allocations_open": m} (this process's blocks leased to
+    others, other processes' allocations open here)."""
+    from trainrun.multiprocessing import _broker
+    for client in _broker.connected_clients():
+        client.report()
+    held, opened = _cuda._ipc_counts()
+    return {"leases_held": held, "allocations_open": opened}

@@ -17,6 +17,7 @@ struct CachingAllocator::Block {
   Block* next = nullptr;
   std::set<StreamId> stream_uses;
   int pending_events = 0;
+  int holds = 0;  // leases of other processes (CUDA IPC)
 
   // Takes over the right neighbour (free, out of its pool) and deletes it.
   void absorb_next() {
@@ -143,6 +144,14 @@ void CachingAllocator::free(void* ptr) {
            ptr);
   Block* block = it->second;
   active_.erase(it);
+  if (block->holds > 0) {  // another process still uses it: freed when its last lease goes
+    freed_while_held_[ptr] = block;
+    return;
+  }
+  finish_free(block);
+}
+
+void CachingAllocator::finish_free(Block* block) {
   stats_.allocated_bytes -= block->size;
   stats_.requested_bytes -= block->requested;
   if (!block->stream_uses.empty()) {
@@ -206,6 +215,48 @@ void CachingAllocator::release_cached_segments() {
       delete b;
     }
   }
+}
+
+std::pair<void*, size_t> CachingAllocator::segment_of(void* ptr) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = active_.find(ptr);
+  TR_CHECK(it != active_.end(), ValueError, "CUDA caching allocator ({}): {} is not a block it handed out",
+           device_name_, ptr);
+  const Block* head = it->second;
+  while (head->prev != nullptr) head = head->prev;
+  size_t bytes = 0;
+  for (const Block* b = head; b != nullptr; b = b->next) bytes += b->size;
+  return {head->ptr, bytes};
+}
+
+void CachingAllocator::hold(void* ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = active_.find(ptr);
+  TR_CHECK(it != active_.end(), ValueError,
+           "CUDA caching allocator ({}): a lease on {}, which is not a live block it handed out", device_name_, ptr);
+  it->second->holds += 1;
+}
+
+void CachingAllocator::release_hold(void* ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = active_.find(ptr); it != active_.end()) {
+    TR_CHECK(it->second->holds > 0, ValueError, "CUDA caching allocator ({}): release of {}, which has no lease",
+             device_name_, ptr);
+    it->second->holds -= 1;
+    return;
+  }
+  auto it = freed_while_held_.find(ptr);
+  TR_CHECK(it != freed_while_held_.end(), ValueError,
+           "CUDA caching allocator ({}): release of {}, which has no lease", device_name_, ptr);
+  Block* block = it->second;
+  if (--block->holds > 0) return;
+  freed_while_held_.erase(it);
+  finish_free(block);
+}
+
+size_t CachingAllocator::leased_blocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return freed_while_held_.size();
 }
 
 void CachingAllocator::record_stream(void* ptr, StreamId stream) {

@@ -83,6 +83,17 @@ class CachingAllocator {
   // Marks ptr's block as used by `stream` (a tensor handed to another stream);
   // memory this allocator did not hand out is left alone.
   void record_stream(void* ptr, StreamId stream);
+  // Sharing with other processes (CUDA IPC). The device allocation (segment)
+  // that holds ptr's block, as {base, bytes}: a consumer opens the
+  // allocation and finds the block at ptr - base.
+  std::pair<void*, size_t> segment_of(void* ptr) const;
+  // A lease on ptr's block, taken for another process: while any is held,
+  // the block's free (its tensor dying here) does not return it to the pool,
+  // and it counts as allocated until the last lease is released.
+  void hold(void* ptr);
+  void release_hold(void* ptr);
+  // Blocks freed here but still leased to other processes.
+  size_t leased_blocks() const;
   // Returns every wholly free segment to the device.
   void empty_cache();
   MemoryStats stats() const;
@@ -104,6 +115,7 @@ class CachingAllocator {
   Block* find_free_block(Pool& pool, size_t size, StreamId stream);
   Block* new_segment(Pool& pool, size_t size, StreamId stream, size_t requested);
   void release_cached_segments();
+  void finish_free(Block* block);
   void free_block(Block* block);
   void process_events();
   [[noreturn]] void throw_out_of_memory(size_t requested, size_t segment);
@@ -113,6 +125,7 @@ class CachingAllocator {
   mutable std::mutex mu_;
   Pool small_pool_, large_pool_;
   std::unordered_map<void*, Block*> active_;
+  std::unordered_map<void*, Block*> freed_while_held_;  // freed by their tensors, still leased elsewhere
   // Blocks freed while other streams used them, with one event per stream.
   std::deque<std::pair<void*, Block*>> pending_events_;
   MemoryStats stats_;

@@ -7,7 +7,12 @@ Pickling a CPU tensor moves its storage into shared memory (in place, as
 PyTorch does) and sends the segment's descriptor with the offset of the
 block. Inside trainrun's Queue the descriptor rides in the same message
 (SCM_RIGHTS, see _fd_queue.py), one per segment however many tensors use it;
-elsewhere it goes through multiprocessing's DupFd."""
+elsewhere it goes through multiprocessing's DupFd.
+
+A CUDA tensor goes as a CUDA IPC handle of its block with a lease at the
+node's broker (_broker.py): the sender may drop its tensor at once; the
+block returns to its pool when every receiver's tensor is gone, or the
+receiver is."""
 import os
 import threading
 from multiprocessing import reduction
@@ -73,7 +78,47 @@ def _storage_handle(storage):
     return ("dupfd", reduction.DupFd(fd), inode, offset, nbytes)
 
 
+_cuda_exports = set()  # export ids this process registered with its broker
+
+
+def _cuda_storage_handle(storage):
+    """A CUDA storage by reference (tensor/cuda/ipc.h): the producer's block stays out of its pool until the
+    lease taken here is released, by the receiver's tensor dying or by the receiver dying."""
+    from trainrun.multiprocessing import _broker
+    broker = _broker.client_for_export()
+    memory, event, device, segment_bytes, offset, nbytes, block = _C._cuda._ipc_export(storage)  # one hold
+    try:
+        export_id = f"{os.getpid()}:cuda:{device}:{block:#x}"
+        if export_id not in _cuda_exports:
+            broker.export(export_id, nbytes, f"cuda:{device}",
+                          lambda lease, device=device, block=block: _C._cuda._ipc_release_export(device, block))
+            _cuda_exports.add(export_id)
+        lease = broker.lease(export_id)
+    except BaseException:
+        _C._cuda._ipc_release_export(device, block)
+        raise
+    return ("cuda", broker.path, lease, memory, event, device, segment_bytes, offset, nbytes, block)
+
+
+def _storage_from_cuda_handle(handle):
+    from trainrun.multiprocessing import _broker
+    _, path, lease, memory, event, device, segment_bytes, offset, nbytes, block = handle
+    if lease.split(":", 1)[0] == str(os.getpid()):
+        raise RuntimeError("a CUDA tensor came back to the process that sent it; CUDA IPC cannot open a process's "
+                           "own memory: keep the tensor itself instead of its pickled form")
+    broker = _broker.client_at(path)
+    broker.claim(lease)
+    try:
+        return _C._cuda._storage_from_ipc(memory, event, device, segment_bytes, offset, nbytes, block,
+                                          lambda: broker.release(lease))
+    except BaseException:
+        broker.release(lease)
+        raise
+
+
 def _storage_from_handle(handle):
+    if handle[0] == "cuda":
+        return _storage_from_cuda_handle(handle)
     kind, ref, inode, offset, nbytes = handle
     incoming = getattr(_local, "incoming", None)
     if kind == "slot":
@@ -100,10 +145,12 @@ def reduce_tensor(t):
         raise RuntimeError("Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd does "
                            "not support crossing process boundaries.  If you just want to transfer the data, call "
                            "detach() on the tensor before serializing (e.g., putting it on the queue).")
-    if t.device.type != "cpu":
-        raise NotImplementedError(f"sending a {t.device.type} tensor to another process is not supported yet (CUDA "
-                                  "IPC); send t.cpu() instead")
-    return (rebuild_tensor, (type(t), _storage_handle(t.untyped_storage()), _dtype_name(t.dtype), tuple(t.shape),
+    if t.device.type not in ("cpu", "cuda"):
+        raise NotImplementedError(f"sending a {t.device.type} tensor to another process is not supported; send "
+                                  "t.cpu() instead")
+    storage = t.untyped_storage()
+    handle = _cuda_storage_handle(storage) if t.device.type == "cuda" else _storage_handle(storage)
+    return (rebuild_tensor, (type(t), handle, _dtype_name(t.dtype), tuple(t.shape),
                              tuple(t.stride()), t.storage_offset(), t.requires_grad))
 
 
@@ -119,6 +166,8 @@ def rebuild_tensor(cls, handle, dtype_name, size, stride, storage_offset, requir
 
 
 def reduce_storage(storage):
+    if storage.device.type == "cuda":
+        return (_storage_from_handle, (_cuda_storage_handle(storage),))
     return (_storage_from_handle, (_storage_handle(storage),))
 
 

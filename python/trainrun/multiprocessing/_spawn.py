@@ -108,6 +108,10 @@ class SpawnContext(ProcessContext):
 
 def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
     ctx = multiprocessing.get_context(start_method)
+    from trainrun import _C
+    if _C._cuda.is_available():  # the children's CUDA tensors are leased through a broker this process hosts
+        from trainrun.multiprocessing._broker import host_for_children
+        host_for_children()
     error_queues = []
     processes = []
     for i in range(nprocs):

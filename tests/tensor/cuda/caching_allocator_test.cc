@@ -251,6 +251,61 @@ TEST_F(CachingAllocatorTest, DoubleFreeIsNamed) {
   expect_error<ValueError>([&] { alloc.free(a); }, {"cuda:0", "did not hand out", "freed already"});
 }
 
+TEST_F(CachingAllocatorTest, SegmentOfNamesTheAllocationAndTheBlocksPlaceInIt) {
+  void* a = alloc.allocate(512 * 1024, 0);
+  void* b = alloc.allocate(512 * 1024, 0);
+  auto [base, bytes] = alloc.segment_of(b);
+  EXPECT_EQ(base, a);
+  EXPECT_EQ(bytes, 2 * MiB);
+  EXPECT_EQ(static_cast<char*>(b) - static_cast<char*>(base), 512 * 1024);
+  alloc.free(a);
+  alloc.free(b);
+  expect_error<ValueError>([&] { alloc.segment_of(b); }, {"cuda:0", "not a block it handed out"});
+}
+
+TEST_F(CachingAllocatorTest, ALeasedBlockFreedHereStaysAllocatedUntilTheLastLeaseGoes) {
+  const size_t baseline = alloc.stats().allocated_bytes;
+  void* p = alloc.allocate(4 * MiB, 0);
+  alloc.hold(p);  // two consumers
+  alloc.hold(p);
+  alloc.free(p);  // the producer's tensor dies
+  EXPECT_EQ(alloc.leased_blocks(), 1u);
+  EXPECT_EQ(alloc.stats().allocated_bytes, baseline + 4 * MiB);
+  void* q = alloc.allocate(4 * MiB, 0);
+  EXPECT_NE(q, p) << "a block still leased to another process was handed out again";
+  alloc.release_hold(p);
+  EXPECT_EQ(alloc.leased_blocks(), 1u);
+  alloc.release_hold(p);
+  EXPECT_EQ(alloc.leased_blocks(), 0u);
+  alloc.free(q);
+  EXPECT_EQ(alloc.stats().allocated_bytes, baseline);
+  EXPECT_EQ(alloc.allocate(4 * MiB, 0), p);  // back in the pool
+  alloc.free(p);
+  expect_error<ValueError>([&] { alloc.release_hold(p); }, {"cuda:0", "has no lease"});
+}
+
+TEST_F(CachingAllocatorTest, ALeaseReleasedWhileTheTensorLivesLeavesItsFreeAlone) {
+  void* p = alloc.allocate(1000, 0);
+  alloc.hold(p);
+  alloc.release_hold(p);
+  EXPECT_EQ(alloc.leased_blocks(), 0u);
+  alloc.free(p);
+  EXPECT_EQ(alloc.allocate(1000, 0), p);
+  alloc.free(p);
+  expect_error<ValueError>([&] { alloc.hold(p); }, {"cuda:0", "not a live block"});
+}
+
+TEST_F(CachingAllocatorTest, EmptyCacheKeepsASegmentWithALeasedBlock) {
+  void* p = alloc.allocate(30 * MiB, 0);
+  alloc.hold(p);
+  alloc.free(p);
+  alloc.empty_cache();
+  EXPECT_EQ(dev.frees, 0) << "the allocation another process has open went back to the device";
+  alloc.release_hold(p);
+  alloc.empty_cache();
+  EXPECT_EQ(dev.frees, 1);
+}
+
 TEST_F(CachingAllocatorTest, ConcurrentAllocationsKeepTheBooksBalanced) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
