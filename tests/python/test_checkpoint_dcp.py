@@ -361,6 +361,32 @@ def test_bad_checkpoints_are_refused_by_name_and_load_nothing(tmp_path):
         dcp.load(state, checkpoint_id=str(tmp_path / "good"))
 
 
+def test_a_data_file_written_in_place_between_check_and_read_loads_nothing(tmp_path, monkeypatch):
+    """Loads check every piece, then read the bytes again into the tensors: a file overwritten in between (not
+    by trainrun, whose saves rename a new folder in) must be refused before anything is read into the model."""
+    import trainrun as tr
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.checkpoint import _data_files
+    model = _model()
+    _set_expected(model)
+    dcp.save({"model": model.state_dict()}, checkpoint_id=str(tmp_path / "ckpt"))
+    data = next((tmp_path / "ckpt").glob("__*"))
+    verify = _data_files.PieceReader.verify
+
+    def verify_then_overwrite(self, chunks):
+        verify(self, chunks)
+        with open(data, "r+b") as f:  # the same inode, new bytes and time
+            f.seek(-4, os.SEEK_END)
+            f.write(b"\0\0\0\0")
+        os.utime(data, ns=(0, 0))
+
+    monkeypatch.setattr(_data_files.PieceReader, "verify", verify_then_overwrite)
+    state = {"model": {k: tr.zeros(list(v.shape)) for k, v in model.state_dict().items()}}
+    with pytest.raises(ValueError, match=f"data file {data.name} changed while it was loaded"):
+        dcp.load(state, checkpoint_id=str(tmp_path / "ckpt"))
+    assert all(not v.any().item() for v in state["model"].values()), "something was loaded"
+
+
 # ---- optimizer state ----------------------------------------------------------------------------------------
 def _train_two_steps(model):
     import trainrun as tr

@@ -3,10 +3,9 @@ safetensors layout (8-byte header length, JSON header, then the data), so
 that safetensors tools can read every piece; the checkpoint's metadata points
 into it by byte offset, and checks each piece with a CRC-32C (computed in C++
 with the CPU's crc32 instruction). Writes go from the tensors through NumPy
-views (one copy, the kernel's); loads map the files and check and copy the
-pieces straight from the page cache."""
+views (one copy, the kernel's); loads check every piece, then read them into
+the tensors (PieceReader)."""
 import json
-import mmap
 import os
 import struct
 
@@ -69,48 +68,93 @@ def write_data_file(path, pieces):
     return locations
 
 
-class MappedFiles:
-    """The data files of one load, each mapped once: a piece is checked and copied straight from the page
-    cache, with no read() into a buffer first (one pass over the bytes fewer)."""
+class PieceReader:
+    """The saved pieces one load needs, read in two passes so that a bad file loads nothing and the disk is
+    read once, at its sequential rate:
+      1. verify(): every piece streamed through a small buffer (large sequential reads the kernel reads ahead
+         of), its CRC-32C checked as it comes; a missing or truncated file, a wrong size or checksum raises
+         here, before any tensor is touched;
+      2. read_into(): the same bytes again, now from the page cache, straight into the destination tensor
+         when the piece fills a contiguous region of it, else into a piece-sized buffer to copy from. A file
+         replaced between the passes (another inode, size or time) is refused rather than loaded."""
+
+    BUFFER = 8 << 20
 
     def __init__(self, folder):
-        self.folder, self.maps = folder, {}
+        self.folder, self.fds, self.identity = folder, {}, {}
 
-    def bytes_of(self, chunk):
-        """The piece's bytes (a memoryview into the mapping), the file's existence and size checked."""
-        if chunk.file not in self.maps:
-            path = os.path.join(self.folder, chunk.file)
-            if not os.path.exists(path):
-                raise ValueError(f"checkpoint '{self.folder}': data file {chunk.file} is missing")
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                # Private and writable (copy-on-write: nothing reaches the file), because tensors are made
-                # over writable memory; reading it reads the page cache.
-                mapped = mmap.mmap(f.fileno(), size, flags=mmap.MAP_PRIVATE,
-                                   prot=mmap.PROT_READ | mmap.PROT_WRITE) if size else bytearray()
-            if size:  # read ahead the whole file at once (from disk: large requests, not page by page)
-                mapped.madvise(mmap.MADV_SEQUENTIAL)
-                mapped.madvise(mmap.MADV_WILLNEED)
-            self.maps[chunk.file] = (mapped, size)
-        mapped, size = self.maps[chunk.file]
-        end = chunk.byte_offset + chunk.byte_length
-        if size < end:
-            raise ValueError(f"checkpoint '{self.folder}': data file {chunk.file} is truncated ({size} bytes, a "
-                             f"piece ends at byte {end})")
-        return memoryview(mapped)[chunk.byte_offset:end]
+    def close(self):
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
 
+    def _fd(self, name):
+        if name not in self.fds:
+            path = os.path.join(self.folder, name)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                raise ValueError(f"checkpoint '{self.folder}': data file {name} is missing") from None
+            st = os.fstat(fd)
+            self.fds[name], self.identity[name] = fd, (st.st_ino, st.st_size, st.st_mtime_ns)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        return self.fds[name]
 
-def read_piece(files, chunk, dtype):
-    """A saved piece as a tensor over the mapped file (bfloat16: converted), checked: the file exists, holds
-    the range, and the CRC-32C matches."""
-    data = files.bytes_of(chunk)
-    shape = list(chunk.sizes)
-    expected = empty_piece(dtype, [0]).itemsize * int(np.prod(shape, dtype=np.int64))
-    if len(data) != expected:
-        raise ValueError(f"checkpoint '{files.folder}': a piece of {chunk.file} is {chunk.byte_length} bytes, its "
-                         f"{dtype} {shape} needs {expected}")
-    if checksum(data) != chunk.crc32c:
-        raise ValueError(f"checkpoint '{files.folder}': data file {chunk.file} is corrupted (CRC-32C mismatch in "
-                         f"bytes {chunk.byte_offset}..{chunk.byte_offset + chunk.byte_length})")
-    array = np.frombuffer(data, dtype=empty_piece(dtype, [0]).dtype).reshape(shape)
-    return tensor_of_piece(array, dtype)
+    def verify(self, chunks):
+        """chunks: [(chunk, dtype name)], each saved piece once. Checks each one's file, range, size and CRC."""
+        buffer = memoryview(bytearray(self.BUFFER))
+        for chunk, dtype in sorted(chunks, key=lambda c: (c[0].file, c[0].byte_offset)):
+            fd = self._fd(chunk.file)
+            size, end = self.identity[chunk.file][1], chunk.byte_offset + chunk.byte_length
+            if size < end:
+                raise ValueError(f"checkpoint '{self.folder}': data file {chunk.file} is truncated ({size} bytes, a "
+                                 f"piece ends at byte {end})")
+            shape = list(chunk.sizes)
+            expected = empty_piece(dtype, [0]).itemsize * int(np.prod(shape, dtype=np.int64))
+            if chunk.byte_length != expected:
+                raise ValueError(f"checkpoint '{self.folder}': a piece of {chunk.file} is {chunk.byte_length} "
+                                 f"bytes, its {dtype} {shape} needs {expected}")
+            crc, at = 0, chunk.byte_offset
+            while at < end:
+                n = os.preadv(fd, [buffer[:min(self.BUFFER, end - at)]], at)
+                if n <= 0:
+                    raise ValueError(f"checkpoint '{self.folder}': data file {chunk.file} ended at byte {at} while "
+                                     f"reading a piece that ends at {end}")
+                crc = _C._crc32c(buffer[:n], crc)
+                at += n
+            if crc != chunk.crc32c:
+                raise ValueError(f"checkpoint '{self.folder}': data file {chunk.file} is corrupted (CRC-32C mismatch "
+                                 f"in bytes {chunk.byte_offset}..{end})")
+
+    def check_unchanged(self, name=None):
+        """Refuses a data file written in place since verify() (a save over the folder cannot do that: it
+        renames a new folder in, and the files open here stay the ones checked)."""
+        for file in [name] if name is not None else list(self.fds):
+            st = os.fstat(self.fds[file])
+            if (st.st_ino, st.st_size, st.st_mtime_ns) != self.identity[file]:
+                raise ValueError(f"checkpoint '{self.folder}': data file {file} changed while it was loaded")
+
+    def _read_exactly(self, chunk, target):
+        """Reads the verified piece's bytes into `target` (a writable buffer of its length)."""
+        fd = self.fds[chunk.file]
+        self.check_unchanged(chunk.file)
+        view, at, end = memoryview(target).cast("B"), chunk.byte_offset, chunk.byte_offset + chunk.byte_length
+        while at < end:
+            n = os.preadv(fd, [view[at - chunk.byte_offset:]], at)
+            if n <= 0:
+                raise ValueError(f"checkpoint '{self.folder}': data file {chunk.file} shrank while it was loaded")
+            at += n
+
+    def read_piece(self, chunk, dtype):
+        """A verified piece as a tensor of its own (bfloat16: converted)."""
+        array = empty_piece(dtype, list(chunk.sizes))
+        self._read_exactly(chunk, array)
+        return tensor_of_piece(array, dtype)
+
+    def read_into(self, chunk, dtype, destination):
+        """Reads a verified piece straight into `destination` (a contiguous CPU tensor of the piece's shape and
+        dtype) when its bytes can go there as they are; False when they cannot (then read_piece and copy)."""
+        if dtype == "bfloat16" or not destination.is_contiguous() or destination.device.type != "cpu":
+            return False
+        self._read_exactly(chunk, destination.detach().numpy().reshape(-1))
+        return True

@@ -1,8 +1,8 @@
 """load(): each rank reads, from a committed checkpoint, exactly the saved
 pieces that overlap the pieces its state dict holds now (whatever the
 placements were at save time: this is resharding), checks every piece's
-CRC-32, and only when everything is read and checked copies it into the
-state dict in place. A failure loads nothing."""
+CRC-32C, and only when everything is checked reads it into the state dict
+in place (_data_files.PieceReader). A failure loads nothing."""
 import json
 
 from trainrun import _C
@@ -11,15 +11,24 @@ from trainrun.distributed.checkpoint._state_dict_tree import flatten
 from trainrun.distributed.tensor._dtensor import DTensor
 
 
+class _Copy:
+    """One saved piece's part of one destination: `destination` (a view of the state dict's tensor) gets the
+    piece's elements in the global box (start, extent); the piece's own box starts at `origin`."""
+
+    __slots__ = ("destination", "key", "start", "extent", "origin")
+
+    def __init__(self, destination, key, start, extent, origin):
+        self.destination, self.key, self.start, self.extent, self.origin = destination, key, start, extent, origin
+
+
 def _plan(folder, metadata, leaves, rank=0, world=1):
-    """[(destination view, source tensor)] for every tensor leaf, and [(leaf, value)] for the others (a value
-    saved per rank: this rank's); every byte read and checked."""
+    """What to read: ({(file, byte offset): (chunk, dtype)} of the saved pieces this rank needs, [_Copy]), and
+    [(leaf, value)] for the non-tensor leaves (a value saved per rank: this rank's). Reads no tensor bytes."""
     missing = [leaf.fqn for leaf in leaves if leaf.fqn not in metadata.items]
     if missing:
         raise KeyError(f"load: checkpoint '{folder}' has no {', '.join(repr(m) for m in missing[:5])}"
                        f"{' and %d more' % (len(missing) - 5) if len(missing) > 5 else ''}")
     copies, values, pieces = [], [], {}
-    files = _data_files.MappedFiles(folder)
     for leaf in leaves:
         item = metadata.items[leaf.fqn]
         v = leaf.value
@@ -54,11 +63,9 @@ def _plan(folder, metadata, leaves, rank=0, world=1):
             if meet is None:
                 continue
             key = (chunk.file, chunk.byte_offset)
-            if key not in pieces:  # each saved piece is read (and checked) once
-                pieces[key] = _data_files.read_piece(files, chunk, saved.dtype)
+            pieces.setdefault(key, (chunk, saved.dtype))  # each saved piece is read (and checked) once
             start, extent = meet
-            copies.append((_chunks.box(local, start, extent, offsets),
-                           _chunks.box(pieces[key], start, extent, list(chunk.offsets))))
+            copies.append(_Copy(_chunks.box(local, start, extent, offsets), key, start, extent, list(chunk.offsets)))
             n = 1
             for e in extent:
                 n *= e
@@ -66,7 +73,24 @@ def _plan(folder, metadata, leaves, rank=0, world=1):
         if covered != local.numel():
             raise ValueError(f"load: checkpoint '{folder}' covers {covered} of the {local.numel()} elements "
                              f"'{leaf.fqn}' needs here")
-    return copies, values
+    return (pieces, copies), values
+
+
+def _read_planned(reader, pieces, copies):
+    """Reads the verified pieces into their destinations: straight in where a piece is wholly one contiguous
+    destination (the same layout as at save time), else through the piece read whole."""
+    reader.check_unchanged()  # every file, before the first byte goes in
+    by_piece = {}
+    for c in copies:
+        by_piece.setdefault(c.key, []).append(c)
+    for key, parts in by_piece.items():
+        chunk, dtype = pieces[key]
+        if (len(parts) == 1 and list(parts[0].extent) == list(chunk.sizes)
+                and reader.read_into(chunk, dtype, parts[0].destination)):
+            continue
+        piece = reader.read_piece(chunk, dtype)
+        for c in parts:
+            c.destination.copy_(_chunks.box(piece, c.start, c.extent, c.origin))
 
 
 def _plan_from_pytorch(folder, leaves):
@@ -107,17 +131,24 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     folder = _metadata.committed_folder(str(checkpoint_id))  # (a save over it that died mid-commit: the old one)
     leaves, statefuls = flatten(state_dict)
     if _pytorch_dcp.is_pytorch_dcp(folder):
-        copies, values = _plan_from_pytorch(folder, leaves)
+        copies, values = _plan_from_pytorch(folder, leaves)  # read and checked whole first
+        with no_grad():
+            for destination, source in copies:
+                destination.copy_(source)
     else:
         metadata = _metadata.read(folder)
         from trainrun import distributed as dist
         distributed = dist.is_initialized() and not no_dist
         rank = dist.get_rank(process_group) if distributed else 0
         world = dist.get_world_size(process_group) if distributed else 1
-        copies, values = _plan(folder, metadata, leaves, rank, world)
-    with no_grad():
-        for destination, source in copies:
-            destination.copy_(source)
+        (pieces, copies), values = _plan(folder, metadata, leaves, rank, world)
+        reader = _data_files.PieceReader(folder)
+        try:
+            reader.verify(list(pieces.values()))  # a bad file raises here: nothing is loaded
+            with no_grad():
+                _read_planned(reader, pieces, copies)
+        finally:
+            reader.close()
     for leaf, value in values:
         leaf.set(value)
     for obj, inner in reversed(statefuls):  # inner objects first
