@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "autograd/variable.h"
+#include "autograd/grad_mode.h"
 #include "python/csrc/bindings.h"
 #include "python/csrc/op_arguments.h"
 #include "tensor/dlpack.h"
@@ -61,8 +62,9 @@ DType dtype_of_numpy(const py::dtype& d) {
 py::array to_numpy(const Tensor& t) {
   TR_CHECK(!t.device().is_meta(), TypeError, "numpy(): a meta tensor has no data to convert");
   TR_CHECK(t.device().is_cpu(), TypeError, "numpy(): the tensor is on {}; copy it to the CPU first", t.device().str());
+  // As PyTorch: refused only while gradients are being recorded (a custom op's kernel, under no_grad, may).
   TR_CHECK(
-      !requires_grad(t), ValueError,
+      !(requires_grad(t) && GradMode::is_enabled()), ValueError,
       "numpy(): the tensor requires grad; call detach() first (as in PyTorch) so the array cannot bypass autograd");
   std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end()), strides;
   for (int64_t s : t.strides()) strides.push_back(s * t.element_size());

@@ -33,6 +33,8 @@ _C = _load_extension()
 from trainrun._tensor import Tensor, tensor  # noqa: E402
 from trainrun._autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: E402
 from trainrun import autograd, nn, optim, distributed, cuda, utils  # noqa: E402,F401
+from trainrun import library  # noqa: E402,F401  (custom operators: trainrun.library.custom_op)
+from trainrun._ops import ops  # noqa: E402,F401  (trainrun.ops.<namespace>.<name>, as torch.ops)
 
 dtype = _C.dtype
 dtype.__repr__ = dtype.__str__ = lambda self: "trainrun." + self.name

@@ -1,0 +1,87 @@
+"""trainrun.ops: operators by namespace, as torch.ops. `trainrun.ops.mylib.mysin`
+is the custom op "mylib::mysin" (trainrun.library), with `.default` its one
+overload; `trainrun.ops.aten.<name>` reaches the built-in op of that name
+(every overload, `.Tensor`, `.Scalar`, `.default`..., is the same function:
+trainrun's functions take every form)."""
+import types
+
+
+class OpOverload:
+    def __init__(self, packet, overload):
+        self._packet, self._overloadname = packet, overload
+        self._custom_op = packet._custom_op
+
+    @property
+    def _schema(self):
+        return f"{self._packet._qualified}{self._custom_op._schema}" if self._custom_op else self._packet._qualified
+
+    def __call__(self, *args, **kwargs):
+        return self._packet._fn(*args, **kwargs)
+
+    def __repr__(self):
+        return f"{self._packet._namespace}.{self._packet._name}.{self._overloadname}"
+
+
+class OpOverloadPacket:
+    def __init__(self, namespace, name, fn, custom_op=None):
+        self._namespace, self._name, self._fn, self._custom_op = namespace, name, fn, custom_op
+        self._qualified = f"{namespace}::{name}"
+        self.default = OpOverload(self, "default")
+
+    def __getattr__(self, overload):
+        if overload.startswith("__"):
+            raise AttributeError(overload)
+        if self._custom_op is not None:
+            raise AttributeError(f"The underlying op of '{self}' has no overload name '{overload}'")
+        return OpOverload(self, overload)  # aten overloads: one trainrun function takes them all
+
+    def overloads(self):
+        return ["default"]
+
+    def __call__(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
+
+    def __repr__(self):
+        return f"{self._namespace}.{self._name}"
+
+
+class _Namespace(types.ModuleType):
+    def __init__(self, name):
+        super().__init__(f"trainrun.ops.{name}")
+        self._ns = name
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if self._ns == "aten":
+            import trainrun
+            import trainrun.nn.functional as F
+            fn = getattr(trainrun, name, None) or getattr(F, name, None) or getattr(trainrun.Tensor, name, None)
+            if fn is None:
+                raise AttributeError(f"'_OpNamespace' 'aten' object has no attribute '{name}'")
+            packet = OpOverloadPacket("aten", name, fn)
+            setattr(self, name, packet)
+            return packet
+        raise AttributeError(f"'_OpNamespace' '{self._ns}' object has no attribute '{name}' (no custom op "
+                             f"'{self._ns}::{name}' is registered)")
+
+
+class _Ops(types.ModuleType):
+    def __init__(self):
+        super().__init__("trainrun.ops")
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        ns = _Namespace(name)
+        setattr(self, name, ns)
+        return ns
+
+
+ops = _Ops()
+
+
+def _add(custom_op):
+    """Makes a custom op reachable as ops.<namespace>.<name>."""
+    ns = getattr(ops, custom_op._namespace)
+    setattr(ns, custom_op._name, OpOverloadPacket(custom_op._namespace, custom_op._name, custom_op, custom_op))

@@ -1,0 +1,397 @@
+"""trainrun.library: operators written by users (PyTorch 2.4's custom-operator
+API), callable as functions and as trainrun.ops.<namespace>.<name>.
+
+    @trainrun.library.custom_op("mylib::mysin", mutates_args=())
+    def mysin(x: Tensor) -> Tensor:
+        return x.sin()
+
+    @mysin.register_fake                 # shapes and dtypes only: meta tensors, capture
+    def _(x):
+        return trainrun.empty_like(x)
+
+    mysin.register_autograd(backward, setup_context=setup_context)
+
+An op's schema is inferred from the function's annotations (PyTorch's
+spelling: `(Tensor(a0!) x, SymInt n) -> ()`), and every call is checked
+against it: an argument of the wrong type, tensors on different devices, a
+output that is one of the inputs or a view of one, or a backward through an
+op with no autograd formula is an error that names the op and what was
+wrong; opcheck also finds a tensor the op writes to without declaring it in
+`mutates_args`. The kernel is
+chosen by the device of the tensor arguments (register_kernel per device
+type, the decorated function otherwise); meta tensors run the fake."""
+import collections.abc
+import inspect
+import typing
+
+from trainrun import _C
+
+__all__ = ["custom_op", "register_fake", "register_kernel", "register_autograd", "infer_schema", "opcheck",
+           "CustomOpDef", "get_op"]
+
+_registry = {}  # "ns::name" -> CustomOpDef
+
+
+def _type_name(annotation, param_name, qualname):
+    """PyTorch's schema type for an annotation (int is SymInt, as PyTorch infers it)."""
+    import trainrun
+    Tensor = _C.Tensor
+    optional = False
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(annotation)) == 2:
+            annotation, optional = args[0], True
+            origin = typing.get_origin(annotation)
+    scalars = {int: "SymInt", float: "float", bool: "bool", str: "str", trainrun.dtype: "ScalarType",
+               trainrun.device: "Device"}
+    name = None
+    if annotation is Tensor or (isinstance(annotation, type) and issubclass(annotation, Tensor)):
+        name = "Tensor"
+    elif annotation in scalars:
+        name = scalars[annotation]
+    elif origin in (list, tuple, collections.abc.Sequence):
+        inner = typing.get_args(annotation)
+        inner = [a for a in inner if a is not Ellipsis]
+        if len(inner) == 1:
+            element = _type_name(inner[0], param_name, qualname)
+            if element in ("Tensor", "SymInt", "float", "bool"):
+                name = element + "[]"
+    if name is None:
+        raise ValueError(f"infer_schema(func): Parameter {param_name} has unsupported type {annotation}"
+                         f"{' (in ' + qualname + ')' if qualname else ''}. The valid types are: Tensor, "
+                         "Optional[Tensor], Sequence[Tensor], int, float, bool, str, dtype, device, their Optional "
+                         "forms and Sequence[int|float|bool]")
+    return name + ("?" if optional else "")
+
+
+def _return_type(annotation, qualname):
+    if annotation is None or annotation is type(None):
+        return "()"
+    if typing.get_origin(annotation) is tuple:
+        return "(" + ", ".join(_type_name(a, "return", qualname) for a in typing.get_args(annotation)) + ")"
+    return _type_name(annotation, "return", qualname)
+
+
+def infer_schema(prototype_function, /, *, mutates_args, op_name=None):
+    """The schema string of a function from its type annotations, as PyTorch writes it."""
+    sig = inspect.signature(prototype_function)
+    hints = typing.get_type_hints(prototype_function)
+    mutated = set(_mutated_names(mutates_args, sig))
+    params = []
+    for i, (name, p) in enumerate(sig.parameters.items()):
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise ValueError(f"infer_schema(func): Parameter {name} cannot be *args or **kwargs. Got func with "
+                             f"signature {sig})")
+        if name not in hints:
+            raise ValueError(f"infer_schema(func): Parameter {name} must have a type annotation. Got func with "
+                             f"signature {sig})")
+        type_name = _type_name(hints[name], name, op_name)
+        if name in mutated:
+            if not type_name.startswith("Tensor"):
+                raise ValueError(f"infer_schema(func): Parameter {name} is in mutable_args but only Tensors or "
+                                 f"collections of Tensors can be mutated")
+            type_name = type_name.replace("Tensor", f"Tensor(a{i}!)", 1)
+        text = f"{type_name} {name}"
+        if p.default is not inspect.Parameter.empty:
+            text += f"={p.default!r}" if not isinstance(p.default, str) else f'="{p.default}"'
+        if p.kind is p.KEYWORD_ONLY and not any(x.startswith("*") for x in params):
+            params.append("*")
+        params.append(text)
+    if mutates_args != "unknown":
+        unknown = set(mutates_args) - set(sig.parameters)
+        if unknown:
+            raise ValueError(f"infer_schema(func): {sorted(unknown)} in mutates_args were not found in the "
+                             f"custom op's signature. mutates_args should contain the names of all args that the "
+                             f"custom op mutates, or just the string 'unknown' if you don't know.")
+    if "return" not in hints:
+        raise ValueError(f"infer_schema(func): No return type annotation was provided. Please add one. Got func "
+                         f"with signature {sig})")
+    return f"({', '.join(params)}) -> {_return_type(hints['return'], op_name)}"
+
+
+def _mutated_names(mutates_args, sig):
+    if mutates_args == "unknown":
+        return [n for n, p in sig.parameters.items()]
+    if isinstance(mutates_args, str):
+        raise ValueError(f"custom_op: mutates_args must be a tuple, set or list of parameter names, or 'unknown'; "
+                         f"got the string {mutates_args!r}")
+    return list(mutates_args)
+
+
+def _split_name(qualname):
+    if not isinstance(qualname, str) or qualname.count("::") != 1 or not all(qualname.split("::")):
+        raise ValueError(f"custom_op: the name {qualname!r} must be 'namespace::name', e.g. 'mylib::mysin'")
+    ns, name = qualname.split("::")
+    if not ns.isidentifier() or not name.isidentifier():
+        raise ValueError(f"custom_op: {qualname!r}: the namespace and the name must be Python identifiers")
+    return ns, name
+
+
+class CustomOpDef:
+    """An operator made by custom_op: call it like its function."""
+
+    def __init__(self, namespace, name, schema, fn, mutates_args):
+        self._namespace, self._name = namespace, name
+        self._qualname = f"{namespace}::{name}"
+        self._schema = schema
+        self._init_fn = fn
+        self._signature = inspect.signature(fn)
+        self._mutated = set(_mutated_names(mutates_args, self._signature))
+        self._kernels = {}  # device type -> function
+        self._fake = None
+        self._backward = self._setup_context = None
+        self.__name__, self.__doc__ = fn.__name__, fn.__doc__
+
+    def __repr__(self):
+        return f"<CustomOpDef({self._qualname})>"
+
+    # ---- registration ----------------------------------------------------------------------------------------
+    def register_kernel(self, device_types, fn=None, /):
+        """The kernel for these device types ("cpu", "cuda", or a list), instead of the decorated function."""
+        types = [device_types] if isinstance(device_types, str) or device_types is None else list(device_types)
+
+        def register(f):
+            for t in types:
+                self._kernels[t] = f
+            return f
+        return register if fn is None else register(fn)
+
+    def register_fake(self, fn, /):
+        """The fake: given meta tensors (or tensors), returns empty tensors of the outputs' shapes and dtypes."""
+        self._fake = fn
+        return fn
+
+    def register_autograd(self, backward, /, *, setup_context=None):
+        """backward(ctx, *grads) returns one gradient per argument of the op (None for those that need none);
+        setup_context(ctx, inputs, output) saves what backward needs (ctx.save_for_backward, attributes)."""
+        if not callable(backward):
+            raise TypeError(f"register_autograd({self._qualname}): backward must be callable")
+        if any(True for _ in self._mutated):
+            raise RuntimeError(f"register_autograd({self._qualname}): an op that mutates its inputs "
+                               f"({', '.join(sorted(self._mutated))}) cannot have an autograd formula")
+        self._backward, self._setup_context = backward, setup_context
+
+    # ---- calls -----------------------------------------------------------------------------------------------
+    def _bind(self, args, kwargs):
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self._qualname}(): {e}. Declaration: {self._qualname}{self._schema}") from None
+        bound.apply_defaults()
+        return bound
+
+    def _check_arguments(self, bound):
+        tensors, devices = [], set()
+        types = self._schema[1:self._schema.index(") ->")].split(", ") if "(" in self._schema else []
+        types = [t.rsplit(" ", 1)[0] for t in types if t and t != "*"]
+        for (name, value), type_name in zip(bound.arguments.items(), types):
+            base, optional = type_name.replace("(", " ").split(" ")[0].rstrip("?"), type_name.endswith("?")
+            if value is None and optional:
+                continue
+            expected_tensor = base.startswith("Tensor")
+            values = value if base.endswith("[]") and isinstance(value, (list, tuple)) else [value]
+            for v in values:
+                if expected_tensor and not isinstance(v, _C.Tensor):
+                    raise RuntimeError(f"{self._qualname}() Expected a value of type '{type_name}' for argument "
+                                    f"'{name}' but instead found type '{type(v).__name__}'. Declaration: "
+                                    f"{self._qualname}{self._schema}")
+                if isinstance(v, _C.Tensor):
+                    tensors.append((name, v))
+                    devices.add(v.device.type)
+        if len(devices) > 1:
+            raise RuntimeError(f"{self._qualname}(): expected all tensor arguments on one device type, got "
+                               f"{', '.join(f'{n} on {t.device}' for n, t in tensors)}")
+        return tensors, (devices.pop() if devices else "cpu")
+
+    def _kernel_for(self, device_type):
+        if device_type == "meta":
+            if self._fake is None:
+                raise RuntimeError(f"There was no fake impl registered for {self!r}. This is necessary for meta "
+                                   f"tensors and graph capture to work. Please use `{self.__name__}.register_fake` "
+                                   "to add an fake impl.")
+            return self._fake
+        return self._kernels.get(device_type, self._kernels.get(None, self._init_fn))
+
+    def __call__(self, *args, **kwargs):
+        bound = self._bind(args, kwargs)
+        tensors, device_type = self._check_arguments(bound)
+        kernel = self._kernel_for(device_type)
+        needs_grad = _C.is_grad_enabled() and any(t.requires_grad for _, t in tensors)
+        from trainrun._autograd import no_grad
+        with no_grad():  # the kernel runs below autograd, as PyTorch's (its ops record nothing)
+            output = kernel(*bound.args, **bound.kwargs)
+        outputs = list(output) if isinstance(output, (tuple, list)) else [output]
+        inputs = [t for _, t in tensors]
+        for o in outputs:
+            if isinstance(o, _C.Tensor) and any(o is t or _same_memory(o, t) for t in inputs):
+                raise RuntimeError(f"{self._qualname}: The output of this custom operator (1) must not also be an "
+                                   "input to this custom operator and (2) may not alias any inputs to this custom "
+                                   "operator or other returns. Return a copy (x.clone()) instead.")
+        if not needs_grad or device_type == "meta":
+            return output
+        return self._attach_backward(bound, inputs, output, outputs)
+
+    def _attach_backward(self, bound, inputs, output, outputs):
+        tensor_outputs = [o for o in outputs if isinstance(o, _C.Tensor) and o.dtype.is_floating_point]
+        if not tensor_outputs:
+            return output
+        op, ctx = self, _Ctx()
+        positions = [i for i, v in enumerate(bound.args) if isinstance(v, _C.Tensor)]
+        ctx.needs_input_grad = tuple(isinstance(v, _C.Tensor) and v.requires_grad for v in bound.args)
+        if self._setup_context is not None:
+            self._setup_context(ctx, tuple(bound.args), output)
+
+        def backward(*grads):
+            if op._backward is None:
+                raise RuntimeError(f"Trying to backward through {op._namespace}.{op._name}.default but no autograd "
+                                   f"formula was registered. Please use register_autograd to add one.")
+            result = op._backward(ctx, *grads)
+            result = result if isinstance(result, (tuple, list)) else (result,)
+            if len(result) != len(bound.args):
+                raise RuntimeError(f"{op._qualname}: backward returned {len(result)} gradients, but the op takes "
+                                   f"{len(bound.args)} arguments (return None for those that need none)")
+            return tuple(result[i] for i in positions)
+
+        attached = _C._attach_function_node(self._qualname.replace("::", "_"), inputs, tensor_outputs, backward)
+        replaced = iter(attached)
+        new = [next(replaced) if isinstance(o, _C.Tensor) and o.dtype.is_floating_point else o for o in outputs]
+        return new[0] if not isinstance(output, (tuple, list)) else type(output)(new)
+
+
+def _same_memory(a, b):
+    if a.device != b.device or a.device.type == "meta" or not a.numel() or not b.numel():
+        return False
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+class _Ctx:
+    """What setup_context leaves for backward (save_for_backward, saved_tensors, any attribute)."""
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors):
+        pass  # integer outputs are never differentiable here; floating ones get None gradients if unused
+
+
+def custom_op(name, fn=None, /, *, mutates_args, device_types=None, schema=None):
+    """Makes fn an operator named "namespace::name" (a decorator when fn is None). mutates_args names the
+    arguments fn writes to (() for none, "unknown" if unsure); device_types limits fn to those devices."""
+    namespace, opname = _split_name(name)
+
+    def make(f):
+        inferred = schema if schema is not None else infer_schema(f, mutates_args=mutates_args, op_name=name)
+        if name in _registry:
+            raise RuntimeError(f"custom_op: an operator named {name!r} is already registered")
+        op = CustomOpDef(namespace, opname, inferred, f, mutates_args)
+        if device_types is not None:
+            op._kernels.clear()
+            op.register_kernel(device_types, f)
+            op._init_fn = _refusing_kernel(op, device_types)
+        _registry[name] = op
+        from trainrun import _ops
+        _ops._add(op)
+        return op
+    return make if fn is None else make(fn)
+
+
+def _refusing_kernel(op, device_types):
+    def kernel(*args, **kwargs):
+        raise NotImplementedError(f"{op._qualname}: no kernel for this device; it has kernels for "
+                                  f"{device_types!r} (register_kernel adds others)")
+    return kernel
+
+
+def get_op(qualname):
+    """The custom op registered under "namespace::name" (KeyError naming it when there is none)."""
+    if qualname not in _registry:
+        raise KeyError(f"no custom operator named {qualname!r}; registered: {sorted(_registry)}")
+    return _registry[qualname]
+
+
+def _op_of(op):
+    if isinstance(op, CustomOpDef):
+        return op
+    if hasattr(op, "_custom_op"):  # trainrun.ops.ns.name or its .default
+        return op._custom_op
+    return get_op(op)
+
+
+def register_fake(op, fn=None, /, *, lib=None, _stacklevel=1):
+    target = _op_of(op)
+    return target.register_fake if fn is None else target.register_fake(fn)
+
+
+def register_kernel(op, device_types, fn=None, /, *, lib=None):
+    return _op_of(op).register_kernel(device_types, fn)
+
+
+def register_autograd(op, backward, /, *, setup_context=None, lib=None):
+    _op_of(op).register_autograd(backward, setup_context=setup_context)
+
+
+def opcheck(op, args, kwargs=None, *, test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
+            raise_exception=True):
+    """Checks a custom op on sample arguments, as PyTorch's opcheck: the declared mutations are the real ones
+    (test_schema), a floating output of inputs that require grad has a formula (test_autograd_registration),
+    and the fake gives the real outputs' shapes and dtypes (test_faketensor). Returns {test: "SUCCESS" | error}."""
+    import trainrun
+    target = _op_of(op)
+    kwargs = kwargs or {}
+    results = {}
+
+    def clone(v):
+        return v.detach().clone().requires_grad_(v.requires_grad) if isinstance(v, _C.Tensor) else v
+
+    def run(name, check):
+        try:
+            check()
+            results[name] = "SUCCESS"
+        except Exception as e:  # noqa: BLE001 - each check's failure is its result
+            if raise_exception:
+                raise RuntimeError(f"opcheck({target._qualname}): {name} failed: {e}") from e
+            results[name] = e
+
+    def schema():  # the call checks the arguments; the inputs not in mutates_args must come back unchanged
+        given = [clone(a) for a in args]
+        before = [a.detach().clone() if isinstance(a, _C.Tensor) else None for a in given]
+        target(*given, **kwargs)
+        names = list(target._signature.parameters)
+        for i, (a, b) in enumerate(zip(given, before)):
+            name = names[i] if i < len(names) else str(i)
+            if b is not None and name not in target._mutated and not trainrun.equal(a.detach(), b):
+                raise RuntimeError(f"the kernel wrote to its argument '{name}', which is not in mutates_args; "
+                                   f"declare it (mutates_args={{'{name}'}}) so that callers and autograd know")
+
+    def autograd_registration():
+        differentiable = any(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
+        if differentiable and target._backward is None and not target._mutated:
+            out = target(*[clone(a) for a in args], **kwargs)
+            outs = out if isinstance(out, (tuple, list)) else [out]
+            if any(isinstance(o, _C.Tensor) and o.dtype.is_floating_point for o in outs):
+                raise RuntimeError("the op's outputs require grad but it has no autograd formula "
+                                   "(register_autograd)")
+
+    def faketensor():
+        real = target(*[clone(a) for a in args], **kwargs)
+        meta = [trainrun.empty(list(a.shape), dtype=a.dtype, device="meta") if isinstance(a, _C.Tensor) else a
+                for a in args]
+        fake = target(*meta, **kwargs)
+        reals = real if isinstance(real, (tuple, list)) else [real]
+        fakes = fake if isinstance(fake, (tuple, list)) else [fake]
+        if len(reals) != len(fakes):
+            raise RuntimeError(f"the fake returned {len(fakes)} outputs, the kernel {len(reals)}")
+        for i, (r, f) in enumerate(zip(reals, fakes)):
+            if isinstance(r, _C.Tensor) and (tuple(r.shape) != tuple(f.shape) or r.dtype != f.dtype):
+                raise RuntimeError(f"output {i}: the kernel gives {r.dtype} {list(r.shape)}, the fake "
+                                   f"{f.dtype} {list(f.shape)}")
+
+    checks = {"test_schema": schema, "test_autograd_registration": autograd_registration,
+              "test_faketensor": faketensor}
+    for name in test_utils:
+        if name not in checks:
+            raise ValueError(f"opcheck: unknown test {name!r}; expected some of {sorted(checks)}")
+        run(name, checks[name])
+    return results
+

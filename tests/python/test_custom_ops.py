@@ -1,0 +1,206 @@
+"""trainrun.library's custom operators as PyTorch 2.4+ users write them:
+schemas inferred from annotations (the strings PyTorch 2.6 prints for the
+same functions), kernels per device, fakes on meta tensors, autograd
+formulas with setup_context, declared and undeclared mutation, aliasing
+outputs, trainrun.ops.<ns>.<name>, opcheck, and the refusals by name."""
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+import pytest
+
+import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
+
+import trainrun as torch  # noqa: E402
+from trainrun import Tensor  # noqa: E402
+
+
+def test_schemas_are_inferred_as_pytorch_writes_them():
+    def f(x: Tensor, y: Optional[Tensor], n: int, f: float, b: bool, l: List[Tensor], li: Sequence[int], s: str,
+          d: torch.dtype, dev: torch.device, on: Optional[int] = None, k: float = 2.0) -> Tuple[Tensor, Tensor]:
+        pass
+
+    def g(x: Tensor) -> None:
+        pass
+
+    def h(x: Tensor) -> List[Tensor]:
+        pass
+
+    # PyTorch 2.6's torch.library.infer_schema on the same functions:
+    assert torch.library.infer_schema(f, mutates_args=("x",)) == (
+        "(Tensor(a0!) x, Tensor? y, SymInt n, float f, bool b, Tensor[] l, SymInt[] li, str s, ScalarType d, "
+        "Device dev, SymInt? on=None, float k=2.0) -> (Tensor, Tensor)")
+    assert torch.library.infer_schema(g, mutates_args="unknown") == "(Tensor(a0!) x) -> ()"
+    assert torch.library.infer_schema(h, mutates_args=()) == "(Tensor x) -> Tensor[]"
+
+    def untyped(x):
+        pass
+    with pytest.raises(ValueError, match="Parameter x must have a type annotation"):
+        torch.library.infer_schema(untyped, mutates_args=())
+
+    def no_return(x: Tensor):
+        pass
+    with pytest.raises(ValueError, match="No return type annotation"):
+        torch.library.infer_schema(no_return, mutates_args=())
+    with pytest.raises(ValueError, match=r"\['y'\] in mutates_args were not found"):
+        torch.library.infer_schema(g, mutates_args=("y",))
+
+
+def _numpy_sin_op(name):
+    """The tutorial's op: a kernel PyTorch cannot see into (NumPy), a fake and a formula."""
+    @torch.library.custom_op(name, mutates_args=())
+    def numpy_sin(x: Tensor) -> Tensor:
+        return torch.from_numpy(np.sin(x.numpy()))
+
+    @numpy_sin.register_fake
+    def _(x):
+        return torch.empty_like(x)
+
+    def setup_context(ctx, inputs, output):
+        x, = inputs
+        ctx.save_for_backward(x)
+
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad * x.cos()
+
+    numpy_sin.register_autograd(backward, setup_context=setup_context)
+    return numpy_sin
+
+
+def test_a_custom_op_computes_trains_and_is_reachable_under_trainrun_ops():
+    numpy_sin = _numpy_sin_op("trop_train::numpy_sin")
+    x = torch.randn(5, requires_grad=True)
+    y = numpy_sin(x)
+    assert torch.allclose(y, x.detach().sin())
+    y.sum().backward()
+    assert torch.allclose(x.grad, x.detach().cos())
+    assert repr(torch.ops.trop_train.numpy_sin) == "trop_train.numpy_sin"
+    assert torch.ops.trop_train.numpy_sin.default._schema == "trop_train::numpy_sin(Tensor x) -> Tensor"
+    assert torch.allclose(torch.ops.trop_train.numpy_sin.default(x), y)
+    meta = numpy_sin(torch.empty(2, 3, device="meta"))
+    assert meta.device.type == "meta" and list(meta.shape) == [2, 3]
+    # Inside a model trained by an optimizer: the same steps as the built-in sin.
+    torch.manual_seed(0)
+    a, b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    b.load_state_dict(a.state_dict())
+    opt_a, opt_b = torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.SGD(b.parameters(), lr=0.1)
+    for _ in range(3):
+        batch = torch.randn(8, 4)
+        for model, opt, sin in ((a, opt_a, numpy_sin), (b, opt_b, torch.sin)):
+            opt.zero_grad()
+            sin(model(batch)).pow(2).sum().backward()
+            opt.step()
+    assert torch.allclose(a.weight, b.weight, atol=1e-6)
+    assert torch.library.opcheck(numpy_sin, (torch.randn(3, requires_grad=True),)) == {
+        "test_schema": "SUCCESS", "test_autograd_registration": "SUCCESS", "test_faketensor": "SUCCESS"}
+
+
+def test_kernels_per_device_and_the_gradient_of_several_inputs():
+    @torch.library.custom_op("trop_dev::scaled_add", mutates_args=(), device_types="cpu")
+    def scaled_add(x: Tensor, y: Tensor, alpha: float = 1.0) -> Tensor:
+        return x + alpha * y
+
+    def backward(ctx, grad):
+        return grad, grad * ctx.alpha, None
+
+    def setup_context(ctx, inputs, output):
+        ctx.alpha = inputs[2]
+        assert ctx.needs_input_grad == (True, False, False)
+
+    scaled_add.register_autograd(backward, setup_context=setup_context)
+    x, y = torch.ones(3, requires_grad=True), torch.full([3], 2.0)
+    out = scaled_add(x, y, alpha=3.0)
+    assert out.tolist() == [7.0, 7.0, 7.0]
+    out.sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(RuntimeError, match="no fake impl registered for <CustomOpDef\\(trop_dev::scaled_add\\)>"):
+        scaled_add(torch.empty(3, device="meta"), torch.empty(3, device="meta"))
+
+    calls = []
+
+    @scaled_add.register_kernel("cpu")
+    def _(x, y, alpha=1.0):
+        calls.append("cpu kernel")
+        return x - alpha * y  # a different kernel, to see it chosen
+
+    assert scaled_add(torch.ones(2), torch.ones(2)).tolist() == [0.0, 0.0] and calls == ["cpu kernel"]
+
+
+def test_mutation_is_declared_or_refused():
+    @torch.library.custom_op("trop_mut::inc", mutates_args={"x"})
+    def inc(x: Tensor, n: int) -> None:
+        x.add_(n)
+
+    z = torch.zeros(2)
+    assert inc(z, 2) is None and z.tolist() == [2.0, 2.0]
+    assert inc._schema == "(Tensor(a0!) x, SymInt n) -> ()"
+    with pytest.raises(RuntimeError, match="mutates its inputs \\(x\\) cannot have an autograd formula"):
+        inc.register_autograd(lambda ctx, g: g)
+
+    @torch.library.custom_op("trop_mut::sneaky", mutates_args=())
+    def sneaky(x: Tensor) -> Tensor:
+        x.mul_(2)
+        return x.clone()
+
+    with pytest.raises(RuntimeError, match="test_schema failed: the kernel wrote to its argument 'x', which is "
+                                           "not in mutates_args"):
+        torch.library.opcheck(sneaky, (torch.ones(2),))
+    assert torch.library.opcheck(inc, (torch.zeros(2), 1), test_utils=("test_schema",)) == {"test_schema": "SUCCESS"}
+
+
+def test_refusals_name_the_op_and_what_was_wrong():
+    @torch.library.custom_op("trop_bad::alias", mutates_args=())
+    def alias(x: Tensor) -> Tensor:
+        return x
+
+    with pytest.raises(RuntimeError, match="must not also be an input to this custom operator"):
+        alias(torch.zeros(2))
+
+    @torch.library.custom_op("trop_bad::view", mutates_args=())
+    def view(x: Tensor) -> Tensor:
+        return x.view(-1)
+
+    with pytest.raises(RuntimeError, match="may not alias any inputs"):
+        view(torch.zeros(2, 2))
+
+    @torch.library.custom_op("trop_bad::nograd", mutates_args=())
+    def nograd(x: Tensor) -> Tensor:
+        return x * 2
+
+    y = nograd(torch.ones(2, requires_grad=True))
+    with pytest.raises(RuntimeError, match="backward through trop_bad.nograd.default but no autograd formula"):
+        y.sum().backward()
+    with pytest.raises(RuntimeError, match="Expected a value of type 'Tensor' for argument 'x' but instead found "
+                                           "type 'int'"):
+        nograd(3)
+    with pytest.raises(TypeError, match="trop_bad::nograd\\(\\): missing a required argument: 'x'"):
+        nograd()
+    with pytest.raises(RuntimeError, match="already registered"):
+        torch.library.custom_op("trop_bad::nograd", mutates_args=())(nograd._init_fn)
+    with pytest.raises(ValueError, match="must be 'namespace::name'"):
+        torch.library.custom_op("nonamespace", mutates_args=())
+    with pytest.raises(AttributeError, match="no custom op 'trop_bad::missing' is registered"):
+        torch.ops.trop_bad.missing
+
+    @torch.library.custom_op("trop_bad::only_cuda", mutates_args=(), device_types="cuda")
+    def only_cuda(x: Tensor) -> Tensor:
+        return x.clone()
+
+    with pytest.raises(NotImplementedError, match="no kernel for this device; it has kernels for 'cuda'"):
+        only_cuda(torch.ones(1))
+
+    @torch.library.custom_op("trop_bad::wrong_fake", mutates_args=())
+    def doubled(x: Tensor) -> Tensor:
+        return torch.cat([x, x])
+
+    doubled.register_fake(lambda x: torch.empty_like(x))
+    with pytest.raises(RuntimeError, match=r"test_faketensor failed: output 0: the kernel gives .* \[4\], the fake "
+                                           r".* \[2\]"):
+        torch.library.opcheck(doubled, (torch.ones(2),))
+
+
+def test_aten_ops_are_reachable_by_name():
+    a, b = torch.ones(2), torch.full([2], 3.0)
+    assert torch.ops.aten.add.Tensor(a, b).tolist() == [4.0, 4.0]
+    assert torch.ops.aten.mul.default(a, b).tolist() == [3.0, 3.0]
+    assert torch.ops.aten.relu(torch.tensor([-1.0, 1.0])).tolist() == [0.0, 1.0]
