@@ -16,7 +16,8 @@ LAYERS = {
     "c10d": ["nn", "store"],
     "proto": [],
     "launcher": ["store", "proto"],
-    "python": ["c10d", "launcher", "proto"],
+    "compile": ["autograd"],
+    "python": ["c10d", "compile", "launcher", "proto"],
 }
 
 # What may use every layer: the suites, the benchmarks and the examples.

@@ -378,6 +378,8 @@ bool needs_input_grad(size_t edge) {
   return t_needed_edges == nullptr || edge >= t_needed_edges->size() || (*t_needed_edges)[edge];
 }
 
+bool in_backward_pass() { return t_current_task != nullptr; }
+
 void queue_callback(std::function<void()> fn) {
   TR_CHECK(t_current_task != nullptr, ValueError, "queue_callback: only callable during a backward pass");
   t_current_task->callbacks.push_back(std::move(fn));

@@ -59,6 +59,9 @@ bool needs_input_grad(size_t edge);
 // Runs fn once the current backward pass has finished (only valid inside a
 // backward pass, e.g. from a hook). DDP waits for its buckets this way.
 void queue_callback(std::function<void()> fn);
+// True while this thread runs a backward pass (graph capture records only
+// the forward program).
+bool in_backward_pass();
 
 }  // namespace autograd
 

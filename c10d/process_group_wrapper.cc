@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "c10d/flight_recorder.h"
+#include "tensor/graph_break.h"
 
 namespace trainrun {
 namespace c10d {
@@ -88,6 +89,7 @@ ProcessGroupWrapper::~ProcessGroupWrapper() {
 
 std::shared_ptr<Work> ProcessGroupWrapper::collective(CollectiveCall what,
                                                       const std::function<std::shared_ptr<Work>()>& call) {
+  note_graph_break("a collective ran (collectives stay outside compiled graphs)");
   const uint32_t seq = ++next_seq_;
   progress_->entered(seq);
   if (check_signatures_) check_signature(seq, what.format());
@@ -123,6 +125,7 @@ int ProcessGroupWrapper::recorder_group() {
 }
 
 std::shared_ptr<Work> ProcessGroupWrapper::recorded_p2p(CollectiveCall what, std::shared_ptr<Work> work) {
+  note_graph_break("a send or receive ran (point-to-point calls stay outside compiled graphs)");
   FlightRecorder& recorder = FlightRecorder::global();
   if (!recorder.enabled()) return work;
   const uint64_t id =

@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
+#include "tensor/graph_break.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
@@ -11,6 +12,7 @@ namespace nn {
 
 TensorList Module::operator()(const TensorList& inputs) {
   if (pre_hooks_.empty() && hooks_.empty()) return forward(inputs);
+  note_graph_break("a module with forward hooks ran (hooks are code a recorded graph does not run)");
   TensorList args = inputs;
   // Copies: a hook may register or remove hooks while it runs.
   const auto pre_hooks = pre_hooks_;

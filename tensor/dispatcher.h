@@ -45,6 +45,9 @@ struct KeyFallback {
   // Boxed: an op whose signature has no boxed form falls through instead of
   // failing (for keys that only care about some ops, like Autocast).
   bool unboxable_falls_through = false;
+  // Called for each op that falls through that way (graph capture notes that
+  // its program is incomplete).
+  std::function<void(const OpTable&)> on_unboxable_fallthrough;
 };
 
 // The kernel table of one op.
@@ -196,6 +199,8 @@ class Op<R(Args...)> {
       if (fallback->kind == KeyFallback::Boxed && (kBoxable || !fallback->unboxable_falls_through))
         return call_boxed_fallback(*fallback, key, keys, args...);
       if (fallback->kind == KeyFallback::Error) Dispatcher::throw_no_kernel(*table_, DispatchKeySet(key));
+      if (fallback->kind == KeyFallback::Boxed && fallback->on_unboxable_fallthrough)
+        fallback->on_unboxable_fallthrough(*table_);
       // (Boxed for an unboxable op that may fall through, or Fallthrough.)
       live = live - DispatchKeySet(key);  // fall through to the next key
     }

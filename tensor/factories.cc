@@ -1,3 +1,4 @@
+#include "tensor/graph_break.h"
 #include "tensor/factories.h"
 
 #include <cmath>
@@ -36,7 +37,9 @@ Tensor empty_strided(const IntList& sizes, const IntList& strides, TensorOptions
   }
   size_t nbytes = any_zero ? 0 : static_cast<size_t>(extent * element_size(dtype));
   Storage storage = Storage::make(allocator_for(opts.device)->allocate(nbytes, opts.device), nbytes);
-  return Tensor(intrusive_ptr<TensorImpl>::make(storage, dtype, sizes, strides, 0));
+  Tensor t(intrusive_ptr<TensorImpl>::make(storage, dtype, sizes, strides, 0));
+  note_tensor_allocated(t);  // (graph capture: tensor/graph_break.h)
+  return t;
 }
 
 Tensor empty(const IntList& sizes, TensorOptions opts) {

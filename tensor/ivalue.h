@@ -29,6 +29,7 @@ class IValue {
 
   bool is_none() const { return std::holds_alternative<std::monostate>(value_); }
   bool is_tensor() const { return std::holds_alternative<Tensor>(value_); }
+  bool is_tensor_list() const { return std::holds_alternative<std::vector<Tensor>>(value_); }
   // The held value as T; TypeError naming both types when it holds another.
   template <typename T>
   T& get() {

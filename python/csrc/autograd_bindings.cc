@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions/record.h"
 #include "autograd/grad_mode.h"
+#include "compile/graph_capture.h"
 #include "autograd/variable.h"
 #include "python/csrc/bindings.h"
 #include "tensor/ops.h"
@@ -97,6 +98,8 @@ void bind_autograd(py::module_& m) {
   // one gradient (or None) per tensor input.
   m.def("_attach_function_node", [](const std::string& name, const std::vector<Tensor>& inputs,
                                     std::vector<Tensor> outputs, py::function backward_fn) {
+    // A graph replays ops, not this node: a capture that meets one must not be replayed.
+    compile::GraphCapture::note_graph_break("an autograd.Function ran (its backward is Python code the graph cannot replay)");
     std::vector<IntList> shapes;
     std::vector<DType> dtypes;
     for (Tensor& o : outputs) {

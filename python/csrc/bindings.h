@@ -19,7 +19,8 @@ void bind_autograd(py::module_& m);
 void bind_nn(py::module_& m);
 void bind_distributed(py::module_& m);
 void bind_cuda(py::module_& m);
-void bind_ipc(py::module_& m);  // after bind_cuda: it adds to _cuda
+void bind_ipc(py::module_& m);
+void bind_compile(py::module_& m);  // after bind_cuda: it adds to _cuda
 void bind_ops(py::module_& m);
 // Generated from the op list (python/BUILD): trainrun.<name> and Tensor.<name> of its pointwise ops.
 void bind_listed_ops(py::module_& m);

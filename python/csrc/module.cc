@@ -49,6 +49,7 @@ PYBIND11_MODULE(_C, m) {
   trainrun::python::bind_tensor(m);
   trainrun::python::bind_storage(m);
   trainrun::python::bind_ipc(m);
+  trainrun::python::bind_compile(m);
   trainrun::python::bind_ops(m);
   trainrun::python::bind_listed_ops(m);
   trainrun::python::bind_tensor_operators(m);

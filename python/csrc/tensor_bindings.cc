@@ -7,6 +7,7 @@
 
 #include "autograd/variable.h"
 #include "autograd/grad_mode.h"
+#include "compile/graph_capture.h"
 #include "python/csrc/bindings.h"
 #include "python/csrc/op_arguments.h"
 #include "tensor/dlpack.h"
@@ -60,6 +61,7 @@ DType dtype_of_numpy(const py::dtype& d) {
 
 // The tensor's memory as an ndarray; the array keeps the tensor alive.
 py::array to_numpy(const Tensor& t) {
+  compile::GraphCapture::note_graph_break("numpy() read a tensor's values into Python: what follows may depend on them");
   TR_CHECK(!t.device().is_meta(), TypeError, "numpy(): a meta tensor has no data to convert");
   TR_CHECK(t.device().is_cpu(), TypeError, "numpy(): the tensor is on {}; copy it to the CPU first", t.device().str());
   // As PyTorch: refused only while gradients are being recorded (a custom op's kernel, under no_grad, may).
@@ -93,6 +95,7 @@ Tensor from_numpy(py::array a) {
 }
 
 py::object item_of(const Tensor& t) {
+  compile::GraphCapture::note_graph_break("item() read a tensor's value into Python: what follows may depend on it");
   TR_CHECK(t.numel() == 1, ValueError, "item(): the tensor has {} elements, not one", t.numel());
   Scalar s = t.item();
   switch (s.kind()) {

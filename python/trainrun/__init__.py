@@ -183,8 +183,8 @@ from trainrun import _op_table, _ops_shape, _ops_index, _ops_math, _ops_linalg, 
 globals().update(_op_table.functions())  # every op declared in the op table, under its PyTorch name
 from trainrun._tensor_extras import (as_tensor, clone, detach, get_default_dtype, inference_mode,  # noqa: E402,F401
                                      is_floating_point, is_tensor, numel, set_default_dtype, promote_types,
-                                     can_cast, result_type, finfo, iinfo, is_inference_mode_enabled,
-                                     compile)
+                                     can_cast, result_type, finfo, iinfo, is_inference_mode_enabled)
+from trainrun._compile import compile  # noqa: E402,F401,A004
 
 from trainrun.nn.functional import conv2d, max_pool2d  # noqa: E402,F401  (torch.conv2d, torch.max_pool2d)
 from trainrun import _tensor_pickling  # noqa: E402,F401  (deepcopy, pickle, share_memory_)

@@ -246,12 +246,3 @@ class inference_mode(contextlib.ContextDecorator):  # noqa: N801
 
 def is_inference_mode_enabled():
     return _inference["on"]
-
-
-def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,  # noqa: A001
-            disable=False):
-    """torch.compile's signature; trainrun has no graph compiler yet, so the model (or function) runs eagerly,
-    with the same results. Usable as a decorator, with or without arguments."""
-    if model is None:
-        return lambda m: m
-    return model

@@ -26,6 +26,7 @@ TARGET_OF = {
     "store": "//store",
     "c10d": "//c10d:core",
     "launcher": "//launcher:error_file",
+    "compile": "//compile",
     "proto": "//proto:checkpoint_cc",
     "python": "//python:trainrun/_C.so",
 }

@@ -61,6 +61,8 @@ def _call(self, *args, **kwargs):
     """Runs the forward pre-hooks, forward, then the forward hooks (each may replace what it sees)."""
     pre = self.__dict__.get("_forward_pre_hooks_py")
     post = self.__dict__.get("_forward_hooks_py")
+    if pre or post or "_forward_override" in self.__dict__:  # Python a recorded graph would not run again
+        _C._note_graph_break("a module with forward hooks ran (hooks are code a recorded graph does not run)")
     if pre:
         for hook, with_kwargs in list(pre.values()):
             if with_kwargs:

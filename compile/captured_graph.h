@@ -1,0 +1,64 @@
+#pragma once
+// A program of op calls recorded at the dispatcher by GraphCapture
+// (graph_capture.h): values are numbered, each node is one op with its
+// arguments (values, lists of values, or constants such as sizes and
+// scalars) and the values it produced. Running it calls the same ops from
+// the top of the dispatcher on new inputs, so autograd records its graph as
+// for the eager call and backward works as it did.
+#include <string>
+#include <vector>
+
+#include "tensor/dispatcher.h"
+#include "tensor/ivalue.h"
+
+namespace trainrun::compile {
+
+class CapturedGraph {
+ public:
+  // One argument or result slot of a node.
+  struct Slot {
+    enum Kind { Value, ValueList, Constant };
+    Kind kind = Constant;
+    int value = -1;           // Value
+    std::vector<int> values;  // ValueList
+    IValue constant;          // Constant
+  };
+  struct Node {
+    const OpTable* op = nullptr;  // nullptr: an allocation (a factory the call ran): alloc_* below
+    IntList alloc_sizes, alloc_strides;
+    DType alloc_dtype{};
+    Device alloc_device;
+    // random_fill_ from the default generator: its (seed, offset) arguments
+    // are drawn anew at each run, reserving this many elements.
+    int64_t random_elements = -1;
+    std::vector<Slot> args;
+    std::vector<Slot> results;  // Value or ValueList
+    bool grad_enabled = true;   // grad mode when recorded (a no_grad block inside the call stays one)
+  };
+
+  // A new value that run() takes as its next input.
+  int add_input();
+  // A new value bound to `t` itself (a parameter, a buffer: read when run, not copied).
+  int add_constant(const Tensor& t);
+  int new_value() { return num_values_++; }
+  void add_node(Node node) { nodes_.push_back(std::move(node)); }
+  void set_outputs(std::vector<int> outputs) { outputs_ = std::move(outputs); }
+
+  // The outputs for `inputs` (as many as add_input was called, in order).
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+
+  size_t num_nodes() const { return nodes_.size(); }
+  size_t num_inputs() const { return inputs_.size(); }
+  size_t num_constants() const { return constants_.size(); }
+  // One line per node: "%5 = mul(%3, %4)", for explain().
+  std::string to_string() const;
+
+ private:
+  int num_values_ = 0;
+  std::vector<int> inputs_;
+  std::vector<std::pair<int, Tensor>> constants_;
+  std::vector<Node> nodes_;
+  std::vector<int> outputs_;
+};
+
+}  // namespace trainrun::compile

@@ -1,0 +1,184 @@
+#include "compile/graph_capture.h"
+
+#include <fmt/format.h>
+
+#include <mutex>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "base/error.h"
+#include "tensor/generator.h"
+#include "tensor/graph_break.h"
+
+namespace trainrun::compile {
+namespace {
+
+thread_local GraphCapture* t_capture = nullptr;
+
+}  // namespace
+
+// The one fallback of the Tracing key, installed at the first capture: it
+// records for the capture of the calling thread and lets every op run.
+struct CaptureFallback {
+  static void install() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      KeyFallback f;
+      f.kind = KeyFallback::Boxed;
+      f.unboxable_falls_through = true;
+      f.on_unboxable_fallthrough = [](const OpTable& op) {
+        if (t_capture != nullptr) t_capture->stop(fmt::format("op '{}' has no boxed form, so it cannot be recorded",
+                                                              op.name()));
+      };
+      f.kernel = [](const OpTable& op, DispatchKey key, DispatchKeySet keys, Stack& stack) {
+        if (t_capture == nullptr || t_capture->finished_ || t_capture->broken()) {
+          op.redispatch_boxed(key, keys, stack);
+          return;
+        }
+        t_capture->record(op, key, keys, stack);
+      };
+      Dispatcher::get().set_fallback(DispatchKey::Tracing, std::move(f));
+    });
+  }
+};
+
+GraphCapture::GraphCapture(CapturedGraph& graph, const std::vector<Tensor>& inputs) : graph_(graph), outer_(t_capture) {
+  CaptureFallback::install();
+  TR_CHECK(outer_ == nullptr, ValueError, "graph capture: a compiled call inside another one's capture on the same "
+                                          "thread is not supported");
+  for (const Tensor& t : inputs) {
+    const int id = graph_.add_input();
+    if (t.defined() && ids_.count(t.impl()) == 0) {  // the same tensor twice: its first position names it
+      ids_[t.impl()] = id;
+      alive_.push_back(t);
+    }
+  }
+  t_capture = this;
+  graph_break_hook() = [](const std::string& reason) { GraphCapture::note_graph_break(reason); };
+  tensor_allocated_hook() = [](const Tensor& t) {
+    if (t_capture != nullptr) t_capture->allocated(t);
+  };
+  saved_included_ = tls_included_keys();
+  tls_included_keys() = saved_included_ | DispatchKeySet(DispatchKey::Tracing);
+}
+
+GraphCapture::~GraphCapture() {
+  t_capture = outer_;
+  tls_included_keys() = saved_included_;
+}
+
+void GraphCapture::stop(std::string reason) {
+  if (break_reason_.empty()) break_reason_ = std::move(reason);
+}
+
+void GraphCapture::note_graph_break(const std::string& reason) {
+  if (t_capture != nullptr && !t_capture->finished_) t_capture->stop(reason);
+}
+
+int GraphCapture::value_of(const Tensor& t) {
+  auto it = ids_.find(t.impl());
+  if (it != ids_.end()) return it->second;
+  const int id = graph_.add_constant(t);  // made before the call (a parameter) or outside the dispatcher
+  ids_[t.impl()] = id;
+  alive_.push_back(t);
+  return id;
+}
+
+CapturedGraph::Slot GraphCapture::slot_of(const IValue& v) {
+  CapturedGraph::Slot s;
+  IValue& value = const_cast<IValue&>(v);
+  if (v.is_tensor() && value.get<Tensor>().defined()) {
+    s.kind = CapturedGraph::Slot::Value;
+    s.value = value_of(value.get<Tensor>());
+  } else if (v.is_tensor_list()) {
+    s.kind = CapturedGraph::Slot::ValueList;
+    for (const Tensor& t : value.get<std::vector<Tensor>>()) s.values.push_back(value_of(t));
+  } else {
+    s.constant = v;
+  }
+  return s;
+}
+
+void GraphCapture::record(const OpTable& op, DispatchKey key, DispatchKeySet keys, Stack& stack) {
+  if (autograd::in_backward_pass()) {
+    stop("the call ran a backward pass (only the forward program is captured; run backward() outside the "
+         "compiled function)");
+    op.redispatch_boxed(key, keys, stack);
+    return;
+  }
+  CapturedGraph::Node node;
+  node.op = &op;
+  node.grad_enabled = GradMode::is_enabled();
+  for (const IValue& a : stack) node.args.push_back(slot_of(a));
+  if (op.name() == "random_fill_") {
+    // Dropout and the random factories draw from the default generator: (seed, offset) are what it gave this
+    // call, and a run must ask it again. A draw it cannot repeat so (another generator) is not recorded.
+    Tensor& target = stack[0].get<Tensor>();
+    const Generator& gen = default_generator();
+    const auto seed = static_cast<uint64_t>(stack[4].get<int64_t>());
+    const auto offset = static_cast<uint64_t>(stack[5].get<int64_t>());
+    if (seed != gen.seed() || offset + static_cast<uint64_t>(target.numel()) != gen.offset()) {
+      stop("a random draw came from a generator other than the default one (or from part of a draw), which a "
+           "run cannot repeat");
+      op.redispatch_boxed(key, keys, stack);
+      return;
+    }
+    node.random_elements = target.numel();
+  }
+  ++depth_;
+  struct Leave {
+    int& depth;
+    ~Leave() { --depth; }
+  } leave{depth_};
+  op.redispatch_boxed(key, keys, stack);
+  for (IValue& r : stack) {
+    CapturedGraph::Slot s;
+    auto result_id = [&](const Tensor& t) {
+      auto it = ids_.find(t.impl());
+      if (it != ids_.end()) return it->second;  // an in-place op returns its argument
+      const int id = graph_.new_value();
+      ids_[t.impl()] = id;
+      alive_.push_back(t);
+      return id;
+    };
+    if (r.is_tensor()) {
+      if (r.get<Tensor>().defined()) {  // (an undefined result stays a constant slot: nothing to bind)
+        s.kind = CapturedGraph::Slot::Value;
+        s.value = result_id(r.get<Tensor>());
+      }
+    } else if (r.is_tensor_list()) {
+      s.kind = CapturedGraph::Slot::ValueList;
+      for (const Tensor& t : r.get<std::vector<Tensor>>()) s.values.push_back(result_id(t));
+    } else {
+      stop(fmt::format("op '{}' returned a {} (a value computed from the data)", op.name(), r.type_name()));
+      return;
+    }
+    node.results.push_back(std::move(s));
+  }
+  graph_.add_node(std::move(node));
+}
+
+void GraphCapture::allocated(const Tensor& t) {
+  if (depth_ > 0 || finished_ || broken()) return;
+  CapturedGraph::Node node;
+  node.alloc_sizes = t.sizes();
+  node.alloc_strides = t.strides();
+  node.alloc_dtype = t.dtype();
+  node.alloc_device = t.device();
+  CapturedGraph::Slot s;
+  s.kind = CapturedGraph::Slot::Value;
+  s.value = graph_.new_value();
+  ids_[t.impl()] = s.value;
+  alive_.push_back(t);
+  node.results.push_back(std::move(s));
+  graph_.add_node(std::move(node));
+}
+
+void GraphCapture::finish(const std::vector<Tensor>& outputs) {
+  std::vector<int> ids;
+  for (const Tensor& t : outputs) ids.push_back(value_of(t));
+  graph_.set_outputs(std::move(ids));
+  finished_ = true;
+}
+
+}  // namespace trainrun::compile

@@ -1,0 +1,61 @@
+#pragma once
+// Records the ops one call makes on this thread into a CapturedGraph: the
+// Tracing key (below Autograd, so it sees each op once, as the model called
+// it) gets a boxed fallback that notes the op, its arguments and its results
+// and lets it run. The call itself runs eagerly, so its results are real.
+//
+// The recording is incomplete, and the graph must not be replayed (a graph
+// break; broken() says why), when the call:
+//  - reads a tensor's values into Python (item(), tolist(), numpy(), bool()):
+//    what it does next may depend on them;
+//  - gets a Python value from an op (a data-dependent result);
+//  - runs an op with no boxed form (the fallback cannot see it);
+//  - runs a backward pass (only the forward program is captured; backward
+//    comes from autograd when the graph runs).
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "compile/captured_graph.h"
+
+namespace trainrun::compile {
+
+class GraphCapture {
+ public:
+  // Starts recording on this thread, with `inputs` the graph's inputs in order.
+  GraphCapture(CapturedGraph& graph, const std::vector<Tensor>& inputs);
+  ~GraphCapture();  // stops recording
+  GraphCapture(const GraphCapture&) = delete;
+  GraphCapture& operator=(const GraphCapture&) = delete;
+
+  // Maps the call's results to the graph's outputs (a tensor the call did not
+  // make is an input or a constant). Ends the recording.
+  void finish(const std::vector<Tensor>& outputs);
+  bool broken() const { return !break_reason_.empty(); }
+  const std::string& break_reason() const { return break_reason_; }
+
+  // Something the graph cannot replay happened (python/csrc: item() and
+  // numpy() read values into Python, an autograd.Function attached its
+  // node): breaks the recording on this thread, if any, saying why.
+  static void note_graph_break(const std::string& reason);
+
+ private:
+  friend struct CaptureFallback;
+  void record(const OpTable& op, DispatchKey key, DispatchKeySet keys, Stack& stack);
+  void allocated(const Tensor& t);
+  void stop(std::string reason);
+  int value_of(const Tensor& t);
+  CapturedGraph::Slot slot_of(const IValue& v);
+
+  CapturedGraph& graph_;
+  std::unordered_map<const TensorImpl*, int> ids_;
+  std::vector<Tensor> alive_;  // every tensor seen, so no address is reused while recording
+  std::string break_reason_;
+  bool finished_ = false;
+  int depth_ = 0;  // ops running now: what they allocate is theirs, not the call's
+  GraphCapture* outer_;
+  DispatchKeySet saved_included_;
+};
+
+}  // namespace trainrun::compile

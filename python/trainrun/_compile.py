@@ -1,0 +1,196 @@
+"""trainrun.compile: a call is recorded once at the dispatcher (compile/,
+below Python, so modules written in C++ or Python are seen alike) and later
+calls that pass the same guards replay the recorded ops without running the
+Python code again.
+
+Guards, per compiled function: each tensor argument's shape, strides,
+dtype, device and requires_grad; the other arguments' values; grad mode;
+for a module, whether it is training and which tensors its parameters and
+buffers are. A call that fails them is recorded anew (a new shape), up to
+`cache_size_limit` recordings, then runs eagerly. A call whose recording
+broke (it read a tensor's values into Python, ran a backward pass, or ran an
+autograd.Function) runs eagerly for those guards from then on, with the same
+results; `explain()` (or `explain=True`) tells which calls broke and why.
+fullgraph=True makes a break an error instead.
+
+Not yet here: fused generated kernels and a captured backward (replays
+record autograd's graph as the eager call does, so backward is eager)."""
+import collections
+import functools
+
+from trainrun import _C
+
+cache_size_limit = 8  # torch._dynamo.config.cache_size_limit's default
+
+
+class GraphBreakError(RuntimeError):
+    """fullgraph=True and the call could not be recorded whole."""
+
+
+def _flatten(tree, leaves):
+    """The tensors and other leaves of nested tuples, lists and dicts, in order, and a spec to rebuild them."""
+    if isinstance(tree, _C.Tensor):
+        leaves.append(tree)
+        return ("T",)
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return ("N", type(tree), tuple(_flatten(v, leaves) for v in tree))
+    if isinstance(tree, (tuple, list)):
+        return (type(tree).__name__, tuple(_flatten(v, leaves) for v in tree))
+    if isinstance(tree, dict):
+        return ("dict", tuple(tree.keys()), tuple(_flatten(v, leaves) for v in tree.values()))
+    return ("C", tree)
+
+
+def _unflatten(spec, tensors):
+    kind = spec[0]
+    if kind == "T":
+        return next(tensors)
+    if kind == "N":
+        return spec[1](*(_unflatten(s, tensors) for s in spec[2]))
+    if kind in ("tuple", "list"):
+        items = [_unflatten(s, tensors) for s in spec[1]]
+        return tuple(items) if kind == "tuple" else items
+    if kind == "dict":
+        return dict(zip(spec[1], (_unflatten(s, tensors) for s in spec[2])))
+    return spec[1]
+
+
+def _tensor_guard(t):
+    return (tuple(t.shape), tuple(t.stride()), t.dtype, str(t.device), t.requires_grad)
+
+
+# passthrough: (output position, input position) of the outputs that are inputs, returned as the caller's objects
+_Recording = collections.namedtuple("_Recording", "graph out_spec passthrough")
+
+
+class _Eager:
+    def __init__(self, reason):
+        self.reason = reason
+
+
+class CompiledFunction:
+    """fn with its recordings, keyed by guards."""
+
+    def __init__(self, fn, module=None, fullgraph=False, explain=False):
+        self._fn, self._module, self._fullgraph, self._explain = fn, module, fullgraph, explain
+        self._cache = {}
+        self.calls = self.replays = 0
+        functools.update_wrapper(self, fn)
+
+    def _module_guard(self):
+        m = self._module
+        if m is None:
+            return None
+        return (m.training, _C._module_tensor_guard(m))
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        leaves = []
+        in_spec = _flatten((args, kwargs), leaves)
+        tensors = [t for t in leaves]
+        try:
+            key = (in_spec, tuple(_tensor_guard(t) for t in tensors), _C.is_grad_enabled(), self._module_guard())
+            hash(key)
+        except TypeError:  # an argument that cannot be a guard (unhashable): run it as it is
+            return self._fn(*args, **kwargs)
+        entry = self._cache.get(key)
+        if isinstance(entry, _Recording):
+            self.replays += 1
+            outputs = entry.graph.run(tensors)
+            for out, given in entry.passthrough:
+                outputs[out] = tensors[given]
+            return _unflatten(entry.out_spec, iter(outputs))
+        if isinstance(entry, _Eager):
+            return self._fn(*args, **kwargs)
+        if len(self._cache) >= cache_size_limit:
+            self._cache[key] = _Eager(f"cache_size_limit ({cache_size_limit}) reached: more guards than recordings "
+                                      "kept")
+            return self._fn(*args, **kwargs)
+        return self._record(key, tensors, args, kwargs)
+
+    def _record(self, key, tensors, args, kwargs):
+        graph = _C._CapturedGraph()
+        capture = _C._GraphCapture(graph, tensors)
+        with capture:
+            result = self._fn(*args, **kwargs)
+            out_leaves = []
+            out_spec = _flatten(result, out_leaves)
+            capture.finish(out_leaves)
+        if capture.broken:
+            reason = capture.break_reason
+            if self._fullgraph:
+                raise GraphBreakError(f"trainrun.compile(fullgraph=True): {self._name()} could not be recorded "
+                                      f"whole: {reason}")
+            self._cache[key] = _Eager(reason)
+            if self._explain:
+                print(f"trainrun.compile: {self._name()} runs eagerly for these guards: {reason}")
+            return result
+        passthrough = [(j, i) for j, o in enumerate(out_leaves) for i, t in enumerate(tensors) if o is t]
+        self._cache[key] = _Recording(graph, out_spec, passthrough)
+        if self._explain:
+            print(f"trainrun.compile: {self._name()} recorded {graph.num_nodes} ops "
+                  f"({graph.num_inputs} inputs, {graph.num_constants} constant tensors)")
+        return result
+
+    def _name(self):
+        if self._module is not None:
+            return type(self._module).__name__
+        return getattr(self._fn, "__qualname__", None) or type(self._fn).__name__
+
+    def explain(self):
+        """What the cache holds: per set of guards, the recorded graph's size or why it runs eagerly."""
+        lines = [f"{self._name()}: {self.calls} calls, {self.replays} replayed, {len(self._cache)} guard sets"]
+        for i, entry in enumerate(self._cache.values()):
+            if isinstance(entry, _Recording):
+                lines.append(f"  [{i}] graph of {entry.graph.num_nodes} ops:\n{entry.graph}".rstrip())
+            else:
+                lines.append(f"  [{i}] graph break, runs eagerly: {entry.reason}")
+        return "\n".join(lines)
+
+    def reset(self):
+        self._cache.clear()
+
+
+def _optimized_module_class():
+    from trainrun import nn
+
+    class OptimizedModule(nn.Module):
+        """What compile(module) returns: calls go through the recordings; `_orig_mod` is the module (its state
+        dict keys start with "_orig_mod.", as PyTorch's)."""
+
+        def __init__(self, mod, compiled):
+            super().__init__()
+            self._orig_mod = mod
+            object.__setattr__(self, "_compiled", compiled)
+
+        def forward(self, *args, **kwargs):
+            return self._compiled(*args, **kwargs)
+
+        def explain(self):
+            return self._compiled.explain()
+
+        def __getattr__(self, name):
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                return getattr(self._orig_mod, name)
+
+    return OptimizedModule
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,  # noqa: A001
+            disable=False, explain=False):
+    """torch.compile's signature: a function or module whose calls are recorded and replayed (the module
+    docstring says how). Usable as a decorator, with or without arguments."""
+    if model is None:
+        return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                                 options=options, disable=disable, explain=explain)
+    if disable:
+        return model
+    from trainrun import nn
+    if isinstance(model, nn.Module):
+        compiled = CompiledFunction(model.__call__, module=model, fullgraph=fullgraph, explain=explain)
+        return _optimized_module_class()(model, compiled)
+    if not callable(model):
+        raise TypeError(f"compile: expected a function or an nn.Module, got {type(model).__name__}")
+    return CompiledFunction(model, fullgraph=fullgraph, explain=explain)

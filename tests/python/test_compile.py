@@ -1,0 +1,202 @@
+"""trainrun.compile: calls recorded at the dispatcher and replayed. A replay
+equals the eager call bitwise (the same ops in the same order), forward and
+backward, on an MLP, a CNN with batch norm in training mode and a
+transformer block, through an optimizer's steps; guards record anew on a
+new shape, grad mode, mode or parameter and not on new values of the same
+shape; what a graph cannot replay (values read into Python, backward inside
+the call, module hooks, autograd.Function) runs eagerly with the same
+result, named by explain(), or raises under fullgraph=True."""
+import pytest
+
+import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
+
+import trainrun as torch  # noqa: E402
+import trainrun.nn as nn  # noqa: E402
+from trainrun._compile import GraphBreakError  # noqa: E402
+
+
+def _models():
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(12, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 5))
+    cnn = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Flatten(), nn.Linear(8 * 4 * 4, 5))
+    block = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    return {"mlp": (mlp, lambda: torch.randn(6, 12)), "cnn": (cnn, lambda: torch.randn(4, 3, 8, 8)),
+            "block": (block, lambda: torch.randn(2, 7, 16))}
+
+
+def _twin(model):
+    import copy
+    return copy.deepcopy(model)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "block"])
+def test_compiled_training_steps_equal_eager_ones_bitwise(name):
+    model, batch = _models()[name]
+    eager = _twin(model)
+    compiled = torch.compile(model)
+    opt_c = torch.optim.SGD(model.parameters(), lr=0.05)
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.05)
+    for _ in range(4):
+        x = batch()
+        for m, opt in ((compiled, opt_c), (eager, opt_e)):
+            opt.zero_grad()
+            out = m(x)
+            loss = out.pow(2).mean()
+            loss.backward()
+            opt.step()
+            if m is compiled:
+                loss_c, out_c = loss, out
+        assert torch.equal(out_c, out) and torch.equal(loss_c, loss)
+    for (n, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert torch.equal(p, q), n
+    for (n, b), c in zip(model.named_buffers(), eager.buffers()):  # batch norm's running statistics
+        assert torch.equal(b, c), n
+    assert compiled._compiled.replays == 3, compiled.explain()
+    assert "graph of" in compiled.explain()
+
+
+def test_inference_under_no_grad_replays_and_equals_eager():
+    model, batch = _models()["block"]
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        for _ in range(3):
+            x = batch()
+            assert torch.equal(compiled(x), model(x))
+    assert compiled._compiled.replays == 2
+
+
+def test_guards_record_anew_on_what_changes_the_program_and_only_then():
+    model, _ = _models()["mlp"]
+    compiled = torch.compile(model)
+    compiled(torch.randn(6, 12))
+    compiled(torch.randn(6, 12))  # new values, same shape: a replay
+    assert (compiled._compiled.calls, compiled._compiled.replays, len(compiled._compiled._cache)) == (2, 1, 1)
+    compiled(torch.randn(9, 12))  # a new shape
+    with torch.no_grad():
+        compiled(torch.randn(6, 12))  # grad mode
+    model.eval()
+    compiled(torch.randn(6, 12))  # mode
+    model.train()
+    assert len(compiled._compiled._cache) == 4
+    model[0].weight = nn.Parameter(torch.zeros(32, 12))  # another parameter: its values must be the ones used
+    x = torch.randn(6, 12)
+    assert torch.equal(compiled(x), model(x))
+    assert len(compiled._compiled._cache) == 5
+
+
+def test_dropout_replays_draw_new_masks_as_eager_does():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 64), nn.Dropout(0.5))
+    compiled = torch.compile(model)
+    x = torch.randn(4, 8)
+    compiled(x)  # recorded
+    torch.manual_seed(5)
+    replayed = compiled(x)
+    torch.manual_seed(5)
+    assert torch.equal(replayed, model(x))
+    assert not torch.equal(compiled(x), replayed)
+
+
+def test_a_no_grad_block_inside_the_call_stays_one_when_replayed():
+    w = torch.randn(3, requires_grad=True)
+
+    def f(x):
+        y = x * w
+        with torch.no_grad():
+            scale = y.abs() + 1  # no gradient flows through here, in eager and replayed
+        return y * scale
+
+    compiled = torch.compile(f)
+    grads = []
+    for _ in range(2):
+        w.grad = None
+        compiled(torch.ones(3)).sum().backward()
+        grads.append(w.grad.clone())
+    w.grad = None
+    f(torch.ones(3)).sum().backward()
+    assert torch.equal(grads[1], w.grad) and torch.equal(grads[0], w.grad)
+    assert compiled.replays == 1
+
+
+def test_graph_breaks_run_eagerly_with_the_same_results_and_say_why():
+    def data_dependent(x):
+        if x.sum() > 0:  # reads a value into Python
+            return x * 2
+        return x - 1
+
+    compiled = torch.compile(data_dependent)
+    assert compiled(torch.ones(2)).tolist() == [2.0, 2.0]
+    assert compiled(-torch.ones(2)).tolist() == [-2.0, -2.0]  # a replay would have given -2: eager gives x - 1
+    assert compiled.replays == 0
+    assert "graph break, runs eagerly: item() read a tensor's value into Python" in compiled.explain()
+    with pytest.raises(GraphBreakError, match="could not be recorded whole: item\\(\\) read a tensor's value"):
+        torch.compile(data_dependent, fullgraph=True)(torch.ones(2))
+
+    w = torch.ones(2, requires_grad=True)
+
+    def step(x):
+        loss = (x * w).sum()
+        loss.backward()
+        return loss
+
+    compiled_step = torch.compile(step)
+    compiled_step(torch.ones(2))
+    compiled_step(torch.ones(2))
+    assert w.grad.tolist() == [2.0, 2.0]  # both calls ran their backward
+    assert "ran a backward pass" in compiled_step.explain()
+
+    hooked, _ = _models()["mlp"]
+    seen = []
+    hooked.register_forward_hook(lambda m, i, o: seen.append(1))
+    compiled_hooked = torch.compile(hooked)
+    compiled_hooked(torch.randn(2, 12))
+    compiled_hooked(torch.randn(2, 12))
+    assert len(seen) == 2 and "forward hooks" in compiled_hooked.explain()
+
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    compiled_fn = torch.compile(lambda x: Double.apply(x))
+    compiled_fn(torch.ones(2, requires_grad=True))
+    assert "autograd.Function" in compiled_fn.explain()
+
+
+def test_outputs_keep_their_structure_and_inputs_pass_through():
+    def f(x, scale=2.0, *, extra=None):
+        return {"y": x * scale, "same": x, "pair": (x + 1, 7)}
+
+    compiled = torch.compile(f)
+    x = torch.ones(2)
+    for _ in range(2):
+        out = compiled(x, 3.0, extra="ignored")
+        assert out["y"].tolist() == [3.0, 3.0] and out["same"] is x and out["pair"][1] == 7
+    assert compiled.replays == 1
+    assert compiled(x, 4.0, extra="ignored")["y"].tolist() == [4.0, 4.0]  # another scale: another recording
+
+
+def test_compile_keeps_pytorchs_surface():
+    model, _ = _models()["mlp"]
+    compiled = torch.compile(model)
+    assert compiled._orig_mod is model
+    assert all(k.startswith("_orig_mod.") for k in compiled.state_dict())
+    assert getattr(compiled, "0") is getattr(model, "0")  # attributes reach the module
+
+    @torch.compile
+    def f(x):
+        return x + 1
+
+    @torch.compile(fullgraph=True, mode="max-autotune")
+    def g(x):
+        return x * 2
+
+    assert f(torch.ones(1)).item() == 2.0 and g(torch.ones(1)).item() == 2.0
+    assert torch.compile(model, disable=True) is model
+    with pytest.raises(TypeError, match="expected a function or an nn.Module, got int"):
+        torch.compile(3)
