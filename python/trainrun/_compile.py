@@ -187,8 +187,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
                                  options=options, disable=disable, explain=explain)
     if disable:
         return model
-    from trainrun import nn
-    if isinstance(model, nn.Module):
+    if isinstance(model, _C.nn.Module):  # Python modules and C++ layers (nn.Linear) alike
         compiled = CompiledFunction(model.__call__, module=model, fullgraph=fullgraph, explain=explain)
         return _optimized_module_class()(model, compiled)
     if not callable(model):
