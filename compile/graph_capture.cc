@@ -48,10 +48,7 @@ GraphCapture::GraphCapture(CapturedGraph& graph, const std::vector<Tensor>& inpu
                                           "thread is not supported");
   for (const Tensor& t : inputs) {
     const int id = graph_.add_input();
-    if (t.defined() && ids_.count(t.impl()) == 0) {  // the same tensor twice: its first position names it
-      ids_[t.impl()] = id;
-      alive_.push_back(t);
-    }
+    if (t.defined() && ids_.count(t.impl()) == 0) bind(t, id);  // the same tensor twice: its first position names it
   }
   t_capture = this;
   graph_break_hook() = [](const std::string& reason) { GraphCapture::note_graph_break(reason); };
@@ -75,13 +72,21 @@ void GraphCapture::note_graph_break(const std::string& reason) {
   if (t_capture != nullptr && !t_capture->finished_) t_capture->stop(reason);
 }
 
-int GraphCapture::value_of(const Tensor& t) {
-  auto it = ids_.find(t.impl());
-  if (it != ids_.end()) return it->second;
-  const int id = graph_.add_constant(t);  // made before the call (a parameter) or outside the dispatcher
+int GraphCapture::bind(const Tensor& t, int id) {
   ids_[t.impl()] = id;
   alive_.push_back(t);
   return id;
+}
+
+int GraphCapture::value_of(const Tensor& t) {
+  auto it = ids_.find(t.impl());
+  // Unknown: made before the call (a parameter) or outside the dispatcher, read when the graph runs.
+  return it != ids_.end() ? it->second : bind(t, graph_.add_constant(t));
+}
+
+int GraphCapture::result_of(const Tensor& t) {
+  auto it = ids_.find(t.impl());
+  return it != ids_.end() ? it->second : bind(t, graph_.new_value());  // (an in-place op returns its argument)
 }
 
 CapturedGraph::Slot GraphCapture::slot_of(const IValue& v) {
@@ -133,22 +138,14 @@ void GraphCapture::record(const OpTable& op, DispatchKey key, DispatchKeySet key
   op.redispatch_boxed(key, keys, stack);
   for (IValue& r : stack) {
     CapturedGraph::Slot s;
-    auto result_id = [&](const Tensor& t) {
-      auto it = ids_.find(t.impl());
-      if (it != ids_.end()) return it->second;  // an in-place op returns its argument
-      const int id = graph_.new_value();
-      ids_[t.impl()] = id;
-      alive_.push_back(t);
-      return id;
-    };
     if (r.is_tensor()) {
       if (r.get<Tensor>().defined()) {  // (an undefined result stays a constant slot: nothing to bind)
         s.kind = CapturedGraph::Slot::Value;
-        s.value = result_id(r.get<Tensor>());
+        s.value = result_of(r.get<Tensor>());
       }
     } else if (r.is_tensor_list()) {
       s.kind = CapturedGraph::Slot::ValueList;
-      for (const Tensor& t : r.get<std::vector<Tensor>>()) s.values.push_back(result_id(t));
+      for (const Tensor& t : r.get<std::vector<Tensor>>()) s.values.push_back(result_of(t));
     } else {
       stop(fmt::format("op '{}' returned a {} (a value computed from the data)", op.name(), r.type_name()));
       return;
@@ -167,9 +164,7 @@ void GraphCapture::allocated(const Tensor& t) {
   node.alloc_device = t.device();
   CapturedGraph::Slot s;
   s.kind = CapturedGraph::Slot::Value;
-  s.value = graph_.new_value();
-  ids_[t.impl()] = s.value;
-  alive_.push_back(t);
+  s.value = bind(t, graph_.new_value());
   node.results.push_back(std::move(s));
   graph_.add_node(std::move(node));
 }

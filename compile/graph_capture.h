@@ -45,7 +45,9 @@ class GraphCapture {
   void record(const OpTable& op, DispatchKey key, DispatchKeySet keys, Stack& stack);
   void allocated(const Tensor& t);
   void stop(std::string reason);
-  int value_of(const Tensor& t);
+  int bind(const Tensor& t, int id);  // t is value `id` from now on (and kept alive)
+  int value_of(const Tensor& t);      // an argument's value: known, or a new constant
+  int result_of(const Tensor& t);     // a result's value: known, or a new one
   CapturedGraph::Slot slot_of(const IValue& v);
 
   CapturedGraph& graph_;

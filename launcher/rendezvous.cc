@@ -1,5 +1,6 @@
 #include "launcher/rendezvous.h"
 
+#include <cstdlib>
 #include <optional>
 #include <thread>
 
@@ -89,6 +90,43 @@ bool ElasticRendezvous::wait_all_done(int round, int nnodes, std::chrono::millis
   } catch (const TimeoutError&) {
     return false;
   }
+}
+
+// --rdzv-conf "join_timeout=600,last_call_timeout=1,is_host=1", as torchrun's:
+// timeouts in seconds; is_host (1/0, true/false) says whether this node hosts
+// the store whatever its host name (Kubernetes pods often cannot tell that
+// the endpoint's service name is theirs); unset, the name decides.
+RendezvousSettings parse_rdzv_conf(const std::string& conf, std::optional<bool>* is_host) {
+  RendezvousSettings rs;
+  size_t start = 0;
+  while (start < conf.size()) {
+    size_t comma = conf.find(',', start);
+    std::string item = conf.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t eq = item.find('=');
+    TR_CHECK(eq != std::string::npos, ValueError, "--rdzv-conf: '{}' is not key=value", item);
+    std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    char* end = nullptr;
+    const double seconds = std::strtod(v.c_str(), &end);
+    const bool number = end != v.c_str() && *end == '\0' && seconds >= 0;
+    const auto ms = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+    if (k == "join_timeout" && number)
+      rs.join_timeout = ms;
+    else if (k == "last_call_timeout" && number)
+      rs.last_call = ms;
+    else if (k == "is_host" && (v == "1" || v == "true" || v == "True" || v == "0" || v == "false" || v == "False"))
+      *is_host = v == "1" || v == "true" || v == "True";
+    else if (k == "read_timeout" || k == "timeout") {
+      // accepted for compatibility; the store's timeouts cover them
+    } else {
+      throw ValueError(
+          fmt::format("--rdzv-conf: '{}' is not a known setting (join_timeout=SECONDS, last_call_timeout=SECONDS, "
+                      "is_host=1|0)",
+                      item));
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return rs;
 }
 
 }  // namespace trainrun

@@ -23,6 +23,11 @@ struct RendezvousSettings {
   std::chrono::milliseconds last_call{1000};       // wait for more nodes once MIN have joined
 };
 
+// --rdzv-conf "join_timeout=600,last_call_timeout=1,is_host=1", as torchrun's: timeouts in seconds; is_host
+// (1/0, true/false) says whether this node hosts the store whatever its host name; unset, the name decides.
+// ValueError names an item that is not key=value or not a known setting.
+RendezvousSettings parse_rdzv_conf(const std::string& conf, std::optional<bool>* is_host);
+
 struct RendezvousRound {
   int round = 0;
   int node_rank = 0;  // this agent's place in the round (order of joining)

@@ -27,17 +27,18 @@ class GraphBreakError(RuntimeError):
     """fullgraph=True and the call could not be recorded whole."""
 
 
-def _flatten(tree, leaves):
-    """The tensors and other leaves of nested tuples, lists and dicts, in order, and a spec to rebuild them."""
+def _flatten(tree, tensors):
+    """A spec to rebuild nested tuples, lists and dicts from their tensors, which go into `tensors` in order (the
+    other leaves stay in the spec: constants of the recording, parts of the guards)."""
     if isinstance(tree, _C.Tensor):
-        leaves.append(tree)
+        tensors.append(tree)
         return ("T",)
     if isinstance(tree, tuple) and hasattr(tree, "_fields"):
-        return ("N", type(tree), tuple(_flatten(v, leaves) for v in tree))
+        return ("N", type(tree), tuple(_flatten(v, tensors) for v in tree))
     if isinstance(tree, (tuple, list)):
-        return (type(tree).__name__, tuple(_flatten(v, leaves) for v in tree))
+        return (type(tree).__name__, tuple(_flatten(v, tensors) for v in tree))
     if isinstance(tree, dict):
-        return ("dict", tuple(tree.keys()), tuple(_flatten(v, leaves) for v in tree.values()))
+        return ("dict", tuple(tree.keys()), tuple(_flatten(v, tensors) for v in tree.values()))
     return ("C", tree)
 
 
@@ -85,9 +86,8 @@ class CompiledFunction:
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
-        leaves = []
-        in_spec = _flatten((args, kwargs), leaves)
-        tensors = [t for t in leaves]
+        tensors = []  # the arguments' tensors, in order; the rest is in the spec
+        in_spec = _flatten((args, kwargs), tensors)
         try:
             key = (in_spec, tuple(_tensor_guard(t) for t in tensors), _C.is_grad_enabled(), self._module_guard())
             hash(key)

@@ -119,6 +119,14 @@ def _mutated_names(mutates_args, sig):
     return list(mutates_args)
 
 
+def _argument_types(schema):
+    """[(type as written, base type, optional)] of a schema's arguments: "(Tensor(a0!) x, SymInt? n=None) -> ()"
+    gives [("Tensor(a0!)", "Tensor", False), ("SymInt?", "SymInt", True)]."""
+    inside = schema[1:schema.index(") ->")] if schema.startswith("(") else ""
+    types = [a.rsplit(" ", 1)[0] for a in inside.split(", ") if a and a != "*"]
+    return [(t, t.replace("(", " ").split(" ")[0].rstrip("?"), t.endswith("?")) for t in types]
+
+
 def _split_name(qualname):
     if not isinstance(qualname, str) or qualname.count("::") != 1 or not all(qualname.split("::")):
         raise ValueError(f"custom_op: the name {qualname!r} must be 'namespace::name', e.g. 'mylib::mysin'")
@@ -138,6 +146,7 @@ class CustomOpDef:
         self._init_fn = fn
         self._signature = inspect.signature(fn)
         self._mutated = set(_mutated_names(mutates_args, self._signature))
+        self._arg_types = _argument_types(schema)  # parsed once: every call checks against it
         self._kernels = {}  # device type -> function
         self._fake = None
         self._backward = self._setup_context = None
@@ -167,7 +176,7 @@ class CustomOpDef:
         setup_context(ctx, inputs, output) saves what backward needs (ctx.save_for_backward, attributes)."""
         if not callable(backward):
             raise TypeError(f"register_autograd({self._qualname}): backward must be callable")
-        if any(True for _ in self._mutated):
+        if self._mutated:
             raise RuntimeError(f"register_autograd({self._qualname}): an op that mutates its inputs "
                                f"({', '.join(sorted(self._mutated))}) cannot have an autograd formula")
         self._backward, self._setup_context = backward, setup_context
@@ -183,10 +192,7 @@ class CustomOpDef:
 
     def _check_arguments(self, bound):
         tensors, devices = [], set()
-        types = self._schema[1:self._schema.index(") ->")].split(", ") if "(" in self._schema else []
-        types = [t.rsplit(" ", 1)[0] for t in types if t and t != "*"]
-        for (name, value), type_name in zip(bound.arguments.items(), types):
-            base, optional = type_name.replace("(", " ").split(" ")[0].rstrip("?"), type_name.endswith("?")
+        for (name, value), (type_name, base, optional) in zip(bound.arguments.items(), self._arg_types):
             if value is None and optional:
                 continue
             expected_tensor = base.startswith("Tensor")
@@ -256,6 +262,9 @@ class CustomOpDef:
         attached = _C._attach_function_node(self._qualname.replace("::", "_"), inputs, tensor_outputs, backward)
         replaced = iter(attached)
         new = [next(replaced) if isinstance(o, _C.Tensor) and o.dtype.is_floating_point else o for o in outputs]
+        # Outputs setup_context marked non-differentiable keep no history (their gradients reach backward as zeros).
+        marked = getattr(ctx, "_non_differentiable", ())
+        new = [n.detach() if any(n is m or o is m for m in marked) else n for n, o in zip(new, outputs)]
         return new[0] if not isinstance(output, (tuple, list)) else type(output)(new)
 
 
@@ -272,7 +281,8 @@ class _Ctx:
         self.saved_tensors = tensors
 
     def mark_non_differentiable(self, *tensors):
-        pass  # integer outputs are never differentiable here; floating ones get None gradients if unused
+        """Outputs that get no gradient: they come back without history."""
+        self._non_differentiable = tensors
 
 
 def custom_op(name, fn=None, /, *, mutates_args, device_types=None, schema=None):

@@ -5,6 +5,7 @@ the producer sees, the producer's allocated bytes back at their baseline
 once the consumer lets go (ipc_collect), a killed consumer's lease given
 back, and the leak report naming a lease never released. Skipped with the
 reason where no GPU is found."""
+import contextlib
 import os
 import signal
 
@@ -41,18 +42,28 @@ def _consume_then_die(inbox, outbox):
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+@contextlib.contextmanager
+def _consumer(target):
+    """(inbox, outbox, child): a spawned process running target(inbox, outbox), killed if a test leaves it."""
+    _broker.host_for_children()
+    ctx = mp.get_context("spawn")
+    inbox, outbox = mp.Queue(ctx=ctx), mp.Queue(ctx=ctx)
+    child = ctx.Process(target=target, args=(inbox, outbox), daemon=True)
+    child.start()
+    try:
+        yield inbox, outbox, child
+    finally:
+        if child.is_alive():
+            child.kill()
+
+
 def _producer_allocated():
     cuda.ipc_collect()
     return cuda.memory_allocated()
 
 
 def test_a_consumer_reads_and_writes_the_producers_memory_and_the_block_comes_back():
-    _broker.host_for_children()
-    ctx = mp.get_context("spawn")
-    inbox, outbox = mp.Queue(ctx=ctx), mp.Queue(ctx=ctx)
-    child = ctx.Process(target=_consume, args=(inbox, outbox), daemon=True)
-    child.start()
-    try:
+    with _consumer(_consume) as (inbox, outbox, child):
         baseline = _producer_allocated()
         t = trainrun.arange(1 << 20, dtype=trainrun.float32, device="cuda")
         t.add_(1)  # queued on the producer's stream: the consumer's read must come after it
@@ -70,18 +81,10 @@ def test_a_consumer_reads_and_writes_the_producers_memory_and_the_block_comes_ba
         inbox.put("exit")
         child.join(TIMEOUT)
         assert child.exitcode == 0
-    finally:
-        if child.is_alive():
-            child.kill()
 
 
 def test_a_consumer_killed_with_sigkill_gives_the_block_back():
-    _broker.host_for_children()
-    ctx = mp.get_context("spawn")
-    inbox, outbox = mp.Queue(ctx=ctx), mp.Queue(ctx=ctx)
-    child = ctx.Process(target=_consume_then_die, args=(inbox, outbox), daemon=True)
-    child.start()
-    try:
+    with _consumer(_consume_then_die) as (inbox, outbox, child):
         baseline = _producer_allocated()
         t = trainrun.full([4 << 20], 7.0, device="cuda")
         inbox.put(t)
@@ -92,9 +95,6 @@ def test_a_consumer_killed_with_sigkill_gives_the_block_back():
         assert _producer_allocated() == baseline
         report = _broker.hosted_broker().leak_report()
         assert f"pid {child.pid} exited still using 16.00 MiB of cuda:0" in report, report
-    finally:
-        if child.is_alive():
-            child.kill()
 
 
 def test_the_leak_report_lists_a_lease_never_released():

@@ -204,3 +204,19 @@ def test_aten_ops_are_reachable_by_name():
     assert torch.ops.aten.add.Tensor(a, b).tolist() == [4.0, 4.0]
     assert torch.ops.aten.mul.default(a, b).tolist() == [3.0, 3.0]
     assert torch.ops.aten.relu(torch.tensor([-1.0, 1.0])).tolist() == [0.0, 1.0]
+
+
+def test_an_output_marked_non_differentiable_has_no_history():
+    @torch.library.custom_op("trop_nd::with_index", mutates_args=())
+    def with_index(x: Tensor) -> Tuple[Tensor, Tensor]:
+        return x * 2, x.argmax().to(torch.float32)
+
+    def setup_context(ctx, inputs, output):
+        ctx.mark_non_differentiable(output[1])
+
+    with_index.register_autograd(lambda ctx, g, g_index: (g * 2,), setup_context=setup_context)
+    x = torch.tensor([1.0, 3.0], requires_grad=True)
+    doubled, index = with_index(x)
+    assert doubled.requires_grad and not index.requires_grad and index.item() == 1.0
+    doubled.sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0]
