@@ -3,6 +3,7 @@
 #include "autograd/accumulate_grad.h"
 #include "autograd/grad_mode.h"
 #include "tensor/dispatcher.h"
+#include "tensor/graph_break.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
@@ -105,6 +106,8 @@ void register_hook(const Tensor& t, TensorHook hook) {
            "register_hook: cannot register a hook on a tensor that does not require grad");
   AutogradMeta& m = materialize(t);
   if (m.grad_fn) {
+    // A replay would not register it again (and a recorded backward would replay what it did once).
+    note_graph_break("a hook was registered on a tensor's gradient (register_hook) during the call");
     m.grad_fn->add_tensor_pre_hook(m.output_nr, std::move(hook));
     return;
   }

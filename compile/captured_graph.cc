@@ -5,6 +5,7 @@
 
 #include "autograd/grad_mode.h"
 #include "base/error.h"
+#include "compile/fused_kernel.h"
 #include "tensor/factories.h"
 #include "tensor/generator.h"
 
@@ -20,17 +21,81 @@ int CapturedGraph::add_constant(const Tensor& t) {
   return num_values_++;
 }
 
-std::vector<Tensor> CapturedGraph::run(const std::vector<Tensor>& inputs) const {
+void CapturedGraph::set_meta(int id, const Tensor& t) {
+  if (static_cast<int>(metas_.size()) <= id) metas_.resize(static_cast<size_t>(id) + 1);
+  if (!t.defined()) return;
+  metas_[id] = ValueMeta{true, t.sizes(), t.strides(), t.dtype(), t.device()};
+}
+
+const CapturedGraph::ValueMeta& CapturedGraph::meta(int id) const {
+  static const ValueMeta unknown;
+  return id >= 0 && id < static_cast<int>(metas_.size()) ? metas_[id] : unknown;
+}
+
+void CapturedGraph::set_outputs(std::vector<int> outputs) {
+  outputs_ = std::move(outputs);
+  make_free_after();
+}
+
+std::shared_ptr<CapturedGraph> CapturedGraph::with_nodes(std::vector<Node> nodes) const {
+  auto g = std::make_shared<CapturedGraph>();
+  g->num_values_ = num_values_;
+  g->inputs_ = inputs_;
+  g->constants_ = constants_;
+  g->metas_ = metas_;
+  g->nodes_ = std::move(nodes);
+  g->set_outputs(outputs_);
+  return g;
+}
+
+void CapturedGraph::make_free_after() {
+  std::vector<int> last(static_cast<size_t>(num_values_), -1);  // the last node reading or making each value
+  auto touch = [&](const Slot& s, int i) {
+    if (s.kind == Slot::Value) last[s.value] = i;
+    if (s.kind == Slot::ValueList)
+      for (int v : s.values) last[v] = i;
+  };
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    for (const Slot& s : nodes_[i].args) touch(s, static_cast<int>(i));
+    for (const Slot& s : nodes_[i].results) touch(s, static_cast<int>(i));
+  }
+  for (int v : outputs_)
+    if (v >= 0) last[v] = -1;
+  free_after_.assign(nodes_.size(), {});
+  for (int v = 0; v < num_values_; ++v)
+    if (last[v] >= 0) free_after_[last[v]].push_back(v);
+}
+
+std::vector<Tensor> CapturedGraph::run(const std::vector<Tensor>& inputs, const RunOptions& options) const {
   TR_CHECK(inputs.size() == inputs_.size(), ValueError, "CapturedGraph::run: {} inputs given, the graph takes {}",
            inputs.size(), inputs_.size());
+  TR_CHECK(free_after_.size() == nodes_.size(), ValueError, "CapturedGraph::run: the graph has no outputs set yet");
   std::vector<Tensor> values(static_cast<size_t>(num_values_));
+  std::vector<char> kept(static_cast<size_t>(num_values_), 0);
+  if (options.keep != nullptr)
+    for (int v : *options.keep) kept[v] = 1;
   for (size_t i = 0; i < inputs.size(); ++i) values[inputs_[i]] = inputs[i];
   for (const auto& [id, t] : constants_) values[id] = t;
+  // Without autograd's graph the ops skip their autograd kernels altogether.
+  const DispatchKeySet drop = options.record_autograd ? DispatchKeySet() : DispatchKeySet(DispatchKey::Autograd);
   Stack stack;
-  for (const Node& node : nodes_) {
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    const Node& node = nodes_[n];
+    if (node.fused != nullptr) {
+      std::vector<Tensor> in, out;
+      in.reserve(node.args.size());
+      for (const Slot& a : node.args) in.push_back(values[a.value]);
+      node.fused->run(in, out);
+      for (size_t r = 0; r < out.size(); ++r) values[node.results[r].value] = std::move(out[r]);
+      for (int v : free_after_[n])
+        if (!kept[v]) values[v] = Tensor();
+      continue;
+    }
     if (node.op == nullptr) {
       values[node.results[0].value] = empty_strided(node.alloc_sizes, node.alloc_strides,
                                                     TensorOptions(node.alloc_dtype, node.alloc_device));
+      for (int v : free_after_[n])
+        if (!kept[v]) values[v] = Tensor();
       continue;
     }
     stack.clear();
@@ -63,8 +128,8 @@ std::vector<Tensor> CapturedGraph::run(const std::vector<Tensor>& inputs) const 
       stack[4] = IValue(static_cast<int64_t>(gen.seed()));
       stack[5] = IValue(static_cast<int64_t>(gen.reserve(static_cast<uint64_t>(node.random_elements))));
     }
-    AutoGradMode mode(node.grad_enabled);
-    node.op->call_boxed(keys, stack);
+    AutoGradMode mode(node.grad_enabled && options.record_autograd);
+    node.op->call_boxed(keys - drop, stack);
     TR_CHECK(stack.size() == node.results.size(), ValueError,
              "CapturedGraph::run: op '{}' left {} results, {} were recorded", node.op->name(), stack.size(),
              node.results.size());
@@ -80,10 +145,14 @@ std::vector<Tensor> CapturedGraph::run(const std::vector<Tensor>& inputs) const 
         for (size_t k = 0; k < list.size(); ++k) values[s.values[k]] = list[k];
       }
     }
+    for (int v : free_after_[n])
+      if (!kept[v]) values[v] = Tensor();
   }
   std::vector<Tensor> out;
-  out.reserve(outputs_.size());
-  for (int v : outputs_) out.push_back(values[v]);
+  out.reserve(outputs_.size() + (options.keep ? options.keep->size() : 0));
+  for (int v : outputs_) out.push_back(v >= 0 ? values[v] : Tensor());
+  if (options.keep != nullptr)
+    for (int v : *options.keep) out.push_back(values[v]);
   return out;
 }
 
@@ -104,6 +173,13 @@ std::string CapturedGraph::to_string() const {
   };
   std::string out;
   for (const Node& n : nodes_) {
+    if (n.fused != nullptr) {
+      std::string results, args;
+      for (size_t i = 0; i < n.results.size(); ++i) results += (i ? ", " : "") + slot(n.results[i]);
+      for (size_t i = 0; i < n.args.size(); ++i) args += (i ? ", " : "") + slot(n.args[i]);
+      out += fmt::format("  {} = {}[{}]({})\n", results, n.fused->name, fmt::join(n.fused->ops, ", "), args);
+      continue;
+    }
     if (n.op == nullptr) {
       out += fmt::format("  %{} = empty_strided({}, {}, {})\n", n.results[0].value, fmt::join(n.alloc_sizes, "x"),
                          dtype_name(n.alloc_dtype), n.alloc_device.str());

@@ -5,6 +5,7 @@
 // scalars) and the values it produced. Running it calls the same ops from
 // the top of the dispatcher on new inputs, so autograd records its graph as
 // for the eager call and backward works as it did.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "tensor/ivalue.h"
 
 namespace trainrun::compile {
+
+struct FusedKernel;  // compile/fused_kernel.h
 
 class CapturedGraph {
  public:
@@ -31,6 +34,8 @@ class CapturedGraph {
     // random_fill_ from the default generator: its (seed, offset) arguments
     // are drawn anew at each run, reserving this many elements.
     int64_t random_elements = -1;
+    // Set instead of op: a generated loop doing several pointwise ops at once (compile/fusion.h).
+    std::shared_ptr<const FusedKernel> fused;
     std::vector<Slot> args;
     std::vector<Slot> results;  // Value or ValueList
     bool grad_enabled = true;   // grad mode when recorded (a no_grad block inside the call stays one)
@@ -41,11 +46,39 @@ class CapturedGraph {
   // A new value bound to `t` itself (a parameter, a buffer: read when run, not copied).
   int add_constant(const Tensor& t);
   int new_value() { return num_values_++; }
+  // What value `id` was when recorded (fusion reads shapes and dtypes).
+  struct ValueMeta {
+    bool known = false;
+    IntList sizes, strides;
+    DType dtype{};
+    Device device;
+  };
+  void set_meta(int id, const Tensor& t);
+  const ValueMeta& meta(int id) const;
   void add_node(Node node) { nodes_.push_back(std::move(node)); }
-  void set_outputs(std::vector<int> outputs) { outputs_ = std::move(outputs); }
+  // -1: an undefined output (a gradient nothing flows to). Ends the graph: run() may be called from then on.
+  void set_outputs(std::vector<int> outputs);
+  // The same inputs, constants, values and outputs with other nodes (a fused program).
+  std::shared_ptr<CapturedGraph> with_nodes(std::vector<Node> nodes) const;
 
-  // The outputs for `inputs` (as many as add_input was called, in order).
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  struct RunOptions {
+    // false: every op runs without recording autograd's graph (a joint
+    // graph's halves: their gradients come from the recorded backward).
+    bool record_autograd = true;
+    // Values returned after the outputs (what a backward will read).
+    const std::vector<int>* keep = nullptr;
+  };
+  // The outputs for `inputs` (as many as add_input was called, in order),
+  // then the values options.keep names. A value is dropped after the last
+  // node that reads it, so a run holds no more than it needs.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const RunOptions& options) const;
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const { return run(inputs, RunOptions{}); }
+
+  const std::vector<int>& inputs() const { return inputs_; }
+  const std::vector<int>& outputs() const { return outputs_; }
+  const std::vector<std::pair<int, Tensor>>& constants() const { return constants_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  int num_values() const { return num_values_; }
 
   size_t num_nodes() const { return nodes_.size(); }
   size_t num_inputs() const { return inputs_.size(); }
@@ -59,6 +92,10 @@ class CapturedGraph {
   std::vector<std::pair<int, Tensor>> constants_;
   std::vector<Node> nodes_;
   std::vector<int> outputs_;
+  std::vector<ValueMeta> metas_;
+  // Per node, the values no later node reads (and no output is): freed after it. Made by set_outputs.
+  std::vector<std::vector<int>> free_after_;
+  void make_free_after();
 };
 
 }  // namespace trainrun::compile

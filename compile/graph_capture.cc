@@ -42,10 +42,22 @@ struct CaptureFallback {
   }
 };
 
-GraphCapture::GraphCapture(CapturedGraph& graph, const std::vector<Tensor>& inputs) : graph_(graph), outer_(t_capture) {
+GraphCapture::GraphCapture(CapturedGraph& graph, const std::vector<Tensor>& inputs, const GraphCapture& forward)
+    : GraphCapture(graph, inputs, &forward) {}
+
+GraphCapture::GraphCapture(CapturedGraph& graph, const std::vector<Tensor>& inputs)
+    : GraphCapture(graph, inputs, nullptr) {}
+
+GraphCapture::GraphCapture(CapturedGraph& graph, const std::vector<Tensor>& inputs, const GraphCapture* forward)
+    : graph_(graph), outer_(t_capture), forward_(forward) {
   CaptureFallback::install();
-  TR_CHECK(outer_ == nullptr, ValueError, "graph capture: a compiled call inside another one's capture on the same "
-                                          "thread is not supported");
+  if (forward_ != nullptr) {
+    TR_CHECK(outer_ == forward_ && forward_->finished_, ValueError,
+             "graph capture: a backward is recorded inside its finished forward recording");
+  } else {
+    TR_CHECK(outer_ == nullptr, ValueError, "graph capture: a compiled call inside another one's capture on the same "
+                                            "thread is not supported");
+  }
   for (const Tensor& t : inputs) {
     const int id = graph_.add_input();
     if (t.defined() && ids_.count(t.impl()) == 0) bind(t, id);  // the same tensor twice: its first position names it
@@ -74,14 +86,38 @@ void GraphCapture::note_graph_break(const std::string& reason) {
 
 int GraphCapture::bind(const Tensor& t, int id) {
   ids_[t.impl()] = id;
+  graph_.set_meta(id, t);
   alive_.push_back(t);
   return id;
 }
 
+int GraphCapture::find(const Tensor& t) const {
+  auto it = ids_.find(t.impl());
+  if (it != ids_.end()) return it->second;
+  const TensorImpl& a = *t.impl();
+  for (const Tensor& known : alive_) {  // (only at recording, for saved outputs: a scan is fine)
+    const TensorImpl& b = *known.impl();
+    if (a.storage().get() == b.storage().get() && a.storage_offset() == b.storage_offset() &&
+        a.sizes() == b.sizes() && a.strides() == b.strides() && a.dtype() == b.dtype())
+      return ids_.at(known.impl());
+  }
+  return -1;
+}
+
 int GraphCapture::value_of(const Tensor& t) {
   auto it = ids_.find(t.impl());
+  if (it != ids_.end()) return it->second;
+  if (forward_ != nullptr) {  // a backward formula reads a tensor of the forward call: the run passes it in
+    const int forward_id = forward_->find(t);
+    if (forward_id < 0) {
+      stop("the backward read a tensor the forward call neither made nor read");
+      return bind(t, graph_.add_constant(t));
+    }
+    saved_.push_back(forward_id);
+    return bind(t, graph_.add_input());
+  }
   // Unknown: made before the call (a parameter) or outside the dispatcher, read when the graph runs.
-  return it != ids_.end() ? it->second : bind(t, graph_.add_constant(t));
+  return bind(t, graph_.add_constant(t));
 }
 
 int GraphCapture::result_of(const Tensor& t) {
@@ -105,7 +141,7 @@ CapturedGraph::Slot GraphCapture::slot_of(const IValue& v) {
 }
 
 void GraphCapture::record(const OpTable& op, DispatchKey key, DispatchKeySet keys, Stack& stack) {
-  if (autograd::in_backward_pass()) {
+  if (forward_ == nullptr && autograd::in_backward_pass()) {
     stop("the call ran a backward pass (only the forward program is captured; run backward() outside the "
          "compiled function)");
     op.redispatch_boxed(key, keys, stack);
@@ -171,7 +207,7 @@ void GraphCapture::allocated(const Tensor& t) {
 
 void GraphCapture::finish(const std::vector<Tensor>& outputs) {
   std::vector<int> ids;
-  for (const Tensor& t : outputs) ids.push_back(value_of(t));
+  for (const Tensor& t : outputs) ids.push_back(t.defined() ? value_of(t) : -1);
   graph_.set_outputs(std::move(ids));
   finished_ = true;
 }

@@ -10,8 +10,8 @@
 //    what it does next may depend on them;
 //  - gets a Python value from an op (a data-dependent result);
 //  - runs an op with no boxed form (the fallback cannot see it);
-//  - runs a backward pass (only the forward program is captured; backward
-//    comes from autograd when the graph runs).
+//  - runs a backward pass inside the call (the backward of the call itself
+//    is recorded separately: a GraphCapture made with `forward` below).
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -25,6 +25,12 @@ class GraphCapture {
  public:
   // Starts recording on this thread, with `inputs` the graph's inputs in order.
   GraphCapture(CapturedGraph& graph, const std::vector<Tensor>& inputs);
+  // Records the backward of the call `forward` recorded (and finished):
+  // `inputs` are the gradients of its outputs; a tensor of the forward call
+  // that a backward formula reads becomes a further input, the forward value
+  // saved_for_backward() names. A tensor the forward call neither made nor
+  // read breaks this recording.
+  GraphCapture(CapturedGraph& graph, const std::vector<Tensor>& inputs, const GraphCapture& forward);
   ~GraphCapture();  // stops recording
   GraphCapture(const GraphCapture&) = delete;
   GraphCapture& operator=(const GraphCapture&) = delete;
@@ -33,6 +39,12 @@ class GraphCapture {
   // make is an input or a constant). Ends the recording.
   void finish(const std::vector<Tensor>& outputs);
   bool broken() const { return !break_reason_.empty(); }
+  // The value `t` is in the graph, or -1. A tensor saved for backward may be
+  // a new TensorImpl over the same data (a saved output is detached): it is
+  // that value too.
+  int find(const Tensor& t) const;
+  // Backward recording: per input after the gradients, the forward value it is.
+  const std::vector<int>& saved_for_backward() const { return saved_; }
   const std::string& break_reason() const { return break_reason_; }
 
   // Something the graph cannot replay happened (python/csrc: item() and
@@ -42,6 +54,7 @@ class GraphCapture {
 
  private:
   friend struct CaptureFallback;
+  GraphCapture(CapturedGraph& graph, const std::vector<Tensor>& inputs, const GraphCapture* forward);
   void record(const OpTable& op, DispatchKey key, DispatchKeySet keys, Stack& stack);
   void allocated(const Tensor& t);
   void stop(std::string reason);
@@ -57,6 +70,8 @@ class GraphCapture {
   bool finished_ = false;
   int depth_ = 0;  // ops running now: what they allocate is theirs, not the call's
   GraphCapture* outer_;
+  const GraphCapture* forward_ = nullptr;  // set when this records a backward
+  std::vector<int> saved_;
   DispatchKeySet saved_included_;
 };
 

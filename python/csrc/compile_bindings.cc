@@ -8,6 +8,8 @@
 
 #include "compile/captured_graph.h"
 #include "compile/graph_capture.h"
+#include "compile/fusion.h"
+#include "compile/joint_graph.h"
 #include "nn/module.h"
 #include "python/csrc/bindings.h"
 
@@ -19,8 +21,9 @@ namespace {
 // The capture of one call, entered and left from Python.
 class PyCapture {
  public:
-  PyCapture(compile::CapturedGraph& graph, std::vector<Tensor> inputs) : graph_(graph), inputs_(std::move(inputs)) {}
-  void enter() { capture_ = std::make_unique<compile::GraphCapture>(graph_, inputs_); }
+  PyCapture(std::shared_ptr<compile::CapturedGraph> graph, std::vector<Tensor> inputs)
+      : graph_(std::move(graph)), inputs_(std::move(inputs)) {}
+  void enter() { capture_ = std::make_unique<compile::GraphCapture>(*graph_, inputs_); }
   void exit() {
     if (capture_) {
       broken_ = capture_->broken();
@@ -32,12 +35,20 @@ class PyCapture {
     TR_CHECK(capture_ != nullptr, ValueError, "_GraphCapture.finish: the capture is not running");
     capture_->finish(outputs);
   }
+  // After finish: the joint forward/backward graph, or None with joint_reason saying why there is none.
+  std::shared_ptr<compile::JointGraph> record_backward(const std::vector<Tensor>& outputs) {
+    TR_CHECK(capture_ != nullptr, ValueError, "_GraphCapture.record_backward: the capture is not running");
+    joint_reason_.clear();
+    return compile::JointGraph::record(graph_, *capture_, inputs_, outputs, &joint_reason_);
+  }
+  const std::string& joint_reason() const { return joint_reason_; }
   bool broken() const { return capture_ ? capture_->broken() : broken_; }
   std::string reason() const { return capture_ ? capture_->break_reason() : reason_; }
 
  private:
-  compile::CapturedGraph& graph_;
+  std::shared_ptr<compile::CapturedGraph> graph_;
   std::vector<Tensor> inputs_;
+  std::string joint_reason_;
   std::unique_ptr<compile::GraphCapture> capture_;
   bool broken_ = false;
   std::string reason_;
@@ -46,19 +57,47 @@ class PyCapture {
 }  // namespace
 
 void bind_compile(py::module_& m) {
-  py::class_<compile::CapturedGraph>(m, "_CapturedGraph")
+  py::class_<compile::CapturedGraph, std::shared_ptr<compile::CapturedGraph>>(m, "_CapturedGraph")
       .def(py::init<>())
-      .def("run", &compile::CapturedGraph::run, py::arg("inputs"), py::call_guard<py::gil_scoped_release>())
+      .def("run", [](const compile::CapturedGraph& g, const std::vector<Tensor>& inputs) { return g.run(inputs); },
+           py::arg("inputs"), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("num_nodes", &compile::CapturedGraph::num_nodes)
       .def_property_readonly("num_inputs", &compile::CapturedGraph::num_inputs)
       .def_property_readonly("num_constants", &compile::CapturedGraph::num_constants)
       .def("__str__", &compile::CapturedGraph::to_string);
+  py::class_<compile::JointGraph, std::shared_ptr<compile::JointGraph>>(m, "_JointGraph")
+      .def("run", &compile::JointGraph::run, py::arg("inputs"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("num_saved", &compile::JointGraph::num_saved)
+      .def_property_readonly("forward_nodes", [](const compile::JointGraph& j) { return j.forward().num_nodes(); })
+      .def_property_readonly("backward_nodes", [](const compile::JointGraph& j) { return j.backward().num_nodes(); })
+      .def_property_readonly("fusion_note", &compile::JointGraph::fusion_note)
+      .def("__str__", [](const compile::JointGraph& j) {
+        return "forward (as run):\n" + j.forward_run().to_string() + "backward (as run):\n" +
+               j.backward_run().to_string();
+      });
+  // A recording made under no_grad runs without autograd's graph, so its pointwise runs can be fused.
+  using GraphAndNote = std::pair<std::shared_ptr<compile::CapturedGraph>, std::string>;
+  m.def("_fuse_graph", [](const std::shared_ptr<compile::CapturedGraph>& g) -> GraphAndNote {
+    if (!compile::fusion_enabled()) return {g, "fusion off (TRAINRUN_COMPILE_FUSION=0)"};
+    for (const auto& node : g->nodes())
+      if (node.grad_enabled) return {g, "not fused: part of the call ran with grad enabled"};
+    try {
+      const compile::FusionResult f = compile::fuse_pointwise(g, {});
+      // (const in C++: nothing changes a graph once made; Python only runs and prints it)
+      return {std::const_pointer_cast<compile::CapturedGraph>(f.graph),
+              fmt::format("{} loops for {} ops", f.loops, f.ops_fused)};
+    } catch (const ValueError& e) {
+      return {g, fmt::format("not fused: {}", e.what())};
+    }
+  });
   py::class_<PyCapture>(m, "_GraphCapture")
-      .def(py::init<compile::CapturedGraph&, std::vector<Tensor>>(), py::arg("graph"), py::arg("inputs"),
-           py::keep_alive<1, 2>())
+      .def(py::init<std::shared_ptr<compile::CapturedGraph>, std::vector<Tensor>>(), py::arg("graph"),
+           py::arg("inputs"))
       .def("__enter__", [](PyCapture& c) { c.enter(); return &c; }, py::return_value_policy::reference)
       .def("__exit__", [](PyCapture& c, py::args) { c.exit(); return false; })
       .def("finish", &PyCapture::finish, py::arg("outputs"))
+      .def("record_backward", &PyCapture::record_backward, py::arg("outputs"))
+      .def_property_readonly("joint_reason", &PyCapture::joint_reason)
       .def_property_readonly("broken", &PyCapture::broken)
       .def_property_readonly("break_reason", &PyCapture::reason);
   // The guard on a compiled module's tensors: which TensorImpls (and storages) its parameters and buffers are now.

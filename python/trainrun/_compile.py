@@ -13,8 +13,14 @@ autograd.Function) runs eagerly for those guards from then on, with the same
 results; `explain()` (or `explain=True`) tells which calls broke and why.
 fullgraph=True makes a break an error instead.
 
-Not yet here: fused generated kernels and a captured backward (replays
-record autograd's graph as the eager call does, so backward is eager)."""
+With grad enabled and outputs that require grad, the backward is recorded
+too, from the first call (compile/joint_graph.h): replays run the forward
+without building autograd's graph, keep only what the backward formulas
+read, and give the outputs one autograd node that runs the recorded
+backward. Where it cannot be recorded (explain() says why), replays build
+autograd's graph op by op, as the eager call does.
+
+Not yet here: fused generated kernels."""
 import collections
 import functools
 
@@ -61,7 +67,8 @@ def _tensor_guard(t):
 
 
 # passthrough: (output position, input position) of the outputs that are inputs, returned as the caller's objects
-_Recording = collections.namedtuple("_Recording", "graph out_spec passthrough")
+# joint: the forward and backward graph (a _JointGraph), or None (then joint_reason says why)
+_Recording = collections.namedtuple("_Recording", "graph joint joint_reason fusion_note out_spec passthrough")
 
 
 class _Eager:
@@ -96,7 +103,7 @@ class CompiledFunction:
         entry = self._cache.get(key)
         if isinstance(entry, _Recording):
             self.replays += 1
-            outputs = entry.graph.run(tensors)
+            outputs = (entry.joint or entry.graph).run(tensors)
             for out, given in entry.passthrough:
                 outputs[out] = tensors[given]
             return _unflatten(entry.out_spec, iter(outputs))
@@ -116,6 +123,13 @@ class CompiledFunction:
             out_leaves = []
             out_spec = _flatten(result, out_leaves)
             capture.finish(out_leaves)
+            joint = None
+            if not capture.broken and _C.is_grad_enabled():
+                joint = capture.record_backward(out_leaves)
+            joint_reason = capture.joint_reason
+        fusion_note = joint.fusion_note if joint is not None else ""
+        if not capture.broken and joint is None and not _C.is_grad_enabled():
+            graph, fusion_note = _C._fuse_graph(graph)
         if capture.broken:
             reason = capture.break_reason
             if self._fullgraph:
@@ -126,11 +140,18 @@ class CompiledFunction:
                 print(f"trainrun.compile: {self._name()} runs eagerly for these guards: {reason}")
             return result
         passthrough = [(j, i) for j, o in enumerate(out_leaves) for i, t in enumerate(tensors) if o is t]
-        self._cache[key] = _Recording(graph, out_spec, passthrough)
+        self._cache[key] = _Recording(graph, joint, joint_reason, fusion_note, out_spec, passthrough)
         if self._explain:
             print(f"trainrun.compile: {self._name()} recorded {graph.num_nodes} ops "
-                  f"({graph.num_inputs} inputs, {graph.num_constants} constant tensors)")
+                  f"({graph.num_inputs} inputs, {graph.num_constants} constant tensors); "
+                  f"{self._backward_note(joint, joint_reason)}; {fusion_note or 'not fused'}")
         return result
+
+    @staticmethod
+    def _backward_note(joint, reason):
+        if joint is not None:
+            return f"backward recorded: {joint.backward_nodes} ops, reading {joint.num_saved} forward values"
+        return f"no recorded backward ({reason})" if reason else "no recorded backward (grad disabled)"
 
     def _name(self):
         if self._module is not None:
@@ -142,7 +163,11 @@ class CompiledFunction:
         lines = [f"{self._name()}: {self.calls} calls, {self.replays} replayed, {len(self._cache)} guard sets"]
         for i, entry in enumerate(self._cache.values()):
             if isinstance(entry, _Recording):
-                lines.append(f"  [{i}] graph of {entry.graph.num_nodes} ops:\n{entry.graph}".rstrip())
+                note = f"{self._backward_note(entry.joint, entry.joint_reason)}; {entry.fusion_note or 'not fused'}"
+                if entry.joint is not None:
+                    lines.append(f"  [{i}] graph of {entry.graph.num_nodes} ops, {note}:\n{entry.joint}".rstrip())
+                else:
+                    lines.append(f"  [{i}] graph of {entry.graph.num_nodes} ops, {note}:\n{entry.graph}".rstrip())
             else:
                 lines.append(f"  [{i}] graph break, runs eagerly: {entry.reason}")
         return "\n".join(lines)

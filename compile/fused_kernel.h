@@ -1,0 +1,36 @@
+#pragma once
+// One generated loop (compile/pointwise_codegen.h) standing for a run of
+// pointwise ops in a CapturedGraph: it reads each input element once and
+// writes only the values later nodes read, where eager would make a pass
+// over memory per op and keep every intermediate.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace trainrun::compile {
+
+struct FusedKernel {
+  // inputs: per input, a float32 pointer (a Scalar input: to one float); outputs: float32, `rows * cols` each.
+  using Fn = void (*)(const float* const* inputs, float* const* outputs, int64_t rows, int64_t cols);
+  // How an input is indexed: element by element as the output (Full), by
+  // column (a bias broadcast over rows: the output's trailing dims), or one
+  // value for all (a number, or a one-element tensor).
+  enum class InputKind : uint8_t { Full, Column, Scalar };
+
+  std::string name;  // the generated function's, e.g. "fused_3"
+  std::vector<std::string> ops;  // the ops it does, in order
+  std::vector<InputKind> inputs;
+  std::vector<IntList> output_sizes;
+  int64_t rows = 1, cols = 0;
+  Fn fn = nullptr;
+  std::shared_ptr<void> library;  // the loaded shared object, kept open while the kernel is
+
+  // Runs the loop on `in` (contiguous float32 CPU tensors, as recorded),
+  // making the outputs.
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out) const;
+};
+
+}  // namespace trainrun::compile

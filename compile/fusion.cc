@@ -1,0 +1,245 @@
+#include "compile/fusion.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "compile/fused_kernel.h"
+#include "compile/kernel_library.h"
+#include "compile/pointwise_codegen.h"
+
+namespace trainrun::compile {
+namespace {
+
+using Meta = CapturedGraph::ValueMeta;
+
+int64_t numel_of(const IntList& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+bool contiguous(const Meta& m) {
+  int64_t expected = 1;
+  for (size_t d = m.sizes.size(); d-- > 0;) {
+    if (m.sizes[d] != 1 && m.strides[d] != expected) return false;
+    expected *= m.sizes[d];
+  }
+  return true;
+}
+
+IntList without_leading_ones(const IntList& sizes) {
+  size_t k = 0;
+  while (k < sizes.size() && sizes[k] == 1) ++k;
+  return IntList(sizes.begin() + static_cast<std::ptrdiff_t>(k), sizes.end());
+}
+
+bool is_suffix(const IntList& part, const IntList& whole) {
+  return part.size() <= whole.size() && std::equal(part.rbegin(), part.rend(), whole.rbegin());
+}
+
+// A run being gathered: its loop plan and what it knows of its values.
+struct Run {
+  size_t first = 0, last = 0;  // node indices
+  LoopPlan plan;
+  IntList sizes;
+  int64_t numel = 0, cols = 0;
+  std::unordered_map<int, LaneType> made;  // values its steps make
+  std::unordered_map<int, size_t> input_index;
+  bool empty() const { return plan.steps.empty(); }
+};
+
+// Adds node `i` to `run` if it fits (and changes nothing when it does not).
+bool try_add(Run& run, const CapturedGraph& g, size_t i) {
+  const CapturedGraph::Node& node = g.nodes()[i];
+  LaneType result_lane;
+  if (!is_fusable_pointwise(node, &result_lane)) return false;
+  const int result = node.results[0].value;
+  const Meta& rm = g.meta(result);
+  if (!rm.known || !rm.device.is_cpu() || !contiguous(rm)) return false;
+  if (rm.dtype != (result_lane == LaneType::Float ? DType::Float32 : DType::Bool)) return false;
+  const int64_t numel = numel_of(rm.sizes);
+  if (numel == 0) return false;
+  if (!run.empty() && (rm.sizes != run.sizes)) return false;
+  int64_t cols = run.empty() ? numel : run.cols;
+  std::vector<LaneType> lanes = operand_lane_types(node);
+  std::vector<int> operands;
+  std::vector<std::pair<int, FusedKernel::InputKind>> new_inputs;
+  size_t k = 0;
+  for (const CapturedGraph::Slot& s : node.args) {
+    if (s.kind != CapturedGraph::Slot::Value) continue;
+    const int v = s.value;
+    const LaneType want = lanes[k++];
+    operands.push_back(v);
+    if (auto it = run.made.find(v); it != run.made.end()) {
+      if (it->second != want) return false;
+      continue;
+    }
+    if (run.input_index.count(v)) continue;
+    bool listed = false;
+    for (auto& [w, kind] : new_inputs) listed = listed || w == v;
+    if (listed) continue;
+    if (want != LaneType::Float) return false;  // a mask made outside the loop: not fused
+    const Meta& m = g.meta(v);
+    if (!m.known || !m.device.is_cpu()) return false;
+    const int64_t n = numel_of(m.sizes);
+    if (n == 1 && (m.dtype == DType::Float32 || m.dtype == DType::Float64 || m.dtype == DType::Int64 ||
+                   m.dtype == DType::Int32 || m.dtype == DType::Bool)) {
+      new_inputs.push_back({v, FusedKernel::InputKind::Scalar});
+      continue;
+    }
+    if (m.dtype != DType::Float32 || !contiguous(m)) return false;
+    const IntList trimmed = without_leading_ones(m.sizes);
+    if (trimmed == without_leading_ones(rm.sizes)) {
+      new_inputs.push_back({v, FusedKernel::InputKind::Full});
+    } else if (is_suffix(trimmed, rm.sizes) && n > 1 && (cols == numel || cols == n)) {
+      cols = n;
+      new_inputs.push_back({v, FusedKernel::InputKind::Column});
+    } else {
+      return false;
+    }
+  }
+  if (run.empty()) {
+    run.first = i;
+    run.sizes = rm.sizes;
+    run.numel = numel;
+  }
+  run.last = i;
+  run.cols = cols;
+  for (auto& [v, kind] : new_inputs) {
+    run.input_index[v] = run.plan.inputs.size();
+    run.plan.inputs.push_back(v);
+    run.plan.input_kinds.push_back(kind);
+  }
+  run.plan.steps.push_back({&node, operands, result});
+  run.made[result] = result_lane;
+  return true;
+}
+
+}  // namespace
+
+bool fusion_enabled() {
+  const char* v = std::getenv("TRAINRUN_COMPILE_FUSION");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, const std::vector<int>& keep) {
+  FusionResult result{graph};
+  const CapturedGraph& g = *graph;
+  const auto& nodes = g.nodes();
+  // Per value, the last node reading it; values read after the graph count as read at the end.
+  std::vector<size_t> last_read(static_cast<size_t>(g.num_values()), 0);
+  std::vector<char> read_after(static_cast<size_t>(g.num_values()), 0);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const CapturedGraph::Slot& s : nodes[i].args) {
+      if (s.kind == CapturedGraph::Slot::Value) last_read[s.value] = i;
+      if (s.kind == CapturedGraph::Slot::ValueList)
+        for (int v : s.values) last_read[v] = i;
+    }
+  for (int v : g.outputs())
+    if (v >= 0) read_after[v] = 1;
+  for (int v : keep) read_after[v] = 1;
+
+  // A number in an op (x * 0.5, gt(x, 0)) is a one-element tensor the call made: empty_strided then fill_.
+  // Those two nodes read nothing, so they move before the loop that reads the number instead of ending it.
+  std::vector<char> makes_number(nodes.size(), 0);
+  for (size_t i = 0; i + 1 < nodes.size(); ++i) {
+    const CapturedGraph::Node& a = nodes[i];
+    const CapturedGraph::Node& b = nodes[i + 1];
+    if (a.op == nullptr && a.fused == nullptr && numel_of(a.alloc_sizes) == 1 && b.op != nullptr &&
+        b.op->name() == "fill_" && b.args.size() == 2 && b.args[0].kind == CapturedGraph::Slot::Value &&
+        b.args[0].value == a.results[0].value && b.args[1].kind == CapturedGraph::Slot::Constant)
+      makes_number[i] = makes_number[i + 1] = 1;
+  }
+
+  // The new program, in order: a node of the graph (index) or a run (-1 - its index in runs).
+  std::vector<Run> runs;
+  std::vector<long> program;
+  std::vector<size_t> moved;  // number-making nodes met while a run was open
+  auto close = [&](Run& run) {
+    bool kept = run.plan.steps.size() >= 2;
+    if (kept) {
+      for (auto& [v, lane] : run.made)
+        if (read_after[v] || last_read[v] > run.last) {
+          if (lane == LaneType::Mask) kept = false;  // a comparison read outside: it would need writing as bools
+          run.plan.outputs.push_back(v);
+        }
+      std::sort(run.plan.outputs.begin(), run.plan.outputs.end());
+      kept = kept && !run.plan.outputs.empty();
+    }
+    if (kept) {
+      for (size_t i : moved) program.push_back(static_cast<long>(i));
+      program.push_back(-1 - static_cast<long>(runs.size()));
+      runs.push_back(std::move(run));
+    } else if (!run.empty()) {  // the nodes as they were
+      for (size_t i = run.first; i <= run.last; ++i) program.push_back(static_cast<long>(i));
+    } else {
+      for (size_t i : moved) program.push_back(static_cast<long>(i));
+    }
+    moved.clear();
+    run = Run{};
+  };
+  Run current;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (makes_number[i] && !current.empty()) {
+      moved.push_back(i);
+      continue;
+    }
+    if (try_add(current, g, i)) continue;
+    close(current);
+    if (!try_add(current, g, i)) program.push_back(static_cast<long>(i));
+  }
+  close(current);
+  if (runs.empty()) return result;
+
+  std::string source = loops_prelude();
+  std::vector<std::string> names;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    names.push_back(fmt::format("fused_{}", r));
+    source += loop_source(names.back(), runs[r].plan);
+  }
+  std::shared_ptr<KernelLibrary> library = KernelLibrary::load(source);
+
+  std::vector<CapturedGraph::Node> fused_nodes;
+  for (long item : program) {
+    if (item >= 0) {
+      fused_nodes.push_back(nodes[static_cast<size_t>(item)]);
+      continue;
+    }
+    const size_t r = static_cast<size_t>(-1 - item);
+    const Run& run = runs[r];
+    auto kernel = std::make_shared<FusedKernel>();
+    kernel->name = names[r];
+    for (const LoopPlan::Step& s : run.plan.steps) kernel->ops.push_back(s.node->op->name());
+    kernel->inputs = run.plan.input_kinds;
+    kernel->cols = run.cols;
+    kernel->rows = run.numel / run.cols;
+    kernel->fn = reinterpret_cast<FusedKernel::Fn>(library->symbol(kernel->name));
+    kernel->library = library;
+    CapturedGraph::Node node;
+    auto value_slot = [](int v) {
+      CapturedGraph::Slot s;
+      s.kind = CapturedGraph::Slot::Value;
+      s.value = v;
+      return s;
+    };
+    for (int v : run.plan.inputs) node.args.push_back(value_slot(v));
+    for (int v : run.plan.outputs) {
+      kernel->output_sizes.push_back(run.sizes);
+      node.results.push_back(value_slot(v));
+    }
+    node.grad_enabled = false;
+    node.fused = std::move(kernel);
+    fused_nodes.push_back(std::move(node));
+    result.loops += 1;
+    result.ops_fused += static_cast<int>(run.plan.steps.size());
+  }
+  result.graph = g.with_nodes(std::move(fused_nodes));
+  return result;
+}
+
+}  // namespace trainrun::compile

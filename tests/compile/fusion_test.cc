@@ -1,0 +1,203 @@
+// compile/fusion.h and joint_graph.h: runs of pointwise ops become one
+// generated loop that computes what the ops compute (odd sizes, so the
+// masked tail runs; a bias by column; numbers as scalars; comparisons as
+// masks inside the loop), writes only what is read later, is compiled once
+// and then found in the cache; a failing compiler is an error that says so.
+// A joint graph's backward gives eager's gradients from one node.
+#include "compile/fusion.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/variable.h"
+#include "compile/fused_kernel.h"
+#include "compile/graph_capture.h"
+#include "compile/joint_graph.h"
+#include "compile/kernel_library.h"
+#include "compile/pointwise_codegen.h"
+#include "tensor/elementwise.h"
+#include "tensor/factories.h"
+#include "tensor/linalg.h"
+#include "tensor/ops.h"
+#include "tensor/reductions.h"
+#include "tensor/views.h"
+#include "tests/expect_error.h"
+#include "tests/tensor/test_util.h"
+
+namespace trainrun::compile {
+namespace {
+
+// Each test compiles into a folder of its own, so "compiled now" and "found in the cache" are its own.
+class Fusion : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("kernels-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    setenv("TRAINRUN_KERNEL_CACHE", dir_.c_str(), 1);
+  }
+  void TearDown() override {
+    std::filesystem::remove_all(dir_);
+    unsetenv("TRAINRUN_KERNEL_CACHE");
+    unsetenv("CXX");
+  }
+  std::filesystem::path dir_;
+};
+
+// Records fn(inputs) without grad into a graph.
+template <typename F>
+std::shared_ptr<CapturedGraph> record(const std::vector<Tensor>& inputs, F fn) {
+  NoGradGuard no_grad;
+  auto graph = std::make_shared<CapturedGraph>();
+  GraphCapture capture(*graph, inputs);
+  std::vector<Tensor> out = fn(inputs);
+  capture.finish(out);
+  EXPECT_FALSE(capture.broken()) << capture.break_reason();
+  return graph;
+}
+
+int count_fused(const CapturedGraph& g) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node.fused != nullptr;
+  return n;
+}
+
+// tanh(x * bias + 1) * gelu(x) - exp(-x) / 3, over [5, 37]: 37 columns, so every row ends in a masked tail.
+std::vector<Tensor> chain(const std::vector<Tensor>& in) {
+  const Tensor& x = in[0];
+  const Tensor& bias = in[1];
+  return {sub(mul(tanh(add(mul(x, bias), 1)), gelu(x)), div(exp(neg(x)), 3))};
+}
+
+TEST_F(Fusion, AChainBecomesOneLoopThatComputesWhatTheOpsDo) {
+  Tensor x = randn({5, 37});
+  Tensor bias = randn({37});
+  auto graph = record({x, bias}, chain);
+  FusionResult fused = fuse_pointwise(graph, {});
+  EXPECT_EQ(fused.loops, 1) << fused.graph->to_string();
+  EXPECT_GE(fused.ops_fused, 8);
+  EXPECT_EQ(count_fused(*fused.graph), 1);
+  Tensor other = randn({5, 37});
+  NoGradGuard no_grad;
+  EXPECT_TRUE(allclose(fused.graph->run({other, bias})[0], chain({other, bias})[0], 1e-6, 1e-6));
+  // The loop's inputs: x in full, the bias by column (the numbers 1 and 3 are scalars).
+  for (const auto& node : fused.graph->nodes())
+    if (node.fused) {
+      EXPECT_EQ(node.fused->cols, 37);
+      EXPECT_EQ(node.fused->rows, 5);
+    }
+}
+
+TEST_F(Fusion, WritesOutOnlyWhatIsReadLaterOrKept) {
+  Tensor x = randn({3, 7});
+  auto graph = record({x}, [](const std::vector<Tensor>& in) {
+    Tensor a = exp(add(in[0], 1));  // read by the sum after the loop
+    Tensor b = mul(a, 2);
+    Tensor c = sigmoid(b);           // an intermediate nothing else reads
+    Tensor d = mul(c, in[0]);
+    return std::vector<Tensor>{d, sum(a)};
+  });
+  FusionResult fused = fuse_pointwise(graph, {});
+  ASSERT_EQ(fused.loops, 1) << fused.graph->to_string();
+  for (const auto& node : fused.graph->nodes())
+    if (node.fused) {
+      EXPECT_EQ(node.results.size(), 2u) << fused.graph->to_string();  // a and d
+    }
+  Tensor other = randn({3, 7});
+  NoGradGuard no_grad;
+  std::vector<Tensor> got = fused.graph->run({other});
+  Tensor a = exp(add(other, 1));
+  EXPECT_TRUE(allclose(got[0], mul(sigmoid(mul(a, 2)), other), 1e-6, 1e-7));
+  EXPECT_TRUE(allclose(got[1], sum(a), 1e-6, 1e-6));
+}
+
+TEST_F(Fusion, ComparisonsStayMasksInsideTheLoop) {
+  Tensor x = ft({-2.0f, -0.5f, 0.0f, 0.5f, 2.0f, 3.0f, -1.0f, 4.0f, -3.0f, 1.5f, 0.25f});
+  Tensor g = arange(11, TensorOptions(DType::Float32));
+  auto program = [](const std::vector<Tensor>& in) {
+    Tensor scaled = mul(in[1], 3);
+    return std::vector<Tensor>{where(gt(in[0], 0), scaled, neg(scaled))};
+  };
+  auto graph = record({x, g}, program);
+  FusionResult fused = fuse_pointwise(graph, {});
+  EXPECT_EQ(fused.loops, 1) << fused.graph->to_string();
+  NoGradGuard no_grad;
+  EXPECT_TRUE(allclose(fused.graph->run({x, g})[0], program({x, g})[0], 0.0, 0.0));
+}
+
+TEST_F(Fusion, WhatDoesNotFitEndsARun) {
+  Tensor x = randn({4, 6});
+  auto graph = record({x}, [](const std::vector<Tensor>& in) {
+    Tensor a = tanh(in[0]);  // one op alone before the matmul: nothing to fuse
+    Tensor m = mm(a, transpose(a, 0, 1));
+    Tensor t = transpose(in[0], 0, 1);  // not contiguous: not read by a loop
+    return std::vector<Tensor>{exp(mul(m, 2)), add(t, 1)};
+  });
+  FusionResult fused = fuse_pointwise(graph, {});
+  EXPECT_EQ(fused.loops, 1) << fused.graph->to_string();  // mul then exp, after the matmul
+  EXPECT_EQ(fused.ops_fused, 2);
+  Tensor other = randn({4, 6});
+  NoGradGuard no_grad;
+  std::vector<Tensor> got = fused.graph->run({other});
+  Tensor a = tanh(other);
+  EXPECT_TRUE(allclose(got[0], exp(mul(mm(a, transpose(a, 0, 1)), 2)), 1e-6, 1e-6));
+  EXPECT_TRUE(allclose(got[1], add(transpose(other, 0, 1), 1), 0.0, 0.0));
+}
+
+TEST_F(Fusion, KernelsAreCompiledOnceThenFoundInTheCache) {
+  const std::string source = loops_prelude() + "extern \"C\" int answer() { return 42; }\n";
+  auto first = KernelLibrary::load(source);
+  EXPECT_TRUE(first->compiled_now());
+  auto second = KernelLibrary::load(source);
+  EXPECT_FALSE(second->compiled_now());
+  EXPECT_EQ(first->path(), second->path());
+  EXPECT_EQ(reinterpret_cast<int (*)()>(second->symbol("answer"))(), 42);
+  expect_error<ValueError>([&] { second->symbol("question"); }, {"has no function question"});
+}
+
+TEST_F(Fusion, AFailingCompilerIsAnErrorThatSaysSo) {
+  setenv("CXX", "/bin/false", 1);
+  expect_error<ValueError>([] { KernelLibrary::load("int x;"); }, {"the C++ compiler failed", "exit 1"});
+  setenv("CXX", "/nonexistent/c++", 1);
+  expect_error<ValueError>([] { KernelLibrary::load("int y;"); }, {"cannot start the C++ compiler", "set CXX"});
+  unsetenv("CXX");
+  expect_error<ValueError>([] { KernelLibrary::load("this is not C++"); }, {"the C++ compiler failed", "error"});
+}
+
+TEST_F(Fusion, AJointGraphsBackwardGivesEagersGradientsFromOneNode) {
+  Tensor w = randn({6, 5});
+  Tensor b = randn({5});
+  set_requires_grad(w, true);
+  set_requires_grad(b, true);
+  auto program = [&](const Tensor& x) { return sum(mul(gelu(add(mm(x, w), b)), 0.5)); };
+  Tensor x = randn({4, 6});
+  auto graph = std::make_shared<CapturedGraph>();
+  std::shared_ptr<JointGraph> joint;
+  {
+    GraphCapture capture(*graph, {x});
+    Tensor y = program(x);
+    capture.finish({y});
+    std::string why;
+    joint = JointGraph::record(graph, capture, {x}, {y}, &why);
+    ASSERT_NE(joint, nullptr) << why;
+  }
+  EXPECT_NE(joint->fusion_note().find("backward: 1 loops"), std::string::npos) << joint->fusion_note();
+  Tensor other = randn({4, 6});
+  Tensor y = joint->run({other})[0];
+  EXPECT_EQ(grad_fn(y)->name(), "CompiledFunctionBackward");
+  backward(y, Tensor());
+  Tensor gw = grad(w), gb = grad(b);
+  set_grad(w, Tensor());
+  set_grad(b, Tensor());
+  backward(program(other), Tensor());
+  EXPECT_TRUE(allclose(gw, grad(w), 1e-5, 1e-6));
+  EXPECT_TRUE(allclose(gb, grad(b), 1e-5, 1e-6));
+}
+
+}  // namespace
+}  // namespace trainrun::compile
