@@ -27,6 +27,11 @@ void CapturedGraph::set_meta(int id, const Tensor& t) {
   metas_[id] = ValueMeta{true, t.sizes(), t.strides(), t.dtype(), t.device()};
 }
 
+void CapturedGraph::set_meta(int id, ValueMeta meta) {
+  if (static_cast<int>(metas_.size()) <= id) metas_.resize(static_cast<size_t>(id) + 1);
+  metas_[id] = std::move(meta);
+}
+
 const CapturedGraph::ValueMeta& CapturedGraph::meta(int id) const {
   static const ValueMeta unknown;
   return id >= 0 && id < static_cast<int>(metas_.size()) ? metas_[id] : unknown;
@@ -45,6 +50,49 @@ std::shared_ptr<CapturedGraph> CapturedGraph::with_nodes(std::vector<Node> nodes
   g->metas_ = metas_;
   g->nodes_ = std::move(nodes);
   g->set_outputs(outputs_);
+  return g;
+}
+
+std::shared_ptr<CapturedGraph> CapturedGraph::with_constants(const std::vector<Tensor>& constants) const {
+  TR_CHECK(constants.size() == constants_.size(), ValueError,
+           "CapturedGraph::with_constants: {} tensors for {} constants", constants.size(), constants_.size());
+  std::shared_ptr<CapturedGraph> g = with_nodes(nodes_);
+  for (size_t i = 0; i < constants.size(); ++i) {
+    const Tensor& was = constants_[i].second;
+    const Tensor& now = constants[i];
+    TR_CHECK(now.sizes() == was.sizes() && now.dtype() == was.dtype(), ValueError,
+             "CapturedGraph::with_constants: constant {} changes shape or dtype", i);
+    g->constants_[i].second = now;
+  }
+  return g;
+}
+
+std::shared_ptr<CapturedGraph> CapturedGraph::assemble(int num_values, std::vector<int> inputs,
+                                                       std::vector<std::pair<int, Tensor>> constants,
+                                                       std::vector<Node> nodes, std::vector<int> outputs) {
+  auto g = std::make_shared<CapturedGraph>();
+  g->num_values_ = num_values;
+  g->inputs_ = std::move(inputs);
+  g->constants_ = std::move(constants);
+  g->nodes_ = std::move(nodes);
+  auto check = [&](int v, const char* what) {
+    TR_CHECK(v >= -1 && v < num_values, ValueError, "CapturedGraph::assemble: {} names value %{} of {}", what, v,
+             num_values);
+  };
+  for (int v : g->inputs_) check(v, "an input");
+  for (const auto& c : g->constants_) check(c.first, "a constant");
+  for (const Node& n : g->nodes_) {
+    for (const Slot& s : n.args) {
+      if (s.kind == Slot::Value) check(s.value, "an argument");
+      for (int v : s.values) check(v, "an argument");
+    }
+    for (const Slot& s : n.results) {
+      if (s.kind == Slot::Value) check(s.value, "a result");
+      for (int v : s.values) check(v, "a result");
+    }
+  }
+  for (int v : outputs) check(v, "an output");
+  g->set_outputs(std::move(outputs));
   return g;
 }
 

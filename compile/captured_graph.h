@@ -54,12 +54,19 @@ class CapturedGraph {
     Device device;
   };
   void set_meta(int id, const Tensor& t);
+  void set_meta(int id, ValueMeta meta);
   const ValueMeta& meta(int id) const;
   void add_node(Node node) { nodes_.push_back(std::move(node)); }
   // -1: an undefined output (a gradient nothing flows to). Ends the graph: run() may be called from then on.
   void set_outputs(std::vector<int> outputs);
   // The same inputs, constants, values and outputs with other nodes (a fused program).
   std::shared_ptr<CapturedGraph> with_nodes(std::vector<Node> nodes) const;
+  // The same program reading `constants` (one per constant, in order) instead: frozen copies of the weights.
+  std::shared_ptr<CapturedGraph> with_constants(const std::vector<Tensor>& constants) const;
+  // A graph from its parts (a program read back from a file: compile/program_io.h).
+  static std::shared_ptr<CapturedGraph> assemble(int num_values, std::vector<int> inputs,
+                                                 std::vector<std::pair<int, Tensor>> constants,
+                                                 std::vector<Node> nodes, std::vector<int> outputs);
 
   struct RunOptions {
     // false: every op runs without recording autograd's graph (a joint

@@ -203,6 +203,7 @@ FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, c
     source += loop_source(names.back(), runs[r].plan);
   }
   std::shared_ptr<KernelLibrary> library = KernelLibrary::load(source);
+  result.source = source;
 
   std::vector<CapturedGraph::Node> fused_nodes;
   for (long item : program) {

@@ -22,6 +22,7 @@ struct FusionResult {
   std::shared_ptr<const CapturedGraph> graph;  // the fused graph, or the one given when nothing fused
   int loops = 0;                               // generated loops
   int ops_fused = 0;                           // ops they replace
+  std::string source;                          // the generated C++ of the loops (empty when none)
 };
 
 // `keep`: values read after the graph runs (what a backward reads), written out as outputs are.

@@ -194,6 +194,7 @@ void GraphCapture::record(const OpTable& op, DispatchKey key, DispatchKeySet key
 void GraphCapture::allocated(const Tensor& t) {
   if (depth_ > 0 || finished_ || broken()) return;
   CapturedGraph::Node node;
+  node.grad_enabled = GradMode::is_enabled();
   node.alloc_sizes = t.sizes();
   node.alloc_strides = t.strides();
   node.alloc_dtype = t.dtype();

@@ -79,50 +79,68 @@ int run_compiler(const std::vector<std::string>& args, const std::filesystem::pa
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+std::string compiler() {
+  const char* cxx = std::getenv("CXX");
+  return cxx && *cxx ? cxx : "g++";
+}
+
 }  // namespace
 
 const char* KernelLibrary::flags() { return "-O3 -mavx2 -mfma -fno-math-errno -fPIC -shared"; }
 
+void compile_shared_object(const std::string& source, const std::filesystem::path& output,
+                           std::chrono::seconds timeout) {
+  const std::filesystem::path dir = output.parent_path().empty() ? "." : output.parent_path();
+  // Written under names of this process and renamed in: processes compiling the same kernels race harmlessly.
+  const std::string tag = fmt::format("{}.{}.{}", output.filename().string(), getpid(),
+                                      std::hash<std::thread::id>()(std::this_thread::get_id()));
+  const std::filesystem::path src = dir / (tag + ".cc"), tmp = dir / (tag + ".so"), log = dir / (tag + ".log");
+  std::error_code ec;
+  {
+    std::ofstream f(src);
+    f << source;
+    TR_CHECK(f.good(), ValueError, "trainrun.compile: cannot write {}", src.string());
+  }
+  std::vector<std::string> args = {compiler()};
+  std::istringstream fl(KernelLibrary::flags());
+  for (std::string w; fl >> w;) args.push_back(w);
+  args.insert(args.end(), {"-o", tmp.string(), src.string(), "-lsleef"});
+  const int status = run_compiler(args, log, timeout);
+  if (status != 0) {
+    const std::string message = read_file(log);
+    std::filesystem::remove(tmp, ec);
+    TR_CHECK(false, ValueError, "trainrun.compile: the C++ compiler failed on generated kernels ({} kept; exit {}):\n{}",
+             src.string(), status, message.substr(0, 4000));
+  }
+  std::filesystem::remove(log, ec);
+  std::filesystem::remove(src, ec);
+  std::filesystem::rename(tmp, output, ec);
+  TR_CHECK(!ec, ValueError, "trainrun.compile: cannot move compiled kernels to {}: {}", output.string(), ec.message());
+}
+
 std::shared_ptr<KernelLibrary> KernelLibrary::load(const std::string& source, std::chrono::seconds timeout) {
-  const char* cxx_env = std::getenv("CXX");
-  const std::string cxx = cxx_env && *cxx_env ? cxx_env : "g++";
-  const std::string key = fmt::format("{:016x}", fnv1a(cxx + "\n" + flags() + "\n" + source));
+  const std::string key = fmt::format("{:016x}", fnv1a(compiler() + "\n" + flags() + "\n" + source));
   const std::filesystem::path dir = cache_dir();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   TR_CHECK(!ec, ValueError, "trainrun.compile: cannot make the kernel cache folder {}: {}", dir.string(),
            ec.message());
   const std::filesystem::path so = dir / (key + ".so");
-  auto lib = std::shared_ptr<KernelLibrary>(new KernelLibrary());
+  bool compiled_now = false;
   if (!std::filesystem::exists(so)) {
-    // Written under names of this process and renamed in: processes compiling the same kernels race harmlessly.
-    const std::string tag = fmt::format("{}.{}.{}", key, getpid(), std::hash<std::thread::id>()(std::this_thread::get_id()));
-    const std::filesystem::path src = dir / (tag + ".cc"), tmp = dir / (tag + ".so"), log = dir / (tag + ".log");
-    {
-      std::ofstream f(src);
-      f << source;
-      TR_CHECK(f.good(), ValueError, "trainrun.compile: cannot write {}", src.string());
-    }
-    std::vector<std::string> args = {cxx};
-    std::istringstream fl(flags());
-    for (std::string w; fl >> w;) args.push_back(w);
-    args.insert(args.end(), {"-o", tmp.string(), src.string(), "-lsleef"});
-    const int status = run_compiler(args, log, timeout);
-    if (status != 0) {
-      const std::string message = read_file(log);
-      std::filesystem::remove(tmp, ec);
-      TR_CHECK(false, ValueError, "trainrun.compile: the C++ compiler failed on generated kernels ({} kept; exit {}):\n{}",
-               src.string(), status, message.substr(0, 4000));
-    }
-    std::filesystem::remove(log, ec);
-    std::filesystem::remove(src, ec);
-    std::filesystem::rename(tmp, so, ec);
-    TR_CHECK(!ec, ValueError, "trainrun.compile: cannot move compiled kernels to {}: {}", so.string(), ec.message());
-    lib->compiled_now_ = true;
+    compile_shared_object(source, so, timeout);
+    compiled_now = true;
   }
-  lib->path_ = so.string();
-  lib->handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  TR_CHECK(lib->handle_ != nullptr, ValueError, "trainrun.compile: cannot load {}: {}", so.string(), dlerror());
+  std::shared_ptr<KernelLibrary> lib = open(so.string());
+  lib->compiled_now_ = compiled_now;
+  return lib;
+}
+
+std::shared_ptr<KernelLibrary> KernelLibrary::open(const std::string& path) {
+  auto lib = std::shared_ptr<KernelLibrary>(new KernelLibrary());
+  lib->path_ = path;
+  lib->handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  TR_CHECK(lib->handle_ != nullptr, ValueError, "trainrun.compile: cannot load {}: {}", path, dlerror());
   return lib;
 }
 

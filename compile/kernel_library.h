@@ -5,10 +5,17 @@
 // $TRAINRUN_KERNEL_CACHE, else $XDG_CACHE_HOME/trainrun/kernels, else
 // ~/.cache/trainrun/kernels; the compiler is $CXX, else g++.
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 namespace trainrun::compile {
+
+// Compiles `source` into the shared object `output` (written whole, then
+// renamed in). Throws ValueError with the compiler's message when it fails
+// or runs past `timeout`.
+void compile_shared_object(const std::string& source, const std::filesystem::path& output,
+                           std::chrono::seconds timeout = std::chrono::seconds(120));
 
 class KernelLibrary {
  public:
@@ -16,6 +23,8 @@ class KernelLibrary {
   // with the compiler's message when it fails, or when it runs past `timeout`.
   static std::shared_ptr<KernelLibrary> load(const std::string& source,
                                              std::chrono::seconds timeout = std::chrono::seconds(120));
+  // Loads a shared object compiled earlier (an AOT package's model.so).
+  static std::shared_ptr<KernelLibrary> open(const std::string& path);
   ~KernelLibrary();
   KernelLibrary(const KernelLibrary&) = delete;
   KernelLibrary& operator=(const KernelLibrary&) = delete;

@@ -6,6 +6,8 @@
 
 #include <memory>
 
+#include "compile/aot_model.h"
+#include "compile/aot_package.h"
 #include "compile/captured_graph.h"
 #include "compile/graph_capture.h"
 #include "compile/fusion.h"
@@ -76,19 +78,45 @@ void bind_compile(py::module_& m) {
                j.backward_run().to_string();
       });
   // A recording made under no_grad runs without autograd's graph, so its pointwise runs can be fused.
-  using GraphAndNote = std::pair<std::shared_ptr<compile::CapturedGraph>, std::string>;
-  m.def("_fuse_graph", [](const std::shared_ptr<compile::CapturedGraph>& g) -> GraphAndNote {
-    if (!compile::fusion_enabled()) return {g, "fusion off (TRAINRUN_COMPILE_FUSION=0)"};
+  // (graph, note, the loops' C++ source): the fused graph, or the one given with why it is not.
+  using Fused = std::tuple<std::shared_ptr<compile::CapturedGraph>, std::string, std::string>;
+  m.def("_fuse_graph", [](const std::shared_ptr<compile::CapturedGraph>& g) -> Fused {
+    if (!compile::fusion_enabled()) return {g, "fusion off (TRAINRUN_COMPILE_FUSION=0)", ""};
     for (const auto& node : g->nodes())
-      if (node.grad_enabled) return {g, "not fused: part of the call ran with grad enabled"};
+      if (node.grad_enabled) return {g, "not fused: part of the call ran with grad enabled", ""};
     try {
       const compile::FusionResult f = compile::fuse_pointwise(g, {});
       // (const in C++: nothing changes a graph once made; Python only runs and prints it)
       return {std::const_pointer_cast<compile::CapturedGraph>(f.graph),
-              fmt::format("{} loops for {} ops", f.loops, f.ops_fused)};
+              fmt::format("{} loops for {} ops", f.loops, f.ops_fused), f.source};
     } catch (const ValueError& e) {
-      return {g, fmt::format("not fused: {}", e.what())};
+      return {g, fmt::format("not fused: {}", e.what()), ""};
     }
+  }, py::call_guard<py::gil_scoped_release>());
+  m.def("_write_aot_package", &compile::write_aot_package, py::arg("path"), py::arg("graph"),
+        py::arg("kernels_source"), py::arg("input_names"), py::arg("constant_names"),
+        py::call_guard<py::gil_scoped_release>());
+  py::class_<aot::Model, std::shared_ptr<aot::Model>>(m, "_AotModel")
+      .def(py::init<const std::string&>(), py::arg("path"), py::call_guard<py::gil_scoped_release>())
+      .def("run", &aot::Model::run, py::arg("inputs"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("input_names", [](const aot::Model& m) {
+        std::vector<std::string> names;
+        for (const auto& in : m.inputs()) names.push_back(in.name);
+        return names;
+      })
+      .def_property_readonly("input_shapes", [](const aot::Model& m) {
+        std::vector<std::vector<int64_t>> shapes;
+        for (const auto& in : m.inputs()) shapes.emplace_back(in.sizes.begin(), in.sizes.end());
+        return shapes;
+      })
+      .def_property_readonly("num_outputs", &aot::Model::num_outputs);
+  m.def("_graph_with_constants", [](const compile::CapturedGraph& g, const std::vector<Tensor>& constants) {
+    return g.with_constants(constants);
+  });
+  m.def("_graph_constants", [](const compile::CapturedGraph& g) {
+    std::vector<Tensor> out;
+    for (const auto& c : g.constants()) out.push_back(c.second);
+    return out;
   });
   py::class_<PyCapture>(m, "_GraphCapture")
       .def(py::init<std::shared_ptr<compile::CapturedGraph>, std::vector<Tensor>>(), py::arg("graph"),

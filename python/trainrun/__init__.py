@@ -185,6 +185,8 @@ from trainrun._tensor_extras import (as_tensor, clone, detach, get_default_dtype
                                      is_floating_point, is_tensor, numel, set_default_dtype, promote_types,
                                      can_cast, result_type, finfo, iinfo, is_inference_mode_enabled)
 from trainrun._compile import compile  # noqa: E402,F401,A004
+from trainrun import export  # noqa: E402,F401  (trainrun.export.export, and trainrun.export(...) itself)
+from trainrun.export import aot_compile, aot_load  # noqa: E402,F401
 
 from trainrun.nn.functional import conv2d, max_pool2d  # noqa: E402,F401  (torch.conv2d, torch.max_pool2d)
 from trainrun import _tensor_pickling  # noqa: E402,F401  (deepcopy, pickle, share_memory_)

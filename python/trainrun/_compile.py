@@ -129,7 +129,7 @@ class CompiledFunction:
             joint_reason = capture.joint_reason
         fusion_note = joint.fusion_note if joint is not None else ""
         if not capture.broken and joint is None and not _C.is_grad_enabled():
-            graph, fusion_note = _C._fuse_graph(graph)
+            graph, fusion_note, _ = _C._fuse_graph(graph)
         if capture.broken:
             reason = capture.break_reason
             if self._fullgraph:

@@ -1,0 +1,128 @@
+"""trainrun.export and AOT packages: a module's forward captured whole with frozen weights equals the eager
+forward on new inputs (an MLP, a CNN, a transformer block, a chain of pointwise ops that becomes a generated
+loop); the package aot_compile writes runs from Python (aot_load) and from a C++ program with no Python
+(compile/aot_run) with the same outputs; wrong inputs and what cannot be captured are refused by name."""
+import subprocess
+
+import pytest
+
+from built_tree import ROOT
+
+import trainrun as torch  # noqa: E402
+import trainrun.nn as nn  # noqa: E402
+from trainrun._compile import GraphBreakError  # noqa: E402
+
+AOT_RUN = ROOT / "bazel-bin" / "compile" / "aot_run"
+
+
+class Pointwise(nn.Module):
+    """A bias, then a chain of pointwise ops: one generated loop in the program."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(37))
+
+    def forward(self, x):
+        h = x + self.bias
+        return torch.tanh(h) * torch.sigmoid(h) - h.exp() / 3
+
+
+def _models():
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(12, 32), nn.GELU(), nn.Linear(32, 5))
+    cnn = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Flatten(), nn.Linear(8 * 4 * 4, 5))
+    block = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    return {"mlp": (mlp, lambda: torch.randn(6, 12)), "cnn": (cnn, lambda: torch.randn(4, 3, 8, 8)),
+            "block": (block, lambda: torch.randn(2, 7, 16)), "pointwise": (Pointwise(), lambda: torch.randn(5, 37))}
+
+
+def _close(a, b):
+    return torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "block", "pointwise"])
+def test_an_exported_program_equals_the_eager_forward_on_new_inputs(name):
+    model, batch = _models()[name]
+    model.eval()
+    ep = torch.export.export(model, (batch(),))
+    for _ in range(2):
+        x = batch()
+        with torch.no_grad():
+            assert _close(ep.module()(x), model(x))
+    assert ep.graph_signature.user_inputs == [{"block": "src", "pointwise": "x"}.get(name, "input")]
+    assert set(ep.graph_signature.parameters) <= {n for n, _ in model.named_parameters()}
+    if name == "pointwise":
+        assert "1 loops for 7 ops" in str(ep), str(ep)  # add, tanh, sigmoid, mul, exp, div, sub
+
+
+def test_exported_weights_are_frozen_copies():
+    model, batch = _models()["mlp"]
+    x = batch()
+    ep = torch.export(model, (x,))  # the module itself is callable, as the issue's trainrun.export(...)
+    with torch.no_grad():
+        before = model(x)
+        model[0].weight.mul_(2)
+    assert _close(ep(x), before) and not _close(ep(x), model(x))
+    assert set(ep.state_dict) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+
+
+def test_export_refuses_what_it_cannot_capture_by_name():
+    class DataDependent(nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x - 1
+
+    with pytest.raises(GraphBreakError, match="DataDependent.forward could not be captured whole: item\\(\\)"):
+        torch.export.export(DataDependent(), (torch.ones(2),))
+
+    class TwoInputs(nn.Module):
+        def forward(self, x, scale):
+            return x * scale
+
+    with pytest.raises(TypeError, match="input 'scale' is a float; only tensor inputs"):
+        torch.export.export(TwoInputs(), (torch.ones(2), 2.0))
+    with pytest.raises(NotImplementedError, match="dynamic_shapes is not supported"):
+        torch.export.export(TwoInputs(), (torch.ones(2), torch.ones(2)), dynamic_shapes={"x": {0: "batch"}})
+    ep = torch.export.export(TwoInputs(), (torch.ones(2, 3), torch.ones(3)))
+    with pytest.raises(ValueError, match="input 'scale' has shape \\[2\\]; the program was exported for \\[3\\]"):
+        ep(torch.ones(2, 3), torch.ones(2))
+    with pytest.raises(ValueError, match="1 inputs given, the program takes 2 \\(x, scale\\)"):
+        ep(torch.ones(2, 3))
+
+
+@pytest.mark.parametrize("name", ["mlp", "block", "pointwise"])
+def test_an_aot_package_runs_from_python_and_from_cpp_with_eagers_outputs(name, tmp_path):
+    model, batch = _models()[name]
+    model.eval()
+    ep = torch.export.export(model, (batch(),))
+    package = torch.aot_compile(ep, tmp_path / "model.aot")
+    assert sorted(p.name for p in (tmp_path / "model.aot").iterdir()) == ["model.so", "weights.safetensors"]
+    loaded = torch.aot_load(package)
+    x = batch()
+    with torch.no_grad():
+        expected = model(x)
+    assert _close(loaded(x), expected)
+    with pytest.raises(ValueError, match=f"input '{loaded.input_names[0]}' has shape"):
+        loaded(torch.randn(1, *x.shape[1:]))
+
+    if not AOT_RUN.exists():
+        pytest.skip(f"{AOT_RUN} is not built (bazel build //compile:aot_run)")
+    torch.save({loaded.input_names[0]: x}, str(tmp_path / "inputs.safetensors"))
+    run = subprocess.run([str(AOT_RUN), package, str(tmp_path / "inputs.safetensors"),
+                          str(tmp_path / "outputs.safetensors"), "--repeat", "3"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "1 outputs" in run.stdout
+    assert _close(torch.load(str(tmp_path / "outputs.safetensors"))["output0"], expected)
+
+    torch.save({loaded.input_names[0]: torch.randn(1, *x.shape[1:])}, str(tmp_path / "wrong.safetensors"))
+    run = subprocess.run([str(AOT_RUN), package, str(tmp_path / "wrong.safetensors"), str(tmp_path / "o.safetensors")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and f"input '{loaded.input_names[0]}' has shape [1," in run.stderr
+
+
+def test_a_missing_package_is_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match="not a package \\(it needs model.so and weights.safetensors\\)"):
+        torch.aot_load(tmp_path / "nothing")
+    with pytest.raises(TypeError, match="expected an ExportedProgram"):
+        torch.aot_compile(nn.Linear(2, 2), tmp_path / "x")
