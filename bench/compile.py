@@ -2,7 +2,9 @@
 """bench/compile: trainrun eager and trainrun.compile next to PyTorch 1.13 (apt) eager and PyTorch 2.6 (the
 peer chroot, when built) eager and torch.compile, in one run: the training step of an MLP and of a transformer
 block, the block's inference forward (median microseconds per call), and the first compiled call (recording or
-compiling). A side that fails or times out reads 'fails'.
+compiling), and the block exported to an AOT package against its eager eval forward. "compiled, unfused" is
+trainrun.compile with TRAINRUN_COMPILE_FUSION=0 (recorded forward and backward, no generated loops). A side
+that fails or times out reads 'fails'.
 
     bench/compile.py"""
 import os
@@ -14,24 +16,35 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PEER = ROOT.parent / "shared" / "peer-modern"
 ROWS = [("mlp_train", "MLP training step"), ("block_train", "transformer block training step"),
         ("block_infer", "transformer block inference"), ("mlp_train_first", "MLP: first compiled call"),
-        ("block_train_first", "block: first compiled call")]
+        ("block_train_first", "block: first compiled call"), ("block_eval_eager", "block eval forward, eager"),
+        ("block_aot", "block eval forward, AOT package"), ("block_aot_first", "block: export + aot_compile")]
 
 
-def run(label, cmd):
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE", "SkylakeX"))
+def run(label, cmd, **extra_env):
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE", "SkylakeX"),
+               **extra_env)
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
     except subprocess.TimeoutExpired:
         return label, None
-    found = {m.group(1): float(m.group(2)) for m in re.finditer(r"RESULT (\w+) (\S+)", out.stdout)}
+    found = {m.group(1): float(m.group(2)) for m in re.finditer(r"RESULT ([\w:]+) (\S+)", out.stdout)}
     return label, found if out.returncode == 0 and found else None
+
+
+def split(label_found, variants):
+    """One 'all' run of the trainrun side as its columns: RESULT variant:name lines."""
+    label, found = label_found
+    if found is None:
+        return [(name, None) for name in variants.values()]
+    return [(name, {k.split(":", 1)[1]: v for k, v in found.items() if k.startswith(variant + ":")})
+            for variant, name in variants.items()]
 
 
 def main():
     side = str(ROOT / "bench" / "compile_side.py")
-    columns = [run("trainrun eager", ["/usr/bin/python3", side, "trainrun", "eager"]),
-               run("trainrun compiled", ["/usr/bin/python3", side, "trainrun", "compiled"]),
-               run("torch 1.13 eager", ["/usr/bin/python3", side, "torch", "eager"])]
+    columns = split(run("trainrun", ["/usr/bin/python3", side, "trainrun", "all"]),
+                    {"eager": "trainrun eager", "compiled": "trainrun compiled", "unfused": "compiled, unfused"})
+    columns.append(run("torch 1.13 eager", ["/usr/bin/python3", side, "torch", "eager"]))
     if pathlib.Path("/opt/trixie/usr/bin/python3").exists():
         peer = [str(PEER / "enter.sh"), "python3", "/peer/bench/compile_side.py", "torch"]
         columns += [run("torch 2.6 eager", peer + ["eager"]), run("torch 2.6 compile", peer + ["compiled"])]
@@ -42,10 +55,13 @@ def main():
             value = None if found is None else found.get(key)
             cells.append(f"{'fails' if found is None else ('' if value is None else f'{value:.0f}'):>20}")
         print(f"{name:34}" + "".join(cells))
-    eager, compiled = columns[0][1], columns[1][1]
+    eager, compiled, unfused = columns[0][1], columns[1][1], columns[2][1]
     if eager and compiled:
         for key, name in ROWS[:3]:
-            print(f"trainrun compiled / eager, {name}: {eager[key] / compiled[key]:.2f}x")
+            print(f"trainrun compiled / eager, {name}: {eager[key] / compiled[key]:.2f}x "
+                  f"(unfused: {eager[key] / unfused[key]:.2f}x)")
+    if compiled and "block_aot" in compiled:
+        print(f"block eval forward, eager / AOT package: {compiled['block_eval_eager'] / compiled['block_aot']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,12 @@
 """One side of bench/compile.py: argv[1] is "trainrun" or "torch" (whichever torch the interpreter has), argv[2]
-"eager" or "compiled". Times the training step (forward, backward, SGD step) of an MLP and of a transformer
-block, and the block's inference forward; for "compiled", also the first call (recording or compiling).
-Prints RESULT lines: name, median microseconds over 5 rounds of 50 calls."""
+"eager" or "compiled" (for torch), or "all" (for trainrun: eager, compiled and compiled without fusion, timed
+in turns in one process, so that the machine's drift falls on all three alike). Times the training step
+(forward, backward, SGD step) of an MLP and of a transformer block, and the block's inference forward; for
+compiled sides, also the first call (recording or compiling); for trainrun, the block exported and
+AOT-compiled (eval mode) next to its eager eval forward. Prints RESULT lines: [variant:]name, the median
+microseconds per call over rounds of 20 calls."""
+import copy
+import os
 import pathlib
 import statistics
 import sys
@@ -15,21 +20,14 @@ else:
     import torch
 torch.set_num_threads(1)
 nn = torch.nn
+ROUNDS, CALLS = 15, 20
 
 
-def timed(fn, rounds=5, calls=50):
-    per = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        per.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(per)
-
-
-def case(name, model, x, train):
+def make_step(model, x, train, compiled, fusion=True):
     first_start = time.perf_counter()
-    run = torch.compile(model) if mode == "compiled" else model
+    if compiled:
+        os.environ["TRAINRUN_COMPILE_FUSION"] = "1" if fusion else "0"
+    run = torch.compile(model) if compiled else model
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 
     def step():
@@ -41,13 +39,38 @@ def case(name, model, x, train):
             with torch.no_grad():
                 run(x)
 
-    step()
+    step()  # (records, for compiled: fusion is read then)
     first = (time.perf_counter() - first_start) * 1e6
-    for _ in range(5):
+    os.environ.pop("TRAINRUN_COMPILE_FUSION", None)
+    for _ in range(3):
         step()
-    print(f"RESULT {name} {timed(step):.1f}", flush=True)
-    if mode == "compiled":
-        print(f"RESULT {name}_first {first:.1f}", flush=True)
+    return step, first
+
+
+def timed_in_turns(steps):
+    """{variant: median microseconds per call}, the variants' rounds interleaved."""
+    per = {k: [] for k in steps}
+    for _ in range(ROUNDS):
+        for k, fn in steps.items():
+            start = time.perf_counter()
+            for _ in range(CALLS):
+                fn()
+            per[k].append((time.perf_counter() - start) / CALLS * 1e6)
+    return {k: statistics.median(v) for k, v in per.items()}
+
+
+def case(name, model, x, train):
+    variants = {"eager": (False, True)} if mode == "eager" else {"compiled": (True, True)}
+    if mode == "all":
+        variants = {"eager": (False, True), "compiled": (True, True), "unfused": (True, False)}
+    steps, firsts = {}, {}
+    for k, (compiled, fusion) in variants.items():
+        steps[k], firsts[k] = make_step(copy.deepcopy(model), x, train, compiled, fusion)
+    for k, us in timed_in_turns(steps).items():
+        prefix = "" if mode != "all" else f"{k}:"
+        print(f"RESULT {prefix}{name} {us:.1f}", flush=True)
+        if k != "eager":
+            print(f"RESULT {prefix}{name}_first {firsts[k]:.1f}", flush=True)
 
 
 torch.manual_seed(0)
@@ -56,3 +79,23 @@ block = nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, batch_first=True)
 case("mlp_train", mlp, torch.randn(64, 256), True)
 case("block_train", block, torch.randn(8, 64, 128), True)
 case("block_infer", block, torch.randn(8, 64, 128), False)
+
+if side == "trainrun":  # the block's AOT package, loaded and called, in turns with the eager eval forward
+    import tempfile
+    block.eval()
+    x = torch.randn(8, 64, 128)
+    start = time.perf_counter()
+    ep = torch.export.export(block, (x,))
+    with tempfile.TemporaryDirectory() as d:
+        package = torch.aot_load(torch.aot_compile(ep, d + "/block.aot"))
+        first = (time.perf_counter() - start) * 1e6
+
+        def eager_eval():
+            with torch.no_grad():
+                block(x)
+
+        got = timed_in_turns({"aot": lambda: package(x), "eval": eager_eval})
+    prefix = "compiled:" if mode == "all" else ""
+    print(f"RESULT {prefix}block_aot_first {first:.1f}", flush=True)
+    print(f"RESULT {prefix}block_aot {got['aot']:.1f}", flush=True)
+    print(f"RESULT {prefix}block_eval_eager {got['eval']:.1f}", flush=True)
