@@ -5,11 +5,19 @@
 
 #include "autograd/grad_mode.h"
 #include "base/error.h"
+#include "compile/external_call.h"
 #include "compile/fused_kernel.h"
 #include "tensor/factories.h"
 #include "tensor/generator.h"
 
 namespace trainrun::compile {
+
+std::string CapturedGraph::Node::name() const {
+  if (op != nullptr) return op->name();
+  if (fused != nullptr) return fused->name;
+  if (external != nullptr) return external->name();
+  return "empty_strided";
+}
 
 int CapturedGraph::add_input() {
   inputs_.push_back(num_values_);
@@ -139,6 +147,18 @@ std::vector<Tensor> CapturedGraph::run(const std::vector<Tensor>& inputs, const 
         if (!kept[v]) values[v] = Tensor();
       continue;
     }
+    if (node.external != nullptr) {
+      std::vector<Tensor> in;
+      for (const Slot& a : node.args) in.push_back(values[a.value]);
+      AutoGradMode mode(node.grad_enabled && options.record_autograd);
+      std::vector<Tensor> out = node.external->call(in);
+      TR_CHECK(out.size() == node.results.size(), ValueError, "CapturedGraph::run: '{}' gave {} tensors, {} were recorded",
+               node.external->name(), out.size(), node.results.size());
+      for (size_t r = 0; r < out.size(); ++r) values[node.results[r].value] = std::move(out[r]);
+      for (int v : free_after_[n])
+        if (!kept[v]) values[v] = Tensor();
+      continue;
+    }
     if (node.op == nullptr) {
       values[node.results[0].value] = empty_strided(node.alloc_sizes, node.alloc_strides,
                                                     TensorOptions(node.alloc_dtype, node.alloc_device));
@@ -226,6 +246,13 @@ std::string CapturedGraph::to_string() const {
       for (size_t i = 0; i < n.results.size(); ++i) results += (i ? ", " : "") + slot(n.results[i]);
       for (size_t i = 0; i < n.args.size(); ++i) args += (i ? ", " : "") + slot(n.args[i]);
       out += fmt::format("  {} = {}[{}]({})\n", results, n.fused->name, fmt::join(n.fused->ops, ", "), args);
+      continue;
+    }
+    if (n.external != nullptr) {
+      std::string results, args;
+      for (size_t i = 0; i < n.results.size(); ++i) results += (i ? ", " : "") + slot(n.results[i]);
+      for (size_t i = 0; i < n.args.size(); ++i) args += (i ? ", " : "") + slot(n.args[i]);
+      out += fmt::format("  {} = {}({})  (external)\n", results, n.external->name(), args);
       continue;
     }
     if (n.op == nullptr) {

@@ -14,7 +14,8 @@
 
 namespace trainrun::compile {
 
-struct FusedKernel;  // compile/fused_kernel.h
+struct FusedKernel;   // compile/fused_kernel.h
+class ExternalCall;   // compile/external_call.h
 
 class CapturedGraph {
  public:
@@ -36,6 +37,10 @@ class CapturedGraph {
     int64_t random_elements = -1;
     // Set instead of op: a generated loop doing several pointwise ops at once (compile/fusion.h).
     std::shared_ptr<const FusedKernel> fused;
+    // Set instead of op: a call outside the dispatcher (a Python custom op), made again when run.
+    std::shared_ptr<const ExternalCall> external;
+    bool is_alloc() const { return op == nullptr && fused == nullptr && external == nullptr; }
+    std::string name() const;  // the op's, the loop's, the call's, or "empty_strided"
     std::vector<Slot> args;
     std::vector<Slot> results;  // Value or ValueList
     bool grad_enabled = true;   // grad mode when recorded (a no_grad block inside the call stays one)

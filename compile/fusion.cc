@@ -150,7 +150,7 @@ FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, c
   for (size_t i = 0; i + 1 < nodes.size(); ++i) {
     const CapturedGraph::Node& a = nodes[i];
     const CapturedGraph::Node& b = nodes[i + 1];
-    if (a.op == nullptr && a.fused == nullptr && numel_of(a.alloc_sizes) == 1 && b.op != nullptr &&
+    if (a.is_alloc() && numel_of(a.alloc_sizes) == 1 && b.op != nullptr &&
         b.op->name() == "fill_" && b.args.size() == 2 && b.args[0].kind == CapturedGraph::Slot::Value &&
         b.args[0].value == a.results[0].value && b.args[1].kind == CapturedGraph::Slot::Constant)
       makes_number[i] = makes_number[i + 1] = 1;

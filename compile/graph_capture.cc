@@ -81,7 +81,42 @@ void GraphCapture::stop(std::string reason) {
 }
 
 void GraphCapture::note_graph_break(const std::string& reason) {
-  if (t_capture != nullptr && !t_capture->finished_) t_capture->stop(reason);
+  if (t_capture != nullptr && !t_capture->finished_ && t_capture->external_ == 0) t_capture->stop(reason);
+}
+
+bool GraphCapture::active() {
+  return t_capture != nullptr && !t_capture->finished_ && !t_capture->broken() && t_capture->external_ == 0;
+}
+
+void GraphCapture::begin_external() {
+  if (t_capture != nullptr) ++t_capture->external_;
+}
+
+void GraphCapture::abort_external() {
+  if (t_capture != nullptr && t_capture->external_ > 0) --t_capture->external_;
+}
+
+void GraphCapture::end_external(std::shared_ptr<const ExternalCall> call, const std::vector<Tensor>& inputs,
+                                const std::vector<Tensor>& outputs) {
+  GraphCapture* c = t_capture;
+  if (c == nullptr || c->external_ == 0) return;
+  if (--c->external_ > 0 || c->finished_ || c->broken()) return;
+  CapturedGraph::Node node;
+  node.external = std::move(call);
+  node.grad_enabled = GradMode::is_enabled();
+  for (const Tensor& t : inputs) {
+    CapturedGraph::Slot s;
+    s.kind = CapturedGraph::Slot::Value;
+    s.value = c->value_of(t);
+    node.args.push_back(s);
+  }
+  for (const Tensor& t : outputs) {
+    CapturedGraph::Slot s;
+    s.kind = CapturedGraph::Slot::Value;
+    s.value = c->result_of(t);
+    node.results.push_back(s);
+  }
+  c->graph_.add_node(std::move(node));
 }
 
 int GraphCapture::bind(const Tensor& t, int id) {
@@ -141,6 +176,10 @@ CapturedGraph::Slot GraphCapture::slot_of(const IValue& v) {
 }
 
 void GraphCapture::record(const OpTable& op, DispatchKey key, DispatchKeySet keys, Stack& stack) {
+  if (depth_ > 0 || external_ > 0) {  // inside a recorded op's kernel, or an external call: theirs
+    op.redispatch_boxed(key, keys, stack);
+    return;
+  }
   if (forward_ == nullptr && autograd::in_backward_pass()) {
     stop("the call ran a backward pass (only the forward program is captured; run backward() outside the "
          "compiled function)");
@@ -192,7 +231,7 @@ void GraphCapture::record(const OpTable& op, DispatchKey key, DispatchKeySet key
 }
 
 void GraphCapture::allocated(const Tensor& t) {
-  if (depth_ > 0 || finished_ || broken()) return;
+  if (depth_ > 0 || external_ > 0 || finished_ || broken()) return;
   CapturedGraph::Node node;
   node.grad_enabled = GradMode::is_enabled();
   node.alloc_sizes = t.sizes();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "compile/captured_graph.h"
+#include "compile/external_call.h"
 
 namespace trainrun::compile {
 
@@ -52,6 +53,17 @@ class GraphCapture {
   // node): breaks the recording on this thread, if any, saying why.
   static void note_graph_break(const std::string& reason);
 
+  // A call outside the dispatcher (compile/external_call.h) on this thread:
+  // what runs between begin and end is not recorded (nor are its breaks);
+  // end records one node calling `call` on `inputs`, making `outputs`.
+  static void begin_external();
+  static void end_external(std::shared_ptr<const ExternalCall> call, const std::vector<Tensor>& inputs,
+                           const std::vector<Tensor>& outputs);
+  // Leaves the call without recording it (it raised).
+  static void abort_external();
+  // Whether this thread is recording (and not inside an external call).
+  static bool active();
+
  private:
   friend struct CaptureFallback;
   GraphCapture(CapturedGraph& graph, const std::vector<Tensor>& inputs, const GraphCapture* forward);
@@ -69,6 +81,7 @@ class GraphCapture {
   std::string break_reason_;
   bool finished_ = false;
   int depth_ = 0;  // ops running now: what they allocate is theirs, not the call's
+  int external_ = 0;  // external calls running now
   GraphCapture* outer_;
   const GraphCapture* forward_ = nullptr;  // set when this records a backward
   std::vector<int> saved_;

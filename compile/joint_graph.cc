@@ -90,7 +90,7 @@ std::shared_ptr<JointGraph> JointGraph::record(std::shared_ptr<const CapturedGra
     for (const CapturedGraph::Slot& r : node.results)
       if (r.kind == CapturedGraph::Slot::Value && target_ids.count(r.value))
         return fail(fmt::format("op '{}' writes in place to a tensor that requires grad",
-                                node.op ? node.op->name() : "empty_strided"));
+                                node.name()));
 
   std::vector<Tensor> differentiable;
   std::unordered_set<int> seen;

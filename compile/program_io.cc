@@ -130,6 +130,9 @@ json program_to_json(const CapturedGraph& g, const std::vector<std::string>& inp
   for (const CapturedGraph::Node& n : g.nodes()) {
     json node;
     TR_CHECK(!n.grad_enabled, ValueError, "program_to_json: the program records autograd (export runs under no_grad)");
+    TR_CHECK(n.external == nullptr, ValueError,
+             "aot_compile: the program calls '{}', a custom op written in Python; a package cannot hold Python code",
+             n.name());
     if (n.fused != nullptr) {
       const FusedKernel& k = *n.fused;
       json kinds = json::array(), outs = json::array();

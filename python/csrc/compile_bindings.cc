@@ -20,6 +20,29 @@ namespace python {
 
 namespace {
 
+// A custom op written in Python, as a graph node: calls fn(inputs) -> list of tensors, with the GIL.
+class PyExternalCall : public compile::ExternalCall {
+ public:
+  PyExternalCall(std::string name, py::function fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  ~PyExternalCall() override {
+    if (!Py_IsInitialized()) {
+      fn_.release();  // (at interpreter exit: nothing left to decrement)
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    fn_ = py::function();
+  }
+  std::string name() const override { return name_; }
+  std::vector<Tensor> call(const std::vector<Tensor>& inputs) const override {
+    py::gil_scoped_acquire gil;
+    return fn_(inputs).cast<std::vector<Tensor>>();
+  }
+
+ private:
+  std::string name_;
+  py::function fn_;
+};
+
 // The capture of one call, entered and left from Python.
 class PyCapture {
  public:
@@ -142,6 +165,14 @@ void bind_compile(py::module_& m) {
     return py::tuple(py::cast(ids));
   });
   m.def("_note_graph_break", &compile::GraphCapture::note_graph_break, py::arg("reason"));
+  // A Python custom op inside a recording: begin, run it, end with a function that makes the call again.
+  m.def("_capture_active", &compile::GraphCapture::active);
+  m.def("_external_begin", &compile::GraphCapture::begin_external);
+  m.def("_external_abort", &compile::GraphCapture::abort_external);
+  m.def("_external_end", [](const std::string& name, py::function fn, const std::vector<Tensor>& inputs,
+                            const std::vector<Tensor>& outputs) {
+    compile::GraphCapture::end_external(std::make_shared<PyExternalCall>(name, std::move(fn)), inputs, outputs);
+  }, py::arg("name"), py::arg("fn"), py::arg("inputs"), py::arg("outputs"));
 }
 
 }  // namespace python

@@ -220,6 +220,54 @@ class CustomOpDef:
         return self._kernels.get(device_type, self._kernels.get(None, self._init_fn))
 
     def __call__(self, *args, **kwargs):
+        if _C._capture_active():  # inside trainrun.compile's recording: one opaque node
+            return self._call_recorded(args, kwargs)
+        return self._call(args, kwargs)
+
+    def _call_recorded(self, args, kwargs):
+        """Runs the op as one node of the recording: its inner ops (and what they read into Python) are its own;
+        a replay calls it again on the new tensors, the other arguments as recorded."""
+        bound = self._bind(args, kwargs)
+        slots = []  # (argument name, index in its list or None): where each tensor argument sits
+        inputs = []
+        for name, value in bound.arguments.items():
+            if isinstance(value, _C.Tensor):
+                slots.append((name, None))
+                inputs.append(value)
+            elif isinstance(value, (list, tuple)):
+                for i, v in enumerate(value):
+                    if isinstance(v, _C.Tensor):
+                        slots.append((name, i))
+                        inputs.append(v)
+        _C._external_begin()
+        try:
+            result = self._call(bound.args, bound.kwargs)
+        except BaseException:
+            _C._external_abort()
+            raise
+        flat = list(result) if isinstance(result, (tuple, list)) else [result]
+        outputs = [o for o in flat if isinstance(o, _C.Tensor)]
+        arguments = dict(bound.arguments)
+        signature = self._signature
+
+        def replay(tensors):
+            new = dict(arguments)
+            for (name, index), t in zip(slots, tensors):
+                if index is None:
+                    new[name] = t
+                else:
+                    items = list(new[name])
+                    items[index] = t
+                    new[name] = type(arguments[name])(items)
+            call = inspect.BoundArguments(signature, new)
+            out = self._call(call.args, call.kwargs)
+            out = list(out) if isinstance(out, (tuple, list)) else [out]
+            return [o for o in out if isinstance(o, _C.Tensor)]
+
+        _C._external_end(self._qualname, replay, inputs, outputs)
+        return result
+
+    def _call(self, args, kwargs):
         bound = self._bind(args, kwargs)
         tensors, device_type = self._check_arguments(bound)
         kernel = self._kernel_for(device_type)

@@ -220,3 +220,45 @@ def test_an_output_marked_non_differentiable_has_no_history():
     assert doubled.requires_grad and not index.requires_grad and index.item() == 1.0
     doubled.sum().backward()
     assert x.grad.tolist() == [2.0, 2.0]
+
+
+def test_a_custom_op_inside_a_compiled_training_step_is_one_node_of_the_graph():
+    """The op's NumPy kernel is opaque to the recording (one node, replayed by calling the op again); its autograd
+    formula, in trainrun ops, is part of the recorded backward."""
+    numpy_sin = _numpy_sin_op("trop_compile::numpy_sin")
+
+    @torch.library.custom_op("trop_compile::scale", mutates_args=())
+    def scale(x: Tensor, factor: float) -> Tensor:
+        return x * factor
+
+    scale.register_autograd(lambda ctx, g: (g * ctx.factor, None),
+                            setup_context=lambda ctx, inputs, output: setattr(ctx, "factor", inputs[1]))
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return scale(numpy_sin(self.lin(x)), 3.0)
+
+    torch.manual_seed(0)
+    model, reference = Model(), torch.nn.Linear(4, 4)
+    reference.load_state_dict(model.lin.state_dict())
+    compiled = torch.compile(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt_ref = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(3):
+        batch = torch.randn(8, 4)
+        opt.zero_grad()
+        out = compiled(batch)
+        out.pow(2).sum().backward()
+        opt.step()
+        opt_ref.zero_grad()
+        (torch.sin(reference(batch)) * 3.0).pow(2).sum().backward()
+        opt_ref.step()
+        assert torch.allclose(model.lin.weight, reference.weight, atol=1e-6)
+    explained = compiled.explain()
+    assert compiled._compiled.replays == 2, explained
+    assert "trop_compile::numpy_sin(" in explained and "(external)" in explained, explained
+    assert "backward recorded" in explained and out.grad_fn.name() == "CompiledFunctionBackward", explained
