@@ -152,8 +152,9 @@ std::vector<Tensor> CapturedGraph::run(const std::vector<Tensor>& inputs, const 
       for (const Slot& a : node.args) in.push_back(values[a.value]);
       AutoGradMode mode(node.grad_enabled && options.record_autograd);
       std::vector<Tensor> out = node.external->call(in);
-      TR_CHECK(out.size() == node.results.size(), ValueError, "CapturedGraph::run: '{}' gave {} tensors, {} were recorded",
-               node.external->name(), out.size(), node.results.size());
+      TR_CHECK(out.size() == node.results.size(), ValueError,
+               "CapturedGraph::run: '{}' gave {} tensors, {} were recorded", node.external->name(), out.size(),
+               node.results.size());
       for (size_t r = 0; r < out.size(); ++r) values[node.results[r].value] = std::move(out[r]);
       for (int v : free_after_[n])
         if (!kept[v]) values[v] = Tensor();

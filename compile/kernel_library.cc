@@ -109,8 +109,9 @@ void compile_shared_object(const std::string& source, const std::filesystem::pat
   if (status != 0) {
     const std::string message = read_file(log);
     std::filesystem::remove(tmp, ec);
-    TR_CHECK(false, ValueError, "trainrun.compile: the C++ compiler failed on generated kernels ({} kept; exit {}):\n{}",
-             src.string(), status, message.substr(0, 4000));
+    TR_CHECK(false, ValueError,
+             "trainrun.compile: the C++ compiler failed on generated kernels ({} kept; exit {}):\n{}", src.string(),
+             status, message.substr(0, 4000));
   }
   std::filesystem::remove(log, ec);
   std::filesystem::remove(src, ec);

@@ -52,7 +52,8 @@ struct OpCode {
 };
 
 OpCode unary(std::string expr) {
-  return {1, {LaneType::Float}, LaneType::Float, [expr](const Operands& o, const Constants& c) -> std::optional<std::string> {
+  return {1, {LaneType::Float}, LaneType::Float,
+          [expr](const Operands& o, const Constants& c) -> std::optional<std::string> {
             if (!c.values.empty()) return std::nullopt;
             return fmt::format(fmt::runtime(expr), o[0]);
           }};

@@ -22,7 +22,10 @@ json constant_to_json(const IValue& value) {
   if (type == "int") return {{"type", type}, {"value", v.get<int64_t>()}};
   if (type == "float") return {{"type", type}, {"value", v.get<double>()}};
   if (type == "bool") return {{"type", type}, {"value", v.get<bool>()}};
-  if (type == "int[]") return {{"type", type}, {"value", std::vector<int64_t>(v.get<IntList>().begin(), v.get<IntList>().end())}};
+  if (type == "int[]") {
+    const IntList& list = v.get<IntList>();
+    return {{"type", type}, {"value", std::vector<int64_t>(list.begin(), list.end())}};
+  }
   if (type == "str") return {{"type", type}, {"value", v.get<std::string>()}};
   if (type == "dtype") return {{"type", type}, {"value", dtype_name(v.get<DType>())}};
   if (type == "Device") return {{"type", type}, {"value", v.get<Device>().str()}};

@@ -104,6 +104,15 @@ bool Module::unregister(const std::string& name) {
   return drop(params_) || drop(buffers_) || drop(children_);
 }
 
+bool Module::replace_module(const std::string& name, std::shared_ptr<Module> m) {
+  for (auto& [n, child] : children_)
+    if (n == name) {
+      child = std::move(m);
+      return true;
+    }
+  return false;
+}
+
 void Module::check_new_name(const std::string& name) const {
   TR_CHECK(!name.empty() && name.find('.') == std::string::npos, ValueError,
            "{}: '{}' is not a valid name (non-empty, no '.')", type_name_, name);

@@ -62,6 +62,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // Removes the parameter, buffer or child `name` (torch's `del module.name`; pipeline stages drop the
   // layers other stages own, keeping the names of the rest); returns whether there was one.
   bool unregister(const std::string& name);
+  // Puts m in place of child `name`, where it was (torch's `model.mlp = compiled`); returns whether there was one.
+  bool replace_module(const std::string& name, std::shared_ptr<Module> m);
 
   // The parameter or buffer `name` of this module (not of children).
   Tensor& param(const std::string& name);

@@ -151,19 +151,6 @@ void bind_compile(py::module_& m) {
       .def_property_readonly("joint_reason", &PyCapture::joint_reason)
       .def_property_readonly("broken", &PyCapture::broken)
       .def_property_readonly("break_reason", &PyCapture::reason);
-  // The guard on a compiled module's tensors: which TensorImpls (and storages) its parameters and buffers are now.
-  m.def("_module_tensor_guard", [](const nn::Module& module) {
-    std::vector<uintptr_t> ids;
-    for (const auto& [name, t] : module.named_parameters()) {
-      ids.push_back(reinterpret_cast<uintptr_t>(t.impl()));
-      ids.push_back(t.defined() && t.impl()->storage() ? reinterpret_cast<uintptr_t>(t.impl()->storage()->data()) : 0);
-    }
-    for (const auto& [name, t] : module.named_buffers()) {
-      ids.push_back(reinterpret_cast<uintptr_t>(t.impl()));
-      ids.push_back(t.defined() && t.impl()->storage() ? reinterpret_cast<uintptr_t>(t.impl()->storage()->data()) : 0);
-    }
-    return py::tuple(py::cast(ids));
-  });
   m.def("_note_graph_break", &compile::GraphCapture::note_graph_break, py::arg("reason"));
   // A Python custom op inside a recording: begin, run it, end with a function that makes the call again.
   m.def("_capture_active", &compile::GraphCapture::active);

@@ -111,6 +111,8 @@ void bind_nn(py::module_& m) {
       .def("register_module",
            [](nn::Module& self, const std::string& name, ModulePtr child) { self.register_module(name, child); })
       .def("_unregister", [](nn::Module& self, const std::string& name) { return self.unregister(name); })
+      .def("_replace_module",
+           [](nn::Module& self, const std::string& name, ModulePtr child) { return self.replace_module(name, child); })
       .def("_param", [](nn::Module& self, const std::string& name) { return self.param(name); })
       // Puts t (any shape) in place of parameter `name`: tensor parallelism swaps in the local shards.
       .def("_replace_parameter",

@@ -5,8 +5,10 @@ Python code again.
 
 Guards, per compiled function: each tensor argument's shape, strides,
 dtype, device and requires_grad; the other arguments' values; grad mode;
-for a module, whether it is training and which tensors its parameters and
-buffers are. A call that fails them is recorded anew (a new shape), up to
+for a module, whether it is training, and its parameters and buffers, which
+are inputs of the recording like the arguments (a replay reads the tensors
+the module holds then: a replaced parameter, or the ones FSDP gathers each
+step). A call that fails them is recorded anew (a new shape), up to
 `cache_size_limit` recordings, then runs eagerly. A call whose recording
 broke (it read a tensor's values into Python, ran a backward pass, or ran an
 autograd.Function) runs eagerly for those guards from then on, with the same
@@ -85,18 +87,22 @@ class CompiledFunction:
         self.calls = self.replays = 0
         functools.update_wrapper(self, fn)
 
-    def _module_guard(self):
+    def _module_tensors(self):
+        """A module's parameters and buffers, passed to the recording as inputs after the arguments: a replay
+        reads the tensors the module holds now (FSDP gathers new ones each step), guarded by their metadata."""
         m = self._module
         if m is None:
-            return None
-        return (m.training, _C._module_tensor_guard(m))
+            return []
+        return [t for _, t in m.named_parameters()] + [t for _, t in m.named_buffers()]
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
-        tensors = []  # the arguments' tensors, in order; the rest is in the spec
+        tensors = []  # the arguments' tensors, in order (the rest is in the spec), then the module's
         in_spec = _flatten((args, kwargs), tensors)
+        tensors += self._module_tensors()
         try:
-            key = (in_spec, tuple(_tensor_guard(t) for t in tensors), _C.is_grad_enabled(), self._module_guard())
+            key = (in_spec, tuple(_tensor_guard(t) for t in tensors), _C.is_grad_enabled(),
+                   self._module is not None and self._module.training)
             hash(key)
         except TypeError:  # an argument that cannot be a guard (unhashable): run it as it is
             return self._fn(*args, **kwargs)

@@ -36,8 +36,8 @@ namespace {
 class Fusion : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("kernels-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = std::filesystem::path(::testing::TempDir()) / ("kernels-" + std::to_string(getpid()) + "-" + test);
     std::filesystem::remove_all(dir_);
     setenv("TRAINRUN_KERNEL_CACHE", dir_.c_str(), 1);
   }

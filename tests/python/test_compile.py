@@ -88,8 +88,14 @@ def test_guards_record_anew_on_what_changes_the_program_and_only_then():
     compiled(torch.randn(6, 12))  # mode
     model.train()
     assert len(compiled._compiled._cache) == 4
-    model[0].weight = nn.Parameter(torch.zeros(32, 12))  # another parameter: its values must be the ones used
+    # Parameters are inputs of the recording: another one of the same shape is read, not recorded anew.
+    model[0].weight = nn.Parameter(torch.zeros(32, 12))
     x = torch.randn(6, 12)
+    assert torch.equal(compiled(x), model(x))
+    assert len(compiled._compiled._cache) == 4
+    compiled(x).sum().backward()
+    assert model[0].weight.grad is not None and model[0].weight.grad.shape == (32, 12)
+    model[0].weight = nn.Parameter(torch.zeros(32, 12).t().contiguous().t())  # other strides: recorded anew
     assert torch.equal(compiled(x), model(x))
     assert len(compiled._compiled._cache) == 5
 
@@ -309,3 +315,9 @@ def test_without_a_recorded_backward_replays_build_autograds_graph():
         assert torch.allclose(leaf.grad, w.detach())
     assert compiled.replays == 1
     assert "writes in place to a tensor that requires grad)" in compiled.explain()
+
+
+def test_compiled_modules_train_inside_ddp_and_fsdp_as_one_process_does(ranks):
+    r = ranks.run_script(2, "tests/python/compile_distributed_worker.py", deadline=180)
+    for rank in range(2):
+        assert f"[rank{rank}]:rank {rank}: compiled under DDP and FSDP ok" in r.stdout, r.stdout + r.stderr

@@ -98,7 +98,7 @@ def _cpp_setattr(self, name, value):
     elif isinstance(value, Parameter):
         self.register_parameter(name, value, value.requires_grad)
     elif isinstance(value, _C.nn.Module) and not isinstance(self, Module):
-        if name not in dict(self.named_children()):
+        if not self._replace_module(name, value):  # a child replaced keeps its place (and state_dict order)
             self.register_module(name, value)
         object.__setattr__(self, name, value)  # keeps a Python subclass (and its forward) alive
     else:
@@ -131,7 +131,8 @@ class Module(_C.nn.Module):
         elif isinstance(value, _C.nn.Module):
             if "_children_py" not in self.__dict__:
                 raise AttributeError("call super().__init__() before assigning modules")
-            self.register_module(name, value)
+            if self._children_py.get(name) is None or not self._replace_module(name, value):
+                self.register_module(name, value)  # (a new child; one replaced keeps its place, as in PyTorch)
             self._children_py[name] = value  # keeps a Python subclass (and its forward) alive
         else:
             object.__setattr__(self, name, value)
