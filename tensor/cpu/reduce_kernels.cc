@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <vector>
 
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
@@ -80,6 +81,49 @@ void sum_rows(const ReducePlan& plan, Tensor& out, F f, double scale) {
   });
 }
 
+// Sums over the leading dims of a contiguous tensor (a bias's gradient: [rows, cols] -> [cols]). The rows
+// are added into the output a block of 128 at a time and the blocks' partial sums combined pairwise, so the
+// tensor is read once, in order; the rows plan would first copy it transposed (8-19x slower here).
+template <typename T>
+void sum_leading(const T* x, int64_t rows, int64_t cols, T* o, double scale) {
+  using Acc = acc_t<T>;
+  constexpr int64_t kBlock = 128;
+  const int64_t nblocks = (rows + kBlock - 1) / kBlock;
+  const int64_t grain = std::max<int64_t>(64, kElementwiseGrain / std::max<int64_t>(rows, 1));
+  parallel_for(0, cols, grain, [&](int64_t c0, int64_t c1) {
+    const int64_t w = c1 - c0;
+    std::vector<Acc> partial(static_cast<size_t>(std::max<int64_t>(nblocks, 1) * w), Acc(0));
+    for (int64_t b = 0; b < nblocks; ++b) {
+      Acc* acc = partial.data() + b * w;
+      for (int64_t r = b * kBlock; r < std::min(rows, (b + 1) * kBlock); ++r) {
+        const T* row = x + r * cols + c0;
+        for (int64_t j = 0; j < w; ++j) acc[j] += static_cast<Acc>(row[j]);
+      }
+    }
+    for (int64_t width = 1; width < nblocks; width *= 2)
+      for (int64_t b = 0; b + width < nblocks; b += 2 * width)
+        for (int64_t j = 0; j < w; ++j) partial[b * w + j] += partial[(b + width) * w + j];
+    for (int64_t j = 0; j < w; ++j)
+      o[c0 + j] = static_cast<T>(scale == 1.0 ? partial[j] : static_cast<Acc>(partial[j] * scale));
+  });
+}
+
+// How many leading dims `dims` reduce when they are exactly 0..k-1 (0 < k < x.dim()), else 0.
+int64_t leading_reduced_dims(const Tensor& x, const IntList& dims) {
+  const int64_t nd = x.dim();
+  if (dims.empty() || nd < 2) return 0;
+  std::vector<bool> reduced(nd, false);
+  for (int64_t d : dims) {
+    const int64_t w = d < 0 ? d + nd : d;
+    if (w < 0 || w >= nd || reduced[w]) return 0;  // (the rows plan reports the error)
+    reduced[w] = true;
+  }
+  const int64_t k = static_cast<int64_t>(dims.size());
+  for (int64_t d = 0; d < k; ++d)
+    if (!reduced[d]) return 0;
+  return k < nd ? k : 0;
+}
+
 Tensor sum_like_cpu(const Tensor& x_in, const IntList& dims, bool keepdim, std::optional<DType> dtype, bool mean) {
   const char* op = mean ? "mean" : "sum";
   DType out_dtype = sum_dtype(x_in.dtype(), dtype);
@@ -89,6 +133,28 @@ Tensor sum_like_cpu(const Tensor& x_in, const IntList& dims, bool keepdim, std::
            dtype_name(out_dtype));
   // A requested dtype is also the accumulation dtype, as in PyTorch.
   Tensor x = dtype && *dtype != x_in.dtype() ? x_in.to(*dtype) : x_in;
+  if (const int64_t k = leading_reduced_dims(x, dims);
+      k > 0 && x.is_contiguous() && (x.dtype() == DType::Float32 || x.dtype() == DType::Float64) &&
+      out_dtype == x.dtype()) {
+    int64_t rows = 1, cols = 1;
+    IntList out_shape;
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      if (d < k) {
+        rows *= x.sizes()[d];
+        if (keepdim) out_shape.push_back(1);
+      } else {
+        cols *= x.sizes()[d];
+        out_shape.push_back(x.sizes()[d]);
+      }
+    }
+    Tensor out = empty(out_shape, out_dtype);
+    const double scale = !mean ? 1.0 : rows == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / rows;
+    if (x.dtype() == DType::Float32)
+      sum_leading<float>(x.data<float>(), rows, cols, out.data<float>(), scale);
+    else
+      sum_leading<double>(x.data<double>(), rows, cols, out.data<double>(), scale);
+    return out;
+  }
   ReducePlan plan(x, dims, keepdim, op);
   Tensor out = empty(plan.out_shape, out_dtype);
   double scale = mean ? 1.0 / static_cast<double>(plan.inner) : 1.0;

@@ -18,6 +18,26 @@ TEST(Reductions, SumOverAnyDims) {
   expect_error<IndexError>([&] { sum(x, {1, -2}); }, {"more than once"});
 }
 
+TEST(Reductions, SumsOverLeadingDimsAddRowsInPlaceOfTransposing) {
+  // The fast path (a contiguous tensor, dims 0..k-1) against the general one (the same values, non-contiguous).
+  Tensor x = arange(5 * 7 * 9, DType::Float32).view({5, 7, 9});
+  Tensor strided = x.permute({2, 0, 1}).contiguous().permute({1, 2, 0});  // equal to x, other strides
+  EXPECT_TRUE(allclose(sum(x, {0}), sum(strided, {0}), 0.0, 0.0));
+  EXPECT_TRUE(allclose(sum(x, {0, 1}), sum(strided, {0, 1}), 0.0, 0.0));
+  EXPECT_TRUE(allclose(sum(x, {1, 0}, true), sum(strided, {0, 1}, true), 0.0, 0.0));
+  EXPECT_EQ(sum(x, {0, 1}, true).sizes(), (IntList{1, 1, 9}));
+  EXPECT_TRUE(allclose(mean(x, {-3}), mean(strided, {0}), 1e-6, 0.0));
+  EXPECT_VALUES(sum(arange(6, DType::Float64).view({3, 2}), {0}), 6, 9);
+  // Many rows: blocks of 128 combined pairwise stay as accurate as the rows plan.
+  Tensor tall = full({300000, 3}, 0.1, DType::Float32);
+  const double expected = static_cast<double>(0.1f) * 300000;
+  EXPECT_NEAR(sum(tall, {0}).select(0, 1).item<double>(), expected, expected * 2e-6);
+  // No rows: sums are zero, means NaN (as the rows plan gives).
+  Tensor none = empty({0, 4}, DType::Float32);
+  EXPECT_VALUES(sum(none, {0}), 0, 0, 0, 0);
+  EXPECT_TRUE(std::isnan(mean(none, {0}).select(0, 2).item<double>()));
+}
+
 TEST(Reductions, IntegerSumsPromoteToInt64) {
   Tensor b = tensor<bool>({true, true, false});
   EXPECT_EQ(sum(b).dtype(), DType::Int64);
