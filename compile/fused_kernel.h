@@ -16,9 +16,10 @@ struct FusedKernel {
   // inputs: per input, a float32 pointer (a Scalar input: to one float); outputs: float32, `rows * cols` each.
   using Fn = void (*)(const float* const* inputs, float* const* outputs, int64_t rows, int64_t cols);
   // How an input is indexed: element by element as the output (Full), by
-  // column (a bias broadcast over rows: the output's trailing dims), or one
+  // column (a bias broadcast over rows: the output's trailing dims), by row
+  // (a per-row statistic broadcast over columns: layer norm's mean), or one
   // value for all (a number, or a one-element tensor).
-  enum class InputKind : uint8_t { Full, Column, Scalar };
+  enum class InputKind : uint8_t { Full, Column, Row, Scalar };
 
   std::string name;  // the generated function's, e.g. "fused_3"
   std::vector<std::string> ops;  // the ops it does, in order

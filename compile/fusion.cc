@@ -53,12 +53,42 @@ struct Run {
   bool empty() const { return plan.steps.empty(); }
 };
 
+// Where each value's tensor comes from, for copy_ into a fresh allocation (Tensor::to's cast).
+struct Fresh {
+  std::vector<char> allocated;   // made by an empty_strided node
+  std::vector<size_t> first_use;  // the first node reading it (or writing it in place)
+};
+
+// Whether node i is copy_(v, src) into v fresh from an allocation (nothing read it before): a cast.
+bool is_fresh_copy(const CapturedGraph::Node& node, size_t i, const Fresh& fresh) {
+  return node.op != nullptr && node.op->name() == "copy_" && node.args.size() == 2 &&
+         node.args[0].kind == CapturedGraph::Slot::Value && node.args[1].kind == CapturedGraph::Slot::Value &&
+         fresh.allocated[node.args[0].value] && fresh.first_use[node.args[0].value] == i;
+}
+
+// The number of columns a row-broadcast input (out's sizes with trailing dims 1: [M, 1] over [M, N]) implies,
+// or 0 when it is not one.
+int64_t row_broadcast_cols(const IntList& in, const IntList& out) {
+  if (in.size() > out.size()) return 0;
+  IntList padded(out.size() - in.size(), 1);
+  padded.insert(padded.end(), in.begin(), in.end());
+  size_t k = 0;
+  while (k < out.size() && padded[k] == out[k]) ++k;
+  int64_t cols = 1;
+  for (size_t d = k; d < out.size(); ++d) {
+    if (padded[d] != 1) return 0;
+    cols *= out[d];
+  }
+  return k == 0 || k == out.size() ? 0 : cols;
+}
+
 // Adds node `i` to `run` if it fits (and changes nothing when it does not).
-bool try_add(Run& run, const CapturedGraph& g, size_t i) {
+bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
   const CapturedGraph::Node& node = g.nodes()[i];
-  LaneType result_lane;
-  if (!is_fusable_pointwise(node, &result_lane)) return false;
-  const int result = node.results[0].value;
+  LaneType result_lane = LaneType::Float;
+  const bool cast = is_fresh_copy(node, i, fresh);
+  if (!cast && !is_fusable_pointwise(node, &result_lane)) return false;
+  const int result = cast ? node.args[0].value : node.results[0].value;
   const Meta& rm = g.meta(result);
   if (!rm.known || !rm.device.is_cpu() || !contiguous(rm)) return false;
   if (rm.dtype != (result_lane == LaneType::Float ? DType::Float32 : DType::Bool)) return false;
@@ -66,13 +96,23 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i) {
   if (numel == 0) return false;
   if (!run.empty() && (rm.sizes != run.sizes)) return false;
   int64_t cols = run.empty() ? numel : run.cols;
-  std::vector<LaneType> lanes = operand_lane_types(node);
+  std::vector<LaneType> lanes;
+  std::vector<const CapturedGraph::Slot*> operand_slots;
+  if (cast) {  // the source: a mask or a float the loop made, or a float tensor
+    const int src = node.args[1].value;
+    auto it = run.made.find(src);
+    lanes.push_back(it != run.made.end() ? it->second : LaneType::Float);
+    operand_slots.push_back(&node.args[1]);
+  } else {
+    lanes = operand_lane_types(node);
+    for (const CapturedGraph::Slot& s : node.args)
+      if (s.kind == CapturedGraph::Slot::Value) operand_slots.push_back(&s);
+  }
   std::vector<int> operands;
   std::vector<std::pair<int, FusedKernel::InputKind>> new_inputs;
   size_t k = 0;
-  for (const CapturedGraph::Slot& s : node.args) {
-    if (s.kind != CapturedGraph::Slot::Value) continue;
-    const int v = s.value;
+  for (const CapturedGraph::Slot* slot : operand_slots) {
+    const int v = slot->value;
     const LaneType want = lanes[k++];
     operands.push_back(v);
     if (auto it = run.made.find(v); it != run.made.end()) {
@@ -99,6 +139,10 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i) {
     } else if (is_suffix(trimmed, rm.sizes) && n > 1 && (cols == numel || cols == n)) {
       cols = n;
       new_inputs.push_back({v, FusedKernel::InputKind::Column});
+    } else if (const int64_t row_cols = row_broadcast_cols(m.sizes, rm.sizes);
+               row_cols > 0 && (cols == numel || cols == row_cols)) {
+      cols = row_cols;
+      new_inputs.push_back({v, FusedKernel::InputKind::Row});
     } else {
       return false;
     }
@@ -115,7 +159,10 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i) {
     run.plan.inputs.push_back(v);
     run.plan.input_kinds.push_back(kind);
   }
-  run.plan.steps.push_back({&node, operands, result});
+  LoopPlan::Step step{&node, operands, result};
+  step.cast = cast;
+  step.cast_from_mask = cast && lanes[0] == LaneType::Mask;
+  run.plan.steps.push_back(step);
   run.made[result] = result_lane;
   return true;
 }
@@ -156,6 +203,24 @@ FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, c
       makes_number[i] = makes_number[i + 1] = 1;
   }
 
+  // Allocations a copy_ fills first (Tensor::to's cast) move before the loop too; the loop makes that value.
+  Fresh fresh;
+  fresh.allocated.assign(static_cast<size_t>(g.num_values()), 0);
+  fresh.first_use.assign(static_cast<size_t>(g.num_values()), nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].is_alloc()) fresh.allocated[nodes[i].results[0].value] = 1;
+    for (const CapturedGraph::Slot& s : nodes[i].args) {
+      if (s.kind == CapturedGraph::Slot::Value) fresh.first_use[s.value] = std::min(fresh.first_use[s.value], i);
+      for (int v : s.values) fresh.first_use[v] = std::min(fresh.first_use[v], i);
+    }
+  }
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].is_alloc()) {
+      const int v = nodes[i].results[0].value;
+      const size_t use = fresh.first_use[v];
+      if (use < nodes.size() && is_fresh_copy(nodes[use], use, fresh)) makes_number[i] = 1;  // (movable alike)
+    }
+
   // The new program, in order: a node of the graph (index) or a run (-1 - its index in runs).
   std::vector<Run> runs;
   std::vector<long> program;
@@ -172,11 +237,15 @@ FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, c
       kept = kept && !run.plan.outputs.empty();
     }
     if (kept) {
-      for (size_t i : moved) program.push_back(static_cast<long>(i));
+      for (size_t i : moved)  // (an allocation the loop fills itself is not made)
+        if (!(nodes[i].is_alloc() && run.made.count(nodes[i].results[0].value)))
+          program.push_back(static_cast<long>(i));
       program.push_back(-1 - static_cast<long>(runs.size()));
       runs.push_back(std::move(run));
-    } else if (!run.empty()) {  // the nodes as they were
+    } else if (!run.empty()) {  // the nodes as they were, and those moved past its last step
       for (size_t i = run.first; i <= run.last; ++i) program.push_back(static_cast<long>(i));
+      for (size_t i : moved)
+        if (i > run.last) program.push_back(static_cast<long>(i));
     } else {
       for (size_t i : moved) program.push_back(static_cast<long>(i));
     }
@@ -189,9 +258,9 @@ FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, c
       moved.push_back(i);
       continue;
     }
-    if (try_add(current, g, i)) continue;
+    if (try_add(current, g, i, fresh)) continue;
     close(current);
-    if (!try_add(current, g, i)) program.push_back(static_cast<long>(i));
+    if (!try_add(current, g, i, fresh)) program.push_back(static_cast<long>(i));
   }
   close(current);
   if (runs.empty()) return result;
@@ -215,7 +284,7 @@ FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, c
     const Run& run = runs[r];
     auto kernel = std::make_shared<FusedKernel>();
     kernel->name = names[r];
-    for (const LoopPlan::Step& s : run.plan.steps) kernel->ops.push_back(s.node->op->name());
+    for (const LoopPlan::Step& s : run.plan.steps) kernel->ops.push_back(s.cast ? "to" : s.node->op->name());
     kernel->inputs = run.plan.input_kinds;
     kernel->cols = run.cols;
     kernel->rows = run.numel / run.cols;

@@ -216,12 +216,21 @@ std::string loop_source(const std::string& name, const LoopPlan& plan) {
       case FusedKernel::InputKind::Column:
         body += fmt::format("  const __m256 v{} = tr_load<kFull>(in[{}] + c, m);\n", v, i);
         break;
+      case FusedKernel::InputKind::Row:
+        body += fmt::format("  const __m256 v{} = _mm256_set1_ps(in[{}][r]);\n", v, i);
+        break;
       case FusedKernel::InputKind::Scalar:
         body += fmt::format("  const __m256 v{} = _mm256_set1_ps(in[{}][0]);\n", v, i);
         break;
     }
   }
   for (const LoopPlan::Step& step : plan.steps) {
+    if (step.cast) {
+      body += fmt::format("  const __m256 v{} = {};  // copy_ (a cast)\n", step.result,
+                          step.cast_from_mask ? fmt::format("_mm256_and_ps(v{}, _mm256_set1_ps(1.0f))", step.operands[0])
+                                              : fmt::format("v{}", step.operands[0]));
+      continue;
+    }
     const OpCode& code = *code_of(*step.node);
     Operands names;
     for (int v : step.operands) names.push_back(fmt::format("v{}", v));
@@ -232,14 +241,14 @@ std::string loop_source(const std::string& name, const LoopPlan& plan) {
     body += fmt::format("  tr_store<kFull>(out[{}] + i, v{}, m);\n", k, plan.outputs[k]);
   return fmt::format(R"(
 template <bool kFull>
-TR_INLINE void {0}_step(const float* const* in, float* const* out, int64_t i, int64_t c, __m256i m) {{
+TR_INLINE void {0}_step(const float* const* in, float* const* out, int64_t r, int64_t i, int64_t c, __m256i m) {{
 {1}}}
 extern "C" void {0}(const float* const* in, float* const* out, int64_t rows, int64_t cols) {{
   const __m256i all = _mm256_set1_epi32(-1);
   for (int64_t r = 0; r < rows; ++r) {{
     int64_t c = 0;
-    for (; c + 8 <= cols; c += 8) {0}_step<true>(in, out, r * cols + c, c, all);
-    if (c < cols) {0}_step<false>(in, out, r * cols + c, c, tr_tail_mask(cols - c));
+    for (; c + 8 <= cols; c += 8) {0}_step<true>(in, out, r, r * cols + c, c, all);
+    if (c < cols) {0}_step<false>(in, out, r, r * cols + c, c, tr_tail_mask(cols - c));
   }}
 }}
 )",

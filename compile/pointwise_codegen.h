@@ -28,6 +28,9 @@ struct LoopPlan {
     const CapturedGraph::Node* node;
     std::vector<int> operands;
     int result;
+    // copy_ into a fresh float tensor (a cast, as Tensor::to makes it): from a mask (1.0 or 0.0) or a float.
+    bool cast = false;
+    bool cast_from_mask = false;
   };
   std::vector<int> inputs;
   std::vector<FusedKernel::InputKind> input_kinds;

@@ -96,6 +96,7 @@ const char* kind_name(FusedKernel::InputKind k) {
   switch (k) {
     case FusedKernel::InputKind::Full: return "full";
     case FusedKernel::InputKind::Column: return "column";
+    case FusedKernel::InputKind::Row: return "row";
     case FusedKernel::InputKind::Scalar: return "scalar";
   }
   return "?";
@@ -104,6 +105,7 @@ const char* kind_name(FusedKernel::InputKind k) {
 FusedKernel::InputKind kind_of(const std::string& name) {
   if (name == "full") return FusedKernel::InputKind::Full;
   if (name == "column") return FusedKernel::InputKind::Column;
+  if (name == "row") return FusedKernel::InputKind::Row;
   TR_CHECK(name == "scalar", ValueError, "program: a fused loop input of unknown kind '{}'", name);
   return FusedKernel::InputKind::Scalar;
 }

@@ -149,6 +149,46 @@ TEST_F(Fusion, WhatDoesNotFitEndsARun) {
   EXPECT_TRUE(allclose(got[1], add(transpose(other, 0, 1), 1), 0.0, 0.0));
 }
 
+TEST_F(Fusion, PerRowStatisticsAndCastsJoinTheLoop) {
+  // Layer norm's pattern: (x - mean) * rstd with [4, 1] statistics; relu's backward: g * (x > 0).to(float32).
+  Tensor x = randn({4, 6}), g = randn({4, 6});
+  auto program = [](const std::vector<Tensor>& in) {
+    Tensor mu = mean(in[0], {1}, true);
+    Tensor rstd = rsqrt(add(mean(mul(in[0], in[0]), {1}, true), 1e-5));
+    Tensor normed = mul(sub(in[0], mu), rstd);
+    return std::vector<Tensor>{normed, mul(in[1], gt(normed, 0).to(DType::Float32))};
+  };
+  auto graph = record({x, g}, program);
+  FusionResult fused = fuse_pointwise(graph, {});
+  bool row = false, cast = false;
+  for (const auto& node : fused.graph->nodes())
+    if (node.fused) {
+      for (auto kind : node.fused->inputs) row = row || kind == FusedKernel::InputKind::Row;
+      for (const std::string& op : node.fused->ops) cast = cast || op == "to";
+    }
+  EXPECT_TRUE(row && cast) << fused.graph->to_string();
+  NoGradGuard no_grad;
+  Tensor other = randn({4, 6});
+  std::vector<Tensor> got = fused.graph->run({other, g});
+  std::vector<Tensor> expected = program({other, g});
+  EXPECT_TRUE(allclose(got[0], expected[0], 1e-6, 1e-6));
+  EXPECT_TRUE(allclose(got[1], expected[1], 1e-6, 1e-6));
+}
+
+TEST_F(Fusion, AnAbandonedRunKeepsTheNumbersMovedPastIt) {
+  // mul alone (no loop), then pow(a, 2): its number 2 is made after the mul, read by pow, which ends the run;
+  // then exp and tanh, a loop (so the new program is used).
+  Tensor x = randn({3, 5}), y = randn({3, 5});
+  auto program = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{tanh(exp(pow(mul(in[0], in[1]), 2)))};
+  };
+  auto graph = record({x, y}, program);
+  FusionResult fused = fuse_pointwise(graph, {});
+  EXPECT_EQ(fused.loops, 1) << fused.graph->to_string();
+  NoGradGuard no_grad;
+  EXPECT_TRUE(allclose(fused.graph->run({x, y})[0], program({x, y})[0], 1e-6, 1e-6));
+}
+
 TEST_F(Fusion, KernelsAreCompiledOnceThenFoundInTheCache) {
   const std::string source = loops_prelude() + "extern \"C\" int answer() { return 42; }\n";
   auto first = KernelLibrary::load(source);
