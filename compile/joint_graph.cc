@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
 #include "base/error.h"
+#include "compile/dead_code.h"
 #include "compile/fusion.h"
 #include "tensor/factories.h"
 
@@ -132,21 +133,23 @@ std::shared_ptr<JointGraph> JointGraph::record(std::shared_ptr<const CapturedGra
   joint->forward_ = std::move(forward);
   joint->keep_ = joint->saved_;
   joint->keep_.insert(joint->keep_.end(), joint->targets_.begin(), joint->targets_.end());
-  joint->forward_run_ = joint->forward_;
-  joint->backward_run_ = joint->backward_;
+  int dead_forward = 0, dead_backward = 0;
+  joint->forward_run_ = eliminate_dead_nodes(joint->forward_, joint->keep_, &dead_forward);
+  joint->backward_run_ = eliminate_dead_nodes(joint->backward_, {}, &dead_backward);
+  const std::string dead = fmt::format("{} dead ops dropped", dead_forward + dead_backward);
   if (!fusion_enabled()) {
-    joint->fusion_note_ = "fusion off (TRAINRUN_COMPILE_FUSION=0)";
+    joint->fusion_note_ = dead + "; fusion off (TRAINRUN_COMPILE_FUSION=0)";
     return joint;
   }
   try {
-    const FusionResult f = fuse_pointwise(joint->forward_, joint->keep_);
-    const FusionResult b = fuse_pointwise(joint->backward_, {});
+    const FusionResult f = fuse_pointwise(joint->forward_run_, joint->keep_);
+    const FusionResult b = fuse_pointwise(joint->backward_run_, {});
     joint->forward_run_ = f.graph;
     joint->backward_run_ = b.graph;
-    joint->fusion_note_ = fmt::format("forward: {} loops for {} ops, backward: {} loops for {} ops", f.loops,
-                                      f.ops_fused, b.loops, b.ops_fused);
+    joint->fusion_note_ = fmt::format("{}; forward: {} loops for {} ops, backward: {} loops for {} ops", dead,
+                                      f.loops, f.ops_fused, b.loops, b.ops_fused);
   } catch (const ValueError& e) {  // no compiler, or it failed: the recorded ops run one by one
-    joint->fusion_note_ = fmt::format("not fused: {}", e.what());
+    joint->fusion_note_ = fmt::format("{}; not fused: {}", dead, e.what());
   }
   return joint;
 }

@@ -10,6 +10,7 @@
 #include "compile/aot_package.h"
 #include "compile/captured_graph.h"
 #include "compile/graph_capture.h"
+#include "compile/dead_code.h"
 #include "compile/fusion.h"
 #include "compile/joint_graph.h"
 #include "nn/module.h"
@@ -107,11 +108,13 @@ void bind_compile(py::module_& m) {
     if (!compile::fusion_enabled()) return {g, "fusion off (TRAINRUN_COMPILE_FUSION=0)", ""};
     for (const auto& node : g->nodes())
       if (node.grad_enabled) return {g, "not fused: part of the call ran with grad enabled", ""};
+    int dead = 0;
+    const std::shared_ptr<const compile::CapturedGraph> live = compile::eliminate_dead_nodes(g, {}, &dead);
     try {
-      const compile::FusionResult f = compile::fuse_pointwise(g, {});
+      const compile::FusionResult f = compile::fuse_pointwise(live, {});
       // (const in C++: nothing changes a graph once made; Python only runs and prints it)
       return {std::const_pointer_cast<compile::CapturedGraph>(f.graph),
-              fmt::format("{} loops for {} ops", f.loops, f.ops_fused), f.source};
+              fmt::format("{} dead ops dropped; {} loops for {} ops", dead, f.loops, f.ops_fused), f.source};
     } catch (const ValueError& e) {
       return {g, fmt::format("not fused: {}", e.what()), ""};
     }

@@ -15,6 +15,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
+#include "compile/dead_code.h"
 #include "compile/fused_kernel.h"
 #include "compile/graph_capture.h"
 #include "compile/joint_graph.h"
@@ -187,6 +188,27 @@ TEST_F(Fusion, AnAbandonedRunKeepsTheNumbersMovedPastIt) {
   EXPECT_EQ(fused.loops, 1) << fused.graph->to_string();
   NoGradGuard no_grad;
   EXPECT_TRUE(allclose(fused.graph->run({x, y})[0], program({x, y})[0], 1e-6, 1e-6));
+}
+
+TEST_F(Fusion, DeadNodesGoAndWritesToInputsStay) {
+  Tensor x = ft({1.0f, 2.0f}), counter = ft({0.0f, 0.0f});
+  auto program = [](const std::vector<Tensor>& in) {
+    Tensor unused = exp(sum(in[0]));  // read by nothing: dead (sum and exp)
+    Tensor c = in[1];
+    add_(c, 1);                       // a write to an input: stays
+    return std::vector<Tensor>{mul(in[0], 3)};
+  };
+  auto graph = record({x, counter}, program);
+  int removed = 0;
+  auto live = eliminate_dead_nodes(graph, {}, &removed);
+  EXPECT_GE(removed, 2) << graph->to_string();
+  NoGradGuard no_grad;
+  Tensor fresh_counter = ft({5.0f, 5.0f});
+  EXPECT_TRUE(allclose(live->run({x, fresh_counter})[0], ft({3.0f, 6.0f}), 0.0, 0.0));
+  EXPECT_TRUE(allclose(fresh_counter, ft({6.0f, 6.0f}), 0.0, 0.0)) << live->to_string();
+  int none = -1;
+  EXPECT_EQ(eliminate_dead_nodes(live, {}, &none), live);
+  EXPECT_EQ(none, 0);
 }
 
 TEST_F(Fusion, KernelsAreCompiledOnceThenFoundInTheCache) {
