@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "compile/dead_code.h"
 #include "compile/fusion.h"
+#include "compile/recompute.h"
 #include "tensor/factories.h"
 
 namespace trainrun::compile {
@@ -131,12 +132,19 @@ std::shared_ptr<JointGraph> JointGraph::record(std::shared_ptr<const CapturedGra
     joint->saved_ = recording.saved_for_backward();
   }
   joint->forward_ = std::move(forward);
-  joint->keep_ = joint->saved_;
+  const RecomputePlan recompute =
+      plan_recompute(*joint->forward_, joint->backward_, joint->saved_, joint->differentiable_outputs_.size());
+  joint->saved_ = recompute.saved;
+  joint->keep_.clear();
+  for (int v : joint->saved_)
+    if (v >= 0) joint->keep_.push_back(v);
   joint->keep_.insert(joint->keep_.end(), joint->targets_.begin(), joint->targets_.end());
   int dead_forward = 0, dead_backward = 0;
   joint->forward_run_ = eliminate_dead_nodes(joint->forward_, joint->keep_, &dead_forward);
-  joint->backward_run_ = eliminate_dead_nodes(joint->backward_, {}, &dead_backward);
-  const std::string dead = fmt::format("{} dead ops dropped", dead_forward + dead_backward);
+  joint->backward_run_ = eliminate_dead_nodes(recompute.backward, {}, &dead_backward);
+  const std::string dead =
+      fmt::format("{} saved values recomputed in backward ({} kB not kept), {} dead ops dropped", recompute.recomputed,
+                  recompute.bytes / 1024, dead_forward + dead_backward);
   if (!fusion_enabled()) {
     joint->fusion_note_ = dead + "; fusion off (TRAINRUN_COMPILE_FUSION=0)";
     return joint;
@@ -161,7 +169,7 @@ std::vector<Tensor> JointGraph::run(const std::vector<Tensor>& inputs) const {
   std::vector<Tensor> values = forward_run_->run(inputs, options);
   const size_t num_outputs = forward_->outputs().size();
   const auto saved_begin = values.begin() + static_cast<std::ptrdiff_t>(num_outputs);
-  const auto targets_begin = saved_begin + static_cast<std::ptrdiff_t>(saved_.size());
+  const auto targets_begin = values.end() - static_cast<std::ptrdiff_t>(targets_.size());
   if (!GradMode::is_enabled()) {  // (recorded with grad on, run under no_grad: no graph wanted)
     values.resize(num_outputs);
     return values;
@@ -173,8 +181,11 @@ std::vector<Tensor> JointGraph::run(const std::vector<Tensor>& inputs) const {
     any = any || edges.back().valid();
   }
   if (any) {
-    auto node = std::make_shared<CompiledBackward>(std::move(edges), shared_from_this(),
-                                                   std::vector<Tensor>(saved_begin, targets_begin));
+    std::vector<Tensor> saved;  // one per saved value; undefined where the backward recomputes it
+    saved.reserve(saved_.size());
+    auto next = saved_begin;
+    for (int v : saved_) saved.push_back(v >= 0 ? *next++ : Tensor());
+    auto node = std::make_shared<CompiledBackward>(std::move(edges), shared_from_this(), std::move(saved));
     node->set_num_inputs(static_cast<uint32_t>(differentiable_outputs_.size()));
     for (size_t k = 0; k < differentiable_outputs_.size(); ++k)
       set_history(values[differentiable_outputs_[k]], node, static_cast<uint32_t>(k));

@@ -49,7 +49,11 @@ class JointGraph : public std::enable_shared_from_this<JointGraph> {
   // "3 loops for 11 ops", or why nothing was fused.
   const std::string& fusion_note() const { return fusion_note_; }
   // Forward values the backward reads (its inputs after the output gradients).
-  size_t num_saved() const { return saved_.size(); }
+  size_t num_saved() const {
+    size_t n = 0;
+    for (int v : saved_) n += v >= 0;
+    return n;
+  }
 
  private:
   friend class CompiledBackward;
@@ -59,9 +63,9 @@ class JointGraph : public std::enable_shared_from_this<JointGraph> {
   std::string fusion_note_;
   std::vector<int> differentiable_outputs_;  // positions in forward outputs; their gradients are the backward's inputs
   std::vector<OutputMeta> output_metas_;     // one per differentiable output
-  std::vector<int> saved_;                   // forward values passed to the backward
+  std::vector<int> saved_;                   // forward values passed to the backward (-1: it recomputes it)
   std::vector<int> targets_;                 // forward values (inputs, constants) whose gradients the backward gives
-  std::vector<int> keep_;                    // saved_ then targets_: what the forward run returns after its outputs
+  std::vector<int> keep_;                    // saved_ (less -1s) then targets_: what the forward run returns
 };
 
 }  // namespace trainrun::compile

@@ -22,7 +22,8 @@ read, and give the outputs one autograd node that runs the recorded
 backward. Where it cannot be recorded (explain() says why), replays build
 autograd's graph op by op, as the eager call does.
 
-Not yet here: fused generated kernels."""
+Both programs then lose their dead nodes and have their pointwise runs
+fused into generated loops (compile/dead_code.h, compile/fusion.h)."""
 import collections
 import functools
 

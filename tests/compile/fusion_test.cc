@@ -20,6 +20,7 @@
 #include "compile/graph_capture.h"
 #include "compile/joint_graph.h"
 #include "compile/kernel_library.h"
+#include "compile/recompute.h"
 #include "compile/pointwise_codegen.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
@@ -259,6 +260,35 @@ TEST_F(Fusion, AJointGraphsBackwardGivesEagersGradientsFromOneNode) {
   backward(program(other), Tensor());
   EXPECT_TRUE(allclose(gw, grad(w), 1e-5, 1e-6));
   EXPECT_TRUE(allclose(gb, grad(b), 1e-5, 1e-6));
+}
+
+TEST_F(Fusion, ABackwardRecomputesWhatOnePointwiseOpMadeFromSavedValues) {
+  // h = gelu(x @ w) feeds h @ v: v's gradient reads h, gelu's reads its input, so h is made again, not kept.
+  Tensor w = randn({5, 6}), v = randn({6, 3});
+  set_requires_grad(w, true);
+  set_requires_grad(v, true);
+  auto program = [&](const Tensor& x) { return sum(mm(gelu(mm(x, w)), v)); };
+  Tensor x = randn({4, 5});
+  auto graph = std::make_shared<CapturedGraph>();
+  std::shared_ptr<JointGraph> joint;
+  {
+    GraphCapture capture(*graph, {x});
+    Tensor y = program(x);
+    capture.finish({y});
+    std::string why;
+    joint = JointGraph::record(graph, capture, {x}, {y}, &why);
+    ASSERT_NE(joint, nullptr) << why;
+  }
+  EXPECT_NE(joint->fusion_note().find("1 saved values recomputed in backward (0 kB"), std::string::npos)
+      << joint->fusion_note();
+  Tensor other = randn({4, 5});
+  backward(joint->run({other})[0], Tensor());
+  Tensor gw = grad(w), gv = grad(v);
+  set_grad(w, Tensor());
+  set_grad(v, Tensor());
+  backward(program(other), Tensor());
+  EXPECT_TRUE(allclose(gw, grad(w), 1e-5, 1e-6));
+  EXPECT_TRUE(allclose(gv, grad(v), 1e-5, 1e-6));
 }
 
 }  // namespace
