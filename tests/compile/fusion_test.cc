@@ -232,34 +232,44 @@ TEST_F(Fusion, AFailingCompilerIsAnErrorThatSaysSo) {
   expect_error<ValueError>([] { KernelLibrary::load("this is not C++"); }, {"the C++ compiler failed", "error"});
 }
 
+// The joint graph of program(x) (one scalar output), recorded from one call.
+template <typename F>
+std::shared_ptr<JointGraph> record_joint(F program, const Tensor& x) {
+  auto graph = std::make_shared<CapturedGraph>();
+  GraphCapture capture(*graph, {x});
+  Tensor y = program(x);
+  capture.finish({y});
+  std::string why;
+  std::shared_ptr<JointGraph> joint = JointGraph::record(graph, capture, {x}, {y}, &why);
+  EXPECT_NE(joint, nullptr) << why;
+  return joint;
+}
+
+// The gradients of `weights` from backward through joint->run(x), then from eager program(x): equal.
+template <typename F>
+void expect_eager_gradients(const JointGraph& joint, F program, const Tensor& x, const std::vector<Tensor>& weights) {
+  Tensor y = joint.run({x})[0];
+  EXPECT_EQ(grad_fn(y)->name(), "CompiledFunctionBackward");
+  backward(y, Tensor());
+  std::vector<Tensor> replayed;
+  for (const Tensor& w : weights) {
+    replayed.push_back(grad(w));
+    set_grad(w, Tensor());
+  }
+  backward(program(x), Tensor());
+  for (size_t i = 0; i < weights.size(); ++i) EXPECT_TRUE(allclose(replayed[i], grad(weights[i]), 1e-5, 1e-6)) << i;
+}
+
 TEST_F(Fusion, AJointGraphsBackwardGivesEagersGradientsFromOneNode) {
   Tensor w = randn({6, 5});
   Tensor b = randn({5});
   set_requires_grad(w, true);
   set_requires_grad(b, true);
   auto program = [&](const Tensor& x) { return sum(mul(gelu(add(mm(x, w), b)), 0.5)); };
-  Tensor x = randn({4, 6});
-  auto graph = std::make_shared<CapturedGraph>();
-  std::shared_ptr<JointGraph> joint;
-  {
-    GraphCapture capture(*graph, {x});
-    Tensor y = program(x);
-    capture.finish({y});
-    std::string why;
-    joint = JointGraph::record(graph, capture, {x}, {y}, &why);
-    ASSERT_NE(joint, nullptr) << why;
-  }
+  std::shared_ptr<JointGraph> joint = record_joint(program, randn({4, 6}));
+  ASSERT_NE(joint, nullptr);
   EXPECT_NE(joint->fusion_note().find("backward: 1 loops"), std::string::npos) << joint->fusion_note();
-  Tensor other = randn({4, 6});
-  Tensor y = joint->run({other})[0];
-  EXPECT_EQ(grad_fn(y)->name(), "CompiledFunctionBackward");
-  backward(y, Tensor());
-  Tensor gw = grad(w), gb = grad(b);
-  set_grad(w, Tensor());
-  set_grad(b, Tensor());
-  backward(program(other), Tensor());
-  EXPECT_TRUE(allclose(gw, grad(w), 1e-5, 1e-6));
-  EXPECT_TRUE(allclose(gb, grad(b), 1e-5, 1e-6));
+  expect_eager_gradients(*joint, program, randn({4, 6}), {w, b});
 }
 
 TEST_F(Fusion, ABackwardRecomputesWhatOnePointwiseOpMadeFromSavedValues) {
@@ -268,27 +278,11 @@ TEST_F(Fusion, ABackwardRecomputesWhatOnePointwiseOpMadeFromSavedValues) {
   set_requires_grad(w, true);
   set_requires_grad(v, true);
   auto program = [&](const Tensor& x) { return sum(mm(gelu(mm(x, w)), v)); };
-  Tensor x = randn({4, 5});
-  auto graph = std::make_shared<CapturedGraph>();
-  std::shared_ptr<JointGraph> joint;
-  {
-    GraphCapture capture(*graph, {x});
-    Tensor y = program(x);
-    capture.finish({y});
-    std::string why;
-    joint = JointGraph::record(graph, capture, {x}, {y}, &why);
-    ASSERT_NE(joint, nullptr) << why;
-  }
+  std::shared_ptr<JointGraph> joint = record_joint(program, randn({4, 5}));
+  ASSERT_NE(joint, nullptr);
   EXPECT_NE(joint->fusion_note().find("1 saved values recomputed in backward (0 kB"), std::string::npos)
       << joint->fusion_note();
-  Tensor other = randn({4, 5});
-  backward(joint->run({other})[0], Tensor());
-  Tensor gw = grad(w), gv = grad(v);
-  set_grad(w, Tensor());
-  set_grad(v, Tensor());
-  backward(program(other), Tensor());
-  EXPECT_TRUE(allclose(gw, grad(w), 1e-5, 1e-6));
-  EXPECT_TRUE(allclose(gv, grad(v), 1e-5, 1e-6));
+  expect_eager_gradients(*joint, program, randn({4, 5}), {w, v});
 }
 
 }  // namespace
