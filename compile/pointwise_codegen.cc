@@ -226,9 +226,10 @@ std::string loop_source(const std::string& name, const LoopPlan& plan) {
   }
   for (const LoopPlan::Step& step : plan.steps) {
     if (step.cast) {
-      body += fmt::format("  const __m256 v{} = {};  // copy_ (a cast)\n", step.result,
-                          step.cast_from_mask ? fmt::format("_mm256_and_ps(v{}, _mm256_set1_ps(1.0f))", step.operands[0])
-                                              : fmt::format("v{}", step.operands[0]));
+      const int src = step.operands[0];
+      const std::string value = step.cast_from_mask ? fmt::format("_mm256_and_ps(v{}, _mm256_set1_ps(1.0f))", src)
+                                                    : fmt::format("v{}", src);
+      body += fmt::format("  const __m256 v{} = {};  // copy_ (a cast)\n", step.result, value);
       continue;
     }
     const OpCode& code = *code_of(*step.node);
