@@ -1,10 +1,22 @@
 #include "compile/recompute.h"
 
+#include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "compile/pointwise_codegen.h"
 
 namespace trainrun::compile {
+
+namespace {
+
+bool cheap(const CapturedGraph::Node& node) {
+  static const std::unordered_set<std::string> ops = {"add", "sub", "mul", "div", "neg",     "abs",
+                                                      "relu", "where", "addcmul", "lerp"};
+  return node.op != nullptr && ops.count(node.op->name()) > 0;
+}
+
+}  // namespace
 
 RecomputePlan plan_recompute(const CapturedGraph& forward, const std::shared_ptr<const CapturedGraph>& backward,
                              const std::vector<int>& saved, size_t num_gradients) {
@@ -25,7 +37,7 @@ RecomputePlan plan_recompute(const CapturedGraph& forward, const std::shared_ptr
     if (p == producer.end()) continue;  // an input or a captured tensor: kept by its owner anyway
     const CapturedGraph::Node& node = forward.nodes()[p->second];
     LaneType lane;
-    if (!is_fusable_pointwise(node, &lane) || lane != LaneType::Float || node.random_elements >= 0) continue;
+    if (!cheap(node) || !is_fusable_pointwise(node, &lane) || lane != LaneType::Float) continue;
     CapturedGraph::Node copy = node;
     bool from_saved = true;
     for (CapturedGraph::Slot& a : copy.args) {

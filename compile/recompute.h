@@ -1,10 +1,12 @@
 #pragma once
 // Saved tensors a recorded backward can make again instead of keeping: a
-// value the forward computed with one pointwise op from other saved values
-// (relu(x) when x is saved for relu's own backward, gelu(x) likewise) is
+// value the forward computed with one cheap pointwise op (arithmetic,
+// relu, where: no transcendental function) from other saved values (h =
+// t * gain when t and gain are saved for the mul's own backward) is
 // recomputed in the backward, just before its first reader, so the forward
 // keeps one activation fewer alive until backward. A recomputed op reads
-// only saved tensors, so no other value's life grows.
+// only saved tensors, so no other value's life grows. GELU's erf costs
+// more than it saves (4 ns an element here: it would cost the MLP's step 9%).
 #include <memory>
 #include <vector>
 

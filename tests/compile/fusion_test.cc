@@ -272,17 +272,17 @@ TEST_F(Fusion, AJointGraphsBackwardGivesEagersGradientsFromOneNode) {
   expect_eager_gradients(*joint, program, randn({4, 6}), {w, b});
 }
 
-TEST_F(Fusion, ABackwardRecomputesWhatOnePointwiseOpMadeFromSavedValues) {
-  // h = gelu(x @ w) feeds h @ v: v's gradient reads h, gelu's reads its input, so h is made again, not kept.
-  Tensor w = randn({5, 6}), v = randn({6, 3});
-  set_requires_grad(w, true);
-  set_requires_grad(v, true);
-  auto program = [&](const Tensor& x) { return sum(mm(gelu(mm(x, w)), v)); };
+TEST_F(Fusion, ABackwardRecomputesWhatOneCheapPointwiseOpMadeFromSavedValues) {
+  // h = tanh(x @ w) * gain feeds h @ v: v's gradient reads h, the mul's reads tanh's output and gain (saved
+  // anyway), so h is made again, not kept. tanh's output itself is kept: tanh costs more than it saves.
+  Tensor w = randn({5, 6}), gain = randn({6}), v = randn({6, 3});
+  for (Tensor* t : {&w, &gain, &v}) set_requires_grad(*t, true);
+  auto program = [&](const Tensor& x) { return sum(mm(mul(tanh(mm(x, w)), gain), v)); };
   std::shared_ptr<JointGraph> joint = record_joint(program, randn({4, 5}));
   ASSERT_NE(joint, nullptr);
   EXPECT_NE(joint->fusion_note().find("1 saved values recomputed in backward (0 kB"), std::string::npos)
       << joint->fusion_note();
-  expect_eager_gradients(*joint, program, randn({4, 5}), {w, v});
+  expect_eager_gradients(*joint, program, randn({4, 5}), {w, gain, v});
 }
 
 }  // namespace
