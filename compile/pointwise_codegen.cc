@@ -191,8 +191,21 @@ TR_INLINE __m256 tr_sigmoid(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);
   return _mm256_div_ps(one, _mm256_add_ps(one, Sleef_expf8_u10avx2(_mm256_xor_ps(x, _mm256_set1_ps(-0.0f)))));
 }
+// GELU's erf, as the eager GELU computes it (tensor/cpu/vec_math.h, erf_gelu: Abramowitz and Stegun 7.1.26).
+TR_INLINE __m256 tr_erf_gelu(__m256 x) {
+  const __m256 sign = _mm256_and_ps(_mm256_set1_ps(-0.0f), x);
+  const __m256 a = _mm256_xor_ps(sign, x);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one));
+  __m256 r = _mm256_fmadd_ps(_mm256_set1_ps(1.061405429f), t, _mm256_set1_ps(-1.453152027f));
+  r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(1.421413741f));
+  r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(-0.284496736f));
+  r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(0.254829592f));
+  const __m256 e = Sleef_expf8_u10avx2(_mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_mul_ps(x, x)));
+  return _mm256_xor_ps(sign, _mm256_fnmadd_ps(_mm256_mul_ps(e, t), r, one));
+}
 TR_INLINE __m256 tr_gelu(__m256 x) {  // x/2 (1 + erf(x / sqrt 2))
-  const __m256 e = Sleef_erff8_u10avx2(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
+  const __m256 e = tr_erf_gelu(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
   return _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(0.5f)), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 TR_INLINE __m256 tr_gelu_tanh(__m256 x) {  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))

@@ -39,7 +39,7 @@ bool vectorized_f32(const float* a, float* o, int64_t n) {
           else for (int64_t i = 0; i < m; ++i) o[b + i] = x[i] / (1.f + buf[i]);
         } else if (op == UnaryOp::GeluErf) {
           for (int64_t i = 0; i < m; ++i) buf[i] = x[i] * 0.70710678118654752440f;
-          vec::erf(buf, buf, m);
+          vec::erf_gelu(buf, buf, m);
           for (int64_t i = 0; i < m; ++i) o[b + i] = 0.5f * x[i] * (1.f + buf[i]);
         } else {
           for (int64_t i = 0; i < m; ++i) buf[i] = 0.79788456080286535588f * (x[i] + 0.044715f * x[i] * x[i] * x[i]);

@@ -23,8 +23,23 @@ inline void apply(const float* x, float* y, int64_t n) {
   }
 }
 
+// erf(x) = sign(x) (1 - t (p1 + t (p2 + t (p3 + t (p4 + t p5)))) exp(-x^2)), t = 1 / (1 + p |x|).
+inline __m256 erf_as(__m256 x) {
+  const __m256 sign = _mm256_and_ps(_mm256_set1_ps(-0.0f), x);
+  const __m256 a = _mm256_xor_ps(sign, x);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one));
+  __m256 r = _mm256_fmadd_ps(_mm256_set1_ps(1.061405429f), t, _mm256_set1_ps(-1.453152027f));
+  r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(1.421413741f));
+  r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(-0.284496736f));
+  r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(0.254829592f));
+  const __m256 e = Sleef_expf8_u10avx2(_mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_mul_ps(x, x)));
+  return _mm256_xor_ps(sign, _mm256_fnmadd_ps(_mm256_mul_ps(e, t), r, one));
+}
+
 }  // namespace
 
+void erf_gelu(const float* x, float* y, int64_t n) { apply<erf_as>(x, y, n); }
 void exp(const float* x, float* y, int64_t n) { apply<Sleef_expf8_u10avx2> (x, y, n); }
 void log(const float* x, float* y, int64_t n) { apply<Sleef_logf8_u10avx2> (x, y, n); }
 void log1p(const float* x, float* y, int64_t n) { apply<Sleef_log1pf8_u10avx2> (x, y, n); }

@@ -13,6 +13,10 @@ void tanh(const float* x, float* y, int64_t n);
 void erf(const float* x, float* y, int64_t n);
 void sin(const float* x, float* y, int64_t n);
 void cos(const float* x, float* y, int64_t n);
+// GELU's erf: Abramowitz and Stegun 7.1.26 (absolute error under 1.5e-7),
+// the approximation PyTorch's GELU kernels compute; 3-4x faster than erf's
+// 1-ulp kernel, which torch.erf keeps.
+void erf_gelu(const float* x, float* y, int64_t n);
 // y = exp(x - shift), returning the sum of y (softmax's inner loop).
 float exp_shifted_sum(const float* x, float* y, float shift, int64_t n);
 
