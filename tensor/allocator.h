@@ -1,13 +1,13 @@
 #pragma once
 // The CPU allocator: 64-byte aligned blocks, so vector loads never straddle
-// cache lines at the start of a tensor; blocks of 1 MiB and more are cached
+// cache lines at the start of a tensor; blocks of 128 KiB and more are cached
 // for reuse (see allocator.cc).
 #include "tensor/storage.h"
 
 namespace trainrun {
 
 Allocator* cpu_allocator();
-// Returns the CPU allocator's cached free blocks (of 1 MiB and more) to the
+// Returns the CPU allocator's cached free blocks (of 128 KiB and more) to the
 // system, like torch.cuda.empty_cache() does for GPU memory.
 void cpu_empty_cache();
 // Bytes held by live CPU tensors (cached free blocks excluded) now and at

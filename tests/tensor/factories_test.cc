@@ -115,9 +115,28 @@ TEST(Factories, ZerosAndOnesDefaultToTheFloatDtype) {
   EXPECT_EQ(full({2}, 1).dtype(), DType::Int64);  // full infers from the value, as torch.full does
 }
 
-// Freed blocks of 1 MiB and more are reused for the same size, so a
+// Freed blocks of 128 KiB and more are reused for the same size, so a
 // training step does not fault its temporaries in again every time.
 TEST(Factories, LargeFreedBlocksAreReused) {
+  for (int64_t kib : {128, 512, 1000}) {  // (below 1 MiB glibc would map them, or trim its heap under them)
+    void* block = nullptr;
+    {
+      Tensor t = empty({kib * 1024 / 4});
+      block = t.data_ptr();
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(block) % 64, 0u);
+    }
+    Tensor t = empty({kib * 1024 / 4});
+    EXPECT_EQ(t.data_ptr(), block) << kib << " KiB";
+  }
+  {
+    void* block = nullptr;
+    {
+      Tensor t = empty({500 * 1024 / 4});
+      block = t.data_ptr();
+    }
+    Tensor t = empty({510 * 1024 / 4});  // rounded up to 16 KiB, as 500 KiB was: 512 KiB
+    EXPECT_EQ(t.data_ptr(), block);
+  }
   void* first = nullptr;
   {
     Tensor t = empty({(int64_t(3) << 20) / 4});  // 3 MiB
