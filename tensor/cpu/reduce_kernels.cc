@@ -1,6 +1,7 @@
 // CPU reductions. Every reduction works on the contiguous rows of a
 // ReducePlan; float sums use a blocked, pairwise (cascade) summation so that
 // 16M float32 values sum with a relative error near 1e-7, not 1e-3.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -124,6 +125,28 @@ int64_t leading_reduced_dims(const Tensor& x, const IntList& dims) {
   return k < nd ? k : 0;
 }
 
+// Whether x's memory is [rows, cols] rows of its trailing dims from `k` on, contiguous, with its leading k dims
+// in any order among themselves: a permuted gradient ([B, T, C] from a [T, B, C] layout), whose sum over its
+// leading dims adds the same rows, only in another order.
+bool leading_dims_are_rows(const Tensor& x, int64_t k) {
+  const IntList& sizes = x.sizes();
+  const IntList& strides = x.strides();
+  int64_t expected = 1;
+  for (int64_t d = x.dim() - 1; d >= k; --d) {
+    if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  IntList leading;
+  for (int64_t d = 0; d < k; ++d)
+    if (sizes[d] != 1) leading.push_back(d);
+  std::sort(leading.begin(), leading.end(), [&](int64_t a, int64_t b) { return strides[a] < strides[b]; });
+  for (int64_t d : leading) {
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
 Tensor sum_like_cpu(const Tensor& x_in, const IntList& dims, bool keepdim, std::optional<DType> dtype, bool mean) {
   const char* op = mean ? "mean" : "sum";
   DType out_dtype = sum_dtype(x_in.dtype(), dtype);
@@ -134,7 +157,7 @@ Tensor sum_like_cpu(const Tensor& x_in, const IntList& dims, bool keepdim, std::
   // A requested dtype is also the accumulation dtype, as in PyTorch.
   Tensor x = dtype && *dtype != x_in.dtype() ? x_in.to(*dtype) : x_in;
   if (const int64_t k = leading_reduced_dims(x, dims);
-      k > 0 && x.is_contiguous() && (x.dtype() == DType::Float32 || x.dtype() == DType::Float64) &&
+      k > 0 && leading_dims_are_rows(x, k) && (x.dtype() == DType::Float32 || x.dtype() == DType::Float64) &&
       out_dtype == x.dtype()) {
     int64_t rows = 1, cols = 1;
     IntList out_shape;

@@ -28,6 +28,11 @@ TEST(Reductions, SumsOverLeadingDimsAddRowsInPlaceOfTransposing) {
   EXPECT_EQ(sum(x, {0, 1}, true).sizes(), (IntList{1, 1, 9}));
   EXPECT_TRUE(allclose(mean(x, {-3}), mean(strided, {0}), 1e-6, 0.0));
   EXPECT_VALUES(sum(arange(6, DType::Float64).view({3, 2}), {0}), 6, 9);
+  // Leading dims swapped in memory (a [B, T, C] gradient laid out [T, B, C]) are rows too, in another order.
+  Tensor swapped = arange(7 * 5 * 9, DType::Float32).view({7, 5, 9}).permute({1, 0, 2});
+  EXPECT_TRUE(allclose(sum(swapped, {0, 1}, true), sum(swapped.contiguous(), {0, 1}, true), 1e-6, 0.0));
+  EXPECT_TRUE(allclose(mean(swapped, {1, 0}), mean(swapped.contiguous(), {0, 1}), 1e-6, 0.0));
+  EXPECT_TRUE(allclose(sum(swapped, {0}), sum(swapped.contiguous(), {0}), 0.0, 0.0));  // not rows: dim 1 is outer
   // Many rows: blocks of 128 combined pairwise stay as accurate as the rows plan.
   Tensor tall = full({300000, 3}, 0.1, DType::Float32);
   const double expected = static_cast<double>(0.1f) * 300000;
