@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -42,16 +43,125 @@ bool is_suffix(const IntList& part, const IntList& whole) {
   return part.size() <= whole.size() && std::equal(part.rbegin(), part.rend(), whole.rbegin());
 }
 
+// A value a run's step makes: its lanes, the pass over a row that makes it,
+// and its extent (the run's shape, one per row, or one per column).
+struct Made {
+  enum Extent { Full, PerRow, PerColumn };
+  LaneType lane = LaneType::Float;
+  int phase = 0;
+  Extent extent = Full;
+};
+
 // A run being gathered: its loop plan and what it knows of its values.
 struct Run {
   size_t first = 0, last = 0;  // node indices
   LoopPlan plan;
   IntList sizes;
   int64_t numel = 0, cols = 0;
-  std::unordered_map<int, LaneType> made;  // values its steps make
+  bool cols_fixed = false;  // an input by row or column, or a reduction, has set cols
+  std::unordered_map<int, Made> made;  // values its steps make
   std::unordered_map<int, size_t> input_index;
   bool empty() const { return plan.steps.empty(); }
 };
+
+// sum, mean or amax of one float32 tensor over its trailing dims (or all:
+// along rows) or its leading dims (down columns), in float32.
+struct ReductionShape {
+  Reduction kind = Reduction::None;
+  int operand = -1;
+  IntList in_sizes;
+  int64_t cols = 0;
+  double scale = 1.0;
+};
+
+std::optional<ReductionShape> reduction_of(const CapturedGraph& g, const CapturedGraph::Node& node) {
+  if (node.op == nullptr) return std::nullopt;
+  const std::string& name = node.op->name();
+  if (name != "sum" && name != "mean" && name != "amax") return std::nullopt;
+  if (node.results.size() != 1 || node.results[0].kind != CapturedGraph::Slot::Value) return std::nullopt;
+  if (node.args.size() < 3 || node.args[0].kind != CapturedGraph::Slot::Value) return std::nullopt;
+  for (size_t a = 1; a < node.args.size(); ++a)
+    if (node.args[a].kind != CapturedGraph::Slot::Constant) return std::nullopt;
+  if (node.args.size() > 3) {  // dtype=: none, or float32
+    IValue& dtype = const_cast<IValue&>(node.args[3].constant);
+    if (!dtype.is_none() && !(std::string(dtype.type_name()) == "ScalarType" && dtype.get<DType>() == DType::Float32))
+      return std::nullopt;
+  }
+  ReductionShape r;
+  r.operand = node.args[0].value;
+  const Meta& m = g.meta(r.operand);
+  const Meta& rm = g.meta(node.results[0].value);
+  if (!m.known || !rm.known || m.dtype != DType::Float32 || rm.dtype != DType::Float32 || !m.device.is_cpu() ||
+      !contiguous(m) || !contiguous(rm))
+    return std::nullopt;
+  const int64_t n = static_cast<int64_t>(m.sizes.size());
+  IntList dims;
+  IValue& dim = const_cast<IValue&>(node.args[1].constant);
+  if (!dim.is_none()) dims = dim.get<IntList>();
+  if (dims.empty())
+    for (int64_t d = 0; d < n; ++d) dims.push_back(d);
+  for (int64_t& d : dims) {
+    if (d < 0) d += n;
+    if (d < 0 || d >= n) return std::nullopt;
+  }
+  std::sort(dims.begin(), dims.end());
+  if (std::adjacent_find(dims.begin(), dims.end()) != dims.end()) return std::nullopt;
+  const int64_t numel = numel_of(m.sizes);
+  if (n == 0 || numel == 0) return std::nullopt;
+  int64_t count = 1;
+  for (int64_t d : dims) count *= m.sizes[d];
+  const bool trailing = dims.back() == n - 1 && dims.front() == n - static_cast<int64_t>(dims.size());
+  const bool leading = dims.front() == 0 && dims.back() == static_cast<int64_t>(dims.size()) - 1;
+  if (trailing) {
+    r.kind = name == "amax" ? Reduction::RowMax : Reduction::RowSum;
+    r.cols = count;
+  } else if (leading && name != "amax") {
+    r.kind = Reduction::ColumnSum;
+    r.cols = numel / count;
+  } else {
+    return std::nullopt;
+  }
+  if (name == "mean") r.scale = 1.0 / static_cast<double>(count);
+  r.in_sizes = m.sizes;
+  return r;
+}
+
+// Adds reduction node `i` to `run` if it fits.
+bool try_add_reduction(Run& run, const CapturedGraph& g, size_t i, const ReductionShape& red) {
+  const CapturedGraph::Node& node = g.nodes()[i];
+  if (!run.empty() && red.in_sizes != run.sizes) return false;
+  if (run.cols_fixed && run.cols != red.cols) return false;
+  int phase = 0;
+  bool new_input = false;
+  if (auto it = run.made.find(red.operand); it != run.made.end()) {
+    if (it->second.lane != LaneType::Float || it->second.extent != Made::Full) return false;
+    phase = it->second.phase;
+  } else if (!run.input_index.count(red.operand)) {
+    new_input = true;  // (reduction_of checked it is a contiguous float32 tensor of the run's shape)
+  }
+  if (run.empty()) {
+    run.first = i;
+    run.sizes = red.in_sizes;
+    run.numel = numel_of(red.in_sizes);
+  }
+  run.last = i;
+  run.cols = red.cols;
+  run.cols_fixed = true;
+  if (new_input) {
+    run.input_index[red.operand] = run.plan.inputs.size();
+    run.plan.inputs.push_back(red.operand);
+    run.plan.input_kinds.push_back(FusedKernel::InputKind::Full);
+  }
+  const int result = node.results[0].value;
+  LoopPlan::Step step{&node, {red.operand}, result};
+  step.reduction = red.kind;
+  step.scale = red.scale;
+  step.phase = phase;
+  run.plan.steps.push_back(step);
+  const bool by_row = red.kind != Reduction::ColumnSum;
+  run.made[result] = Made{LaneType::Float, by_row ? phase + 1 : phase, by_row ? Made::PerRow : Made::PerColumn};
+  return true;
+}
 
 // Where each value's tensor comes from, for copy_ into a fresh allocation (Tensor::to's cast).
 struct Fresh {
@@ -85,6 +195,7 @@ int64_t row_broadcast_cols(const IntList& in, const IntList& out) {
 // Adds node `i` to `run` if it fits (and changes nothing when it does not).
 bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
   const CapturedGraph::Node& node = g.nodes()[i];
+  if (const std::optional<ReductionShape> red = reduction_of(g, node)) return try_add_reduction(run, g, i, *red);
   LaneType result_lane = LaneType::Float;
   const bool cast = is_fresh_copy(node, i, fresh);
   if (!cast && !is_fusable_pointwise(node, &result_lane)) return false;
@@ -101,7 +212,7 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
   if (cast) {  // the source: a mask or a float the loop made, or a float tensor
     const int src = node.args[1].value;
     auto it = run.made.find(src);
-    lanes.push_back(it != run.made.end() ? it->second : LaneType::Float);
+    lanes.push_back(it != run.made.end() ? it->second.lane : LaneType::Float);
     operand_slots.push_back(&node.args[1]);
   } else {
     lanes = operand_lane_types(node);
@@ -111,12 +222,20 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
   std::vector<int> operands;
   std::vector<std::pair<int, FusedKernel::InputKind>> new_inputs;
   size_t k = 0;
+  int phase = 0;
+  bool cols_fixed = run.cols_fixed;
   for (const CapturedGraph::Slot* slot : operand_slots) {
     const int v = slot->value;
     const LaneType want = lanes[k++];
     operands.push_back(v);
     if (auto it = run.made.find(v); it != run.made.end()) {
-      if (it->second != want) return false;
+      const Made& made = it->second;
+      if (made.lane != want || made.extent == Made::PerColumn) return false;
+      // A per-row result is read broadcast over its row ([M, 1] against [M, N]), not as a column (one row:
+      // a reduction of everything, read as a number).
+      if (made.extent == Made::PerRow && run.numel != run.cols && row_broadcast_cols(g.meta(v).sizes, rm.sizes) != run.cols)
+        return false;
+      phase = std::max(phase, made.phase);
       continue;
     }
     if (run.input_index.count(v)) continue;
@@ -136,12 +255,14 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
     const IntList trimmed = without_leading_ones(m.sizes);
     if (trimmed == without_leading_ones(rm.sizes)) {
       new_inputs.push_back({v, FusedKernel::InputKind::Full});
-    } else if (is_suffix(trimmed, rm.sizes) && n > 1 && (cols == numel || cols == n)) {
+    } else if (is_suffix(trimmed, rm.sizes) && n > 1 && (!cols_fixed || cols == n)) {
       cols = n;
+      cols_fixed = true;
       new_inputs.push_back({v, FusedKernel::InputKind::Column});
     } else if (const int64_t row_cols = row_broadcast_cols(m.sizes, rm.sizes);
-               row_cols > 0 && (cols == numel || cols == row_cols)) {
+               row_cols > 0 && (!cols_fixed || cols == row_cols)) {
       cols = row_cols;
+      cols_fixed = true;
       new_inputs.push_back({v, FusedKernel::InputKind::Row});
     } else {
       return false;
@@ -154,6 +275,7 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
   }
   run.last = i;
   run.cols = cols;
+  run.cols_fixed = cols_fixed;
   for (auto& [v, kind] : new_inputs) {
     run.input_index[v] = run.plan.inputs.size();
     run.plan.inputs.push_back(v);
@@ -162,8 +284,9 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
   LoopPlan::Step step{&node, operands, result};
   step.cast = cast;
   step.cast_from_mask = cast && lanes[0] == LaneType::Mask;
+  step.phase = phase;
   run.plan.steps.push_back(step);
-  run.made[result] = result_lane;
+  run.made[result] = Made{result_lane, phase, Made::Full};
   return true;
 }
 
@@ -228,9 +351,9 @@ FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, c
   auto close = [&](Run& run) {
     bool kept = run.plan.steps.size() >= 2;
     if (kept) {
-      for (auto& [v, lane] : run.made)
-        if (read_after[v] || last_read[v] > run.last) {
-          if (lane == LaneType::Mask) kept = false;  // a comparison read outside: it would need writing as bools
+      for (auto& [v, made] : run.made)  // (a column's sum is written whatever reads it: it is not read in the loop)
+        if (read_after[v] || last_read[v] > run.last || made.extent == Made::PerColumn) {
+          if (made.lane == LaneType::Mask) kept = false;  // a comparison read outside: it would need writing as bools
           run.plan.outputs.push_back(v);
         }
       std::sort(run.plan.outputs.begin(), run.plan.outputs.end());
@@ -299,7 +422,7 @@ FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, c
     };
     for (int v : run.plan.inputs) node.args.push_back(value_slot(v));
     for (int v : run.plan.outputs) {
-      kernel->output_sizes.push_back(run.sizes);
+      kernel->output_sizes.push_back(g.meta(v).sizes);
       node.results.push_back(value_slot(v));
     }
     node.grad_enabled = false;

@@ -9,7 +9,11 @@
 // An op joins a run when its operands are contiguous float32 CPU tensors
 // of its result's shape, or broadcast along leading dims (a bias: by
 // column), or one element; comparisons feeding `where` stay masks inside
-// the loop. Matmuls, reductions and views end a run.
+// the loop. sum, mean and amax over trailing dims (along rows) or sum and
+// mean over leading dims (down columns) of a value of the run's shape join
+// it too: a later op of the run reads a row's result broadcast over that
+// row (softmax's and layer norm's backward become one loop each). Matmuls,
+// other reductions and views end a run.
 #include <memory>
 #include <string>
 #include <vector>

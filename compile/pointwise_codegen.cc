@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -107,6 +108,7 @@ const std::map<std::string, OpCode>& op_codes() {
       {"sqrt", unary("_mm256_sqrt_ps({})")},
       {"rsqrt", unary("_mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_sqrt_ps({}))")},
       {"sigmoid", unary("tr_sigmoid({})")},
+      {"pow", binary("tr_pow({}, {})")},
       {"silu", unary("_mm256_mul_ps({0}, tr_sigmoid({0}))")},
       {"gelu",
        {1, {LaneType::Float}, LaneType::Float, [](const Operands& o, const Constants& c) -> std::optional<std::string> {
@@ -175,6 +177,8 @@ std::string loops_prelude() {
 #include <immintrin.h>
 #include <sleef.h>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #define TR_INLINE static inline __attribute__((always_inline))
 template <bool kFull> TR_INLINE __m256 tr_load(const float* p, __m256i m) {
@@ -183,6 +187,33 @@ template <bool kFull> TR_INLINE __m256 tr_load(const float* p, __m256i m) {
 template <bool kFull> TR_INLINE void tr_store(float* p, __m256 v, __m256i m) {
   if (kFull) _mm256_storeu_ps(p, v); else _mm256_maskstore_ps(p, m, v);
 }
+// A masked tail's lanes past the end as 0 (a sum's identity).
+template <bool kFull> TR_INLINE __m256 tr_lanes(__m256 v, __m256i m) {
+  return kFull ? v : _mm256_and_ps(v, _mm256_castsi256_ps(m));
+}
+// max(acc, v) lane by lane where NaN wins (as eager's amax); a masked tail's lanes past the end leave acc.
+template <bool kFull> TR_INLINE __m256 tr_max_into(__m256 acc, __m256 v, __m256i m) {
+  // max_ps(v, acc) gives acc when either is NaN: a NaN acc stays; a NaN v is taken by the blend.
+  __m256 r = _mm256_blendv_ps(_mm256_max_ps(v, acc), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return kFull ? r : _mm256_blendv_ps(acc, r, _mm256_castsi256_ps(m));
+}
+template <bool kFull> TR_INLINE void tr_add_into(float* p, __m256 v, __m256i m) {
+  tr_store<kFull>(p, _mm256_add_ps(tr_load<kFull>(p, m), v), m);
+}
+TR_INLINE double tr_hsum(__m256 v) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  double s = 0;
+  for (float x : lanes) s += x;
+  return s;
+}
+TR_INLINE float tr_hmax(__m256 v) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  float m = lanes[0];
+  for (float x : lanes) m = (x != x || m != m) ? x + m : (x > m ? x : m);
+  return m;
+}
 TR_INLINE __m256i tr_tail_mask(int64_t left) {
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)), lanes);
@@ -190,6 +221,11 @@ TR_INLINE __m256i tr_tail_mask(int64_t left) {
 TR_INLINE __m256 tr_sigmoid(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);
   return _mm256_div_ps(one, _mm256_add_ps(one, Sleef_expf8_u10avx2(_mm256_xor_ps(x, _mm256_set1_ps(-0.0f)))));
+}
+// x * x where the exponent is 2 (exactly what std::pow gives, as eager's pow computes it), SLEEF's pow otherwise.
+TR_INLINE __m256 tr_pow(__m256 x, __m256 e) {
+  if (_mm256_movemask_ps(_mm256_cmp_ps(e, _mm256_set1_ps(2.0f), _CMP_EQ_OQ)) == 0xff) return _mm256_mul_ps(x, x);
+  return Sleef_powf8_u10avx2(x, e);
 }
 // GELU's erf, as the eager GELU computes it (tensor/cpu/vec_math.h, erf_gelu: Abramowitz and Stegun 7.1.26).
 TR_INLINE __m256 tr_erf_gelu(__m256 x) {
@@ -218,55 +254,188 @@ TR_INLINE __m256 tr_gelu_tanh(__m256 x) {  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.04
 )";
 }
 
-std::string loop_source(const std::string& name, const LoopPlan& plan) {
+namespace {
+
+// What a loop's generated code needs to know of its values, gathered from the plan once.
+struct LoopLayout {
+  std::map<int, size_t> input_of, output_of;  // value -> index into in[] / out[]
+  std::map<int, const LoopPlan::Step*> step_of;  // value -> the step making it
+  std::map<int, size_t> row_reduction_of;     // value -> index into acc[] / rv[]
+  std::map<int, size_t> column_reduction_of;  // value -> index into ca[]
+  std::map<int, size_t> scratch_of;           // value a later phase reads, kept per row in sc[] (outputs are read back)
+  int phases = 1;
+
+  explicit LoopLayout(const LoopPlan& plan) {
+    for (size_t i = 0; i < plan.inputs.size(); ++i) input_of[plan.inputs[i]] = i;
+    for (size_t k = 0; k < plan.outputs.size(); ++k) output_of[plan.outputs[k]] = k;
+    for (const LoopPlan::Step& step : plan.steps) {
+      step_of[step.result] = &step;
+      phases = std::max(phases, step.phase + 1);
+      if (step.reduction == Reduction::RowSum || step.reduction == Reduction::RowMax)
+        row_reduction_of.emplace(step.result, row_reduction_of.size());
+      if (step.reduction == Reduction::ColumnSum) column_reduction_of.emplace(step.result, column_reduction_of.size());
+    }
+    for (const LoopPlan::Step& step : plan.steps)
+      for (int v : step.operands) {
+        auto it = step_of.find(v);
+        if (it == step_of.end() || it->second->reduction != Reduction::None) continue;
+        if (it->second->phase < step.phase && !output_of.count(v) && !scratch_of.count(v))
+          scratch_of.emplace(v, scratch_of.size());
+      }
+  }
+};
+
+// The body of one pass over a row: loads, the steps of `phase`, stores.
+std::string phase_body(const LoopPlan& plan, const LoopLayout& layout, int phase) {
   std::string body;
-  for (size_t i = 0; i < plan.inputs.size(); ++i) {
-    const int v = plan.inputs[i];
-    switch (plan.input_kinds[i]) {
-      case FusedKernel::InputKind::Full:
-        body += fmt::format("  const __m256 v{} = tr_load<kFull>(in[{}] + i, m);\n", v, i);
-        break;
-      case FusedKernel::InputKind::Column:
-        body += fmt::format("  const __m256 v{} = tr_load<kFull>(in[{}] + c, m);\n", v, i);
-        break;
-      case FusedKernel::InputKind::Row:
-        body += fmt::format("  const __m256 v{} = _mm256_set1_ps(in[{}][r]);\n", v, i);
-        break;
-      case FusedKernel::InputKind::Scalar:
-        body += fmt::format("  const __m256 v{} = _mm256_set1_ps(in[{}][0]);\n", v, i);
-        break;
+  std::map<int, bool> defined;  // values the body has a variable for
+  auto load = [&](int v) {
+    if (defined[v]) return;
+    defined[v] = true;
+    if (auto in = layout.input_of.find(v); in != layout.input_of.end()) {
+      const size_t i = in->second;
+      switch (plan.input_kinds[i]) {
+        case FusedKernel::InputKind::Full:
+          body += fmt::format("  const __m256 v{} = tr_load<kFull>(in[{}] + i, m);\n", v, i);
+          break;
+        case FusedKernel::InputKind::Column:
+          body += fmt::format("  const __m256 v{} = tr_load<kFull>(in[{}] + c, m);\n", v, i);
+          break;
+        case FusedKernel::InputKind::Row:
+          body += fmt::format("  const __m256 v{} = _mm256_set1_ps(in[{}][r]);\n", v, i);
+          break;
+        case FusedKernel::InputKind::Scalar:
+          body += fmt::format("  const __m256 v{} = _mm256_set1_ps(in[{}][0]);\n", v, i);
+          break;
+      }
+    } else if (auto row = layout.row_reduction_of.find(v); row != layout.row_reduction_of.end()) {
+      body += fmt::format("  const __m256 v{} = _mm256_set1_ps(rv[{}]);\n", v, row->second);
+    } else if (auto o = layout.output_of.find(v); o != layout.output_of.end()) {
+      body += fmt::format("  const __m256 v{} = tr_load<kFull>(out[{}] + i, m);  // from an earlier pass\n", v, o->second);
+    } else {
+      body += fmt::format("  const __m256 v{} = tr_load<kFull>(sc[{}] + c, m);  // from an earlier pass\n", v,
+                          layout.scratch_of.at(v));
     }
-  }
+  };
   for (const LoopPlan::Step& step : plan.steps) {
-    if (step.cast) {
-      const int src = step.operands[0];
-      const std::string value = step.cast_from_mask ? fmt::format("_mm256_and_ps(v{}, _mm256_set1_ps(1.0f))", src)
-                                                    : fmt::format("v{}", src);
-      body += fmt::format("  const __m256 v{} = {};  // copy_ (a cast)\n", step.result, value);
-      continue;
+    if (step.phase != phase) continue;
+    for (int v : step.operands) load(v);
+    const std::string x = fmt::format("v{}", step.operands.empty() ? -1 : step.operands[0]);
+    switch (step.reduction) {
+      case Reduction::RowSum:
+        body += fmt::format("  acc[{}] = _mm256_add_ps(acc[{}], tr_lanes<kFull>({}, m));  // {}\n",
+                            layout.row_reduction_of.at(step.result), layout.row_reduction_of.at(step.result), x,
+                            step.node->op->name());
+        continue;
+      case Reduction::RowMax:
+        body += fmt::format("  acc[{0}] = tr_max_into<kFull>(acc[{0}], {1}, m);  // {2}\n",
+                            layout.row_reduction_of.at(step.result), x, step.node->op->name());
+        continue;
+      case Reduction::ColumnSum:
+        body += fmt::format("  tr_add_into<kFull>(ca[{}] + c, {}, m);  // {}\n",
+                            layout.column_reduction_of.at(step.result), x, step.node->op->name());
+        continue;
+      case Reduction::None:
+        break;
     }
-    const OpCode& code = *code_of(*step.node);
-    Operands names;
-    for (int v : step.operands) names.push_back(fmt::format("v{}", v));
-    body += fmt::format("  const __m256 v{} = {};  // {}\n", step.result, *code.emit(names, constants_of(*step.node)),
-                        step.node->op->name());
+    defined[step.result] = true;
+    if (step.cast) {
+      const std::string value = step.cast_from_mask ? fmt::format("_mm256_and_ps({}, _mm256_set1_ps(1.0f))", x) : x;
+      body += fmt::format("  const __m256 v{} = {};  // copy_ (a cast)\n", step.result, value);
+    } else {
+      const OpCode& code = *code_of(*step.node);
+      Operands names;
+      for (int v : step.operands) names.push_back(fmt::format("v{}", v));
+      body += fmt::format("  const __m256 v{} = {};  // {}\n", step.result,
+                          *code.emit(names, constants_of(*step.node)), step.node->op->name());
+    }
+    if (auto o = layout.output_of.find(step.result); o != layout.output_of.end())
+      body += fmt::format("  tr_store<kFull>(out[{}] + i, v{}, m);\n", o->second, step.result);
+    if (auto sc = layout.scratch_of.find(step.result); sc != layout.scratch_of.end())
+      body += fmt::format("  tr_store<kFull>(sc[{}] + c, v{}, m);\n", sc->second, step.result);
   }
-  for (size_t k = 0; k < plan.outputs.size(); ++k)
-    body += fmt::format("  tr_store<kFull>(out[{}] + i, v{}, m);\n", k, plan.outputs[k]);
-  return fmt::format(R"(
+  return body;
+}
+
+}  // namespace
+
+std::string loop_source(const std::string& name, const LoopPlan& plan) {
+  const LoopLayout layout(plan);
+  const size_t num_row = layout.row_reduction_of.size(), num_col = layout.column_reduction_of.size();
+  const size_t num_scratch = layout.scratch_of.size();
+  std::string steps, passes;
+  for (int p = 0; p < layout.phases; ++p) {
+    steps += fmt::format(R"(
 template <bool kFull>
-TR_INLINE void {0}_step(const float* const* in, float* const* out, int64_t r, int64_t i, int64_t c, __m256i m) {{
-{1}}}
-extern "C" void {0}(const float* const* in, float* const* out, int64_t rows, int64_t cols) {{
+TR_INLINE void {0}_pass{1}(const float* const* in, float* const* out, float* const* sc, float* const* ca, __m256* acc,
+                           const float* rv, int64_t r, int64_t i, int64_t c, __m256i m) {{
+  (void)in; (void)out; (void)sc; (void)ca; (void)acc; (void)rv; (void)r; (void)i; (void)c;
+{2}}}
+)",
+                         name, p, phase_body(plan, layout, p));
+    // A pass: start its row reductions, walk the row, finish them (sums add in double every 1024 columns).
+    std::string start, every_1024, finish;
+    for (const LoopPlan::Step& step : plan.steps) {
+      if (step.phase != p || (step.reduction != Reduction::RowSum && step.reduction != Reduction::RowMax)) continue;
+      const size_t k = layout.row_reduction_of.at(step.result);
+      const bool sum = step.reduction == Reduction::RowSum;
+      start += fmt::format("      acc[{}] = {}; rd[{}] = 0;\n", k,
+                           sum ? "_mm256_setzero_ps()" : "_mm256_set1_ps(-__builtin_inff())", k);
+      if (sum) every_1024 += fmt::format("          rd[{0}] += tr_hsum(acc[{0}]); acc[{0}] = _mm256_setzero_ps();\n", k);
+      finish += sum ? fmt::format("      rv[{0}] = static_cast<float>((rd[{0}] + tr_hsum(acc[{0}])) * {1:.17g});\n", k,
+                                  step.scale)
+                    : fmt::format("      rv[{0}] = tr_hmax(acc[{0}]);\n", k);
+      if (auto o = layout.output_of.find(step.result); o != layout.output_of.end())
+        finish += fmt::format("      out[{}][r] = rv[{}];\n", o->second, k);
+    }
+    const std::string args = "in, out, sc, ca, acc, rv, r, r * cols + c, c";
+    passes += fmt::format(R"(    {{  // pass {1}
+{2}      int64_t c = 0;
+      for (; c + 8 <= cols; c += 8) {{
+        {0}_pass{1}<true>({3}, all);
+{4}      }}
+      if (c < cols) {0}_pass{1}<false>({3}, tr_tail_mask(cols - c));
+{5}    }}
+)",
+                          name, p, start, args,
+                          every_1024.empty() ? "" : "        if ((c & 1023) == 1016) {\n" + every_1024 + "        }\n",
+                          finish);
+  }
+  // Column sums: rows add into ca[] in blocks of 128, each block then into the output (and a mean scales at the end).
+  std::string column_setup, column_flush, column_scale;
+  for (const LoopPlan::Step& step : plan.steps) {
+    if (step.reduction != Reduction::ColumnSum) continue;
+    const size_t j = layout.column_reduction_of.at(step.result);
+    const size_t o = layout.output_of.at(step.result);
+    column_setup += fmt::format("  ca[{0}] = work + ({1} + {0}) * cols; std::memset(ca[{0}], 0, sizeof(float) * cols);\n"
+                                "  std::memset(out[{2}], 0, sizeof(float) * cols);\n",
+                                j, num_scratch, o);
+    column_flush += fmt::format("      for (int64_t k = 0; k < cols; ++k) {{ out[{1}][k] += ca[{0}][k]; ca[{0}][k] = 0; }}\n",
+                                j, o);
+    if (step.scale != 1.0)
+      column_scale += fmt::format("  for (int64_t k = 0; k < cols; ++k) out[{0}][k] = static_cast<float>(out[{0}][k] * {1:.17g});\n",
+                                  o, step.scale);
+  }
+  std::string row_end;
+  if (!column_flush.empty()) row_end = "    if (((r + 1) & 127) == 0 || r + 1 == rows) {\n" + column_flush + "    }\n";
+  return fmt::format(R"({0}
+extern "C" void {1}(const float* const* in, float* const* out, int64_t rows, int64_t cols) {{
   const __m256i all = _mm256_set1_epi32(-1);
+  float* work = {2} > 0 ? static_cast<float*>(std::malloc(sizeof(float) * {2} * cols)) : nullptr;
+  float* sc[{3}];
+  float* ca[{4}];
+  for (int k = 0; k < {5}; ++k) sc[k] = work + k * cols;
+{6}  __m256 acc[{7}];
+  float rv[{7}];
+  double rd[{7}];
+  (void)rd;
   for (int64_t r = 0; r < rows; ++r) {{
-    int64_t c = 0;
-    for (; c + 8 <= cols; c += 8) {0}_step<true>(in, out, r, r * cols + c, c, all);
-    if (c < cols) {0}_step<false>(in, out, r, r * cols + c, c, tr_tail_mask(cols - c));
-  }}
+{8}{9}  }}
+{10}  std::free(work);
 }}
 )",
-                     name, body);
+                     steps, name, num_scratch + num_col, std::max<size_t>(num_scratch, 1), std::max<size_t>(num_col, 1),
+                     num_scratch, column_setup, std::max<size_t>(num_row, 1), passes, row_end, column_scale);
 }
 
 }  // namespace trainrun::compile

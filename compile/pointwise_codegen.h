@@ -1,7 +1,16 @@
 #pragma once
-// C++ for fused pointwise loops: each op the fuser knows becomes AVX2 vector
+// C++ for fused loops: each pointwise op the fuser knows becomes AVX2 vector
 // code on 8 floats at a time (the transcendental ones call the same SLEEF
 // kernels as the eager ops, so they round alike), with a masked tail.
+//
+// A loop walks its values as rows x cols. Reductions join it: along each
+// row (sum, mean, amax over trailing dims: one value per row, which later
+// steps of the same loop read broadcast over the row, as softmax's backward
+// reads sum(g * y)) or down each column (sum, mean over leading dims: a
+// bias's gradient). A row is then walked once per "phase": a step whose
+// operands need a row reduction runs in the pass after the one that
+// finishes it; values a later pass reads are kept in a row-sized scratch
+// buffer (in L1) instead of being recomputed.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,6 +22,14 @@ namespace trainrun::compile {
 
 // What a step's result is inside the loop: 8 floats, or a comparison's 8 lanes of all-ones or zeros.
 enum class LaneType { Float, Mask };
+
+// What a reduction step computes (None: the step is pointwise).
+enum class Reduction : uint8_t {
+  None,
+  RowSum,     // sum along each row (over the columns): one value per row
+  RowMax,     // max along each row (amax; NaN wins, as eager's)
+  ColumnSum,  // sum down each column (over the rows): one value per column
+};
 
 // Whether the node is a pointwise op this file has code for, with constant
 // arguments it can take (a non-default `out` is not); *result says what
@@ -31,6 +48,11 @@ struct LoopPlan {
     // copy_ into a fresh float tensor (a cast, as Tensor::to makes it): from a mask (1.0 or 0.0) or a float.
     bool cast = false;
     bool cast_from_mask = false;
+    Reduction reduction = Reduction::None;
+    double scale = 1.0;  // a reduction's result times this (mean: 1 / count)
+    // The pass over each row that computes it: one more than the last row
+    // reduction it depends on finished in.
+    int phase = 0;
   };
   std::vector<int> inputs;
   std::vector<FusedKernel::InputKind> input_kinds;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -25,6 +26,7 @@
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
 #include "tensor/linalg.h"
+#include "tensor/nn_functional.h"
 #include "tensor/ops.h"
 #include "tensor/reductions.h"
 #include "tensor/views.h"
@@ -178,17 +180,136 @@ TEST_F(Fusion, PerRowStatisticsAndCastsJoinTheLoop) {
 }
 
 TEST_F(Fusion, AnAbandonedRunKeepsTheNumbersMovedPastIt) {
-  // mul alone (no loop), then pow(a, 2): its number 2 is made after the mul, read by pow, which ends the run;
-  // then exp and tanh, a loop (so the new program is used).
+  // mul alone (no loop), then remainder(a, 2): its number 2 is made after the mul, read by remainder, which
+  // has no loop code and ends the run; then exp and tanh, a loop (so the new program is used).
   Tensor x = randn({3, 5}), y = randn({3, 5});
   auto program = [](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{tanh(exp(pow(mul(in[0], in[1]), 2)))};
+    return std::vector<Tensor>{tanh(exp(remainder(mul(in[0], in[1]), 2)))};
   };
   auto graph = record({x, y}, program);
   FusionResult fused = fuse_pointwise(graph, {});
   EXPECT_EQ(fused.loops, 1) << fused.graph->to_string();
   NoGradGuard no_grad;
   EXPECT_TRUE(allclose(fused.graph->run({x, y})[0], program({x, y})[0], 1e-6, 1e-6));
+}
+
+// Reductions join loops: along rows (a per-row value the next pass reads broadcast over the row) and down
+// columns (a bias's gradient), as softmax's and layer norm's backward formulas use them.
+int count_reductions(const CapturedGraph& g) {
+  int n = 0;
+  for (const auto& node : g.nodes())
+    if (node.fused)
+      for (const std::string& op : node.fused->ops) n += op == "sum" || op == "mean" || op == "amax";
+  return n;
+}
+
+TEST_F(Fusion, SoftmaxsBackwardIsOneLoopOfTwoPassesOverEachRow) {
+  // dx = y * (g - sum(g * y, -1)), over [6, 37]: each row ends in a masked tail.
+  Tensor y = softmax(randn({6, 37}), 1), g = randn({6, 37});
+  auto program = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{mul(in[0], sub(in[1], sum(mul(in[1], in[0]), {-1}, true)))};
+  };
+  auto graph = record({y, g}, program);
+  FusionResult fused = fuse_pointwise(graph, {});
+  EXPECT_EQ(fused.loops, 1) << fused.graph->to_string();
+  EXPECT_EQ(count_fused(*fused.graph), 1) << fused.graph->to_string();  // nothing else left
+  EXPECT_EQ(count_reductions(*fused.graph), 1);
+  EXPECT_NE(fused.source.find("_pass1"), std::string::npos);
+  Tensor y2 = softmax(randn({6, 37}), 1), g2 = randn({6, 37});
+  NoGradGuard no_grad;
+  EXPECT_TRUE(allclose(fused.graph->run({y2, g2})[0], program({y2, g2})[0], 1e-5, 1e-6));
+}
+
+TEST_F(Fusion, LayerNormsBackwardIsOneLoopWithItsColumnSums) {
+  // The formula of autograd/functions/nn_formulas.cc over [300, 37] (300 rows: the column sums add in blocks of
+  // 128 rows, and the last block is partial); mean and rstd come as [300, 1] statistics, the weight by column.
+  Tensor x = randn({300, 37}), g = randn({300, 37}), w = randn({37});
+  Tensor mu = mean(x, {1}, true);
+  Tensor rstd = rsqrt(add(mean(mul(sub(x, mu), sub(x, mu)), {1}, true), 1e-5));
+  auto program = [](const std::vector<Tensor>& in) {
+    const Tensor &xs = in[0], &gr = in[1], &wt = in[2], &m = in[3], &rs = in[4];
+    Tensor x_hat = mul(sub(xs, m), rs);
+    Tensor dx_hat = mul(gr, wt);
+    Tensor inner = mean(mul(dx_hat, x_hat), {1}, true);
+    Tensor dx = mul(rs, sub(sub(dx_hat, mean(dx_hat, {1}, true)), mul(x_hat, inner)));
+    return std::vector<Tensor>{dx, sum(mul(gr, x_hat), {0}), sum(gr, {0})};
+  };
+  auto graph = record({x, g, w, mu, rstd}, program);
+  FusionResult fused = fuse_pointwise(graph, {});
+  EXPECT_EQ(fused.loops, 1) << fused.graph->to_string();
+  EXPECT_EQ(count_fused(*fused.graph), 1) << fused.graph->to_string();
+  EXPECT_EQ(count_reductions(*fused.graph), 4);
+  NoGradGuard no_grad;
+  std::vector<Tensor> got = fused.graph->run({x, g, w, mu, rstd});
+  std::vector<Tensor> expected = program({x, g, w, mu, rstd});
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[1].sizes(), (IntList{37}));
+  EXPECT_TRUE(allclose(got[0], expected[0], 1e-4, 1e-5));
+  EXPECT_TRUE(allclose(got[1], expected[1], 1e-4, 1e-4));
+  EXPECT_TRUE(allclose(got[2], expected[2], 1e-4, 1e-4));
+  // Run twice: the column sums start from zero each time.
+  EXPECT_TRUE(allclose(fused.graph->run({x, g, w, mu, rstd})[2], expected[2], 1e-4, 1e-4));
+}
+
+TEST_F(Fusion, AmaxInALoopLetsNaNWinAndMeanOfEverythingIsOneRow) {
+  Tensor x = randn({5, 19});
+  x.data<float>()[2 * 19 + 18] = std::nanf("");  // in row 2's tail
+  auto program = [](const std::vector<Tensor>& in) {
+    Tensor shifted = exp(sub(in[0], amax(in[0], {-1}, true)));
+    return std::vector<Tensor>{shifted, mean(pow(in[0], 2))};  // (the mean reads the NaN too)
+  };
+  auto graph = record({x}, program);
+  FusionResult fused = fuse_pointwise(graph, {});
+  // amax joins the loop; the mean of everything is over other rows (one of 95 columns), so it ends the run, alone.
+  EXPECT_EQ(count_reductions(*fused.graph), 1) << fused.graph->to_string();
+  NoGradGuard no_grad;
+  std::vector<Tensor> got = fused.graph->run({x});
+  std::vector<Tensor> expected = program({x});
+  for (int64_t r = 0; r < 5; ++r)
+    for (int64_t c = 0; c < 19; ++c) {
+      const float a = got[0].data<float>()[r * 19 + c], b = expected[0].data<float>()[r * 19 + c];
+      if (r == 2) {
+        EXPECT_TRUE(std::isnan(a)) << c;
+      } else {
+        EXPECT_NEAR(a, b, 1e-6) << r << "," << c;
+      }
+    }
+  EXPECT_TRUE(std::isnan(got[1].item<float>()));
+  // Without the NaN: a long row (past 1024 columns, where sums move into double) matches a double reference.
+  Tensor big = randn({2, 5000});
+  auto mean_of_all = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{mean(mul(in[0], 3))}; };
+  FusionResult fused_mean = fuse_pointwise(record({big}, mean_of_all), {});
+  EXPECT_EQ(count_reductions(*fused_mean.graph), 1) << fused_mean.graph->to_string();
+  double want_mean = 0;
+  for (int64_t k = 0; k < 10000; ++k) want_mean += 3.0 * big.data<float>()[k];
+  EXPECT_NEAR(fused_mean.graph->run({big})[0].item<float>(), want_mean / 10000, 1e-6);
+  auto row_sums = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{sum(exp(mul(in[0], 0.5)), {1})}; };
+  FusionResult fused_sums = fuse_pointwise(record({big}, row_sums), {});
+  EXPECT_EQ(count_reductions(*fused_sums.graph), 1) << fused_sums.graph->to_string();
+  Tensor got_sums = fused_sums.graph->run({big})[0];
+  for (int64_t r = 0; r < 2; ++r) {
+    double want = 0;
+    for (int64_t c = 0; c < 5000; ++c) want += std::exp(0.5 * big.data<float>()[r * 5000 + c]);
+    EXPECT_NEAR(got_sums.data<float>()[r], want, 1e-6 * want) << r;
+  }
+}
+
+TEST_F(Fusion, ReductionsThatDoNotFitStayEager) {
+  // sum over the last dim without keepdim is [16], which x - s broadcasts by column: not the per-row value a
+  // loop would read; a sum over a middle dim; a column sum read in the same run.
+  Tensor x = randn({16, 16}), y = randn({4, 5, 6});
+  auto program = [](const std::vector<Tensor>& in) {
+    Tensor by_column = sub(exp(in[0]), sum(exp(in[0]), {1}));
+    Tensor middle = mul(sum(tanh(in[1]), {1}, true), 2);
+    Tensor col = sum(exp(in[0]), {0});
+    return std::vector<Tensor>{by_column, middle, mul(exp(in[0]), col)};
+  };
+  auto graph = record({x, y}, program);
+  FusionResult fused = fuse_pointwise(graph, {});
+  NoGradGuard no_grad;
+  std::vector<Tensor> got = fused.graph->run({x, y});
+  std::vector<Tensor> expected = program({x, y});
+  for (size_t k = 0; k < 3; ++k) EXPECT_TRUE(allclose(got[k], expected[k], 1e-5, 1e-5)) << k << fused.graph->to_string();
 }
 
 TEST_F(Fusion, DeadNodesGoAndWritesToInputsStay) {

@@ -63,6 +63,10 @@ def test_compiled_training_steps_equal_eager_ones(name, fusion, monkeypatch):
         assert same(b, c), n
     assert compiled._compiled.replays == 3, compiled.explain()
     assert "graph of" in compiled.explain()
+    if name == "block" and fusion == "on":  # softmax's and layer norm's backward: loops with their reductions
+        loops = [line for line in compiled.explain().splitlines() if "= fused_" in line]
+        assert any("sum" in line and "mean" in line for line in loops), compiled.explain()
+        assert any(line.count("sum") == 1 and "mean" not in line for line in loops), compiled.explain()
 
 
 def test_inference_under_no_grad_replays_and_equals_eager():
