@@ -19,8 +19,7 @@ void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t n) {
     for (int64_t r = b; r < e; ++r) {
       const float* xr = x + r * n;
       float* yr = y + r * n;
-      float m = -std::numeric_limits<float>::infinity();
-      for (int64_t i = 0; i < n; ++i) m = std::max(m, xr[i]);
+      float m = vec::max(xr, n);
       if (std::isinf(m) && m < 0) m = 0;  // an all -inf row: exp gives 0s (and NaN after /0, as PyTorch)
       float s = vec::exp_shifted_sum(xr, yr, m, n);
       if (log_output) {

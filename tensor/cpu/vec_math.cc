@@ -6,6 +6,7 @@
 #include <sleef.h>
 
 #include <cmath>
+#include <limits>
 
 namespace trainrun {
 namespace vec {
@@ -47,6 +48,27 @@ void tanh(const float* x, float* y, int64_t n) { apply<Sleef_tanhf8_u10avx2> (x,
 void erf(const float* x, float* y, int64_t n) { apply<Sleef_erff8_u10avx2> (x, y, n); }
 void sin(const float* x, float* y, int64_t n) { apply<Sleef_sinf8_u10avx2> (x, y, n); }
 void cos(const float* x, float* y, int64_t n) { apply<Sleef_cosf8_u10avx2> (x, y, n); }
+
+float max(const float* x, int64_t n) {
+  __m256 acc = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 nan = _mm256_setzero_ps();  // lanes that saw a NaN
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    acc = _mm256_max_ps(acc, v);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  float m = lanes[0];
+  for (float v : lanes) m = v > m ? v : m;
+  bool saw_nan = _mm256_movemask_ps(nan) != 0;
+  for (; i < n; ++i) {
+    saw_nan = saw_nan || x[i] != x[i];
+    m = x[i] > m ? x[i] : m;
+  }
+  return saw_nan ? std::numeric_limits<float>::quiet_NaN() : m;
+}
 
 float exp_shifted_sum(const float* x, float* y, float shift, int64_t n) {
   __m256 vshift = _mm256_set1_ps(shift);
