@@ -77,11 +77,36 @@ Tensor sub_cpu(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tens
   return add_cpu(a, b, neg, out);
 }
 
+// pow with a number as the exponent (x.pow(2), x ** 0.5): the exponents PyTorch's kernel turns into cheaper
+// ops are computed so (x * x for 2, sqrt for 0.5, ...), as it does; std::pow per element took 8 ns (the
+// loss x.pow(2).mean() on [8, 64, 128] spent 0.5 ms in it).
+Tensor pow_cpu(const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (b.dim() != 0 || !b.device().is_cpu()) return binary_cpu<BinaryOp::Pow>(a, b, out);
+  const double e = b.item().to_double();
+  if (e != 1 && e != 2 && e != 3 && e != 0.5 && e != -0.5 && e != -1 && e != -2)
+    return binary_cpu<BinaryOp::Pow>(a, b, out);
+  TensorIterator iter(binary_config(BinaryOp::Pow), out, {a, b});
+  const DType dt = iter.compute_dtype();
+  if (!is_floating(dt)) return binary_cpu<BinaryOp::Pow>(a, b, out);
+  visit_float_dtype(dt, "pow", [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = opmath_t<T>;
+    if (e == 1) binary_kernel<T, T>(iter, [](Acc x, Acc) { return x; });  // (pow(x, 2)'s backward asks for it)
+    else if (e == 2) binary_kernel<T, T>(iter, [](Acc x, Acc) { return x * x; });
+    else if (e == 3) binary_kernel<T, T>(iter, [](Acc x, Acc) { return x * x * x; });
+    else if (e == 0.5) binary_kernel<T, T>(iter, [](Acc x, Acc) { return std::sqrt(x); });
+    else if (e == -0.5) binary_kernel<T, T>(iter, [](Acc x, Acc) { return Acc(1) / std::sqrt(x); });
+    else if (e == -1) binary_kernel<T, T>(iter, [](Acc x, Acc) { return Acc(1) / x; });
+    else binary_kernel<T, T>(iter, [](Acc x, Acc) { return Acc(1) / (x * x); });
+  });
+  return iter.output();
+}
+OpKernel<ops::pow> reg_pow(DispatchKey::CPU, &pow_cpu);
+
 #define TR_REGISTER_BINARY(name, op) OpKernel<ops::name> reg_##name(DispatchKey::CPU, &binary_cpu<BinaryOp::op>);
 TR_REGISTER_BINARY(mul, Mul)
 TR_REGISTER_BINARY(div, Div)
 TR_REGISTER_BINARY(remainder, Remainder)
-TR_REGISTER_BINARY(pow, Pow)
 TR_REGISTER_BINARY(maximum, Maximum)
 TR_REGISTER_BINARY(minimum, Minimum)
 TR_REGISTER_BINARY(eq, Eq)

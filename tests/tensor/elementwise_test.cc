@@ -134,6 +134,30 @@ TEST(Elementwise, PowInPlaceIntegers) {
   EXPECT_EQ(pow(it({2}), 2.0).dtype(), DType::Float32);
 }
 
+TEST(Elementwise, PowByTheNumbersPyTorchSpecialCasesMatchesStdPow) {
+  // 1, 2 and -1 are exact (std::pow rounds once, as x * x and 1 / x do); the others within 2 ulp.
+  Tensor x = add(mul(rand({1000}), 10), 0.01);
+  x.data<float>()[0] = 0.0f;
+  for (double e : {1.0, 2.0, 3.0, 0.5, -0.5, -1.0, -2.0, 2.5}) {
+    Tensor got = pow(x, e);
+    Tensor wide = pow(x.to(DType::Float64), e);  // (no special case: std::pow in double)
+    ASSERT_EQ(got.dtype(), DType::Float32);
+    for (int64_t i = 0; i < 1000; ++i) {
+      const float want = std::pow(x.data<float>()[i], static_cast<float>(e));
+      const float g = got.data<float>()[i];
+      if (e == 1.0 || e == 2.0 || e == -1.0) {
+        EXPECT_EQ(g, want) << e << " " << i;
+      } else if (std::isinf(want)) {
+        EXPECT_EQ(g, want) << e << " " << i;
+      } else {
+        EXPECT_NEAR(g, wide.data<double>()[i], 2.5e-7 * std::abs(want)) << e << " " << i;
+      }
+    }
+  }
+  EXPECT_VALUES(pow(ft({-8, 2}), 3.0), -512, 8);
+  EXPECT_VALUES(pow(ft({3, -4}), it({2, 2})), 9, 16);  // a tensor of exponents: the general kernel
+}
+
 TEST(Elementwise, WhereLerpAddcmulAddcdiv) {
   Tensor c = tensor<bool>({true, false, true});
   EXPECT_VALUES(where(c, ft({1, 2, 3}), it({7, 8, 9})), 1, 8, 3);
