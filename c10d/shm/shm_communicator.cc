@@ -82,18 +82,23 @@ ShmCommunicator::ShmCommunicator(Store& store, int rank, int size, std::chrono::
   const size_t bytes = kHeaderBytes + slot_bytes_;
   segments_.resize(size);
   segments_[rank] = ShmSegment::create(name_of(rank), bytes);
-  header(rank)->pid = static_cast<int32_t>(getpid());
-  store.set("shm/created/" + std::to_string(rank), to_bytes("1"));
-  std::vector<std::string> created, mapped;
-  for (int r = 0; r < size; ++r) {
-    created.push_back("shm/created/" + std::to_string(r));
-    mapped.push_back("shm/mapped/" + std::to_string(r));
+  try {
+    header(rank)->pid = static_cast<int32_t>(getpid());
+    store.set("shm/created/" + std::to_string(rank), to_bytes("1"));
+    std::vector<std::string> created, mapped;
+    for (int r = 0; r < size; ++r) {
+      created.push_back("shm/created/" + std::to_string(r));
+      mapped.push_back("shm/mapped/" + std::to_string(r));
+    }
+    store.wait(created, timeout);
+    for (int r = 0; r < size; ++r)
+      if (r != rank) segments_[r] = ShmSegment::open(name_of(r), bytes);
+    store.set("shm/mapped/" + std::to_string(rank), to_bytes("1"));
+    store.wait(mapped, timeout);
+  } catch (...) {
+    segments_[rank].unlink();  // a peer that never came (a timeout, a store error): the name goes all the same
+    throw;
   }
-  store.wait(created, timeout);
-  for (int r = 0; r < size; ++r)
-    if (r != rank) segments_[r] = ShmSegment::open(name_of(r), bytes);
-  store.set("shm/mapped/" + std::to_string(rank), to_bytes("1"));
-  store.wait(mapped, timeout);
   // Everyone has it mapped: the name can go, so a crash leaves nothing behind.
   segments_[rank].unlink();
 }

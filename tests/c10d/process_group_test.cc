@@ -4,9 +4,12 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "c10d/distributed.h"
@@ -63,7 +66,19 @@ TEST(ProcessGroupGloo, AsyncWorkAndConcurrentGroups) {
   for (int world : {2, 4}) expect_all_passed("async", world);
 }
 
+// The trainrun-* shared-memory segment names in /dev/shm now.
+std::set<std::string> shm_segments() {
+  std::set<std::string> names;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name).rfind("trainrun-", 0) == 0) names.insert(e->d_name);
+    closedir(d);
+  }
+  return names;
+}
+
 TEST(ProcessGroupGloo, ADeadPeerFailsTheOthersWithinTheTimeout) {
+  const std::set<std::string> before = shm_segments();  // (other tests' jobs may hold names while this one runs)
   for (bool shm : {true, false}) {
     // The dying rank exits 0 without a verdict; the others must pass.
     const RankRun r = run("peer_dies", 3, {shm ? "TRAINRUN_SHM_COLLECTIVES=1" : "TRAINRUN_SHM_COLLECTIVES=0"});
@@ -77,12 +92,16 @@ TEST(ProcessGroupGloo, ADeadPeerFailsTheOthersWithinTheTimeout) {
     }
   }
   // Segment names are unlinked as soon as every rank has mapped them: the
-  // killed rank left nothing behind in /dev/shm.
+  // killed rank left nothing behind in /dev/shm. Only names that appeared
+  // during this test count, and only those still there a moment later (a
+  // job of a test running alongside holds its names for milliseconds).
   std::vector<std::string> left;
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d))
-      if (std::string(e->d_name).rfind("trainrun-", 0) == 0) left.push_back(e->d_name);
-    closedir(d);
+  for (const std::string& name : shm_segments())
+    if (!before.count(name)) left.push_back(name);
+  if (!left.empty()) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    const std::set<std::string> now = shm_segments();
+    left.erase(std::remove_if(left.begin(), left.end(), [&](const std::string& n) { return !now.count(n); }), left.end());
   }
   EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << left.size() << " segments, e.g. "
                             << (left.empty() ? "" : left[0]);
