@@ -3,6 +3,8 @@
 // copied first. float16/bfloat16 convert to float32 for the GEMM.
 #include <cblas.h>
 
+#include <optional>
+
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
 #include "tensor/op_schemas.h"
@@ -110,10 +112,51 @@ Tensor addmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Sca
   return out;
 }
 
+// How BLAS reads each matrix of a batch [B, R, C] without a copy (strides of dims 1 and 2 as blas_operand
+// accepts them), or nullopt.
+struct BatchedOperand {
+  bool trans;
+  int64_t ld;
+};
+std::optional<BatchedOperand> batched_operand(const Tensor& m) {
+  const int64_t rows = m.size(1), cols = m.size(2);
+  if (m.stride(2) == 1 && m.stride(1) >= std::max<int64_t>(1, cols)) return BatchedOperand{false, m.stride(1)};
+  if (m.stride(1) == 1 && m.stride(2) >= std::max<int64_t>(1, rows)) return BatchedOperand{true, m.stride(2)};
+  return std::nullopt;
+}
+
+// out[i] = alpha * a[i] @ b[i] + beta * out[i] for float/double batches BLAS reads in place: one description
+// for every matrix, pointers stepped by the batch strides (a select() per matrix and operand cost about as
+// much as the 64x64x32 GEMMs of attention themselves). False when a or b needs a copy.
+template <typename T>
+bool batched_gemm(const Tensor& a, const Tensor& b, Tensor& out, double alpha, double beta) {
+  const std::optional<BatchedOperand> A = batched_operand(a), B = batched_operand(b);
+  if (!A || !B) return false;
+  const int64_t M = a.size(1), K = a.size(2), N = b.size(2);
+  if (M == 0 || N == 0 || K == 0) return false;  // (the general path zeroes as beta asks)
+  const T* pa = static_cast<const T*>(a.data_ptr());
+  const T* pb = static_cast<const T*>(b.data_ptr());
+  T* pc = static_cast<T*>(out.data_ptr());
+  const auto ta = A->trans ? CblasTrans : CblasNoTrans, tb = B->trans ? CblasTrans : CblasNoTrans;
+  for (int64_t i = 0; i < a.size(0); ++i) {
+    const T* ai = pa + i * a.stride(0);
+    const T* bi = pb + i * b.stride(0);
+    T* ci = pc + i * M * N;
+    if constexpr (std::is_same<T, float>::value)
+      cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, static_cast<float>(alpha), ai, A->ld, bi, B->ld,
+                  static_cast<float>(beta), ci, N);
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, ai, A->ld, bi, B->ld, beta, ci, N);
+  }
+  return true;
+}
+
 Tensor baddbmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, a.dtype());
   double be = self.defined() ? beta.to_double() : 0.0;
   if (be != 0) copy_(out, self);
+  if (a.dtype() == DType::Float32 && batched_gemm<float>(a, b, out, alpha.to_double(), be)) return out;
+  if (a.dtype() == DType::Float64 && batched_gemm<double>(a, b, out, alpha.to_double(), be)) return out;
   for (int64_t i = 0; i < a.size(0); ++i) {
     Tensor o = select(out, 0, i);
     addmm_into(o, select(a, 0, i), select(b, 0, i), alpha.to_double(), be);

@@ -60,6 +60,36 @@ TEST(Linalg, AddmmBaddbmmDotMvOuter) {
   EXPECT_VALUES(outer(ft({1, 2}), ft({3, 4})), 3, 4, 6, 8);
 }
 
+// Batches BLAS reads in place (contiguous, each matrix transposed, a permuted [T, B, C] layout as attention's
+// heads, a batch expanded from one matrix) against one mm per matrix; a layout BLAS cannot read is copied.
+TEST(Linalg, BatchedProductsInEveryLayoutEqualOneProductPerMatrix) {
+  Tensor base = randn({6, 5, 7});
+  Tensor other = randn({6, 7, 3});
+  std::vector<std::pair<const char*, Tensor>> lefts = {
+      {"contiguous", base},
+      {"transposed", base.transpose(1, 2).contiguous().transpose(1, 2)},
+      {"permuted", base.permute({1, 0, 2}).contiguous().permute({1, 0, 2})},
+      {"expanded", base.narrow(0, 0, 1).expand({6, 5, 7})},
+      {"strided", base.transpose(0, 2).contiguous().transpose(0, 2)},  // (copied: neither dim 1 nor 2 has stride 1)
+  };
+  for (auto& [what, a] : lefts) {
+    for (bool b_transposed : {false, true}) {
+      Tensor b = b_transposed ? other.transpose(1, 2).contiguous().transpose(1, 2) : other;
+      Tensor acc = randn({6, 5, 3});
+      Tensor got = baddbmm(acc, a, b, 0.5, 2.0);
+      Tensor plain = bmm(a, b);
+      for (int64_t i = 0; i < 6; ++i) {
+        Tensor want = mm(a.select(0, i).contiguous(), b.select(0, i).contiguous());
+        EXPECT_TRUE(allclose(plain.select(0, i), want, 1e-5, 1e-5)) << what << " " << b_transposed << " " << i;
+        EXPECT_TRUE(allclose(got.select(0, i), add(mul(acc.select(0, i), 0.5), mul(want, 2.0)), 1e-5, 1e-5))
+            << what << " " << b_transposed << " " << i;
+      }
+    }
+  }
+  EXPECT_TRUE(allclose(bmm(base.to(DType::Float64), other.to(DType::Float64)), bmm(base, other).to(DType::Float64),
+                       1e-5, 1e-5));
+}
+
 TEST(Linalg, IntegerHalfAndEmpty) {
   EXPECT_VALUES(mm(it({1, 2, 3, 4}, {2, 2}), it({5, 6, 7, 8}, {2, 2})), 19, 22, 43, 50);
   Tensor h = ft({1, 2, 3, 4}, {2, 2}).to(DType::Float16);
