@@ -1,35 +1,26 @@
 #include "tensor/cpu/conv_onednn.h"
 
-#include <omp.h>
-
-#include <array>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
-#include "tensor/thread_pool.h"
+#include "tensor/cpu/onednn_common.h"
 
 namespace trainrun {
 namespace {
 
+using onednn::cpu_engine;
+using onednn::Scratch;
+using onednn::set_omp_threads;
 using dims = dnnl::memory::dims;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
 // Everything that changes the primitive: shapes, stride/pad/dilation, groups
 // and whether there is a bias.
-using Key = std::array<int64_t, 17>;
-
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    size_t h = 0;
-    for (int64_t v : k) h = h * 1000003u ^ std::hash<int64_t>()(v);
-    return h;
-  }
-};
+using Key = onednn::Key<17>;
+template <typename Plan>
+using PlanCache = onednn::PlanCache<Plan, 17>;
 
 // A compiled convolution, with the plain layouts (NCHW, OIHW) callers use;
 // arguments are reordered to and from the blocked layouts the JIT kernel chose.
@@ -61,10 +52,6 @@ struct Geometry {
   dnnl::memory::desc any_src, any_w, any_dst;
 };
 
-const dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
 
 std::unique_ptr<ConvPlan> make_plan(const Conv2dShape& s, bool has_bias) {
   auto plan = std::make_unique<ConvPlan>();
@@ -121,35 +108,6 @@ std::unique_ptr<BackwardPlan> make_backward_plan(const Conv2dShape& s, bool has_
   return plan;
 }
 
-// Least-recently-used cache of plans; building one JIT-compiles kernels.
-template <typename Plan>
-class PlanCache {
- public:
-  template <typename Make>
-  std::shared_ptr<Plan> get(const Key& key, Make make) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(key);
-    if (it != map_.end()) {
-      order_.splice(order_.begin(), order_, it->second.second);
-      return it->second.first;
-    }
-    std::shared_ptr<Plan> plan = make();
-    order_.push_front(key);
-    map_.emplace(key, std::make_pair(plan, order_.begin()));
-    if (map_.size() > kCapacity) {
-      map_.erase(order_.back());
-      order_.pop_back();
-    }
-    return plan;
-  }
-
- private:
-  static constexpr size_t kCapacity = 64;
-  std::mutex mu_;
-  std::list<Key> order_;
-  std::unordered_map<Key, std::pair<std::shared_ptr<Plan>, std::list<Key>::iterator>, KeyHash> map_;
-};
-
 Key key_of(const Conv2dShape& s, bool has_bias) {
   return Key{s.N,      s.C,         s.H,         s.W,      s.O,      s.kH,          s.kW,          s.Ho, s.Wo,
              s.groups, s.stride[0], s.stride[1], s.pad[0], s.pad[1], s.dilation[0], s.dilation[1], has_bias};
@@ -182,19 +140,6 @@ void run_in(Arg& a, dnnl::stream& stream) {
 void run_out(Arg& a, dnnl::stream& stream) {
   if (a.reorder) a.reorder->execute(stream, a.kernel, a.user);
 }
-
-// oneDNN runs on OpenMP; keep it to our thread count (one thread when
-// called from inside our own parallel region).
-void set_omp_threads() { omp_set_num_threads(in_parallel_region() ? 1 : get_num_threads()); }
-
-// A scratchpad of the primitive's size, ours per call; uninitialised on
-// purpose (kernels write before they read).
-struct Scratch {
-  explicit Scratch(const dnnl::memory::desc& d)
-      : bytes(new uint8_t[d.get_size() + 1]), memory(d, cpu_engine(), bytes.get()) {}
-  std::unique_ptr<uint8_t[]> bytes;
-  dnnl::memory memory;
-};
 
 }  // namespace
 

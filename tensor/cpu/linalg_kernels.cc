@@ -1,10 +1,13 @@
-// CPU matrix products on OpenBLAS. A matrix whose last stride is 1 goes to
-// BLAS as is, one whose first stride is 1 as a transpose; anything else is
-// copied first. float16/bfloat16 convert to float32 for the GEMM.
+// CPU matrix products on OpenBLAS, and float32 linear layers (addmm with a
+// bias row) on oneDNN's matmul, which adds the bias as it writes the output
+// (matmul_onednn.h). A matrix whose last stride is 1 goes to BLAS as is, one
+// whose first stride is 1 as a transpose; anything else is copied first.
+// float16/bfloat16 convert to float32 for the GEMM.
 #include <cblas.h>
 
 #include <optional>
 
+#include "tensor/cpu/matmul_onednn.h"
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
 #include "tensor/op_schemas.h"
@@ -103,10 +106,27 @@ Tensor mm_cpu(const Tensor& a, const Tensor& b, const Tensor& out_arg) {
   return out;
 }
 
+// A bias row a linear layer adds: float32 [N] or [1, N], contiguous.
+bool is_bias_row(const Tensor& self, int64_t N) {
+  if (self.dtype() != DType::Float32 || !self.is_contiguous() || self.numel() != N) return false;
+  return self.dim() == 1 || (self.dim() == 2 && self.size(0) == 1);
+}
+
 Tensor addmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   IntList shape = {a.size(0), b.size(1)};
   Tensor out = empty(shape, a.dtype());
   double be = beta.to_double();
+  // A linear layer (bias + a @ b): oneDNN adds the bias as it writes the product, where BLAS would first
+  // copy it into every row of the output.
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  if (a.dtype() == DType::Float32 && b.dtype() == DType::Float32 && be == 1.0 && alpha.to_double() == 1.0 &&
+      M > 0 && N > 0 && K > 0 && is_bias_row(self, N)) {
+    BlasOperand A = blas_operand(a), B = blas_operand(b);
+    if (onednn_linear(M, K, N, {static_cast<const float*>(A.t.data_ptr()), A.trans, A.ld},
+                      {static_cast<const float*>(B.t.data_ptr()), B.trans, B.ld}, self.data<float>(), Epilogue::None,
+                      out.data<float>()))
+      return out;
+  }
   if (be != 0) copy_(out, self);  // broadcasts self (e.g. a bias row)
   addmm_into(out, a, b, alpha.to_double(), be);
   return out;

@@ -1,3 +1,7 @@
+#include <array>
+#include <vector>
+
+#include "tensor/cpu/matmul_onednn.h"
 #include "tests/tensor/test_util.h"
 
 namespace trainrun {
@@ -88,6 +92,44 @@ TEST(Linalg, BatchedProductsInEveryLayoutEqualOneProductPerMatrix) {
   }
   EXPECT_TRUE(allclose(bmm(base.to(DType::Float64), other.to(DType::Float64)), bmm(base, other).to(DType::Float64),
                        1e-5, 1e-5));
+}
+
+// A linear layer's addmm (a bias row, beta = alpha = 1: oneDNN with the bias in its epilogue) equals
+// mm then the bias, for the layouts Linear passes (the weight transposed) and others; other betas, alphas
+// and biases take BLAS.
+TEST(Linalg, AddmmWithABiasRowEqualsTheProductPlusTheBias) {
+  for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{{7, 13, 5}, {512, 128, 384}, {1, 64, 3}, {33, 1, 17}}) {
+    Tensor x = randn({M, K}), w = randn({N, K}), bias = randn({N});
+    const Tensor w_t = w.transpose(0, 1);  // [K, N], as Linear passes it
+    Tensor want = add(mm(x, w_t), bias);
+    EXPECT_TRUE(allclose(addmm(bias, x, w_t), want, 1e-5, 1e-4)) << M << "x" << K << "x" << N;
+    EXPECT_TRUE(allclose(addmm(bias.unsqueeze(0), x, w_t.contiguous()), want, 1e-5, 1e-4)) << M << " [1, N]";
+    const Tensor x_t = x.transpose(0, 1).contiguous().transpose(0, 1);  // x read transposed
+    EXPECT_TRUE(allclose(addmm(bias, x_t, w_t), want, 1e-5, 1e-4)) << M << " x transposed";
+    EXPECT_TRUE(allclose(addmm(bias, x, w_t, 0.5, 2.0), add(mul(mm(x, w_t), 2.0), mul(bias, 0.5)), 1e-5, 1e-4));
+    Tensor full_bias = randn({M, N});
+    EXPECT_TRUE(allclose(addmm(full_bias, x, w_t), add(mm(x, w_t), full_bias), 1e-5, 1e-4));
+  }
+}
+
+// onednn_linear's epilogues (what a compiled linear + activation will use) equal the eager ops after it.
+TEST(Linalg, OnednnLinearEpiloguesEqualTheActivationAfterTheProduct) {
+  const int64_t M = 9, K = 20, N = 11;
+  Tensor x = randn({M, K}), w = randn({N, K}), bias = randn({N});
+  Tensor pre = add(mm(x, w.transpose(0, 1)), bias);
+  const std::vector<std::pair<Epilogue, Tensor>> cases = {
+      {Epilogue::None, pre}, {Epilogue::Relu, relu(pre)}, {Epilogue::Gelu, gelu(pre, "none")},
+      {Epilogue::GeluTanh, gelu(pre, "tanh")}};
+  for (const auto& [epilogue, want] : cases) {
+    Tensor out = empty({M, N});
+    ASSERT_TRUE(onednn_linear(M, K, N, {x.data<float>(), false, K}, {w.data<float>(), true, K}, bias.data<float>(),
+                              epilogue, out.data<float>()));
+    EXPECT_TRUE(allclose(out, want, 1e-5, 1e-4)) << static_cast<int>(epilogue);
+  }
+  Tensor no_bias = empty({M, N});
+  ASSERT_TRUE(onednn_linear(M, K, N, {x.data<float>(), false, K}, {w.data<float>(), true, K}, nullptr, Epilogue::None,
+                            no_bias.data<float>()));
+  EXPECT_TRUE(allclose(no_bias, mm(x, w.transpose(0, 1)), 1e-5, 1e-4));
 }
 
 TEST(Linalg, IntegerHalfAndEmpty) {
