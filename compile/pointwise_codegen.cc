@@ -293,21 +293,13 @@ std::string phase_body(const LoopPlan& plan, const LoopLayout& layout, int phase
     if (defined[v]) return;
     defined[v] = true;
     if (auto in = layout.input_of.find(v); in != layout.input_of.end()) {
-      const size_t i = in->second;
-      switch (plan.input_kinds[i]) {
-        case FusedKernel::InputKind::Full:
-          body += fmt::format("  const __m256 v{} = tr_load<kFull>(in[{}] + i, m);\n", v, i);
-          break;
-        case FusedKernel::InputKind::Column:
-          body += fmt::format("  const __m256 v{} = tr_load<kFull>(in[{}] + c, m);\n", v, i);
-          break;
-        case FusedKernel::InputKind::Row:
-          body += fmt::format("  const __m256 v{} = _mm256_set1_ps(in[{}][r]);\n", v, i);
-          break;
-        case FusedKernel::InputKind::Scalar:
-          body += fmt::format("  const __m256 v{} = _mm256_set1_ps(in[{}][0]);\n", v, i);
-          break;
-      }
+      // Per input kind (FusedKernel::InputKind's order): in full, by column, by row, one number.
+      static_assert(static_cast<int>(FusedKernel::InputKind::Scalar) == 3, "kLoads follows InputKind's order");
+      static const char* const kLoads[] = {"tr_load<kFull>(in[{}] + i, m)", "tr_load<kFull>(in[{}] + c, m)",
+                                           "_mm256_set1_ps(in[{}][r])", "_mm256_set1_ps(in[{}][0])"};
+      const std::string load = fmt::format(fmt::runtime(kLoads[static_cast<int>(plan.input_kinds[in->second])]),
+                                           in->second);
+      body += fmt::format("  const __m256 v{} = {};\n", v, load);
     } else if (auto row = layout.row_reduction_of.find(v); row != layout.row_reduction_of.end()) {
       body += fmt::format("  const __m256 v{} = _mm256_set1_ps(rv[{}]);\n", v, row->second);
     } else if (auto o = layout.output_of.find(v); o != layout.output_of.end()) {

@@ -52,7 +52,6 @@ struct Geometry {
   dnnl::memory::desc any_src, any_w, any_dst;
 };
 
-
 std::unique_ptr<ConvPlan> make_plan(const Conv2dShape& s, bool has_bias) {
   auto plan = std::make_unique<ConvPlan>();
   plan->user_src = dnnl::memory::desc({s.N, s.C, s.H, s.W}, dt::f32, tag::nchw);

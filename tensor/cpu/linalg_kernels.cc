@@ -23,13 +23,24 @@ struct BlasOperand {
   int64_t ld;     // leading dimension
 };
 
+// How BLAS reads a rows x cols matrix with these strides in place (transposed or not, and its leading
+// dimension), or nullopt when it needs a copy.
+struct InPlaceLayout {
+  bool trans;
+  int64_t ld;
+};
+std::optional<InPlaceLayout> in_place_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  if (col_stride == 1 && (row_stride >= std::max<int64_t>(1, cols) || rows == 1))
+    return InPlaceLayout{false, std::max<int64_t>({row_stride, cols, 1})};
+  if (row_stride == 1 && (col_stride >= std::max<int64_t>(1, rows) || cols == 1))
+    return InPlaceLayout{true, std::max<int64_t>({col_stride, rows, 1})};
+  return std::nullopt;
+}
+
 // Describes a 2-D matrix to BLAS without copying when its strides allow.
 BlasOperand blas_operand(const Tensor& m) {
   int64_t rows = m.size(0), cols = m.size(1);
-  if (m.stride(1) == 1 && (m.stride(0) >= std::max<int64_t>(1, cols) || rows == 1))
-    return {m, false, std::max<int64_t>({m.stride(0), cols, 1})};
-  if (m.stride(0) == 1 && (m.stride(1) >= std::max<int64_t>(1, rows) || cols == 1))
-    return {m, true, std::max<int64_t>({m.stride(1), rows, 1})};
+  if (const auto layout = in_place_layout(rows, cols, m.stride(0), m.stride(1))) return {m, layout->trans, layout->ld};
   Tensor c = contiguous(m);
   return {c, false, std::max<int64_t>(cols, 1)};
 }
@@ -132,25 +143,14 @@ Tensor addmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Sca
   return out;
 }
 
-// How BLAS reads each matrix of a batch [B, R, C] without a copy (strides of dims 1 and 2 as blas_operand
-// accepts them), or nullopt.
-struct BatchedOperand {
-  bool trans;
-  int64_t ld;
-};
-std::optional<BatchedOperand> batched_operand(const Tensor& m) {
-  const int64_t rows = m.size(1), cols = m.size(2);
-  if (m.stride(2) == 1 && m.stride(1) >= std::max<int64_t>(1, cols)) return BatchedOperand{false, m.stride(1)};
-  if (m.stride(1) == 1 && m.stride(2) >= std::max<int64_t>(1, rows)) return BatchedOperand{true, m.stride(2)};
-  return std::nullopt;
-}
-
 // out[i] = alpha * a[i] @ b[i] + beta * out[i] for float/double batches BLAS reads in place: one description
 // for every matrix, pointers stepped by the batch strides (a select() per matrix and operand cost about as
 // much as the 64x64x32 GEMMs of attention themselves). False when a or b needs a copy.
 template <typename T>
 bool batched_gemm(const Tensor& a, const Tensor& b, Tensor& out, double alpha, double beta) {
-  const std::optional<BatchedOperand> A = batched_operand(a), B = batched_operand(b);
+  // Every matrix of a batch [B, R, C] has the strides of dims 1 and 2.
+  const std::optional<InPlaceLayout> A = in_place_layout(a.size(1), a.size(2), a.stride(1), a.stride(2));
+  const std::optional<InPlaceLayout> B = in_place_layout(b.size(1), b.size(2), b.stride(1), b.stride(2));
   if (!A || !B) return false;
   const int64_t M = a.size(1), K = a.size(2), N = b.size(2);
   if (M == 0 || N == 0 || K == 0) return false;  // (the general path zeroes as beta asks)

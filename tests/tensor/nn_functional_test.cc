@@ -18,6 +18,16 @@ TEST(NN, SoftmaxIsStableAndSumsToOne) {
   expect_close(exp(log_softmax(big, 1)), values(softmax(big, 1)), 1e-5);
   Tensor h = x.to(DType::Float16);
   expect_close(softmax(h, 1).select(0, 0), {e2 / z, e1 / z, 1 / z}, 1e-3);
+  // A NaN makes its row NaN, whether the row's max meets it in 8 lanes at a time or in the tail.
+  Tensor with_nan = randn({3, 19});
+  with_nan.data<float>()[3] = std::nanf("");            // row 0, in the vector part
+  with_nan.data<float>()[19 + 18] = std::nanf("");      // row 1, in the tail
+  Tensor s_nan = softmax(with_nan, 1);
+  for (int64_t c = 0; c < 19; ++c) {
+    EXPECT_TRUE(std::isnan(s_nan.data<float>()[c])) << c;
+    EXPECT_TRUE(std::isnan(s_nan.data<float>()[19 + c])) << c;
+    EXPECT_FALSE(std::isnan(s_nan.data<float>()[38 + c])) << c;
+  }
 }
 
 TEST(NN, LayerNormAndRmsNormWithSavedStats) {
