@@ -225,15 +225,13 @@ AgentService::~AgentService() {
 }
 
 void AgentService::update(const std::function<void(AgentStatus&)>& change) {
-  bool ready, changed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    change(status_);
-    ready = agent_ready(status_);
-    changed = ready != ready_;
-    ready_ = ready;
-  }
-  if (changed) server_->GetHealthCheckService()->SetServingStatus(kReadyService, ready);
+  // The readiness check changes under the same lock as the status, so a client that has read a status
+  // (snapshot() takes the lock) never then reads the readiness of the status before it.
+  std::lock_guard<std::mutex> lock(mu_);
+  change(status_);
+  const bool ready = agent_ready(status_);
+  if (ready != ready_) server_->GetHealthCheckService()->SetServingStatus(kReadyService, ready);
+  ready_ = ready;
 }
 
 AgentStatus AgentService::snapshot() const {
