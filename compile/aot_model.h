@@ -26,6 +26,8 @@ class Model {
 
   const std::vector<compile::ProgramInput>& inputs() const { return program_.inputs; }
   size_t num_outputs() const { return program_.graph->outputs().size(); }
+  // The program itself (its constants are the loaded weights), as trainrun.export.load reads it back.
+  std::shared_ptr<const compile::CapturedGraph> graph() const { return program_.graph; }
 
  private:
   std::string path_;

@@ -135,7 +135,10 @@ void bind_compile(py::module_& m) {
         for (const auto& in : m.inputs()) shapes.emplace_back(in.sizes.begin(), in.sizes.end());
         return shapes;
       })
-      .def_property_readonly("num_outputs", &aot::Model::num_outputs);
+      .def_property_readonly("num_outputs", &aot::Model::num_outputs)
+      .def_property_readonly("graph", [](const aot::Model& m) {
+        return std::const_pointer_cast<compile::CapturedGraph>(m.graph());
+      });
   m.def("_graph_with_constants", [](const compile::CapturedGraph& g, const std::vector<Tensor>& constants) {
     return g.with_constants(constants);
   });

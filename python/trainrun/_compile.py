@@ -9,7 +9,7 @@ for a module, whether it is training, and its parameters and buffers, which
 are inputs of the recording like the arguments (a replay reads the tensors
 the module holds then: a replaced parameter, or the ones FSDP gathers each
 step). A call that fails them is recorded anew (a new shape), up to
-`cache_size_limit` recordings, then runs eagerly. A call whose recording
+`trainrun._dynamo.config.cache_size_limit` recordings, then runs eagerly. A call whose recording
 broke (it read a tensor's values into Python, ran a backward pass, or ran an
 autograd.Function) runs eagerly for those guards from then on, with the same
 results; `explain()` (or `explain=True`) tells which calls broke and why.
@@ -26,10 +26,12 @@ Both programs then lose their dead nodes and have their pointwise runs
 fused into generated loops (compile/dead_code.h, compile/fusion.h)."""
 import collections
 import functools
+import weakref
 
 from trainrun import _C
+from trainrun._dynamo import config as _config
 
-cache_size_limit = 8  # torch._dynamo.config.cache_size_limit's default
+_compiled_functions = weakref.WeakSet()  # every CompiledFunction: trainrun.compiler.reset() clears them all
 
 
 class GraphBreakError(RuntimeError):
@@ -87,6 +89,7 @@ class CompiledFunction:
         self._cache = {}
         self.calls = self.replays = 0
         functools.update_wrapper(self, fn)
+        _compiled_functions.add(self)
 
     def _module_tensors(self):
         """A module's parameters and buffers, passed to the recording as inputs after the arguments: a replay
@@ -116,8 +119,9 @@ class CompiledFunction:
             return _unflatten(entry.out_spec, iter(outputs))
         if isinstance(entry, _Eager):
             return self._fn(*args, **kwargs)
-        if len(self._cache) >= cache_size_limit:
-            self._cache[key] = _Eager(f"cache_size_limit ({cache_size_limit}) reached: more guards than recordings "
+        limit = _config.cache_size_limit
+        if len(self._cache) >= limit:
+            self._cache[key] = _Eager(f"cache_size_limit ({limit}) reached: more guards than recordings "
                                       "kept")
             return self._fn(*args, **kwargs)
         return self._record(key, tensors, args, kwargs)
@@ -217,7 +221,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     if model is None:
         return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
                                  options=options, disable=disable, explain=explain)
-    if disable:
+    if disable or getattr(model, "_trainrun_compile_disabled", False):  # (trainrun.compiler.disable's)
         return model
     if isinstance(model, _C.nn.Module):  # Python modules and C++ layers (nn.Linear) alike
         compiled = CompiledFunction(model.__call__, module=model, fullgraph=fullgraph, explain=explain)

@@ -126,3 +126,88 @@ def test_a_missing_package_is_refused_by_name(tmp_path):
         torch.aot_load(tmp_path / "nothing")
     with pytest.raises(TypeError, match="expected an ExportedProgram"):
         torch.aot_compile(nn.Linear(2, 2), tmp_path / "x")
+
+
+class TwoOutputs(nn.Module):
+    """A dict holding a tuple with a tensor, None and a number: the structure comes back from an archive."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        h = self.lin(x).relu()
+        return {"h": h, "rest": (h + y, None, 3)}
+
+
+def test_save_and_load_give_back_the_program_its_weights_inputs_and_output_structure(tmp_path):
+    torch.manual_seed(0)
+    model = TwoOutputs()
+    x, y = torch.randn(5, 8), torch.randn(5, 4)
+    ep = torch.export.export(model, (x,), {"y": y})
+    extra = {"notes.txt": "trained 3 epochs"}
+    torch.export.save(ep, tmp_path / "model.pt2", extra_files=extra)
+    read = {"notes.txt": ""}
+    loaded = torch.export.load(tmp_path / "model.pt2", extra_files=read)
+    assert read == extra
+    assert loaded.graph_signature.parameters == ["lin.weight", "lin.bias"]
+    assert loaded.graph_signature.user_inputs == ["x", "y"]
+    assert torch.equal(loaded.state_dict["lin.weight"], model.lin.weight.detach())
+    (ex_x,), ex_kwargs = loaded.example_inputs
+    assert torch.equal(ex_x, x) and torch.equal(ex_kwargs["y"], y)
+    x2, y2 = torch.randn(5, 8), torch.randn(5, 4)
+    with torch.no_grad():
+        expected = model(x2, y2)
+    got = loaded.module()(x2, y=y2)
+    assert set(got) == {"h", "rest"} and got["rest"][1:] == (None, 3)
+    assert torch.equal(got["h"], expected["h"]) and torch.equal(got["rest"][0], expected["rest"][0])
+    with pytest.raises(ValueError, match="input 'x' has shape"):
+        loaded(torch.randn(2, 8), y2)
+    # the loaded program compiles ahead of time again, and a file object works as a path does
+    again = torch.aot_load(torch.aot_compile(loaded, tmp_path / "again.aot"))
+    assert torch.equal(again(x2, y2)[0], expected["h"])
+    with open(tmp_path / "copy.pt2", "wb") as f:
+        torch.export.save(loaded, f)
+    with open(tmp_path / "copy.pt2", "rb") as f:
+        assert torch.equal(torch.export.load(f)(x2, y2)["h"], expected["h"])
+
+
+def test_aoti_compile_and_package_and_load_package_as_pytorch_2_6_spells_them(tmp_path):
+    torch.manual_seed(0)
+    model = TwoOutputs()
+    x, y = torch.randn(5, 8), torch.randn(5, 4)
+    ep = torch.export.export(model, (x, y))
+    path = torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "model.pt2"))
+    assert path == str(tmp_path / "model.pt2")
+    compiled = torch._inductor.aoti_load_package(path)
+    with torch.no_grad():
+        expected = model(x, y)
+    got = compiled(x, y)
+    assert torch.equal(got["h"], expected["h"]) and got["rest"][2] == 3
+    unnamed = torch._inductor.aoti_compile_and_package(ep)
+    try:
+        assert unnamed.endswith(".pt2") and torch.equal(torch._inductor.aoti_load_package(unnamed)(x, y)["h"],
+                                                        expected["h"])
+    finally:
+        import os
+        os.unlink(unnamed)
+    with pytest.raises(ValueError, match="must end in .pt2"):
+        torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "model.zip"))
+    with pytest.raises(ValueError, match="inductor_configs"):
+        torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "c.pt2"),
+                                                 inductor_configs={"max_autotune": True})
+
+
+def test_load_refuses_what_save_did_not_write(tmp_path):
+    import zipfile
+    (tmp_path / "plain.txt").write_text("not an archive")
+    with pytest.raises(ValueError, match="is not a file save\\(\\) wrote"):
+        torch.export.load(tmp_path / "plain.txt")
+    with zipfile.ZipFile(tmp_path / "other.zip", "w") as z:
+        z.writestr("data.bin", b"\0")
+    with pytest.raises(ValueError, match="lacks \\['kernels.cpp', 'model.so', 'program.json', 'weights.safetensors'\\]"):
+        torch.export.load(tmp_path / "other.zip")
+    with pytest.raises(ValueError, match="not a package aoti_compile_and_package wrote"):
+        torch._inductor.aoti_load_package(tmp_path / "plain.txt")
+    with pytest.raises(TypeError, match="expected an ExportedProgram"):
+        torch.export.save(nn.Linear(2, 2), tmp_path / "x.pt2")

@@ -1,0 +1,65 @@
+"""torch._dynamo's entry points that PyTorch scripts call, over trainrun.compile's recordings (trainrun/_compile.py
+says how calls are recorded and replayed): reset, disable, mark_dynamic, explain, config."""
+import collections
+
+from trainrun._dynamo import config  # noqa: F401
+from trainrun.compiler import disable, reset  # noqa: F401
+
+__all__ = ["config", "disable", "explain", "mark_dynamic", "mark_static", "reset"]
+
+
+def mark_dynamic(t, index, *, min=None, max=None):  # noqa: A002
+    """Tells torch.compile that dim `index` of t varies between calls. trainrun records once per shape, so the
+    hint changes nothing but is checked: index must name dims of t, and min <= max when both are given."""
+    indices = list(index) if isinstance(index, (list, tuple)) else [index]
+    for i in indices:
+        if not isinstance(i, int) or not -t.ndim <= i < t.ndim:
+            raise IndexError(f"mark_dynamic: dim {i!r} is out of range for a tensor of {t.ndim} dims")
+    if min is not None and max is not None and min > max:
+        raise ValueError(f"mark_dynamic: min ({min}) is greater than max ({max})")
+
+
+def mark_static(t, index=None):
+    """The opposite hint (the dim keeps its size): trainrun records per shape already."""
+    if index is not None and not -t.ndim <= index < t.ndim:
+        raise IndexError(f"mark_static: dim {index} is out of range for a tensor of {t.ndim} dims")
+
+
+ExplainOutput = collections.namedtuple(
+    "ExplainOutput", "graphs graph_count graph_break_count break_reasons op_count ops_per_graph out_guards "
+                     "compile_times")
+
+
+def _explain_str(self):
+    lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
+             f"Op Count: {self.op_count}"]
+    if self.break_reasons:
+        lines.append("Break Reasons:")
+        lines += [f"  Break Reason {i + 1}: {r}" for i, r in enumerate(self.break_reasons)]
+    return "\n".join(lines)
+
+
+ExplainOutput.__str__ = _explain_str
+
+
+def explain(f, *extra_args, **extra_kwargs):
+    """torch._dynamo.explain(f)(*args, **kwargs): records one call of f (a fresh recording, f's own compiled
+    caches untouched) and says what it became. A call trainrun cannot record whole runs eagerly, so it counts as
+    one graph break and no graph (PyTorch would split it into graphs around the break)."""
+    from trainrun._compile import CompiledFunction, _Recording
+
+    def inner(*args, **kwargs):
+        import time
+        compiled = CompiledFunction(f, module=f if hasattr(f, "named_parameters") else None)
+        start = time.perf_counter()
+        compiled(*args, **kwargs)
+        seconds = time.perf_counter() - start
+        entries = list(compiled._cache.values())
+        graphs = [e.graph for e in entries if isinstance(e, _Recording)]
+        reasons = [e.reason for e in entries if not isinstance(e, _Recording)]
+        ops = [g.num_nodes for g in graphs]
+        return ExplainOutput(graphs, len(graphs), len(reasons), reasons, sum(ops), ops, [], f"{seconds:.4f}")
+
+    if extra_args or extra_kwargs:  # the older spelling: explain(f, *args, **kwargs)
+        return inner(*extra_args, **extra_kwargs)
+    return inner

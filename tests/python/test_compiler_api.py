@@ -1,0 +1,112 @@
+"""torch.compiler and torch._dynamo as PyTorch scripts call them, over trainrun.compile: reset() makes every
+compiled function record anew; disable() keeps a function out of recordings (a compiled call reaching it runs
+eagerly, named by explain(), and a disabled function given to compile stays itself); is_compiling() is true while
+a call records (so the recorded branch is the one replayed) and is_exporting() only under export;
+_dynamo.config.cache_size_limit is read at each call; _dynamo.explain counts graphs, breaks and ops;
+mark_dynamic checks its dims."""
+import pytest
+
+import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
+
+import trainrun as torch  # noqa: E402
+import trainrun.nn as nn  # noqa: E402
+from trainrun._compile import GraphBreakError  # noqa: E402
+
+
+def test_reset_forgets_every_compiled_functions_recordings():
+    f = torch.compile(lambda a: a * 2 + 1)
+    m = torch.compile(nn.Linear(3, 2))
+    x = torch.randn(4, 3)
+    f(x), f(x), m(x), m(x)
+    assert f.replays == 1 and m._compiled.replays == 1
+    torch.compiler.reset()
+    f(x), m(x)
+    assert f.replays == 1 and m._compiled.replays == 1, "after reset the next call records, it does not replay"
+    f(x)
+    assert f.replays == 2
+
+
+def test_a_disabled_function_runs_eagerly_inside_a_compiled_call_with_the_same_result():
+    seen = []
+
+    @torch.compiler.disable
+    def logged(a):
+        seen.append(a.shape[0])  # Python that a replay would skip
+        return a + 1
+
+    f = torch.compile(lambda a: logged(a) * 2)
+    x = torch.ones(3)
+    for _ in range(3):
+        assert torch.equal(f(x), torch.full((3,), 4.0))
+    assert seen == [3, 3, 3], "the disabled function ran on every call"
+    assert "logged is marked trainrun.compiler.disable" in f.explain()
+    with pytest.raises(GraphBreakError, match="logged is marked"):
+        torch.compile(lambda a: logged(a), fullgraph=True)(x)
+
+
+def test_disable_on_a_module_and_as_decorator_with_arguments():
+    lin = nn.Linear(2, 2)
+    assert torch.compiler.disable(lin) is lin
+    assert getattr(lin.forward, "_trainrun_compile_disabled", False)
+    g = torch._dynamo.disable(recursive=False)(lambda a: a - 1)
+    assert torch.compile(g) is g, "compile leaves a disabled function as it is"
+    with pytest.raises(TypeError, match="function or a module"):
+        torch.compiler.disable(3)
+
+
+def test_is_compiling_is_true_while_recording_so_replays_take_the_recorded_branch():
+    assert not torch.compiler.is_compiling()
+    f = torch.compile(lambda a: a * 3 if torch.compiler.is_compiling() else a * 2)
+    x = torch.ones(2)
+    assert torch.equal(f(x), torch.full((2,), 3.0))
+    assert torch.equal(f(x), torch.full((2,), 3.0)) and f.replays == 1
+    assert not torch.compiler.is_compiling() and not torch.compiler.is_exporting()
+
+    class Probe(nn.Module):
+        def forward(self, a):
+            return a + (1.0 if torch.compiler.is_exporting() else 0.0)
+
+    ep = torch.export.export(Probe(), (x,))
+    assert torch.equal(ep(x), torch.full((2,), 2.0))
+    assert torch.equal(torch.compile(Probe())(x), x), "compile is not export"
+
+
+def test_cache_size_limit_is_read_at_each_call():
+    limit = torch._dynamo.config.cache_size_limit
+    try:
+        torch._dynamo.config.cache_size_limit = 1
+        f = torch.compile(lambda a: a + 1)
+        f(torch.ones(2))
+        assert torch.equal(f(torch.ones(3)), torch.full((3,), 2.0))
+        assert "cache_size_limit (1) reached" in f.explain()
+    finally:
+        torch._dynamo.config.cache_size_limit = limit
+
+
+def test_dynamo_explain_counts_graphs_breaks_and_ops():
+    out = torch._dynamo.explain(lambda a: (a * 2).sin())(torch.ones(3))
+    assert (out.graph_count, out.graph_break_count, out.break_reasons) == (1, 0, [])
+    assert out.op_count >= 2 and out.ops_per_graph == [out.op_count]
+    assert "Graph Count: 1" in str(out)
+    broken = torch._dynamo.explain(lambda a: a * float(a.sum()), torch.ones(3))  # the older spelling
+    assert broken.graph_count == 0 and broken.graph_break_count == 1
+    assert "Break Reason 1:" in str(broken)
+
+
+def test_mark_dynamic_checks_its_dims():
+    x = torch.ones(2, 3)
+    torch._dynamo.mark_dynamic(x, 0)
+    torch._dynamo.mark_dynamic(x, [0, 1], min=1, max=8)
+    with pytest.raises(IndexError, match="dim 2 is out of range"):
+        torch._dynamo.mark_dynamic(x, 2)
+    with pytest.raises(ValueError, match="min"):
+        torch._dynamo.mark_dynamic(x, 0, min=4, max=2)
+    f = torch.compile(lambda a: a.sum(0))
+    assert torch.equal(f(x), torch.full((3,), 2.0))
+
+
+def test_allow_in_graph_returns_the_function():
+    fn = lambda a: a  # noqa: E731
+    assert torch.compiler.allow_in_graph(fn) is fn
+    with pytest.raises(TypeError):
+        torch.compiler.allow_in_graph(None)
