@@ -85,3 +85,10 @@ def _add(custom_op):
     """Makes a custom op reachable as ops.<namespace>.<name>."""
     ns = getattr(ops, custom_op._namespace)
     setattr(ns, custom_op._name, OpOverloadPacket(custom_op._namespace, custom_op._name, custom_op, custom_op))
+
+
+def _remove(custom_op):
+    """Undoes _add (a Library's definitions leave with it)."""
+    ns = getattr(ops, custom_op._namespace)
+    if isinstance(ns.__dict__.get(custom_op._name), OpOverloadPacket):
+        delattr(ns, custom_op._name)

@@ -262,3 +262,85 @@ def test_a_custom_op_inside_a_compiled_training_step_is_one_node_of_the_graph():
     assert compiled._compiled.replays == 2, explained
     assert "trop_compile::numpy_sin(" in explained and "(external)" in explained, explained
     assert "backward recorded" in explained and out.grad_fn.name() == "CompiledFunctionBackward", explained
+
+
+def test_the_schema_first_library_api_defines_implements_and_removes_ops():
+    import gc
+    lib = torch.library.Library("schemalib", "DEF")
+    assert lib.define("scale(Tensor x, float s=2.0, *, int[] dims=[0, 1]) -> Tensor") == "scale"
+    op = torch.ops.schemalib.scale
+    assert op.default._schema == "schemalib::scale(Tensor x, float s=2.0, *, int[] dims=[0, 1]) -> Tensor"
+    with pytest.raises(NotImplementedError, match="schemalib::scale: no kernel is registered"):
+        op(torch.ones(2))
+    lib.impl("scale", lambda x, s=2.0, dims=(0, 1): x * s, "CPU")
+    assert torch.equal(op(torch.ones(2)), torch.full((2,), 2.0))
+    assert torch.equal(op(torch.ones(2), 3.0, dims=[1]), torch.full((2,), 3.0))
+    with pytest.raises(RuntimeError, match="Expected a value of type 'Tensor' for argument 'x'"):
+        op(1.0)
+
+    @torch.library.register_fake("schemalib::scale")
+    def _(x, s=2.0, dims=(0, 1)):
+        return torch.empty_like(x)
+
+    assert op(torch.empty(4, 3, device="meta")).shape == (4, 3)
+    x = torch.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="no autograd formula was registered"):
+        op(x).sum().backward()
+    torch.library.register_autograd("schemalib::scale", lambda ctx, g: (g * ctx.s, None),
+                                    setup_context=lambda ctx, inputs, output: setattr(ctx, "s", inputs[1]))
+    op(x, 5.0).sum().backward()
+    assert torch.equal(x.grad, torch.full((2,), 5.0))
+    compiled = torch.compile(lambda a: op(a, 4.0) + 1)
+    assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 5.0))
+    assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 5.0)) and compiled.replays == 1
+
+    with pytest.raises(RuntimeError, match="Only a single TORCH_LIBRARY"):
+        torch.library.Library("schemalib", "DEF")
+    fragment = torch.library.Library("schemalib", "FRAGMENT")
+    fragment.define("twice(Tensor x) -> Tensor")
+    with pytest.raises(RuntimeError, match="already registered"):
+        fragment.define("twice(Tensor x) -> Tensor")
+    del lib, fragment
+    gc.collect()
+    assert not hasattr(torch.ops.schemalib, "scale") and not hasattr(torch.ops.schemalib, "twice")
+    torch.library.Library("schemalib", "DEF")._destroy()  # the namespace is free again
+
+
+def test_define_and_impl_by_name_with_composite_and_autograd_kernels():
+    torch.library.define("schemalib2::twice", "(Tensor x) -> Tensor")
+
+    @torch.library.impl("schemalib2::twice", "CompositeImplicitAutograd")
+    def twice(x):
+        return x * 2
+
+    y = torch.ones(3, requires_grad=True)
+    torch.ops.schemalib2.twice(y).sum().backward()
+    assert torch.equal(y.grad, torch.full((3,), 2.0)), "autograd went through the composite's ops"
+
+    class Cube(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x * x * g
+
+    torch.library.define("schemalib2::cube", "(Tensor x) -> Tensor")
+    torch.library.impl("schemalib2::cube", ["cpu", "cuda"], lambda x: x ** 3)
+    torch.library.impl("schemalib2::cube", "Autograd", Cube.apply)
+    z = torch.full((2,), 2.0, requires_grad=True)
+    out = torch.ops.schemalib2.cube(z)
+    out.sum().backward()
+    assert torch.equal(out.detach(), torch.full((2,), 8.0)) and torch.equal(z.grad, torch.full((2,), 12.0))
+    assert torch.equal(torch.ops.schemalib2.cube(torch.full((2,), 3.0)), torch.full((2,), 27.0))
+    with pytest.raises(ValueError, match="dispatch key 'XLA' is not supported"):
+        torch.library.impl("schemalib2::cube", "XLA", lambda x: x)
+    with pytest.raises(ValueError, match="cannot read the default"):
+        torch.library.define("schemalib2::bad", "(Tensor x, int n=oops) -> Tensor")
+    with pytest.raises(ValueError, match="needs a type and a name"):
+        torch.library.define("schemalib2::bad2", "(Tensor) -> Tensor")
+    with pytest.raises(ValueError, match="unsupported kind"):
+        torch.library.Library("schemalib2", "BOGUS")
