@@ -52,6 +52,35 @@ def test_multihead_attention_matches_pytorch_with_masks(batch_first):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("layout", ["seq first", "batch first", "unbatched"])
+def test_self_attention_with_a_per_head_float_mask_matches_pytorch(layout):
+    """query is key is value (the encoder's call): outputs, per-head weights and every gradient."""
+    torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    E, H, L, N = 12, 3, 5, 2
+    batch_first = layout == "batch first"
+    theirs = torch.nn.MultiheadAttention(E, H, batch_first=batch_first)
+    with torch.no_grad():
+        theirs.in_proj_bias.normal_()
+        theirs.out_proj.bias.normal_()
+    ours = tr.nn.MultiheadAttention(E, H, batch_first=batch_first)
+    ours.load_state_dict({k: tr.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    shape = {"seq first": (L, N, E), "batch first": (N, L, E), "unbatched": (L, E)}[layout]
+    x, mask = _inputs(1, shape, (N * H if layout != "unbatched" else H, L, L))
+    results = {}
+    for lib, m in (("torch", theirs), ("trainrun", ours)):
+        t = torch if lib == "torch" else tr
+        xt = t.tensor(x, requires_grad=True)
+        out, weights = m(xt, xt, xt, attn_mask=t.tensor(mask), average_attn_weights=False)
+        (out * out).sum().backward()
+        values = [out, weights, xt.grad, m.in_proj_weight.grad, m.in_proj_bias.grad, m.out_proj.weight.grad,
+                  m.out_proj.bias.grad]
+        results[lib] = [_np(v) if lib == "trainrun" else v.detach().numpy() for v in values]
+    for name, a, b in zip(["out", "weights", "x.grad", "in_proj_weight.grad", "in_proj_bias.grad",
+                           "out_proj.weight.grad", "out_proj.bias.grad"], results["trainrun"], results["torch"]):
+        assert a.shape == b.shape, name
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
 def test_multihead_attention_unbatched_and_per_head_weights():
     m = tr.nn.MultiheadAttention(6, 3)
     q = tr.randn(4, 6)

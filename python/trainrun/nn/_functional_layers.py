@@ -30,9 +30,13 @@ def _index(values, device):
 
 @op(function=False, functional=True)
 def linear(input, weight, bias=None):  # noqa: A002
-    """input @ weight.T + bias."""
-    if input.ndim == 2 and bias is not None:
+    """input @ weight.T + bias. With a bias, a 2-D input, or a contiguous one of more dims seen as rows (PyTorch's
+    _flatten_nd_linear), is one addmm: the GEMM adds the bias as it writes, instead of a second pass."""
+    if bias is not None and input.ndim == 2:
         return _C.addmm(bias, input, weight.t())
+    if bias is not None and input.ndim > 2 and input.is_contiguous() and input.shape[-1] > 0:
+        rows = _C.addmm(bias, input.view([-1, input.shape[-1]]), weight.t())
+        return rows.view(list(input.shape[:-1]) + [rows.shape[-1]])
     out = _C.matmul(input, weight.t())
     return out + bias if bias is not None else out
 

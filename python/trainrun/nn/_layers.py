@@ -180,21 +180,30 @@ class MultiheadAttention(Module):
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
         batched = query.ndim == 3
-        if not batched:
-            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
-        elif self.batch_first:
-            query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
-        L, N, E = query.shape
-        S = key.shape[0]
+        if not batched:  # (L, E) -> (L, 1, E), keeping self-attention's query is key is value
+            same_kv, same_qk = key is value, query is key
+            query = query.unsqueeze(1)
+            key = query if same_qk else key.unsqueeze(1)
+            value = key if same_kv else value.unsqueeze(1)
+        # The projections run on the inputs in their own layout, (seq, batch, E) or (batch, seq, E): a contiguous
+        # input is one GEMM with its bias (no transposed copy of it first), and the output comes back in that
+        # layout directly.
+        seq_dim = 1 if batched and self.batch_first else 0
+        L, N, E = query.shape[seq_dim], query.shape[1 - seq_dim], query.shape[2]
+        S = key.shape[seq_dim]
         H, D = self.num_heads, self.head_dim
         w_q, w_k, w_v = self.in_proj_weight.chunk(3, 0)
         b_q, b_k, b_v = self.in_proj_bias.chunk(3, 0) if self.in_proj_bias is not None else (None, None, None)
 
-        def heads(x, w, b, n):  # (n, N, E) -> (N, H, n, D)
-            return F.linear(x, w, b).reshape([n, N, H, D]).permute(1, 2, 0, 3)
+        def heads(x, w, b, n):  # the projection as (N * H, n, D), contiguous: the batched GEMMs' best operand
+            p = F.linear(x, w, b)
+            p = p.reshape([N, n, H, D]).permute(0, 2, 1, 3) if seq_dim == 1 else \
+                p.reshape([n, N, H, D]).permute(1, 2, 0, 3)
+            return p.reshape([N * H, n, D])
 
-        q, k, v = heads(query, w_q, b_q, L), heads(key, w_k, b_k, S), heads(value, w_v, b_v, S)
-        scores = _C.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(D))  # (N, H, L, S)
+        q = heads(query, w_q, b_q, L) * (1.0 / math.sqrt(D))  # (scaled before the product, as PyTorch does)
+        k, v = heads(key, w_k, b_k, S), heads(value, w_v, b_v, S)
+        scores = _C.bmm(q, k.transpose(1, 2)).view([N, H, L, S])
         if is_causal and attn_mask is None:
             attn_mask = _C.ones([L, S], dtype=_C.dtype.bool).triu(1)
         if attn_mask is not None:
@@ -212,12 +221,12 @@ class MultiheadAttention(Module):
         weights = _C.softmax(scores, -1, None)
         if self.dropout > 0.0 and self.training:
             weights = F.dropout(weights, self.dropout, True)
-        out = _C.matmul(weights, v).permute(2, 0, 1, 3).reshape([L, N, E])  # (L, N, E)
+        out = _C.bmm(weights.reshape([N * H, L, S]), v).view([N, H, L, D])
+        out = out.permute(0, 2, 1, 3).reshape([N, L, E]) if seq_dim == 1 else \
+            out.permute(2, 0, 1, 3).reshape([L, N, E])
         out = self.out_proj(out)
         if not batched:
             out = out.squeeze(1)
-        elif self.batch_first:
-            out = out.transpose(0, 1)
         if not need_weights:
             return out, None
         w = weights.mean(dim=1) if average_attn_weights else weights
