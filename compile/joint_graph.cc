@@ -12,6 +12,7 @@
 #include "compile/dead_code.h"
 #include "compile/fusion.h"
 #include "compile/recompute.h"
+#include "compile/scatter_sum.h"
 #include "tensor/factories.h"
 
 namespace trainrun::compile {
@@ -142,9 +143,12 @@ std::shared_ptr<JointGraph> JointGraph::record(std::shared_ptr<const CapturedGra
   int dead_forward = 0, dead_backward = 0;
   joint->forward_run_ = eliminate_dead_nodes(joint->forward_, joint->keep_, &dead_forward);
   joint->backward_run_ = eliminate_dead_nodes(recompute.backward, {}, &dead_backward);
+  int scatter_sums = 0;
+  joint->backward_run_ = fold_scatter_sums(joint->backward_run_, &scatter_sums);
   const std::string dead =
-      fmt::format("{} saved values recomputed in backward ({} kB not kept), {} dead ops dropped", recompute.recomputed,
-                  recompute.bytes / 1024, dead_forward + dead_backward);
+      fmt::format("{} saved values recomputed in backward ({} kB not kept), {} dead ops dropped, {} sums of "
+                  "pieces written in place",
+                  recompute.recomputed, recompute.bytes / 1024, dead_forward + dead_backward, scatter_sums);
   if (!fusion_enabled()) {
     joint->fusion_note_ = dead + "; fusion off (TRAINRUN_COMPILE_FUSION=0)";
     return joint;

@@ -22,6 +22,7 @@
 #include "compile/joint_graph.h"
 #include "compile/kernel_library.h"
 #include "compile/recompute.h"
+#include "compile/scatter_sum.h"
 #include "compile/pointwise_codegen.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
@@ -366,7 +367,8 @@ std::shared_ptr<JointGraph> record_joint(F program, const Tensor& x) {
   return joint;
 }
 
-// The gradients of `weights` from backward through joint->run(x), then from eager program(x): equal.
+// The gradients of `weights` from backward through joint->run(x), then from eager program(x): equal. Leaves
+// the weights without gradients.
 template <typename F>
 void expect_eager_gradients(const JointGraph& joint, F program, const Tensor& x, const std::vector<Tensor>& weights) {
   Tensor y = joint.run({x})[0];
@@ -378,7 +380,10 @@ void expect_eager_gradients(const JointGraph& joint, F program, const Tensor& x,
     set_grad(w, Tensor());
   }
   backward(program(x), Tensor());
-  for (size_t i = 0; i < weights.size(); ++i) EXPECT_TRUE(allclose(replayed[i], grad(weights[i]), 1e-5, 1e-6)) << i;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    EXPECT_TRUE(allclose(replayed[i], grad(weights[i]), 1e-5, 1e-6)) << i << replayed[i] << grad(weights[i]);
+    set_grad(weights[i], Tensor());  // (the next check starts from no gradient)
+  }
 }
 
 TEST_F(Fusion, AJointGraphsBackwardGivesEagersGradientsFromOneNode) {
@@ -404,6 +409,57 @@ TEST_F(Fusion, ABackwardRecomputesWhatOneCheapPointwiseOpMadeFromSavedValues) {
   EXPECT_NE(joint->fusion_note().find("1 saved values recomputed in backward (0 kB"), std::string::npos)
       << joint->fusion_note();
   expect_eager_gradients(*joint, program, randn({4, 5}), {w, gain, v});
+}
+
+
+// How many nodes of the backward as run allocate a tensor of `shape`.
+int allocations_of(const JointGraph& joint, const IntList& shape) {
+  int n = 0;
+  for (const CapturedGraph::Node& node : joint.backward_run().nodes()) n += node.is_alloc() && node.alloc_sizes == shape;
+  return n;
+}
+
+TEST_F(Fusion, TheGradientsOfDisjointPiecesOfOneTensorAreWrittenIntoOneBuffer) {
+  // w's three row blocks each multiply x (a packed projection read as three): their gradients, each zeros of w's
+  // shape with the block copied in, summed, become one buffer the three blocks are copied into.
+  Tensor w = randn({6, 5});
+  set_requires_grad(w, true);
+  auto program = [&](const Tensor& x) {
+    auto block = [&](std::optional<int64_t> lo, std::optional<int64_t> hi) {
+      return mm(x, transpose(slice(w, 0, lo, hi, 1), 0, 1));
+    };
+    Tensor a = block(0, 2), b = block(2, 4), c = block(-2, std::nullopt);
+    return sum(mul(add(mul(a, b), c), 0.5));
+  };
+  std::shared_ptr<JointGraph> joint = record_joint(program, randn({3, 5}));
+  ASSERT_NE(joint, nullptr);
+  EXPECT_NE(joint->fusion_note().find("1 sums of pieces written in place"), std::string::npos) << joint->fusion_note();
+  EXPECT_EQ(allocations_of(*joint, {6, 5}), 1) << joint->backward_run().to_string();
+  EXPECT_EQ(joint->backward_run().to_string().find("fill_"), std::string::npos) << "the pieces cover w: no fill";
+  expect_eager_gradients(*joint, program, randn({3, 5}), {w});
+  expect_eager_gradients(*joint, program, randn({3, 5}), {w});  // (the buffer is a new one each run)
+}
+
+TEST_F(Fusion, PiecesThatLeaveRowsOutKeepTheFillAndOverlappingOnesAreNotFolded) {
+  Tensor w = randn({4, 3});
+  set_requires_grad(w, true);
+  // rows 0 and 2 (select), not 1 or 3: one buffer, filled with zeros first
+  auto gaps = [&](const Tensor& x) { return sum(add(mul(x, select(w, 0, 0)), mul(x, select(w, 0, 2)))); };
+  std::shared_ptr<JointGraph> joint = record_joint(gaps, randn({2, 3}));
+  ASSERT_NE(joint, nullptr);
+  EXPECT_NE(joint->fusion_note().find("1 sums of pieces written in place"), std::string::npos) << joint->fusion_note();
+  EXPECT_EQ(allocations_of(*joint, {4, 3}), 1);
+  EXPECT_NE(joint->backward_run().to_string().find("fill_"), std::string::npos);
+  expect_eager_gradients(*joint, gaps, randn({2, 3}), {w});
+  // rows [0, 3) and [1, 4) overlap: summed as recorded
+  auto overlap = [&](const Tensor& x) {
+    return sum(add(mm(x, transpose(slice(w, 0, 0, 3, 1), 0, 1)), mm(x, transpose(slice(w, 0, 1, 4, 1), 0, 1))));
+  };
+  joint = record_joint(overlap, randn({2, 3}));
+  ASSERT_NE(joint, nullptr);
+  EXPECT_NE(joint->fusion_note().find("0 sums of pieces"), std::string::npos) << joint->fusion_note();
+  EXPECT_EQ(allocations_of(*joint, {4, 3}), 2);
+  expect_eager_gradients(*joint, overlap, randn({2, 3}), {w});
 }
 
 }  // namespace

@@ -63,6 +63,8 @@ def test_compiled_training_steps_equal_eager_ones(name, fusion, monkeypatch):
         assert same(b, c), n
     assert compiled._compiled.replays == 3, compiled.explain()
     assert "graph of" in compiled.explain()
+    if name == "block":  # in_proj_weight's and in_proj_bias's gradients: three pieces each, written in one buffer
+        assert "2 sums of pieces written in place" in compiled.explain(), compiled.explain()
     if name == "block" and fusion == "on":  # softmax's and layer norm's backward: loops with their reductions
         loops = [line for line in compiled.explain().splitlines() if "= fused_" in line]
         assert any("sum" in line and "mean" in line for line in loops), compiled.explain()
