@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "compile/dead_code.h"
 #include "compile/fusion.h"
+#include "compile/gemm_epilogue.h"
 #include "compile/recompute.h"
 #include "compile/scatter_sum.h"
 #include "tensor/factories.h"
@@ -153,13 +154,15 @@ std::shared_ptr<JointGraph> JointGraph::record(std::shared_ptr<const CapturedGra
     joint->fusion_note_ = dead + "; fusion off (TRAINRUN_COMPILE_FUSION=0)";
     return joint;
   }
+  int activations = 0;
+  joint->forward_run_ = fold_gemm_activations(joint->forward_run_, joint->keep_, &activations);
   try {
     const FusionResult f = fuse_pointwise(joint->forward_run_, joint->keep_);
     const FusionResult b = fuse_pointwise(joint->backward_run_, {});
     joint->forward_run_ = f.graph;
     joint->backward_run_ = b.graph;
-    joint->fusion_note_ = fmt::format("{}; forward: {} loops for {} ops, backward: {} loops for {} ops", dead,
-                                      f.loops, f.ops_fused, b.loops, b.ops_fused);
+    joint->fusion_note_ = fmt::format("{}; forward: {} activations in GEMMs, {} loops for {} ops, backward: {} loops "
+                                      "for {} ops", dead, activations, f.loops, f.ops_fused, b.loops, b.ops_fused);
   } catch (const ValueError& e) {  // no compiler, or it failed: the recorded ops run one by one
     joint->fusion_note_ = fmt::format("{}; not fused: {}", dead, e.what());
   }

@@ -59,6 +59,11 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar&
   check_mm(a, b, "addmm");
   return ops::addmm::call(keys_of(self, a, b), self, a, b, beta, alpha);
 }
+Tensor addmm_activation(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
+                        const Scalar& alpha, bool use_gelu) {
+  check_mm(a, b, "_addmm_activation");
+  return ops::_addmm_activation::call(keys_of(self, a, b), self, a, b, beta, alpha, use_gelu);
+}
 Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   check_bmm(a, b);
   return ops::baddbmm::call(keys_of(self, a, b), self, a, b, beta, alpha);

@@ -11,6 +11,9 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 // torch.matmul: 1-D/2-D/batched, with batch dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
 // beta * self + alpha * (a @ b)
+// relu(addmm(...)), or gelu(addmm(...)) with use_gelu: one op (ops.yaml's _addmm_activation).
+Tensor addmm_activation(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta = 1,
+                        const Scalar& alpha = 1, bool use_gelu = false);
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta = 1,
              const Scalar& alpha = 1);
 Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta = 1,

@@ -78,6 +78,19 @@ Tensor baddbmm_autograd(const Tensor& self, const Tensor& a, const Tensor& b, co
   return addmm_like_autograd(true, self, a, b, beta, alpha);
 }
 OpKernel<ops::addmm> reg_addmm(DispatchKey::Autograd, &addmm_autograd);
+
+// relu/gelu(addmm): when a gradient is wanted, the two ops it stands for, so that their formulas give it (GELU's
+// reads the pre-activation, which the fused op never writes); otherwise the fused op itself.
+Tensor addmm_activation_autograd(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
+                                 const Scalar& alpha, bool use_gelu) {
+  if (GradMode::is_enabled() && any_requires_grad({self, a, b})) {
+    Tensor pre = addmm(self, a, b, beta, alpha);
+    return use_gelu ? gelu(pre) : relu(pre);
+  }
+  ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+  return ops::_addmm_activation::call(keys_of(self, a, b), self, a, b, beta, alpha, use_gelu);
+}
+OpKernel<ops::_addmm_activation> reg_addmm_activation(DispatchKey::Autograd, &addmm_activation_autograd);
 OpKernel<ops::baddbmm> reg_baddbmm(DispatchKey::Autograd, &baddbmm_autograd);
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "compile/graph_capture.h"
 #include "compile/dead_code.h"
 #include "compile/fusion.h"
+#include "compile/gemm_epilogue.h"
 #include "compile/joint_graph.h"
 #include "nn/module.h"
 #include "python/csrc/bindings.h"
@@ -109,12 +110,16 @@ void bind_compile(py::module_& m) {
     for (const auto& node : g->nodes())
       if (node.grad_enabled) return {g, "not fused: part of the call ran with grad enabled", ""};
     int dead = 0;
-    const std::shared_ptr<const compile::CapturedGraph> live = compile::eliminate_dead_nodes(g, {}, &dead);
+    int activations = 0;
+    const std::shared_ptr<const compile::CapturedGraph> live =
+        compile::fold_gemm_activations(compile::eliminate_dead_nodes(g, {}, &dead), {}, &activations);
     try {
       const compile::FusionResult f = compile::fuse_pointwise(live, {});
       // (const in C++: nothing changes a graph once made; Python only runs and prints it)
       return {std::const_pointer_cast<compile::CapturedGraph>(f.graph),
-              fmt::format("{} dead ops dropped; {} loops for {} ops", dead, f.loops, f.ops_fused), f.source};
+              fmt::format("{} dead ops dropped; {} activations in GEMMs; {} loops for {} ops", dead, activations,
+                          f.loops, f.ops_fused),
+              f.source};
     } catch (const ValueError& e) {
       return {g, fmt::format("not fused: {}", e.what()), ""};
     }

@@ -9,6 +9,7 @@
 
 #include "tensor/cpu/matmul_onednn.h"
 #include "tensor/dispatcher.h"
+#include "tensor/elementwise.h"
 #include "tensor/factories.h"
 #include "tensor/op_schemas.h"
 #include "tensor/thread_pool.h"
@@ -123,24 +124,35 @@ bool is_bias_row(const Tensor& self, int64_t N) {
   return self.dim() == 1 || (self.dim() == 2 && self.size(0) == 1);
 }
 
-Tensor addmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
-  IntList shape = {a.size(0), b.size(1)};
-  Tensor out = empty(shape, a.dtype());
-  double be = beta.to_double();
-  // A linear layer (bias + a @ b): oneDNN adds the bias as it writes the product, where BLAS would first
-  // copy it into every row of the output.
+// A linear layer (bias + a @ b, float32): oneDNN adds the bias (and applies `epilogue`) as it writes the
+// product, where BLAS would first copy the bias into every row of the output. False when it does not apply.
+bool onednn_linear_into(Tensor& out, const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
+                        const Scalar& alpha, Epilogue epilogue) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  if (a.dtype() == DType::Float32 && b.dtype() == DType::Float32 && be == 1.0 && alpha.to_double() == 1.0 &&
-      M > 0 && N > 0 && K > 0 && is_bias_row(self, N)) {
-    BlasOperand A = blas_operand(a), B = blas_operand(b);
-    if (onednn_linear(M, K, N, {static_cast<const float*>(A.t.data_ptr()), A.trans, A.ld},
-                      {static_cast<const float*>(B.t.data_ptr()), B.trans, B.ld}, self.data<float>(), Epilogue::None,
-                      out.data<float>()))
-      return out;
-  }
+  if (a.dtype() != DType::Float32 || b.dtype() != DType::Float32 || beta.to_double() != 1.0 ||
+      alpha.to_double() != 1.0 || M == 0 || N == 0 || K == 0 || !is_bias_row(self, N))
+    return false;
+  BlasOperand A = blas_operand(a), B = blas_operand(b);
+  return onednn_linear(M, K, N, {static_cast<const float*>(A.t.data_ptr()), A.trans, A.ld},
+                       {static_cast<const float*>(B.t.data_ptr()), B.trans, B.ld}, self.data<float>(), epilogue,
+                       out.data<float>());
+}
+
+Tensor addmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  Tensor out = empty({a.size(0), b.size(1)}, a.dtype());
+  if (onednn_linear_into(out, self, a, b, beta, alpha, Epilogue::None)) return out;
+  const double be = beta.to_double();
   if (be != 0) copy_(out, self);  // broadcasts self (e.g. a bias row)
   addmm_into(out, a, b, alpha.to_double(), be);
   return out;
+}
+
+Tensor addmm_activation_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
+                            const Scalar& alpha, bool use_gelu) {
+  Tensor out = empty({a.size(0), b.size(1)}, a.dtype());
+  if (onednn_linear_into(out, self, a, b, beta, alpha, use_gelu ? Epilogue::Gelu : Epilogue::Relu)) return out;
+  out = addmm_cpu(self, a, b, beta, alpha);
+  return use_gelu ? gelu(out) : relu(out);
 }
 
 // out[i] = alpha * a[i] @ b[i] + beta * out[i] for float/double batches BLAS reads in place: one description
@@ -186,6 +198,7 @@ Tensor baddbmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const S
 
 OpKernel<ops::mm> reg_mm(DispatchKey::CPU, &mm_cpu);
 OpKernel<ops::addmm> reg_addmm(DispatchKey::CPU, &addmm_cpu);
+OpKernel<ops::_addmm_activation> reg_addmm_activation(DispatchKey::CPU, &addmm_activation_cpu);
 OpKernel<ops::baddbmm> reg_baddbmm(DispatchKey::CPU, &baddbmm_cpu);
 
 }  // namespace

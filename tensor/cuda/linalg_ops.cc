@@ -118,6 +118,13 @@ Tensor addmm_cuda(const Tensor& self, const Tensor& a, const Tensor& b, const Sc
   return out;
 }
 
+// (cuBLASLt's epilogues would apply the activation as it writes; here it is a second pass.)
+Tensor addmm_activation_cuda(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
+                             const Scalar& alpha, bool use_gelu) {
+  Tensor out = addmm_cuda(self, a, b, beta, alpha);
+  return use_gelu ? gelu(out) : relu(out);
+}
+
 Tensor baddbmm_cuda(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, TensorOptions(a.dtype(), a.device()));
   const double be = self.defined() ? beta.to_double() : 0.0;
@@ -128,6 +135,7 @@ Tensor baddbmm_cuda(const Tensor& self, const Tensor& a, const Tensor& b, const 
 
 OpKernel<ops::mm> reg_mm(DispatchKey::CUDA, &mm_cuda);
 OpKernel<ops::addmm> reg_addmm(DispatchKey::CUDA, &addmm_cuda);
+OpKernel<ops::_addmm_activation> reg_addmm_activation(DispatchKey::CUDA, &addmm_activation_cuda);
 OpKernel<ops::baddbmm> reg_baddbmm(DispatchKey::CUDA, &baddbmm_cuda);
 
 }  // namespace

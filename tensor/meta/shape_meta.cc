@@ -104,6 +104,12 @@ Tensor addmm_meta(const Tensor& self, const Tensor& a, const Tensor& b, const Sc
   return meta_empty({a.size(0), b.size(1)}, a.dtype());
 }
 
+Tensor addmm_activation_meta(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
+                             const Scalar& alpha, bool use_gelu) {
+  (void)self, (void)beta, (void)alpha, (void)use_gelu;
+  return meta_empty({a.size(0), b.size(1)}, a.dtype());
+}
+
 Tensor baddbmm_meta(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   (void)self, (void)beta, (void)alpha;
   return meta_empty({a.size(0), a.size(1), b.size(2)}, a.dtype());
@@ -241,6 +247,7 @@ OpKernel<ops::any> reg_any(DispatchKey::Meta, &all_meta<false>);
 OpKernel<ops::cumsum> reg_cumsum(DispatchKey::Meta, &cumsum_meta);
 OpKernel<ops::mm> reg_mm(DispatchKey::Meta, &mm_meta);
 OpKernel<ops::addmm> reg_addmm(DispatchKey::Meta, &addmm_meta);
+OpKernel<ops::_addmm_activation> reg_addmm_activation(DispatchKey::Meta, &addmm_activation_meta);
 OpKernel<ops::baddbmm> reg_baddbmm(DispatchKey::Meta, &baddbmm_meta);
 OpKernel<ops::index_select> reg_index_select(DispatchKey::Meta, &index_select_meta);
 OpKernel<ops::gather> reg_gather(DispatchKey::Meta, &gather_meta);

@@ -18,6 +18,7 @@
 #include "autograd/variable.h"
 #include "compile/dead_code.h"
 #include "compile/fused_kernel.h"
+#include "compile/gemm_epilogue.h"
 #include "compile/graph_capture.h"
 #include "compile/joint_graph.h"
 #include "compile/kernel_library.h"
@@ -460,6 +461,72 @@ TEST_F(Fusion, PiecesThatLeaveRowsOutKeepTheFillAndOverlappingOnesAreNotFolded) 
   EXPECT_NE(joint->fusion_note().find("0 sums of pieces"), std::string::npos) << joint->fusion_note();
   EXPECT_EQ(allocations_of(*joint, {4, 3}), 2);
   expect_eager_gradients(*joint, overlap, randn({2, 3}), {w});
+}
+
+
+int count_op(const CapturedGraph& g, const std::string& name) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node.op != nullptr && node.op->name() == name;
+  return n;
+}
+
+TEST_F(Fusion, ALinearLayersActivationGoesIntoItsGemm) {
+  // relu(x @ w.T + b) on 2-D input, and gelu of the same on 3-D input (the rows' product viewed back)
+  Tensor x = randn({6, 16}), x3 = randn({2, 3, 16}), w = randn({24, 16}), b = randn({24});
+  auto graph = record({x, x3}, [&](const std::vector<Tensor>& in) {
+    Tensor h = relu(addmm(b, in[0], t(w)));
+    Tensor h3 = gelu(view(addmm(b, reshape(in[1], {6, 16}), t(w)), {2, 3, 24}));
+    return std::vector<Tensor>{h, h3};
+  });
+  int folded = 0;
+  auto out = fold_gemm_activations(graph, {}, &folded);
+  EXPECT_EQ(folded, 2);
+  EXPECT_EQ(count_op(*out, "_addmm_activation"), 2) << out->to_string();
+  EXPECT_EQ(count_op(*out, "relu") + count_op(*out, "gelu") + count_op(*out, "addmm"), 0) << out->to_string();
+  Tensor y = randn({6, 16}), y3 = randn({2, 3, 16});
+  NoGradGuard no_grad;
+  std::vector<Tensor> got = out->run({y, y3});
+  EXPECT_TRUE(allclose(got[0], relu(addmm(b, y, t(w))), 1e-5, 1e-6));
+  EXPECT_TRUE(allclose(got[1], gelu(view(addmm(b, reshape(y3, {6, 16}), t(w)), {2, 3, 24})), 1e-5, 1e-6));
+}
+
+TEST_F(Fusion, AnActivationStaysWhereTheProductIsReadElsewhereOrItIsNotTheErfGelu) {
+  Tensor x = randn({4, 8}), w = randn({8, 8}), b = randn({8});
+  auto graph = record({x}, [&](const std::vector<Tensor>& in) {
+    Tensor p = addmm(b, in[0], w);
+    Tensor kept = relu(p);                                   // p is also an output: not folded
+    Tensor tanh_form = gelu(addmm(b, in[0], w), "tanh");     // oneDNN's tanh GELU is not _addmm_activation's
+    Tensor read_twice = addmm(b, in[0], w);
+    return std::vector<Tensor>{p, kept, tanh_form, relu(read_twice), add(read_twice, 1)};
+  });
+  int folded = 0;
+  auto out = fold_gemm_activations(graph, {}, &folded);
+  EXPECT_EQ(folded, 0) << out->to_string();
+  // and a value kept for later (a backward) counts as read
+  auto single = record({x}, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{relu(addmm(b, in[0], w))}; });
+  const int product = single->nodes()[0].results[0].value;
+  fold_gemm_activations(single, {product}, &folded);
+  EXPECT_EQ(folded, 0);
+  fold_gemm_activations(single, {}, &folded);
+  EXPECT_EQ(folded, 1);
+}
+
+TEST_F(Fusion, ATrainingGraphsReluFoldsAndItsGradientsStayEagers) {
+  // relu's backward reads relu's output, not the product: the product is not kept, so relu folds; GELU's backward
+  // reads its input, so a GELU layer does not.
+  Tensor w1 = randn({16, 6}), b1 = randn({16}), w2 = randn({3, 16}), b2 = randn({3});
+  for (Tensor* p : {&w1, &b1, &w2, &b2}) set_requires_grad(*p, true);
+  auto program = [&](const Tensor& x) { return sum(addmm(b2, relu(addmm(b1, x, t(w1))), t(w2))); };
+  std::shared_ptr<JointGraph> joint = record_joint(program, randn({5, 6}));
+  ASSERT_NE(joint, nullptr);
+  EXPECT_NE(joint->fusion_note().find("1 activations in GEMMs"), std::string::npos) << joint->fusion_note();
+  EXPECT_EQ(count_op(joint->forward_run(), "_addmm_activation"), 1) << joint->forward_run().to_string();
+  expect_eager_gradients(*joint, program, randn({5, 6}), {w1, b1, w2, b2});
+  auto with_gelu = [&](const Tensor& x) { return sum(addmm(b2, gelu(addmm(b1, x, t(w1))), t(w2))); };
+  joint = record_joint(with_gelu, randn({5, 6}));
+  ASSERT_NE(joint, nullptr);
+  EXPECT_NE(joint->fusion_note().find("0 activations in GEMMs"), std::string::npos) << joint->fusion_note();
+  expect_eager_gradients(*joint, with_gelu, randn({5, 6}), {w1, b1, w2, b2});
 }
 
 }  // namespace

@@ -354,3 +354,35 @@ def test_compiled_modules_train_inside_ddp_and_fsdp_as_one_process_does(ranks):
     r = ranks.run_script(2, "tests/python/compile_distributed_worker.py", deadline=180)
     for rank in range(2):
         assert f"[rank{rank}]:rank {rank}: compiled under DDP and FSDP ok" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("use_gelu", [False, True])
+def test_addmm_activation_equals_pytorchs_and_differentiates(use_gelu):
+    """trainrun._addmm_activation (what compiled graphs fold a linear layer's activation into) against PyTorch's
+    op (which has no derivative in 1.13), and its gradients against the two ops it stands for."""
+    peer = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed")
+    import numpy as np
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((7, 12), (9, 12), (9,)))
+    theirs = peer._addmm_activation(peer.tensor(b), peer.tensor(x), peer.tensor(w).t(), use_gelu=use_gelu)
+    grads = []
+    for fused in (True, False):
+        xt, wt, bt = (torch.tensor(v, requires_grad=True) for v in (x, w, b))
+        y = torch._addmm_activation(bt, xt, wt.t(), use_gelu=use_gelu) if fused else \
+            (torch.nn.functional.gelu if use_gelu else torch.relu)(torch.addmm(bt, xt, wt.t()))
+        if fused:
+            np.testing.assert_allclose(y.detach().numpy(), theirs.numpy(), rtol=1e-5, atol=1e-5)
+        (y * y).sum().backward()
+        grads.append([t.grad.numpy() for t in (xt, wt, bt)])
+    for fused, composite in zip(*grads):
+        np.testing.assert_allclose(fused, composite, rtol=1e-6, atol=1e-6)
+
+
+def test_inference_folds_a_linear_layers_gelu_into_its_gemm():
+    model, batch = _models()["mlp"]  # Linear, GELU, Linear, Tanh, Linear
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        for _ in range(3):
+            x = batch()
+            assert _close(compiled(x), model(x))
+    assert "1 activations in GEMMs" in compiled.explain(), compiled.explain()

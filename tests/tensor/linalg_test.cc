@@ -132,6 +132,25 @@ TEST(Linalg, OnednnLinearEpiloguesEqualTheActivationAfterTheProduct) {
   EXPECT_TRUE(allclose(no_bias, mm(x, w.transpose(0, 1)), 1e-5, 1e-4));
 }
 
+// _addmm_activation equals the activation after addmm: through oneDNN's epilogue (a float32 bias row) and
+// through addmm then the activation (other betas, float64, a full self).
+TEST(Linalg, AddmmActivationEqualsTheActivationAfterAddmm) {
+  Tensor x = randn({12, 20}), w = randn({9, 20}), bias = randn({9}), full = randn({12, 9});
+  const Tensor w_t = w.transpose(0, 1);
+  for (bool use_gelu : {false, true}) {
+    auto act = [&](const Tensor& pre) { return use_gelu ? gelu(pre, "none") : relu(pre); };
+    EXPECT_TRUE(allclose(addmm_activation(bias, x, w_t, 1, 1, use_gelu), act(addmm(bias, x, w_t)), 1e-5, 1e-4));
+    EXPECT_TRUE(allclose(addmm_activation(bias, x, w_t, 0.5, 2, use_gelu), act(addmm(bias, x, w_t, 0.5, 2)), 1e-5,
+                         1e-4));
+    EXPECT_TRUE(allclose(addmm_activation(full, x, w_t, 1, 1, use_gelu), act(addmm(full, x, w_t)), 1e-5, 1e-4));
+    Tensor x64 = x.to(DType::Float64), w64 = w_t.to(DType::Float64), b64 = bias.to(DType::Float64);
+    Tensor got64 = addmm_activation(b64, x64, w64, 1, 1, use_gelu);
+    EXPECT_EQ(got64.dtype(), DType::Float64);
+    EXPECT_TRUE(allclose(got64, act(addmm(b64, x64, w64)), 1e-12, 1e-12));
+  }
+  expect_error<ValueError>([&] { addmm_activation(bias, x, w); }, {"_addmm_activation", "[12, 20]", "[9, 20]"});
+}
+
 TEST(Linalg, IntegerHalfAndEmpty) {
   EXPECT_VALUES(mm(it({1, 2, 3, 4}, {2, 2}), it({5, 6, 7, 8}, {2, 2})), 19, 22, 43, 50);
   Tensor h = ft({1, 2, 3, 4}, {2, 2}).to(DType::Float16);
