@@ -177,22 +177,30 @@ void TensorIterator::for_each(ElementwiseLoop loop, int64_t grain) {
   const int64_t inner = iter_sizes_[0];
 
   auto run_range = [&](int64_t begin, int64_t end) {
-    // Multi-index of `begin`, innermost first.
+    // Multi-index of `begin`, innermost first, and the operands' pointers there; then each row's pointers
+    // follow from the last's by the strides (odometer steps: a permuted copy's rows are 32 floats, and working
+    // a row's pointers out from its index anew cost more than the row).
     std::vector<int64_t> idx(ndim);
     int64_t rem = begin;
     for (int64_t d = 0; d < ndim; ++d) { idx[d] = rem % iter_sizes_[d]; rem /= iter_sizes_[d]; }
     std::vector<char*> ptrs(nops);
+    for (int op = 0; op < nops; ++op) {
+      char* p = base[op];
+      for (int64_t d = 0; d < ndim; ++d) p += idx[d] * iter_strides_[d][op];
+      ptrs[op] = p;
+    }
     while (begin < end) {
-      for (int op = 0; op < nops; ++op) {
-        char* p = base[op];
-        for (int64_t d = 0; d < ndim; ++d) p += idx[d] * iter_strides_[d][op];
-        ptrs[op] = p;
-      }
-      int64_t n = std::min(inner - idx[0], end - begin);
+      const int64_t n = std::min(inner - idx[0], end - begin);
       loop(ptrs.data(), inner_strides.data(), n);
       begin += n;
       idx[0] += n;
-      for (int64_t d = 0; d + 1 < ndim && idx[d] == iter_sizes_[d]; ++d) { idx[d] = 0; ++idx[d + 1]; }
+      for (int op = 0; op < nops; ++op) ptrs[op] += n * inner_strides[op];
+      for (int64_t d = 0; d + 1 < ndim && idx[d] == iter_sizes_[d]; ++d) {
+        idx[d] = 0;
+        ++idx[d + 1];
+        for (int op = 0; op < nops; ++op)
+          ptrs[op] += iter_strides_[d + 1][op] - iter_sizes_[d] * iter_strides_[d][op];
+      }
     }
   };
   parallel_for(0, numel_, grain > 0 ? grain : kElementwiseGrain, run_range);

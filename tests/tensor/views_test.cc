@@ -102,6 +102,31 @@ TEST(Copy, AnyStridesAnyDTypesWithBroadcast) {
   EXPECT_VALUES(m, 0, 2, 1, 3);
 }
 
+// Copies within one dtype between layouts go row by row as raw elements (copy_kernel.cc's copy_rows):
+// every element size, permuted and transposed sources and destinations, a broadcast source (stride 0), and a
+// tensor big enough to be split between threads, against the values read through a cast (the other path).
+TEST(Copy, OneDTypeBetweenLayoutsKeepsEveryElement) {
+  for (DType dt : {DType::Bool, DType::UInt8, DType::Int8, DType::Int32, DType::Int64, DType::Float16,
+                   DType::BFloat16, DType::Float32, DType::Float64}) {
+    Tensor base = remainder(arange(3 * 4 * 5 * 6, DType::Int64), dt == DType::Bool ? 2 : 97).to(dt).view({3, 4, 5, 6});
+    Tensor src = base.permute({0, 2, 1, 3});
+    Tensor dst = empty(src.sizes(), dt);
+    copy_(dst, src);
+    EXPECT_EQ(values(dst), values(src)) << dtype_name(dt);
+    Tensor tdst = empty({6, 4, 5, 3}, dt).permute({3, 2, 1, 0});  // a permuted destination
+    copy_(tdst, src);
+    EXPECT_EQ(values(tdst), values(src)) << dtype_name(dt);
+    Tensor row = base.select(0, 1).select(0, 2).select(0, 3);  // [6]
+    Tensor wide = empty({4, 6, 5}, dt).transpose(1, 2);          // [4, 5, 6], rows read again and again
+    copy_(wide, row);
+    EXPECT_EQ(values(wide.select(0, 3).select(0, 4)), values(row)) << dtype_name(dt);
+  }
+  Tensor big = randn({8, 64, 4, 32});
+  Tensor heads = big.permute({0, 2, 1, 3}).contiguous();
+  EXPECT_EQ(values(heads), values(big.permute({0, 2, 1, 3})));
+  EXPECT_EQ(values(heads.permute({0, 2, 1, 3}).contiguous()), values(big));
+}
+
 TEST(Copy, ContiguousCloneTo) {
   Tensor x = arange(6, DType::Float32).view({2, 3}).t();
   Tensor c = x.contiguous();
