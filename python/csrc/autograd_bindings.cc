@@ -3,6 +3,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include "tensor/graph_break.h"
 #include "autograd/engine.h"
 #include "autograd/functions/record.h"
 #include "autograd/grad_mode.h"
@@ -27,6 +28,8 @@ void bind_autograd(py::module_& m) {
           "grad",
           [](const Tensor& t) -> py::object {
             Tensor g = grad(t);
+            // A recording would keep this very tensor, where each backward makes a new one (or None).
+            if (g.defined()) note_graph_break("the call read a tensor's .grad, which a replay would read stale");
             return g.defined() ? py::cast(g) : py::none();
           },
           [](const Tensor& t, py::object g) { set_grad(t, g.is_none() ? Tensor() : g.cast<Tensor>()); })

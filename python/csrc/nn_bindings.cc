@@ -14,6 +14,7 @@
 #include "nn/optim/lr_scheduler.h"
 #include "nn/optim/sgd.h"
 #include "python/csrc/bindings.h"
+#include "tensor/graph_break.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
@@ -299,10 +300,17 @@ void bind_nn(py::module_& m) {
         py::arg("reduction") = "mean");
   }
 
+  static constexpr const char* kOptimizerStepBreak =
+      "optimizer.step() runs eagerly: it reads each parameter's current .grad, its options (a scheduler changes lr) "
+      "and the state its first step creates, which a replay would not see";
   py::module_ optim = m.def_submodule("optim", "optimizers");
   py::class_<optim::Optimizer>(optim, "Optimizer")
       .def("step",
            [](optim::Optimizer& o) {
+             // Inside trainrun.compile's recording, a step is a graph break: a replay would read the .grad tensors
+             // of the recording (each backward makes new ones), its options (a scheduler changes lr) and the
+             // state as it was (the first step creates the momentum buffers), so it would silently be wrong.
+             note_graph_break(kOptimizerStepBreak);
              py::gil_scoped_release nogil;
              o.step();
            })

@@ -386,3 +386,41 @@ def test_inference_folds_a_linear_layers_gelu_into_its_gemm():
             x = batch()
             assert _close(compiled(x), model(x))
     assert "1 activations in GEMMs" in compiled.explain(), compiled.explain()
+
+
+def test_a_compiled_optimizer_step_runs_eagerly_and_trains_as_eager_does():
+    """optimizer.step() reads each backward's new .grad, options a scheduler changes, and state its first step
+    creates: a replay would be silently wrong, so inside a recording it is a graph break (built-in and Python
+    optimizers alike), and so is reading .grad."""
+
+    class Halving(torch.optim.Optimizer):  # a Python optimizer: p -= lr * grad / 2
+        def __init__(self, params, lr):
+            super().__init__(params, {"lr": lr})
+
+        def step(self, closure=None):
+            with torch.no_grad():
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        p.add_(p.grad, alpha=-group["lr"] / 2)
+
+    torch.manual_seed(0)
+    for make in (lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), lambda ps: Halving(ps, lr=0.1)):
+        ours, twin = nn.Linear(6, 3), nn.Linear(6, 3)
+        twin.load_state_dict(ours.state_dict())
+        opt, opt_twin = make(ours.parameters()), make(twin.parameters())
+        step = torch.compile(lambda: opt.step())
+        for _ in range(4):
+            x = torch.randn(5, 6)
+            for m, o, s in ((ours, opt, step), (twin, opt_twin, opt_twin.step)):
+                o.zero_grad()
+                m(x).pow(2).mean().backward()
+                s()
+        assert torch.equal(ours.weight, twin.weight) and torch.equal(ours.bias, twin.bias)
+        assert "step() runs eagerly" in step.explain(), step.explain()
+    w = torch.ones(3, requires_grad=True)
+    w.sum().backward()
+    scaled = torch.compile(lambda: w.grad * 2)
+    assert torch.equal(scaled(), torch.full((3,), 2.0))
+    w.grad = torch.full((3,), 5.0)
+    assert torch.equal(scaled(), torch.full((3,), 10.0)), "the new .grad, not the recording's"
+    assert "read a tensor's .grad" in scaled.explain()

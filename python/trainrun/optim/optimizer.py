@@ -4,12 +4,31 @@ self.param_groups and self.state). param_groups are plain dicts, state a
 dict per parameter; state_dict()/load_state_dict() have PyTorch's layout.
 The built-in SGD/Adam/AdamW run in C++ with the same interface."""
 import collections
+import functools
 
 from trainrun import _C
 from trainrun._autograd import no_grad
 
 
+def _eager_step(step):
+    """step, as a graph break inside trainrun.compile's recording (the built-in optimizers' is too): a replay would
+    read the recording's .grad tensors (each backward makes new ones), its options (a scheduler changes lr) and
+    the state as it was then (the first step creates it), so it would silently be wrong."""
+    @functools.wraps(step)
+    def wrapper(self, *args, **kwargs):
+        if _C._capture_active():
+            _C._note_graph_break(f"{type(self).__name__}.step() runs eagerly: it reads each parameter's current "
+                                 ".grad, its options and its state, which a replay would not see")
+        return step(self, *args, **kwargs)
+    return wrapper
+
+
 class Optimizer:
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:
+            cls.step = _eager_step(cls.__dict__["step"])
+
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
         self.state = collections.defaultdict(dict)
