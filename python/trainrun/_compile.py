@@ -87,9 +87,23 @@ class CompiledFunction:
     def __init__(self, fn, module=None, fullgraph=False, explain=False):
         self._fn, self._module, self._fullgraph, self._explain = fn, module, fullgraph, explain
         self._cache = {}
+        self._bound = weakref.WeakKeyDictionary()  # a decorated method: the instance's own compiled function
         self.calls = self.replays = 0
         functools.update_wrapper(self, fn)
         _compiled_functions.add(self)
+
+    def __get__(self, obj, objtype=None):
+        """@trainrun.compile on a method (a module's forward): per instance, the method bound to it, compiled
+        with that instance's parameters and buffers as inputs, as compile(module) does."""
+        if obj is None:
+            return self
+        bound = self._bound.get(obj)
+        if bound is None:
+            module = obj if isinstance(obj, _C.nn.Module) else None
+            bound = CompiledFunction(functools.partial(self._fn, obj), module=module, fullgraph=self._fullgraph,
+                                     explain=self._explain)
+            self._bound[obj] = bound
+        return bound
 
     def _module_tensors(self):
         """A module's parameters and buffers, passed to the recording as inputs after the arguments: a replay
@@ -214,10 +228,26 @@ def _optimized_module_class():
     return OptimizedModule
 
 
+# torch.compile's modes and backend names: all run trainrun's recordings (there are no CUDA graphs to capture and
+# no autotuning to do), so they are accepted for PyTorch scripts and checked for typos.
+_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+_BACKENDS = {"inductor", "eager", "aot_eager", "aot_eager_decomp_partition", "cudagraphs"}
+
+
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,  # noqa: A001
             disable=False, explain=False):
     """torch.compile's signature: a function or module whose calls are recorded and replayed (the module
-    docstring says how). Usable as a decorator, with or without arguments."""
+    docstring says how). Usable as a decorator (on functions and methods), with or without arguments."""
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
+    if mode not in _MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(m for m in _MODES if m)}")
+    if callable(backend):
+        raise NotImplementedError("compile: custom backends (callables given an FX graph) are not supported: "
+                                  "trainrun records calls at the dispatcher and has no FX graph to hand them")
+    if backend not in _BACKENDS:
+        raise RuntimeError(f"compile: backend={backend!r} cannot be found; the backends are {sorted(_BACKENDS)} "
+                           "(each runs trainrun's recordings)")
     if model is None:
         return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
                                  options=options, disable=disable, explain=explain)

@@ -110,3 +110,41 @@ def test_allow_in_graph_returns_the_function():
     assert torch.compiler.allow_in_graph(fn) is fn
     with pytest.raises(TypeError):
         torch.compiler.allow_in_graph(None)
+
+
+def test_compile_as_a_method_decorator_binds_per_instance_with_the_parameters_as_inputs():
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        @torch.compile
+        def forward(self, x):
+            return self.lin(x).relu()
+
+    a, b = Block(), Block()
+    x = torch.randn(4, 3)
+    for m in (a, b):
+        assert torch.equal(m(x), m.lin(x).relu())
+        assert torch.equal(m(x), m.lin(x).relu())
+    assert a.forward is a.forward and a.forward is not b.forward
+    assert a.forward.replays == 1 and b.forward.replays == 1
+    a.lin.weight = nn.Parameter(torch.zeros(2, 3))  # a new parameter is read, not the recorded one
+    assert torch.equal(a(x), a.lin.bias.relu().expand(4, 2))
+
+
+def test_modes_and_backends_are_checked_and_custom_backends_refused():
+    lin = nn.Linear(3, 2)
+    x = torch.randn(2, 3)
+    for options in ({"mode": "reduce-overhead"}, {"mode": "max-autotune"}, {"backend": "eager"},
+                    {"backend": "aot_eager"}, {"dynamic": True}):
+        compiled = torch.compile(lin, **options)
+        assert torch.equal(compiled(x), lin(x)) and torch.equal(compiled(x), lin(x))
+    with pytest.raises(RuntimeError, match="Unrecognized mode=fast"):
+        torch.compile(lin, mode="fast")
+    with pytest.raises(RuntimeError, match="backend='tvmx' cannot be found"):
+        torch.compile(lin, backend="tvmx")
+    with pytest.raises(RuntimeError, match="Either mode or options"):
+        torch.compile(lin, mode="default", options={"trace.enabled": True})
+    with pytest.raises(NotImplementedError, match="custom backends"):
+        torch.compile(lin, backend=lambda gm, example_inputs: gm.forward)
