@@ -17,7 +17,7 @@ import types
 from trainrun import _C
 from trainrun._compile import GraphBreakError, _flatten, _unflatten
 
-__all__ = ["export", "ExportedProgram", "ExportGraphSignature", "save", "load"]
+__all__ = ["export", "ExportedProgram", "ExportGraphSignature", "save", "load", "Dim"]
 
 _exporting = 0  # export() calls recording now (trainrun.compiler.is_exporting)
 
@@ -77,6 +77,11 @@ class ExportedProgram:
 
         return ExportedModule()
 
+    def run_decompositions(self, decomp_table=None, decompose_custom_triton_ops=False):
+        """The program is recorded at the dispatcher, so its nodes are trainrun's ops already (no composite ops to
+        break down): returns the program itself."""
+        return self
+
     @property
     def graph(self):
         return str(self._graph)
@@ -84,6 +89,21 @@ class ExportedProgram:
     def __str__(self):
         return (f"ExportedProgram({', '.join(self._input_names)}): {self._graph.num_nodes} nodes, "
                 f"{len(self.state_dict)} frozen weights; {self._fusion_note}\n{self._graph}")
+
+
+class Dim:
+    """torch.export.Dim(name, min=None, max=None): a dimension that varies, for dynamic_shapes. export refuses
+    dynamic_shapes (it records one program per shape), so a Dim only names itself in that refusal."""
+
+    def __init__(self, name, *, min=None, max=None):  # noqa: A002
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"Dim: the name must be a non-empty string, got {name!r}")
+        if min is not None and max is not None and min > max:
+            raise ValueError(f"Dim {name!r}: min ({min}) is greater than max ({max})")
+        self.__name__, self.min, self.max = name, min, max
+
+    def __repr__(self):
+        return f"Dim({self.__name__!r}, min={self.min}, max={self.max})"
 
 
 def _no_grad():
@@ -106,8 +126,8 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
     """torch.export.export's signature: mod's forward on `args` (a tuple of tensors) and `kwargs`, captured whole.
     dynamic_shapes is not supported (the program is for the example's shapes): a non-None value is refused."""
     if dynamic_shapes is not None:
-        raise NotImplementedError("trainrun.export: dynamic_shapes is not supported; the program is exported for "
-                                  "the example inputs' shapes (export once per shape)")
+        raise NotImplementedError(f"trainrun.export: dynamic_shapes ({dynamic_shapes!r}) is not supported; the "
+                                  "program is exported for the example inputs' shapes (export once per shape)")
     if not isinstance(args, tuple):
         raise TypeError(f"export: args must be a tuple of example inputs, got {type(args).__name__}")
     kwargs = dict(kwargs or {})
