@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "autograd/variable.h"
 #include "compile/aot_model.h"
 #include "compile/aot_package.h"
 #include "compile/captured_graph.h"
@@ -163,6 +164,26 @@ void bind_compile(py::module_& m) {
       .def_property_readonly("broken", &PyCapture::broken)
       .def_property_readonly("break_reason", &PyCapture::reason);
   m.def("_note_graph_break", &compile::GraphCapture::note_graph_break, py::arg("reason"));
+  // trainrun.compile's tensor guards, exactly, as one bytes object to hash and compare: per tensor its rank,
+  // sizes, strides, dtype, device and requires_grad (an undefined tensor: a marker). Building them as Python
+  // tuples cost 1.6 us a tensor, which a small module paid at every call for each of its parameters.
+  m.def("_tensor_guards", [](const std::vector<Tensor>& tensors) {
+    std::vector<int64_t> words;
+    words.reserve(tensors.size() * 10);
+    for (const Tensor& t : tensors) {
+      if (!t.defined()) {
+        words.push_back(-1);
+        continue;
+      }
+      words.push_back(t.dim());
+      words.insert(words.end(), t.sizes().begin(), t.sizes().end());
+      words.insert(words.end(), t.strides().begin(), t.strides().end());
+      words.push_back(static_cast<int64_t>(t.dtype()) | (static_cast<int64_t>(t.device().type) << 8) |
+                      (static_cast<int64_t>(t.device().index + 1) << 16) |
+                      (static_cast<int64_t>(requires_grad(t)) << 40));
+    }
+    return py::bytes(reinterpret_cast<const char*>(words.data()), words.size() * sizeof(int64_t));
+  }, py::arg("tensors"));
   // A Python custom op inside a recording: begin, run it, end with a function that makes the call again.
   m.def("_capture_active", &compile::GraphCapture::active);
   m.def("_external_begin", &compile::GraphCapture::begin_external);

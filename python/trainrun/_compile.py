@@ -67,10 +67,6 @@ def _unflatten(spec, tensors):
     return spec[1]
 
 
-def _tensor_guard(t):
-    return (tuple(t.shape), tuple(t.stride()), t.dtype, str(t.device), t.requires_grad)
-
-
 # passthrough: (output position, input position) of the outputs that are inputs, returned as the caller's objects
 # joint: the forward and backward graph (a _JointGraph), or None (then joint_reason says why)
 _Recording = collections.namedtuple("_Recording", "graph joint joint_reason fusion_note out_spec passthrough")
@@ -119,7 +115,7 @@ class CompiledFunction:
         in_spec = _flatten((args, kwargs), tensors)
         tensors += self._module_tensors()
         try:
-            key = (in_spec, tuple(_tensor_guard(t) for t in tensors), _C.is_grad_enabled(),
+            key = (in_spec, _C._tensor_guards(tensors), _C.is_grad_enabled(),
                    self._module is not None and self._module.training)
             hash(key)
         except TypeError:  # an argument that cannot be a guard (unhashable): run it as it is
