@@ -148,3 +148,17 @@ def test_modes_and_backends_are_checked_and_custom_backends_refused():
         torch.compile(lin, mode="default", options={"trace.enabled": True})
     with pytest.raises(NotImplementedError, match="custom backends"):
         torch.compile(lin, backend=lambda gm, example_inputs: gm.forward)
+
+
+def test_each_part_of_a_tensors_guard_records_anew():
+    f = torch.compile(lambda a: a * 2)
+    x = torch.ones(2, 3)
+    variants = [x, x.t().contiguous().t(),              # other strides
+                x.double(), x.clone().requires_grad_(),  # dtype, requires_grad
+                torch.ones(3, 2), torch.ones(6)]         # shape, rank
+    for v in variants:
+        assert torch.equal(f(v), v * 2)
+    assert len(f._cache) == len(variants)
+    for v in variants:
+        f(v)
+    assert f.replays == len(variants), f.explain()
