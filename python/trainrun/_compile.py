@@ -230,10 +230,7 @@ _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-c
 _BACKENDS = {"inductor", "eager", "aot_eager", "aot_eager_decomp_partition", "cudagraphs"}
 
 
-def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,  # noqa: A001
-            disable=False, explain=False):
-    """torch.compile's signature: a function or module whose calls are recorded and replayed (the module
-    docstring says how). Usable as a decorator (on functions and methods), with or without arguments."""
+def _check_options(mode, backend, options):
     if mode is not None and options is not None:
         raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
     if mode not in _MODES:
@@ -244,6 +241,23 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     if backend not in _BACKENDS:
         raise RuntimeError(f"compile: backend={backend!r} cannot be found; the backends are {sorted(_BACKENDS)} "
                            "(each runs trainrun's recordings)")
+
+
+def compiled_call(module, call, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
+                  disable=False, explain=False):
+    """module.compile(**options)'s compiled call: `call` (the module's own, uncompiled) recorded with the module's
+    parameters and buffers as inputs, as compile(module) records. None when disable=True."""
+    _check_options(mode, backend, options)
+    if disable:
+        return None
+    return CompiledFunction(call, module=module, fullgraph=fullgraph, explain=explain)
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,  # noqa: A001
+            disable=False, explain=False):
+    """torch.compile's signature: a function or module whose calls are recorded and replayed (the module
+    docstring says how). Usable as a decorator (on functions and methods), with or without arguments."""
+    _check_options(mode, backend, options)
     if model is None:
         return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
                                  options=options, disable=disable, explain=explain)

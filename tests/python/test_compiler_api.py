@@ -162,3 +162,28 @@ def test_each_part_of_a_tensors_guard_records_anew():
     for v in variants:
         f(v)
     assert f.replays == len(variants), f.explain()
+
+
+def test_module_compile_compiles_in_place_and_trains_as_eager():
+    torch.manual_seed(0)
+    for make in (lambda: nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2)), lambda: nn.Linear(3, 2)):
+        model, twin = make(), make()
+        twin.load_state_dict(model.state_dict())
+        keys = list(model.state_dict())
+        assert model.compile() is None
+        assert list(model.state_dict()) == keys and type(model) is type(twin), "in place: same module, same keys"
+        opt, opt_twin = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD(twin.parameters(), lr=0.1)
+        for _ in range(3):
+            x = torch.randn(4, 3)
+            for m, o in ((model, opt), (twin, opt_twin)):
+                o.zero_grad()
+                m(x).pow(2).mean().backward()
+                o.step()
+        for p, q in zip(model.parameters(), twin.parameters()):
+            assert torch.allclose(p, q, rtol=1e-5, atol=1e-6)
+        assert model.__dict__["_compiled_call"].replays == 2
+    plain = nn.Linear(3, 2)
+    plain.compile(disable=True)
+    assert "_compiled_call" not in plain.__dict__
+    with pytest.raises(RuntimeError, match="Unrecognized mode"):
+        plain.compile(mode="fastest")

@@ -4,6 +4,7 @@ with any arguments, hook it. Parameters and children are registered in C++
 (nn::Module), so DDP and state_dict see them; hooks and calls with several
 arguments run here, in Python."""
 import collections
+import functools
 import itertools
 
 from trainrun import _C
@@ -58,7 +59,24 @@ _cpp_call = _C.nn.Module.__call__
 
 
 def _call(self, *args, **kwargs):
-    """Runs the forward pre-hooks, forward, then the forward hooks (each may replace what it sees)."""
+    """Runs the forward pre-hooks, forward, then the forward hooks (each may replace what it sees); after
+    module.compile(), through its compiled call."""
+    compiled = self.__dict__.get("_compiled_call")
+    if compiled is not None:
+        return compiled(*args, **kwargs)
+    return _call_eager(self, *args, **kwargs)
+
+
+def _compile_in_place(self, **kwargs):
+    """torch.nn.Module.compile: from now on this module's calls go through trainrun.compile (its __call__, hooks
+    included), in place: the module, its attributes and its state_dict keys stay as they are."""
+    from trainrun._compile import compiled_call
+    compiled = compiled_call(self, functools.partial(_call_eager, self), **kwargs)
+    if compiled is not None:
+        self.__dict__["_compiled_call"] = compiled
+
+
+def _call_eager(self, *args, **kwargs):
     pre = self.__dict__.get("_forward_pre_hooks_py")
     post = self.__dict__.get("_forward_hooks_py")
     if pre or post or "_forward_override" in self.__dict__:  # Python a recorded graph would not run again
@@ -106,6 +124,7 @@ def _cpp_setattr(self, name, value):
 
 
 _C.nn.Module.__call__ = _call
+_C.nn.Module.compile = _compile_in_place
 _C.nn.Module.__setattr__ = _cpp_setattr
 _C.nn.Module.register_forward_pre_hook = register_forward_pre_hook
 _C.nn.Module.register_forward_hook = register_forward_hook
