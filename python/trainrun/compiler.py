@@ -38,12 +38,14 @@ def disable(fn=None, recursive=True):
     if fn is None:
         return lambda f: disable(f, recursive)
     if hasattr(fn, "named_parameters") and hasattr(fn, "forward"):  # a module: its forward
-        fn.forward = disable(fn.forward, recursive)
+        fn.forward = _disabled(fn.forward, f"{type(fn).__name__}.forward")
         return fn
     if not callable(fn):
         raise TypeError(f"disable: expected a function or a module, got {type(fn).__name__}")
-    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return _disabled(fn, getattr(fn, "__qualname__", None) or type(fn).__name__)
 
+
+def _disabled(fn, name):
     @functools.wraps(fn)
     def disabled(*args, **kwargs):
         if _C._capture_active():

@@ -45,9 +45,13 @@ def test_a_disabled_function_runs_eagerly_inside_a_compiled_call_with_the_same_r
 
 
 def test_disable_on_a_module_and_as_decorator_with_arguments():
-    lin = nn.Linear(2, 2)
-    assert torch.compiler.disable(lin) is lin
-    assert getattr(lin.forward, "_trainrun_compile_disabled", False)
+    for lin in (nn.Linear(2, 2), nn.Sequential(nn.Linear(2, 2))):  # a C++ layer and a Python module
+        assert torch.compiler.disable(lin) is lin
+        f = torch.compile(lambda a: lin(a) * 2)
+        x = torch.randn(3, 2)
+        assert torch.equal(f(x), lin(x) * 2) and torch.equal(f(x), lin(x) * 2)
+        assert f.replays == 0, f.explain()
+        assert f"{type(lin).__name__}.forward is marked trainrun.compiler.disable" in f.explain(), f.explain()
     g = torch._dynamo.disable(recursive=False)(lambda a: a - 1)
     assert torch.compile(g) is g, "compile leaves a disabled function as it is"
     with pytest.raises(TypeError, match="function or a module"):

@@ -94,7 +94,7 @@ def _call_eager(self, *args, **kwargs):
     override = self.__dict__.get("_forward_override")  # set by tensor parallelism: computes on the shards
     if override is not None:
         output = override(*args, **kwargs)
-    elif type(self).forward is _C.nn.Module.forward and not kwargs and \
+    elif type(self).forward is _C.nn.Module.forward and "forward" not in self.__dict__ and not kwargs and \
             all(isinstance(a, _C.Tensor) for a in args):
         output = _cpp_call(self, *args)  # a C++ module: tensors in, a tensor (or a tuple) out, C++ hooks run
     else:
