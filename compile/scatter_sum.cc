@@ -39,6 +39,8 @@ struct Piece {
 std::shared_ptr<const CapturedGraph> fold_scatter_sums(const std::shared_ptr<const CapturedGraph>& graph,
                                                        int* folded) {
   *folded = 0;
+  const OpTable* alias_op = Dispatcher::get().find("alias");  // what a folded sum's value becomes
+  if (alias_op == nullptr) return graph;
   const CapturedGraph& g = *graph;
   const std::vector<Node>& nodes = g.nodes();
   const size_t num_values = static_cast<size_t>(g.num_values());
@@ -180,8 +182,7 @@ std::shared_ptr<const CapturedGraph> fold_scatter_sums(const std::shared_ptr<con
     if (covers) drop[first.fill] = 1;  // every element is written by a piece
     for (size_t j : inner) drop[j] = summed[j] = 1;
     Node alias;
-    alias.op = Dispatcher::get().find("alias");
-    if (alias.op == nullptr) return graph;
+    alias.op = alias_op;
     Slot in;
     in.kind = Slot::Value;
     in.value = first.buffer;

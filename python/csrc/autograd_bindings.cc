@@ -3,13 +3,13 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
-#include "tensor/graph_break.h"
 #include "autograd/engine.h"
 #include "autograd/functions/record.h"
 #include "autograd/grad_mode.h"
 #include "compile/graph_capture.h"
 #include "autograd/variable.h"
 #include "python/csrc/bindings.h"
+#include "tensor/graph_break.h"
 #include "tensor/ops.h"
 
 namespace trainrun {

@@ -10,9 +10,14 @@ or Python is seen alike; what cannot be captured (a tensor's values read into Py
 an error naming it, as torch.export's. The parameters and buffers it reads are copied when exported: training
 the module afterwards does not change the program. Inputs are tensors (positional, or keywords by name) of
 the example's shapes and dtypes; a call with another shape is refused, naming the input."""
+import importlib
 import inspect
+import json
+import os
 import sys
+import tempfile
 import types
+import zipfile
 
 from trainrun import _C
 from trainrun._compile import GraphBreakError, _flatten, _unflatten
@@ -261,7 +266,6 @@ def _spec_from_json(j):
     if kind == "T":
         return ("T",)
     if kind == "N":
-        import importlib
         module, qualname = j["type"].split(":")
         cls = importlib.import_module(module)
         for part in qualname.split("."):
@@ -275,18 +279,12 @@ def _spec_from_json(j):
 
 
 def _is_archive(f):
-    import zipfile
     if hasattr(f, "read"):
         return True
-    import os
     return os.path.isfile(str(f)) and zipfile.is_zipfile(str(f))
 
 
 def _write_archive(ep, f, extra_files=None):
-    import json
-    import os
-    import tempfile
-    import zipfile
     import trainrun
     with tempfile.TemporaryDirectory() as d:
         aot_compile(ep, d)
@@ -314,10 +312,6 @@ def _write_archive(ep, f, extra_files=None):
 
 def _unpack(f):
     """(a TemporaryDirectory holding the archive's files, its program.json). ValueError naming what is wrong."""
-    import json
-    import os
-    import tempfile
-    import zipfile
     if hasattr(f, "seek"):
         f.seek(0)
     folder = tempfile.TemporaryDirectory(prefix="trainrun-export-")
@@ -358,8 +352,6 @@ def load(f, *, extra_files=None, expected_opset_version=None):
     """torch.export.load: the ExportedProgram save() wrote to `f` (a path or a binary file). Its program is the
     archive's compiled package (nothing is compiled again); calls, module(), state_dict and aot_compile work as
     on the program export() made. extra_files: a dict whose keys are filled with the contents saved under them."""
-    import os
-    import zipfile
     import trainrun
     if not _is_archive(f):
         raise ValueError(f"load: {f!r} is not a file save() wrote")

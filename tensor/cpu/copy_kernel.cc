@@ -26,7 +26,7 @@ void parallel_memcpy(char* dst, const char* src, int64_t nbytes) {
 // A copy between tensors of one dtype in other layouts (a permute's contiguous(), a transpose's): the
 // iterator's rows (its coalesced innermost dim) copied as raw elements of E's size, the rows' pointers
 // stepped like an odometer. Per row this costs a few adds, where for_each's call per row cost more than
-// the 32 floats of an attention head's row (24 -> 8 us for [8, 64, 4, 32] permuted).
+// the 32 floats of an attention head's row (24.7 -> 17 us for [8, 64, 4, 32] permuted).
 template <typename E>
 void copy_rows(const TensorIterator& iter) {
   const IntList& sizes = iter.iter_sizes();  // innermost first

@@ -1,6 +1,7 @@
 """torch._dynamo's entry points that PyTorch scripts call, over trainrun.compile's recordings (trainrun/_compile.py
 says how calls are recorded and replayed): reset, disable, mark_dynamic, explain, config."""
 import collections
+import time
 
 from trainrun._dynamo import config  # noqa: F401
 from trainrun.compiler import disable, reset  # noqa: F401
@@ -25,21 +26,18 @@ def mark_static(t, index=None):
         raise IndexError(f"mark_static: dim {index} is out of range for a tensor of {t.ndim} dims")
 
 
-ExplainOutput = collections.namedtuple(
-    "ExplainOutput", "graphs graph_count graph_break_count break_reasons op_count ops_per_graph out_guards "
-                     "compile_times")
+class ExplainOutput(collections.namedtuple(
+        "ExplainOutput", "graphs graph_count graph_break_count break_reasons op_count ops_per_graph out_guards "
+                         "compile_times")):
+    """What explain() found; str() gives PyTorch's summary lines."""
 
-
-def _explain_str(self):
-    lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
-             f"Op Count: {self.op_count}"]
-    if self.break_reasons:
-        lines.append("Break Reasons:")
-        lines += [f"  Break Reason {i + 1}: {r}" for i, r in enumerate(self.break_reasons)]
-    return "\n".join(lines)
-
-
-ExplainOutput.__str__ = _explain_str
+    def __str__(self):
+        lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
+                 f"Op Count: {self.op_count}"]
+        if self.break_reasons:
+            lines.append("Break Reasons:")
+            lines += [f"  Break Reason {i + 1}: {r}" for i, r in enumerate(self.break_reasons)]
+        return "\n".join(lines)
 
 
 def explain(f, *extra_args, **extra_kwargs):
@@ -49,7 +47,6 @@ def explain(f, *extra_args, **extra_kwargs):
     from trainrun._compile import CompiledFunction, _Recording
 
     def inner(*args, **kwargs):
-        import time
         compiled = CompiledFunction(f, module=f if hasattr(f, "named_parameters") else None)
         start = time.perf_counter()
         compiled(*args, **kwargs)

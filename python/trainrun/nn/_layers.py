@@ -180,11 +180,8 @@ class MultiheadAttention(Module):
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
         batched = query.ndim == 3
-        if not batched:  # (L, E) -> (L, 1, E), keeping self-attention's query is key is value
-            same_kv, same_qk = key is value, query is key
-            query = query.unsqueeze(1)
-            key = query if same_qk else key.unsqueeze(1)
-            value = key if same_kv else value.unsqueeze(1)
+        if not batched:  # (L, E) -> (L, 1, E)
+            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
         # The projections run on the inputs in their own layout, (seq, batch, E) or (batch, seq, E): a contiguous
         # input is one GEMM with its bias (no transposed copy of it first), and the output comes back in that
         # layout directly.
