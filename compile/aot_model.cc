@@ -48,13 +48,22 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
              e.name, t.device().str());
     TR_CHECK(t.dtype() == e.dtype, ValueError, "aot Model({}): input '{}' is {}; the model was compiled for {}", path_,
              e.name, dtype_name(t.dtype()), dtype_name(e.dtype));
-    TR_CHECK(t.sizes() == e.sizes, ValueError,
+    TR_CHECK(program_.dynamic != nullptr || t.sizes() == e.sizes, ValueError,
              "aot Model({}): input '{}' has shape [{}]; the model was compiled for [{}]", path_, e.name,
              fmt::join(t.sizes(), ", "), fmt::join(e.sizes, ", "));
     args.push_back(t.contiguous());  // (recorded contiguous; fused loops read them so)
   }
   NoGradGuard no_grad;
-  return program_.graph->run(args);
+  if (program_.dynamic == nullptr) return program_.graph->run(args);
+  std::vector<std::string> names;
+  for (const auto& e : expected) names.push_back(e.name);
+  std::vector<int64_t> values;
+  try {
+    values = program_.dynamic->bind(args, names);
+  } catch (const ValueError& e) {
+    TR_CHECK(false, ValueError, "aot Model({}): {}", path_, e.what());
+  }
+  return program_.dynamic->at(values)->run(args);
 }
 
 }  // namespace trainrun::aot

@@ -13,8 +13,9 @@
 namespace trainrun::compile {
 
 void write_aot_package(const std::string& dir, const CapturedGraph& graph, const std::string& kernels_source,
-                       const std::vector<std::string>& input_names, const std::vector<std::string>& constant_names) {
-  const std::string program = program_to_json(graph, input_names, constant_names).dump();
+                       const std::vector<std::string>& input_names, const std::vector<std::string>& constant_names,
+                       const DynamicProgram* dynamic) {
+  const std::string program = program_to_json(graph, input_names, constant_names, dynamic).dump();
   constexpr const char* kDelimiter = "trainrun_program";
   TR_CHECK(program.find(std::string(")") + kDelimiter) == std::string::npos, ValueError,
            "aot_compile: the program's text contains the raw-string delimiter");

@@ -7,14 +7,17 @@
 #include <vector>
 
 #include "compile/captured_graph.h"
+#include "compile/dynamic_shapes.h"
 
 namespace trainrun::compile {
 
 // `graph`: a no_grad program (fused or not); `kernels_source`: its loops'
 // C++ (FusionResult::source; empty when none); names: one per input and per
-// constant. Throws ValueError when the folder cannot be written or the
-// compiler fails.
+// constant; `dynamic`: set when the program was exported with dynamic
+// shapes (its base() is `graph`). Throws ValueError when the folder cannot
+// be written or the compiler fails.
 void write_aot_package(const std::string& dir, const CapturedGraph& graph, const std::string& kernels_source,
-                       const std::vector<std::string>& input_names, const std::vector<std::string>& constant_names);
+                       const std::vector<std::string>& input_names, const std::vector<std::string>& constant_names,
+                       const DynamicProgram* dynamic = nullptr);
 
 }  // namespace trainrun::compile

@@ -14,6 +14,8 @@ class ExternalCall {
  public:
   virtual ~ExternalCall() = default;
   virtual std::string name() const = 0;  // "mylib::mysin"
+  // The op and its arguments other than tensors: two recordings make the same call when their keys match.
+  virtual std::string key() const { return name(); }
   // The call's tensor results for these tensor arguments (in the recorded positions).
   virtual std::vector<Tensor> call(const std::vector<Tensor>& inputs) const = 0;
 };

@@ -71,7 +71,7 @@ struct ReductionShape {
   int operand = -1;
   IntList in_sizes;
   int64_t cols = 0;
-  double scale = 1.0;
+  bool mean = false;  // times 1 / count: the loop divides by its cols (row) or rows (column) at run time
 };
 
 std::optional<ReductionShape> reduction_of(const CapturedGraph& g, const CapturedGraph::Node& node) {
@@ -121,7 +121,7 @@ std::optional<ReductionShape> reduction_of(const CapturedGraph& g, const Capture
   } else {
     return std::nullopt;
   }
-  if (name == "mean") r.scale = 1.0 / static_cast<double>(count);
+  r.mean = name == "mean";
   r.in_sizes = m.sizes;
   return r;
 }
@@ -155,7 +155,7 @@ bool try_add_reduction(Run& run, const CapturedGraph& g, size_t i, const Reducti
   const int result = node.results[0].value;
   LoopPlan::Step step{&node, {red.operand}, result};
   step.reduction = red.kind;
-  step.scale = red.scale;
+  step.mean = red.mean;
   step.phase = phase;
   run.plan.steps.push_back(step);
   const bool by_row = red.kind != Reduction::ColumnSum;

@@ -374,8 +374,8 @@ TR_INLINE void {0}_pass{1}(const float* const* in, float* const* out, float* con
       start += fmt::format("      acc[{}] = {}; rd[{}] = 0;\n", k,
                            sum ? "_mm256_setzero_ps()" : "_mm256_set1_ps(-__builtin_inff())", k);
       if (sum) every_1024 += fmt::format("          rd[{0}] += tr_hsum(acc[{0}]); acc[{0}] = _mm256_setzero_ps();\n", k);
-      finish += sum ? fmt::format("      rv[{0}] = static_cast<float>((rd[{0}] + tr_hsum(acc[{0}])) * {1:.17g});\n", k,
-                                  step.scale)
+      finish += sum ? fmt::format("      rv[{0}] = static_cast<float>((rd[{0}] + tr_hsum(acc[{0}])){1});\n", k,
+                                  step.mean ? " * (1.0 / static_cast<double>(cols))" : "")
                     : fmt::format("      rv[{0}] = tr_hmax(acc[{0}]);\n", k);
       if (auto o = layout.output_of.find(step.result); o != layout.output_of.end())
         finish += fmt::format("      out[{}][r] = rv[{}];\n", o->second, k);
@@ -404,9 +404,10 @@ TR_INLINE void {0}_pass{1}(const float* const* in, float* const* out, float* con
                                 j, num_scratch, o);
     column_flush += fmt::format("      for (int64_t k = 0; k < cols; ++k) {{ out[{1}][k] += ca[{0}][k]; ca[{0}][k] = 0; }}\n",
                                 j, o);
-    if (step.scale != 1.0)
-      column_scale += fmt::format("  for (int64_t k = 0; k < cols; ++k) out[{0}][k] = static_cast<float>(out[{0}][k] * {1:.17g});\n",
-                                  o, step.scale);
+    if (step.mean)
+      column_scale += fmt::format("  for (int64_t k = 0; k < cols; ++k) out[{0}][k] = static_cast<float>(out[{0}][k] * "
+                                  "(1.0 / static_cast<double>(rows)));\n",
+                                  o);
   }
   std::string row_end;
   if (!column_flush.empty()) row_end = "    if (((r + 1) & 127) == 0 || r + 1 == rows) {\n" + column_flush + "    }\n";

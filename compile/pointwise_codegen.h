@@ -49,7 +49,9 @@ struct LoopPlan {
     bool cast = false;
     bool cast_from_mask = false;
     Reduction reduction = Reduction::None;
-    double scale = 1.0;  // a reduction's result times this (mean: 1 / count)
+    // A mean: the sum times 1 / count, the count being the loop's cols (a row reduction) or rows (a column
+    // one), read at run time so that a loop's source does not depend on sizes (an export with dynamic shapes).
+    bool mean = false;
     // The pass over each row that computes it: one more than the last row
     // reduction it depends on finished in.
     int phase = 0;

@@ -113,7 +113,7 @@ FusedKernel::InputKind kind_of(const std::string& name) {
 }  // namespace
 
 json program_to_json(const CapturedGraph& g, const std::vector<std::string>& input_names,
-                     const std::vector<std::string>& constant_names) {
+                     const std::vector<std::string>& constant_names, const DynamicProgram* dynamic) {
   TR_CHECK(input_names.size() == g.inputs().size() && constant_names.size() == g.constants().size(), ValueError,
            "program_to_json: {} input names for {} inputs, {} constant names for {} constants", input_names.size(),
            g.inputs().size(), constant_names.size(), g.constants().size());
@@ -157,6 +157,10 @@ json program_to_json(const CapturedGraph& g, const std::vector<std::string>& inp
     node["results"] = json::array();
     for (const Slot& s : n.results) node["results"].push_back(slot_to_json(s));
     j["nodes"].push_back(std::move(node));
+  }
+  if (dynamic != nullptr) {
+    TR_CHECK(dynamic->base().get() == &g, ValueError, "program_to_json: the dynamic program is another graph's");
+    j["dynamic"] = dynamic->to_json();
   }
   return j;
 }
@@ -222,6 +226,7 @@ LoadedProgram program_from_json(const json& j, const std::map<std::string, Tenso
     for (size_t d = in.sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * in.sizes[d];
     out.graph->set_meta(out.graph->inputs()[i], {true, in.sizes, strides, in.dtype, Device(DeviceType::CPU)});
   }
+  if (j.contains("dynamic")) out.dynamic = DynamicProgram::from_json(j.at("dynamic"), out.graph);
   return out;
 }
 

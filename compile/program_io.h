@@ -14,13 +14,16 @@
 #include <nlohmann/json.hpp>
 
 #include "compile/captured_graph.h"
+#include "compile/dynamic_shapes.h"
 #include "compile/fused_kernel.h"
 
 namespace trainrun::compile {
 
-// input_names and constant_names: one per graph input and constant, in order.
+// input_names and constant_names: one per graph input and constant, in order. `dynamic`: the program's
+// dynamic dims and size polynomials when it was exported with dynamic shapes (its base() is `graph`).
 nlohmann::json program_to_json(const CapturedGraph& graph, const std::vector<std::string>& input_names,
-                               const std::vector<std::string>& constant_names);
+                               const std::vector<std::string>& constant_names,
+                               const DynamicProgram* dynamic = nullptr);
 
 struct ProgramInput {
   std::string name;
@@ -30,7 +33,8 @@ struct ProgramInput {
 
 struct LoadedProgram {
   std::shared_ptr<CapturedGraph> graph;
-  std::vector<ProgramInput> inputs;
+  std::vector<ProgramInput> inputs;  // (sizes: as exported; dynamic->input_dims() says which vary)
+  std::shared_ptr<DynamicProgram> dynamic;  // null: the program is for the inputs' exported sizes only
 };
 
 // Throws ValueError naming what is wrong: an op this build does not have, a

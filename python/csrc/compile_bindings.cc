@@ -5,13 +5,17 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
+#include <tuple>
 
+#include "autograd/grad_mode.h"
 #include "autograd/variable.h"
 #include "compile/aot_model.h"
 #include "compile/aot_package.h"
 #include "compile/captured_graph.h"
 #include "compile/graph_capture.h"
 #include "compile/dead_code.h"
+#include "compile/dynamic_shapes.h"
 #include "compile/fusion.h"
 #include "compile/gemm_epilogue.h"
 #include "compile/joint_graph.h"
@@ -26,7 +30,8 @@ namespace {
 // A custom op written in Python, as a graph node: calls fn(inputs) -> list of tensors, with the GIL.
 class PyExternalCall : public compile::ExternalCall {
  public:
-  PyExternalCall(std::string name, py::function fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  PyExternalCall(std::string name, std::string key, py::function fn)
+      : name_(std::move(name)), key_(std::move(key)), fn_(std::move(fn)) {}
   ~PyExternalCall() override {
     if (!Py_IsInitialized()) {
       fn_.release();  // (at interpreter exit: nothing left to decrement)
@@ -36,13 +41,14 @@ class PyExternalCall : public compile::ExternalCall {
     fn_ = py::function();
   }
   std::string name() const override { return name_; }
+  std::string key() const override { return key_.empty() ? name_ : key_; }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs) const override {
     py::gil_scoped_acquire gil;
     return fn_(inputs).cast<std::vector<Tensor>>();
   }
 
  private:
-  std::string name_;
+  std::string name_, key_;
   py::function fn_;
 };
 
@@ -125,9 +131,62 @@ void bind_compile(py::module_& m) {
       return {g, fmt::format("not fused: {}", e.what()), ""};
     }
   }, py::call_guard<py::gil_scoped_release>());
-  m.def("_write_aot_package", &compile::write_aot_package, py::arg("path"), py::arg("graph"),
-        py::arg("kernels_source"), py::arg("input_names"), py::arg("constant_names"),
-        py::call_guard<py::gil_scoped_release>());
+  m.def("_write_aot_package", [](const std::string& path, const compile::CapturedGraph& graph,
+                                  const std::string& source, const std::vector<std::string>& input_names,
+                                  const std::vector<std::string>& constant_names,
+                                  const std::shared_ptr<compile::DynamicProgram>& dynamic) {
+    compile::write_aot_package(path, graph, source, input_names, constant_names, dynamic.get());
+  }, py::arg("path"), py::arg("graph"), py::arg("kernels_source"), py::arg("input_names"),
+        py::arg("constant_names"), py::arg("dynamic") = nullptr, py::call_guard<py::gil_scoped_release>());
+  // An exported program for varying sizes (trainrun.export's dynamic_shapes): compile/dynamic_shapes.h.
+  using DimSpec = std::tuple<std::string, int64_t, int64_t>;                    // name, min, max
+  using InputDimSpec = std::optional<std::tuple<int, int64_t, int64_t>>;        // None: static; (dim, mul, add)
+  py::class_<compile::DynamicProgram, std::shared_ptr<compile::DynamicProgram>>(m, "_DynamicProgram")
+      .def_static("generalize", [](const std::vector<DimSpec>& dims, const std::vector<std::vector<InputDimSpec>>& inputs,
+                                   const std::vector<std::shared_ptr<compile::CapturedGraph>>& graphs,
+                                   const std::vector<std::vector<int64_t>>& points, int degree, size_t base) {
+        std::vector<compile::DynamicDim> d;
+        for (const auto& [name, lo, hi] : dims) d.push_back({name, lo, hi});
+        std::vector<std::vector<compile::InputDim>> in;
+        for (const auto& list : inputs) {
+          in.emplace_back();
+          for (const auto& spec : list) {
+            compile::InputDim x;
+            if (spec) std::tie(x.dim, x.mul, x.add) = *spec;
+            in.back().push_back(x);
+          }
+        }
+        std::vector<std::shared_ptr<const compile::CapturedGraph>> g(graphs.begin(), graphs.end());
+        return compile::DynamicProgram::generalize(std::move(d), std::move(in), g, points, degree, base);
+      }, py::arg("dims"), py::arg("input_dims"), py::arg("graphs"), py::arg("points"), py::arg("degree"),
+                  py::arg("base"), py::call_guard<py::gil_scoped_release>())
+      .def("run", [](const compile::DynamicProgram& p, const std::vector<Tensor>& inputs,
+                     const std::vector<std::string>& names) {
+        const std::shared_ptr<const compile::CapturedGraph> g = p.at(p.bind(inputs, names));
+        NoGradGuard no_grad;
+        return g->run(inputs);
+      }, py::arg("inputs"), py::arg("names"), py::call_guard<py::gil_scoped_release>())
+      .def("graph_at", [](const compile::DynamicProgram& p, const std::vector<int64_t>& values) {
+        return std::const_pointer_cast<compile::CapturedGraph>(p.at(values));
+      }, py::arg("values"))
+      .def_property_readonly("dims", [](const compile::DynamicProgram& p) {
+        std::vector<DimSpec> out;
+        for (const auto& d : p.dims()) out.emplace_back(d.name, d.min, d.max);
+        return out;
+      })
+      .def_property_readonly("input_dims", [](const compile::DynamicProgram& p) {
+        std::vector<std::vector<InputDimSpec>> out;
+        for (const auto& list : p.input_dims()) {
+          out.emplace_back();
+          for (const auto& d : list)
+            out.back().push_back(d.dim < 0 ? InputDimSpec() : InputDimSpec(std::make_tuple(d.dim, d.mul, d.add)));
+        }
+        return out;
+      })
+      .def_property_readonly("base", [](const compile::DynamicProgram& p) {
+        return std::const_pointer_cast<compile::CapturedGraph>(p.base());
+      })
+      .def_property_readonly("num_size_dependent", &compile::DynamicProgram::num_size_dependent);
   py::class_<aot::Model, std::shared_ptr<aot::Model>>(m, "_AotModel")
       .def(py::init<const std::string&>(), py::arg("path"), py::call_guard<py::gil_scoped_release>())
       .def("run", &aot::Model::run, py::arg("inputs"), py::call_guard<py::gil_scoped_release>())
@@ -144,6 +203,9 @@ void bind_compile(py::module_& m) {
       .def_property_readonly("num_outputs", &aot::Model::num_outputs)
       .def_property_readonly("graph", [](const aot::Model& m) {
         return std::const_pointer_cast<compile::CapturedGraph>(m.graph());
+      })
+      .def_property_readonly("dynamic", [](const aot::Model& m) {
+        return std::const_pointer_cast<compile::DynamicProgram>(m.dynamic());
       });
   m.def("_graph_with_constants", [](const compile::CapturedGraph& g, const std::vector<Tensor>& constants) {
     return g.with_constants(constants);
@@ -188,10 +250,11 @@ void bind_compile(py::module_& m) {
   m.def("_capture_active", &compile::GraphCapture::active);
   m.def("_external_begin", &compile::GraphCapture::begin_external);
   m.def("_external_abort", &compile::GraphCapture::abort_external);
+  // key: the op and its other arguments as text (two recordings of one program make the same calls).
   m.def("_external_end", [](const std::string& name, py::function fn, const std::vector<Tensor>& inputs,
-                            const std::vector<Tensor>& outputs) {
-    compile::GraphCapture::end_external(std::make_shared<PyExternalCall>(name, std::move(fn)), inputs, outputs);
-  }, py::arg("name"), py::arg("fn"), py::arg("inputs"), py::arg("outputs"));
+                            const std::vector<Tensor>& outputs, const std::string& key) {
+    compile::GraphCapture::end_external(std::make_shared<PyExternalCall>(name, key, std::move(fn)), inputs, outputs);
+  }, py::arg("name"), py::arg("fn"), py::arg("inputs"), py::arg("outputs"), py::arg("key") = "");
 }
 
 }  // namespace python

@@ -299,7 +299,8 @@ class CustomOpDef:
             out = list(out) if isinstance(out, (tuple, list)) else [out]
             return [o for o in out if isinstance(o, _C.Tensor)]
 
-        _C._external_end(self._qualname, replay, inputs, outputs)
+        others = {k: v for k, v in arguments.items() if (k, None) not in slots}  # (what a replay keeps as is)
+        _C._external_end(self._qualname, replay, inputs, outputs, key=f"{self._qualname}{_text_of(others)}")
         return result
 
     def _call(self, args, kwargs):
@@ -353,6 +354,17 @@ class CustomOpDef:
         marked = getattr(ctx, "_non_differentiable", ())
         new = [n.detach() if any(n is m or o is m for m in marked) else n for n, o in zip(new, outputs)]
         return new[0] if not isinstance(output, (tuple, list)) else type(output)(new)
+
+
+def _text_of(arguments):
+    """The custom op's non-tensor arguments as text (tensors, in lists too, as T): what two recordings compare."""
+    def text(v):
+        if isinstance(v, _C.Tensor):
+            return "T"
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(text(x) for x in v) + "]"
+        return repr(v)
+    return "(" + ", ".join(f"{k}={text(v)}" for k, v in arguments.items()) + ")"
 
 
 def _same_memory(a, b):

@@ -81,8 +81,6 @@ def test_export_refuses_what_it_cannot_capture_by_name():
 
     with pytest.raises(TypeError, match="input 'scale' is a float; only tensor inputs"):
         torch.export.export(TwoInputs(), (torch.ones(2), 2.0))
-    with pytest.raises(NotImplementedError, match="dynamic_shapes .* is not supported"):
-        torch.export.export(TwoInputs(), (torch.ones(2), torch.ones(2)), dynamic_shapes={"x": {0: "batch"}})
     ep = torch.export.export(TwoInputs(), (torch.ones(2, 3), torch.ones(3)))
     with pytest.raises(ValueError, match="input 'scale' has shape \\[2\\]; the program was exported for \\[3\\]"):
         ep(torch.ones(2, 3), torch.ones(2))
@@ -213,14 +211,13 @@ def test_load_refuses_what_save_did_not_write(tmp_path):
         torch.export.save(nn.Linear(2, 2), tmp_path / "x.pt2")
 
 
-def test_dynamic_shapes_are_refused_by_name_and_decompositions_are_the_program():
+def test_dims_are_checked_and_decompositions_are_the_program():
     model = nn.Linear(4, 2)
     x = torch.randn(3, 4)
-    batch = torch.export.Dim("batch", min=1, max=64)
-    with pytest.raises(NotImplementedError, match="dynamic_shapes .*Dim\\('batch', min=1, max=64\\).* not supported"):
-        torch.export.export(model, (x,), dynamic_shapes={"input": {0: batch}})
     with pytest.raises(ValueError, match="min \\(8\\) is greater than max \\(2\\)"):
         torch.export.Dim("n", min=8, max=2)
+    with pytest.raises(ValueError, match="the name must be a non-empty string"):
+        torch.export.Dim("")
     ep = torch.export.export(model, (x,))
     assert ep.run_decompositions() is ep
     with torch.no_grad():
