@@ -26,12 +26,23 @@ Both programs then lose their dead nodes and have their pointwise runs
 fused into generated loops (compile/dead_code.h, compile/fusion.h)."""
 import collections
 import functools
+import logging
 import weakref
 
 from trainrun import _C
 from trainrun._dynamo import config as _config
 
 _compiled_functions = weakref.WeakSet()  # every CompiledFunction: trainrun.compiler.reset() clears them all
+# trainrun.compiler.set_stance's: "default", "force_eager" (calls run as Python), "eager_on_recompile" (a call no
+# recording fits runs as Python once one exists), "fail_on_recompile" (it raises then).
+_stance = "default"
+# What trainrun._logging.set_logs(graph_breaks=True, recompiles=True) turns on (debug records, off by default).
+_graph_break_log = logging.getLogger("trainrun._dynamo.graph_breaks")
+_recompile_log = logging.getLogger("trainrun._dynamo.recompiles")
+
+
+class RecompileError(RuntimeError):
+    """A call needed a new recording under set_stance("fail_on_recompile")."""
 
 
 class GraphBreakError(RuntimeError):
@@ -111,6 +122,8 @@ class CompiledFunction:
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
+        if _stance == "force_eager":
+            return self._fn(*args, **kwargs)
         tensors = []  # the arguments' tensors, in order (the rest is in the spec), then the module's
         in_spec = _flatten((args, kwargs), tensors)
         tensors += self._module_tensors()
@@ -129,6 +142,15 @@ class CompiledFunction:
             return _unflatten(entry.out_spec, iter(outputs))
         if isinstance(entry, _Eager):
             return self._fn(*args, **kwargs)
+        if self._cache:
+            if _stance == "fail_on_recompile":
+                raise RecompileError(f"Detected recompile when torch.compile stance is 'fail_on_recompile': "
+                                     f"{self._name()} was called with guards no recording of it fits (a new "
+                                     "shape, dtype, grad mode or training mode)")
+            if _stance == "eager_on_recompile":
+                return self._fn(*args, **kwargs)
+            _recompile_log.debug("Recompiling function %s: no recording of its %d fits the call's guards",
+                                 self._name(), len(self._cache))
         limit = _config.cache_size_limit
         if len(self._cache) >= limit:
             self._cache[key] = _Eager(f"cache_size_limit ({limit}) reached: more guards than recordings "
@@ -157,6 +179,7 @@ class CompiledFunction:
                 raise GraphBreakError(f"trainrun.compile(fullgraph=True): {self._name()} could not be recorded "
                                       f"whole: {reason}")
             self._cache[key] = _Eager(reason)
+            _graph_break_log.debug("Graph break in %s (it runs eagerly for these guards): %s", self._name(), reason)
             if self._explain:
                 print(f"trainrun.compile: {self._name()} runs eagerly for these guards: {reason}")
             return result

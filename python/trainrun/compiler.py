@@ -4,8 +4,8 @@ import functools
 
 from trainrun import _C
 
-__all__ = ["allow_in_graph", "cudagraph_mark_step_begin", "disable", "is_compiling", "is_dynamo_compiling",
-           "is_exporting", "reset"]
+__all__ = ["allow_in_graph", "assume_constant_result", "cudagraph_mark_step_begin", "disable", "is_compiling",
+           "is_dynamo_compiling", "is_exporting", "reset", "set_stance"]
 
 
 def reset():
@@ -67,3 +67,61 @@ def allow_in_graph(fn):
 def cudagraph_mark_step_begin():
     """Marks a new iteration for mode="reduce-overhead"'s CUDA graphs. trainrun's replays do not use CUDA graphs,
     so outputs of one step are never overwritten by the next: there is nothing to mark."""
+
+
+def assume_constant_result(fn):
+    """Returns fn: a recording keeps what a Python function returned as a constant of the recorded ops already
+    (the function is not called again on replays), which is what this marks."""
+    if not callable(fn):
+        raise TypeError(f"assume_constant_result: expected a function, got {type(fn).__name__}")
+    return fn
+
+
+_STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
+
+
+class _StanceSetting:
+    """set_stance's result: the stance holds from the call on; `with` restores the one before at exit, and as a
+    decorator it holds only during the decorated function's calls."""
+
+    def __init__(self, stance, previous):
+        self._stance, self._previous = stance, previous
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _set(self._previous)
+        return False
+
+    def __call__(self, fn):
+        _set(self._previous)  # (as a decorator, set_stance(...) does not change the stance outside fn)
+        stance = self._stance
+
+        @functools.wraps(fn)
+        def with_stance(*args, **kwargs):
+            before = _set(stance)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _set(before)
+
+        return with_stance
+
+
+def _set(stance):
+    from trainrun import _compile
+    before, _compile._stance = _compile._stance, stance
+    return before
+
+
+def set_stance(stance="default", *, skip_guard_eval_unsafe=False, force_backend=None):
+    """torch.compiler.set_stance (PyTorch 2.6): how compiled functions behave from now on. "default" records and
+    replays; "force_eager" runs every call as plain Python; "eager_on_recompile" replays what fits and runs a call
+    that would need a new recording as Python; "fail_on_recompile" raises RecompileError then. Works as a call,
+    a `with` block (restored at exit) or a decorator."""
+    if stance not in _STANCES:
+        raise RuntimeError(f"set_stance: unknown stance {stance!r}; the stances are {list(_STANCES)}")
+    if force_backend is not None:
+        raise RuntimeError("set_stance: force_backend is not supported (every backend runs trainrun's recordings)")
+    return _StanceSetting(stance, _set(stance))

@@ -95,6 +95,23 @@ class ExportedProgram:
 
         return ExportedModule()
 
+    @property
+    def graph_module(self):
+        """The program as a module (module()'s), with its program text as `code` and `graph`, and
+        print_readable() printing it: trainrun's programs are op lists recorded at the dispatcher, not FX graphs."""
+        m = self.module()
+        text = f"def forward(self, {', '.join(self._input_names)}):\n{self._graph}"
+        object.__setattr__(m, "code", text)
+        object.__setattr__(m, "graph", text)
+
+        def print_readable(print_output=True, include_stride=False, include_device=False, colored=False):
+            if print_output:
+                print(text)
+            return text
+
+        object.__setattr__(m, "print_readable", print_readable)
+        return m
+
     def run_decompositions(self, decomp_table=None, decompose_custom_triton_ops=False):
         """The program is recorded at the dispatcher, so its nodes are trainrun's ops already (no composite ops to
         break down): returns the program itself."""

@@ -3,10 +3,28 @@ says how calls are recorded and replayed): reset, disable, mark_dynamic, explain
 import collections
 import time
 
+from trainrun import _C
 from trainrun._dynamo import config  # noqa: F401
-from trainrun.compiler import disable, reset  # noqa: F401
+from trainrun.compiler import allow_in_graph, disable, reset  # noqa: F401
+from trainrun.compiler import is_compiling  # noqa: F401
 
-__all__ = ["config", "disable", "explain", "mark_dynamic", "mark_static", "reset"]
+__all__ = ["allow_in_graph", "config", "disable", "explain", "graph_break", "is_compiling", "list_backends",
+           "mark_dynamic", "mark_static", "reset"]
+
+
+def graph_break():
+    """Inside a call trainrun.compile records: the recording breaks here (the call runs eagerly for those guards,
+    and explain() names this). Outside a recording it does nothing."""
+    if _C._capture_active():
+        _C._note_graph_break("torch._dynamo.graph_break() was called")
+
+
+def list_backends(exclude_tags=("debug", "experimental")):
+    """The backend names trainrun.compile accepts (each runs trainrun's recordings), without the debug ones
+    ("eager", "aot_eager", ...) unless exclude_tags leaves them in."""
+    from trainrun._compile import _BACKENDS
+    debug = {"eager", "aot_eager", "aot_eager_decomp_partition"}
+    return sorted(b for b in _BACKENDS if not (exclude_tags and "debug" in exclude_tags and b in debug))
 
 
 def mark_dynamic(t, index, *, min=None, max=None):  # noqa: A002
