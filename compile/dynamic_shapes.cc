@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "base/error.h"
@@ -131,6 +132,15 @@ std::vector<std::vector<int>> monomials(size_t k, int degree) {
   return out;
 }
 
+// Whether two recordings' constant tensors are one (the same tensor, or the same sizes, dtype and bytes).
+bool same_constant(const Tensor& a, const Tensor& b) {
+  if (a.impl() == b.impl()) return true;
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype() || a.device() != b.device()) return false;
+  if (!a.device().is_cpu()) return true;  // (sizes only: the bytes would need a copy from the device)
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.nbytes())) == 0;
+}
+
 int64_t power(int64_t base, int e) {
   int64_t r = 1;
   while (e-- > 0) r *= base;
@@ -180,6 +190,15 @@ std::shared_ptr<DynamicProgram> DynamicProgram::generalize(
              "export with dynamic shapes: the program recorded {} differs ({} vs {} ops, {} vs {} values): its ops "
              "depend on the dynamic dims' values (Python branching on a size?); make those dims static",
              where, g0.nodes().size(), g.nodes().size(), g0.num_values(), g.num_values());
+    for (size_t c = 0; c < g.constants().size(); ++c) {
+      const Tensor& a = g0.constants()[c].second;
+      const Tensor& b = g.constants()[c].second;
+      TR_CHECK(g.constants()[c].first == g0.constants()[c].first && same_constant(a, b), ValueError,
+               "export with dynamic shapes: the program recorded {} reads a different tensor constant %{} (shape [{}] "
+               "vs [{}]): a tensor made outside the recorded ops (from numpy or Python data) that follows the "
+               "dynamic dims; make it with trainrun ops, or make those dims static",
+               where, g0.constants()[c].first, fmt::join(a.sizes(), ", "), fmt::join(b.sizes(), ", "));
+    }
     for (size_t n = 0; n < g.nodes().size(); ++n) {
       const std::string a = skeleton(g0.nodes()[n]), b = skeleton(g.nodes()[n]);
       TR_CHECK(a == b, ValueError,

@@ -9,11 +9,56 @@
 #include "base/error.h"
 #include "tensor/generator.h"
 #include "tensor/graph_break.h"
+#include "tensor/op_schemas.h"
 
 namespace trainrun::compile {
 namespace {
 
 thread_local GraphCapture* t_capture = nullptr;
+
+// Per op, which of its arguments it writes (schema `Tensor(a!)`, or the trailing `Tensor? out`) and whether
+// it is a view; from the op list (an op not in it, a C++ custom op: it writes nothing and is no view).
+struct OpEffects {
+  std::vector<bool> writes;
+  bool view = false;
+};
+
+const OpEffects& effects_of(const OpTable& op) {
+  static std::mutex mu;
+  static std::unordered_map<const OpTable*, OpEffects> known;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = known.find(&op); it != known.end()) return it->second;
+  OpEffects e;
+  for (const OpListEntry& entry : op_list()) {
+    if (op.name() != entry.name) continue;
+    e.view = entry.view;
+    const std::string schema = entry.schema;
+    const size_t open = schema.find('('), arrow = schema.find("->");
+    const size_t close = schema.rfind(')', arrow);
+    std::string args = schema.substr(open + 1, close - open - 1);
+    std::vector<std::string> parts;
+    int depth = 0;
+    std::string cur;
+    for (char c : args) {  // (top-level commas: "Tensor(a!)" holds no comma, defaults like "int[] dims=[]" may)
+      if (c == '(' || c == '[') ++depth;
+      if (c == ')' || c == ']') --depth;
+      if (c == ',' && depth == 0) {
+        parts.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    if (!cur.empty()) parts.push_back(cur);
+    for (std::string part : parts) {
+      part.erase(0, part.find_first_not_of(' '));
+      if (part == "*") continue;
+      e.writes.push_back(part.find("!)") != std::string::npos || part.rfind("Tensor? out", 0) == 0);
+    }
+    break;
+  }
+  return known.emplace(&op, std::move(e)).first->second;
+}
 
 }  // namespace
 
@@ -108,6 +153,7 @@ void GraphCapture::end_external(std::shared_ptr<const ExternalCall> call, const 
     CapturedGraph::Slot s;
     s.kind = CapturedGraph::Slot::Value;
     s.value = c->value_of(t);
+    c->check_read(s.value, fmt::format("custom op '{}'", node.external->name()));
     node.args.push_back(s);
   }
   for (const Tensor& t : outputs) {
@@ -190,6 +236,8 @@ void GraphCapture::record(const OpTable& op, DispatchKey key, DispatchKeySet key
   node.op = &op;
   node.grad_enabled = GradMode::is_enabled();
   for (const IValue& a : stack) node.args.push_back(slot_of(a));
+  int views_of = -1;
+  if (!unwritten_.empty()) check_unwritten(op, node.args, &views_of);
   if (op.name() == "random_fill_") {
     // Dropout and the random factories draw from the default generator: (seed, offset) are what it gave this
     // call, and a run must ask it again. A draw it cannot repeat so (another generator) is not recorded.
@@ -227,7 +275,37 @@ void GraphCapture::record(const OpTable& op, DispatchKey key, DispatchKeySet key
     }
     node.results.push_back(std::move(s));
   }
+  if (views_of >= 0)
+    for (const CapturedGraph::Slot& s : node.results)
+      if (s.kind == CapturedGraph::Slot::Value) unwritten_[s.value] = views_of;
   graph_.add_node(std::move(node));
+}
+
+void GraphCapture::check_read(int value, const std::string& by) {
+  auto it = unwritten_.find(value);
+  if (it == unwritten_.end() || open_groups_.count(it->second) == 0) return;
+  stop(fmt::format("{} reads a tensor the call made whose values no recorded op wrote (a factory that fills "
+                   "memory directly, such as tensor(data)): a replay would read an empty allocation",
+                   by));
+}
+
+void GraphCapture::check_unwritten(const OpTable& op, const std::vector<CapturedGraph::Slot>& args, int* views_of) {
+  const OpEffects& effects = effects_of(op);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const CapturedGraph::Slot& a = args[i];
+    std::vector<int> values = a.kind == CapturedGraph::Slot::Value ? std::vector<int>{a.value} : a.values;
+    for (int v : values) {
+      auto it = unwritten_.find(v);
+      if (it == unwritten_.end() || open_groups_.count(it->second) == 0) continue;
+      if (i < effects.writes.size() && effects.writes[i]) {
+        open_groups_.erase(it->second);  // (written: from now on its values are the op's)
+      } else if (effects.view && i == 0) {
+        *views_of = it->second;
+      } else {
+        check_read(v, fmt::format("op '{}'", op.name()));
+      }
+    }
+  }
 }
 
 void GraphCapture::allocated(const Tensor& t) {
@@ -241,6 +319,8 @@ void GraphCapture::allocated(const Tensor& t) {
   CapturedGraph::Slot s;
   s.kind = CapturedGraph::Slot::Value;
   s.value = bind(t, graph_.new_value());
+  unwritten_[s.value] = s.value;
+  open_groups_.insert(s.value);
   node.results.push_back(std::move(s));
   graph_.add_node(std::move(node));
 }
@@ -248,6 +328,8 @@ void GraphCapture::allocated(const Tensor& t) {
 void GraphCapture::finish(const std::vector<Tensor>& outputs) {
   std::vector<int> ids;
   for (const Tensor& t : outputs) ids.push_back(t.defined() ? value_of(t) : -1);
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] >= 0) check_read(ids[i], fmt::format("output {}", i));
   graph_.set_outputs(std::move(ids));
   finished_ = true;
 }

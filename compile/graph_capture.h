@@ -11,10 +11,15 @@
 //  - gets a Python value from an op (a data-dependent result);
 //  - runs an op with no boxed form (the fallback cannot see it);
 //  - runs a backward pass inside the call (the backward of the call itself
-//    is recorded separately: a GraphCapture made with `forward` below).
+//    is recorded separately: a GraphCapture made with `forward` below);
+//  - reads a tensor it allocated whose contents no recorded op wrote (a
+//    factory that fills memory directly, as tensor(data) does): a replay
+//    would allocate it and read garbage. (arange and linspace record ops
+//    while a capture runs, for this reason.)
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "compile/captured_graph.h"
@@ -74,6 +79,11 @@ class GraphCapture {
   int value_of(const Tensor& t);      // an argument's value: known, or a new constant
   int result_of(const Tensor& t);     // a result's value: known, or a new one
   CapturedGraph::Slot slot_of(const IValue& v);
+  // An op reads or writes values of unwritten allocations (see unwritten_): a write fills them, a view joins
+  // them, any other read breaks the recording. Called before the op runs; `views_of` gets the group its view
+  // results join (-1: none).
+  void check_unwritten(const OpTable& op, const std::vector<CapturedGraph::Slot>& args, int* views_of);
+  void check_read(int value, const std::string& by);
 
   CapturedGraph& graph_;
   std::unordered_map<const TensorImpl*, int> ids_;
@@ -86,6 +96,10 @@ class GraphCapture {
   const GraphCapture* forward_ = nullptr;  // set when this records a backward
   std::vector<int> saved_;
   DispatchKeySet saved_included_;
+  // Allocations the call made (not an op) that no recorded op has written yet, and views of them: value -> the
+  // allocation's value (its group). A group leaves when an op writes any of its values.
+  std::unordered_map<int, int> unwritten_;
+  std::unordered_set<int> open_groups_;
 };
 
 }  // namespace trainrun::compile

@@ -9,6 +9,7 @@
 #include "tensor/elementwise.h"
 #include "tensor/op_schemas.h"
 #include "tensor/random_draw.h"
+#include "tensor/reductions.h"
 #include "tensor/thread_pool.h"
 #include "tensor/views.h"
 
@@ -77,6 +78,24 @@ Tensor tensor<bool>(const std::vector<bool>& values, IntList sizes) {
 
 Tensor arange(const Scalar& end, TensorOptions opts) { return arange(0, end, 1, opts); }
 
+namespace {
+
+// While a graph capture records (compile/graph_capture.h sets the Tracing key on this thread), arange and
+// linspace are made of dispatched ops, so that a recording replays their values (their direct loops below write
+// memory no op is recorded for) and their length stays an allocation's size. The values equal the loops'.
+bool recording() { return tls_included_keys().has(DispatchKey::Tracing); }
+
+// 0, 1, ..., n - 1 as int64: a cumulative sum of ones.
+Tensor recorded_indices(int64_t n) { return sub(cumsum(full({n}, 1, TensorOptions(DType::Int64)), 0), 1); }
+
+// A double-precision result as the loops store it: through opmath_t<T> (float for the 16-bit floats).
+Tensor stored_as(const Tensor& v, DType dtype) {
+  if (dtype == DType::Float16 || dtype == DType::BFloat16) return to(to(v, DType::Float32), dtype);
+  return v.dtype() == dtype ? v : to(v, dtype);
+}
+
+}  // namespace
+
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions opts) {
   bool all_int = !start.is_floating() && !end.is_floating() && !step.is_floating();
   if (!opts.dtype) opts.dtype = all_int ? DType::Int64 : default_float_dtype();
@@ -93,6 +112,11 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   }
   int64_t n = all_int ? (end.to_int() - start.to_int() + step.to_int() + (step.to_int() > 0 ? -1 : 1)) / step.to_int()
                       : static_cast<int64_t>(std::ceil((e - s) / st));
+  if (recording()) {
+    const Tensor i = recorded_indices(n);
+    if (all_int) return stored_as(add(mul(i, step.to_int()), start.to_int()), opts.dtype_or_default());
+    return stored_as(add(mul(to(i, DType::Float64), st), s), opts.dtype_or_default());  // (s + i * st, in double)
+  }
   Tensor out = empty({n}, opts);
   visit_dtype(out.dtype(), "arange", [&](auto tag) {
     using T = decltype(tag);
@@ -113,8 +137,14 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
     opts.device = Device();
     return to(linspace(start, end, steps, opts), device);
   }
-  Tensor out = empty({steps}, opts);
   double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0;
+  if (recording()) {  // (the loop's two halves: start + step * i, and end - step * (steps - 1 - i) exactly negated)
+    const Tensor i = to(recorded_indices(steps), DType::Float64);
+    const Tensor v = where(lt(i, static_cast<double>(steps / 2)), add(mul(i, step), start),
+                           add(mul(sub(i, static_cast<double>(steps - 1)), step), end));
+    return stored_as(v, opts.dtype_or_default());
+  }
+  Tensor out = empty({steps}, opts);
   visit_dtype(out.dtype(), "linspace", [&](auto tag) {
     using T = decltype(tag);
     T* p = out.data<T>();

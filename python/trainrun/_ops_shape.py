@@ -117,10 +117,11 @@ def _triangle(input, diagonal, upper, where):  # noqa: A002
     if input.ndim < 2:
         raise ValueError(f"{where}(): the input must have at least 2 dimensions, got {input.ndim}")
     rows, cols = input.shape[-2], input.shape[-1]
-    r = np.arange(rows).reshape(rows, 1)
-    c = np.arange(cols).reshape(1, cols)
-    drop = (c - r < diagonal) if upper else (c - r > diagonal)
-    return _C.masked_fill(input, _C.from_numpy(np.ascontiguousarray(drop)).to(input.device), 0)
+    # (made of trainrun ops, not numpy: a compiled or exported call replays the mask, at any size)
+    offset = _C.arange(cols, device=input.device).reshape([1, cols]) - \
+        _C.arange(rows, device=input.device).reshape([rows, 1])
+    drop = offset < diagonal if upper else offset > diagonal
+    return _C.masked_fill(input, drop, 0)
 
 
 @op(method=True, inplace=True)

@@ -196,3 +196,41 @@ def test_a_custom_op_whose_other_arguments_follow_a_size_is_refused():
     assert torch.equal(ep.module()(x), x * 3 + 1)
     with pytest.raises(ValueError, match="differs at op 0: `%1 = dyntest::scale\\(k=2\\)\\(%0\\)` vs .*k=3"):
         torch.export.export(Follows(), (torch.randn(4, 2),), dynamic_shapes=({0: Dim("n")},))
+
+
+class TinyLM(nn.Module):
+    """Token and position embeddings (arange of the sequence length) and causal attention: the main job's shape."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(50, 16), nn.Embedding(64, 16)
+        self.qkv, self.head = nn.Linear(16, 48), nn.Linear(16, 50)
+
+    def forward(self, idx):
+        B, T = idx.shape
+        h = self.tok(idx) + self.pos(torch.arange(T))
+        q, k, v = (t.view(B, T, 2, 8).transpose(1, 2) for t in self.qkv(h).split(16, dim=-1))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.head(y.transpose(1, 2).reshape(B, T, 16))
+
+
+def test_a_language_model_with_a_dynamic_sequence_length_equals_eager():
+    torch.manual_seed(0)
+    lm = TinyLM().eval()
+    ep = torch.export.export(lm, (torch.randint(0, 50, (2, 10)),),
+                             dynamic_shapes={"idx": {0: Dim("batch", max=8), 1: Dim("T", max=64)}})
+    for b, t in [(1, 1), (2, 10), (3, 33), (8, 64)]:
+        idx = torch.randint(0, 50, (b, t))
+        assert _close(ep.module()(idx), _eager(lm, idx)), (b, t)
+
+
+def test_a_tensor_from_python_data_that_follows_a_size_is_refused():
+    import numpy as np
+
+    class FromNumpy(nn.Module):
+        def forward(self, x):
+            return x * torch.from_numpy(np.linspace(0, 1, x.shape[0], dtype=np.float32))
+
+    with pytest.raises(ValueError, match="reads a different tensor constant %1 \\(shape \\[2\\] vs \\[3\\]\\): a "
+                                         "tensor made outside the recorded ops"):
+        torch.export.export(FromNumpy(), (torch.randn(4),), dynamic_shapes=({0: Dim("n")},))

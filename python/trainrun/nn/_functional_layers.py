@@ -308,7 +308,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     s = (1.0 / math.sqrt(query.shape[-1])) if scale is None else scale
     scores = _C.matmul(query, key.transpose(-2, -1)) * s
     if is_causal:
-        future = _C.from_numpy(np.ascontiguousarray(np.triu(np.ones((L, S), dtype=bool), 1))).to(query.device)
+        future = _C.ones([L, S], dtype=_C.dtype.bool, device=query.device).triu(1)  # (ops: a recording replays it)
         scores = _C.masked_fill(scores, future, float("-inf"))
     elif attn_mask is not None:
         if attn_mask.dtype == _C.dtype.bool:
