@@ -5,6 +5,7 @@ Python code again.
 
 Guards, per compiled function: each tensor argument's shape, strides,
 dtype, device and requires_grad; the other arguments' values; grad mode;
+the default dtype and device (what factories in the call make);
 for a module, whether it is training, and its parameters and buffers, which
 are inputs of the recording like the arguments (a replay reads the tensors
 the module holds then: a replaced parameter, or the ones FSDP gathers each
@@ -129,7 +130,8 @@ class CompiledFunction:
         tensors += self._module_tensors()
         try:
             key = (in_spec, _C._tensor_guards(tensors), _C.is_grad_enabled(),
-                   self._module is not None and self._module.training)
+                   self._module is not None and self._module.training,
+                   _C._ops.get_default_dtype(), _C._get_default_device())  # (what factories in the call make)
             hash(key)
         except TypeError:  # an argument that cannot be a guard (unhashable): run it as it is
             return self._fn(*args, **kwargs)

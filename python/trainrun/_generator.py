@@ -31,8 +31,18 @@ class Generator:
             raise TypeError(f"manual_seed expected an int, got {type(seed).__name__}")
         self._seed = int(seed) % (1 << 64)
         # mt19937 keeps the low 32 bits of the seed, as PyTorch's CPU generator does.
-        self._engine = np.random.RandomState(self._seed & 0xFFFFFFFF)
+        self._state = np.random.RandomState(self._seed & 0xFFFFFFFF)
         return self
+
+    @property
+    def _engine(self):
+        """The mt19937 engine every draw from this generator reads. It draws in Python, which a compiled call's
+        recording cannot replay (a replay would repeat the recorded values): reading it while a call records
+        breaks the recording, so that call runs eagerly and draws anew each time."""
+        if _C._capture_active():
+            _C._note_graph_break("a draw from a trainrun.Generator (randperm, or a generator= argument) runs in "
+                                 "Python, which a replay would not repeat")
+        return self._state
 
     def initial_seed(self):
         return self._seed
@@ -45,12 +55,12 @@ class Generator:
 
     def get_state(self):
         """The engine's state (a picklable value; PyTorch gives a ByteTensor: set_state takes what this gives)."""
-        return (self._seed, self._engine.get_state())
+        return (self._seed, self._state.get_state())
 
     def set_state(self, new_state):
         self._seed, engine_state = new_state
-        self._engine = np.random.RandomState()
-        self._engine.set_state(engine_state)
+        self._state = np.random.RandomState()
+        self._state.set_state(engine_state)
         return self
 
     def _random32(self, count):

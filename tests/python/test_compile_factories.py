@@ -1,7 +1,8 @@
 """Factories inside compiled calls: arange, linspace, triu/tril masks, eye and tensor(data) made during a
 recording replay their values (bitwise equal to eager's, in the recorded ops), and a call that reads an
 allocation whose values no recorded op wrote runs eagerly, naming why (before, a replay read an empty
-allocation: silently wrong values)."""
+allocation: silently wrong values). The default dtype is a guard, and draws made in Python (randperm, a
+trainrun.Generator's) break the recording, so each call draws anew as eager does."""
 import pytest
 
 import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
@@ -53,3 +54,30 @@ def test_reading_an_allocation_no_recorded_op_wrote_runs_eagerly_naming_why():
     compiled = torch.compile(halves)
     compiled(x)
     assert torch.equal(compiled(x), halves(x)) and compiled.replays == 1
+
+
+def test_the_default_dtype_is_a_guard():
+    compiled = torch.compile(lambda a: a + torch.ones(4))
+    x = torch.randn(4)
+    assert compiled(x).dtype == torch.float32
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert compiled(x).dtype == (x + torch.ones(4)).dtype == torch.float64
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert compiled(x).dtype == torch.float32 and compiled.replays == 1
+
+
+def test_draws_made_in_python_run_eagerly_so_each_call_draws_anew():
+    perm = torch.compile(lambda: torch.randperm(8))
+    gen = torch.Generator()
+    drawn = torch.compile(lambda a: a + torch.rand(3, generator=gen))
+    torch.manual_seed(0)
+    gen.manual_seed(1)
+    compiled = [perm(), perm(), drawn(torch.zeros(3)), drawn(torch.zeros(3))]
+    torch.manual_seed(0)
+    gen.manual_seed(1)
+    eager = [torch.randperm(8), torch.randperm(8), torch.rand(3, generator=gen), torch.rand(3, generator=gen)]
+    assert all(torch.equal(c, e) for c, e in zip(compiled, eager))
+    assert not torch.equal(compiled[0], compiled[1]) and not torch.equal(compiled[2], compiled[3])
+    assert "a draw from a trainrun.Generator" in perm.explain() and "runs eagerly" in drawn.explain()
