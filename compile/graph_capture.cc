@@ -129,6 +129,15 @@ void GraphCapture::note_graph_break(const std::string& reason) {
   if (t_capture != nullptr && !t_capture->finished_ && t_capture->external_ == 0) t_capture->stop(reason);
 }
 
+void GraphCapture::note_shape_read(const Tensor& t) {
+  GraphCapture* c = t_capture;
+  if (c == nullptr || c->value_shaped_.empty() || c->finished_ || c->external_ > 0 || !t.defined()) return;
+  auto it = c->ids_.find(t.impl());
+  if (it != c->ids_.end() && c->value_shaped_.count(it->second))
+    c->stop("Python read the shape of a tensor whose shape depends on the data (made by nonzero, masked_select or "
+            "boolean indexing): a replay would keep the recorded size");
+}
+
 bool GraphCapture::active() {
   return t_capture != nullptr && !t_capture->finished_ && !t_capture->broken() && t_capture->external_ == 0;
 }
@@ -278,6 +287,17 @@ void GraphCapture::record(const OpTable& op, DispatchKey key, DispatchKeySet key
   if (views_of >= 0)
     for (const CapturedGraph::Slot& s : node.results)
       if (s.kind == CapturedGraph::Slot::Value) unwritten_[s.value] = views_of;
+  bool value_shaped = op.name() == "nonzero" || op.name() == "masked_select";
+  for (const CapturedGraph::Slot& a : node.args) {
+    if (value_shaped || value_shaped_.empty()) break;
+    if (a.kind == CapturedGraph::Slot::Value) value_shaped = value_shaped_.count(a.value) > 0;
+    for (int v : a.values) value_shaped = value_shaped || value_shaped_.count(v) > 0;
+  }
+  if (value_shaped)
+    for (const CapturedGraph::Slot& s : node.results) {
+      if (s.kind == CapturedGraph::Slot::Value) value_shaped_.insert(s.value);
+      for (int v : s.values) value_shaped_.insert(v);
+    }
   graph_.add_node(std::move(node));
 }
 

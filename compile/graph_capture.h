@@ -16,6 +16,9 @@
 //    factory that fills memory directly, as tensor(data) does): a replay
 //    would allocate it and read garbage. (arange and linspace record ops
 //    while a capture runs, for this reason.)
+//  - reads into Python the shape of a tensor whose shape depends on values
+//    (nonzero, masked_select, boolean indexing, and what is computed from
+//    them): a replay would keep the recorded size where Python used it.
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -68,6 +71,8 @@ class GraphCapture {
   static void abort_external();
   // Whether this thread is recording (and not inside an external call).
   static bool active();
+  // Python read t's shape (python/csrc: shape, size(), numel(), len()).
+  static void note_shape_read(const Tensor& t);
 
  private:
   friend struct CaptureFallback;
@@ -100,6 +105,8 @@ class GraphCapture {
   // allocation's value (its group). A group leaves when an op writes any of its values.
   std::unordered_map<int, int> unwritten_;
   std::unordered_set<int> open_groups_;
+  // Values whose shape depends on the data: results of nonzero and masked_select, and of ops reading them.
+  std::unordered_set<int> value_shaped_;
 };
 
 }  // namespace trainrun::compile

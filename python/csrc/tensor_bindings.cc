@@ -158,10 +158,15 @@ void bind_tensor(py::module_& m) {
       // Tensor(t): another handle on t's data (what nn.Parameter builds on).
       .def(py::init([](const Tensor& t) { return Tensor(t); }))
       // (The operators, + * < & and the rest, are direct CPython methods: tensor_operators.cc.)
-      .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.sizes())); })
+      // (A running capture hears of shape reads: a shape that depends on the data must not be baked in.)
+      .def_property_readonly("shape", [](const Tensor& t) {
+        compile::GraphCapture::note_shape_read(t);
+        return py::tuple(py::cast(t.sizes()));
+      })
       .def(
           "size",
           [](const Tensor& t, std::optional<int64_t> d) -> py::object {
+            compile::GraphCapture::note_shape_read(t);
             if (d) return py::int_(t.size(*d));
             return py::tuple(py::cast(t.sizes()));
           },
@@ -173,7 +178,10 @@ void bind_tensor(py::module_& m) {
       .def_property_readonly("is_meta", [](const Tensor& t) { return t.device().is_meta(); })
       .def_property_readonly("ndim", &Tensor::dim)
       .def("dim", &Tensor::dim)
-      .def("numel", &Tensor::numel)
+      .def("numel", [](const Tensor& t) {
+        compile::GraphCapture::note_shape_read(t);
+        return t.numel();
+      })
       .def("element_size", &Tensor::element_size)
       .def("is_contiguous", &Tensor::is_contiguous)
       .def("is_floating_point", &Tensor::is_floating_point)
@@ -206,6 +214,7 @@ void bind_tensor(py::module_& m) {
       .def("__len__",
            [](const Tensor& t) {
              TR_CHECK(t.dim() > 0, TypeError, "len() of a 0-d tensor");
+             compile::GraphCapture::note_shape_read(t);
              return t.size(0);
            })
       // Views and copies.

@@ -1,8 +1,9 @@
-"""Factories inside compiled calls: arange, linspace, triu/tril masks, eye and tensor(data) made during a
-recording replay their values (bitwise equal to eager's, in the recorded ops), and a call that reads an
-allocation whose values no recorded op wrote runs eagerly, naming why (before, a replay read an empty
-allocation: silently wrong values). The default dtype is a guard, and draws made in Python (randperm, a
-trainrun.Generator's) break the recording, so each call draws anew as eager does."""
+"""What a compiled call's replay must not take from its recording. Factories: arange, linspace, triu/tril
+masks, eye and tensor(data) made during a recording replay their values (bitwise equal to eager's, in the
+recorded ops), and a call that reads an allocation whose values no recorded op wrote runs eagerly, naming why
+(before, a replay read an empty allocation: silently wrong values). The default dtype is a guard; draws made in
+Python (randperm, a trainrun.Generator's) and Python reading a size that depends on the data (the length of
+x[mask]) break the recording, so those calls run eagerly with eager's results."""
 import pytest
 
 import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
@@ -81,3 +82,13 @@ def test_draws_made_in_python_run_eagerly_so_each_call_draws_anew():
     assert all(torch.equal(c, e) for c, e in zip(compiled, eager))
     assert not torch.equal(compiled[0], compiled[1]) and not torch.equal(compiled[2], compiled[3])
     assert "a draw from a trainrun.Generator" in perm.explain() and "runs eagerly" in drawn.explain()
+
+
+def test_python_reading_a_data_dependent_size_runs_the_call_eagerly():
+    masked = torch.compile(lambda x: x[x > 0] * 2)  # the size stays inside the ops: recorded, replayed
+    counted = torch.compile(lambda x: torch.zeros(x[x > 0].shape[0]) + len(torch.nonzero(x)))
+    for x in (torch.tensor([1., -2., 3.]), torch.tensor([1., -2., 3.]), torch.tensor([1., 2., 3.])):
+        assert torch.equal(masked(x), x[x > 0] * 2)
+        assert torch.equal(counted(x), torch.zeros(x[x > 0].shape[0]) + len(torch.nonzero(x)))
+    assert masked.replays == 2
+    assert "Python read the shape of a tensor whose shape depends on the data" in counted.explain()
