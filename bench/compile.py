@@ -2,7 +2,8 @@
 """bench/compile: trainrun eager and trainrun.compile next to PyTorch 1.13 (apt) eager and PyTorch 2.6 (the
 peer chroot, when built) eager and torch.compile, in one run: the training step of an MLP and of a transformer
 block, the block's inference forward (median microseconds per call), and the first compiled call (recording or
-compiling), and the block exported to an AOT package against its eager eval forward. "compiled, unfused" is
+compiling), and the block exported to an AOT package against its eager eval forward (also exported with dynamic
+batch and sequence, called at a size it was never recorded at). "compiled, unfused" is
 trainrun.compile with TRAINRUN_COMPILE_FUSION=0 (recorded forward and backward, no generated loops). A side
 that fails or times out reads 'fails'.
 
@@ -17,7 +18,10 @@ PEER = ROOT.parent / "shared" / "peer-modern"
 ROWS = [("mlp_train", "MLP training step"), ("block_train", "transformer block training step"),
         ("block_infer", "transformer block inference"), ("mlp_train_first", "MLP: first compiled call"),
         ("block_train_first", "block: first compiled call"), ("block_eval_eager", "block eval forward, eager"),
-        ("block_aot", "block eval forward, AOT package"), ("block_aot_first", "block: export + aot_compile")]
+        ("block_aot", "block eval forward, AOT package"), ("block_aot_first", "block: export + aot_compile"),
+        ("block_other_eager", "block eval at (5, 48), eager"),
+        ("block_dyn", "block eval at (5, 48), dynamic AOT"),
+        ("block_dyn_first", "block: dynamic export + aot_compile")]
 
 
 def run(label, cmd, **extra_env):
@@ -62,6 +66,9 @@ def main():
                   f"(unfused: {eager[key] / unfused[key]:.2f}x)")
     if compiled and "block_aot" in compiled:
         print(f"block eval forward, eager / AOT package: {compiled['block_eval_eager'] / compiled['block_aot']:.2f}x")
+    if compiled and "block_dyn" in compiled:
+        print(f"block eval at a size never recorded, eager / dynamic AOT package: "
+              f"{compiled['block_other_eager'] / compiled['block_dyn']:.2f}x")
 
 
 if __name__ == "__main__":

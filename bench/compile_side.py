@@ -95,7 +95,24 @@ if side == "trainrun":  # the block's AOT package, loaded and called, in turns w
                 block(x)
 
         got = timed_in_turns({"aot": lambda: package(x), "eval": eager_eval})
+    # The same with dynamic batch and sequence (recorded at a lattice of sizes), called at a size never recorded.
+    batch, seq = torch.export.Dim("batch", max=64), torch.export.Dim("seq", max=512)
+    start = time.perf_counter()
+    ep = torch.export.export(block, (x,), dynamic_shapes=({0: batch, 1: seq},))
+    with tempfile.TemporaryDirectory() as d:
+        dynamic = torch.aot_load(torch.aot_compile(ep, d + "/block.aot"))
+        dynamic_first = (time.perf_counter() - start) * 1e6
+        other = torch.randn(5, 48, 128)
+
+        def eager_other():
+            with torch.no_grad():
+                block(other)
+
+        got.update(timed_in_turns({"dyn": lambda: dynamic(other), "eval_other": eager_other}))
     prefix = "compiled:" if mode == "all" else ""
     print(f"RESULT {prefix}block_aot_first {first:.1f}", flush=True)
     print(f"RESULT {prefix}block_aot {got['aot']:.1f}", flush=True)
     print(f"RESULT {prefix}block_eval_eager {got['eval']:.1f}", flush=True)
+    print(f"RESULT {prefix}block_dyn_first {dynamic_first:.1f}", flush=True)
+    print(f"RESULT {prefix}block_dyn {got['dyn']:.1f}", flush=True)
+    print(f"RESULT {prefix}block_other_eager {got['eval_other']:.1f}", flush=True)

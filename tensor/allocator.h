@@ -16,6 +16,7 @@ void cpu_empty_cache();
 struct CpuMemoryStats {
   size_t allocated_bytes = 0;
   size_t peak_allocated_bytes = 0;
+  size_t cached_bytes = 0;  // freed blocks kept for reuse (allocator.cc), which cpu_empty_cache() gives back
 };
 CpuMemoryStats cpu_memory_stats();
 void cpu_reset_peak_memory_stats();

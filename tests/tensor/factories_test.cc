@@ -115,16 +115,19 @@ TEST(Factories, ZerosAndOnesDefaultToTheFloatDtype) {
   EXPECT_EQ(full({2}, 1).dtype(), DType::Int64);  // full infers from the value, as torch.full does
 }
 
-// Freed blocks of 128 KiB and more are reused for the same size, so a
+// Freed blocks of 16 KiB and more are reused for the same size, so a
 // training step does not fault its temporaries in again every time.
 TEST(Factories, LargeFreedBlocksAreReused) {
-  for (int64_t kib : {128, 512, 1000}) {  // (below 1 MiB glibc would map them, or trim its heap under them)
+  for (int64_t kib : {16, 120, 128, 512, 1000}) {  // (glibc would map them, or trim its heap under them)
     void* block = nullptr;
+    size_t cached = 0;
     {
       Tensor t = empty({kib * 1024 / 4});
       block = t.data_ptr();
       EXPECT_EQ(reinterpret_cast<uintptr_t>(block) % 64, 0u);
+      cached = cpu_memory_stats().cached_bytes;
     }
+    EXPECT_GE(cpu_memory_stats().cached_bytes, cached + kib * 1024) << kib << " KiB: kept, not given to glibc";
     Tensor t = empty({kib * 1024 / 4});
     EXPECT_EQ(t.data_ptr(), block) << kib << " KiB";
   }
@@ -135,6 +138,15 @@ TEST(Factories, LargeFreedBlocksAreReused) {
       block = t.data_ptr();
     }
     Tensor t = empty({510 * 1024 / 4});  // rounded up to 16 KiB, as 500 KiB was: 512 KiB
+    EXPECT_EQ(t.data_ptr(), block);
+  }
+  {
+    void* block = nullptr;
+    {
+      Tensor t = empty({117 * 1024 / 4});
+      block = t.data_ptr();
+    }
+    Tensor t = empty({120 * 1024 / 4 - 7});  // rounded up to 4 KiB below 128 KiB, as 117 KiB was: 120 KiB
     EXPECT_EQ(t.data_ptr(), block);
   }
   void* first = nullptr;
