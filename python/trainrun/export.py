@@ -406,6 +406,10 @@ def _dynamic_dims(dynamic_shapes, names, tensors):
                 raise TypeError(f"export: dynamic_shapes['{name}'] dim {d} is {dim!r}; expected a Dim, Dim.AUTO, "
                                 "Dim.STATIC or None")
             at = f"{name}.shape[{d}]"
+            if size < 2:
+                raise ValueError(f"export: {at} is {size} in the example and {dim.__name__} is dynamic; a size of 0 or "
+                                 "1 broadcasts into another program, so export from an example of 2 or more there "
+                                 "(as torch.export requires); the program then runs at 0 and 1 too")
             if (size - add) % mul:
                 raise ValueError(f"export: {at} is {size}, which is not {dim.__name__} for any {root.__name__}")
             value = (size - add) // mul

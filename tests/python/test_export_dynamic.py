@@ -170,6 +170,8 @@ def test_bad_dynamic_shapes_are_refused_by_name():
         torch.export.export(Cat(), (x, y), dynamic_shapes={"x": {0: "batch"}})
     with pytest.raises(ValueError, match="two Dims are named 'b' with different ranges"):
         torch.export.export(Cat(), (x, y), dynamic_shapes={"x": {0: Dim("b")}, "y": {0: Dim("b", max=9)}})
+    with pytest.raises(ValueError, match="x.shape\\[0\\] is 1 in the example and b is dynamic; .* an example of 2"):
+        torch.export.export(Cat(), (torch.randn(1, 3), y), dynamic_shapes={"x": {0: Dim("b")}})
     with pytest.raises(ValueError, match="allows too few sizes to record the program at"):
         torch.export.export(Cat(), (torch.randn(3, 3), y), dynamic_shapes={"x": {0: Dim("n", min=2, max=3)}})
 
