@@ -15,6 +15,8 @@ Dims named in dynamic_shapes (Dim("batch", min=1, max=64), Dim.AUTO, 2 * batch) 
 range: the forward is recorded at several of their sizes, and each integer of the program that changes with
 them is fitted as a polynomial of them and checked at more sizes (compile/dynamic_shapes.h). A forward whose
 ops change with such a size is refused, naming the op."""
+import collections
+import enum
 import importlib
 import inspect
 import json
@@ -27,17 +29,49 @@ import zipfile
 from trainrun import _C
 from trainrun._compile import GraphBreakError, _flatten, _unflatten
 
-__all__ = ["export", "ExportedProgram", "ExportGraphSignature", "save", "load", "Dim", "dims"]
+__all__ = ["export", "ExportedProgram", "ExportGraphSignature", "InputKind", "InputSpec", "OutputKind", "OutputSpec",
+           "TensorArgument", "save", "load", "Dim", "dims"]
 
 _exporting = 0  # export() calls recording now (trainrun.compiler.is_exporting)
 
 
+class InputKind(enum.Enum):
+    USER_INPUT = enum.auto()
+    PARAMETER = enum.auto()
+    BUFFER = enum.auto()
+    CONSTANT_TENSOR = enum.auto()
+
+
+class OutputKind(enum.Enum):
+    USER_OUTPUT = enum.auto()
+
+
+TensorArgument = collections.namedtuple("TensorArgument", "name")
+InputSpec = collections.namedtuple("InputSpec", "kind arg target persistent", defaults=(None,))
+OutputSpec = collections.namedtuple("OutputSpec", "kind arg target")
+
+
 class ExportGraphSignature:
-    """Names of the program's inputs (user_inputs), outputs, and frozen weights (parameters, buffers)."""
+    """Names of the program's inputs (user_inputs), outputs, and frozen weights (parameters, buffers); input_specs
+    and output_specs spell them as torch.export does (the weights first, as p_/b_ arguments naming their
+    targets, then the user inputs)."""
 
     def __init__(self, user_inputs, user_outputs, parameters, buffers):
         self.user_inputs, self.user_outputs = list(user_inputs), list(user_outputs)
         self.parameters, self.buffers = list(parameters), list(buffers)
+
+    @property
+    def input_specs(self):
+        def arg(prefix, target):
+            return TensorArgument(prefix + target.replace(".", "_"))
+
+        return ([InputSpec(InputKind.PARAMETER, arg("p_", t), t) for t in self.parameters] +
+                [InputSpec(InputKind.BUFFER, arg("b_", t), t, True) for t in self.buffers] +
+                [InputSpec(InputKind.USER_INPUT, TensorArgument(n), None) for n in self.user_inputs])
+
+    @property
+    def output_specs(self):
+        return [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(n), None) for n in self.user_outputs]
 
     def __repr__(self):
         return (f"ExportGraphSignature(user_inputs={self.user_inputs}, user_outputs={self.user_outputs}, "

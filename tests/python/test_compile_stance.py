@@ -49,7 +49,8 @@ def test_recompile_stances_replay_what_fits_and_run_eagerly_or_raise_for_the_res
     with torch.compiler.set_stance("fail_on_recompile"):
         f(x)  # fits the recording
         with pytest.raises(RecompileError, match="Detected recompile when torch.compile stance is "
-                                                 "'fail_on_recompile': .*<locals>.f was called with guards no recording"):
+                                                 "'fail_on_recompile': .*<locals>.f was called with guards no "
+                                                 "recording"):
             f(y)
     with torch.compiler.set_stance("eager_on_recompile"):
         assert torch.equal(f(y), y * 2 + 1) and torch.equal(f(y), y * 2 + 1)

@@ -51,6 +51,13 @@ def test_an_exported_program_equals_the_eager_forward_on_new_inputs(name):
         with torch.no_grad():
             assert _close(ep.module()(x), model(x))
     assert ep.graph_signature.user_inputs == [{"block": "src", "pointwise": "x"}.get(name, "input")]
+    specs = ep.graph_signature.input_specs
+    assert specs[-1].kind == torch.export.InputKind.USER_INPUT
+    assert specs[-1].arg.name == ep.graph_signature.user_inputs[0]
+    params = [s for s in specs if s.kind == torch.export.InputKind.PARAMETER]
+    assert [s.target for s in params] == ep.graph_signature.parameters
+    assert all(s.arg.name == "p_" + s.target.replace(".", "_") for s in params)
+    assert [s.kind for s in ep.graph_signature.output_specs] == [torch.export.OutputKind.USER_OUTPUT]
     assert set(ep.graph_signature.parameters) <= {n for n, _ in model.named_parameters()}
     if name == "pointwise":
         assert "1 loops for 7 ops" in str(ep), str(ep)  # add, tanh, sigmoid, mul, exp, div, sub
