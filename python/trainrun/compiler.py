@@ -28,7 +28,7 @@ def is_dynamo_compiling():
 def is_exporting():
     """True while trainrun.export records a module's forward."""
     from trainrun import export
-    return is_compiling() and export._exporting > 0
+    return is_compiling() and export._recording._exporting > 0
 
 
 def disable(fn=None, recursive=True):

@@ -4,7 +4,7 @@
     model = trainrun._inductor.aoti_load_package(path)
     model(x)
 
-The package is trainrun.export.save's archive (trainrun/export.py): the program compiled into model.so with its
+The package is trainrun.export.save's archive (trainrun/export/_archive.py): the program compiled into model.so with its
 frozen weights, in one file. trainrun::aot::Model (compile/aot_model.h) runs the folder it unpacks to from C++."""
 import os
 import tempfile

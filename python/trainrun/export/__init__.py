@@ -1,0 +1,306 @@
+"""trainrun.export: a module's forward captured whole, with its weights frozen, and compiled ahead of time.
+
+    ep = trainrun.export.export(model, (x,))      # or trainrun.export(model, (x,)); an ExportedProgram
+    ep.module()(x)                                # runs the program (its pointwise runs fused)
+    trainrun.aot_compile(ep, "model.aot")         # a folder: model.so (the program and its loops) + weights
+    trainrun.aot_load("model.aot")(x)             # or from C++: trainrun::aot::Model m(path); m.run({x})
+
+The forward is recorded at the dispatcher under no_grad (compile/graph_capture.h), so a module written in C++
+or Python is seen alike; what cannot be captured (a tensor's values read into Python, hooks, collectives) is
+an error naming it, as torch.export's. The parameters and buffers it reads are copied when exported: training
+the module afterwards does not change the program. Inputs are tensors (positional, or keywords by name) of
+the example's shapes and dtypes; a call with another shape is refused, naming the input.
+
+Dims named in dynamic_shapes (Dim("batch", min=1, max=64), Dim.AUTO, 2 * batch) may take any size in their
+range: the forward is recorded at several of their sizes, and each integer of the program that changes with
+them is fitted as a polynomial of them and checked at more sizes (compile/dynamic_shapes.h). A forward whose
+ops change with such a size is refused, naming the op."""
+import collections
+import enum
+import inspect
+import sys
+import types
+
+from trainrun import _C
+from trainrun._compile import _unflatten
+from trainrun.export._recording import _no_grad, _record
+from trainrun.export.dynamic_shapes import _NO_MAX, Dim, ValueRange, _dynamic_dims, _generalize, dims  # noqa: F401
+
+__all__ = ["export", "ExportedProgram", "ExportGraphSignature", "InputKind", "InputSpec", "OutputKind", "OutputSpec",
+           "TensorArgument", "save", "load", "Dim", "dims"]
+
+
+class InputKind(enum.Enum):
+    USER_INPUT = enum.auto()
+    PARAMETER = enum.auto()
+    BUFFER = enum.auto()
+    CONSTANT_TENSOR = enum.auto()
+
+
+class OutputKind(enum.Enum):
+    USER_OUTPUT = enum.auto()
+
+
+TensorArgument = collections.namedtuple("TensorArgument", "name")
+InputSpec = collections.namedtuple("InputSpec", "kind arg target persistent", defaults=(None,))
+OutputSpec = collections.namedtuple("OutputSpec", "kind arg target")
+
+
+class ExportGraphSignature:
+    """Names of the program's inputs (user_inputs), outputs, and frozen weights (parameters, buffers); input_specs
+    and output_specs spell them as torch.export does (the weights first, as p_/b_ arguments naming their
+    targets, then the user inputs)."""
+
+    def __init__(self, user_inputs, user_outputs, parameters, buffers):
+        self.user_inputs, self.user_outputs = list(user_inputs), list(user_outputs)
+        self.parameters, self.buffers = list(parameters), list(buffers)
+
+    @property
+    def input_specs(self):
+        def arg(prefix, target):
+            return TensorArgument(prefix + target.replace(".", "_"))
+
+        return ([InputSpec(InputKind.PARAMETER, arg("p_", t), t) for t in self.parameters] +
+                [InputSpec(InputKind.BUFFER, arg("b_", t), t, True) for t in self.buffers] +
+                [InputSpec(InputKind.USER_INPUT, TensorArgument(n), None) for n in self.user_inputs])
+
+    @property
+    def output_specs(self):
+        return [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(n), None) for n in self.user_outputs]
+
+    def __repr__(self):
+        return (f"ExportGraphSignature(user_inputs={self.user_inputs}, user_outputs={self.user_outputs}, "
+                f"parameters={self.parameters}, buffers={self.buffers})")
+
+
+class ExportedProgram:
+    """A captured forward: run it with module() (or call it), write it with trainrun.aot_compile."""
+
+    def __init__(self, graph, kernels_source, fusion_note, input_names, input_meta, constant_names, state_dict,
+                 out_spec, signature, example_inputs, dynamic=None):
+        self._graph, self._kernels_source, self._fusion_note = graph, kernels_source, fusion_note
+        self._dynamic = dynamic  # a _C._DynamicProgram (its base is graph) when exported with dynamic_shapes
+        self._input_names, self._input_meta = input_names, input_meta
+        self._constant_names, self._out_spec = constant_names, out_spec
+        self.state_dict = state_dict
+        self.graph_signature = signature
+        self.example_inputs = example_inputs
+
+    def _check(self, tensors):
+        if len(tensors) != len(self._input_names):
+            raise ValueError(f"ExportedProgram: {len(tensors)} inputs given, the program takes "
+                             f"{len(self._input_names)} ({', '.join(self._input_names)})")
+        for name, t, (shape, dtype) in zip(self._input_names, tensors, self._input_meta):
+            if not isinstance(t, _C.Tensor):
+                raise TypeError(f"ExportedProgram: input '{name}' is a {type(t).__name__}, not a tensor")
+            if self._dynamic is None and tuple(t.shape) != shape:
+                raise ValueError(f"ExportedProgram: input '{name}' has shape {list(t.shape)}; the program was "
+                                 f"exported for {list(shape)}")
+            if t.dtype != dtype:
+                raise ValueError(f"ExportedProgram: input '{name}' is {t.dtype}; the program was exported for {dtype}")
+
+    def __call__(self, *args, **kwargs):
+        tensors = list(args) + [kwargs[n] for n in self._input_names[len(args):] if n in kwargs]
+        self._check(tensors)
+        tensors = [t.contiguous() for t in tensors]
+        if self._dynamic is not None:
+            try:
+                outputs = self._dynamic.run(tensors, self._input_names)
+            except ValueError as e:
+                raise ValueError(f"ExportedProgram: {e}") from None
+        else:
+            with _no_grad():
+                outputs = self._graph.run(tensors)
+        return _unflatten(self._out_spec, iter(outputs))
+
+    def module(self):
+        """An nn.Module whose forward runs the program (its weights are the frozen copies in state_dict)."""
+        from trainrun import nn
+        program = self
+
+        class ExportedModule(nn.Module):
+            def forward(self, *args, **kwargs):
+                return program(*args, **kwargs)
+
+        return ExportedModule()
+
+    @property
+    def graph_module(self):
+        """The program as a module (module()'s), with its program text as `code` and `graph`, and
+        print_readable() printing it: trainrun's programs are op lists recorded at the dispatcher, not FX graphs."""
+        m = self.module()
+        text = f"def forward(self, {', '.join(self._input_names)}):\n{self._graph}"
+        object.__setattr__(m, "code", text)
+        object.__setattr__(m, "graph", text)
+
+        def print_readable(print_output=True, include_stride=False, include_device=False, colored=False):
+            if print_output:
+                print(text)
+            return text
+
+        object.__setattr__(m, "print_readable", print_readable)
+        return m
+
+    def run_decompositions(self, decomp_table=None, decompose_custom_triton_ops=False):
+        """The program is recorded at the dispatcher, so its nodes are trainrun's ops already (no composite ops to
+        break down): returns the program itself."""
+        return self
+
+    @property
+    def graph(self):
+        return str(self._graph)
+
+    @property
+    def range_constraints(self):
+        """{dim name: ValueRange(lower, upper)} of the dynamic dims (upper None: unbounded); {} when static."""
+        if self._dynamic is None:
+            return {}
+        return {name: ValueRange(lo, None if hi >= _NO_MAX else hi) for name, lo, hi in self._dynamic.dims}
+
+    @property
+    def constants(self):
+        """Tensor constants that are neither parameters nor buffers (tensors the forward closed over)."""
+        named = set(self.graph_signature.parameters) | set(self.graph_signature.buffers)
+        return {k: v for k, v in self.state_dict.items() if k not in named}
+
+    def __str__(self):
+        shapes = ""
+        if self._dynamic is not None:
+            shapes = " for " + ", ".join(f"{name}: [{', '.join(dims)}]" for name, dims in
+                                         zip(self._input_names, self._shape_names()))
+        return (f"ExportedProgram({', '.join(self._input_names)}){shapes}: {self._graph.num_nodes} nodes, "
+                f"{len(self.state_dict)} frozen weights; {self._fusion_note}\n{self._graph}")
+
+    def _shape_names(self):
+        """Per input, its dims as text: a size, or the dynamic dim's name (with its multiple and offset)."""
+        names = [d[0] for d in self._dynamic.dims]
+        out = []
+        for (shape, _), spec in zip(self._input_meta, self._dynamic.input_dims):
+            dims = []
+            for size, d in zip(shape, spec):
+                if d is None:
+                    dims.append(str(size))
+                else:
+                    index, mul, add = d
+                    dims.append(f"{mul}*{names[index]}" if mul != 1 else names[index])
+                    if add:
+                        dims[-1] += f" + {add}" if add > 0 else f" - {-add}"
+            out.append(dims)
+        return out
+
+
+def _input_names(mod, args, kwargs):
+    forward = mod.forward if hasattr(mod, "forward") else mod
+    try:
+        params = [p for p in inspect.signature(forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    names = [params[i].name if i < len(params) else f"arg{i}" for i in range(len(args))]
+    return names + list(kwargs)
+
+
+def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve_module_call_signature=()):
+    """torch.export.export's signature: mod's forward on `args` (a tuple of tensors) and `kwargs`, captured whole.
+    dynamic_shapes: per input (a dict by the forward's argument names, or a tuple in order), None (static), a dict
+    {dim: Dim} or a sequence with a Dim (or None) per dim; those dims may then take any size in their range."""
+    if not isinstance(args, tuple):
+        raise TypeError(f"export: args must be a tuple of example inputs, got {type(args).__name__}")
+    kwargs = dict(kwargs or {})
+    names = _input_names(mod, args, kwargs)
+    given = list(args) + list(kwargs.values())
+    for name, value in zip(names, given):
+        if not isinstance(value, _C.Tensor):
+            raise TypeError(f"export: input '{name}' is a {type(value).__name__}; only tensor inputs are supported "
+                            "(close over other values in the module)")
+    tensors = [t.contiguous() for t in given]
+    dims, input_dims = _dynamic_dims(dynamic_shapes, names, tensors)
+    graph, out_leaves, out_spec = _record(mod, tensors, len(args), list(kwargs))
+    for i, o in enumerate(out_leaves):
+        if any(o is t for t in tensors):
+            raise ValueError(f"export: output {i} is the input itself; return a copy (x.clone())")
+
+    # Name the captured tensors by the module's parameters and buffers, then freeze them (copies).
+    named = {}
+    params, buffers = [], []
+    if hasattr(mod, "named_parameters"):
+        for kind, items in (("p", mod.named_parameters()), ("b", mod.named_buffers())):
+            for n, t in items:
+                named.setdefault(_identity(t), (n, kind))
+    constant_names, frozen = [], []
+    for i, t in enumerate(_C._graph_constants(graph)):
+        name, kind = named.get(_identity(t), (f"_tensor_constant{i}", "c"))
+        (params if kind == "p" else buffers if kind == "b" else []).append(name)
+        constant_names.append(name)
+        frozen.append(t.detach().clone())
+    graph = _C._graph_with_constants(graph, frozen)
+    graph, fusion_note, source = _C._fuse_graph(graph)
+    dynamic = None
+    if dims:
+        dynamic = _generalize(mod, tensors, len(args), list(kwargs), dims, input_dims, graph, source)
+    signature = ExportGraphSignature(names, [f"output{i}" for i in range(len(out_leaves))], params, buffers)
+    meta = [(tuple(t.shape), t.dtype) for t in tensors]
+    return ExportedProgram(graph, source, fusion_note, names, meta, constant_names, dict(zip(constant_names, frozen)),
+                           out_spec, signature, (args, kwargs), dynamic)
+
+
+def _identity(t):
+    return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def aot_compile(exported, path):
+    """Writes the program to the folder `path`: model.so (its fused loops, compiled by the system compiler, and
+    the program) and weights.safetensors (its frozen weights by name). Returns path. Run it with aot_load(path)
+    or, from C++, trainrun::aot::Model (compile/aot_model.h)."""
+    if not isinstance(exported, ExportedProgram):
+        raise TypeError(f"aot_compile: expected an ExportedProgram (trainrun.export.export), got "
+                        f"{type(exported).__name__}")
+    path = str(path)
+    _C._write_aot_package(path, exported._graph, exported._kernels_source, exported._input_names,
+                          exported._constant_names, exported._dynamic)
+    return path
+
+
+class AOTModel:
+    """A package aot_compile wrote, loaded (no Python is involved in running it): call it with the inputs. Its
+    outputs come back as the module returned them when the package knows their structure (an archive does),
+    otherwise as one tensor or a list."""
+
+    def __init__(self, path, out_spec=None, keep_alive=None):
+        self._model = _C._AotModel(str(path))
+        self.input_names = self._model.input_names
+        self._out_spec = out_spec
+        self._keep_alive = keep_alive  # the folder an archive was unpacked into, removed with the model
+
+    def __call__(self, *args, **kwargs):
+        unknown = [n for n in kwargs if n not in self.input_names]
+        if unknown:
+            raise TypeError(f"AOTModel: unknown keyword input(s) {unknown}; the inputs are {self.input_names}")
+        tensors = list(args) + [kwargs[n] for n in self.input_names[len(args):] if n in kwargs]
+        outputs = self._model.run(tensors)
+        if self._out_spec is not None:
+            return _unflatten(self._out_spec, iter(outputs))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+
+def aot_load(path):
+    """The package at `path` (aot_compile's folder, or an archive that save() or
+    trainrun._inductor.aoti_compile_and_package wrote), ready to call."""
+    if _is_archive(path):
+        folder, meta = _unpack(path)
+        return AOTModel(folder.name, _spec_from_json(meta["out_spec"]), folder)
+    return AOTModel(path)
+
+
+# (at the end: save/load need the classes above)
+from trainrun.export._archive import _is_archive, _spec_from_json, _unpack, load, save  # noqa: E402
+
+
+class _CallableModule(types.ModuleType):
+    """trainrun.export(module, example_inputs) works as trainrun.export.export(...)."""
+
+    def __call__(self, mod, args, kwargs=None, **options):
+        return export(mod, args, kwargs, **options)
+
+
+sys.modules[__name__].__class__ = _CallableModule
