@@ -166,6 +166,10 @@ def test_bad_dynamic_shapes_are_refused_by_name():
         torch.export.export(Cat(), (x, y), dynamic_shapes={"x": {2: Dim("b")}})
     with pytest.raises(ValueError, match="dynamic_shapes has 1 entries for 2 inputs"):
         torch.export.export(Cat(), (x, y), dynamic_shapes=({0: Dim("b")},))
+    ep = torch.export.export(Cat(), (x, y), dynamic_shapes={"x": (Dim.AUTO, 3), "y": (Dim.AUTO, 3)})
+    assert torch.equal(ep.module()(torch.ones(4, 3), torch.ones(2, 3)), torch.full((6, 3), 2.0))
+    with pytest.raises(ValueError, match="gives dim 1 the static size 4, but the example's is 3"):
+        torch.export.export(Cat(), (x, y), dynamic_shapes={"x": (Dim.AUTO, 4)})
     with pytest.raises(TypeError, match="dim 0 is 'batch'; expected a Dim"):
         torch.export.export(Cat(), (x, y), dynamic_shapes={"x": {0: "batch"}})
     with pytest.raises(ValueError, match="two Dims are named 'b' with different ranges"):

@@ -158,6 +158,11 @@ def _dynamic_dims(dynamic_shapes, names, tensors):
         entries = []
         for d in range(ndim):
             dim, size = by_dim.get(d), t.shape[d]
+            if isinstance(dim, int) and not isinstance(dim, bool):  # (an int: that dim is static, of that size)
+                if dim != size:
+                    raise ValueError(f"export: dynamic_shapes['{name}'] gives dim {d} the static size {dim}, but the "
+                                     f"example's is {size}")
+                dim = None
             if dim is None or dim is Dim.STATIC:
                 entries.append(None)
                 continue
@@ -170,7 +175,7 @@ def _dynamic_dims(dynamic_shapes, names, tensors):
                 root, mul, add = dim.root, dim.mul, dim.add
             else:
                 raise TypeError(f"export: dynamic_shapes['{name}'] dim {d} is {dim!r}; expected a Dim, Dim.AUTO, "
-                                "Dim.STATIC or None")
+                                "Dim.DYNAMIC, Dim.STATIC, an int or None")
             at = f"{name}.shape[{d}]"
             if size < 2:
                 raise ValueError(f"export: {at} is {size} in the example and {dim.__name__} is dynamic; a size of 0 or "
