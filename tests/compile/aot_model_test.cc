@@ -6,9 +6,7 @@
 #include "compile/aot_model.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -22,26 +20,14 @@
 #include "tensor/linalg.h"
 #include "tensor/ops.h"
 #include "tensor/reductions.h"
+#include "tests/compile/temp_kernel_cache.h"
 #include "tests/expect_error.h"
 #include "tests/tensor/test_util.h"
 
 namespace trainrun::compile {
 namespace {
 
-class AotPackage : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("aot-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    setenv("TRAINRUN_KERNEL_CACHE", (dir_ / "cache").c_str(), 1);
-  }
-  void TearDown() override {
-    std::filesystem::remove_all(dir_);
-    unsetenv("TRAINRUN_KERNEL_CACHE");
-  }
-  std::filesystem::path dir_;
-};
+using AotPackage = TempKernelCache;
 
 // gelu(x @ w + b) * 0.5 - 1, summed over rows too: a matmul, a fused loop (add by column, gelu, mul, sub), a sum.
 std::vector<Tensor> model(const Tensor& x, const Tensor& w, const Tensor& b) {

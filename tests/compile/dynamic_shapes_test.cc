@@ -8,9 +8,7 @@
 #include "compile/dynamic_shapes.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 
 #include "autograd/grad_mode.h"
@@ -23,26 +21,14 @@
 #include "tensor/linalg.h"
 #include "tensor/reductions.h"
 #include "tensor/views.h"
+#include "tests/compile/temp_kernel_cache.h"
 #include "tests/expect_error.h"
 #include "tests/tensor/test_util.h"
 
 namespace trainrun::compile {
 namespace {
 
-class DynamicShapes : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("dyn-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    setenv("TRAINRUN_KERNEL_CACHE", (dir_ / "cache").c_str(), 1);
-  }
-  void TearDown() override {
-    std::filesystem::remove_all(dir_);
-    unsetenv("TRAINRUN_KERNEL_CACHE");
-  }
-  std::filesystem::path dir_;
-};
+using DynamicShapes = TempKernelCache;
 
 using Model = std::function<std::vector<Tensor>(const Tensor&)>;
 
