@@ -12,6 +12,7 @@
 // finishes it; values a later pass reads are kept in a row-sized scratch
 // buffer (in L1) instead of being recomputed.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,15 @@ enum class Reduction : uint8_t {
 bool is_fusable_pointwise(const CapturedGraph::Node& node, LaneType* result);
 // The lane types the op's tensor operands must have.
 std::vector<LaneType> operand_lane_types(const CapturedGraph::Node& node);
+// The names of the pointwise ops fused loops have code for (every device's generator covers them all).
+std::vector<std::string> fusable_op_names();
+
+// A pointwise node's non-tensor arguments after its operands (alpha, approximate, ...), in order.
+std::vector<const IValue*> loop_op_constants(const CapturedGraph::Node& node);
+// A finite number as a C++/CUDA float literal ("2.0f", "1e-05f").
+std::string float_literal(double v);
+// A Scalar, float or int constant as a double; nullopt for other kinds.
+std::optional<double> loop_scalar_constant(const IValue& v);
 
 // One generated loop: its inputs (values read from outside, by kind), its
 // steps (nodes in order, operands and result as value ids) and the values it writes out.

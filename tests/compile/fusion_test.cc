@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
@@ -97,6 +98,27 @@ TEST_F(Fusion, AChainBecomesOneLoopThatComputesWhatTheOpsDo) {
       EXPECT_EQ(node.fused->cols, 37);
       EXPECT_EQ(node.fused->rows, 5);
     }
+}
+
+TEST_F(Fusion, WholeNumberConstantsAreFloatLiterals) {
+  // add's alpha 2 and addcmul's value 3 were written "2f" and "3f", which no compiler takes: the graph replayed
+  // unfused. A constant with no literal (inf) leaves its op out of the loop instead.
+  auto program = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{mul(addcmul(add(in[0], in[1], 2), in[0], in[1], 3), 0.5)};
+  };
+  Tensor x = randn({4, 9}), y = randn({4, 9});
+  FusionResult fused = fuse_pointwise(record({x, y}, program), {});
+  EXPECT_EQ(fused.loops, 1) << fused.graph->to_string();
+  EXPECT_EQ(fused.ops_fused, 3);
+  EXPECT_EQ(float_literal(2), "2.0f");
+  EXPECT_EQ(float_literal(1e-5), "1e-05f");
+  NoGradGuard no_grad;
+  EXPECT_TRUE(allclose(fused.graph->run({x, y})[0], program({x, y})[0], 1e-6, 1e-6));
+  auto with_inf = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{exp(add(tanh(in[0]), in[1], std::numeric_limits<double>::infinity()))};
+  };
+  FusionResult inf_fused = fuse_pointwise(record({x, y}, with_inf), {});
+  EXPECT_EQ(inf_fused.loops, 0) << inf_fused.graph->to_string();
 }
 
 TEST_F(Fusion, WritesOutOnlyWhatIsReadLaterOrKept) {
