@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "compile/device_loop.h"
 #include "tensor/factories.h"
 
 namespace trainrun::compile {
@@ -23,6 +24,7 @@ float scalar_value(const Tensor& t) {
 
 void FusedKernel::run(const std::vector<Tensor>& in, std::vector<Tensor>& out) const {
   TR_CHECK(in.size() == inputs.size(), ValueError, "{}: {} inputs given, it takes {}", name, in.size(), inputs.size());
+  if (device_loop != nullptr) return device_loop->run(*this, in, out);
   std::vector<float> scalars(in.size());
   std::vector<const float*> in_ptrs(in.size());
   for (size_t i = 0; i < in.size(); ++i) {

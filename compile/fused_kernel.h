@@ -12,6 +12,8 @@
 
 namespace trainrun::compile {
 
+class DeviceLoop;
+
 struct FusedKernel {
   // inputs: per input, a float32 pointer (a Scalar input: to one float); outputs: float32, `rows * cols` each.
   using Fn = void (*)(const float* const* inputs, float* const* outputs, int64_t rows, int64_t cols);
@@ -28,9 +30,13 @@ struct FusedKernel {
   int64_t rows = 1, cols = 0;
   Fn fn = nullptr;
   std::shared_ptr<void> library;  // the loaded shared object, kept open while the kernel is
+  // Where it runs: the CPU (fn), or a device whose backend built `device_loop` (compile/device_loop.h).
+  Device device;
+  std::shared_ptr<const DeviceLoop> device_loop;
 
-  // Runs the loop on `in` (contiguous float32 CPU tensors, as recorded),
-  // making the outputs.
+  // Runs the loop on `in` (contiguous float32 tensors on its device, as
+  // recorded; a Scalar input may be a one-element tensor of another dtype,
+  // or on the CPU), making the outputs.
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out) const;
 };
 

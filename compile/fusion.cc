@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "compile/device_loop.h"
 #include "compile/fused_kernel.h"
 #include "compile/kernel_library.h"
 #include "compile/pointwise_codegen.h"
@@ -39,6 +40,9 @@ IntList without_leading_ones(const IntList& sizes) {
   return IntList(sizes.begin() + static_cast<std::ptrdiff_t>(k), sizes.end());
 }
 
+// Whether fused loops can run on `d`: the CPU, or a device whose backend is linked in (compile/device_loop.h).
+bool has_loops(Device d) { return d.is_cpu() || device_loop_backend(d.type) != nullptr; }
+
 bool is_suffix(const IntList& part, const IntList& whole) {
   return part.size() <= whole.size() && std::equal(part.rbegin(), part.rend(), whole.rbegin());
 }
@@ -55,6 +59,7 @@ struct Made {
 // A run being gathered: its loop plan and what it knows of its values.
 struct Run {
   size_t first = 0, last = 0;  // node indices
+  Device device;               // where its values are
   LoopPlan plan;
   IntList sizes;
   int64_t numel = 0, cols = 0;
@@ -70,6 +75,7 @@ struct ReductionShape {
   Reduction kind = Reduction::None;
   int operand = -1;
   IntList in_sizes;
+  Device device;
   int64_t cols = 0;
   bool mean = false;  // times 1 / count: the loop divides by its cols (row) or rows (column) at run time
 };
@@ -91,8 +97,8 @@ std::optional<ReductionShape> reduction_of(const CapturedGraph& g, const Capture
   r.operand = node.args[0].value;
   const Meta& m = g.meta(r.operand);
   const Meta& rm = g.meta(node.results[0].value);
-  if (!m.known || !rm.known || m.dtype != DType::Float32 || rm.dtype != DType::Float32 || !m.device.is_cpu() ||
-      !contiguous(m) || !contiguous(rm))
+  if (!m.known || !rm.known || m.dtype != DType::Float32 || rm.dtype != DType::Float32 || !has_loops(m.device) ||
+      m.device != rm.device || !contiguous(m) || !contiguous(rm))
     return std::nullopt;
   const int64_t n = static_cast<int64_t>(m.sizes.size());
   IntList dims;
@@ -123,13 +129,14 @@ std::optional<ReductionShape> reduction_of(const CapturedGraph& g, const Capture
   }
   r.mean = name == "mean";
   r.in_sizes = m.sizes;
+  r.device = m.device;
   return r;
 }
 
 // Adds reduction node `i` to `run` if it fits.
 bool try_add_reduction(Run& run, const CapturedGraph& g, size_t i, const ReductionShape& red) {
   const CapturedGraph::Node& node = g.nodes()[i];
-  if (!run.empty() && red.in_sizes != run.sizes) return false;
+  if (!run.empty() && (red.in_sizes != run.sizes || red.device != run.device)) return false;
   if (run.cols_fixed && run.cols != red.cols) return false;
   int phase = 0;
   bool new_input = false;
@@ -141,6 +148,7 @@ bool try_add_reduction(Run& run, const CapturedGraph& g, size_t i, const Reducti
   }
   if (run.empty()) {
     run.first = i;
+    run.device = red.device;
     run.sizes = red.in_sizes;
     run.numel = numel_of(red.in_sizes);
   }
@@ -201,7 +209,8 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
   if (!cast && !is_fusable_pointwise(node, &result_lane)) return false;
   const int result = cast ? node.args[0].value : node.results[0].value;
   const Meta& rm = g.meta(result);
-  if (!rm.known || !rm.device.is_cpu() || !contiguous(rm)) return false;
+  if (!rm.known || !has_loops(rm.device) || !contiguous(rm)) return false;
+  if (!run.empty() && rm.device != run.device) return false;
   if (rm.dtype != (result_lane == LaneType::Float ? DType::Float32 : DType::Bool)) return false;
   const int64_t numel = numel_of(rm.sizes);
   if (numel == 0) return false;
@@ -244,14 +253,16 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
     if (listed) continue;
     if (want != LaneType::Float) return false;  // a mask made outside the loop: not fused
     const Meta& m = g.meta(v);
-    if (!m.known || !m.device.is_cpu()) return false;
+    if (!m.known) return false;
     const int64_t n = numel_of(m.sizes);
-    if (n == 1 && (m.dtype == DType::Float32 || m.dtype == DType::Float64 || m.dtype == DType::Int64 ||
-                   m.dtype == DType::Int32 || m.dtype == DType::Bool)) {
+    // A number may be on the CPU in a device's loop (x * 0.5 on CUDA); the loop reads it at run time.
+    if (n == 1 && (m.device == rm.device || m.device.is_cpu()) &&
+        (m.dtype == DType::Float32 || m.dtype == DType::Float64 || m.dtype == DType::Int64 ||
+         m.dtype == DType::Int32 || m.dtype == DType::Bool)) {
       new_inputs.push_back({v, FusedKernel::InputKind::Scalar});
       continue;
     }
-    if (m.dtype != DType::Float32 || !contiguous(m)) return false;
+    if (m.device != rm.device || m.dtype != DType::Float32 || !contiguous(m)) return false;
     const IntList trimmed = without_leading_ones(m.sizes);
     if (trimmed == without_leading_ones(rm.sizes)) {
       new_inputs.push_back({v, FusedKernel::InputKind::Full});
@@ -270,6 +281,7 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
   }
   if (run.empty()) {
     run.first = i;
+    run.device = rm.device;
     run.sizes = rm.sizes;
     run.numel = numel;
   }
@@ -297,9 +309,15 @@ bool fusion_enabled() {
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
-FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, const std::vector<int>& keep) {
-  FusionResult result{graph};
-  const CapturedGraph& g = *graph;
+namespace {
+
+// The runs of a graph and its new program, in order: a node of the graph (index) or a run (-1 - its index).
+struct Planned {
+  std::vector<Run> runs;
+  std::vector<long> program;
+};
+
+Planned plan_runs(const CapturedGraph& g, const std::vector<int>& keep) {
   const auto& nodes = g.nodes();
   // Per value, the last node reading it; values read after the graph count as read at the end.
   std::vector<size_t> last_read(static_cast<size_t>(g.num_values()), 0);
@@ -344,9 +362,9 @@ FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, c
       if (use < nodes.size() && is_fresh_copy(nodes[use], use, fresh)) makes_number[i] = 1;  // (movable alike)
     }
 
-  // The new program, in order: a node of the graph (index) or a run (-1 - its index in runs).
-  std::vector<Run> runs;
-  std::vector<long> program;
+  Planned planned;
+  std::vector<Run>& runs = planned.runs;
+  std::vector<long>& program = planned.program;
   std::vector<size_t> moved;  // number-making nodes met while a run was open
   auto close = [&](Run& run) {
     bool kept = run.plan.steps.size() >= 2;
@@ -386,16 +404,59 @@ FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, c
     if (!try_add(current, g, i, fresh)) program.push_back(static_cast<long>(i));
   }
   close(current);
+  return planned;
+}
+
+}  // namespace
+
+std::vector<LoopPlan> plan_loops(const CapturedGraph& graph, const std::vector<int>& keep) {
+  std::vector<LoopPlan> plans;
+  for (Run& run : plan_runs(graph, keep).runs) plans.push_back(std::move(run.plan));
+  return plans;
+}
+
+FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, const std::vector<int>& keep) {
+  FusionResult result{graph};
+  const CapturedGraph& g = *graph;
+  const auto& nodes = g.nodes();
+  const Planned planned = plan_runs(g, keep);
+  const std::vector<Run>& runs = planned.runs;
+  const std::vector<long>& program = planned.program;
   if (runs.empty()) return result;
 
-  std::string source = loops_prelude();
+  // CPU loops: one C++ file for the graph; a device's loops: built together by its backend.
   std::vector<std::string> names;
+  std::string source;
+  std::vector<std::pair<Device, std::vector<size_t>>> device_runs;  // (few devices: a list)
   for (size_t r = 0; r < runs.size(); ++r) {
     names.push_back(fmt::format("fused_{}", r));
-    source += loop_source(names.back(), runs[r].plan);
+    if (runs[r].device.is_cpu()) {
+      source += loop_source(names.back(), runs[r].plan);
+    } else {
+      auto it = std::find_if(device_runs.begin(), device_runs.end(),
+                             [&](const auto& d) { return d.first == runs[r].device; });
+      if (it == device_runs.end()) it = device_runs.insert(device_runs.end(), {runs[r].device, {}});
+      it->second.push_back(r);
+    }
   }
-  std::shared_ptr<KernelLibrary> library = KernelLibrary::load(source);
-  result.source = source;
+  std::shared_ptr<KernelLibrary> library;
+  if (!source.empty()) {
+    source = loops_prelude() + source;
+    library = KernelLibrary::load(source);
+    result.source = source;
+  }
+  std::vector<std::shared_ptr<const DeviceLoop>> device_loops(runs.size());
+  for (const auto& [device, which] : device_runs) {
+    std::vector<std::string> device_names;
+    std::vector<LoopPlan> plans;
+    for (size_t r : which) {
+      device_names.push_back(names[r]);
+      plans.push_back(runs[r].plan);
+    }
+    const std::vector<std::shared_ptr<const DeviceLoop>> built =
+        device_loop_backend(device.type)->build(device_names, plans, device);
+    for (size_t k = 0; k < which.size(); ++k) device_loops[which[k]] = built.at(k);
+  }
 
   std::vector<CapturedGraph::Node> fused_nodes;
   for (long item : program) {
@@ -411,8 +472,13 @@ FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, c
     kernel->inputs = run.plan.input_kinds;
     kernel->cols = run.cols;
     kernel->rows = run.numel / run.cols;
-    kernel->fn = reinterpret_cast<FusedKernel::Fn>(library->symbol(kernel->name));
-    kernel->library = library;
+    kernel->device = run.device;
+    if (run.device.is_cpu()) {
+      kernel->fn = reinterpret_cast<FusedKernel::Fn>(library->symbol(kernel->name));
+      kernel->library = library;
+    } else {
+      kernel->device_loop = device_loops[r];
+    }
     CapturedGraph::Node node;
     auto value_slot = [](int v) {
       CapturedGraph::Slot s;

@@ -6,7 +6,8 @@
 // its inputs once, keeps intermediates in registers and writes only the
 // values that later nodes, the outputs or the backward read.
 //
-// An op joins a run when its operands are contiguous float32 CPU tensors
+// An op joins a run when its operands are contiguous float32 tensors on
+// one device (the CPU, or one whose backend is linked in: compile/device_loop.h)
 // of its result's shape, or broadcast along leading dims (a bias: by
 // column), or one element; comparisons feeding `where` stay masks inside
 // the loop. sum, mean and amax over trailing dims (along rows) or sum and
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "compile/captured_graph.h"
+#include "compile/pointwise_codegen.h"
 
 namespace trainrun::compile {
 
@@ -32,6 +34,10 @@ struct FusionResult {
 // `keep`: values read after the graph runs (what a backward reads), written out as outputs are.
 // Throws ValueError when the compiler fails.
 FusionResult fuse_pointwise(const std::shared_ptr<const CapturedGraph>& graph, const std::vector<int>& keep);
+
+// The loops fuse_pointwise would make of `graph`, in order, without building them (their steps point into the
+// graph's nodes): what another device's generator is tested on.
+std::vector<LoopPlan> plan_loops(const CapturedGraph& graph, const std::vector<int>& keep);
 
 // False when TRAINRUN_COMPILE_FUSION=0 (replays then run the recorded ops one by one).
 bool fusion_enabled();

@@ -24,23 +24,6 @@ extern char** environ;
 namespace trainrun::compile {
 namespace {
 
-// FNV-1a: stable across processes and builds (std::hash is not promised to be).
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::filesystem::path cache_dir() {
-  if (const char* d = std::getenv("TRAINRUN_KERNEL_CACHE"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "trainrun" / "kernels";
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home && *home ? home : "/tmp") / ".cache" / "trainrun" / "kernels";
-}
-
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream f(p);
   std::stringstream ss;
@@ -85,6 +68,23 @@ std::string compiler() {
 
 }  // namespace
 
+// FNV-1a: stable across processes and builds (std::hash is not promised to be).
+uint64_t stable_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::filesystem::path kernel_cache_dir() {
+  if (const char* d = std::getenv("TRAINRUN_KERNEL_CACHE"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "trainrun" / "kernels";
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home && *home ? home : "/tmp") / ".cache" / "trainrun" / "kernels";
+}
+
 const char* KernelLibrary::flags() { return "-O3 -mavx2 -mfma -fno-math-errno -fPIC -shared"; }
 
 void compile_shared_object(const std::string& source, const std::filesystem::path& output,
@@ -119,8 +119,8 @@ void compile_shared_object(const std::string& source, const std::filesystem::pat
 }
 
 std::shared_ptr<KernelLibrary> KernelLibrary::load(const std::string& source, std::chrono::seconds timeout) {
-  const std::string key = fmt::format("{:016x}", fnv1a(compiler() + "\n" + flags() + "\n" + source));
-  const std::filesystem::path dir = cache_dir();
+  const std::string key = fmt::format("{:016x}", stable_hash(compiler() + "\n" + flags() + "\n" + source));
+  const std::filesystem::path dir = kernel_cache_dir();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   TR_CHECK(!ec, ValueError, "trainrun.compile: cannot make the kernel cache folder {}: {}", dir.string(),

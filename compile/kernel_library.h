@@ -5,6 +5,7 @@
 // $TRAINRUN_KERNEL_CACHE, else $XDG_CACHE_HOME/trainrun/kernels, else
 // ~/.cache/trainrun/kernels; the compiler is $CXX, else g++.
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -16,6 +17,10 @@ namespace trainrun::compile {
 // or runs past `timeout`.
 void compile_shared_object(const std::string& source, const std::filesystem::path& output,
                            std::chrono::seconds timeout = std::chrono::seconds(120));
+
+// The folder generated kernels are cached in (every device's), and the stable hash that names them.
+std::filesystem::path kernel_cache_dir();
+uint64_t stable_hash(const std::string& s);
 
 class KernelLibrary {
  public:

@@ -140,6 +140,9 @@ json program_to_json(const CapturedGraph& g, const std::vector<std::string>& inp
              n.name());
     if (n.fused != nullptr) {
       const FusedKernel& k = *n.fused;
+      TR_CHECK(k.device.is_cpu(), ValueError,
+               "aot_compile: the program has a fused loop on {} ({}); packages hold CPU loops only: export on the "
+               "CPU, or with TRAINRUN_COMPILE_FUSION=0", k.device.str(), k.name);
       json kinds = json::array(), outs = json::array();
       for (auto kind : k.inputs) kinds.push_back(kind_name(kind));
       for (const IntList& s : k.output_sizes) outs.push_back(sizes_json(s));
