@@ -90,7 +90,7 @@ std::optional<ReductionShape> reduction_of(const CapturedGraph& g, const Capture
     if (node.args[a].kind != CapturedGraph::Slot::Constant) return std::nullopt;
   if (node.args.size() > 3) {  // dtype=: none, or float32
     IValue& dtype = const_cast<IValue&>(node.args[3].constant);
-    if (!dtype.is_none() && !(std::string(dtype.type_name()) == "ScalarType" && dtype.get<DType>() == DType::Float32))
+    if (!dtype.is_none() && !(std::string(dtype.type_name()) == "dtype" && dtype.get<DType>() == DType::Float32))
       return std::nullopt;
   }
   ReductionShape r;

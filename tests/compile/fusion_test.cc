@@ -121,6 +121,19 @@ TEST_F(Fusion, WholeNumberConstantsAreFloatLiterals) {
   EXPECT_EQ(inf_fused.loops, 0) << inf_fused.graph->to_string();
 }
 
+TEST_F(Fusion, ASumAskedForInFloat32JoinsTheLoop) {
+  // sum(..., dtype=float32) of float32 is the plain sum (the dtype argument was compared by a wrong type name).
+  auto program = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{sum(mul(exp(in[0]), 2), {1}, true, DType::Float32)};
+  };
+  Tensor x = randn({4, 9});
+  FusionResult fused = fuse_pointwise(record({x}, program), {});
+  EXPECT_EQ(fused.loops, 1) << fused.graph->to_string();
+  EXPECT_EQ(fused.ops_fused, 3);
+  NoGradGuard no_grad;
+  EXPECT_TRUE(allclose(fused.graph->run({x})[0], program({x})[0], 1e-6, 1e-6));
+}
+
 TEST_F(Fusion, WritesOutOnlyWhatIsReadLaterOrKept) {
   Tensor x = randn({3, 7});
   auto graph = record({x}, [](const std::vector<Tensor>& in) {
