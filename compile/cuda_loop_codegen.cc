@@ -281,7 +281,8 @@ std::string columns_kernel(const std::string& name, const LoopPlan& plan, const 
   return fmt::format(R"(
 extern "C" __global__ void {0}_columns({1}long long rows, long long cols, int blocks) {{
   (void)rows;
-  for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < cols; c += (long long)gridDim.x * blockDim.x) {{
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < cols; c += step) {{
 {2}  }}
 }}
 )",

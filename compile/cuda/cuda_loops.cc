@@ -96,7 +96,8 @@ class CudaLoop : public DeviceLoop {
     }
     // A block per row (at most 2048 blocks, striding over rows), its threads over the columns: a multiple of 32.
     const int blocks = static_cast<int>(std::max<long long>(1, std::min<long long>(rows, 2048)));
-    const unsigned threads = static_cast<unsigned>(std::min<long long>(256, std::max<long long>(32, (cols + 31) / 32 * 32)));
+    const unsigned threads =
+        static_cast<unsigned>(std::min<long long>(256, std::max<long long>(32, (cols + 31) / 32 * 32)));
     Tensor work;
     void* work_ptr = nullptr;
     if (const size_t n = shape_.work_floats(static_cast<size_t>(blocks), static_cast<size_t>(cols)); n > 0) {
@@ -115,7 +116,8 @@ class CudaLoop : public DeviceLoop {
     for (void*& p : sums) column_args.push_back(&p);
     int num_blocks = blocks;
     column_args.insert(column_args.end(), {&rows, &cols, &num_blocks});
-    const unsigned column_blocks = static_cast<unsigned>(std::max<long long>(1, std::min<long long>((cols + 255) / 256, 4096)));
+    const unsigned column_blocks =
+        static_cast<unsigned>(std::max<long long>(1, std::min<long long>((cols + 255) / 256, 4096)));
     TR_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(columns_), dim3(column_blocks), dim3(256),
                                    column_args.data(), 0, stream));
     // (work goes back to the caching allocator on this stream: the next user of its memory queues after these)

@@ -38,7 +38,8 @@ const Nvrtc& nvrtc() {
   static const Nvrtc lib = [] {
     Nvrtc n;
     std::vector<std::string> paths = {"libnvrtc.so.13", "libnvrtc.so"};
-    if (const char* home = std::getenv("CUDA_HOME"); home && *home) paths.push_back(std::string(home) + "/lib64/libnvrtc.so");
+    if (const char* home = std::getenv("CUDA_HOME"); home && *home)
+      paths.push_back(std::string(home) + "/lib64/libnvrtc.so");
     paths.push_back("/usr/local/cuda/lib64/libnvrtc.so");
     void* handle = nullptr;
     std::string errors;
@@ -52,11 +53,12 @@ const Nvrtc& nvrtc() {
       n.missing = "cannot open NVRTC (the CUDA toolkit's libnvrtc):" + errors;
       return n;
     }
-    const bool all = find(handle, "nvrtcVersion", &n.version) && find(handle, "nvrtcGetErrorString", &n.error_string) &&
-                     find(handle, "nvrtcCreateProgram", &n.create) && find(handle, "nvrtcDestroyProgram", &n.destroy) &&
-                     find(handle, "nvrtcCompileProgram", &n.compile) &&
-                     find(handle, "nvrtcGetProgramLogSize", &n.log_size) && find(handle, "nvrtcGetProgramLog", &n.log) &&
-                     find(handle, "nvrtcGetCUBINSize", &n.cubin_size) && find(handle, "nvrtcGetCUBIN", &n.cubin);
+    const bool all =
+        find(handle, "nvrtcVersion", &n.version) && find(handle, "nvrtcGetErrorString", &n.error_string) &&
+        find(handle, "nvrtcCreateProgram", &n.create) && find(handle, "nvrtcDestroyProgram", &n.destroy) &&
+        find(handle, "nvrtcCompileProgram", &n.compile) && find(handle, "nvrtcGetProgramLogSize", &n.log_size) &&
+        find(handle, "nvrtcGetProgramLog", &n.log) && find(handle, "nvrtcGetCUBINSize", &n.cubin_size) &&
+        find(handle, "nvrtcGetCUBIN", &n.cubin);
     if (!all) n.missing = "the NVRTC library found lacks functions this build calls (nvrtcGetCUBIN needs CUDA 11.1+)";
     return n;
   }();
