@@ -142,8 +142,8 @@ def initial_seed():
 
 
 arange = _C.arange
-from trainrun._factories import (empty, empty_like, full, full_like, linspace, ones, ones_like, rand, rand_like,  # noqa
-                                 randint, randn, randn_like, zeros, zeros_like)
+from trainrun._factories import (empty, empty_like, empty_strided, full, full_like, linspace, ones,  # noqa
+                                 ones_like, rand, rand_like, randint, randn, randn_like, zeros, zeros_like)
 # The op list's functions whose bindings are generated from it (with PyTorch's arguments and out=), then
 # the rest bound from C++ by hand (Python wraps some of them further down).
 from trainrun import _op_list  # noqa: E402

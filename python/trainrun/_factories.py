@@ -65,6 +65,21 @@ def empty(*args, size=None, out=None, dtype=None, device=None, requires_grad=Fal
     return _finish(t, requires_grad)
 
 
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """An uninitialized tensor of `size` laid out with `stride` (its storage spans the furthest element)."""
+    size, stride = [int(s) for s in size], [int(s) for s in stride]
+    if len(size) != len(stride):
+        raise RuntimeError(f"empty_strided: mismatch in length of strides and shape ({len(stride)} strides for "
+                           f"{len(size)} dims)")
+    if any(s < 0 for s in size) or any(s < 0 for s in stride):
+        raise RuntimeError(f"empty_strided: negative size or stride (size {size}, stride {stride})")
+    extent = 0 if 0 in size else 1 + sum((s - 1) * st for s, st in zip(size, stride))
+    base = _C.empty([extent], dtype, device)
+    if pin_memory:
+        base = base.pin_memory()
+    return _finish(_C._ops.as_strided(base, size, stride, 0), requires_grad)
+
+
 def full(size, fill_value, *, out=None, dtype=None, device=None, requires_grad=False):
     if out is not None:
         raise NotImplementedError("full(out=...) is not supported; use out.fill_(value)")

@@ -34,6 +34,14 @@ def test_factories_and_dtypes():
     a = tr.randn([4])
     tr.manual_seed(3)
     assert tr.randn([4]).tolist() == a.tolist()
+    # empty_strided: the layout asked for (a transposed one here), its storage spanning the furthest element.
+    t = tr.empty_strided((2, 3), (1, 2), dtype=tr.float64)
+    assert t.shape == (2, 3) and t.stride() == (1, 2) and t.dtype == tr.float64 and not t.is_contiguous()
+    t.copy_(tr.arange(6.0).reshape(2, 3))
+    assert t.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    assert tr.empty_strided((0, 4), (4, 1)).shape == (0, 4)
+    with pytest.raises(RuntimeError, match="mismatch in length of strides and shape"):
+        tr.empty_strided((2, 3), (1,))
 
 
 @pytest.mark.parametrize("name", ["exp", "log", "sqrt", "tanh", "sigmoid", "abs", "relu", "sin", "floor"])
