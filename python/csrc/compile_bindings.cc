@@ -16,6 +16,7 @@
 #include "compile/graph_capture.h"
 #include "compile/dead_code.h"
 #include "compile/dynamic_shapes.h"
+#include "compile/fused_kernel.h"
 #include "compile/fusion.h"
 #include "compile/gemm_epilogue.h"
 #include "compile/joint_graph.h"
@@ -88,6 +89,76 @@ class PyCapture {
   std::string reason_;
 };
 
+
+// A node's constant argument as Python: numbers, lists, strings; a dtype by its name, a device as text.
+py::object constant_to_py(const IValue& value) {
+  IValue& v = const_cast<IValue&>(value);
+  const std::string type = v.type_name();
+  if (type == "None") return py::none();
+  if (type == "Tensor") return v.get<Tensor>().defined() ? py::cast(v.get<Tensor>()) : py::none();
+  if (type == "Tensor[]") return py::cast(v.get<std::vector<Tensor>>());
+  if (type == "int") return py::int_(v.get<int64_t>());
+  if (type == "float") return py::float_(v.get<double>());
+  if (type == "bool") return py::bool_(v.get<bool>());
+  if (type == "int[]") return py::cast(v.get<IntList>());
+  if (type == "str") return py::str(v.get<std::string>());
+  if (type == "dtype") return py::make_tuple("dtype", dtype_name(v.get<DType>()));
+  if (type == "Device") return py::make_tuple("device", v.get<Device>().str());
+  const Scalar& s = v.get<Scalar>();
+  if (s.is_bool()) return py::bool_(s.to_int() != 0);
+  if (s.is_integral()) return py::int_(s.to_int());
+  return py::float_(s.to_double());
+}
+
+py::object slot_to_py(const compile::CapturedGraph::Slot& slot) {
+  using Slot = compile::CapturedGraph::Slot;
+  if (slot.kind == Slot::Value) return py::make_tuple("v", slot.value);
+  if (slot.kind == Slot::ValueList) return py::make_tuple("l", slot.values);
+  if (slot.constant.is_tensor() && !const_cast<IValue&>(slot.constant).get<Tensor>().defined())
+    return py::make_tuple("u", py::none());  // an unset optional tensor (`out`)
+  return py::make_tuple("c", constant_to_py(slot.constant));
+}
+
+// The program as a table, for trainrun.fx's Graph: {"inputs", "constants", "outputs": value ids, "nodes": [(kind,
+// name, args, results, extra)], "meta": {id: (sizes, dtype name, device)}}. kind: "op", "alloc" (extra: its
+// dtype and device), "fused" (extra: the ops it does) or "external" (a Python custom op).
+py::dict graph_table(const compile::CapturedGraph& g) {
+  py::dict table;
+  table["inputs"] = g.inputs();
+  std::vector<int> constants;
+  for (const auto& [id, t] : g.constants()) constants.push_back(id);
+  table["constants"] = constants;
+  table["outputs"] = g.outputs();
+  py::list nodes;
+  for (const compile::CapturedGraph::Node& n : g.nodes()) {
+    py::list args, results;
+    py::object extra = py::none();
+    const char* kind = "op";
+    if (n.fused != nullptr) {
+      kind = "fused";
+      extra = py::cast(n.fused->ops);
+    } else if (n.external != nullptr) {
+      kind = "external";
+    } else if (n.is_alloc()) {
+      kind = "alloc";
+      args.append(py::make_tuple("c", py::cast(n.alloc_sizes)));
+      args.append(py::make_tuple("c", py::cast(n.alloc_strides)));
+      extra = py::make_tuple(dtype_name(n.alloc_dtype), n.alloc_device.str());
+    }
+    for (const auto& slot : n.args) args.append(slot_to_py(slot));
+    for (const auto& slot : n.results) results.append(slot_to_py(slot));
+    nodes.append(py::make_tuple(kind, n.name(), args, results, extra));
+  }
+  table["nodes"] = nodes;
+  py::dict meta;
+  for (int id = 0; id < g.num_values(); ++id) {
+    const compile::CapturedGraph::ValueMeta& m = g.meta(id);
+    if (m.known) meta[py::int_(id)] = py::make_tuple(m.sizes, dtype_name(m.dtype), m.device.str());
+  }
+  table["meta"] = meta;
+  return table;
+}
+
 }  // namespace
 
 void bind_compile(py::module_& m) {
@@ -98,6 +169,7 @@ void bind_compile(py::module_& m) {
       .def_property_readonly("num_nodes", &compile::CapturedGraph::num_nodes)
       .def_property_readonly("num_inputs", &compile::CapturedGraph::num_inputs)
       .def_property_readonly("num_constants", &compile::CapturedGraph::num_constants)
+      .def("_table", &graph_table)
       .def("__str__", &compile::CapturedGraph::to_string);
   py::class_<compile::JointGraph, std::shared_ptr<compile::JointGraph>>(m, "_JointGraph")
       .def("run", &compile::JointGraph::run, py::arg("inputs"), py::call_guard<py::gil_scoped_release>())

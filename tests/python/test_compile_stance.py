@@ -126,7 +126,8 @@ def test_cond_picks_its_branch_eagerly_compiled_and_exported():
 def test_an_exported_programs_graph_module_prints_its_program():
     ep = torch.export.export(nn.Sequential(nn.Linear(4, 3), nn.ReLU()), (torch.randn(2, 4),))
     gm = ep.graph_module
-    assert gm.code.startswith("def forward(self, input):") and "addmm" in gm.code
+    assert gm.code.startswith("def forward(self, p_0_weight, p_0_bias, input):"), gm.code
+    assert "= torch.ops.aten.addmm.default(" in gm.code and "torch.ops.aten.relu.default" in gm.code, gm.code
     assert gm.print_readable(print_output=False) == gm.code
     x = torch.randn(2, 4)
     assert torch.equal(gm(x), ep.module()(x))

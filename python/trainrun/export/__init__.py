@@ -77,8 +77,10 @@ class ExportedProgram:
     """A captured forward: run it with module() (or call it), write it with trainrun.aot_compile."""
 
     def __init__(self, graph, kernels_source, fusion_note, input_names, input_meta, constant_names, state_dict,
-                 out_spec, signature, example_inputs, dynamic=None):
+                 out_spec, signature, example_inputs, dynamic=None, recorded=None):
         self._graph, self._kernels_source, self._fusion_note = graph, kernels_source, fusion_note
+        self._recorded = recorded  # the program before fusion (None when loaded from an archive: graph is it)
+        self._fx_graph = None
         self._dynamic = dynamic  # a _C._DynamicProgram (its base is graph) when exported with dynamic_shapes
         self._input_names, self._input_meta = input_names, input_meta
         self._constant_names, self._out_spec = constant_names, out_spec
@@ -122,16 +124,34 @@ class ExportedProgram:
             def forward(self, *args, **kwargs):
                 return program(*args, **kwargs)
 
-        return ExportedModule()
+        m = ExportedModule()
+        # The weights under their names, as parameters (not requiring grad: the program does not train) and
+        # buffers. They are the program's own tensors: load_state_dict into this module changes what it computes.
+        sig = self.graph_signature
+        for name, t in self.state_dict.items():
+            *path, leaf = name.split(".")
+            owner = m
+            for part in path:
+                children = dict(owner.named_children())
+                if part not in children:
+                    owner.add_module(part, nn.Module())
+                owner = getattr(owner, part)
+            if name in sig.parameters:
+                owner.register_parameter(leaf, nn.Parameter(t, requires_grad=False))
+            elif name in sig.buffers:
+                owner.register_buffer(leaf, t)
+            else:
+                object.__setattr__(owner, leaf, t)
+        return m
 
     @property
     def graph_module(self):
-        """The program as a module (module()'s), with its program text as `code` and `graph`, and
-        print_readable() printing it: trainrun's programs are op lists recorded at the dispatcher, not FX graphs."""
+        """The program as a module (module()'s, with the weights by name) with `graph` (the fx Graph), `code` (its
+        Python, as torch.fx writes it) and print_readable() printing that."""
         m = self.module()
-        text = f"def forward(self, {', '.join(self._input_names)}):\n{self._graph}"
+        text = self.graph.python_code_text()
         object.__setattr__(m, "code", text)
-        object.__setattr__(m, "graph", text)
+        object.__setattr__(m, "graph", self.graph)
 
         def print_readable(print_output=True, include_stride=False, include_device=False, colored=False):
             if print_output:
@@ -148,7 +168,15 @@ class ExportedProgram:
 
     @property
     def graph(self):
-        return str(self._graph)
+        """The program as a trainrun.fx Graph (torch.export's layout: placeholders, aten call_function nodes, an
+        output node); the ops as recorded, before fusion."""
+        if self._fx_graph is None:
+            from trainrun.export._graph import program_graph
+            sig = self.graph_signature
+            kinds = ["p" if n in sig.parameters else "b" if n in sig.buffers else "c" for n in self._constant_names]
+            table = (self._recorded or self._graph)._table()
+            self._fx_graph = program_graph(table, list(zip(self._constant_names, kinds)), self._input_names)
+        return self._fx_graph
 
     @property
     def range_constraints(self):
@@ -233,7 +261,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
         (params if kind == "p" else buffers if kind == "b" else []).append(name)
         constant_names.append(name)
         frozen.append(t.detach().clone())
-    graph = _C._graph_with_constants(graph, frozen)
+    graph = recorded = _C._graph_with_constants(graph, frozen)
     graph, fusion_note, source = _C._fuse_graph(graph)
     dynamic = None
     if dims:
@@ -241,7 +269,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
     signature = ExportGraphSignature(names, [f"output{i}" for i in range(len(out_leaves))], params, buffers)
     meta = [(tuple(t.shape), t.dtype) for t in tensors]
     return ExportedProgram(graph, source, fusion_note, names, meta, constant_names, dict(zip(constant_names, frozen)),
-                           out_spec, signature, (args, kwargs), dynamic)
+                           out_spec, signature, (args, kwargs), dynamic, recorded)
 
 
 def _identity(t):

@@ -1,0 +1,7 @@
+"""trainrun.fx: torch.fx's Graph and Node, for reading programs trainrun recorded (ExportedProgram.graph,
+ExportedProgram.graph_module.graph). There is no symbolic tracer: trainrun captures programs at the dispatcher
+(trainrun.compile, trainrun.export), not by tracing Python with proxies."""
+from trainrun.fx.graph import Graph
+from trainrun.fx.node import Node
+
+__all__ = ["Graph", "Node"]

@@ -1,0 +1,74 @@
+"""A node of a trainrun.fx Graph, as torch.fx.Node: op ('placeholder', 'call_function', 'output'), name, target,
+args and kwargs (other nodes where values flow), users, and meta ('val': a meta-device tensor of the value's
+shape and dtype; 'device': where the value lives)."""
+
+
+class Node:
+    def __init__(self, graph, name, op, target, args=(), kwargs=None):
+        self.graph, self.name, self.op, self.target = graph, name, op, target
+        self.args, self.kwargs = tuple(args), dict(kwargs or {})
+        self.meta = {}
+        self.users = {}  # {node reading this one: None}, in order, as torch.fx keeps it
+        self.prev = self.next = None
+        for n in self.all_input_nodes:
+            n.users.setdefault(self, None)
+
+    @property
+    def all_input_nodes(self):
+        """The nodes this one reads, in order of first appearance in args then kwargs."""
+        found = []
+
+        def walk(a):
+            if isinstance(a, Node):
+                if a not in found:
+                    found.append(a)
+            elif isinstance(a, (list, tuple)):
+                for x in a:
+                    walk(x)
+            elif isinstance(a, dict):
+                for x in a.values():
+                    walk(x)
+
+        walk(self.args)
+        walk(self.kwargs)
+        return found
+
+    @property
+    def type(self):
+        return None
+
+    def format_node(self):
+        """The node as torch.fx prints it in a graph ('%name : [num_users=N] = op[target=...](args = ..., ...)')."""
+        if self.op == "output":
+            return f"return {_format_arg(self.args[0])}"
+        head = f"%{self.name} : [num_users={len(self.users)}] = {self.op}[target={_target_name(self.target)}]"
+        if self.op == "placeholder":
+            return head
+        kwargs = "{" + ", ".join(f"{k}: {_format_arg(v)}" for k, v in self.kwargs.items()) + "}"
+        return f"{head}(args = {_format_arg(self.args)}, kwargs = {kwargs})"
+
+    def __repr__(self):
+        return self.name
+
+
+def _target_name(target):
+    """As torch.fx names targets: 'torch.ops.aten.addmm.default', 'operator.getitem', a string as it is."""
+    if isinstance(target, str):
+        return target
+    if hasattr(target, "_packet"):  # an OpOverload
+        return f"torch.ops.{target!r}"
+    module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", None)
+    if module == "_operator":
+        module = "operator"
+    return f"{module}.{name}" if module and name else repr(target)
+
+
+def _format_arg(a):
+    if isinstance(a, Node):
+        return f"%{a.name}"
+    if isinstance(a, tuple):
+        inner = ", ".join(_format_arg(x) for x in a)
+        return f"({inner},)" if len(a) == 1 else f"({inner})"
+    if isinstance(a, list):
+        return "[" + ", ".join(_format_arg(x) for x in a) + "]"
+    return repr(a)

@@ -1,0 +1,95 @@
+"""ExportedProgram.graph as a trainrun.fx Graph in torch.export's layout (placeholders p_/b_ then user inputs,
+call_function nodes with torch.ops.aten targets, getitem for one result of several, an output node; users,
+meta["val"], find_nodes, lint, printing), and ExportedProgram.module() holding the program's weights by name:
+loading a state dict into it changes what the program computes."""
+import operator
+
+import pytest
+
+from built_tree import ROOT  # noqa: F401
+
+import trainrun as torch  # noqa: E402
+import trainrun.nn as nn  # noqa: E402
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 8)
+        self.norm = nn.LayerNorm(8)
+        self.fc2 = nn.Linear(8, 3)
+        self.register_buffer("scale", torch.tensor(2.0))
+
+    def forward(self, x):
+        return torch.relu(self.fc2(self.norm(self.fc1(x)))) * self.scale
+
+
+def _export():
+    torch.manual_seed(0)
+    net = Net().eval()
+    x = torch.randn(5, 4)
+    return net, x, torch.export.export(net, (x,))
+
+
+def test_the_graph_has_torch_exports_placeholders_calls_and_output():
+    net, x, ep = _export()
+    g = ep.graph
+    assert isinstance(g, torch.fx.Graph) and ep.graph_module.graph is g
+    nodes = list(g.nodes)
+    assert len(g.nodes) == len(nodes) and nodes[-1].op == "output" and nodes[-1] is g.output_node()
+    names = [n.name for n in g.find_nodes(op="placeholder")]
+    assert names == ["p_fc1_weight", "p_fc1_bias", "p_norm_weight", "p_norm_bias", "p_fc2_weight", "p_fc2_bias",
+                     "b_scale", "x"]
+    # Placeholders first, in that order, then the ops.
+    assert [n.op for n in nodes[:len(names)]] == ["placeholder"] * len(names)
+    assert all(n.op == "call_function" for n in nodes[len(names):-1])
+    relu = g.find_nodes(op="call_function", target=torch.ops.aten.relu.default)
+    assert len(relu) == 1 and relu[0].name == "relu"
+    assert tuple(relu[0].meta["val"].shape) == (5, 3) and relu[0].meta["val"].dtype == torch.float32
+    assert relu[0].meta["device"] == torch.device("cpu")
+    # The output reads the last op; the op reads relu; relu's users are that op.
+    (out,) = nodes[-1].args[0]
+    assert relu[0] in out.all_input_nodes and out in relu[0].users
+    assert tuple(out.meta["val"].shape) == (5, 3)
+    # layer_norm gives (out, mean, rstd): only the output is read, through getitem.
+    (ln,) = [n for n in nodes if n.op == "call_function" and n.name == "layer_norm"]
+    readers = list(ln.users)
+    assert len(readers) == 1 and readers[0].target is operator.getitem and readers[0].args == (ln, 0)
+    g.lint()
+
+
+def test_the_graph_prints_as_torch_fx_does():
+    _, _, ep = _export()
+    text = str(ep.graph)
+    lines = text.splitlines()
+    assert lines[0] == "graph():"
+    assert lines[1] == "    %p_fc1_weight : [num_users=1] = placeholder[target=p_fc1_weight]"
+    assert any("= call_function[target=torch.ops.aten.relu.default](args = (%" in line for line in lines), text
+    assert "operator.getitem" in text
+    assert lines[-1].startswith("    return (") and lines[-1].endswith(",)")
+    ep.graph.print_tabular()
+
+
+def test_a_graph_target_without_a_python_function_says_so_when_called():
+    from trainrun.export._graph import _target
+    assert _target("op", "relu") is not None and _target("op", "relu")(torch.tensor([-1.0, 2.0])).tolist() == [0, 2]
+    unbound = _target("op", "no_such_op_anywhere")
+    assert repr(unbound) == "aten.no_such_op_anywhere.default"
+    with pytest.raises(NotImplementedError, match="aten.no_such_op_anywhere"):
+        unbound(torch.ones(1))
+
+
+def test_module_holds_the_weights_by_name_and_runs_with_what_is_loaded():
+    net, x, ep = _export()
+    mod = ep.module()
+    assert [n for n, _ in mod.named_parameters()] == ["fc1.weight", "fc1.bias", "norm.weight", "norm.bias",
+                                                      "fc2.weight", "fc2.bias"]
+    assert [n for n, _ in mod.named_buffers()] == ["scale"]
+    assert set(mod.state_dict()) == set(net.state_dict())
+    assert torch.allclose(mod(x), net(x))
+    # New weights, loaded in place: the program reads them.
+    torch.manual_seed(1)
+    other = Net().eval()
+    mod.load_state_dict(other.state_dict())
+    assert torch.allclose(mod(x), other(x), atol=1e-6)
+    assert torch.allclose(ep.module()(x), other(x), atol=1e-6)  # (the program's weights: one set, as in torch)
