@@ -138,9 +138,11 @@ std::string phase_body(const LoopPlan& plan, const Layout& layout, int phase, co
     if (auto in = layout.input_of.find(v); in != layout.input_of.end()) {
       static_assert(static_cast<int>(FusedKernel::InputKind::Scalar) == 3, "kLoads follows InputKind's order");
       static const char* const kLoads[] = {"in{}[i]", "in{}[c]", "in{}[r]", "in{}[0]"};
+      const bool by_value = in->second < plan.host_scalar.size() && plan.host_scalar[in->second];
       body += fmt::format("{}const float v{} = {};\n", indent, v,
-                          fmt::format(fmt::runtime(kLoads[static_cast<int>(plan.input_kinds[in->second])]),
-                                      in->second));
+                          by_value ? fmt::format("in{}_value", in->second)
+                                   : fmt::format(fmt::runtime(kLoads[static_cast<int>(plan.input_kinds[in->second])]),
+                                                 in->second));
     } else if (auto row = layout.row_reduction_of.find(v); row != layout.row_reduction_of.end()) {
       body += fmt::format("{}const float v{} = rv{};\n", indent, v, row->second);
     } else if (auto o = layout.output_of.find(v); o != layout.output_of.end()) {
@@ -198,14 +200,17 @@ std::string phase_body(const LoopPlan& plan, const Layout& layout, int phase, co
 
 std::string parameters(const LoopPlan& plan) {
   std::string p;
-  for (size_t k = 0; k < plan.inputs.size(); ++k) p += fmt::format("const float* __restrict__ in{}, ", k);
+  for (size_t k = 0; k < plan.inputs.size(); ++k)
+    p += k < plan.host_scalar.size() && plan.host_scalar[k] ? fmt::format("float in{}_value, ", k)
+                                                            : fmt::format("const float* __restrict__ in{}, ", k);
   for (size_t k = 0; k < plan.outputs.size(); ++k) p += fmt::format("float* __restrict__ out{}, ", k);
   return p + "float* __restrict__ work, long long rows, long long cols";
 }
 
 std::string unused(const LoopPlan& plan) {
   std::string u = "  (void)work; (void)rows; (void)cols;";
-  for (size_t k = 0; k < plan.inputs.size(); ++k) u += fmt::format(" (void)in{};", k);
+  for (size_t k = 0; k < plan.inputs.size(); ++k)
+    u += fmt::format(k < plan.host_scalar.size() && plan.host_scalar[k] ? " (void)in{}_value;" : " (void)in{};", k);
   for (size_t k = 0; k < plan.outputs.size(); ++k) u += fmt::format(" (void)out{};", k);
   return u + "\n";
 }
@@ -297,6 +302,8 @@ CudaLoopShape cuda_loop_shape(const LoopPlan& plan) {
   shape.by_row = layout.by_row();
   shape.scratch = layout.scratch_of.size();
   shape.column_sums = layout.column_reduction_of.size();
+  shape.host_scalar = plan.host_scalar;
+  shape.host_scalar.resize(plan.inputs.size(), 0);
   shape.column_sum_outputs.resize(shape.column_sums);
   for (const auto& [value, j] : layout.column_reduction_of) shape.column_sum_outputs[j] = layout.output_of.at(value);
   return shape;

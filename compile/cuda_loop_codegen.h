@@ -13,8 +13,10 @@
 // `<name>_columns`, sums over the blocks in order (deterministic, no atomics).
 //
 // Kernel parameters: `<name>(in0, ..., out0, ..., float* work, long long
-// rows, long long cols)` and `<name>_columns(const float* work, the column
-// sums' outputs, in order, long long rows, long long cols, int blocks)`.
+// rows, long long cols)` (an input: a const float* on the device, or a
+// float by value where the plan's host_scalar says it is a number on the
+// CPU) and `<name>_columns(const float* work, the column sums' outputs, in
+// order, long long rows, long long cols, int blocks)`.
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -29,6 +31,7 @@ struct CudaLoopShape {
   size_t scratch = 0;      // row-sized slices of work per block for values a later phase reads
   size_t column_sums = 0;  // row-sized partials of work per block, one per column sum; then <name>_columns runs
   std::vector<size_t> column_sum_outputs;  // per column sum, in order: the index of its output
+  std::vector<char> host_scalar;           // per input: passed by value (LoopPlan::host_scalar)
   // Floats of `work` for `blocks` blocks over rows of `cols`.
   size_t work_floats(size_t blocks, size_t cols) const { return (scratch + column_sums) * blocks * cols; }
 };

@@ -7,9 +7,7 @@
 #include "tensor/factories.h"
 
 namespace trainrun::compile {
-namespace {
-
-float scalar_value(const Tensor& t) {
+float FusedKernel::scalar_value(const Tensor& t) {
   switch (t.dtype()) {
     case DType::Float32: return *t.data<float>();
     case DType::Float64: return static_cast<float>(*t.data<double>());
@@ -19,8 +17,6 @@ float scalar_value(const Tensor& t) {
     default: throw ValueError(fmt::format("fused kernel: a {} scalar input", dtype_name(t.dtype())));
   }
 }
-
-}  // namespace
 
 void FusedKernel::run(const std::vector<Tensor>& in, std::vector<Tensor>& out) const {
   TR_CHECK(in.size() == inputs.size(), ValueError, "{}: {} inputs given, it takes {}", name, in.size(), inputs.size());

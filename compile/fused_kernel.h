@@ -34,6 +34,9 @@ struct FusedKernel {
   Device device;
   std::shared_ptr<const DeviceLoop> device_loop;
 
+  // A Scalar input's value: a one-element CPU tensor of float32/64, int32/64 or bool.
+  static float scalar_value(const Tensor& t);
+
   // Runs the loop on `in` (contiguous float32 tensors on its device, as
   // recorded; a Scalar input may be a one-element tensor of another dtype,
   // or on the CPU), making the outputs.

@@ -159,6 +159,7 @@ bool try_add_reduction(Run& run, const CapturedGraph& g, size_t i, const Reducti
     run.input_index[red.operand] = run.plan.inputs.size();
     run.plan.inputs.push_back(red.operand);
     run.plan.input_kinds.push_back(FusedKernel::InputKind::Full);
+    run.plan.host_scalar.push_back(0);
   }
   const int result = node.results[0].value;
   LoopPlan::Step step{&node, {red.operand}, result};
@@ -292,6 +293,8 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
     run.input_index[v] = run.plan.inputs.size();
     run.plan.inputs.push_back(v);
     run.plan.input_kinds.push_back(kind);
+    run.plan.host_scalar.push_back(kind == FusedKernel::InputKind::Scalar && g.meta(v).device.is_cpu() &&
+                                   !run.device.is_cpu());
   }
   LoopPlan::Step step{&node, operands, result};
   step.cast = cast;

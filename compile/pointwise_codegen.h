@@ -68,6 +68,8 @@ struct LoopPlan {
   };
   std::vector<int> inputs;
   std::vector<FusedKernel::InputKind> input_kinds;
+  // Per input: a number on the CPU that a device's loop reads (passed to its kernel by value, not copied over).
+  std::vector<char> host_scalar;
   std::vector<Step> steps;
   std::vector<int> outputs;
 };

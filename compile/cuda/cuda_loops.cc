@@ -61,8 +61,16 @@ class CudaLoop : public DeviceLoop {
     const TensorOptions options(DType::Float32, Device(DeviceType::CUDA, static_cast<int16_t>(index)));
     std::vector<Tensor> inputs;  // (numbers made float32 on the device live until the launch is queued)
     std::vector<void*> pointers;
+    std::vector<float> values(in.size());  // numbers on the CPU, passed by value
+    std::vector<void*> args;               // kernelParams: where each parameter's value is
     for (size_t i = 0; i < in.size(); ++i) {
       Tensor t = in[i];
+      if (shape_.host_scalar[i]) {
+        TR_CHECK(t.device().is_cpu() && t.numel() == 1, ValueError, "{}: input {} is not a number on the CPU",
+                 k.name, i);
+        values[i] = FusedKernel::scalar_value(t);
+        continue;
+      }
       if (k.inputs[i] == FusedKernel::InputKind::Scalar) {
         if (t.dtype() != DType::Float32) t = t.to(DType::Float32);
         if (!t.device().is_cuda() || t.device().index != index) t = t.to(options.device);
@@ -73,12 +81,21 @@ class CudaLoop : public DeviceLoop {
                  "{}: input {} is not a contiguous float32 tensor on cuda:{}", k.name, i, index);
       }
       inputs.push_back(t);
-      pointers.push_back(t.data_ptr());
+    }
+    pointers.reserve(in.size() + k.output_sizes.size());  // (stable: args point into it)
+    for (size_t i = 0, next = 0; i < in.size(); ++i) {
+      if (shape_.host_scalar[i]) {
+        args.push_back(&values[i]);
+      } else {
+        pointers.push_back(inputs[next++].data_ptr());
+        args.push_back(&pointers.back());
+      }
     }
     out.clear();
     for (const IntList& sizes : k.output_sizes) {
       out.push_back(empty(sizes, options));
       pointers.push_back(out.back().data_ptr());
+      args.push_back(&pointers.back());
     }
     long long rows = k.rows, cols = k.cols;
     const cudaStream_t stream = tcuda::current_stream(index).handle();
@@ -86,8 +103,6 @@ class CudaLoop : public DeviceLoop {
       const long long n = rows * cols;
       if (n == 0) return;
       void* work = nullptr;
-      std::vector<void*> args;
-      for (void*& p : pointers) args.push_back(&p);
       args.insert(args.end(), {&work, &rows, &cols});
       const unsigned blocks = static_cast<unsigned>(std::min<long long>((n + 255) / 256, 8192));
       TR_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), dim3(blocks), dim3(256), args.data(), 0,
@@ -104,8 +119,6 @@ class CudaLoop : public DeviceLoop {
       work = empty({static_cast<int64_t>(n)}, options);
       work_ptr = work.data_ptr();
     }
-    std::vector<void*> args;
-    for (void*& p : pointers) args.push_back(&p);
     args.insert(args.end(), {&work_ptr, &rows, &cols});
     TR_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), dim3(static_cast<unsigned>(blocks)),
                                    dim3(threads), args.data(), 0, stream));

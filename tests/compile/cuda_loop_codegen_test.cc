@@ -48,7 +48,8 @@ std::shared_ptr<CapturedGraph> record(const std::vector<Tensor>& inputs, const P
 std::string trampolines(const std::string& name, const LoopPlan& plan, const CudaLoopShape& shape) {
   std::string params;
   size_t k = 0;
-  for (size_t i = 0; i < plan.inputs.size(); ++i) params += fmt::format("(const float*)a[{}], ", k++);
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    params += fmt::format(shape.host_scalar[i] ? "*(float*)a[{}], " : "(const float*)a[{}], ", k++);
   for (size_t i = 0; i < plan.outputs.size(); ++i) params += fmt::format("(float*)a[{}], ", k++);
   std::string out = fmt::format(
       "extern \"C\" void call_{0}(void** a) {{ {0}({1}(float*)a[{2}], *(long long*)a[{3}], *(long long*)a[{4}]); }}\n",
@@ -81,7 +82,13 @@ class EmulatedCudaLoop : public DeviceLoop {
   void run(const FusedKernel& k, const std::vector<Tensor>& in, std::vector<Tensor>& out) const override {
     std::vector<Tensor> inputs;
     std::vector<void*> args;
+    std::vector<float> values(in.size());  // (numbers passed by value: the kernel's parameter is the float)
     for (size_t i = 0; i < in.size(); ++i) {
+      if (shape_.host_scalar[i]) {
+        values[i] = FusedKernel::scalar_value(in[i]);
+        args.push_back(&values[i]);
+        continue;
+      }
       inputs.push_back(k.inputs[i] == FusedKernel::InputKind::Scalar ? in[i].to(DType::Float32) : in[i]);
       args.push_back(inputs.back().data_ptr());
     }
@@ -120,11 +127,17 @@ class EmulatedCudaLoop : public DeviceLoop {
 class CudaLoopCodegen : public TempKernelCache {
  protected:
   // Fuses program's graph as for the CPU, then swaps each loop for its emulated CUDA kernels; checks the
-  // fused graph gives what eager does on `inputs`, and that NVRTC compiles the source. Returns the loops.
+  // fused graph gives what eager does on `inputs`, and that NVRTC compiles the source. numbers_by_value: the
+  // loops' numbers are taken as a CUDA loop takes numbers on the CPU (kernel parameters by value). Returns the
+  // loops.
   std::vector<std::shared_ptr<EmulatedCudaLoop>> check(const std::vector<Tensor>& inputs, const Program& program,
-                                                       double rtol = 1e-5, double atol = 1e-6) {
+                                                       double rtol = 1e-5, double atol = 1e-6,
+                                                       bool numbers_by_value = false) {
     auto graph = record(inputs, program);
-    const std::vector<LoopPlan> plans = plan_loops(*graph, {});
+    std::vector<LoopPlan> plans = plan_loops(*graph, {});
+    for (LoopPlan& plan : plans)
+      for (size_t i = 0; i < plan.inputs.size(); ++i)
+        plan.host_scalar[i] = numbers_by_value && plan.input_kinds[i] == FusedKernel::InputKind::Scalar;
     FusionResult fused = fuse_pointwise(graph, {});
     EXPECT_EQ(plans.size(), static_cast<size_t>(fused.loops));
     std::string source = cuda_loops_prelude();
@@ -133,6 +146,7 @@ class CudaLoopCodegen : public TempKernelCache {
       source += cuda_loop_source(fmt::format("fused_{}", r), plans[r]);
       calls += trampolines(fmt::format("fused_{}", r), plans[r], cuda_loop_shape(plans[r]));
     }
+    if (numbers_by_value) EXPECT_NE(source.find("float in1_value"), std::string::npos) << source;
     std::string reason;
     if (cuda::nvrtc_available(&reason)) {
       for (const char* arch : {"sm_80", "sm_90"}) {
@@ -163,12 +177,16 @@ class CudaLoopCodegen : public TempKernelCache {
 };
 
 TEST_F(CudaLoopCodegen, APointwiseChainIsOneFlatKernel) {
-  // tanh(x * bias + 1) * gelu(x) - exp(-x) / 3 over [5, 37], the bias by column.
-  auto loops = check({randn({5, 37}), randn({37})}, [](const std::vector<Tensor>& in) {
+  // tanh(x * bias + 1) * gelu(x) - exp(-x) / 3 over [5, 37], the bias by column; the numbers 1 and 3 read from
+  // memory, then passed by value.
+  Program chain = [](const std::vector<Tensor>& in) {
     const Tensor &x = in[0], &bias = in[1];
     return std::vector<Tensor>{sub(mul(tanh(add(mul(x, bias), 1)), gelu(x)), div(exp(neg(x)), 3))};
-  });
-  EXPECT_EQ(loops.size(), 1u);
+  };
+  for (bool by_value : {false, true}) {
+    auto loops = check({randn({5, 37}), randn({37})}, chain, 1e-5, 1e-6, by_value);
+    EXPECT_EQ(loops.size(), 1u);
+  }
 }
 
 TEST_F(CudaLoopCodegen, EveryOpTheCpuLoopsFuseHasCudaCode) {
