@@ -85,8 +85,16 @@ def test_pointwise_chains_with_numbers_and_masks_on_cuda():
     assert _fused_lines(compiled), compiled.explain()
 
 
+class _Pointwise(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * torch.sigmoid(x) - x.exp() / 3
+
+
 def test_an_aot_package_of_a_cuda_program_is_refused_by_name(tmp_path):
-    model = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 2)).cuda().eval()
-    ep = torch.export.export(model, (torch.randn(3, 8, device="cuda"),))
+    x = torch.randn(3, 8, device="cuda")
+    ep = torch.export.export(_Pointwise(), (x,))
+    if "cannot open NVRTC" in str(ep):
+        pytest.skip("NVRTC (the CUDA toolkit's libnvrtc) is not on this machine")
+    assert _close(ep.module()(x), _Pointwise()(x))  # the exported program runs its CUDA loop
     with pytest.raises(ValueError, match="packages hold CPU loops only"):
         torch.aot_compile(ep, str(tmp_path / "m.aot"))
