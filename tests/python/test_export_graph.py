@@ -58,6 +58,23 @@ def test_the_graph_has_torch_exports_placeholders_calls_and_output():
     g.lint()
 
 
+def test_placeholders_follow_the_modules_order_not_the_order_of_use():
+    class Reversed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Parameter(torch.ones(3))
+            self.b = nn.Parameter(torch.ones(3))
+            self.register_buffer("c", torch.ones(3))
+            self.register_buffer("d", torch.ones(3))
+
+        def forward(self, x):
+            return ((x + self.d) * self.c + self.b) * self.a
+
+    ep = torch.export.export(Reversed(), (torch.randn(3),))
+    assert ep.graph_signature.parameters == ["a", "b"] and ep.graph_signature.buffers == ["c", "d"]
+    assert [n.name for n in ep.graph.find_nodes(op="placeholder")] == ["p_a", "p_b", "b_c", "b_d", "x"]
+
+
 def test_the_graph_prints_as_torch_fx_does():
     _, _, ep = _export()
     text = str(ep.graph)

@@ -175,7 +175,8 @@ class ExportedProgram:
             sig = self.graph_signature
             kinds = ["p" if n in sig.parameters else "b" if n in sig.buffers else "c" for n in self._constant_names]
             table = (self._recorded or self._graph)._table()
-            self._fx_graph = program_graph(table, list(zip(self._constant_names, kinds)), self._input_names)
+            order = sig.parameters + sig.buffers  # (placeholders in the signature's order; constants after)
+            self._fx_graph = program_graph(table, list(zip(self._constant_names, kinds)), self._input_names, order)
         return self._fx_graph
 
     @property
@@ -261,6 +262,10 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
         (params if kind == "p" else buffers if kind == "b" else []).append(name)
         constant_names.append(name)
         frozen.append(t.detach().clone())
+    # In the module's order (named_parameters, named_buffers), as torch.export lists them, not the order of use.
+    order = {n: k for k, (n, _) in enumerate(named.values())}
+    params.sort(key=order.__getitem__)
+    buffers.sort(key=order.__getitem__)
     graph = recorded = _C._graph_with_constants(graph, frozen)
     graph, fusion_note, source = _C._fuse_graph(graph)
     dynamic = None

@@ -50,12 +50,14 @@ def _set_meta(node, meta):
         node.meta["device"] = trainrun.device(device)
 
 
-def program_graph(table, constants, input_names):
-    """constants: per graph constant, in order, (name, kind) with kind 'p', 'b' or 'c'."""
+def program_graph(table, constants, input_names, order=()):
+    """constants: per graph constant, in order, (name, kind) with kind 'p', 'b' or 'c'; order: names in the order
+    their placeholders come (the signature's), the others after them in graph order."""
     graph = Graph()
     meta = table["meta"]
     made = {}  # value id -> the node whose result it is (the latest: an in-place op's result is its input)
-    placeholders = list(zip(table["constants"], constants))
+    rank = {name: k for k, name in enumerate(order)}
+    placeholders = sorted(zip(table["constants"], constants), key=lambda c: rank.get(c[1][0], len(rank)))
     for want in ("p", "b", "c"):
         for vid, (name, kind) in placeholders:
             if kind == want:
