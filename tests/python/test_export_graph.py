@@ -34,7 +34,8 @@ def _export():
 def test_the_graph_has_torch_exports_placeholders_calls_and_output():
     net, x, ep = _export()
     g = ep.graph
-    assert isinstance(g, torch.fx.Graph) and ep.graph_module.graph is g
+    assert isinstance(g, torch.fx.Graph) and ep.graph_module.graph is g and ep.module().graph is g
+    assert ep.module().code == ep.graph_module.code and ep.module().code.startswith("def forward(self, p_fc1_weight")
     nodes = list(g.nodes)
     assert len(g.nodes) == len(nodes) and nodes[-1].op == "output" and nodes[-1] is g.output_node()
     names = [n.name for n in g.find_nodes(op="placeholder")]

@@ -116,13 +116,27 @@ class ExportedProgram:
         return _unflatten(self._out_spec, iter(outputs))
 
     def module(self):
-        """An nn.Module whose forward runs the program (its weights are the frozen copies in state_dict)."""
+        """An nn.Module whose forward runs the program, as torch's GraphModule: the weights by name, `graph` (the
+        fx Graph), `code` (its Python, as torch.fx writes it) and print_readable()."""
         from trainrun import nn
         program = self
 
         class ExportedModule(nn.Module):
             def forward(self, *args, **kwargs):
                 return program(*args, **kwargs)
+
+            @property
+            def graph(self):
+                return program.graph
+
+            @property
+            def code(self):
+                return program.graph.python_code_text()
+
+            def print_readable(self, print_output=True, include_stride=False, include_device=False, colored=False):
+                if print_output:
+                    print(self.code)
+                return self.code
 
         m = ExportedModule()
         # The weights under their names, as parameters (not requiring grad: the program does not train) and
@@ -146,20 +160,8 @@ class ExportedProgram:
 
     @property
     def graph_module(self):
-        """The program as a module (module()'s, with the weights by name) with `graph` (the fx Graph), `code` (its
-        Python, as torch.fx writes it) and print_readable() printing that."""
-        m = self.module()
-        text = self.graph.python_code_text()
-        object.__setattr__(m, "code", text)
-        object.__setattr__(m, "graph", self.graph)
-
-        def print_readable(print_output=True, include_stride=False, include_device=False, colored=False):
-            if print_output:
-                print(text)
-            return text
-
-        object.__setattr__(m, "print_readable", print_readable)
-        return m
+        """module(): the program as a module with its graph and code."""
+        return self.module()
 
     def run_decompositions(self, decomp_table=None, decompose_custom_triton_ops=False):
         """The program is recorded at the dispatcher, so its nodes are trainrun's ops already (no composite ops to
