@@ -7,11 +7,13 @@ batch and sequence, called at a size it was never recorded at). "compiled, unfus
 trainrun.compile with TRAINRUN_COMPILE_FUSION=0 (recorded forward and backward, no generated loops). A side
 that fails or times out reads 'fails'.
 
-    bench/compile.py"""
+    bench/compile.py                 (the table above)
+    bench/compile.py --device cuda   (trainrun eager and compiled training steps on that device alone)"""
 import os
 import pathlib
 import re
 import subprocess
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PEER = ROOT.parent / "shared" / "peer-modern"
@@ -44,7 +46,31 @@ def split(label_found, variants):
             for variant, name in variants.items()]
 
 
+def device_table(device):
+    """--device DEV: trainrun's eager and compiled training steps on that device (cuda: fused loops as CUDA
+    kernels), side by side."""
+    side = str(ROOT / "bench" / "compile_side.py")
+    columns = split(run("trainrun", ["/usr/bin/python3", side, "trainrun", "device", device]),
+                    {"eager": f"trainrun eager, {device}", "compiled": f"trainrun compiled, {device}"})
+    print(f"{'us per call (median)':34}" + "".join(f"{label:>26}" for label, _ in columns))
+    rows = [("mlp_train", "MLP training step"), ("block_train", "transformer block training step"),
+            ("mlp_train_first", "MLP: first compiled call"), ("block_train_first", "block: first compiled call")]
+    for key, name in rows:
+        cells = []
+        for _, found in columns:
+            value = None if found is None else found.get(key)
+            cells.append(f"{'fails' if found is None else ('' if value is None else f'{value:.0f}'):>26}")
+        print(f"{name:34}" + "".join(cells))
+    eager, compiled = columns[0][1], columns[1][1]
+    if eager and compiled:
+        for key in ("mlp_train", "block_train"):
+            print(f"trainrun compiled / eager on {device}, {key}: {eager[key] / compiled[key]:.2f}x")
+    return 0 if eager and compiled else 1
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--device":
+        sys.exit(device_table(sys.argv[2]))
     side = str(ROOT / "bench" / "compile_side.py")
     columns = split(run("trainrun", ["/usr/bin/python3", side, "trainrun", "all"]),
                     {"eager": "trainrun eager", "compiled": "trainrun compiled", "unfused": "compiled, unfused"})

@@ -4,7 +4,8 @@ in turns in one process, so that the machine's drift falls on all three alike). 
 (forward, backward, SGD step) of an MLP and of a transformer block, and the block's inference forward; for
 compiled sides, also the first call (recording or compiling); for trainrun, the block exported and
 AOT-compiled (eval mode) next to its eager eval forward. Prints RESULT lines: [variant:]name, the median
-microseconds per call over rounds of 20 calls."""
+microseconds per call over rounds of 20 calls. `trainrun device cuda`: trainrun's eager and compiled training
+steps on that device only (bench/compile.py --device cuda)."""
 import copy
 import os
 import pathlib
@@ -72,6 +73,39 @@ def case(name, model, x, train):
         if k != "eager":
             print(f"RESULT {prefix}{name}_first {firsts[k]:.1f}", flush=True)
 
+
+def device_case(device):
+    """trainrun eager and compiled training steps of the MLP and the block on `device` (cuda: the fused loops as
+    NVRTC-built kernels), timed in turns; a round ends when the device has finished its work."""
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    torch.manual_seed(0)
+    models = {"mlp_train": (nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 512), nn.GELU(),
+                                          nn.Linear(512, 10)), (64, 256)),
+              "block_train": (nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, batch_first=True), (8, 64, 128))}
+    for name, (model, shape) in models.items():
+        model = model.to(device)
+        x = torch.randn(*shape, device=device)
+        steps = {}
+        for variant, compiled in (("eager", False), ("compiled", True)):
+            step, first = make_step(copy.deepcopy(model), x, True, compiled)
+            steps[variant] = step
+            if compiled:
+                print(f"RESULT compiled:{name}_first {first:.1f}", flush=True)
+
+        def timed(fn):
+            def run():
+                fn()
+                sync()
+            return run
+
+        sync()
+        for variant, us in timed_in_turns({k: timed(fn) for k, fn in steps.items()}).items():
+            print(f"RESULT {variant}:{name} {us:.1f}", flush=True)
+
+
+if mode == "device":  # compile_side.py trainrun device DEVICE
+    device_case(sys.argv[3])
+    sys.exit(0)
 
 torch.manual_seed(0)
 mlp = nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 512), nn.GELU(), nn.Linear(512, 10))

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The GPU checks in one run, for a machine with NVIDIA GPUs: every CUDA and
 # NCCL test (they skip themselves elsewhere) with their output, the Python
-# CUDA tests, bench/cuda's table and bench/nccl.py's (NCCL allreduce next to
-# the torch installed there). Usage: scripts/gpu_check.sh [--no-build]
-# (--no-build runs binaries already in bazel-bin, e.g. unpacked from
+# CUDA tests, bench/cuda's table, bench/compile.py's on CUDA (eager and
+# compiled training steps: fused loops as NVRTC-built kernels) and
+# bench/nccl.py's (NCCL allreduce next to the torch installed there).
+# Usage: scripts/gpu_check.sh [--no-build] (--no-build runs binaries
+# already in bazel-bin, e.g. unpacked from
 # scripts/gpu_bundle.sh's archive on a machine without Bazel; --list-binaries
 # prints their bazel-bin paths). PYTHON names the interpreter of the Python
 # tests (default /usr/bin/python3). Exits non-zero when a test fails.
@@ -35,6 +37,8 @@ timeout -k 5 "${GPU_TEST_TIMEOUT:-300}" "${PYTHON:-/usr/bin/python3}" -m pytest 
   tests/python/test_compile_cuda.py -rs || failed=1
 echo "=== bench/cuda"
 timeout -k 5 "${GPU_TEST_TIMEOUT:-300}" ./bazel-bin/bench/cuda || failed=1
+echo "=== bench/compile.py --device cuda"
+timeout -k 5 "${GPU_TEST_TIMEOUT:-300}" "${PYTHON:-/usr/bin/python3}" bench/compile.py --device cuda || failed=1
 echo "=== bench/nccl.py"
 "${PYTHON:-/usr/bin/python3}" bench/nccl.py --timeout "${GPU_TEST_TIMEOUT:-300}" || failed=1
 exit $failed
