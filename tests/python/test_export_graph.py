@@ -86,6 +86,12 @@ def test_the_graph_prints_as_torch_fx_does():
     assert "operator.getitem" in text
     assert lines[-1].startswith("    return (") and lines[-1].endswith(",)")
     ep.graph.print_tabular()
+    # print(ep): torch's layout (the module's code with each value's dtype and shape), then the program as run.
+    shown = str(ep)
+    assert shown.startswith("ExportedProgram:\n    class GraphModule(torch.nn.Module):\n        def forward(self, "
+                            'p_fc1_weight: "f32[8, 4]", '), shown
+    assert '            relu: "f32[5, 3]" = torch.ops.aten.relu.default(' in shown, shown
+    assert "Range constraints: {}" in shown and "As run (x): " in shown
 
 
 def test_a_graph_target_without_a_python_function_says_so_when_called():

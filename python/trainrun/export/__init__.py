@@ -199,7 +199,10 @@ class ExportedProgram:
         if self._dynamic is not None:
             shapes = " for " + ", ".join(f"{name}: [{', '.join(dims)}]" for name, dims in
                                          zip(self._input_names, self._shape_names()))
-        return (f"ExportedProgram({', '.join(self._input_names)}){shapes}: {self._graph.num_nodes} nodes, "
+        code = self.graph.python_code_text(annotate=True).replace("\n", "\n        ").rstrip()
+        return (f"ExportedProgram:\n    class GraphModule(torch.nn.Module):\n        {code}\n\n"
+                f"Graph signature: {self.graph_signature}\nRange constraints: {self.range_constraints}\n\n"
+                f"As run ({', '.join(self._input_names)}){shapes}: {self._graph.num_nodes} nodes, "
                 f"{len(self.state_dict)} frozen weights; {self._fusion_note}\n{self._graph}")
 
     def _shape_names(self):

@@ -95,15 +95,18 @@ class Graph:
         lines.insert(1, "  ".join("-" * w for w in widths))
         print("\n".join(lines))
 
-    def python_code_text(self):
+    def python_code_text(self, annotate=False):
         """The graph as the Python torch.fx generates for it: def forward(self, <placeholders>) with one line per
-        call and a return."""
-        params = ", ".join(["self"] + [n.name for n in self._nodes if n.op == "placeholder"])
+        call and a return. annotate: each value's dtype and shape as torch prints them ("f32[2, 4]")."""
+        def name(n):
+            return f'{n.name}: "{_annotation(n)}"' if annotate and "val" in n.meta else n.name
+
+        params = ", ".join(["self"] + [name(n) for n in self._nodes if n.op == "placeholder"])
         lines = [f"def forward({params}):"]
         for n in self._nodes:
             if n.op == "call_function":
                 args = [_code_arg(a) for a in n.args] + [f"{k} = {_code_arg(v)}" for k, v in n.kwargs.items()]
-                lines.append(f"    {n.name} = {_target_name(n.target)}({', '.join(args)})")
+                lines.append(f"    {name(n)} = {_target_name(n.target)}({', '.join(args)})")
             elif n.op == "output":
                 lines.append(f"    return {_code_arg(n.args[0])}")
         return "\n".join(lines) + "\n"
@@ -123,3 +126,13 @@ def _code_arg(a):
     if isinstance(a, list):
         return "[" + ", ".join(_code_arg(x) for x in a) + "]"
     return repr(a)
+
+
+_SHORT_DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int64": "i64",
+                 "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "b8"}
+
+
+def _annotation(node):
+    val = node.meta["val"]
+    dtype = str(val.dtype).rsplit(".", 1)[-1]
+    return f"{_SHORT_DTYPES.get(dtype, dtype)}{list(val.shape)}"
