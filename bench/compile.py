@@ -46,21 +46,27 @@ def split(label_found, variants):
             for variant, name in variants.items()]
 
 
+def print_table(columns, rows, width):
+    """A row per (key, name) of `rows`, a column per (label, found): the median, blank when that side has no such
+    figure, 'fails' when the side failed."""
+    print(f"{'us per call (median)':34}" + "".join(f"{label:>{width}}" for label, _ in columns))
+    for key, name in rows:
+        cells = []
+        for _, found in columns:
+            value = None if found is None else found.get(key)
+            cells.append(f"{'fails' if found is None else ('' if value is None else f'{value:.0f}'):>{width}}")
+        print(f"{name:34}" + "".join(cells))
+
+
 def device_table(device):
     """--device DEV: trainrun's eager and compiled training steps on that device (cuda: fused loops as CUDA
     kernels), side by side."""
     side = str(ROOT / "bench" / "compile_side.py")
     columns = split(run("trainrun", ["/usr/bin/python3", side, "trainrun", "device", device]),
                     {"eager": f"trainrun eager, {device}", "compiled": f"trainrun compiled, {device}"})
-    print(f"{'us per call (median)':34}" + "".join(f"{label:>26}" for label, _ in columns))
     rows = [("mlp_train", "MLP training step"), ("block_train", "transformer block training step"),
             ("mlp_train_first", "MLP: first compiled call"), ("block_train_first", "block: first compiled call")]
-    for key, name in rows:
-        cells = []
-        for _, found in columns:
-            value = None if found is None else found.get(key)
-            cells.append(f"{'fails' if found is None else ('' if value is None else f'{value:.0f}'):>26}")
-        print(f"{name:34}" + "".join(cells))
+    print_table(columns, rows, 26)
     eager, compiled = columns[0][1], columns[1][1]
     if eager and compiled:
         for key in ("mlp_train", "block_train"):
@@ -78,13 +84,7 @@ def main():
     if pathlib.Path("/opt/trixie/usr/bin/python3").exists():
         peer = [str(PEER / "enter.sh"), "python3", "/peer/bench/compile_side.py", "torch"]
         columns += [run("torch 2.6 eager", peer + ["eager"]), run("torch 2.6 compile", peer + ["compiled"])]
-    print(f"{'us per call (median)':34}" + "".join(f"{label:>20}" for label, _ in columns))
-    for key, name in ROWS:
-        cells = []
-        for _, found in columns:
-            value = None if found is None else found.get(key)
-            cells.append(f"{'fails' if found is None else ('' if value is None else f'{value:.0f}'):>20}")
-        print(f"{name:34}" + "".join(cells))
+    print_table(columns, ROWS, 20)
     eager, compiled, unfused = columns[0][1], columns[1][1], columns[2][1]
     if eager and compiled:
         for key, name in ROWS[:3]:

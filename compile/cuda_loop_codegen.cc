@@ -95,40 +95,8 @@ const std::map<std::string, Emit>& cuda_ops() {
   return ops;
 }
 
-// What the kernels need to know of a plan's values.
-struct Layout {
-  std::map<int, size_t> input_of, output_of;
-  std::map<int, const LoopPlan::Step*> step_of;
-  std::map<int, size_t> row_reduction_of, column_reduction_of, scratch_of;
-  std::map<int, bool> is_mask;
-  int phases = 1;
-
-  explicit Layout(const LoopPlan& plan) {
-    for (size_t i = 0; i < plan.inputs.size(); ++i) input_of[plan.inputs[i]] = i;
-    for (size_t k = 0; k < plan.outputs.size(); ++k) output_of[plan.outputs[k]] = k;
-    for (const LoopPlan::Step& step : plan.steps) {
-      step_of[step.result] = &step;
-      phases = std::max(phases, step.phase + 1);
-      if (step.reduction == Reduction::RowSum || step.reduction == Reduction::RowMax)
-        row_reduction_of.emplace(step.result, row_reduction_of.size());
-      if (step.reduction == Reduction::ColumnSum) column_reduction_of.emplace(step.result, column_reduction_of.size());
-      LaneType lane = LaneType::Float;
-      if (!step.cast && step.reduction == Reduction::None) is_fusable_pointwise(*step.node, &lane);
-      is_mask[step.result] = lane == LaneType::Mask;
-    }
-    for (const LoopPlan::Step& step : plan.steps)
-      for (int v : step.operands) {
-        auto it = step_of.find(v);
-        if (it == step_of.end() || it->second->reduction != Reduction::None) continue;
-        if (it->second->phase < step.phase && !output_of.count(v) && !scratch_of.count(v))
-          scratch_of.emplace(v, scratch_of.size());
-      }
-  }
-  bool by_row() const { return !row_reduction_of.empty() || !column_reduction_of.empty(); }
-};
-
 // The statements of one phase for element (r, c) at i = r * cols + c.
-std::string phase_body(const LoopPlan& plan, const Layout& layout, int phase, const char* indent) {
+std::string phase_body(const LoopPlan& plan, const LoopLayout& layout, int phase, const char* indent) {
   std::string body;
   std::map<int, bool> defined;
   auto type = [&](int v) { return layout.is_mask.count(v) && layout.is_mask.at(v) ? "bool" : "float"; };
@@ -215,7 +183,7 @@ std::string unused(const LoopPlan& plan) {
   return u + "\n";
 }
 
-std::string flat_kernel(const std::string& name, const LoopPlan& plan, const Layout& layout) {
+std::string flat_kernel(const std::string& name, const LoopPlan& plan, const LoopLayout& layout) {
   return fmt::format(R"(
 extern "C" __global__ void {0}({1}) {{
 {2}  const long long n = rows * cols;
@@ -228,7 +196,7 @@ extern "C" __global__ void {0}({1}) {{
                      name, parameters(plan), unused(plan), phase_body(plan, layout, 0, "    "));
 }
 
-std::string row_kernel(const std::string& name, const LoopPlan& plan, const Layout& layout) {
+std::string row_kernel(const std::string& name, const LoopPlan& plan, const LoopLayout& layout) {
   std::string slices;  // this block's row-sized slices of work
   for (size_t k = 0; k < layout.scratch_of.size(); ++k)
     slices += fmt::format("  float* sc{0} = work + ((long long){0} * gridDim.x + blockIdx.x) * cols;\n", k);
@@ -270,7 +238,7 @@ extern "C" __global__ void {0}({1}) {{
                      name, parameters(plan), unused(plan), slices, passes);
 }
 
-std::string columns_kernel(const std::string& name, const LoopPlan& plan, const Layout& layout) {
+std::string columns_kernel(const std::string& name, const LoopPlan& plan, const LoopLayout& layout) {
   std::vector<const LoopPlan::Step*> sums(layout.column_reduction_of.size());
   for (const LoopPlan::Step& step : plan.steps)
     if (step.reduction == Reduction::ColumnSum) sums[layout.column_reduction_of.at(step.result)] = &step;
@@ -297,9 +265,9 @@ extern "C" __global__ void {0}_columns({1}long long rows, long long cols, int bl
 }  // namespace
 
 CudaLoopShape cuda_loop_shape(const LoopPlan& plan) {
-  const Layout layout(plan);
+  const LoopLayout layout(plan);
   CudaLoopShape shape;
-  shape.by_row = layout.by_row();
+  shape.by_row = layout.reduces();
   shape.scratch = layout.scratch_of.size();
   shape.column_sums = layout.column_reduction_of.size();
   shape.host_scalar = plan.host_scalar;
@@ -310,8 +278,8 @@ CudaLoopShape cuda_loop_shape(const LoopPlan& plan) {
 }
 
 std::string cuda_loop_source(const std::string& name, const LoopPlan& plan) {
-  const Layout layout(plan);
-  if (!layout.by_row()) return flat_kernel(name, plan, layout);
+  const LoopLayout layout(plan);
+  if (!layout.reduces()) return flat_kernel(name, plan, layout);
   std::string source = row_kernel(name, plan, layout);
   if (!layout.column_reduction_of.empty()) source += columns_kernel(name, plan, layout);
   return source;

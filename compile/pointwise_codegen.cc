@@ -279,36 +279,29 @@ TR_INLINE __m256 tr_gelu_tanh(__m256 x) {  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.04
 )";
 }
 
-namespace {
-
-// What a loop's generated code needs to know of its values, gathered from the plan once.
-struct LoopLayout {
-  std::map<int, size_t> input_of, output_of;  // value -> index into in[] / out[]
-  std::map<int, const LoopPlan::Step*> step_of;  // value -> the step making it
-  std::map<int, size_t> row_reduction_of;     // value -> index into acc[] / rv[]
-  std::map<int, size_t> column_reduction_of;  // value -> index into ca[]
-  std::map<int, size_t> scratch_of;           // value a later phase reads, kept per row in sc[] (outputs are read back)
-  int phases = 1;
-
-  explicit LoopLayout(const LoopPlan& plan) {
-    for (size_t i = 0; i < plan.inputs.size(); ++i) input_of[plan.inputs[i]] = i;
-    for (size_t k = 0; k < plan.outputs.size(); ++k) output_of[plan.outputs[k]] = k;
-    for (const LoopPlan::Step& step : plan.steps) {
-      step_of[step.result] = &step;
-      phases = std::max(phases, step.phase + 1);
-      if (step.reduction == Reduction::RowSum || step.reduction == Reduction::RowMax)
-        row_reduction_of.emplace(step.result, row_reduction_of.size());
-      if (step.reduction == Reduction::ColumnSum) column_reduction_of.emplace(step.result, column_reduction_of.size());
-    }
-    for (const LoopPlan::Step& step : plan.steps)
-      for (int v : step.operands) {
-        auto it = step_of.find(v);
-        if (it == step_of.end() || it->second->reduction != Reduction::None) continue;
-        if (it->second->phase < step.phase && !output_of.count(v) && !scratch_of.count(v))
-          scratch_of.emplace(v, scratch_of.size());
-      }
+LoopLayout::LoopLayout(const LoopPlan& plan) {
+  for (size_t i = 0; i < plan.inputs.size(); ++i) input_of[plan.inputs[i]] = i;
+  for (size_t k = 0; k < plan.outputs.size(); ++k) output_of[plan.outputs[k]] = k;
+  for (const LoopPlan::Step& step : plan.steps) {
+    step_of[step.result] = &step;
+    phases = std::max(phases, step.phase + 1);
+    if (step.reduction == Reduction::RowSum || step.reduction == Reduction::RowMax)
+      row_reduction_of.emplace(step.result, row_reduction_of.size());
+    if (step.reduction == Reduction::ColumnSum) column_reduction_of.emplace(step.result, column_reduction_of.size());
+    LaneType lane = LaneType::Float;
+    if (!step.cast && step.reduction == Reduction::None) is_fusable_pointwise(*step.node, &lane);
+    is_mask[step.result] = lane == LaneType::Mask;
   }
-};
+  for (const LoopPlan::Step& step : plan.steps)
+    for (int v : step.operands) {
+      auto it = step_of.find(v);
+      if (it == step_of.end() || it->second->reduction != Reduction::None) continue;
+      if (it->second->phase < step.phase && !output_of.count(v) && !scratch_of.count(v))
+        scratch_of.emplace(v, scratch_of.size());
+    }
+}
+
+namespace {
 
 // The body of one pass over a row: loads, the steps of `phase`, stores.
 std::string phase_body(const LoopPlan& plan, const LoopLayout& layout, int phase) {

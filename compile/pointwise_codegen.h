@@ -12,6 +12,7 @@
 // finishes it; values a later pass reads are kept in a row-sized scratch
 // buffer (in L1) instead of being recomputed.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,6 +73,20 @@ struct LoopPlan {
   std::vector<char> host_scalar;
   std::vector<Step> steps;
   std::vector<int> outputs;
+};
+
+// What a generator needs to know of a plan's values, gathered once (every device's generator reads it).
+struct LoopLayout {
+  std::map<int, size_t> input_of, output_of;     // value -> index into the inputs / outputs
+  std::map<int, const LoopPlan::Step*> step_of;  // value -> the step making it
+  std::map<int, size_t> row_reduction_of;        // value -> its index among the row reductions
+  std::map<int, size_t> column_reduction_of;     // value -> its index among the column sums
+  std::map<int, size_t> scratch_of;  // a value a later phase reads, kept per row (outputs are read back instead)
+  std::map<int, bool> is_mask;       // a step's result that is a comparison's
+  int phases = 1;
+
+  explicit LoopLayout(const LoopPlan& plan);
+  bool reduces() const { return !row_reduction_of.empty() || !column_reduction_of.empty(); }
 };
 
 // The source of extern "C" `name` (FusedKernel::Fn) for one plan.

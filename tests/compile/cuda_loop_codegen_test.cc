@@ -25,6 +25,7 @@
 #include "tensor/nn_functional.h"
 #include "tensor/reductions.h"
 #include "tests/compile/cuda_emulation.h"
+#include "tests/compile/record_graph.h"
 #include "tests/compile/temp_kernel_cache.h"
 #include "tests/tensor/test_util.h"
 
@@ -32,16 +33,6 @@ namespace trainrun::compile {
 namespace {
 
 using Program = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
-
-std::shared_ptr<CapturedGraph> record(const std::vector<Tensor>& inputs, const Program& fn) {
-  NoGradGuard no_grad;
-  auto graph = std::make_shared<CapturedGraph>();
-  GraphCapture capture(*graph, inputs);
-  std::vector<Tensor> out = fn(inputs);
-  capture.finish(out);
-  EXPECT_FALSE(capture.broken()) << capture.break_reason();
-  return graph;
-}
 
 // `call_<kernel>(void** args)`: the kernel called with its parameters from an array (pointers as they are,
 // integers through pointers), for tr_emulate_launch.

@@ -33,6 +33,7 @@
 #include "tensor/ops.h"
 #include "tensor/reductions.h"
 #include "tensor/views.h"
+#include "tests/compile/record_graph.h"
 #include "tests/expect_error.h"
 #include "tests/tensor/test_util.h"
 
@@ -55,18 +56,6 @@ class Fusion : public ::testing::Test {
   }
   std::filesystem::path dir_;
 };
-
-// Records fn(inputs) without grad into a graph.
-template <typename F>
-std::shared_ptr<CapturedGraph> record(const std::vector<Tensor>& inputs, F fn) {
-  NoGradGuard no_grad;
-  auto graph = std::make_shared<CapturedGraph>();
-  GraphCapture capture(*graph, inputs);
-  std::vector<Tensor> out = fn(inputs);
-  capture.finish(out);
-  EXPECT_FALSE(capture.broken()) << capture.break_reason();
-  return graph;
-}
 
 int count_fused(const CapturedGraph& g) {
   int n = 0;

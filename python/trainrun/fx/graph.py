@@ -1,7 +1,7 @@
 """trainrun.fx's Graph: a program's nodes in order, as torch.fx.Graph presents them (iterate nodes, find_nodes,
 print, print_tabular). trainrun records programs at the dispatcher rather than by symbolic tracing, so a Graph is
 read from a recorded program (ExportedProgram.graph) and is not edited back into one."""
-from trainrun.fx.node import Node, _target_name
+from trainrun.fx.node import Node, _format_arg, _target_name
 
 
 class _NodeList:
@@ -105,27 +105,17 @@ class Graph:
         lines = [f"def forward({params}):"]
         for n in self._nodes:
             if n.op == "call_function":
-                args = [_code_arg(a) for a in n.args] + [f"{k} = {_code_arg(v)}" for k, v in n.kwargs.items()]
+                args = [_format_arg(a, "") for a in n.args]
+                args += [f"{k} = {_format_arg(v, '')}" for k, v in n.kwargs.items()]
                 lines.append(f"    {name(n)} = {_target_name(n.target)}({', '.join(args)})")
             elif n.op == "output":
-                lines.append(f"    return {_code_arg(n.args[0])}")
+                lines.append(f"    return {_format_arg(n.args[0], '')}")
         return "\n".join(lines) + "\n"
 
     def __str__(self):
         return "graph():\n" + "\n".join("    " + n.format_node() for n in self._nodes)
 
     __repr__ = __str__
-
-
-def _code_arg(a):
-    if isinstance(a, Node):
-        return a.name
-    if isinstance(a, tuple):
-        inner = ", ".join(_code_arg(x) for x in a)
-        return f"({inner},)" if len(a) == 1 else f"({inner})"
-    if isinstance(a, list):
-        return "[" + ", ".join(_code_arg(x) for x in a) + "]"
-    return repr(a)
 
 
 _SHORT_DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int64": "i64",

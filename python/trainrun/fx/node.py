@@ -63,12 +63,13 @@ def _target_name(target):
     return f"{module}.{name}" if module and name else repr(target)
 
 
-def _format_arg(a):
+def _format_arg(a, node_prefix="%"):
+    """An argument as torch.fx prints it: nodes as %name (in a graph's text) or name (in code)."""
     if isinstance(a, Node):
-        return f"%{a.name}"
+        return f"{node_prefix}{a.name}"
     if isinstance(a, tuple):
-        inner = ", ".join(_format_arg(x) for x in a)
+        inner = ", ".join(_format_arg(x, node_prefix) for x in a)
         return f"({inner},)" if len(a) == 1 else f"({inner})"
     if isinstance(a, list):
-        return "[" + ", ".join(_format_arg(x) for x in a) + "]"
+        return "[" + ", ".join(_format_arg(x, node_prefix) for x in a) + "]"
     return repr(a)
