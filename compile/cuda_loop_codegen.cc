@@ -19,12 +19,6 @@ using Emit = std::function<std::optional<std::string>(const Operands&, const std
 
 std::string f(double v) { return float_literal(v); }
 
-// A constant of the op as a number with a literal (finite), or nullopt.
-std::optional<double> finite(const IValue& v) {
-  const std::optional<double> d = loop_scalar_constant(v);
-  return d && std::isfinite(*d) ? d : std::nullopt;
-}
-
 Emit expr(std::string pattern) {
   return [pattern](const Operands& o, const std::vector<const IValue*>& c) -> std::optional<std::string> {
     if (!c.empty()) return std::nullopt;
@@ -37,7 +31,7 @@ Emit expr(std::string pattern) {
 // a + alpha * b (sub: alpha negated), as add and sub compute it.
 Emit with_alpha(bool subtract) {
   return [subtract](const Operands& o, const std::vector<const IValue*>& c) -> std::optional<std::string> {
-    const std::optional<double> alpha = c.empty() ? 1.0 : finite(*c[0]);
+    const std::optional<double> alpha = loop_multiplier(c);
     if (!alpha) return std::nullopt;
     const char* sign = subtract ? "-" : "+";
     if (*alpha == 1.0) return fmt::format("({} {} {})", o[0], sign, o[1]);
@@ -70,12 +64,9 @@ const std::map<std::string, Emit>& cuda_ops() {
       {"pow", expr("powf({}, {})")},
       {"gelu",
        [](const Operands& o, const std::vector<const IValue*>& c) -> std::optional<std::string> {
-         if (c.size() != 1) return std::nullopt;
-         IValue& a = const_cast<IValue&>(*c[0]);
-         if (std::string(a.type_name()) != "str") return std::nullopt;
-         if (a.get<std::string>() == "none") return fmt::format("tr_gelu({})", o[0]);
-         if (a.get<std::string>() == "tanh") return fmt::format("tr_gelu_tanh({})", o[0]);
-         return std::nullopt;
+         const std::optional<std::string> approximate = loop_gelu_approximate(c);
+         if (!approximate) return std::nullopt;
+         return fmt::format(*approximate == "tanh" ? "tr_gelu_tanh({})" : "tr_gelu({})", o[0]);
        }},
       {"gt", expr("({} > {})")},
       {"lt", expr("({} < {})")},
@@ -86,7 +77,7 @@ const std::map<std::string, Emit>& cuda_ops() {
       {"where", expr("({} ? {} : {})")},
       {"addcmul",
        [](const Operands& o, const std::vector<const IValue*>& c) -> std::optional<std::string> {
-         const std::optional<double> v = c.empty() ? 1.0 : finite(*c[0]);
+         const std::optional<double> v = loop_multiplier(c);
          if (!v) return std::nullopt;
          return fmt::format("({} + {} * ({} * {}))", o[0], f(*v), o[1], o[2]);
        }},

@@ -34,18 +34,26 @@ Constants constants_of(const CapturedGraph::Node& node) {
   return c;
 }
 
-// (a constant that is not finite has no literal: the op is then not fused)
-std::optional<double> scalar_constant(const IValue* v) {
-  const std::optional<double> d = loop_scalar_constant(*v);
-  return d && std::isfinite(*d) ? d : std::nullopt;
-}
-
 }  // namespace
 
 std::string float_literal(double v) {
   std::string s = fmt::format("{:.9g}", v);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";  // (2f is not a literal; 2.0f is)
   return s + "f";
+}
+
+std::optional<double> loop_multiplier(const std::vector<const IValue*>& constants) {
+  if (constants.empty()) return 1.0;
+  const std::optional<double> d = loop_scalar_constant(*constants[0]);
+  return d && std::isfinite(*d) ? d : std::nullopt;  // (a number with no literal: the op is not fused)
+}
+
+std::optional<std::string> loop_gelu_approximate(const std::vector<const IValue*>& constants) {
+  if (constants.size() != 1) return std::nullopt;
+  IValue& a = const_cast<IValue&>(*constants[0]);
+  if (std::string(a.type_name()) != "str") return std::nullopt;
+  const std::string& v = a.get<std::string>();
+  return v == "none" || v == "tanh" ? std::optional<std::string>(v) : std::nullopt;
 }
 
 std::optional<double> loop_scalar_constant(const IValue& v) {
@@ -97,7 +105,7 @@ OpCode compare(const char* predicate) {
 OpCode with_alpha(bool subtract) {
   return {2, {LaneType::Float, LaneType::Float}, LaneType::Float,
           [subtract](const Operands& o, const Constants& c) -> std::optional<std::string> {
-            const std::optional<double> alpha = c.values.empty() ? 1.0 : scalar_constant(c.values[0]);
+            const std::optional<double> alpha = loop_multiplier(c.values);
             if (!alpha) return std::nullopt;
             if (*alpha == 1.0) return fmt::format("_mm256_{}_ps({}, {})", subtract ? "sub" : "add", o[0], o[1]);
             return fmt::format("_mm256_{}_ps({}, _mm256_mul_ps({}, {}))", subtract ? "sub" : "add", o[0], f(*alpha),
@@ -129,11 +137,9 @@ const std::map<std::string, OpCode>& op_codes() {
       {"silu", unary("_mm256_mul_ps({0}, tr_sigmoid({0}))")},
       {"gelu",
        {1, {LaneType::Float}, LaneType::Float, [](const Operands& o, const Constants& c) -> std::optional<std::string> {
-          IValue& a = const_cast<IValue&>(*c.values.at(0));
-          if (std::string(a.type_name()) != "str") return std::nullopt;
-          if (a.get<std::string>() == "none") return fmt::format("tr_gelu({})", o[0]);
-          if (a.get<std::string>() == "tanh") return fmt::format("tr_gelu_tanh({})", o[0]);
-          return std::nullopt;
+          const std::optional<std::string> approximate = loop_gelu_approximate(c.values);
+          if (!approximate) return std::nullopt;
+          return fmt::format(*approximate == "tanh" ? "tr_gelu_tanh({})" : "tr_gelu({})", o[0]);
         }}},
       {"gt", compare("_CMP_GT_OQ")},
       {"lt", compare("_CMP_LT_OQ")},
@@ -149,7 +155,7 @@ const std::map<std::string, OpCode>& op_codes() {
       {"addcmul",
        {3, {LaneType::Float, LaneType::Float, LaneType::Float}, LaneType::Float,
         [](const Operands& o, const Constants& c) -> std::optional<std::string> {
-          const std::optional<double> v = c.values.empty() ? 1.0 : scalar_constant(c.values[0]);
+          const std::optional<double> v = loop_multiplier(c.values);
           if (!v) return std::nullopt;
           return fmt::format("_mm256_add_ps({}, _mm256_mul_ps({}, _mm256_mul_ps({}, {})))", o[0], f(*v), o[1], o[2]);
         }}},

@@ -48,6 +48,10 @@ std::vector<const IValue*> loop_op_constants(const CapturedGraph::Node& node);
 std::string float_literal(double v);
 // A Scalar, float or int constant as a double; nullopt for other kinds.
 std::optional<double> loop_scalar_constant(const IValue& v);
+// The op's first constant as a finite number (alpha, value), 1 when it has none; nullopt when it is not one.
+std::optional<double> loop_multiplier(const std::vector<const IValue*>& constants);
+// GELU's `approximate` ("none" or "tanh"); nullopt for anything else.
+std::optional<std::string> loop_gelu_approximate(const std::vector<const IValue*>& constants);
 
 // One generated loop: its inputs (values read from outside, by kind), its
 // steps (nodes in order, operands and result as value ids) and the values it writes out.
