@@ -268,6 +268,13 @@ CudaLoopShape cuda_loop_shape(const LoopPlan& plan) {
   return shape;
 }
 
+bool cuda_loop_fits(const LoopPlan& plan, int64_t rows, int64_t cols) {
+  // (132 multiprocessors on an H100/H200: fewer rows than that leave most of the GPU idle; 4096 columns are 16
+  // passes of a 256-thread block, about where one block's pass costs more than a split reduction's two launches)
+  constexpr int64_t kFewRows = 128, kLongRow = 4096;
+  return LoopLayout(plan).row_reduction_of.empty() || rows >= kFewRows || cols < kLongRow;
+}
+
 std::string cuda_loop_source(const std::string& name, const LoopPlan& plan) {
   const LoopLayout layout(plan);
   if (!layout.reduces()) return flat_kernel(name, plan, layout);

@@ -18,6 +18,7 @@
 // CPU) and `<name>_columns(const float* work, the column sums' outputs, in
 // order, long long rows, long long cols, int blocks)`.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct CudaLoopShape {
 };
 
 CudaLoopShape cuda_loop_shape(const LoopPlan& plan);
+// Whether a CUDA loop suits the plan over rows x cols. A row reduction takes one block per row: with fewer rows
+// than a GPU has multiprocessors and long rows (a mean of everything is one row), the eager reduction, split
+// over many blocks, is faster, so the loop is not made.
+bool cuda_loop_fits(const LoopPlan& plan, int64_t rows, int64_t cols);
 // The kernels of one plan.
 std::string cuda_loop_source(const std::string& name, const LoopPlan& plan);
 // What every generated CUDA file starts with (device helpers: block reductions, ops with several steps).

@@ -30,6 +30,9 @@ class DeviceLoopBackend {
   virtual std::vector<std::shared_ptr<const DeviceLoop>> build(const std::vector<std::string>& names,
                                                                const std::vector<LoopPlan>& plans,
                                                                Device device) = 0;
+  // Whether the plan, over rows x cols, is worth a loop on this device; false leaves its ops to the eager
+  // kernels (say, a reduction the device's kernels split over many blocks where a loop would use one).
+  virtual bool fits(const LoopPlan& plan, int64_t rows, int64_t cols) const = 0;
 };
 
 // The backend stays registered for the life of the process.

@@ -379,6 +379,9 @@ Planned plan_runs(const CapturedGraph& g, const std::vector<int>& keep) {
         }
       std::sort(run.plan.outputs.begin(), run.plan.outputs.end());
       kept = kept && !run.plan.outputs.empty();
+      // A device's backend may find the eager kernels better for this loop's shape (few long rows to reduce).
+      if (kept && !run.device.is_cpu())
+        kept = device_loop_backend(run.device.type)->fits(run.plan, run.numel / run.cols, run.cols);
     }
     if (kept) {
       for (size_t i : moved)  // (an allocation the loop fills itself is not made)

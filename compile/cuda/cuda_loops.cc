@@ -173,6 +173,10 @@ std::string cached_cubin(const std::string& source, const std::string& arch) {
 
 class CudaLoopBackend : public DeviceLoopBackend {
  public:
+  bool fits(const LoopPlan& plan, int64_t rows, int64_t cols) const override {
+    return cuda_loop_fits(plan, rows, cols);
+  }
+
   std::vector<std::shared_ptr<const DeviceLoop>> build(const std::vector<std::string>& names,
                                                        const std::vector<LoopPlan>& plans, Device device) override {
     std::string reason;

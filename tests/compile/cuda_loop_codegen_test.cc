@@ -272,6 +272,32 @@ TEST_F(CudaLoopCodegen, ShapesSayHowToLaunch) {
   EXPECT_EQ(flat.find("_columns"), std::string::npos);
 }
 
+TEST_F(CudaLoopCodegen, FewLongRowsToReduceAreLeftToTheEagerKernels) {
+  std::vector<std::shared_ptr<CapturedGraph>> graphs;  // (a plan's steps point into its graph's nodes)
+  auto only_plan = [&graphs](const Tensor& x, const Program& program) {
+    graphs.push_back(record({x}, program));
+    std::vector<LoopPlan> plans = plan_loops(*graphs.back(), {});
+    EXPECT_EQ(plans.size(), 1u);
+    return plans.at(0);
+  };
+  const Program mean_of_all = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{mean(mul(in[0], 3))};  // one row of everything
+  };
+  const Program row_sums = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{sum(exp(mul(in[0], 0.5)), {1}, true)};
+  };
+  const Program column_sums = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{sum(mul(in[0], 2), {0})};
+  };
+  const Program pointwise = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{mul(exp(in[0]), 2)}; };
+  EXPECT_FALSE(cuda_loop_fits(only_plan(randn({2, 5000}), mean_of_all), 1, 10000));
+  EXPECT_FALSE(cuda_loop_fits(only_plan(randn({4, 5000}), row_sums), 4, 5000));
+  EXPECT_TRUE(cuda_loop_fits(only_plan(randn({200, 5000}), row_sums), 200, 5000));  // a block for each of many rows
+  EXPECT_TRUE(cuda_loop_fits(only_plan(randn({4, 300}), row_sums), 4, 300));          // short rows
+  EXPECT_TRUE(cuda_loop_fits(only_plan(randn({3, 9000}), column_sums), 3, 9000));     // no row reduction
+  EXPECT_TRUE(cuda_loop_fits(only_plan(randn({1, 9000}), pointwise), 1, 9000));
+}
+
 TEST_F(CudaLoopCodegen, NvrtcNamesTheErrorOfASourceThatDoesNotCompile) {
   std::string reason;
   if (!cuda::nvrtc_available(&reason)) GTEST_FAIL() << reason;
