@@ -10,6 +10,13 @@ class OpOverload:
     def __init__(self, packet, overload):
         self._packet, self._overloadname = packet, overload
         self._custom_op = packet._custom_op
+        self._opname = packet._name  # as torch's: "addmm"; __name__ "addmm.default"
+        self.__name__ = f"{packet._name}.{overload}"
+
+    def name(self):
+        """'aten::addmm' (the default overload), 'aten::add.Tensor' (another), as torch's."""
+        qualified = self._packet._qualified
+        return qualified if self._overloadname == "default" else f"{qualified}.{self._overloadname}"
 
     @property
     def _schema(self):

@@ -46,6 +46,9 @@ def test_the_graph_has_torch_exports_placeholders_calls_and_output():
     assert all(n.op == "call_function" for n in nodes[len(names):-1])
     relu = g.find_nodes(op="call_function", target=torch.ops.aten.relu.default)
     assert len(relu) == 1 and relu[0].name == "relu"
+    target = relu[0].target
+    assert (target.__name__, target._opname, target.name()) == ("relu.default", "relu", "aten::relu")
+    assert torch.ops.aten.add.Tensor.name() == "aten::add.Tensor"
     assert tuple(relu[0].meta["val"].shape) == (5, 3) and relu[0].meta["val"].dtype == torch.float32
     assert relu[0].meta["device"] == torch.device("cpu")
     # The output reads the last op; the op reads relu; relu's users are that op.

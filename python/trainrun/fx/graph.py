@@ -45,9 +45,8 @@ class Graph:
         """Appends a node (name: unique, from `name` or the target's name) and returns it."""
         if op not in ("placeholder", "get_attr", "call_function", "call_method", "call_module", "output"):
             raise ValueError(f"Graph.create_node: unknown op '{op}'")
-        if name is None:
-            name = target if isinstance(target, str) else getattr(target, "__name__", None) or \
-                repr(target).split(".")[-2 if repr(target).endswith(".default") else -1]
+        if name is None:  # (an op overload by its op's name, "addmm", as torch.fx names it)
+            name = target if isinstance(target, str) else getattr(target, "_opname", None) or target.__name__
         node = Node(self, self._unique_name(name), op, target, args, kwargs)
         if self._nodes:
             node.prev, self._nodes[-1].next = self._nodes[-1], node
