@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -16,8 +15,6 @@ namespace {
 
 using Operands = std::vector<std::string>;
 using Emit = std::function<std::optional<std::string>(const Operands&, const std::vector<const IValue*>&)>;
-
-std::string f(double v) { return float_literal(v); }
 
 Emit expr(std::string pattern) {
   return [pattern](const Operands& o, const std::vector<const IValue*>& c) -> std::optional<std::string> {
@@ -35,7 +32,7 @@ Emit with_alpha(bool subtract) {
     if (!alpha) return std::nullopt;
     const char* sign = subtract ? "-" : "+";
     if (*alpha == 1.0) return fmt::format("({} {} {})", o[0], sign, o[1]);
-    return fmt::format("({} {} {} * {})", o[0], sign, f(*alpha), o[1]);
+    return fmt::format("({} {} {} * {})", o[0], sign, float_literal(*alpha), o[1]);
   };
 }
 
@@ -79,7 +76,7 @@ const std::map<std::string, Emit>& cuda_ops() {
        [](const Operands& o, const std::vector<const IValue*>& c) -> std::optional<std::string> {
          const std::optional<double> v = loop_multiplier(c);
          if (!v) return std::nullopt;
-         return fmt::format("({} + {} * ({} * {}))", o[0], f(*v), o[1], o[2]);
+         return fmt::format("({} + {} * ({} * {}))", o[0], float_literal(*v), o[1], o[2]);
        }},
       {"lerp", expr("tr_lerp({}, {}, {})")},
   };
