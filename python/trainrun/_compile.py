@@ -6,6 +6,8 @@ Python code again.
 Guards, per compiled function: each tensor argument's shape, strides,
 dtype, device and requires_grad; the other arguments' values; grad mode;
 the default dtype and device (what factories in the call make);
+the plain Python values the code read from module attributes, globals and
+closures (trainrun/_compile_guards.py);
 for a module, whether it is training, and its parameters and buffers, which
 are inputs of the recording like the arguments (a replay reads the tensors
 the module holds then: a replaced parameter, or the ones FSDP gathers each
@@ -31,6 +33,7 @@ import logging
 import weakref
 
 from trainrun import _C
+from trainrun._compile_guards import PythonGuard
 from trainrun._dynamo import config as _config
 
 _compiled_functions = weakref.WeakSet()  # every CompiledFunction: trainrun.compiler.reset() clears them all
@@ -94,6 +97,7 @@ class CompiledFunction:
 
     def __init__(self, fn, module=None, fullgraph=False, explain=False):
         self._fn, self._module, self._fullgraph, self._explain = fn, module, fullgraph, explain
+        self._python_guard = PythonGuard(fn, module)  # attributes, globals and closure values it bakes in
         self._cache = {}
         self._bound = weakref.WeakKeyDictionary()  # a decorated method: the instance's own compiled function
         self.calls = self.replays = 0
@@ -125,13 +129,16 @@ class CompiledFunction:
         self.calls += 1
         if _stance == "force_eager":
             return self._fn(*args, **kwargs)
+        if _C._capture_active():  # inside another recording (a compiled module exported, or called by a compiled
+            return self._fn(*args, **kwargs)  # function): its ops join that recording, as torch inlines it
         tensors = []  # the arguments' tensors, in order (the rest is in the spec), then the module's
         in_spec = _flatten((args, kwargs), tensors)
         tensors += self._module_tensors()
         try:
             key = (in_spec, _C._tensor_guards(tensors), _C.is_grad_enabled(),
                    self._module is not None and self._module.training,
-                   _C._ops.get_default_dtype(), _C._get_default_device())  # (what factories in the call make)
+                   _C._ops.get_default_dtype(), _C._get_default_device(),  # (what factories in the call make)
+                   self._python_guard())
             hash(key)
         except TypeError:  # an argument that cannot be a guard (unhashable): run it as it is
             return self._fn(*args, **kwargs)

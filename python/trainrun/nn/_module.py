@@ -107,10 +107,25 @@ def _call_eager(self, *args, **kwargs):
     return output
 
 
+# Counts changes to any module's attributes and training flags: trainrun.compile's guards on the Python values a
+# recording baked in (trainrun/_compile_guards.py) are read again only when it moved.
+_state_changes = itertools.count(1)
+_state = [0]
+
+
+def state_version():
+    return _state[0]
+
+
+def _state_changed():
+    _state[0] = next(_state_changes)
+
+
 def _cpp_setattr(self, name, value):
     """module.name = value on any module: a Parameter registers (or replaces) a parameter, a tensor assigned
     to an existing parameter's name replaces it (tying weights: `head.weight = embedding.weight`), a module
     becomes a child; anything else is a plain attribute."""
+    _state_changed()
     if isinstance(value, _C.Tensor) and name in dict(self.named_parameters(False)):
         self._replace_parameter(name, value)
     elif isinstance(value, Parameter):
@@ -126,6 +141,20 @@ def _cpp_setattr(self, name, value):
 _C.nn.Module.__call__ = _call
 _C.nn.Module.compile = _compile_in_place
 _C.nn.Module.__setattr__ = _cpp_setattr
+_cpp_train, _cpp_eval = _C.nn.Module.train, _C.nn.Module.eval
+
+
+def _train(self, mode=True):
+    _state_changed()
+    return _cpp_train(self, mode)
+
+
+def _eval(self):
+    _state_changed()
+    return _cpp_eval(self)
+
+
+_C.nn.Module.train, _C.nn.Module.eval = _train, _eval
 _C.nn.Module.register_forward_pre_hook = register_forward_pre_hook
 _C.nn.Module.register_forward_hook = register_forward_hook
 
@@ -140,6 +169,7 @@ class Module(_C.nn.Module):
         object.__setattr__(self, "_children_py", {})
 
     def __setattr__(self, name, value):
+        _state_changed()
         if value is None and name in self.__dict__.get("_children_py", {}):
             self._unregister(name)  # torch's `model.tok_embeddings = None`: the child is gone, the name reads None
             self._children_py[name] = None
@@ -158,6 +188,7 @@ class Module(_C.nn.Module):
 
     def __delattr__(self, name):
         """torch's `del module.name` for a child, parameter or buffer (other attributes as any object's)."""
+        _state_changed()
         children = self.__dict__.get("_children_py", {})
         if name in children:
             del children[name]
