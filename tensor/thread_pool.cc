@@ -133,7 +133,10 @@ void hold_pool_across_fork() {
   if (g_pool) g_pool->run_mu_.lock();
 }
 
+std::atomic<bool> g_forked_child{false};
+
 void release_pool_after_fork(bool child) {
+  if (child) g_forked_child.store(true);
   if (g_pool) {
     g_pool->run_mu_.unlock();
     if (child) (void)g_pool.release();
@@ -172,6 +175,8 @@ int get_num_threads() {
 }
 
 bool in_parallel_region() { return t_in_parallel; }
+
+int openmp_threads() { return t_in_parallel || g_forked_child.load() ? 1 : get_num_threads(); }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn) {

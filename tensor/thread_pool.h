@@ -11,6 +11,11 @@ void set_num_threads(int n);
 int get_num_threads();
 // True inside a parallel_for body (nested calls run serially there).
 bool in_parallel_region();
+// The threads an OpenMP library (oneDNN) may use now: one inside our own
+// parallel region, and one in a process forked from one that had threads
+// (libgomp's pool does not survive fork: the child would wait forever on
+// the parent's workers, as PyTorch's forked DataLoader workers would).
+int openmp_threads();
 
 // Calls fn(chunk_begin, chunk_end) over [begin, end) in chunks of at least
 // `grain` elements, in parallel when the range is big enough. Exceptions from

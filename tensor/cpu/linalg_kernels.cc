@@ -1,6 +1,6 @@
-// CPU matrix products on OpenBLAS, and float32 linear layers (addmm with a
-// bias row) on oneDNN's matmul, which adds the bias as it writes the output
-// (matmul_onednn.h). A matrix whose last stride is 1 goes to BLAS as is, one
+// CPU matrix products: float32 ones of some size on oneDNN's matmul (linear
+// layers' with the bias added as it writes the output; matmul_onednn.h says
+// why oneDNN), the rest on OpenBLAS. A matrix whose last stride is 1 goes to BLAS as is, one
 // whose first stride is 1 as a transpose; anything else is copied first.
 // float16/bfloat16 convert to float32 for the GEMM.
 #include <cblas.h>
@@ -55,6 +55,12 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& out, double alpha, double be
   const T* pa = static_cast<const T*>(A.t.data_ptr());
   const T* pb = static_cast<const T*>(B.t.data_ptr());
   T* pc = static_cast<T*>(out.data_ptr());
+  if constexpr (std::is_same<T, float>::value) {
+    if (M * N * K >= kOnednnMinMacs &&
+        onednn_gemm({1, M, K, N}, {pa, A.trans, A.ld}, {pb, B.trans, B.ld}, static_cast<float>(alpha),
+                    static_cast<float>(beta), pc))
+      return;
+  }
   auto ta = A.trans ? CblasTrans : CblasNoTrans, tb = B.trans ? CblasTrans : CblasNoTrans;
   int64_t ldc = std::max<int64_t>(N, 1);
   if constexpr (std::is_same<T, float>::value)
@@ -169,6 +175,13 @@ bool batched_gemm(const Tensor& a, const Tensor& b, Tensor& out, double alpha, d
   const T* pa = static_cast<const T*>(a.data_ptr());
   const T* pb = static_cast<const T*>(b.data_ptr());
   T* pc = static_cast<T*>(out.data_ptr());
+  if constexpr (std::is_same<T, float>::value) {
+    const int64_t batch = a.size(0);
+    if (batch * M * N * K >= kOnednnMinMacs &&
+        onednn_gemm({batch, M, K, N}, {pa, A->trans, A->ld, a.stride(0)}, {pb, B->trans, B->ld, b.stride(0)},
+                    static_cast<float>(alpha), static_cast<float>(beta), pc))
+      return true;
+  }
   const auto ta = A->trans ? CblasTrans : CblasNoTrans, tb = B->trans ? CblasTrans : CblasNoTrans;
   for (int64_t i = 0; i < a.size(0); ++i) {
     const T* ai = pa + i * a.stride(0);

@@ -24,9 +24,9 @@ inline const dnnl::engine& cpu_engine() {
   return engine;
 }
 
-// oneDNN runs on OpenMP; keep it to our thread count (one thread when
-// called from inside our own parallel region).
-inline void set_omp_threads() { omp_set_num_threads(in_parallel_region() ? 1 : get_num_threads()); }
+// oneDNN runs on OpenMP; keep it to our thread count (thread_pool.h's
+// openmp_threads says when one).
+inline void set_omp_threads() { omp_set_num_threads(openmp_threads()); }
 
 // A primitive's shape: everything that changes what oneDNN builds.
 template <size_t N>

@@ -132,6 +132,60 @@ TEST(Linalg, OnednnLinearEpiloguesEqualTheActivationAfterTheProduct) {
   EXPECT_TRUE(allclose(no_bias, mm(x, w.transpose(0, 1)), 1e-5, 1e-4));
 }
 
+// onednn_gemm (alpha, beta, batches, operands read transposed or with rows further apart than their length)
+// equals the product in float64.
+TEST(Linalg, OnednnGemmScalesAccumulatesAndBatches) {
+  manual_seed(3);
+  const int64_t B = 3, M = 33, K = 70, N = 45;
+  Tensor a = randn({B, K, M + 5}).slice(2, 0, M).transpose(1, 2);  // each [M, K] read transposed, ld M + 5
+  Tensor b = randn({B, K, N});
+  Tensor out = randn({B, M, N});
+  const Tensor before = out.clone();
+  ASSERT_TRUE(onednn_gemm({B, M, K, N}, {a.data<float>(), true, M + 5, a.stride(0)},
+                          {b.data<float>(), false, N, b.stride(0)}, 0.5f, 2.0f, out.data<float>()));
+  Tensor want = add(mul(bmm(a.to(DType::Float64), b.to(DType::Float64)), 0.5), mul(before.to(DType::Float64), 2.0));
+  EXPECT_TRUE(allclose(out.to(DType::Float64), want, 1e-5, 1e-4));
+  Tensor one = empty({M, N});
+  ASSERT_TRUE(onednn_gemm({1, M, K, N}, {a.data<float>(), true, M + 5}, {b.data<float>(), false, N}, 1.f, 0.f,
+                          one.data<float>()));
+  EXPECT_TRUE(allclose(one.to(DType::Float64), mm(select(a, 0, 0).to(DType::Float64), select(b, 0, 0).to(DType::Float64)),
+                       1e-5, 1e-4));
+  EXPECT_FALSE(onednn_gemm({B, M, K, N}, {a.data<float>(), true, M + 5, 0}, {b.data<float>(), false, N, b.stride(0)},
+                           1.f, 0.f, out.data<float>()))
+      << "a broadcast operand (batch stride 0) is left to BLAS";
+}
+
+// Products big enough for oneDNN (kOnednnMinMacs) in the layouts mm, addmm, bmm and baddbmm meet: each equals
+// the product in float64.
+TEST(Linalg, LargeFloatProductsInEveryLayoutEqualTheFloat64Product) {
+  manual_seed(4);
+  const int64_t M = 96, K = 80, N = 72;
+  ASSERT_GE(M * K * N, kOnednnMinMacs);
+  auto check = [](const Tensor& got, const Tensor& want, const char* what) {
+    EXPECT_TRUE(allclose(got.to(DType::Float64), want, 1e-5, 1e-4)) << what;
+  };
+  auto f64 = [](const Tensor& t) { return t.to(DType::Float64); };
+  Tensor a = randn({M, K}), b = randn({K, N});
+  check(mm(a, b), mm(f64(a), f64(b)), "mm");
+  Tensor at = randn({K, M}).t(), bt = randn({N, K}).t();
+  check(mm(at, bt), mm(f64(at), f64(bt)), "mm of transposed views");
+  Tensor rows = randn({M, K + 7}).slice(1, 0, K);  // rows K + 7 apart
+  check(mm(rows, b), mm(f64(rows), f64(b)), "mm of a column slice");
+  Tensor acc = randn({M, N});
+  check(addmm(acc, a, b, 0.25, 3.0), add(mul(f64(acc), 0.25), mul(mm(f64(a), f64(b)), 3.0)), "addmm, full self");
+  const int64_t B = 4;
+  Tensor ba = randn({B, M, K}), bb = randn({B, N, K}).transpose(1, 2);
+  check(bmm(ba, bb), bmm(f64(ba), f64(bb)), "bmm, second operand transposed");
+  Tensor strided = randn({B * 2, M, K}).slice(0, 0, B * 2, 2);  // every other matrix
+  check(bmm(strided, bb), bmm(f64(strided), f64(bb)), "bmm over every other matrix");
+  Tensor bacc = randn({B, M, N});
+  check(baddbmm(bacc, ba, bb, 0.5, 2.0), add(mul(f64(bacc), 0.5), mul(bmm(f64(ba), f64(bb)), 2.0)), "baddbmm");
+  Tensor shared = randn({K, N}).unsqueeze(0).expand({B, K, N});  // batch stride 0
+  check(bmm(ba, shared), bmm(f64(ba), f64(shared)), "bmm with a broadcast operand");
+  Tensor x4 = randn({2, 3, M, K});
+  check(matmul(x4, b), matmul(f64(x4), f64(b)), "matmul of a 4-d batch by a matrix");
+}
+
 // _addmm_activation equals the activation after addmm: through oneDNN's epilogue (a float32 bias row) and
 // through addmm then the activation (other betas, float64, a full self).
 TEST(Linalg, AddmmActivationEqualsTheActivationAfterAddmm) {
