@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -118,7 +119,15 @@ std::mutex g_pool_mu;
 int g_num_threads = 0;  // 0: not yet chosen
 std::unique_ptr<WorkerPool> g_pool;
 
+// OMP_NUM_THREADS when it is a positive number (what the launcher sets for
+// each of several workers, as torchrun does), else one per CPU. (libgomp
+// itself reports a value it cannot read.)
 int default_threads() {
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    char* rest = nullptr;
+    const long n = std::strtol(env, &rest, 10);
+    if (rest != env && (*rest == '\0' || *rest == ',') && n > 0 && n <= 4096) return static_cast<int>(n);
+  }
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
 }
