@@ -7,7 +7,8 @@ Guards, per compiled function: each tensor argument's shape, strides,
 dtype, device and requires_grad; the other arguments' values; grad mode;
 the default dtype and device (what factories in the call make);
 the plain Python values the code read from module attributes, globals and
-closures (trainrun/_compile_guards.py);
+closures (trainrun/_compile_guards.py; tensors reached that way are inputs);
+which tensor arguments are the same object (f(x, x) is not f(x, y));
 for a module, whether it is training, and its parameters and buffers, which
 are inputs of the recording like the arguments (a replay reads the tensors
 the module holds then: a replaced parameter, or the ones FSDP gathers each
@@ -82,6 +83,15 @@ def _unflatten(spec, tensors):
     return spec[1]
 
 
+def _aliasing(tensors):
+    """None when the tensors are distinct objects, else each one's first position: a recording made with one
+    tensor passed twice (f(x, x)) reads one input for both, so it must not replay f(x, y)."""
+    ids = [id(t) for t in tensors]
+    if len(set(ids)) == len(ids):
+        return None
+    return tuple(ids.index(i) for i in ids)
+
+
 # passthrough: (output position, input position) of the outputs that are inputs, returned as the caller's objects
 # joint: the forward and backward graph (a _JointGraph), or None (then joint_reason says why)
 _Recording = collections.namedtuple("_Recording", "graph joint joint_reason fusion_note out_spec passthrough")
@@ -131,14 +141,17 @@ class CompiledFunction:
             return self._fn(*args, **kwargs)
         if _C._capture_active():  # inside another recording (a compiled module exported, or called by a compiled
             return self._fn(*args, **kwargs)  # function): its ops join that recording, as torch inlines it
-        tensors = []  # the arguments' tensors, in order (the rest is in the spec), then the module's
+        # The arguments' tensors, in order (the rest is in the spec), then the module's, then those the code reaches
+        # through globals, closures and module attributes.
+        tensors = []
         in_spec = _flatten((args, kwargs), tensors)
         tensors += self._module_tensors()
         try:
-            key = (in_spec, _C._tensor_guards(tensors), _C.is_grad_enabled(),
+            python_values = self._python_guard(tensors)
+            key = (in_spec, _C._tensor_guards(tensors), _aliasing(tensors), _C.is_grad_enabled(),
                    self._module is not None and self._module.training,
                    _C._ops.get_default_dtype(), _C._get_default_device(),  # (what factories in the call make)
-                   self._python_guard())
+                   python_values)
             hash(key)
         except TypeError:  # an argument that cannot be a guard (unhashable): run it as it is
             return self._fn(*args, **kwargs)

@@ -1,7 +1,9 @@
 """The Python values a recording bakes in, as guards: a replay does not run the Python code, so a number the code
 read from a module attribute (`x * self.scale`), a global (`x * SCALE`) or a closure variable, or a flag it
 branched on (`if self.use_relu`), is part of the recording. trainrun.compile keys its recordings on them too, as
-torch.compile's guards do, so that changing one records anew instead of replaying stale code.
+torch.compile's guards do, so that changing one records anew instead of replaying stale code. A tensor reached the
+same ways is an input of the recording instead (as torch.compile lifts it), so that a replay reads the tensor the
+name holds at that call.
 
 What is guarded, read at each call:
 - for a module: every submodule's training flag, structure, and the plain attributes (numbers, strings, None,
@@ -9,8 +11,8 @@ What is guarded, read at each call:
   layers' configuration: Dropout's p). These are read again only after some module's attribute was set or
   train()/eval() ran (trainrun.nn counts those), so a steady training loop pays one integer compare (a read
   costs about 2.5 us per submodule);
-- for a function (and a module's Python forwards): the globals its code names that hold plain values, and its
-  closure variables that do.
+- for a function (and a module's Python forwards): the globals its code names that hold plain values or
+  tensors, and its closure variables that do.
 
 Values the code reaches otherwise (an element of a global dict, an attribute of some other object) are not seen:
 they stay as recorded, as the module docstring of trainrun._compile says."""
@@ -80,20 +82,37 @@ def _config_of(module):
         return ""
 
 
+_TENSOR = ("tensor",)  # a guard's mark for a value that is a tensor: the tensor itself is an input of the recording
+
+
+def _value(value, tensors):
+    """value as a guard: a tensor goes to `tensors` (an input of the recording, guarded by its metadata like the
+    arguments) and reads as _TENSOR; the rest as _plain says."""
+    if isinstance(value, _C.Tensor):
+        tensors.append(value)
+        return _TENSOR
+    return _plain(value)
+
+
+def _guarded(value):
+    return isinstance(value, _C.Tensor) or _plain(value) is not _SKIP
+
+
 def _module_state(module):
-    """Per submodule: its name, class, training flag and the plain attributes its code can read."""
-    state = []
+    """Per submodule: its name, class, training flag, configuration and the attributes its code can read, and
+    those attributes that are tensors (not parameters or buffers: `self.mask = torch.tril(...)`)."""
+    state, tensors = [], []
     for name, m in module.named_modules():
-        cls = type(m)
-        names = _names_of_class(cls)
-        attrs = tuple((k, v) for k, v in ((k, _plain(v)) for k, v in vars(m).items() if k in names)
+        names = _names_of_class(type(m))
+        attrs = tuple((k, v) for k, v in ((k, _value(v, tensors)) for k, v in vars(m).items() if k in names)
                       if v is not _SKIP)
-        state.append((name, cls, m.training, attrs, _config_of(m)))
-    return tuple(state)
+        state.append((name, type(m), m.training, attrs, _config_of(m)))
+    return tuple(state), tensors
 
 
 class GlobalsGuard:
-    """The plain globals and closure variables of a set of functions, read at each call."""
+    """The globals and closure variables of a set of functions that hold plain values or tensors, read at each
+    call."""
 
     def __init__(self, functions):
         self._reads = []  # (globals dict, name) pairs, each once
@@ -106,17 +125,17 @@ class GlobalsGuard:
             for name in sorted(_code_names(fn.__code__, set())):
                 key = (id(fn.__globals__), name)
                 value = fn.__globals__.get(name, _SKIP)
-                # Modules, classes and other objects are not guarded; keep the per-call work to plain values.
-                if key not in seen and value is not _SKIP and _plain(value) is not _SKIP:
+                # Modules, classes and other objects are not guarded; keep the per-call work to what is.
+                if key not in seen and value is not _SKIP and _guarded(value):
                     seen.add(key)
                     self._reads.append((fn.__globals__, name))
-            self._cells += [c for c in (fn.__closure__ or ()) if _cell_plain(c)]
+            self._cells += [c for c in (fn.__closure__ or ()) if _guarded(_cell_value(c))]
 
-    def __call__(self):
+    def __call__(self, tensors):
         if not self._reads and not self._cells:
             return ()
-        return (tuple(_plain(g.get(name, _SKIP)) for g, name in self._reads) +
-                tuple(_plain(_cell_value(c)) for c in self._cells))
+        return (tuple(_value(g.get(name, _SKIP), tensors) for g, name in self._reads) +
+                tuple(_value(_cell_value(c), tensors) for c in self._cells))
 
 
 def _cell_value(cell):
@@ -126,14 +145,11 @@ def _cell_value(cell):
         return _SKIP
 
 
-def _cell_plain(cell):
-    value = _cell_value(cell)
-    return value is not _SKIP and _plain(value) is not _SKIP
-
-
 class PythonGuard:
-    """What a compiled function's recordings are keyed on besides its tensors and arguments: call() gives a
-    hashable value that changes when a baked-in Python value changes."""
+    """What a compiled function's recordings are keyed on besides its arguments and its module's parameters and
+    buffers: call(tensors) gives a hashable value that changes when a baked-in Python value changes, and appends
+    the tensors the code reaches through globals, closures and module attributes to `tensors`. Those are inputs of
+    the recording, as torch.compile lifts them: a replay reads the tensor the name holds now."""
 
     def __init__(self, fn, module):
         from trainrun.nn import _module as nn_module
@@ -144,10 +160,11 @@ class PythonGuard:
             functions += [type(m).forward for m in module.modules() if not type(m).__module__.startswith("trainrun.")]
         self._globals = GlobalsGuard(functions)
         self._version = -1
-        self._state = ()
+        self._state, self._state_tensors = (), []
 
-    def __call__(self):
+    def __call__(self, tensors):
         if self._module is not None and self._version != self._nn.state_version():
             self._version = self._nn.state_version()
-            self._state = _module_state(self._module)
-        return self._state, self._globals()
+            self._state, self._state_tensors = _module_state(self._module)
+        tensors += self._state_tensors
+        return self._state, self._globals(tensors)

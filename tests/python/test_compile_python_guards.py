@@ -1,8 +1,9 @@
 """trainrun.compile's guards on the Python values a recording bakes in (trainrun/_compile_guards.py): a module
 attribute, a submodule's training flag or a swapped submodule without parameters, a global and a closure variable
-each record anew when they change, and give what eager gives; an unchanged loop keeps replaying; a compiled call
-made inside another recording (a compiled function calling one, a module compiled in place then exported) joins
-that recording."""
+each record anew when they change, and give what eager gives; tensors reached through globals, closures and
+module attributes are inputs, so a replay reads the tensor the name holds then; one tensor passed twice records
+apart from two; an unchanged loop keeps replaying; a compiled call made inside another recording (a compiled
+function calling one, a module compiled in place then exported) joins that recording."""
 import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
 
 import trainrun as torch  # noqa: E402
@@ -133,3 +134,56 @@ def test_a_module_compiled_in_place_exports():
     ep = torch.export.export(model, (x,))
     assert torch.allclose(ep.module()(x), model(x))
     assert [n.target.__name__ for n in ep.graph.nodes if n.op == "call_function"][-1] == "relu.default"
+
+
+WEIGHTS = torch.ones(3)
+
+
+def test_tensors_in_globals_closures_and_attributes_are_read_at_each_call():
+    global WEIGHTS
+    x = torch.ones(3)
+    by_global = torch.compile(lambda a: a * WEIGHTS)
+    assert by_global(x).tolist() == [1.0] * 3
+    WEIGHTS.add_(1)
+    assert by_global(x).tolist() == [2.0] * 3, "an in-place change"
+    saved = WEIGHTS
+    WEIGHTS = torch.full((3,), 5.0)
+    try:
+        assert by_global(x).tolist() == [5.0] * 3, "a global bound to another tensor replayed the old one"
+        assert by_global.replays == 2 and len(by_global._cache) == 1, "a new tensor of the same shape replays"
+    finally:
+        WEIGHTS = saved
+
+    offset = torch.ones(3)
+
+    def by_closure(a):
+        return a + offset
+
+    compiled = torch.compile(by_closure)
+    assert compiled(x).tolist() == [2.0] * 3
+    offset = torch.zeros(3)
+    assert compiled(x).tolist() == [1.0] * 3, "a closure variable bound to another tensor"
+
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mask = torch.ones(3)  # a plain attribute: not a parameter or a buffer
+
+        def forward(self, a):
+            return a * self.mask
+
+    model = Masked()
+    compiled = torch.compile(model)
+    assert compiled(x).tolist() == [1.0] * 3
+    model.mask = torch.tensor([0.0, 1.0, 2.0])
+    assert compiled(x).tolist() == [0.0, 1.0, 2.0], "an attribute bound to another tensor"
+
+
+def test_one_tensor_passed_twice_records_apart_from_two():
+    f = torch.compile(lambda a, b: a * 2 + b)
+    x, y = torch.ones(2), torch.full((2,), 3.0)
+    assert f(x, x).tolist() == [3.0, 3.0]
+    assert f(x, y).tolist() == [5.0, 5.0], "f(x, y) replayed the recording of f(x, x)"
+    assert f(y, x).tolist() == [7.0, 7.0]
+    assert f(y, y).tolist() == [9.0, 9.0]
+    assert f.replays == 2 and len(f._cache) == 2
