@@ -191,3 +191,31 @@ def test_module_compile_compiles_in_place_and_trains_as_eager():
     assert "_compiled_call" not in plain.__dict__
     with pytest.raises(RuntimeError, match="Unrecognized mode"):
         plain.compile(mode="fastest")
+
+
+def test_config_settings_scripts_set_exist_and_patch_restores_them():
+    """torch._inductor.config and torch._dynamo.config as scripts use them: read, set, and patch(...) as a `with`
+    block, a decorator, by name, dict or keywords, dotted names for nested settings; an unknown name raises and
+    leaves nothing patched."""
+    inductor, dynamo = torch._inductor.config, torch._dynamo.config
+    assert inductor.max_autotune is False and inductor.triton.cudagraphs is False and dynamo.suppress_errors is False
+    with inductor.patch(freezing=True, coordinate_descent_tuning=True):
+        assert inductor.freezing and inductor.coordinate_descent_tuning
+    assert not inductor.freezing and not inductor.coordinate_descent_tuning
+    with inductor.patch({"triton.cudagraphs": True}), dynamo.patch("suppress_errors", True):
+        assert inductor.triton.cudagraphs and dynamo.suppress_errors
+    assert not inductor.triton.cudagraphs and not dynamo.suppress_errors
+
+    @dynamo.patch(cache_size_limit=1)
+    def limited():
+        f = torch.compile(lambda a: a + 1)
+        f(torch.ones(2)), f(torch.ones(3))
+        return len(f._cache), f.explain()
+
+    kept, explained = limited()
+    assert kept == 2 and "cache_size_limit (1) reached" in explained, "the patched limit is the one read"
+    assert dynamo.cache_size_limit == 8
+    with pytest.raises(AttributeError, match="no_such_setting"):
+        with dynamo.patch(suppress_errors=True, no_such_setting=1):
+            pass
+    assert dynamo.suppress_errors is False, "what was set before the unknown name went back"

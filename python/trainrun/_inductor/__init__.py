@@ -10,8 +10,9 @@ import os
 import tempfile
 
 from trainrun import export as _export
+from trainrun._inductor import config  # noqa: F401  (Inductor's settings, accepted; none applies to trainrun)
 
-__all__ = ["aoti_compile_and_package", "aoti_load_package"]
+__all__ = ["aoti_compile_and_package", "aoti_load_package", "config"]
 
 
 def aoti_compile_and_package(exported_program, _deprecated_unused_args=None, _deprecated_unused_kwargs=None, *,
