@@ -171,7 +171,13 @@ void bind_tensor(py::module_& m) {
             return py::tuple(py::cast(t.sizes()));
           },
           py::arg("dim") = py::none())
-      .def("stride", [](const Tensor& t) { return py::tuple(py::cast(t.strides())); })
+      .def(
+          "stride",
+          [](const Tensor& t, std::optional<int64_t> d) -> py::object {
+            if (d) return py::int_(t.stride(*d));  // (negative dims count from the end, as size's)
+            return py::tuple(py::cast(t.strides()));
+          },
+          py::arg("dim") = py::none())
       .def_property_readonly("dtype", &Tensor::dtype)
       .def_property_readonly("device", &Tensor::device)
       .def_property_readonly("is_cuda", &Tensor::is_cuda)

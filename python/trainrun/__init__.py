@@ -31,6 +31,8 @@ def _load_extension():
 _C = _load_extension()
 
 from trainrun._tensor import Tensor, tensor  # noqa: E402
+from trainrun._memory_format import (channels_last, channels_last_3d, contiguous_format,  # noqa: E402,F401
+                                   memory_format, preserve_format)
 from trainrun._autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: E402
 from trainrun import autograd, nn, optim, distributed, cuda, utils  # noqa: E402,F401
 from trainrun import library  # noqa: E402,F401  (custom operators: trainrun.library.custom_op)

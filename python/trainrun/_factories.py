@@ -4,7 +4,7 @@ device=, requires_grad= (and generator= where PyTorch takes one; only None
 is accepted for the tensor draws, which use trainrun's generator)."""
 import numbers
 
-from trainrun import _C
+from trainrun import _C, _memory_format
 
 
 def _size(args, where, size=None):
@@ -56,10 +56,11 @@ def ones(*args, size=None, out=None, dtype=None, device=None, requires_grad=Fals
     return _finish(_C.ones(_size(args, "ones", size), dtype, device), requires_grad)
 
 
-def empty(*args, size=None, out=None, dtype=None, device=None, requires_grad=False, pin_memory=False):
+def empty(*args, size=None, out=None, dtype=None, device=None, requires_grad=False, pin_memory=False,
+          memory_format=None):
     if out is not None:
         raise NotImplementedError("empty(out=...) is not supported")
-    t = _C.empty(_size(args, "empty", size), dtype, device)
+    t = _memory_format.apply(_C.empty(_size(args, "empty", size), dtype, device), memory_format)
     if pin_memory:
         t = t.pin_memory()
     return _finish(t, requires_grad)
@@ -120,33 +121,37 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     return _finish(_C.randint(int(low), int(high), _size((size,), "randint"), dtype, device), requires_grad)
 
 
-def _like(maker, t, dtype, device, requires_grad, *extra):
-    return _finish(maker(list(t.shape), *extra, dtype if dtype is not None else t.dtype,
-                         device if device is not None else t.device), requires_grad)
+def _like(maker, t, dtype, device, requires_grad, memory_format, *extra):
+    """maker's tensor of t's shape, dtype and device (unless given), laid out as t (preserve_format, the default)
+    or as memory_format says."""
+    made = maker(list(t.shape), *extra, dtype if dtype is not None else t.dtype,
+                 device if device is not None else t.device)
+    layout = _memory_format.preserve_format if memory_format is None else memory_format
+    return _finish(_memory_format.apply(made, layout, t), requires_grad)
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
-    return _like(_C.zeros, input, dtype, device, requires_grad)
+    return _like(_C.zeros, input, dtype, device, requires_grad, memory_format)
 
 
 def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
-    return _like(_C.ones, input, dtype, device, requires_grad)
+    return _like(_C.ones, input, dtype, device, requires_grad, memory_format)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
-    return _like(_C.empty, input, dtype, device, requires_grad)
+    return _like(_C.empty, input, dtype, device, requires_grad, memory_format)
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
-    return _like(_C.full, input, dtype, device, requires_grad, fill_value)
+    return _like(_C.full, input, dtype, device, requires_grad, memory_format, fill_value)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
-    return _like(_C.rand, input, dtype, device, requires_grad)
+    return _like(_C.rand, input, dtype, device, requires_grad, memory_format)
 
 
 def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):  # noqa: A002
-    return _like(_C.randn, input, dtype, device, requires_grad)
+    return _like(_C.randn, input, dtype, device, requires_grad, memory_format)
 
 
 def linspace(start, end, steps, *, out=None, dtype=None, device=None, requires_grad=False):

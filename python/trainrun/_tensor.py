@@ -109,10 +109,15 @@ Tensor.__array__ = lambda self, dtype=None: self.detach().cpu().contiguous().num
 _to_dtype = Tensor.to
 
 
-def _to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
+def _to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
     """to(dtype), to(device), to(device, dtype), to(other), with keywords, as
     in PyTorch. A copy between a GPU and pinned CPU memory with
-    non_blocking=True returns before the data has moved."""
+    non_blocking=True returns before the data has moved. memory_format (a
+    torch.memory_format): the result laid out so (preserve_format: as self)."""
+    if memory_format is not None:
+        from trainrun import _memory_format
+        moved = _to(self, *args, dtype=dtype, device=device, non_blocking=non_blocking, copy=copy)
+        return _memory_format.apply(moved, memory_format, self)
     for a in args:
         if isinstance(a, _C.dtype):
             dtype = a

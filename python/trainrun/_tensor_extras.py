@@ -147,7 +147,7 @@ def numel(input):  # noqa: A002
 
 
 def clone(input, *, memory_format=None):  # noqa: A002
-    return input.clone()
+    return input.clone() if memory_format is None else input.clone(memory_format=memory_format)
 
 
 def detach(input):  # noqa: A002

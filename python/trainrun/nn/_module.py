@@ -155,6 +155,38 @@ def _eval(self):
 
 
 _C.nn.Module.train, _C.nn.Module.eval = _train, _eval
+_cpp_to = _C.nn.Module.to
+
+
+def _to(self, *args, device=None, dtype=None, non_blocking=False, memory_format=None):
+    """PyTorch's Module.to: to(device), to(dtype), to(device, dtype), to(tensor) (its device and dtype), the same
+    as keywords. Returns the module. memory_format= is checked and the parameters keep their layout: PyTorch
+    re-lays them out in place (`param.data = ...`), which trainrun cannot do to a tensor without replacing it, and
+    a replaced parameter would leave an optimizer made before holding the old one. Kernels read any strides, so
+    the results are the same; inputs in channels_last work as they are."""
+    if len(args) > 2:
+        raise TypeError(f"to() takes at most 2 positional arguments ({len(args)} given)")
+    for a in args:
+        if isinstance(a, _C.dtype):
+            dtype = a
+        elif isinstance(a, _C.Tensor):
+            device, dtype = a.device, a.dtype
+        else:
+            device = a
+    if dtype is not None and not (dtype.is_floating_point or getattr(dtype, "is_complex", False)):
+        raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}")
+    if device is not None:
+        _cpp_to(self, device)
+    if dtype is not None:
+        _cpp_to(self, dtype)
+    if memory_format is not None:
+        from trainrun import _memory_format
+        if memory_format not in _memory_format.FORMATS:
+            raise TypeError(f"to(): memory_format must be a torch.memory_format, got {memory_format!r}")
+    return self
+
+
+_C.nn.Module.to = _to
 _C.nn.Module.register_forward_pre_hook = register_forward_pre_hook
 _C.nn.Module.register_forward_hook = register_forward_hook
 
