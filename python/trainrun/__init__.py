@@ -31,6 +31,8 @@ def _load_extension():
 _C = _load_extension()
 
 from trainrun._tensor import Tensor, tensor  # noqa: E402
+from trainrun._legacy_tensor_types import TYPES as _LEGACY_TENSOR_TYPES  # noqa: E402
+globals().update(_LEGACY_TENSOR_TYPES)  # torch.FloatTensor, torch.LongTensor, ...
 from trainrun._memory_format import (channels_last, channels_last_3d, contiguous_format,  # noqa: E402,F401
                                    memory_format, preserve_format)
 from trainrun._autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: E402

@@ -209,6 +209,8 @@ Tensor.max, Tensor.min, Tensor.sort, Tensor.topk = (_reductions.max, _reductions
 Tensor.backward = lambda self, gradient=None, retain_graph=False, create_graph=False: _C.backward(
     self, gradient, retain_graph, create_graph)
 Tensor.T = property(lambda self: self.permute(list(range(self.ndim))[::-1]))
+Tensor.itemsize = property(lambda self: self.element_size())  # bytes per element
+Tensor.nbytes = property(lambda self: self.numel() * self.element_size())  # bytes of the elements the view holds
 Tensor.is_floating_point = lambda self: self.dtype.is_floating_point
 _original_view, _original_reshape, _original_permute = Tensor.view, Tensor.reshape, Tensor.permute
 
@@ -337,14 +339,14 @@ Tensor.register_hook = _register_hook_with_handle
 
 
 # ---- Tensor.type: PyTorch's legacy type names ----------------------------------------------------------------
-_LEGACY_TYPES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
-                 "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
-                 "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+from trainrun._legacy_tensor_types import LEGACY_TYPES as _LEGACY_TYPES  # noqa: E402
 
 
 def _type(self, dtype=None, non_blocking=False):
     """No argument: the legacy type name ('torch.FloatTensor', 'torch.cuda.FloatTensor'), as PyTorch writes it.
-    A dtype or such a name: the tensor in that dtype."""
+    A dtype, such a name or such a type (torch.DoubleTensor): the tensor in that dtype."""
+    if isinstance(dtype, type) and hasattr(dtype, "dtype"):  # torch.DoubleTensor
+        dtype = dtype.dtype
     if dtype is None:
         name = _LEGACY_TYPES.get(str(self.dtype).rsplit(".", 1)[-1], "Tensor")
         return f"torch.cuda.{name}" if self.device.type == "cuda" else f"torch.{name}"

@@ -187,3 +187,23 @@ def test_one_tensor_passed_twice_records_apart_from_two():
     assert f(y, x).tolist() == [7.0, 7.0]
     assert f(y, y).tolist() == [9.0, 9.0]
     assert f.replays == 2 and len(f._cache) == 2
+
+
+def test_a_forward_that_assigns_module_attributes_runs_eagerly():
+    class Counting(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("steps", torch.zeros(1))
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            self.steps = self.steps + 1  # (rebinding the buffer: a replay would not)
+            return self.lin(x)
+
+    model = Counting()
+    compiled = torch.compile(model)
+    for _ in range(3):
+        compiled(torch.ones(2))
+    assert model.steps.item() == 3 and model.state_dict()["steps"].item() == 3
+    assert compiled._compiled.replays == 0
+    assert "Counting.steps was assigned during the call" in compiled.explain()

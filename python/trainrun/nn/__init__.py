@@ -34,9 +34,53 @@ def _state_dict_keys(module, prefix=""):
         yield from _state_dict_keys(child, prefix + name + ".")
 
 
+_cpp_register_buffer = _C.nn.Module.register_buffer
+
+
+def _register_buffer(self, name, tensor, persistent=True):
+    """PyTorch's register_buffer: a tensor the module keeps and moves with it (to(), cuda()); persistent=False
+    leaves it out of state_dict (and load_state_dict does not expect it), as a causal mask or rotary table is.
+    None registers nothing yet: the name reads None until a tensor is assigned."""
+    if not isinstance(name, str) or not name or "." in name:
+        raise KeyError(f"buffer name should be a non-empty string without '.', got {name!r}")
+    non_persistent = self.__dict__.setdefault("_non_persistent_buffers_set", set())
+    if persistent:
+        non_persistent.discard(name)
+    else:
+        non_persistent.add(name)
+    if tensor is None:
+        object.__setattr__(self, name, None)
+        return None
+    if not isinstance(tensor, _C.Tensor):
+        raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (torch Tensor or None "
+                        "required)")
+    self.__dict__.pop(name, None)  # (a None placeholder gives way to the registered tensor)
+    if any(n == name for n, _ in self.named_buffers(False)):
+        return self._replace_buffer(name, tensor)  # registered again: the new tensor, as PyTorch's
+    return _cpp_register_buffer(self, name, tensor)
+
+
+_C.nn.Module.register_buffer = _register_buffer
+
+
+def _non_persistent_keys(module, prefix=""):
+    """The state_dict keys of the buffers registered with persistent=False, in module and its children."""
+    keys = {prefix + name for name in module.__dict__.get("_non_persistent_buffers_set", ())}
+    for name, child in module.named_children():
+        keys |= _non_persistent_keys(child, prefix + name + ".")
+    return keys
+
+
+def _persistent_state(module):
+    values = _unordered_state_dict(module)
+    for key in _non_persistent_keys(module):
+        values.pop(key, None)
+    return values
+
+
 def _state_dict(self, *args, destination=None, prefix="", keep_vars=False):
-    """An OrderedDict in PyTorch's key order (the values are copies)."""
-    values = _unordered_state_dict(self)
+    """An OrderedDict in PyTorch's key order (the values are copies), without non-persistent buffers."""
+    values = _persistent_state(self)
     out = collections.OrderedDict() if destination is None else destination
     for key in _state_dict_keys(self):
         if key in values:
@@ -64,7 +108,7 @@ class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys", ["missing_key
 def _load_state_dict(self, state_dict, strict=True, assign=False):
     """Copies the dict's tensors into the module's. With strict, a missing or unexpected key is PyTorch's
     RuntimeError naming them; a shape that differs always is. Returns (missing_keys, unexpected_keys)."""
-    own = _unordered_state_dict(self)
+    own = _persistent_state(self)
     missing = [key for key in _state_dict_keys(self) if key in own and key not in state_dict]
     unexpected = [key for key in state_dict if key not in own]
     errors = [f"size mismatch for {key}: copying a param with shape {Size(value.shape)} from checkpoint, the shape "

@@ -117,16 +117,25 @@ def state_version():
     return _state[0]
 
 
-def _state_changed():
+def _state_changed(module=None, name=None):
     _state[0] = next(_state_changes)
+    if module is not None and _C._capture_active():  # a side effect a replay would not repeat: record no replay
+        _C._note_graph_break(f"{type(module).__name__}.{name} was assigned during the call (a replay would not "
+                             "assign it)")
+
+
+def _is_buffer(module, name):
+    return any(n == name for n, _ in module.named_buffers(False))
 
 
 def _cpp_setattr(self, name, value):
     """module.name = value on any module: a Parameter registers (or replaces) a parameter, a tensor assigned
     to an existing parameter's name replaces it (tying weights: `head.weight = embedding.weight`), a module
     becomes a child; anything else is a plain attribute."""
-    _state_changed()
-    if isinstance(value, _C.Tensor) and name in dict(self.named_parameters(False)):
+    _state_changed(self, name)
+    if isinstance(value, _C.Tensor) and not isinstance(value, Parameter) and _is_buffer(self, name):
+        self._replace_buffer(name, value)  # `self.steps = self.steps + 1`: the buffer, not a shadowing attribute
+    elif isinstance(value, _C.Tensor) and name in dict(self.named_parameters(False)):
         self._replace_parameter(name, value)
     elif isinstance(value, Parameter):
         self.register_parameter(name, value, value.requires_grad)
@@ -201,10 +210,12 @@ class Module(_C.nn.Module):
         object.__setattr__(self, "_children_py", {})
 
     def __setattr__(self, name, value):
-        _state_changed()
+        _state_changed(self, name)
         if value is None and name in self.__dict__.get("_children_py", {}):
             self._unregister(name)  # torch's `model.tok_embeddings = None`: the child is gone, the name reads None
             self._children_py[name] = None
+        elif isinstance(value, _C.Tensor) and not isinstance(value, Parameter) and _is_buffer(self, name):
+            self._replace_buffer(name, value)  # `self.steps = self.steps + 1`: the buffer, not a shadowing attribute
         elif isinstance(value, _C.Tensor) and name in dict(self.named_parameters(False)):
             self._replace_parameter(name, value)  # tying: assigning a tensor to a parameter's name
         elif isinstance(value, Parameter):
@@ -220,7 +231,7 @@ class Module(_C.nn.Module):
 
     def __delattr__(self, name):
         """torch's `del module.name` for a child, parameter or buffer (other attributes as any object's)."""
-        _state_changed()
+        _state_changed(self, name)
         children = self.__dict__.get("_children_py", {})
         if name in children:
             del children[name]

@@ -1,0 +1,93 @@
+"""Pieces of PyTorch's surface that scripts use in passing: register_buffer(persistent=False) (out of state_dict and
+of what load_state_dict expects, still moved and listed as a buffer; None as a placeholder), Tensor.nbytes and
+itemsize, and the legacy tensor types (torch.FloatTensor(2, 3), torch.LongTensor([1, 2]), isinstance checks,
+t.type(torch.DoubleTensor))."""
+import pytest
+
+from built_tree import needs_torch, torch as peer
+
+import trainrun as torch  # noqa: E402
+import trainrun.nn as nn  # noqa: E402
+
+
+class WithMask(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.register_buffer("mask", torch.tril(torch.ones(2, 2)), persistent=False)
+        self.register_buffer("steps", torch.zeros(1))
+        self.register_buffer("later", None)
+
+    def forward(self, x):
+        return self.lin(x) * self.mask[0]
+
+
+def test_a_non_persistent_buffer_stays_out_of_the_state_dict():
+    model = WithMask()
+    assert list(model.state_dict()) == ["steps", "lin.weight", "lin.bias"]
+    assert sorted(n for n, _ in model.named_buffers()) == ["mask", "steps"]
+    assert model.later is None
+    missing, unexpected = model.load_state_dict(WithMask().state_dict())
+    assert missing == [] and unexpected == [], "load_state_dict does not expect the mask"
+    outer = nn.Sequential(WithMask())
+    assert list(outer.state_dict()) == ["0.steps", "0.lin.weight", "0.lin.bias"]
+    with pytest.raises(TypeError, match="cannot assign 'list' object to buffer 'bad'"):
+        model.register_buffer("bad", [1.0])
+    with pytest.raises(KeyError, match="without '.'"):
+        model.register_buffer("a.b", torch.ones(1))
+    model.register_buffer("mask", model.mask, persistent=True)
+    assert "mask" in model.state_dict(), "registered again as persistent"
+
+
+@needs_torch
+def test_state_dict_keys_match_pytorch_with_a_non_persistent_buffer():
+    class Peer(peer.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = peer.nn.Linear(2, 2)
+            self.register_buffer("mask", peer.tril(peer.ones(2, 2)), persistent=False)
+            self.register_buffer("steps", peer.zeros(1))
+            self.register_buffer("later", None)
+
+    assert list(WithMask().state_dict()) == list(Peer().state_dict())
+
+
+def test_nbytes_and_itemsize():
+    x = torch.randn(4, 5)
+    assert (x.itemsize, x.nbytes) == (4, 80)
+    assert x[:, :2].nbytes == 32, "the elements the view holds"
+    assert torch.zeros(3, dtype=torch.float16).nbytes == 6
+
+
+def test_legacy_tensor_types():
+    assert torch.FloatTensor(2, 3).shape == (2, 3) and torch.FloatTensor(2, 3).dtype == torch.float32
+    assert torch.FloatTensor(torch.Size([4])).shape == (4,)
+    assert torch.FloatTensor().shape == (0,)
+    assert torch.LongTensor([1, 2]).tolist() == [1, 2] and torch.LongTensor([1, 2]).dtype == torch.int64
+    assert torch.FloatTensor([[1, 2], [3, 4]]).shape == (2, 2)
+    assert torch.DoubleTensor(torch.ones(2)).dtype == torch.float64
+    x = torch.randn(3)
+    assert isinstance(x, torch.FloatTensor) and not isinstance(x, torch.DoubleTensor)
+    assert isinstance(torch.BoolTensor([True]), torch.BoolTensor)
+    assert x.type(torch.DoubleTensor).dtype == torch.float64 and x.type() == "torch.FloatTensor"
+    with pytest.raises(TypeError, match="invalid arguments to torch.FloatTensor"):
+        torch.FloatTensor("a", 2)
+
+
+def test_assigning_a_tensor_to_a_buffer_name_replaces_the_buffer():
+    class Counting(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("steps", torch.zeros(1))
+
+        def forward(self, x):
+            self.steps = self.steps + 1
+            return x
+
+    model = Counting()
+    model(1), model(1)
+    assert model.state_dict()["steps"].item() == 2 and dict(model.named_buffers())["steps"].item() == 2
+    assert "steps" not in model.__dict__, "no attribute shadowing the buffer"
+    norm = nn.BatchNorm1d(2)
+    norm.running_mean = torch.ones(2)  # a C++ layer's buffer
+    assert norm.state_dict()["running_mean"].tolist() == [1.0, 1.0]
