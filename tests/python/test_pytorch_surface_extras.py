@@ -1,7 +1,8 @@
 """Pieces of PyTorch's surface that scripts use in passing: register_buffer(persistent=False) (out of state_dict and
 of what load_state_dict expects, still moved and listed as a buffer; None as a placeholder), Tensor.nbytes and
-itemsize, and the legacy tensor types (torch.FloatTensor(2, 3), torch.LongTensor([1, 2]), isinstance checks,
-t.type(torch.DoubleTensor))."""
+itemsize, the legacy tensor types (torch.FloatTensor(2, 3), torch.LongTensor([1, 2]), isinstance checks,
+t.type(torch.DoubleTensor)), a tensor assigned to a buffer's name, and cross_entropy with class probabilities
+as the target."""
 import pytest
 
 from built_tree import needs_torch, torch as peer
@@ -91,3 +92,27 @@ def test_assigning_a_tensor_to_a_buffer_name_replaces_the_buffer():
     norm = nn.BatchNorm1d(2)
     norm.running_mean = torch.ones(2)  # a C++ layer's buffer
     assert norm.state_dict()["running_mean"].tolist() == [1.0, 1.0]
+
+
+@needs_torch
+@pytest.mark.parametrize("options", [{}, {"reduction": "sum"}, {"reduction": "none"}, {"weight": True},
+                                     {"label_smoothing": 0.2, "weight": True, "reduction": "none"}])
+def test_cross_entropy_with_class_probabilities_matches_pytorch(options):
+    peer.manual_seed(0)
+    logits, probs = peer.randn(3, 5, 2), peer.softmax(peer.randn(3, 5, 2), 1)
+    weight = peer.rand(5)
+    theirs_logits = logits.clone().requires_grad_()
+    peer_options = dict(options, **({"weight": weight} if "weight" in options else {}))
+    want = peer.nn.functional.cross_entropy(theirs_logits, probs, **peer_options)
+    want.sum().backward()
+    ours_logits = torch.tensor(logits.tolist(), requires_grad=True)
+    our_options = dict(options, **({"weight": torch.tensor(weight.tolist())} if "weight" in options else {}))
+    got = torch.nn.functional.cross_entropy(ours_logits, torch.tensor(probs.tolist()), **our_options)
+    got.sum().backward()
+    assert torch.allclose(got, torch.tensor(want.tolist()), atol=1e-5)
+    assert torch.allclose(ours_logits.grad, torch.tensor(theirs_logits.grad.tolist()), atol=1e-5)
+
+
+def test_cross_entropy_with_class_probabilities_checks_the_shape():
+    with pytest.raises(RuntimeError, match="must have the input's shape"):
+        torch.nn.functional.cross_entropy(torch.randn(3, 5), torch.rand(3, 4))

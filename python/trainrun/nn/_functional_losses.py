@@ -37,8 +37,31 @@ def legacy_reduction(where, size_average, reduce, reduction):
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,  # noqa: A002
                   reduction="mean", label_smoothing=0.0):
     reduction = legacy_reduction("cross_entropy", size_average, reduce, reduction)
+    if target.is_floating_point():
+        return _cross_entropy_with_probabilities(input, target, weight, reduction, label_smoothing)
     return _C.nn.cross_entropy(input, target, weight, ignore_index=ignore_index, reduction=reduction,
                                label_smoothing=label_smoothing)
+
+
+def _cross_entropy_with_probabilities(input, target, weight, reduction, label_smoothing):  # noqa: A002
+    """PyTorch's cross_entropy with class probabilities as the target (input's shape, floating): per position,
+    -sum over classes of weight * target * log_softmax(input); the mean is over positions (not weighted)."""
+    if list(target.shape) != list(input.shape):
+        raise RuntimeError(f"cross_entropy: a target of class probabilities must have the input's shape "
+                           f"{list(input.shape)}, got {list(target.shape)}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    class_dim = 1 if input.dim() >= 2 else 0
+    classes = input.shape[class_dim]
+    if label_smoothing > 0.0:
+        target = target * (1.0 - label_smoothing) + label_smoothing / classes
+    terms = _C.log_softmax(input, class_dim, None) * target
+    if weight is not None:
+        terms = terms * weight.reshape([classes] + [1] * (input.dim() - class_dim - 1))
+    loss = -terms.sum(class_dim)
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.mean()
 
 
 @loss
