@@ -8,6 +8,7 @@ import functools
 import itertools
 
 from trainrun import _C
+from trainrun.nn import _backward_hooks
 from trainrun.nn.parameter import Parameter
 
 
@@ -55,6 +56,18 @@ def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, alway
     return _add_hook(self, "_forward_hooks_py", (hook, with_kwargs), prepend)
 
 
+def register_full_backward_pre_hook(self, hook, prepend=False):
+    """hook(module, grad_output) -> None or new grad_output, when the gradients of the module's outputs are known
+    (nn/_backward_hooks.py)."""
+    return _add_hook(self, "_backward_pre_hooks_py", hook, prepend)
+
+
+def register_full_backward_hook(self, hook, prepend=False):
+    """hook(module, grad_input, grad_output) -> None or new grad_input, when the gradients of the module's positional
+    inputs are known (None for an input that is not a tensor or needs none; nn/_backward_hooks.py)."""
+    return _add_hook(self, "_backward_hooks_py", hook, prepend)
+
+
 _cpp_call = _C.nn.Module.__call__
 
 
@@ -79,8 +92,10 @@ def _compile_in_place(self, **kwargs):
 def _call_eager(self, *args, **kwargs):
     pre = self.__dict__.get("_forward_pre_hooks_py")
     post = self.__dict__.get("_forward_hooks_py")
-    if pre or post or "_forward_override" in self.__dict__:  # Python a recorded graph would not run again
-        _C._note_graph_break("a module with forward hooks ran (hooks are code a recorded graph does not run)")
+    backward_hooked = _backward_hooks.has_backward_hooks(self)
+    if pre or post or backward_hooked or "_forward_override" in self.__dict__:  # Python a replay would not run
+        kind = "backward" if backward_hooked and not (pre or post) else "forward"
+        _C._note_graph_break(f"a module with {kind} hooks ran (hooks are code a recorded graph does not run)")
     if pre:
         for hook, with_kwargs in list(pre.values()):
             if with_kwargs:
@@ -91,6 +106,8 @@ def _call_eager(self, *args, **kwargs):
                 result = hook(self, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
+    if backward_hooked:
+        call_state, args = _backward_hooks.wrap_inputs(self, args)
     override = self.__dict__.get("_forward_override")  # set by tensor parallelism: computes on the shards
     if override is not None:
         output = override(*args, **kwargs)
@@ -104,6 +121,8 @@ def _call_eager(self, *args, **kwargs):
             result = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
             if result is not None:
                 output = result
+    if backward_hooked:
+        output = _backward_hooks.wrap_outputs(call_state, output)
     return output
 
 
@@ -198,6 +217,8 @@ def _to(self, *args, device=None, dtype=None, non_blocking=False, memory_format=
 _C.nn.Module.to = _to
 _C.nn.Module.register_forward_pre_hook = register_forward_pre_hook
 _C.nn.Module.register_forward_hook = register_forward_hook
+_C.nn.Module.register_full_backward_hook = register_full_backward_hook
+_C.nn.Module.register_full_backward_pre_hook = register_full_backward_pre_hook
 
 
 class Module(_C.nn.Module):
