@@ -116,3 +116,16 @@ def test_cross_entropy_with_class_probabilities_matches_pytorch(options):
 def test_cross_entropy_with_class_probabilities_checks_the_shape():
     with pytest.raises(RuntimeError, match="must have the input's shape"):
         torch.nn.functional.cross_entropy(torch.randn(3, 5), torch.rand(3, 4))
+
+
+def test_a_buffer_registered_as_none_takes_the_tensor_assigned_later():
+    model = WithMask()
+    assert model.later is None and "later" not in model.state_dict()
+    model.later = torch.ones(2)
+    assert "later" in dict(model.named_buffers()) and model.state_dict()["later"].tolist() == [1.0, 1.0]
+    assert "later" not in model.__dict__
+
+
+def test_a_cpp_layer_takes_its_argument_as_input_keyword():
+    layer, x = nn.Linear(2, 3), torch.randn(4, 2)
+    assert torch.equal(layer(input=x), layer(x))

@@ -111,8 +111,10 @@ def _call_eager(self, *args, **kwargs):
     override = self.__dict__.get("_forward_override")  # set by tensor parallelism: computes on the shards
     if override is not None:
         output = override(*args, **kwargs)
-    elif type(self).forward is _C.nn.Module.forward and "forward" not in self.__dict__ and not kwargs and \
-            all(isinstance(a, _C.Tensor) for a in args):
+    elif type(self).forward is _C.nn.Module.forward and "forward" not in self.__dict__ and \
+            set(kwargs) <= {"input"} and all(isinstance(a, _C.Tensor) for a in args):
+        if kwargs:  # layer(input=x): PyTorch's name for a C++ layer's one argument
+            args = args + (kwargs["input"],)
         output = _cpp_call(self, *args)  # a C++ module: tensors in, a tensor (or a tuple) out, C++ hooks run
     else:
         output = self.forward(*args, **kwargs)
@@ -147,12 +149,23 @@ def _is_buffer(module, name):
     return any(n == name for n, _ in module.named_buffers(False))
 
 
+def _fills_buffer(module, name, value):
+    """Whether value, a tensor, goes to a buffer registered as None (register_buffer(name, None)); registers it."""
+    if isinstance(value, Parameter) or name not in module.__dict__.get("_none_buffers", ()):
+        return False
+    persistent = name not in module.__dict__.get("_non_persistent_buffers_set", ())
+    module.register_buffer(name, value, persistent=persistent)
+    return True
+
+
 def _cpp_setattr(self, name, value):
     """module.name = value on any module: a Parameter registers (or replaces) a parameter, a tensor assigned
     to an existing parameter's name replaces it (tying weights: `head.weight = embedding.weight`), a module
     becomes a child; anything else is a plain attribute."""
     _state_changed(self, name)
-    if isinstance(value, _C.Tensor) and not isinstance(value, Parameter) and _is_buffer(self, name):
+    if isinstance(value, _C.Tensor) and _fills_buffer(self, name, value):
+        pass
+    elif isinstance(value, _C.Tensor) and not isinstance(value, Parameter) and _is_buffer(self, name):
         self._replace_buffer(name, value)  # `self.steps = self.steps + 1`: the buffer, not a shadowing attribute
     elif isinstance(value, _C.Tensor) and name in dict(self.named_parameters(False)):
         self._replace_parameter(name, value)
@@ -235,6 +248,8 @@ class Module(_C.nn.Module):
         if value is None and name in self.__dict__.get("_children_py", {}):
             self._unregister(name)  # torch's `model.tok_embeddings = None`: the child is gone, the name reads None
             self._children_py[name] = None
+        elif isinstance(value, _C.Tensor) and _fills_buffer(self, name, value):
+            pass
         elif isinstance(value, _C.Tensor) and not isinstance(value, Parameter) and _is_buffer(self, name):
             self._replace_buffer(name, value)  # `self.steps = self.steps + 1`: the buffer, not a shadowing attribute
         elif isinstance(value, _C.Tensor) and name in dict(self.named_parameters(False)):
