@@ -1,0 +1,61 @@
+"""torch.distributions.Bernoulli(probs=None, logits=None): draws of 0 or 1."""
+import trainrun
+from trainrun import Size
+from trainrun.distributions.distribution import Distribution, broadcast_all
+
+
+class Bernoulli(Distribution):
+    has_enumerate_support = True
+    arg_constraints = {"probs": "unit_interval", "logits": "real"}
+    support = "boolean"
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        if probs is not None:
+            (self.probs,) = broadcast_all(probs)
+            eps = trainrun.finfo(self.probs.dtype).eps
+            clamped = self.probs.clamp(min=eps, max=1 - eps)
+            self.logits = trainrun.log(clamped) - trainrun.log1p(-clamped)
+        else:
+            (self.logits,) = broadcast_all(logits)
+            self.probs = trainrun.sigmoid(self.logits)
+        super().__init__(self.probs.shape, Size(), validate_args)
+        if probs is not None:
+            self._check_parameter("probs", (self.probs >= 0) & (self.probs <= 1), "Interval(lower_bound=0.0, "
+                                  "upper_bound=1.0)")
+
+    def _support_ok(self, value):
+        return (value == 0) | (value == 1)
+
+    @property
+    def mean(self):
+        return self.probs
+
+    @property
+    def mode(self):
+        mode = (self.probs >= 0.5).to(self.probs.dtype)
+        return mode.masked_fill(self.probs == 0.5, float("nan"))
+
+    @property
+    def variance(self):
+        return self.probs * (1 - self.probs)
+
+    def sample(self, sample_shape=Size()):
+        shape = self._extended_shape(sample_shape)
+        with trainrun.no_grad():
+            return trainrun.bernoulli(self.probs.expand(shape))
+
+    def log_prob(self, value):
+        self._check_sample(value)
+        logits, value = trainrun.broadcast_tensors(self.logits, value.to(self.logits.dtype))
+        return -trainrun.nn.functional.binary_cross_entropy_with_logits(logits, value, reduction="none")
+
+    def entropy(self):
+        return trainrun.nn.functional.binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none")
+
+    def enumerate_support(self, expand=True):
+        values = trainrun.arange(2, dtype=self.probs.dtype).view((-1,) + (1,) * len(self._batch_shape))
+        if expand:
+            values = values.expand((-1,) + tuple(self._batch_shape))
+        return values

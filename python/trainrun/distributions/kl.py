@@ -1,0 +1,75 @@
+"""torch.distributions.kl_divergence(p, q) and register_kl: KL(p || q) in closed form for the pairs registered
+(Normal, Categorical, Bernoulli, Uniform, and Independent over a registered pair)."""
+import math
+
+import trainrun
+from trainrun.distributions.bernoulli import Bernoulli
+from trainrun.distributions.categorical import Categorical
+from trainrun.distributions.independent import Independent, _sum_rightmost
+from trainrun.distributions.normal import Normal
+from trainrun.distributions.uniform import Uniform
+
+_KL_REGISTRY = {}
+
+
+def register_kl(type_p, type_q):
+    """Decorator: fn(p, q) computes KL(p || q) for p of type_p and q of type_q (subclasses match too; the most
+    specific registered pair wins)."""
+    def decorator(fn):
+        _KL_REGISTRY[type_p, type_q] = fn
+        return fn
+    return decorator
+
+
+def _lookup(type_p, type_q):
+    matches = [(p, q) for p, q in _KL_REGISTRY if issubclass(type_p, p) and issubclass(type_q, q)]
+    if not matches:
+        return None
+    best = min(matches, key=lambda pq: (type_p.__mro__.index(pq[0]), type_q.__mro__.index(pq[1])))
+    return _KL_REGISTRY[best]
+
+
+def kl_divergence(p, q):
+    fn = _lookup(type(p), type(q))
+    if fn is None:
+        raise NotImplementedError(f"No KL(p || q) is implemented for p type {type(p).__name__} and q type "
+                                  f"{type(q).__name__}")
+    return fn(p, q)
+
+
+@register_kl(Normal, Normal)
+def _kl_normal_normal(p, q):
+    var_ratio = (p.scale / q.scale).pow(2)
+    t1 = ((p.loc - q.loc) / q.scale).pow(2)
+    return 0.5 * (var_ratio + t1 - 1 - var_ratio.log())
+
+
+@register_kl(Categorical, Categorical)
+def _kl_categorical_categorical(p, q):
+    t = p.probs * (p.logits - q.logits)
+    t = t.masked_fill((q.probs == 0).expand_as(t), float("inf"))
+    t = t.masked_fill((p.probs == 0).expand_as(t), 0.0)
+    return t.sum(-1)
+
+
+@register_kl(Bernoulli, Bernoulli)
+def _kl_bernoulli_bernoulli(p, q):
+    sp = trainrun.nn.functional.softplus
+    t1 = p.probs * (sp(-q.logits) - sp(-p.logits))
+    t1 = t1.masked_fill(q.probs == 0, float("inf")).masked_fill(p.probs == 0, 0.0)
+    t2 = (1 - p.probs) * (sp(q.logits) - sp(p.logits))
+    t2 = t2.masked_fill(q.probs == 1, float("inf")).masked_fill(p.probs == 1, 0.0)
+    return t1 + t2
+
+
+@register_kl(Uniform, Uniform)
+def _kl_uniform_uniform(p, q):
+    result = ((q.high - q.low) / (p.high - p.low)).log()
+    return result.masked_fill((q.low > p.low) | (q.high < p.high), math.inf)
+
+
+@register_kl(Independent, Independent)
+def _kl_independent_independent(p, q):
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError("KL between Independents with different reinterpreted_batch_ndims")
+    return _sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
