@@ -64,8 +64,14 @@ void bind_autograd(py::module_& m) {
          bool retain_graph, bool create_graph, bool allow_unused) {
         TensorList grad_outputs;
         for (const py::object& g : grads) grad_outputs.push_back(g.is_none() ? Tensor() : g.cast<Tensor>());
-        py::gil_scoped_release nogil;
-        return autograd::grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused);
+        TensorList result;
+        {
+          py::gil_scoped_release nogil;
+          result = autograd::grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused);
+        }
+        py::list out;  // an input the outputs do not reach (allow_unused): None, as in PyTorch
+        for (const Tensor& g : result) out.append(g.defined() ? py::cast(g) : py::none());
+        return out;
       },
       py::arg("outputs"), py::arg("inputs"), py::arg("grad_outputs") = std::vector<py::object>{},
       py::arg("retain_graph") = false, py::arg("create_graph") = false, py::arg("allow_unused") = false);

@@ -235,7 +235,8 @@ def set_float32_matmul_precision(precision):
 def get_float32_matmul_precision():
     return _matmul_precision
 from trainrun import linalg  # noqa: E402,F401
-from trainrun import distributions  # noqa: E402,F401
+from trainrun import distributions, func  # noqa: E402,F401
+from trainrun.func import vmap  # noqa: E402,F401  (torch.vmap)
 
 
 def round(input, *, decimals=0, out=None):  # noqa: A001,A002  (PyTorch's names)
