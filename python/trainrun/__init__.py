@@ -184,6 +184,7 @@ def isfinite(input):  # noqa: A002
 
 from trainrun._reductions import max, min, sort, topk  # noqa: E402,A004
 from trainrun import _op_table, _ops_shape, _ops_index, _ops_math, _ops_linalg, _ops_random  # noqa: E402,F401
+from trainrun import _ops_composite_extras  # noqa: E402,F401
 globals().update(_op_table.functions())  # every op declared in the op table, under its PyTorch name
 from trainrun._tensor_extras import (as_tensor, clone, detach, get_default_dtype, inference_mode,  # noqa: E402,F401
                                      is_floating_point, is_tensor, numel, set_default_dtype, promote_types,
