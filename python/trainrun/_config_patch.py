@@ -1,7 +1,6 @@
 """`config.patch(...)` for trainrun._dynamo.config and trainrun._inductor.config, as PyTorch's config modules have
 it: set some settings for a `with` block or a decorated function, then put the old values back."""
 import contextlib
-import functools
 
 
 class ConfigPatch(contextlib.ContextDecorator):
@@ -38,7 +37,6 @@ class ConfigPatch(contextlib.ContextDecorator):
 def patcher(module):
     """The module's patch(arg1=None, arg2=None, **changes): PyTorch's forms patch("name", value), patch({...}) and
     patch(name=value)."""
-    @functools.wraps(patcher)
     def patch(arg1=None, arg2=None, **changes):
         if isinstance(arg1, str):
             changes = {arg1: arg2, **changes}

@@ -119,7 +119,7 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
     left, right = y.narrow(dim, 0, n - 1), y.narrow(dim, 1, n - 1)
     if x is not None:
         x = x if x.dim() == y.dim() else x.reshape([-1 if i == dim else 1 for i in range(y.dim())])
-        widths = x.narrow(dim if x.dim() == y.dim() else dim, 1, n - 1) - x.narrow(dim, 0, n - 1)
+        widths = x.narrow(dim, 1, n - 1) - x.narrow(dim, 0, n - 1)
         return ((left + right) * widths).sum(dim) / 2
     return (left + right).sum(dim) * ((1.0 if dx is None else dx) / 2)
 

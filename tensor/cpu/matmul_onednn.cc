@@ -66,11 +66,11 @@ int64_t bits_of(float f) {
 }
 
 bool run_gemm(const PlanArgs& p, const float* bias, float* out) {
-  static onednn::PlanCache<MatmulPlan, 16> cache;
+  static onednn::PlanCache<MatmulPlan, 14> cache;
   const auto [batch, M, K, N] = p.shape;
-  const onednn::Key<16> key{batch, M, K, N, p.a.transposed, p.a.ld, p.a.batch_stride, p.b.transposed, p.b.ld,
+  const onednn::Key<14> key{batch, M, K, N, p.a.transposed, p.a.ld, p.a.batch_stride, p.b.transposed, p.b.ld,
                             p.b.batch_stride, p.has_bias, static_cast<int64_t>(p.epilogue), bits_of(p.alpha),
-                            bits_of(p.beta), 0, 0};
+                            bits_of(p.beta)};
   std::shared_ptr<MatmulPlan> plan;
   try {
     plan = cache.get(key, [&] { return make_plan(p); });

@@ -39,7 +39,7 @@ class Categorical(Distribution):
 
     @property
     def mean(self):
-        return trainrun.full(self._extended_shape(), float("nan"), dtype=self.probs.dtype)
+        return trainrun.full(self._extended_shape(), float("nan"), dtype=self.probs.dtype, device=self.probs.device)
 
     @property
     def mode(self):
@@ -47,7 +47,7 @@ class Categorical(Distribution):
 
     @property
     def variance(self):
-        return trainrun.full(self._extended_shape(), float("nan"), dtype=self.probs.dtype)
+        return trainrun.full(self._extended_shape(), float("nan"), dtype=self.probs.dtype, device=self.probs.device)
 
     def sample(self, sample_shape=Size()):
         sample_shape = Size(sample_shape)

@@ -37,10 +37,6 @@ class Normal(Distribution):
         eps = trainrun.randn(*shape, dtype=self.loc.dtype, device=self.loc.device)
         return self.loc + eps * self.scale
 
-    def sample(self, sample_shape=Size()):
-        with trainrun.no_grad():
-            return self.rsample(sample_shape)
-
     def log_prob(self, value):
         self._check_sample(value)
         var = self.scale ** 2

@@ -43,9 +43,8 @@ class Uniform(Distribution):
 
     def log_prob(self, value):
         self._check_sample(value)
-        inside = (self.low <= value) & (value < self.high)
-        lb, ub = inside.to(self.low.dtype), inside.to(self.low.dtype)
-        return trainrun.log(lb * ub) - trainrun.log(self.high - self.low)
+        inside = ((self.low <= value) & (value < self.high)).to(self.low.dtype)
+        return trainrun.log(inside) - trainrun.log(self.high - self.low)  # (-inf outside)
 
     def cdf(self, value):
         return ((value - self.low) / (self.high - self.low)).clamp(min=0, max=1)

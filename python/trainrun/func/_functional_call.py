@@ -10,7 +10,7 @@ def _owner(module, name):
     return module, leaf
 
 
-def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *, tie_weights=True, strict=False):
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
     dicts = parameter_and_buffer_dicts if isinstance(parameter_and_buffer_dicts, (tuple, list)) else \
         [parameter_and_buffer_dicts]
     replacements = {}
@@ -38,8 +38,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
                 owner._replace_buffer(leaf, tensor)
             else:
                 raise AttributeError(f"functional_call: {type(module).__name__} has no parameter or buffer {name!r}")
-        if not isinstance(args, tuple):
-            args = (args,)
+        args = () if args is None else (args if isinstance(args, tuple) else (args,))
         return module(*args, **(kwargs or {}))
     finally:
         for owner, leaf, original, kind in reversed(saved):

@@ -1,6 +1,6 @@
 """torch.func.vmap (torch.vmap): func mapped over a dimension of its inputs, the results stacked along out_dims.
-trainrun runs func once per slice (in chunks of chunk_size when given) and stacks: the same values as PyTorch's
-batching rules, the same shapes and nesting, without their speed. randomness: "error" (PyTorch's default) and
+trainrun runs func once per slice and stacks: the same values as PyTorch's batching rules, the same shapes and
+nesting, without their speed (chunk_size, which bounds PyTorch's memory, is accepted and changes nothing here). randomness: "error" (PyTorch's default) and
 "different" draw per slice here; "same" reseeds each slice from one draw."""
 import trainrun
 from trainrun import _C

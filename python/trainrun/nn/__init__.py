@@ -8,7 +8,7 @@ from trainrun import _C
 from trainrun._size import Size
 from trainrun.nn import functional  # noqa: F401
 from trainrun.nn.parameter import Parameter
-from trainrun.nn._module import Module, RemovableHandle  # noqa: F401
+from trainrun.nn._module import Module, RemovableHandle, _is_buffer  # noqa: F401
 
 from trainrun.nn._cpp_layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Embedding, Flatten,  # noqa
                                      LayerNorm, Linear, MaxPool2d, RMSNorm)
@@ -57,7 +57,7 @@ def _register_buffer(self, name, tensor, persistent=True):
         raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (torch Tensor or None "
                         "required)")
     self.__dict__.pop(name, None)  # (a None placeholder gives way to the registered tensor)
-    if any(n == name for n, _ in self.named_buffers(False)):
+    if _is_buffer(self, name):
         return self._replace_buffer(name, tensor)  # registered again: the new tensor, as PyTorch's
     return _cpp_register_buffer(self, name, tensor)
 

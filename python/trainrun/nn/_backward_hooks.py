@@ -20,47 +20,46 @@ def _hooks(module, table):
     return list(module.__dict__.get(table, {}).values())
 
 
+def _replaced(result, expected, what):
+    """A hook's return value as the gradients it replaces (None: keep them), checked against their count."""
+    if result is None:
+        return expected
+    result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+    if len(result) != len(expected):
+        name = "grad_output" if what == "pre hook" else "grad_input"
+        raise RuntimeError(f"backward {what} returned an invalid number of {name}, got {len(result)}, but expected "
+                           f"{len(expected)}")
+    return result
+
+
 def _run_full_hooks(state, grad_input):
     for hook in _hooks(state.module, "_backward_hooks_py"):
-        result = hook(state.module, grad_input, state.grad_output)
-        if result is not None:
-            result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
-            if len(result) != len(grad_input):
-                raise RuntimeError(f"backward hook returned an invalid number of grad_input, got {len(result)}, but "
-                                   f"expected {len(grad_input)}")
-            grad_input = result
+        grad_input = _replaced(hook(state.module, grad_input, state.grad_output), grad_input, "hook")
     return grad_input
 
 
-class _OutputHook(Function):
-    @staticmethod
-    def forward(ctx, state, *outputs):
-        ctx.state = state
-        return tuple(t.view_as(t) for t in outputs)
+class _Identity(Function):
+    """The call's tensors passed through as views, so that backward sees their gradients."""
 
+    @staticmethod
+    def forward(ctx, state, *tensors):
+        ctx.state = state
+        return tuple(t.view_as(t) for t in tensors)
+
+
+class _OutputHook(_Identity):
     @staticmethod
     def backward(ctx, *grads):
         state = ctx.state
         for hook in _hooks(state.module, "_backward_pre_hooks_py"):
-            result = hook(state.module, grads)
-            if result is not None:
-                result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
-                if len(result) != len(grads):
-                    raise RuntimeError(f"backward pre hook returned an invalid number of grad_output, got "
-                                       f"{len(result)}, but expected {len(grads)}")
-                grads = result
+            grads = _replaced(hook(state.module, grads), grads, "pre hook")
         state.grad_output = grads
         if not state.input_hooked:  # no input needs a gradient: the full hooks run now, with grad_input all None
             _run_full_hooks(state, (None,) * state.n_args)
         return (None,) + tuple(grads)
 
 
-class _InputHook(Function):
-    @staticmethod
-    def forward(ctx, state, *inputs):
-        ctx.state = state
-        return tuple(t.view_as(t) for t in inputs)
-
+class _InputHook(_Identity):
     @staticmethod
     def backward(ctx, *grads):
         state = ctx.state
