@@ -133,7 +133,7 @@ class CompiledFunction:
         m = self._module
         if m is None:
             return []
-        return [t for _, t in m.named_parameters()] + [t for _, t in m.named_buffers()]
+        return [t for _, t in m._named_local_parameters()] + [t for _, t in m.named_buffers()]
 
     def __call__(self, *args, **kwargs):
         self.calls += 1

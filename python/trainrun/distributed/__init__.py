@@ -24,6 +24,29 @@ send, recv, isend, irecv = _d.send, _d.recv, _d.isend, _d.irecv
 Store, TCPStore, FileStore, HashStore, PrefixStore = _d.Store, _d.TCPStore, _d.FileStore, _d.HashStore, \
     _d.PrefixStore
 
+
+
+def _local_piece(x):
+    """A DTensor (not a Tensor, has to_local) as this rank's piece; lists of them piece by piece."""
+    if isinstance(x, (list, tuple)):
+        return type(x)(_local_piece(v) for v in x)
+    return x.to_local() if not isinstance(x, _C.Tensor) and hasattr(x, "to_local") else x
+
+
+def _on_local_pieces(collective):
+    """The collective, taking DTensors too: it works on their local pieces, in place where it writes (what
+    `dist.all_reduce(p.grad, group=dp_group)` means for a sharded parameter's gradient)."""
+    def call(*args, **kwargs):
+        return collective(*[_local_piece(a) for a in args], **{k: _local_piece(v) for k, v in kwargs.items()})
+    call.__name__, call.__doc__, call.__wrapped__ = collective.__name__, collective.__doc__, collective
+    return call
+
+
+all_reduce, broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor, \
+    all_to_all, all_to_all_single, gather, scatter, send, recv, isend, irecv = (
+        _on_local_pieces(f) for f in (all_reduce, broadcast, reduce, all_gather, all_gather_into_tensor,
+                                      reduce_scatter, reduce_scatter_tensor, all_to_all, all_to_all_single,
+                                      gather, scatter, send, recv, isend, irecv))
 default_pg_timeout = _datetime.timedelta(minutes=30)
 
 

@@ -258,7 +258,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
     named = {}
     params, buffers = [], []
     if hasattr(mod, "named_parameters"):
-        for kind, items in (("p", mod.named_parameters()), ("b", mod.named_buffers())):
+        for kind, items in (("p", mod._named_local_parameters()), ("b", mod.named_buffers())):
             for n, t in items:
                 named.setdefault(_identity(t), (n, kind))
     constant_names, frozen = [], []

@@ -20,7 +20,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
                 raise ValueError(f"functional_call got multiple values for key {k}")
             replacements[k] = v
     if strict:
-        own = set(dict(module.named_parameters())) | set(dict(module.named_buffers()))
+        own = set(dict(module._named_local_parameters())) | set(dict(module.named_buffers()))
         missing, unexpected = sorted(own - set(replacements)), sorted(set(replacements) - own)
         if missing or unexpected:
             raise RuntimeError(f"Error(s) in reparametrizing for {type(module).__name__}: missing keys {missing}, "
@@ -29,7 +29,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     try:
         for name, tensor in replacements.items():
             owner, leaf = _owner(module, name)
-            params, buffers = dict(owner.named_parameters(False)), dict(owner.named_buffers(False))
+            params, buffers = dict(owner._named_local_parameters(False)), dict(owner.named_buffers(False))
             if leaf in params:
                 saved.append((owner, leaf, params[leaf], "parameter"))
                 owner._replace_parameter(leaf, tensor)

@@ -26,7 +26,7 @@ _unordered_state_dict = _C.nn.Module.state_dict
 
 def _state_dict_keys(module, prefix=""):
     """PyTorch's state_dict order: a module's parameters, then its buffers, then each child's, recursively."""
-    for name, _ in module.named_parameters(False):
+    for name, _ in module._named_local_parameters(False):
         yield prefix + name
     for name, _ in module.named_buffers(False):
         yield prefix + name

@@ -31,7 +31,7 @@ def _uniform_fan_in(module, fan_in):
 
     from trainrun.nn import init
     bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-    for name, _ in module.named_parameters(False):
+    for name, _ in module._named_local_parameters(False):
         init.uniform_(getattr(module, name), -bound, bound)  # a sharded parameter: its DTensor
 
 
@@ -47,7 +47,7 @@ class Linear(_C.nn.Linear):
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, " \
-               f"bias={'bias' in dict(self.named_parameters(False))}"
+               f"bias={'bias' in dict(self._named_local_parameters(False))}"
 
 
 @remember_init_args
@@ -121,7 +121,7 @@ class LayerNorm(_C.nn.LayerNorm):
 
     def reset_parameters(self):
         from trainrun.nn import init
-        for name, _ in self.named_parameters(False):
+        for name, _ in self._named_local_parameters(False):
             (init.ones_ if name == "weight" else init.zeros_)(getattr(self, name))
 
 

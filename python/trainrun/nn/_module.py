@@ -158,16 +158,51 @@ def _fills_buffer(module, name, value):
     return True
 
 
+def _registers_itself(value):
+    """A parameter of another kind than a tensor (nn.Parameter(dtensor)): its class registers it."""
+    return not isinstance(value, _C.Tensor) and getattr(value, "_is_param", False) is True and \
+        hasattr(type(value), "_register_as_parameter")
+
+
+_cpp_register_parameter = _C.nn.Module.register_parameter
+
+
+def _register_parameter(self, name, param, requires_grad=None):
+    """PyTorch's register_parameter(name, param): None reads back as None until a Parameter is assigned (a
+    layer without bias); a DTensor parameter registers its local piece and shows the DTensor (its class's
+    `_register_as_parameter`); a tensor registers with its own requires_grad unless told otherwise."""
+    if param is None:
+        if name in dict(self._named_local_parameters(False)):
+            raise KeyError(f"register_parameter: '{name}' is already a parameter (assign None to remove it)")
+        object.__setattr__(self, name, None)
+        return None
+    register = getattr(type(param), "_register_as_parameter", None)
+    if register is not None and not isinstance(param, _C.Tensor):
+        return register(param, self, name)
+    if not isinstance(param, _C.Tensor):
+        raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                        "(nn.Parameter or None required)")
+    if self.__dict__.get(name, 0) is None:
+        del self.__dict__[name]  # the None placeholder gives way to the parameter
+    return _cpp_register_parameter(self, name, param, param.requires_grad if requires_grad is None else
+                                   requires_grad)
+
+
+_C.nn.Module.register_parameter = _register_parameter
+
+
 def _cpp_setattr(self, name, value):
     """module.name = value on any module: a Parameter registers (or replaces) a parameter, a tensor assigned
     to an existing parameter's name replaces it (tying weights: `head.weight = embedding.weight`), a module
     becomes a child; anything else is a plain attribute."""
     _state_changed(self, name)
-    if isinstance(value, _C.Tensor) and _fills_buffer(self, name, value):
+    if _registers_itself(value):
+        self.register_parameter(name, value)
+    elif isinstance(value, _C.Tensor) and _fills_buffer(self, name, value):
         pass
     elif isinstance(value, _C.Tensor) and not isinstance(value, Parameter) and _is_buffer(self, name):
         self._replace_buffer(name, value)  # `self.steps = self.steps + 1`: the buffer, not a shadowing attribute
-    elif isinstance(value, _C.Tensor) and name in dict(self.named_parameters(False)):
+    elif isinstance(value, _C.Tensor) and name in dict(self._named_local_parameters(False)):
         self._replace_parameter(name, value)
     elif isinstance(value, Parameter):
         self.register_parameter(name, value, value.requires_grad)
@@ -248,11 +283,13 @@ class Module(_C.nn.Module):
         if value is None and name in self.__dict__.get("_children_py", {}):
             self._unregister(name)  # torch's `model.tok_embeddings = None`: the child is gone, the name reads None
             self._children_py[name] = None
+        elif _registers_itself(value):
+            self.register_parameter(name, value)
         elif isinstance(value, _C.Tensor) and _fills_buffer(self, name, value):
             pass
         elif isinstance(value, _C.Tensor) and not isinstance(value, Parameter) and _is_buffer(self, name):
             self._replace_buffer(name, value)  # `self.steps = self.steps + 1`: the buffer, not a shadowing attribute
-        elif isinstance(value, _C.Tensor) and name in dict(self.named_parameters(False)):
+        elif isinstance(value, _C.Tensor) and name in dict(self._named_local_parameters(False)):
             self._replace_parameter(name, value)  # tying: assigning a tensor to a parameter's name
         elif isinstance(value, Parameter):
             self.register_parameter(name, value, value.requires_grad)
@@ -330,7 +367,7 @@ def _to_empty(self, *, device, recurse=True):
         return new
     modules = list(self.modules()) if recurse else [self]
     for m in modules:
-        for name, p in list(m.named_parameters("", False)):
+        for name, p in list(m._named_local_parameters("", False)):
             m._replace_parameter(name, fresh(p))
         for name, b in list(m.named_buffers("", False)):
             m._replace_buffer(name, fresh(b))
@@ -340,14 +377,14 @@ def _to_empty(self, *, device, recurse=True):
 
 
 def _requires_grad_(self, requires_grad=True):
-    for p in self.parameters():
+    for _, p in self._named_local_parameters():
         p.requires_grad_(requires_grad)
     return self
 
 
 def _share_memory(self):
     """Moves every parameter, gradient and buffer into shared memory (Hogwild training across processes)."""
-    for p in self.parameters():
+    for _, p in self._named_local_parameters():
         p.share_memory_()
         if p.grad is not None:
             p.grad.share_memory_()
@@ -426,6 +463,9 @@ def _named_tensors(cpp_named, kind):
 
 
 _C.nn.Module.named_parameters = _named_tensors(_C.nn.Module.named_parameters, "parameters")
+# The tensors the registry holds, whatever a distributed layer shows in their place (named_parameters gives a
+# sharded parameter as its DTensor once tensor parallelism or fully_shard made one): what nn's own code changes.
+_C.nn.Module._named_local_parameters = _C.nn.Module.named_parameters
 _C.nn.Module.named_buffers = _named_tensors(_C.nn.Module.named_buffers, "buffers")
 _C.nn.Module.parameters = lambda self, recurse=True: (p for _, p in self.named_parameters("", recurse))
 _C.nn.Module.buffers = lambda self, recurse=True: (b for _, b in self.named_buffers("", recurse))

@@ -49,7 +49,7 @@ def _reduce_ex(self, protocol):
                         "Python class (use trainrun.nn.{type(self).__name__})")
     state = {
         "training": self.training,
-        "params": [(name, _canonical(p), p.requires_grad) for name, p in self.named_parameters(False)],
+        "params": [(name, _canonical(p), p.requires_grad) for name, p in self._named_local_parameters(False)],
         "buffers": [(name, _canonical(b)) for name, b in self.named_buffers(False)],
         "children": _children(self),
         "attrs": {k: v for k, v in self.__dict__.items() if k not in _INTERNAL},
@@ -65,7 +65,7 @@ def _rebuild_module(cls, init, state):
     else:
         with no_grad():
             module = cls(*init[0], **init[1])
-    own_params = {name for name, _ in module.named_parameters(False)}
+    own_params = {name for name, _ in module._named_local_parameters(False)}
     own_buffers = {name for name, _ in module.named_buffers(False)}
     for name, p, requires_grad in state["params"]:
         if name in own_params:

@@ -196,7 +196,7 @@ class _CellBase(Module):
             self.bias_ih = Parameter(_C.empty([gates]))
             self.bias_hh = Parameter(_C.empty([gates]))
         bound = 1.0 / math.sqrt(hidden_size)
-        for _, p in self.named_parameters():
+        for _, p in self._named_local_parameters():
             init.uniform_(p, -bound, bound)
         if dtype is not None:
             self.to(dtype)

@@ -8,6 +8,7 @@ from collections.abc import MutableMapping
 import collections.abc
 
 from trainrun import _C
+from trainrun.optim._local_params import local_params
 
 # PyTorch's option names that trainrun's C++ optimizers keep under other names.
 _BETAS = ("beta1", "beta2")
@@ -76,7 +77,7 @@ class _StateByParam(collections.abc.Mapping):
 
     def __getitem__(self, param):
         try:
-            return self._entries[param._cdata][1]
+            return self._entries[local_params(param)[0]._cdata][1]
         except (KeyError, AttributeError):
             raise KeyError(param) from None
 
@@ -103,10 +104,10 @@ class _GroupsMixin:
     """param_groups and add_param_group over the C++ optimizer's groups."""
 
     def _init_groups(self, params, init):
-        params = list(params)
+        params = local_params(params)
         if params and isinstance(params[0], dict):
             first, rest = params[0], params[1:]
-            init(list(first["params"]))
+            init(local_params(first["params"]))
             self._remember_defaults()  # the constructor's options, before the first group's own
             for key, value in _to_options(first).items():
                 _C.optim.Optimizer._set_group_option(self, 0, key, value)
@@ -185,9 +186,7 @@ class _GroupsMixin:
     def add_param_group(self, param_group):
         if "params" not in param_group:
             raise ValueError("add_param_group: the group needs a 'params' entry")
-        params = param_group["params"]
-        params = [params] if isinstance(params, _C.Tensor) else list(params)
-        _C.optim.Optimizer._add_param_group(self, params, _to_options(param_group))
+        _C.optim.Optimizer._add_param_group(self, local_params(param_group["params"]), _to_options(param_group))
 
 
 def _set_defaults(optimizer, params, defaults):

@@ -8,6 +8,7 @@ import functools
 
 from trainrun import _C
 from trainrun._autograd import no_grad
+from trainrun.optim._local_params import local_params
 
 
 def _eager_step(step):
@@ -33,7 +34,7 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.state = collections.defaultdict(dict)
         self.param_groups = []
-        params = [params] if isinstance(params, _C.Tensor) else list(params)
+        params = local_params(params)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
         for group in (params if isinstance(params[0], dict) else [{"params": params}]):
@@ -44,7 +45,7 @@ class Optimizer:
             raise ValueError("add_param_group: the group needs a 'params' entry")
         group = dict(param_group)
         params = group["params"]
-        group["params"] = [params] if isinstance(params, _C.Tensor) else list(params)
+        group["params"] = local_params(params)
         for key, value in self.defaults.items():
             group.setdefault(key, value)
         seen = {id(p) for g in self.param_groups for p in g["params"]}

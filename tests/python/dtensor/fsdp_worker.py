@@ -88,7 +88,7 @@ def materialise(model, failures):
     """to_empty then reset_parameters in construction order (the reference's draws), under the CPU allocator's
     counters: afterwards the rank holds its shards; on the way, at most the span the largest parameter's piece
     is drawn from on top of them, never the whole model."""
-    shards = sum(p.numel() * 4 for p in model.parameters())  # this rank's pieces
+    shards = sum(p.to_local().numel() * 4 for p in model.parameters())  # this rank's pieces (of the DTensors)
     whole = {k: v.numel() * 4 for k, v in model.state_dict().items()}  # DTensors: the global sizes
     slack = 64 * len(whole)  # the allocator's alignment
     base = tr._C._cpu_memory_allocated()

@@ -36,7 +36,7 @@ def full(t):
 
 
 def sharded(module, name):
-    """module's parameter `name` as its DTensor (named_parameters() gives the local shards)."""
+    """module's parameter `name` as its DTensor."""
     *path, leaf = name.split(".")
     for part in path:
         module = getattr(module, part)

@@ -75,7 +75,7 @@ def _param_names(model):
     """Parameter (by tensor identity) -> its name in get_model_state_dict, and name -> that entry (a DTensor
     for a sharded parameter, which tells the optimizer state's layout)."""
     names = {}
-    for name, p in model.named_parameters():
+    for name, p in model._named_local_parameters():
         names[p._cdata] = name[len("module."):] if hasattr(model, "module") and name.startswith("module.") else name
     return names, get_model_state_dict(model)
 

@@ -160,7 +160,7 @@ def _owned_parameters(module, ignored):
         m = stack.pop()
         if m is not module and m.__dict__.get(_GROUP) is not None:
             continue
-        for name, p in m.named_parameters(False):
+        for name, p in m._named_local_parameters(False):
             if _key(p) not in ignored:
                 out.append((m, name))
         stack.extend(reversed(list(m.children())))

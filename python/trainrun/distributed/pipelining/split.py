@@ -75,7 +75,7 @@ def _crossing(args, kwargs):
 
 
 def _own_tensors(module):
-    return list(module.named_parameters("", False)), list(module.named_buffers("", False))
+    return list(module._named_local_parameters("", False)), list(module.named_buffers("", False))
 
 
 def _child(module, name):

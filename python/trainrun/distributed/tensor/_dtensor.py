@@ -38,7 +38,7 @@ def _check_placements(mesh, placements, ndim):
 
 class DTensor:
     """PyTorch's torch.distributed.tensor.DTensor: build it with distribute_tensor or DTensor.from_local."""
-    __slots__ = ("_local_tensor", "_spec", "__weakref__")
+    __slots__ = ("_local_tensor", "_spec", "_is_param", "__weakref__")  # _is_param: nn.Parameter(dtensor)
 
     def __init__(self, local_tensor, spec):
         self._local_tensor, self._spec = local_tensor, spec
@@ -104,11 +104,6 @@ class DTensor:
 
     ndim = property(dim)
 
-    def numel(self):
-        n = 1
-        for s in self._spec.shape:
-            n *= s
-        return n
 
     @property
     def dtype(self):
@@ -117,6 +112,32 @@ class DTensor:
     @property
     def device(self):
         return self._local_tensor.device
+
+    # What every piece shares with the whole: read from the local piece.
+    is_meta = property(lambda self: self._local_tensor.is_meta)
+    is_cuda = property(lambda self: self._local_tensor.is_cuda)
+    is_cpu = property(lambda self: self._local_tensor.is_cpu)
+    layout = property(lambda self: self._local_tensor.layout)
+    is_floating_point = lambda self: self._local_tensor.is_floating_point()  # noqa: E731
+    is_complex = lambda self: self._local_tensor.is_complex()  # noqa: E731
+    element_size = lambda self: self._local_tensor.element_size()  # noqa: E731
+    itemsize = property(lambda self: self._local_tensor.element_size())
+    nelement = numel = lambda self: _product(self._spec.shape)  # noqa: E731
+    ndimension = dim
+    nbytes = property(lambda self: self.numel() * self._local_tensor.element_size())
+
+    def stride(self, dim=None):
+        """The strides of the whole tensor laid out contiguously, as PyTorch reports a DTensor's."""
+        strides, step = [], 1
+        for size in reversed(self._spec.shape):
+            strides.insert(0, step)
+            step *= max(size, 1)
+        return tuple(strides) if dim is None else strides[dim]
+
+    @property
+    def data(self):
+        """The same DTensor outside autograd (over the local piece's data)."""
+        return DTensor(self._local_tensor.data, self._spec)
 
     @property
     def requires_grad(self):
@@ -193,6 +214,13 @@ class DTensor:
 
     def __float__(self):
         return float(self.full_tensor())
+
+
+def _product(sizes):
+    n = 1
+    for s in sizes:
+        n *= s
+    return n
 
 
 def _check_replicas_agree(local, mesh, placements):

@@ -14,7 +14,29 @@ def set_view(module, name, dtensor):
     if table is None:
         table = {}
         object.__setattr__(module, DTENSOR_PARAMS, table)
+    dtensor._is_param = True  # a parameter's view: isinstance(module.weight, nn.Parameter), as in PyTorch
     table[name] = dtensor
+
+
+def _as_parameter(dtensor, requires_grad=True):
+    """nn.Parameter(dtensor): a DTensor over a Parameter sharing the local piece's memory."""
+    from trainrun.distributed.tensor._dtensor import DTensor
+    from trainrun.nn import Parameter
+    out = DTensor(Parameter(dtensor._local_tensor, requires_grad), dtensor._spec)
+    out._is_param = True
+    return out
+
+
+def _register_as_parameter(dtensor, module, name):
+    """module.name = nn.Parameter(dtensor) or register_parameter(name, it): the registry holds the local piece
+    (what optimizers and C++ code update), and module.name and named_parameters show the DTensor."""
+    from trainrun.distributed.tensor._dtensor import DTensor
+    local = dtensor._local_tensor
+    if name in dict(module._named_local_parameters(False)):
+        module._replace_parameter(name, local)
+    else:
+        module.register_parameter(name, local, local.requires_grad)
+    set_view(module, name, DTensor(module._param(name), dtensor._spec))
 
 
 GRADIENT_SUMS = "_gradient_summed_over"  # name -> the group a parameter's gradient is summed over
@@ -62,6 +84,33 @@ def _getattr(self, name):
 
 
 _C.nn.Module.__getattr__ = _getattr
+
+
+def _attach_parameter_hooks():
+    from trainrun.distributed.tensor._dtensor import DTensor
+    DTensor._as_parameter = staticmethod(_as_parameter)
+    DTensor._register_as_parameter = _register_as_parameter
+
+
+_attach_parameter_hooks()
+_named_local_parameters = _C.nn.Module._named_local_parameters
+
+
+def _named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+    """PyTorch's: a sharded parameter (tensor parallelism, fully_shard) comes as its DTensor."""
+    if isinstance(prefix, bool):  # named_parameters(False)
+        prefix, recurse = "", prefix
+    views = {}
+    for m in (self.modules() if recurse else [self]):
+        table = m.__dict__.get(DTENSOR_PARAMS)
+        if table and not m.__dict__.get(VIEWS_OFF):
+            views.update((view._local_tensor._cdata, view) for view in table.values())
+    for name, p in _named_local_parameters(self, prefix, recurse, remove_duplicate):
+        yield name, (views.get(p._cdata, p) if views else p)
+
+
+_named_parameters.__doc__ = _named_local_parameters.__doc__
+_C.nn.Module.named_parameters = _named_parameters
 
 
 _original_state_dict = _C.nn.Module.state_dict

@@ -10,12 +10,17 @@ import trainrun
 from trainrun import _C, _op_list
 from trainrun.distributed.tensor import _sharding_rules as rules
 from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec
+from trainrun.distributed.tensor._implicit import replicated_like
+from trainrun.distributed.tensor._redistribute import redistribute_local
 from trainrun.distributed.tensor.placement_types import Replicate
 from trainrun.nn import functional as F
 
 
-def _number_or_dtensor(x, op):
+def _number_or_dtensor(x, op, dtensor):
     if isinstance(x, DTensor) or (isinstance(x, numbers.Number) and not isinstance(x, bool)):
+        return x
+    x = replicated_like(x, dtensor)  # under experimental.implicit_replication
+    if isinstance(x, DTensor):
         return x
     if isinstance(x, _C.Tensor) and x.ndim == 0:
         return x.item()
@@ -25,7 +30,7 @@ def _number_or_dtensor(x, op):
 
 def _binary(op, fn, reflected=False):
     def method(self, other):
-        other = _number_or_dtensor(other, op)
+        other = _number_or_dtensor(other, op, self)
         args = [other, self] if reflected else [self, other]
         return rules.pointwise(op, fn, args)
     return method
@@ -120,6 +125,52 @@ DTensor.permute = lambda self, *dims: rules.permute(self, list(dims[0]) if len(d
 DTensor.view, DTensor.reshape = _view("view"), _view("reshape")
 
 
+def _operand_piece(self, other, op):
+    """other as the piece matching self's local piece: a DTensor redistributed to self's placements, a
+    whole tensor of self's shape cut the same way, a number as it is."""
+    if isinstance(other, DTensor):
+        if other.device_mesh != self.device_mesh:
+            raise ValueError(f"DTensor {op}: the operands are on different meshes")
+        if tuple(other.shape) != tuple(self.shape):
+            raise ValueError(f"DTensor {op}: the operand's shape {list(other.shape)} is not {list(self.shape)}")
+        return other.redistribute(self.device_mesh, self.placements).to_local()
+    if isinstance(other, _C.Tensor) and other.ndim > 0:
+        if tuple(other.shape) != tuple(self.shape):
+            raise ValueError(f"DTensor {op}: a plain operand must have the whole tensor's shape "
+                             f"{list(self.shape)}, got {list(other.shape)}")
+        replicated = tuple(Replicate() for _ in self.placements)
+        return redistribute_local(other, tuple(self.shape), self.device_mesh, replicated, self.placements)
+    return other
+
+
+def _in_place(op, partial_ok):
+    """self.op(*args) in place on the local piece (tensor operands cut to match it). On a Partial DTensor
+    (its pieces are summands) only what is linear in it is allowed, by partial_ok(args)."""
+    def method(self, *args, **kwargs):
+        if any(p.is_partial() for p in self.placements) and not partial_ok(args):
+            raise ValueError(f"DTensor {op}{tuple(type(a).__name__ for a in args)} is not linear in a Partial "
+                             "DTensor's pieces; redistribute it first")
+        getattr(self._local_tensor, op)(*[_operand_piece(self, a, op) for a in args], **kwargs)
+        return self
+    method.__name__ = op
+    return method
+
+
+def _is_number(x):
+    return isinstance(x, numbers.Number)
+
+
+_TENSOR_OPERAND = lambda args: bool(args) and not _is_number(args[0])  # noqa: E731  (add_/sub_: pieces add up)
+_NUMBER_OPERAND = lambda args: bool(args) and _is_number(args[0])  # noqa: E731  (mul_/div_ by a number)
+for _op_name, _partial_ok in (("add_", _TENSOR_OPERAND), ("sub_", _TENSOR_OPERAND), ("mul_", _NUMBER_OPERAND),
+                              ("div_", _NUMBER_OPERAND), ("copy_", lambda args: True),
+                              ("neg_", lambda args: True)):
+    setattr(DTensor, _op_name, _in_place(_op_name, _partial_ok))
+for _op_name in ("clamp_", "clamp_min_", "clamp_max_", "abs_", "sqrt_", "exp_", "relu_", "sigmoid_", "tanh_",
+                 "lerp_", "addcmul_", "addcdiv_"):
+    setattr(DTensor, _op_name, _in_place(_op_name, lambda args: False))
+
+
 def _dispatching(name, original, handler):
     """trainrun.<name> that hands DTensor arguments to `handler` and everything else to the original."""
     def fn(*args, **kwargs):
@@ -193,6 +244,37 @@ _FUNCTIONAL = {
     "softmax": lambda x, dim=None, _stacklevel=3, dtype=None: x.softmax(dim, dtype),
     "log_softmax": lambda x, dim=None, _stacklevel=3, dtype=None: x.log_softmax(dim, dtype),
 }
+
+
+def _concatenating(name, original):
+    """trainrun.cat/stack that hand a sequence of DTensors to the concat rule."""
+    def fn(tensors, dim=0, *, out=None):
+        tensors = list(tensors)
+        if tensors and isinstance(tensors[0], DTensor):
+            if out is not None:
+                raise TypeError(f"DTensor {name}: out= is not supported")
+            return rules.concat("stack" if name == "stack" else "cat", original, tensors, dim)
+        return original(tensors, dim) if out is None else original(tensors, dim, out=out)
+    fn.__name__, fn.__doc__, fn.__wrapped__ = name, getattr(original, "__doc__", None), original
+    return fn
+
+
+for _name in ("cat", "concat", "concatenate", "stack"):
+    if hasattr(trainrun, _name):
+        setattr(trainrun, _name, _concatenating(_name, getattr(trainrun, _name)))
+DTensor.unsqueeze = lambda self, dim: rules.reshape(
+    "reshape", self, list(self.shape[:dim % (self.ndim + 1)]) + [1] + list(self.shape[dim % (self.ndim + 1):]))
+DTensor.flatten = lambda self, start_dim=0, end_dim=-1: rules.reshape(
+    "reshape", self, _flattened(self.shape, start_dim % max(self.ndim, 1), end_dim % max(self.ndim, 1)))
+
+
+def _flattened(shape, start, end):
+    merged = 1
+    for s in shape[start:end + 1]:
+        merged *= s
+    return list(shape[:start]) + [merged] + list(shape[end + 1:])
+
+
 for _name, _handler in _FUNCTIONS.items():
     setattr(trainrun, _name, _dispatching(_name, getattr(trainrun, _name), _handler))
 for _name, _handler in _FUNCTIONAL.items():

@@ -13,6 +13,7 @@ transpose/permute/t/view/reshape (where the sharded dim survives)."""
 from trainrun import _C
 from trainrun.distributed.tensor import _redistribute
 from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec
+from trainrun.distributed.tensor._implicit import replicated_like
 from trainrun.distributed.tensor.placement_types import Partial, Replicate, Shard
 
 # Communication weight of one mesh dim's change (per element of the local piece): what the choice minimizes.
@@ -151,6 +152,7 @@ def _decide_pointwise(op, args, dts):
 # ---- matmul -----------------------------------------------------------------------------------------------
 def matmul(op, a, b):
     """a @ b for a of >= 2 dims and b of 2 dims, or both of the same >= 3 dims (batched)."""
+    a, b = replicated_like(a, b), replicated_like(b, a)  # (under experimental.implicit_replication)
     if not isinstance(a, DTensor) or not isinstance(b, DTensor):
         raise TypeError(f"DTensor: {op} needs both operands as DTensors (use DTensor.from_local/distribute_tensor)")
     plan = _plan((op, a._spec, b._spec), [a, b], lambda: _decide_matmul(op, a, b))
@@ -251,7 +253,9 @@ def transpose(x, d0, d1):
 
 
 def reshape(op, x, shape):
-    """A reshape keeps a sharded dim when it survives whole: same size and same product of the dims before it."""
+    """A reshape keeps a sharded dim when it survives whole (same size and same product of the dims before
+    it), or when it leads a merge of dims or leads a split of itself with its even pieces kept whole: then
+    each rank's piece is still one block of the new dim."""
     shape = list(shape)
     total = x.numel()
     if -1 in shape:
@@ -261,14 +265,16 @@ def reshape(op, x, shape):
                 known *= s
         shape[shape.index(-1)] = total // known if known else 0
     out = []
-    for p in x.placements:
+    for i, p in enumerate(x.placements):
         if isinstance(p, Shard):
             before = 1
             for s in x.shape[:p.dim]:
                 before *= s
+            size, n = x.shape[p.dim], x.device_mesh.size(i)
             target, acc = None, 1
             for j, s in enumerate(shape):
-                if acc == before and s == x.shape[p.dim]:
+                if acc == before and (s == size or (s > size and s % size == 0 and size % n == 0) or
+                                      (0 < s < size and size % s == 0 and s % n == 0)):
                     target = j
                     break
                 acc *= s
@@ -283,6 +289,38 @@ def reshape(op, x, shape):
     local = getattr(x.to_local(), op)(local_shape)
     return DTensor(local, DTensorSpec(x.device_mesh, out, tuple(shape)))
 
+
+def concat(op, fn, tensors, dim):
+    """cat/stack of DTensors along dim: a mesh dim on which every input is sharded alike along another tensor
+    dim (or is the same Partial) stays so; anything else is replicated first."""
+    tensors = list(tensors)
+    _mesh_of(tensors, op)
+    key = (op, tuple(t._spec for t in tensors), dim)
+    plan = _plan(key, tensors, lambda: _decide_concat(op, tensors, dim))
+    return DTensor(fn(plan.pieces(tensors), dim), plan.out)
+
+
+def _decide_concat(op, tensors, dim):
+    stack = op == "stack"
+    ndim = tensors[0].ndim
+    d = dim % (ndim + 1 if stack else ndim)
+    shape = list(tensors[0].shape)
+    if stack:
+        shape.insert(d, len(tensors))
+    else:
+        shape[d] = sum(t.shape[d] for t in tensors)
+    strategies = []
+    for i in range(tensors[0].device_mesh.ndim):
+        options = [([Replicate()] * len(tensors), Replicate())]
+        first = tensors[0].placements[i]
+        if all(t.placements[i] == first for t in tensors):
+            if isinstance(first, Shard) and (stack or first.dim != d):
+                options.append(([first] * len(tensors), Shard(first.dim + (1 if stack and first.dim >= d else 0))))
+            elif isinstance(first, Partial) and first.reduce_op in ("sum", "avg"):
+                options.append(([first] * len(tensors), first))
+        strategies.append(options)
+    required, out = _choose(op, strategies, tensors)
+    return required, out, tuple(shape)
 
 
 # ---- normalization, embedding, loss -----------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Tensor-parallel styles, as PyTorch's torch.distributed.tensor.parallel:
 ColwiseParallel, RowwiseParallel, SequenceParallel, PrepareModuleInput,
 PrepareModuleOutput. A style shards a module's parameters on a 1-D mesh
-(the module keeps its local shards, so optimizers and state_dict see
-ordinary tensors; `module.weight` shows the DTensor), and computes its
+(the module's registry keeps its local shards, which C++ code and optimizers
+update; `module.weight`, named_parameters and state_dict show the DTensors), and computes its
 forward on the shards with the collectives Megatron-LM places: Colwise
 takes a replicated input (its gradient is summed over the ranks) and gives
 an output sharded on the last dim; Rowwise takes that sharded input and
@@ -62,7 +62,7 @@ def _shard_parameter(module, name, mesh, placement):
 
 
 def _has(module, name):
-    return name in dict(module.named_parameters(False))
+    return name in dict(module._named_local_parameters(False))
 
 
 def _kind(module, style):
@@ -191,7 +191,7 @@ class SequenceParallel(ParallelStyle):
     def _apply(self, module, mesh):
         _check_1d(mesh, "SequenceParallel")
         group = mesh.get_group(0)
-        for name, p in module.named_parameters(False):
+        for name, p in module._named_local_parameters(False):
             if p.requires_grad:
                 p.register_hook(lambda g, group=group: _redistribute.all_reduced(g, group))
                 sum_gradient_over(module, name, group)
