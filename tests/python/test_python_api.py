@@ -414,8 +414,17 @@ def test_optimizer_param_groups_as_pytorch():
     opt = tr.optim.SGD([tr.ones(1, requires_grad=True)], lr=0.1)
     with pytest.raises(KeyError, match="no option 'betas'"):
         opt.param_groups[0]["betas"] = (0.9, 0.99)
-    with pytest.raises(ValueError, match="unknown option 'colour'"):
-        opt.add_param_group({"params": [tr.ones(1, requires_grad=True)], "colour": 1})
+    # A group's own keys (a script's 'name', the 'initial_lr' schedulers add) stay in the group, as in PyTorch,
+    # and travel in state_dict.
+    opt.add_param_group({"params": [tr.ones(1, requires_grad=True)], "colour": "red", "lr": 0.3})
+    assert opt.param_groups[1]["colour"] == "red" and opt.param_groups[1]["lr"] == 0.3
+    opt.param_groups[0]["initial_lr"] = 0.1
+    assert opt.state_dict()["param_groups"][0]["initial_lr"] == 0.1
+    named = tr.optim.AdamW([{"params": [tr.ones(1, requires_grad=True)], "name": "decay", "lr": 0.5}], lr=0.1)
+    assert named.param_groups[0]["name"] == "decay" and named.param_groups[0]["lr"] == 0.5
+    restored = tr.optim.AdamW([tr.ones(1, requires_grad=True)])
+    restored.load_state_dict(named.state_dict())
+    assert restored.param_groups[0]["name"] == "decay" and restored.param_groups[0]["lr"] == 0.5
 
 
 def test_nn_utils_clip_and_vectors_and_loss_modules_as_pytorch():

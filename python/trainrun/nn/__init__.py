@@ -141,7 +141,8 @@ from trainrun.nn._layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveM
                                  ConstantPad2d, Conv1d, ConvTranspose2d, EmbeddingBag, Fold, MaxPool1d, AvgPool1d,
                                  CosineSimilarity, PairwiseDistance, Softmax2d, InstanceNorm1d, InstanceNorm2d, GroupNorm, Identity, MultiheadAttention, PixelShuffle,
                                  PixelUnshuffle, PReLU, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
-                                 ReplicationPad2d, Unflatten, Unfold, Upsample, ZeroPad2d)
+                                 ReplicationPad2d, Unflatten, Unfold, Upsample, ZeroPad2d, Bilinear, LazyLinear,
+                                 UpsamplingNearest2d, UpsamplingBilinear2d)
 from trainrun.nn._transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: E402,F401
                                       TransformerEncoder, TransformerEncoderLayer)
 from trainrun.nn._recurrent import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell  # noqa: E402,F401

@@ -41,7 +41,16 @@ ACTIVATIONS = {
     "Dropout": (F.dropout, [("p", 0.5), ("inplace", False)]),
     "Dropout1d": (F.dropout1d, [("p", 0.5), ("inplace", False)]),
     "Dropout2d": (F.dropout2d, [("p", 0.5), ("inplace", False)]),
+    "Dropout3d": (F.dropout3d, [("p", 0.5), ("inplace", False)]),
+    "AlphaDropout": (F.alpha_dropout, [("p", 0.5), ("inplace", False)]),
+    "FeatureAlphaDropout": (F.feature_alpha_dropout, [("p", 0.5), ("inplace", False)]),
+    "RReLU": (F.rrelu, [("lower", 1.0 / 8), ("upper", 1.0 / 3), ("inplace", False)]),
+    "LocalResponseNorm": (F.local_response_norm, [("size", _), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)]),
+    "ChannelShuffle": (F.channel_shuffle, [("groups", _)]),
 }
+# Those whose functional form takes training= (they follow train()/eval()).
+_TAKES_TRAINING = {F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, F.feature_alpha_dropout,
+                   F.rrelu}
 
 _LEGACY = [("size_average", None), ("reduce", None)]
 LOSSES = {
@@ -64,6 +73,12 @@ LOSSES = {
     "PoissonNLLLoss": (F.poisson_nll_loss, [("log_input", True), ("full", False)] + _LEGACY[:1] +
                        [("eps", 1e-8)] + _LEGACY[1:] + [("reduction", "mean")], 2),
     "GaussianNLLLoss": (F.gaussian_nll_loss, [("full", False), ("eps", 1e-6), ("reduction", "mean")], 3),
+    "TripletMarginLoss": (F.triplet_margin_loss, [("margin", 1.0), ("p", 2.0), ("eps", 1e-6), ("swap", False)] +
+                          _LEGACY + [("reduction", "mean")], 3),
+    "MultiLabelSoftMarginLoss": (F.multilabel_soft_margin_loss, [("weight", None)] + _LEGACY +
+                                 [("reduction", "mean")], 2),
+    "MultiMarginLoss": (F.multi_margin_loss, [("p", 1), ("margin", 1.0), ("weight", None)] + _LEGACY +
+                        [("reduction", "mean")], 2),
 }
 
 
@@ -75,7 +90,7 @@ def _signature(params):
 def _declare(name, function, params, inputs, base):
     signature = _signature(params)
     names = [n for n, _ in params]
-    takes_training = function in (F.dropout, F.dropout1d, F.dropout2d)  # dropout follows train()/eval()
+    takes_training = function in _TAKES_TRAINING
 
     def __init__(self, *args, **kwargs):
         base.__init__(self)
@@ -122,5 +137,6 @@ class _WeightedLoss(_Loss):
 def declared():
     out = {name: _declare(name, fn, params, 1, Module) for name, (fn, params) in ACTIVATIONS.items()}
     for name, (fn, params, inputs) in LOSSES.items():
-        out[name] = _declare(name, fn, params, inputs, _WeightedLoss if params and params[0][0] == "weight" else _Loss)
+        weighted = any(n == "weight" for n, _ in params)
+        out[name] = _declare(name, fn, params, inputs, _WeightedLoss if weighted else _Loss)
     return out

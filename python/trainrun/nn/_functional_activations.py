@@ -172,7 +172,21 @@ def prelu(input, weight):  # noqa: A002
 
 @op(function=False, functional=True)
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):  # noqa: A002
-    if training:
-        raise NotImplementedError("rrelu(training=True) is not supported")
+    if training:  # a slope drawn per element from U(lower, upper) for the negative inputs
+        slope = _C.rand(list(input.shape), input.dtype, input.device) * (upper - lower) + lower
+        return _out(input, _C.where(input >= 0, input, input * slope), inplace)
     return leaky_relu(input, (lower + upper) / 2, inplace)
 
+
+
+@op(function=False, functional=True)
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """softmax((logits + Gumbel noise) / tau); hard: the one-hot of its argmax in the forward, the soft sample's
+    gradient in the backward (straight-through)."""
+    gumbels = -_C.log(_C.empty(list(logits.shape), dtype=logits.dtype, device=logits.device).exponential_())
+    soft = _C.softmax((logits + gumbels) / tau, dim, None)
+    if not hard:
+        return soft
+    index = soft.argmax(dim=dim, keepdim=True)
+    one_hot = _C.zeros(list(soft.shape), dtype=soft.dtype, device=soft.device).scatter_(dim, index, 1.0)
+    return one_hot - soft.detach() + soft

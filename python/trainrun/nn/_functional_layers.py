@@ -539,3 +539,92 @@ def dropout1d(input, p=0.5, training=True, inplace=False):  # noqa: A002
 @op(function=False, functional=True)
 def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002
     return _channel_dropout(input, p, training, inplace, 2, "dropout2d")
+
+
+@op(function=False, functional=True)
+def dropout3d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    return _channel_dropout(input, p, training, inplace, 3, "dropout3d")
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+
+
+def _alpha_dropout(input, p, training, inplace, shape, where):  # noqa: A002
+    """Dropped units take SELU's negative saturation value, then an affine map keeps mean 0 and variance 1
+    (PyTorch's formula)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{where}: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input.mul_(0.0) if inplace else input * 0.0
+    saturation = -_SELU_ALPHA * _SELU_SCALE
+    a = 1.0 / math.sqrt((saturation * saturation * p + 1) * (1 - p))
+    b = -a * saturation * p
+    keep = (_C.rand(shape, input.dtype, input.device) >= p).to(input.dtype)
+    out = (input * keep + saturation * (1.0 - keep)) * a + b
+    return input.copy_(out) if inplace else out
+
+
+@op(function=False, functional=True)
+def alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
+    return _alpha_dropout(input, p, training, inplace, list(input.shape), "alpha_dropout")
+
+
+@op(function=False, functional=True)
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
+    shape = list(input.shape[:2]) + [1] * (input.ndim - 2)  # one draw per channel
+    return _alpha_dropout(input, p, training, inplace, shape, "feature_alpha_dropout")
+
+
+@op(function=False, functional=True)
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):  # noqa: A002
+    """x / (k + alpha/size * sum of x^2 over `size` neighbouring channels)^beta."""
+    if input.ndim < 3:
+        raise ValueError(f"local_response_norm(): expected 3D or higher input, got {input.ndim}D")
+    if input.numel() == 0:
+        return input
+    squares = (input * input).unsqueeze(1)  # (N, 1, C, ...): average over a window of channels
+    n, c = input.shape[0], input.shape[1]
+    flat = squares.reshape([n, 1, c, -1])
+    padded = pad(flat, [0, 0, size // 2, (size - 1) // 2])
+    windows = padded.unfold(2, size, 1).sum(dim=-1) / size  # (N, 1, C, rest)
+    div = (windows.reshape(list(input.shape)) * alpha + k) ** beta
+    return input / div
+
+
+@op(function=False, functional=True)
+def bilinear(input1, input2, weight, bias=None):
+    """y[..., o] = x1 W[o] x2 (+ bias[o]), weight (out, in1, in2)."""
+    if input1.shape[:-1] != input2.shape[:-1]:
+        raise ValueError(f"bilinear(): input1 {list(input1.shape)} and input2 {list(input2.shape)} must agree on "
+                         "all dims but the last")
+    lead = list(input1.shape[:-1])
+    x1 = input1.reshape([-1, input1.shape[-1]])
+    x2 = input2.reshape([-1, input2.shape[-1]])
+    o, i1, i2 = weight.shape
+    partial = _C.matmul(x1, weight.permute(1, 0, 2).reshape([i1, o * i2])).reshape([-1, o, i2])  # x1 W[o]
+    out = (partial * x2.unsqueeze(1)).sum(dim=-1)
+    if bias is not None:
+        out = out + bias
+    return out.reshape(lead + [weight.shape[0]])
+
+
+@op(function=False, functional=True)
+def channel_shuffle(input, groups):  # noqa: A002
+    n, c = input.shape[0], input.shape[1]
+    if c % groups:
+        raise ValueError(f"channel_shuffle(): the number of channels ({c}) must be divisible by groups ({groups})")
+    rest = list(input.shape[2:])
+    return input.reshape([n, groups, c // groups] + rest).transpose(1, 2).reshape([n, c] + rest)
+
+
+@op(function=False, functional=True)
+def pdist(input, p=2.0):  # noqa: A002
+    """The p-norm distances between the rows of input (N, M): the upper triangle of cdist, row by row."""
+    if input.ndim != 2:
+        raise ValueError(f"pdist(): expected a 2-D input, got {input.ndim}-D")
+    n = input.shape[0]
+    rows, cols = np.triu_indices(n, 1)
+    diff = input.index_select(0, _index(rows, input.device)) - input.index_select(0, _index(cols, input.device))
+    return _C.norm(diff, float(p), [1], False)

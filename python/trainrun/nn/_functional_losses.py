@@ -195,3 +195,53 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
     return _reduce(loss, reduction, "gaussian_nll_loss")
+
+
+@loss
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    """max(d(a, p) - d(a, n) + margin, 0), d the pairwise p-norm distance; swap: the closer of d(a, n), d(p, n)."""
+    from trainrun.nn._functional_layers import pairwise_distance
+    reduction = legacy_reduction("triplet_margin_loss", size_average, reduce, reduction)
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(f"triplet_margin_loss(): the anchor, positive and negative must have the same number of "
+                           f"dims, got {anchor.ndim}, {positive.ndim} and {negative.ndim}")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = _C.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce(_C.relu(d_pos - d_neg + margin), reduction, "triplet_margin_loss")
+
+
+@loss
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,  # noqa: A002
+                                reduction="mean"):
+    """Per sample, the mean over classes of the binary logistic losses of the (multi-hot) target."""
+    from trainrun.nn._functional_activations import logsigmoid
+    reduction = legacy_reduction("multilabel_soft_margin_loss", size_average, reduce, reduction)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss.sum(dim=-1) / input.shape[-1], reduction, "multilabel_soft_margin_loss")
+
+
+@loss
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,  # noqa: A002
+                      reduction="mean"):
+    """Per sample, sum over the other classes j of max(0, margin - x[y] + x[j])^p (times weight[y]), over C."""
+    reduction = legacy_reduction("multi_margin_loss", size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss(): only p == 1 and p == 2 supported, got {p}")
+    one_sample = input.ndim == 1
+    x = input.unsqueeze(0) if one_sample else input
+    y = (target.reshape([1]) if one_sample else target).long()
+    picked = x.gather(1, y.unsqueeze(1))
+    margins = _C.relu(x - picked + margin)
+    if p == 2:
+        margins = margins * margins
+    others = 1.0 - _C.one_hot(y, x.shape[1]).to(x.dtype)  # the target's own class does not count
+    margins = margins * others
+    if weight is not None:
+        margins = margins * weight.index_select(0, y).unsqueeze(1)
+    loss = margins.sum(dim=1) / x.shape[1]
+    return _reduce(loss.reshape([]) if one_sample else loss, reduction, "multi_margin_loss")

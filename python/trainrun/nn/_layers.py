@@ -428,3 +428,68 @@ class InstanceNorm1d(_InstanceNorm):
 
 class InstanceNorm2d(_InstanceNorm):
     _spatial = 2
+
+
+class Bilinear(Module):
+    """y = x1^T W x2 + b: weight (out_features, in1_features, in2_features), PyTorch's init
+    (U(-1/sqrt(in1_features), 1/sqrt(in1_features)) for weight and bias)."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        bound = 1.0 / math.sqrt(in1_features)
+        self.weight = Parameter(init.uniform_(_C.empty([out_features, in1_features, in2_features], dtype=dtype,
+                                                       device=device), -bound, bound))
+        if bias:
+            self.bias = Parameter(init.uniform_(_C.empty([out_features], dtype=dtype, device=device), -bound, bound))
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+class LazyLinear(Module):
+    """Linear whose in_features is the last dim of the first input it sees: weight and bias are made then,
+    with Linear's init. (An optimizer must be built after that first call, as in PyTorch.)"""
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in_features, self.out_features = 0, out_features
+        self._with_bias, self._device, self._dtype = bias, device, dtype
+        self.weight = None
+        self.bias = None
+
+    def has_uninitialized_params(self):
+        return self.weight is None
+
+    def forward(self, input):  # noqa: A002
+        if self.weight is None:
+            self.in_features = input.shape[-1]
+            dtype = self._dtype or input.dtype
+            device = self._device or input.device
+            weight = _C.empty([self.out_features, self.in_features], dtype=dtype, device=device)
+            init.kaiming_uniform_(weight, a=math.sqrt(5))
+            self.weight = Parameter(weight)
+            if self._with_bias:
+                bound = 1.0 / math.sqrt(self.in_features) if self.in_features else 0.0
+                self.bias = Parameter(init.uniform_(_C.empty([self.out_features], dtype=dtype, device=device),
+                                                    -bound, bound))
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self._with_bias}"
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)

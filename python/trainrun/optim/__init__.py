@@ -13,16 +13,31 @@ from trainrun.optim._local_params import local_params
 # PyTorch's option names that trainrun's C++ optimizers keep under other names.
 _BETAS = ("beta1", "beta2")
 _BOOLEAN = {"nesterov", "amsgrad", "maximize", "fused"}
+# Options PyTorch's optimizers have and trainrun's C++ ones do not (not kept as a group's own keys on load).
+_PYTORCH_ONLY_OPTIONS = {"foreach", "capturable", "differentiable", "fused", "maximize", "dampening"}
+
+
+def _group_extras(optimizer, index):
+    """The keys of param group `index` that are not options of the C++ optimizer ('initial_lr' that
+    schedulers add, a script's own 'name' or 'lr_scale'): kept here, in the group as PyTorch keeps them."""
+    extras = optimizer.__dict__.setdefault("_group_extras", [])
+    while len(extras) <= index:
+        extras.append({})
+    return extras[index]
 
 
 class _ParamGroup(MutableMapping):
-    """One param group: 'params' and its options, read and written through to the optimizer."""
+    """One param group: 'params' and its options, read and written through to the optimizer; keys the C++
+    optimizer does not have are kept beside it."""
 
     def __init__(self, optimizer, index):
         self._optimizer, self._index = optimizer, index
 
     def _options(self):
         return _C.optim.Optimizer._group_options(self._optimizer, self._index)
+
+    def _extras(self):
+        return _group_extras(self._optimizer, self._index)
 
     def __getitem__(self, key):
         if key == "params":
@@ -31,7 +46,7 @@ class _ParamGroup(MutableMapping):
         if key == "betas" and all(b in options for b in _BETAS):
             return (options["beta1"], options["beta2"])
         if key not in options:
-            raise KeyError(key)
+            return self._extras()[key]
         return bool(options[key]) if key in _BOOLEAN else options[key]
 
     def __setitem__(self, key, value):
@@ -43,9 +58,15 @@ class _ParamGroup(MutableMapping):
             for name, v in zip(_BETAS, value):
                 _C.optim.Optimizer._set_group_option(self._optimizer, self._index, name, float(v))
             return
-        _C.optim.Optimizer._set_group_option(self._optimizer, self._index, key, float(value))
+        if key in self._options():
+            _C.optim.Optimizer._set_group_option(self._optimizer, self._index, key, float(value))
+        else:
+            self._extras()[key] = value
 
     def __delitem__(self, key):
+        if key in self._extras():
+            del self._extras()[key]
+            return
         raise KeyError(f"options of a param group cannot be deleted ({key!r})")
 
     def _keys(self):
@@ -56,7 +77,7 @@ class _ParamGroup(MutableMapping):
                     keys.append("betas")
             else:
                 keys.append(k)
-        return keys
+        return keys + list(self._extras())
 
     def __iter__(self):
         return iter(self._keys())
@@ -109,8 +130,10 @@ class _GroupsMixin:
             first, rest = params[0], params[1:]
             init(local_params(first["params"]))
             self._remember_defaults()  # the constructor's options, before the first group's own
-            for key, value in _to_options(first).items():
-                _C.optim.Optimizer._set_group_option(self, 0, key, value)
+            view = _ParamGroup(self, 0)
+            for key, value in first.items():
+                if key != "params":
+                    view[key] = value
             for group in rest:
                 self.add_param_group(group)
         else:
@@ -169,6 +192,11 @@ class _GroupsMixin:
                 if key in merged:
                     merged[key] = value
             options.append(merged)
+        for i, (given, mine) in enumerate(zip(groups, current)):  # the groups' own keys ('initial_lr', ...)
+            extras = _group_extras(self, i)
+            extras.clear()
+            extras.update({k: v for k, v in given.items() if k not in mine and k not in ("params", "betas") and
+                           k not in _PYTORCH_ONLY_OPTIONS})
         total = sum(len(g["params"]) for g in groups)
         index_of = [i for g in groups for i in g["params"]]
         saved = state_dict["state"]
@@ -186,7 +214,11 @@ class _GroupsMixin:
     def add_param_group(self, param_group):
         if "params" not in param_group:
             raise ValueError("add_param_group: the group needs a 'params' entry")
-        _C.optim.Optimizer._add_param_group(self, local_params(param_group["params"]), _to_options(param_group))
+        known = set(_ParamGroup(self, 0)._options()) | {"betas"}
+        options = {k: v for k, v in param_group.items() if k in known}
+        _C.optim.Optimizer._add_param_group(self, local_params(param_group["params"]), _to_options(options))
+        _group_extras(self, _C.optim.Optimizer._group_count(self) - 1).update(
+            {k: v for k, v in param_group.items() if k not in known and k != "params"})
 
 
 def _set_defaults(optimizer, params, defaults):

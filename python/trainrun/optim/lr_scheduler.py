@@ -1,47 +1,199 @@
-"""trainrun.optim.lr_scheduler, as PyTorch's: StepLR, CosineAnnealingLR,
-LinearLR (warm-up), LambdaLR and SequentialLR in C++; ExponentialLR,
-MultiStepLR, ConstantLR, PolynomialLR, CosineAnnealingWarmRestarts,
-OneCycleLR and ReduceLROnPlateau here, in closed form over param_groups."""
+"""trainrun.optim.lr_scheduler, as PyTorch's, over param_groups: LRScheduler,
+the base a script subclasses (get_lr() from self.last_epoch and
+self.base_lrs); StepLR, MultiStepLR, ExponentialLR, ConstantLR, LinearLR,
+PolynomialLR, LambdaLR, CosineAnnealingLR and CosineAnnealingWarmRestarts in
+closed form; MultiplicativeLR, CyclicLR, OneCycleLR, SequentialLR,
+ChainedScheduler and ReduceLROnPlateau. Each has state_dict/load_state_dict.
+(trainrun._C.optim keeps C++ schedulers for C++ programs; the C++ ones count
+as LRSchedulers here.)"""
+import abc
+import bisect
 import math
 
 from trainrun import _C
 
-LRScheduler = _C.optim.LRScheduler
-StepLR, CosineAnnealingLR, LinearLR = _C.optim.StepLR, _C.optim.CosineAnnealingLR, _C.optim.LinearLR
-LambdaLR, SequentialLR = _C.optim.LambdaLR, _C.optim.SequentialLR
 
-
-class _ClosedFormLR:
-    """A scheduler written in Python: lr of each group = its base lr times factor(epoch), set through
-    param_groups (so it works on any optimizer). Constructing it applies epoch 0, as PyTorch's do."""
+class LRScheduler(abc.ABC):
+    """PyTorch's base class: the constructor records each group's 'initial_lr' (base_lrs) and takes the first
+    step; step() advances last_epoch and sets each group's lr to get_lr()'s value. The C++ schedulers count as
+    LRSchedulers too (isinstance)."""
 
     def __init__(self, optimizer, last_epoch=-1):
         self.optimizer = optimizer
-        self.base_lrs = [g["lr"] for g in optimizer.param_groups]
+        groups = optimizer.param_groups
+        if last_epoch == -1:
+            for group in groups:
+                group.setdefault("initial_lr", group["lr"])
+        else:
+            missing = [i for i, g in enumerate(groups) if "initial_lr" not in g]
+            if missing:
+                raise KeyError(f"param 'initial_lr' is not specified in param_groups{missing} when resuming an "
+                               "optimizer")
+        self.base_lrs = [group["initial_lr"] for group in groups]
         self.last_epoch = last_epoch
-        self._last_lr = list(self.base_lrs)
+        self._step_count = 0
         self.step()
 
-    def lr_at(self, base_lr, epoch):
-        raise NotImplementedError
+    def get_lr(self):
+        raise NotImplementedError(f"{type(self).__name__} must define get_lr()")
 
     def get_last_lr(self):
         return list(self._last_lr)
 
-    def get_lr(self):
-        return [self.lr_at(base, self.last_epoch) for base in self.base_lrs]
-
     def step(self, epoch=None):
+        self._step_count = getattr(self, "_step_count", 0) + 1
         self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
-        lrs = self.get_lr()
-        for group, lr in zip(self.optimizer.param_groups, lrs):
+        # PyTorch's step(epoch): straight to that epoch's closed form, where the scheduler has one.
+        closed_form = epoch is not None and getattr(type(self), "lr_at", None) not in (None, _ClosedFormLR.lr_at)
+        for group, lr in zip(self.optimizer.param_groups, self._closed_form() if closed_form else self.get_lr()):
             group["lr"] = lr
-        self._last_lr = lrs
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     def state_dict(self):
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
     def load_state_dict(self, state_dict):
+        self.__dict__.update(state_dict)
+
+
+LRScheduler.register(_C.optim.LRScheduler)  # (trainrun._C.optim's C++ schedulers, for C++ programs)
+_LRScheduler = LRScheduler  # (PyTorch's older name)
+
+
+class _ClosedFormLR(LRScheduler):
+    """A scheduler whose lr is its group's base lr times a function of the epoch (lr_at, used by
+    step(epoch)). A step changes the group's current lr by that function's ratio from the last epoch to this
+    one (chained(lr, base_lr, epoch)), as PyTorch's chainable forms do: schedulers stepped together compose
+    (ChainedScheduler), and a hand-set lr carries on."""
+
+    def lr_at(self, base_lr, epoch):
+        raise NotImplementedError
+
+    def chained(self, lr, base_lr, epoch):
+        return self.lr_at(base_lr, epoch)  # (a schedule that is not chainable: its closed form)
+
+    def _closed_form(self):
+        return [self.lr_at(base, self.last_epoch) for base in self.base_lrs]
+
+    def get_lr(self):
+        return [self.chained(g["lr"], base, self.last_epoch)
+                for g, base in zip(self.optimizer.param_groups, self.base_lrs)]
+
+
+class StepLR(_ClosedFormLR):
+    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+        self.step_size, self.gamma = step_size, gamma
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, base_lr, epoch):
+        return base_lr * self.gamma ** (epoch // self.step_size)
+
+    def chained(self, lr, base_lr, epoch):
+        return lr * self.gamma if epoch > 0 and epoch % self.step_size == 0 else lr
+
+
+class LinearLR(_ClosedFormLR):
+    """Scales the lr linearly from start_factor to end_factor over total_iters steps (warm-up)."""
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
+        if not 0 < start_factor <= 1:
+            raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1.")
+        if not 0 <= end_factor <= 1:
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, base_lr, epoch):
+        done = min(self.total_iters, epoch) / self.total_iters if self.total_iters else 1.0
+        return base_lr * (self.start_factor + (self.end_factor - self.start_factor) * done)
+
+    def chained(self, lr, base_lr, epoch):
+        if epoch == 0:
+            return lr * self.start_factor
+        if epoch > self.total_iters:
+            return lr
+        step = self.end_factor - self.start_factor
+        return lr * (1.0 + step / (self.total_iters * self.start_factor + (epoch - 1) * step))
+
+
+class CosineAnnealingLR(_ClosedFormLR):
+    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):  # noqa: N803  (PyTorch's names)
+        self.T_max, self.eta_min = T_max, eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, base_lr, epoch):
+        return self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * epoch / self.T_max)) / 2
+
+    def chained(self, lr, base_lr, epoch):
+        if epoch == 0:
+            return lr
+        if self._step_count == 1:  # resumed at last_epoch > 0: where the schedule is
+            return self.lr_at(base_lr, epoch)
+        if (epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
+            return lr + (base_lr - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
+        return ((1 + math.cos(math.pi * epoch / self.T_max)) / (1 + math.cos(math.pi * (epoch - 1) / self.T_max)) *
+                (lr - self.eta_min) + self.eta_min)
+
+
+class LambdaLR(_ClosedFormLR):
+    """lr = base lr * lr_lambda(epoch) (one function, or one per group)."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        groups = optimizer.param_groups
+        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * len(groups)
+        if len(self.lr_lambdas) != len(groups):
+            raise ValueError(f"Expected {len(groups)} lr_lambdas, but got {len(self.lr_lambdas)}")
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [base * fn(self.last_epoch) for base, fn in zip(self.base_lrs, self.lr_lambdas)]
+
+    def state_dict(self):
+        """Without the functions (as PyTorch's: they may not pickle)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+
+
+class SequentialLR(LRScheduler):
+    """schedulers[i] drives the lr from milestones[i-1] on (restarting its count there), as PyTorch's."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        schedulers = list(schedulers)
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(f"Sequential Schedulers expects number of schedulers provided to be one more than the "
+                             f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
+                             f"number of milestones to be equal to {len(milestones)}")
+        for i, sch in enumerate(schedulers):
+            if getattr(sch, "optimizer", optimizer) is not optimizer:
+                raise ValueError(f"Sequential Schedulers expects all schedulers to belong to the same optimizer, "
+                                 f"but got scheduler {type(sch).__name__} at index {i} to be different")
+        self._schedulers, self._milestones = schedulers, list(milestones)
+        self.optimizer, self.last_epoch = optimizer, last_epoch + 1
+        for group in optimizer.param_groups:  # undo the schedulers' first steps: the first one starts afresh
+            group["lr"] = group["initial_lr"]
+        for sch in schedulers:
+            sch.last_epoch -= 1
+        schedulers[0].step()
+        self._last_lr = schedulers[0].get_last_lr()
+
+    def step(self):
+        self.last_epoch += 1
+        index = bisect.bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[index]
+        if index > 0 and self._milestones[index - 1] == self.last_epoch:
+            scheduler.step(0)
+        else:
+            scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
+
+    def state_dict(self):
+        out = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        out["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return out
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        for s, sd in zip(self._schedulers, state_dict.pop("_schedulers")):
+            s.load_state_dict(sd)
         self.__dict__.update(state_dict)
 
 
@@ -53,6 +205,9 @@ class ExponentialLR(_ClosedFormLR):
     def lr_at(self, base_lr, epoch):
         return base_lr * self.gamma ** epoch
 
+    def chained(self, lr, base_lr, epoch):
+        return lr * self.gamma if epoch > 0 else lr
+
 
 class MultiStepLR(_ClosedFormLR):
     def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
@@ -61,6 +216,9 @@ class MultiStepLR(_ClosedFormLR):
 
     def lr_at(self, base_lr, epoch):
         return base_lr * self.gamma ** sum(1 for m in self.milestones if m <= epoch)
+
+    def chained(self, lr, base_lr, epoch):
+        return lr * self.gamma ** self.milestones.count(epoch)
 
 
 class ConstantLR(_ClosedFormLR):
@@ -73,6 +231,11 @@ class ConstantLR(_ClosedFormLR):
     def lr_at(self, base_lr, epoch):
         return base_lr * (self.factor if epoch < self.total_iters else 1.0)
 
+    def chained(self, lr, base_lr, epoch):
+        if epoch == 0:
+            return lr * self.factor
+        return lr / self.factor if epoch == self.total_iters else lr
+
 
 class PolynomialLR(_ClosedFormLR):
     def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
@@ -81,6 +244,11 @@ class PolynomialLR(_ClosedFormLR):
 
     def lr_at(self, base_lr, epoch):
         return base_lr * (1.0 - min(epoch, self.total_iters) / self.total_iters) ** self.power
+
+    def chained(self, lr, base_lr, epoch):
+        if epoch == 0 or epoch > self.total_iters:
+            return lr
+        return lr * ((1.0 - epoch / self.total_iters) / (1.0 - (epoch - 1) / self.total_iters)) ** self.power
 
 
 class CosineAnnealingWarmRestarts(_ClosedFormLR):
@@ -168,6 +336,124 @@ class OneCycleLR(_ClosedFormLR):
         if self.cycle_momentum and momentum is not None:
             self._set_momentum(momentum)
         return lrs
+
+
+class MultiplicativeLR(LRScheduler):
+    """Each step multiplies every group's lr by lr_lambda(epoch) (one function, or one per group)."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        groups = optimizer.param_groups
+        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * len(groups)
+        if len(self.lr_lambdas) != len(groups):
+            raise ValueError(f"MultiplicativeLR: expected {len(groups)} lr_lambdas, got {len(self.lr_lambdas)}")
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        groups = self.optimizer.param_groups
+        if self.last_epoch > 0:
+            return [g["lr"] * fn(self.last_epoch) for g, fn in zip(groups, self.lr_lambdas)]
+        return [g["lr"] for g in groups]
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+
+
+class CyclicLR(LRScheduler):
+    """Cycles each group's lr between base_lr and max_lr (triangular, triangular2, exp_range, or scale_fn),
+    one batch per step; with cycle_momentum, momentum (or Adam's beta1) cycles the opposite way."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None, mode="triangular",
+                 gamma=1.0, scale_fn=None, scale_mode="cycle", cycle_momentum=True, base_momentum=0.8,
+                 max_momentum=0.9, last_epoch=-1):
+        groups = optimizer.param_groups
+        per_group = lambda v: list(v) if isinstance(v, (list, tuple)) else [v] * len(groups)  # noqa: E731
+        base_lrs = per_group(base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, groups):
+                group["initial_lr"] = lr
+                group["lr"] = lr
+        self.max_lrs = per_group(max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size, self.step_ratio = up + down, up / (up + down)
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError(f"CyclicLR: mode must be triangular, triangular2 or exp_range, got {mode!r}")
+        self.mode, self.gamma, self._scale_fn_custom = mode, gamma, scale_fn
+        self.scale_mode = scale_mode if scale_fn is not None else ("iterations" if mode == "exp_range" else "cycle")
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            first = groups[0]
+            if "momentum" not in first and "betas" not in first:
+                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+            self._beta = "betas" in first and "momentum" not in first
+            self.base_momentums, self.max_momentums = per_group(base_momentum), per_group(max_momentum)
+            if last_epoch == -1:
+                for m, group in zip(self.max_momentums, groups):
+                    self._set_momentum(group, m)
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _set_momentum(self, group, value):
+        if self._beta:
+            group["betas"] = (value, group["betas"][1])
+        else:
+            group["momentum"] = value
+
+    def scale_fn(self, x):
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        scale = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scaled = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (top - base) * scale * scaled for base, top in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group, low, high in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+                self._set_momentum(group, high - (high - low) * scale * scaled)
+        return lrs
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_scale_fn_custom")}
+
+
+class ChainedScheduler:
+    """Steps every scheduler of the list at each step() (their effects compose, as PyTorch's)."""
+
+    def __init__(self, schedulers, optimizer=None):
+        self._schedulers = list(schedulers)
+        if not self._schedulers:
+            raise ValueError("ChainedScheduler expects at least one scheduler")
+        self.optimizer = optimizer or self._schedulers[0].optimizer
+        for s in self._schedulers:
+            if s.optimizer is not self.optimizer:
+                raise ValueError("ChainedScheduler expects all schedulers to belong to the same optimizer")
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def step(self):
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def get_last_lr(self):
+        return list(self._last_lr)
+
+    def state_dict(self):
+        return {"_schedulers": [s.state_dict() for s in self._schedulers], "_last_lr": self._last_lr}
+
+    def load_state_dict(self, state_dict):
+        for s, sd in zip(self._schedulers, state_dict["_schedulers"]):
+            s.load_state_dict(sd)
+        self._last_lr = state_dict["_last_lr"]
+
+
+LRScheduler.register(ChainedScheduler)
 
 
 class ReduceLROnPlateau:

@@ -1,0 +1,138 @@
+"""Layers and losses PyTorch scripts use that trainrun lacked: TripletMarginLoss, MultiLabelSoftMarginLoss,
+MultiMarginLoss, LocalResponseNorm, Bilinear, ChannelShuffle, pdist, UpsamplingNearest2d/UpsamplingBilinear2d
+(values and gradients against PyTorch 1.13); gumbel_softmax, AlphaDropout, FeatureAlphaDropout, Dropout3d and
+RReLU in training (their defining properties: random draws differ from PyTorch's); LazyLinear."""
+import numpy as np
+import pytest
+
+from built_tree import needs_torch, torch as peer
+
+import trainrun as torch  # noqa: E402
+import trainrun.nn as nn  # noqa: E402
+import trainrun.nn.functional as F  # noqa: E402
+
+
+def _ours(t, grad=False):
+    out = torch.tensor(t.detach().tolist(), dtype=torch.float32 if t.is_floating_point() else torch.int64)
+    return out.requires_grad_(grad)
+
+
+def _close(ours, theirs, tol=1e-5):
+    a, b = np.array(ours.tolist(), dtype=float), np.array(theirs.detach().tolist(), dtype=float)
+    return a.shape == b.shape and np.allclose(a, b, atol=tol, rtol=1e-4)
+
+
+def _both(fn_ours, fn_theirs, *inputs, tol=1e-5, grads=True):
+    """Values and input gradients of the two sides on the same inputs (float inputs get gradients)."""
+    theirs_in = [t.clone().requires_grad_(t.is_floating_point()) for t in inputs]
+    ours_in = [_ours(t, t.is_floating_point()) for t in inputs]
+    got, want = fn_ours(*ours_in), fn_theirs(*theirs_in)
+    assert _close(got, want, tol), (got, want)
+    if not grads:
+        return
+    got.sum().backward()
+    want.sum().backward()
+    for a, b in zip(ours_in, theirs_in):
+        if b.grad is not None:
+            assert _close(a.grad, b.grad, tol), (a.grad, b.grad)
+
+
+@needs_torch
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_losses_match_pytorch(reduction):
+    peer.manual_seed(0)
+    a, p, n = peer.randn(5, 4), peer.randn(5, 4), peer.randn(5, 4)
+    for swap in (False, True):
+        _both(lambda *t: nn.TripletMarginLoss(margin=0.5, swap=swap, reduction=reduction)(*t),
+              lambda *t: peer.nn.TripletMarginLoss(margin=0.5, swap=swap, reduction=reduction)(*t), a, p, n)
+    _both(lambda x, y: F.triplet_margin_loss(x, y, _ours(n), p=1, reduction=reduction),
+          lambda x, y: peer.nn.functional.triplet_margin_loss(x, y, n, p=1, reduction=reduction), a, p)
+    logits, multi_hot = peer.randn(5, 4), (peer.rand(5, 4) > 0.5).float()
+    weight = peer.rand(4)
+    _both(lambda x: nn.MultiLabelSoftMarginLoss(weight=_ours(weight), reduction=reduction)(x, _ours(multi_hot)),
+          lambda x: peer.nn.MultiLabelSoftMarginLoss(weight=weight, reduction=reduction)(x, multi_hot), logits)
+    target = peer.tensor([0, 3, 1, 1, 2])
+    for power in (1, 2):
+        for w in (None, weight):
+            _both(lambda x: nn.MultiMarginLoss(p=power, margin=0.7, weight=None if w is None else _ours(w),
+                                               reduction=reduction)(x, _ours(target)),
+                  lambda x: peer.nn.MultiMarginLoss(p=power, margin=0.7, weight=w, reduction=reduction)(x, target),
+                  logits)
+    _both(lambda x: F.multi_margin_loss(x, torch.tensor(2), reduction=reduction),
+          lambda x: peer.nn.functional.multi_margin_loss(x, peer.tensor(2), reduction=reduction), logits[0])
+
+
+@needs_torch
+def test_layers_match_pytorch():
+    peer.manual_seed(0)
+    x = peer.randn(2, 6, 3, 3)
+    _both(lambda t: nn.LocalResponseNorm(3, alpha=0.1, beta=0.6, k=2.0)(t),
+          lambda t: peer.nn.LocalResponseNorm(3, alpha=0.1, beta=0.6, k=2.0)(t), x)
+    _both(lambda t: F.local_response_norm(t, 2), lambda t: peer.nn.functional.local_response_norm(t, 2),
+          peer.randn(2, 5, 7))
+    _both(lambda t: nn.ChannelShuffle(3)(t), lambda t: peer.nn.ChannelShuffle(3)(t), x, grads=False)  # (1.13: none)
+    _both(lambda t: F.pdist(t), lambda t: peer.nn.functional.pdist(t), peer.randn(5, 3))
+    _both(lambda t: F.pdist(t, p=1.0), lambda t: peer.nn.functional.pdist(t, p=1.0), peer.randn(4, 3))
+    _both(lambda t: nn.UpsamplingBilinear2d(scale_factor=2)(t), lambda t: peer.nn.UpsamplingBilinear2d(
+        scale_factor=2)(t), x)
+    _both(lambda t: nn.UpsamplingNearest2d(size=(5, 4))(t), lambda t: peer.nn.UpsamplingNearest2d(size=(5, 4))(t), x)
+    theirs = peer.nn.Bilinear(3, 4, 5)
+    ours = nn.Bilinear(3, 4, 5)
+    ours.load_state_dict({k: _ours(v) for k, v in theirs.state_dict().items()})
+    _both(lambda a, b: ours(a, b), lambda a, b: theirs(a, b), peer.randn(2, 7, 3), peer.randn(2, 7, 4))
+    assert tuple(ours.weight.shape) == (5, 3, 4) and nn.Bilinear(3, 4, 5, bias=False).bias is None
+
+
+def test_gumbel_softmax_samples_and_passes_the_soft_gradient():
+    torch.manual_seed(0)
+    logits = torch.tensor([[0.0, 3.0, 0.0, 0.0]] * 2000)
+    soft = F.gumbel_softmax(logits, tau=0.5)
+    assert torch.allclose(soft.sum(-1), torch.ones(2000), atol=1e-5)
+    hard = F.gumbel_softmax(logits, hard=True)
+    assert torch.equal(hard.sum(-1), torch.ones(2000)) and set(hard.unique().tolist()) == {0.0, 1.0}
+    picked = hard.argmax(-1)
+    share = float((picked == 1).float().mean())  # P(class 1) = softmax(logits)[1] = e^3 / (e^3 + 3)
+    assert abs(share - np.exp(3) / (np.exp(3) + 3)) < 0.03, share
+    x = logits[:3].clone().requires_grad_()
+    torch.manual_seed(1)
+    (F.gumbel_softmax(x, hard=True) * torch.arange(4.0)).sum().backward()
+    torch.manual_seed(1)
+    y = logits[:3].clone().requires_grad_()
+    (F.gumbel_softmax(y, hard=False) * torch.arange(4.0)).sum().backward()
+    assert torch.allclose(x.grad, y.grad)  # straight-through: the soft sample's gradient
+
+
+def test_random_layers_in_training():
+    torch.manual_seed(0)
+    x = torch.randn(200_000)
+    out = nn.AlphaDropout(0.3)(x)
+    assert abs(float(out.mean())) < 0.02 and abs(float(out.var()) - 1.0) < 0.03  # self-normalising
+    assert torch.equal(nn.AlphaDropout(0.3).eval()(x), x)
+    maps = torch.randn(4, 16, 2, 3, 3)
+    dropped = nn.Dropout3d(0.5)(maps)
+    per_channel = dropped.reshape(4, 16, -1)
+    zero = (per_channel == 0).all(-1)
+    assert zero.any() and not zero.all()
+    kept = ~zero
+    assert torch.allclose(per_channel[kept], maps.reshape(4, 16, -1)[kept] * 2)
+    features = nn.FeatureAlphaDropout(0.5)(maps).reshape(4, 16, -1)
+    assert all(len(set(row.tolist())) == 1 for row in features[(features.std(-1) == 0)])  # whole channels set
+    neg = -torch.rand(10_000) - 0.1
+    rrelu = nn.RReLU(0.1, 0.3)
+    slopes = rrelu(neg) / neg
+    assert float(slopes.min()) >= 0.1 - 1e-6 and float(slopes.max()) <= 0.3 + 1e-6 and float(slopes.std()) > 0.03
+    assert torch.allclose(rrelu.eval()(neg), neg * 0.2)
+    assert torch.equal(rrelu.train()(torch.ones(3)), torch.ones(3))
+
+
+def test_lazy_linear_takes_its_input_size_at_the_first_call():
+    layer = nn.LazyLinear(3)
+    assert layer.has_uninitialized_params() and list(layer.parameters()) == []
+    x = torch.randn(4, 5)
+    out = layer(x)
+    assert layer.in_features == 5 and tuple(layer.weight.shape) == (3, 5) and tuple(out.shape) == (4, 3)
+    assert len(list(layer.parameters())) == 2
+    assert torch.allclose(out, F.linear(x, layer.weight, layer.bias))
+    assert float(layer.weight.abs().max()) <= 1 / np.sqrt(5) + 1e-6  # Linear's init bound
+    out.sum().backward()
+    assert layer.weight.grad is not None
