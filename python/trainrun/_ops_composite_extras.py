@@ -1,6 +1,7 @@
 """More of PyTorch's functions as composites of core ops (their gradients come from those): isin, kron,
-block_diag, cartesian_prod, rot90, nanmean, logcumsumexp, trapezoid and quantile/nanquantile, and torch.nansum
-as a function (Tensor.nansum is an op)."""
+block_diag, cartesian_prod, rot90, nanmean, logcumsumexp, trapezoid, quantile/nanquantile, aminmax,
+fill_diagonal_, and torch.nansum as a function (Tensor.nansum is an op); Tensor.apply_/map_ (Python callables
+over a CPU tensor's elements)."""
 
 import trainrun
 from trainrun import _C
@@ -188,3 +189,61 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  
     return _quantile(input, q, dim, keepdim, interpolation, True, "nanquantile")
 
 
+
+
+@op(method=True)
+def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
+    """(min, max) over dim (or all elements), as a named tuple."""
+    from trainrun import return_types
+    if dim is None:
+        if keepdim:
+            return return_types.aminmax(input.amin().reshape([1] * input.dim()),
+                                        input.amax().reshape([1] * input.dim()))
+        return return_types.aminmax(input.amin(), input.amax())
+    return return_types.aminmax(input.amin(dim=dim, keepdim=keepdim), input.amax(dim=dim, keepdim=keepdim))
+
+
+def _fill_diagonal_(self, fill_value, wrap=False):
+    """Writes fill_value on the main diagonal in place (every dim the same size, or 2-D); wrap: a tall matrix
+    starts the diagonal again after every cols + 1 rows, as PyTorch's."""
+    if self.dim() < 2:
+        raise RuntimeError("fill_diagonal_(): dimensions must larger than 1")
+    if self.dim() > 2 and len(set(self.shape)) != 1:
+        raise RuntimeError("fill_diagonal_(): all dimensions of input must be of equal length")
+    rows, cols = self.shape[0], self.shape[1]
+    if self.dim() == 2:
+        step = cols + 1
+        end = self.numel() if wrap and rows > cols + 1 else min(rows, cols) * cols
+        positions = list(range(0, end, step))
+    else:
+        n = self.shape[0]
+        step = sum(n ** k for k in range(self.dim()))
+        positions = [i * step for i in range(n)]
+    index = trainrun.tensor(positions, dtype=trainrun.int64, device=self.device)
+    filled = self.reshape([-1]).index_fill(0, index, fill_value).reshape(list(self.shape))
+    return self.copy_(filled)
+
+
+def _apply_(self, callable):  # noqa: A002
+    """Every element replaced by callable(element), in place (CPU tensors, as PyTorch's; slow: Python per
+    element)."""
+    if self.device.type != "cpu":
+        raise TypeError("apply_ is only implemented on CPU tensors")
+    values = [callable(v) for v in self.reshape([-1]).tolist()]
+    self.copy_(trainrun.tensor(values, dtype=self.dtype).reshape(list(self.shape)))
+    return self
+
+
+def _map_(self, tensor, callable):  # noqa: A002
+    """Every element replaced by callable(element, tensor's element), tensor broadcast to self, in place."""
+    if self.device.type != "cpu":
+        raise TypeError("map_ is only implemented on CPU tensors")
+    other = tensor.expand(list(self.shape)).reshape([-1]).tolist()
+    values = [callable(a, b) for a, b in zip(self.reshape([-1]).tolist(), other)]
+    self.copy_(trainrun.tensor(values, dtype=self.dtype).reshape(list(self.shape)))
+    return self
+
+
+_C.Tensor.fill_diagonal_ = _fill_diagonal_
+_C.Tensor.apply_ = _apply_
+_C.Tensor.map_ = _map_

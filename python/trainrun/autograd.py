@@ -119,3 +119,6 @@ class _unsafe_preserve_version_counter:
 
     def __exit__(self, *exc):
         _C._unsafe_set_version(self.tensor, self.version)
+
+
+from trainrun._gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: E402,F401

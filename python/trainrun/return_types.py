@@ -6,6 +6,7 @@ max = collections.namedtuple("max", ["values", "indices"])  # noqa: A001  (PyTor
 min = collections.namedtuple("min", ["values", "indices"])  # noqa: A001
 sort = collections.namedtuple("sort", ["values", "indices"])
 topk = collections.namedtuple("topk", ["values", "indices"])
-for _t in (max, min, sort, topk):
+aminmax = collections.namedtuple("aminmax", ["min", "max"])
+for _t in (max, min, sort, topk, aminmax):
     _t.__module__ = "trainrun.return_types"
 del _t

@@ -5,6 +5,7 @@ runs in C++ (one call, no Python frame) unless an option needs Python."""
 import contextlib
 
 from trainrun import _C
+from trainrun._autograd import no_grad
 from trainrun.nn import functional as F
 from trainrun.nn._functional_layers import _pair
 from trainrun.nn._module_copy import remember_init_args
@@ -187,6 +188,30 @@ class _BatchNormArguments:
         _place(self, device, dtype)
 
 
+def _batch_norm_option(name, position, default):
+    """A constructor argument of a C++ BatchNorm, read back (PyTorch's attributes; set at construction)."""
+    def read(self):
+        args, kwargs = self._init_args
+        return args[position] if len(args) > position else kwargs.get(name, default)
+    return property(read)
+
+
+for _name, _position, _default in (("num_features", 0, None), ("eps", 1, 1e-05), ("momentum", 2, 0.1),
+                                   ("affine", 3, True), ("track_running_stats", 4, True)):
+    setattr(_BatchNormArguments, _name, _batch_norm_option(_name, _position, _default))
+
+
+def _reset_running_stats(self):
+    if self.track_running_stats:
+        with no_grad():
+            self.running_mean.zero_()
+            self.running_var.fill_(1.0)
+            self.num_batches_tracked.zero_()
+
+
+_BatchNormArguments.reset_running_stats = _reset_running_stats
+
+
 @remember_init_args
 class BatchNorm1d(_BatchNormArguments, _C.nn.BatchNorm1d):
     pass
@@ -195,6 +220,18 @@ class BatchNorm1d(_BatchNormArguments, _C.nn.BatchNorm1d):
 @remember_init_args
 class BatchNorm2d(_BatchNormArguments, _C.nn.BatchNorm2d):
     pass
+
+
+@remember_init_args
+class BatchNorm3d(_BatchNormArguments, _C.nn.BatchNorm2d):
+    """BatchNorm over (N, C, D, H, W): the per-channel statistics over N, D, H and W are BatchNorm2d's over
+    (N, C, D*H, W)."""
+
+    def forward(self, input):  # noqa: A002
+        if input.dim() != 5:
+            raise ValueError(f"expected 5D input (got {input.dim()}D input)")
+        n, c, d, h, w = input.shape
+        return super().forward(input.reshape([n, c, d * h, w])).reshape([n, c, d, h, w])
 
 
 @remember_init_args

@@ -376,6 +376,16 @@ def _to_empty(self, *, device, recurse=True):
     return self
 
 
+def _type(self, dst_type):
+    """Every parameter and buffer cast to dst_type (a dtype, or a legacy type such as torch.DoubleTensor)."""
+    if isinstance(dst_type, type) and hasattr(dst_type, "dtype"):
+        dst_type = dst_type.dtype
+    return self.to(dst_type)
+
+
+_C.nn.Module.type = _type
+
+
 def _requires_grad_(self, requires_grad=True):
     for _, p in self._named_local_parameters():
         p.requires_grad_(requires_grad)
