@@ -209,11 +209,15 @@ void Agent::host_or_join_store() {
       so.log = [](const std::string& line) { say("store: " + line); };
       try {
         server_ = std::make_unique<TCPStoreServer>(so);
+        if (hp.port == 0) hp.port = server_->port();  // port 0, as torchrun takes it: a free one
         say(fmt::format("hosting the rendezvous store on {}:{}", so.host, hp.port));
       } catch (const DistBackendError&) {
         // Another agent on this host serves it.
       }
     }
+    if (hp.port == 0)
+      throw ValueError("--rdzv-endpoint " + o_.rdzv_endpoint +
+                       ": port 0 (a free port) only works on the host that serves the store");
     master_addr_ = hp.host == "localhost" ? "127.0.0.1" : hp.host;
     port_ = hp.port;
     TCPStoreOptions co;

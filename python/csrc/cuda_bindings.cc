@@ -83,6 +83,7 @@ void bind_cuda(py::module_& m) {
   c.def("is_available", &cuda::is_available);
   c.def("device_count", &cuda::device_count);
   c.def("unavailable_reason", &cuda::unavailable_reason);
+  c.def("compiled_version", &cuda::compiled_version);
   c.def("current_device", &cuda::current_device);
   c.def("set_device", [](py::handle d) { cuda::set_device(index_or_current(d)); });
   c.def(

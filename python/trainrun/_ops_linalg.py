@@ -79,8 +79,8 @@ def _expand_ellipsis(term, ndim, letters):
 @op()
 def einsum(equation, *operands):
     """Einstein summation, contracted pairwise left to right with batched matrix products (so it costs what
-    the equivalent bmm calls cost). Each letter appears at most once per operand. The sequence of view, sum
-    and bmm calls is planned once per (equation, shapes) and replayed."""
+    the equivalent bmm calls cost); a letter repeated within one operand takes its diagonal first. The
+    sequence of view, sum and bmm calls is planned once per (equation, shapes) and replayed."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     program = _einsum_program(equation, tuple(tuple(t.shape) for t in operands))
@@ -116,6 +116,10 @@ class _Planned:
     def reshape(self, shape):
         return self._record("reshape", (list(shape),), list(shape))
 
+    def diagonal(self, offset, dim1, dim2):
+        shape = [s for k, s in enumerate(self.shape) if k not in (dim1, dim2)] + [self.shape[dim1]]
+        return self._record("diagonal", (offset, dim1, dim2), shape)
+
 
 def _bmm(a, b):
     if isinstance(a, _Planned):
@@ -139,15 +143,22 @@ def _einsum_plan(equation, operands):
     max_ell = max((t.ndim - (len(s) - 3) for s, t in zip(terms, operands) if "..." in s), default=0)
     ell = ell[:max_ell]
     terms = [_expand_ellipsis(s, t.ndim, ell) for s, t in zip(terms, operands)]
-    for s in terms:
-        if len(set(s)) != len(s):
-            raise NotImplementedError(f"einsum(): repeated subscripts within one operand ({s!r}, a diagonal) "
-                                      "are not supported")
     if rhs is None:
         counts = collections.Counter("".join(terms))
         rhs = ell + "".join(sorted(c for c in counts if counts[c] == 1 and c not in ell))
     else:
         rhs = rhs.replace("...", ell)
+    operands = list(operands)
+    for k, s in enumerate(terms):  # a letter repeated within one operand: its diagonal ('ii->i', 'bii->b')
+        while len(set(s)) != len(s):
+            c = next(c for c in s if s.count(c) > 1)
+            i, j = s.index(c), s.index(c, s.index(c) + 1)
+            if operands[k].shape[i] != operands[k].shape[j]:
+                raise ValueError(f"einsum(): subscript {c!r} is repeated in operand {k} for dims of sizes "
+                                 f"{operands[k].shape[i]} and {operands[k].shape[j]}")
+            operands[k] = operands[k].diagonal(0, i, j)  # (the diagonal becomes the last dim)
+            s = s[:i] + s[i + 1:j] + s[j + 1:] + c
+        terms[k] = s
     sizes = {}
     for s, t in zip(terms, operands):
         for c, n in zip(s, t.shape):

@@ -23,6 +23,8 @@ void set_device(int index);
 int device_index(Device d);
 // Waits for all work on `index` (-1: the current device).
 void synchronize(int index = -1);
+// The CUDA runtime version this build was compiled against, as "major.minor" (torch.version.cuda).
+std::string compiled_version();
 // Device name and memory, for messages and benchmarks.
 std::string device_name(int index);
 size_t total_memory(int index);

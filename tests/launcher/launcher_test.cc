@@ -388,6 +388,16 @@ TEST(Launcher, SigtermDuringTheRendezvousEndsTheAgentAtOnce) {
   EXPECT_NE(a.err().find("received SIGTERM (15) during the rendezvous"), std::string::npos) << a.err();
 }
 
+TEST(Launcher, RendezvousEndpointPortZeroTakesAFreePortOnTheHost) {
+  // torchrun's single-node form: --rdzv-endpoint localhost:0 hosts the store on a port the kernel picks.
+  Agent a({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--nnodes", "1", "--nproc-per-node", "2",
+           "--no-python", kWorker, "allreduce", "3"},
+          "rdzv_port0");
+  ASSERT_EQ(a.wait(30s), 0) << a.err();
+  EXPECT_EQ(a.err().find("hosting the rendezvous store on 127.0.0.1:0"), std::string::npos) << a.err();
+  EXPECT_NE(a.err().find("hosting the rendezvous store on 127.0.0.1:"), std::string::npos) << a.err();
+}
+
 TEST(Launcher, ADeathBySignalIsNamed) {
   Agent a({"--nproc-per-node", "2", "--grace-period", "1", "--no-python", kWorker, "segv"}, "segv");
   EXPECT_EQ(a.wait(), 128 + SIGSEGV) << a.err();

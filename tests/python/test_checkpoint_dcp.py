@@ -472,5 +472,5 @@ def test_filesystem_writer_and_reader_name_the_folder(tmp_path):
         dcp.load(state, checkpoint_id=str(tmp_path / "other"), storage_reader=dcp.FileSystemReader(tmp_path / "fs"))
     with pytest.raises(RuntimeError, match="overwrite=False"):
         dcp.FileSystemWriter(tmp_path / "fs", overwrite=False)
-    with pytest.raises(NotImplementedError, match="planner is not supported"):
+    with pytest.raises(NotImplementedError, match="planner object is not supported"):
         dcp.save({"step": 1}, checkpoint_id=str(tmp_path / "p"), planner=object())

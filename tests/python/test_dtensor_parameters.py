@@ -223,3 +223,17 @@ def test_register_parameter_none_then_assign():
         layer.register_parameter("w", 3)
     p = nn.Parameter()
     assert p.shape == (0,) and p.requires_grad
+
+
+def test_plain_calls_keep_every_form_once_dtensor_is_imported():
+    """Importing the DTensor layer wraps trainrun functions (cat, stack, where, max, ...); on plain tensors they
+    take every argument form they took before."""
+    import trainrun.distributed.tensor  # noqa: F401
+    x = torch.arange(6.0).reshape(2, 3)
+    assert tuple(torch.cat((x, x), axis=1).shape) == (2, 6)
+    assert tuple(torch.concat([x, x], dim=0).shape) == (4, 3)
+    assert tuple(torch.stack([x, x], 1).shape) == (2, 2, 3)
+    assert torch.equal(torch.where(x > 2, x, torch.zeros_like(x)), torch.tensor([[0.0, 0, 0], [3, 4, 5]]))
+    assert torch.max(x, dim=1).indices.tolist() == [2, 2] and float(torch.max(x)) == 5.0
+    assert torch.argmax(x).item() == 5 and abs(float(torch.norm(x)) - float((x * x).sum().sqrt())) < 1e-5
+    assert tuple(torch.ones_like(x, dtype=torch.float64).shape) == (2, 3)

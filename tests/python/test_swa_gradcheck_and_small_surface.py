@@ -122,3 +122,70 @@ def test_small_surface_matches_pytorch():
         ours3(torch.ones(2, 2, 3, 4))
     ours3.reset_running_stats()
     assert torch.equal(ours3.running_var, torch.ones(2)) and int(ours3.num_batches_tracked) == 0
+
+
+def test_version_jit_and_attention_backends():
+    assert torch.__version__ >= "2.0" and torch.__version__ < (3,) and torch.__version__.startswith("2.")
+    assert torch.version.__version__ == torch.__version__ and torch.version.hip is None
+    assert torch.version.cuda.count(".") == 1  # the CUDA runtime the build compiled against
+    assert not torch.jit.is_scripting() and not torch.jit.is_tracing()
+    assert torch.jit.ignore(len) is len and torch.jit.unused(drop=True)(len) is len
+    with pytest.raises(NotImplementedError, match="TorchScript is not part of trainrun"):
+        torch.jit.script(nn.Linear(2, 2))
+    from trainrun.nn.attention import SDPBackend, sdpa_kernel
+    q = torch.randn(1, 2, 3, 4)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]):
+        out = nn.functional.scaled_dot_product_attention(q, q, q)
+    assert torch.allclose(out, nn.functional.scaled_dot_product_attention(q, q, q))
+    with pytest.raises(RuntimeError, match="MATH backend only"):
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            pass
+    with torch.backends.cuda.sdp_kernel(enable_flash=False, enable_mem_efficient=False):
+        pass
+
+
+@needs_torch
+def test_printoptions_match_pytorch():
+    values = [[1.123456789, 2e-8, 300.5], [-4.0, 0.5, 1e5]]
+    try:
+        for options in ({"precision": 2}, {"precision": 2, "sci_mode": False}, {"precision": 6}):
+            torch.set_printoptions(**options)
+            peer.set_printoptions(**options)
+            for data in (values, values[0]):  # the same values in the same notation (column padding aside)
+                ours, theirs = repr(torch.tensor(data)), repr(peer.tensor(data))
+                assert "".join(ours.split()) == "".join(theirs.split()), (options, ours, theirs)
+            assert repr(torch.tensor([1, 2, 3])) == repr(peer.tensor([1, 2, 3]))
+    finally:
+        torch.set_printoptions(profile="default")
+        peer.set_printoptions(profile="default")
+    assert repr(torch.tensor([1.5])) == "tensor([1.5000])"
+
+
+@needs_torch
+def test_containers_init_and_ensembles_match_pytorch():
+    seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+    seq.insert(1, nn.Tanh())
+    seq.extend([nn.Linear(3, 1)])
+    assert [type(m).__name__ for m in seq] == ["Linear", "Tanh", "ReLU", "Linear"]
+    assert list(seq.state_dict()) == ["0.weight", "0.bias", "3.weight", "3.bias"]
+    assert type(seq.pop(1)).__name__ == "Tanh" and list(seq.state_dict())[-1] == "2.bias"
+    assert tuple(seq(torch.ones(4, 2)).shape) == (4, 1)
+    layers = nn.ModuleList([nn.ReLU(), nn.Tanh()])
+    layers.insert(0, nn.Linear(1, 1))
+    del layers[1]
+    assert [type(m).__name__ for m in layers] == ["Linear", "Tanh"] and list(layers.state_dict()) == ["0.weight",
+                                                                                                      "0.bias"]
+    for groups in (1, 2):
+        ours, theirs = torch.empty(4, 2, 3, 3), peer.empty(4, 2, 3, 3)
+        np.testing.assert_array_equal(_np(nn.init.dirac_(ours, groups)), _np(peer.nn.init.dirac_(theirs, groups)))
+    models = [nn.Linear(2, 3) for _ in range(3)]
+    params, buffers = torch.func.stack_module_state(models)
+    assert tuple(params["weight"].shape) == (3, 3, 2) and params["weight"].requires_grad and buffers == {}
+    assert torch.equal(params["bias"][1], models[1].bias.detach())
+    x = torch.randn(5, 2)
+    ensemble = torch.vmap(lambda p, b, data: torch.func.functional_call(models[0], (p, b), (data,)),
+                          in_dims=(0, 0, None))(params, buffers, x)
+    assert torch.allclose(ensemble[2], models[2](x), atol=1e-6)
+    grads = [p.grad for p in models[0].parameters()]
+    nn.utils.clip_grad_norm_(models[0].parameters(), 1.0, foreach=True)  # (PyTorch's keyword, accepted)
+    assert grads == [None, None]

@@ -31,6 +31,20 @@ cudnn = _CudnnModule("trainrun.backends.cudnn")
 cuda = types.ModuleType("trainrun.backends.cuda")
 cuda.matmul = _cuda.matmul
 cuda.is_built = lambda: True
+
+
+def _sdp_kernel(enable_flash=True, enable_math=True, enable_mem_efficient=True, enable_cudnn=True):
+    """torch.backends.cuda.sdp_kernel (the older form of nn.attention.sdpa_kernel): MATH must stay enabled."""
+    from trainrun.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel([SDPBackend.MATH] if enable_math else [SDPBackend.FLASH_ATTENTION])
+
+
+cuda.sdp_kernel = _sdp_kernel
+for _flag in ("flash_sdp_enabled", "mem_efficient_sdp_enabled", "cudnn_sdp_enabled"):
+    setattr(cuda, _flag, lambda: False)
+cuda.math_sdp_enabled = lambda: True
+for _flag in ("enable_flash_sdp", "enable_mem_efficient_sdp", "enable_math_sdp", "enable_cudnn_sdp"):
+    setattr(cuda, _flag, lambda enabled: None)  # (one kernel: nothing to switch)
 mkldnn = types.ModuleType("trainrun.backends.mkldnn")
 mkldnn.is_available = lambda: True  # oneDNN runs the CPU convolutions
 mkldnn.enabled = True

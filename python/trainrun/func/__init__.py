@@ -1,7 +1,7 @@
 """torch.func: grad, grad_and_value, vjp, jacrev (trainrun/func/_grad.py), vmap (_vmap.py: one call per slice,
 stacked) and functional_call (_functional_call.py)."""
-from trainrun.func._functional_call import functional_call
+from trainrun.func._functional_call import functional_call, stack_module_state
 from trainrun.func._grad import grad, grad_and_value, jacrev, vjp
 from trainrun.func._vmap import vmap
 
-__all__ = ["functional_call", "grad", "grad_and_value", "jacrev", "vjp", "vmap"]
+__all__ = ["functional_call", "grad", "grad_and_value", "jacrev", "stack_module_state", "vjp", "vmap"]

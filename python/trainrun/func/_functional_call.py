@@ -48,3 +48,22 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
                 owner._replace_buffer(leaf, original)
 
 
+
+
+def stack_module_state(models):
+    """(params, buffers): each name's tensors of the (same-structured) models stacked along a new dim 0, for
+    vmap over functional_call (model ensembling). Stacked parameters are new leaves that require grad where
+    the models' did."""
+    import trainrun
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    first = dict(models[0]._named_local_parameters())
+    if not all(type(m) is type(models[0]) and dict(m._named_local_parameters()).keys() == first.keys()
+               for m in models):
+        raise RuntimeError("stack_module_state: Expected all models to have the same structure and names.")
+    params = {name: trainrun.stack([dict(m._named_local_parameters())[name].detach() for m in models])
+              .requires_grad_(p.requires_grad) for name, p in first.items()}
+    buffers = {name: trainrun.stack([dict(m.named_buffers())[name] for m in models])
+               for name, _ in models[0].named_buffers()}
+    return params, buffers

@@ -149,3 +149,4 @@ from trainrun.nn._recurrent import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, R
 from trainrun.nn._sync_batch_norm import SyncBatchNorm  # noqa: E402,F401
 from trainrun.nn import utils  # noqa: E402,F401
 from trainrun.nn import parallel  # noqa: E402,F401
+from trainrun.nn import attention  # noqa: E402,F401  (nn.attention.sdpa_kernel)

@@ -32,6 +32,35 @@ class Sequential(Module):
         self.add_module(str(len(self._order)), module)
         return self
 
+    def extend(self, sequential):
+        for module in sequential:
+            self.append(module)
+        return self
+
+    def _renumber(self, modules):
+        """The children as `modules`, named "0", "1", ... again (after insert/pop)."""
+        for name in list(self._order):
+            self._unregister(name)
+            self._children_py.pop(name, None)
+        self._order.clear()
+        for module in modules:
+            self.append(module)
+
+    def insert(self, index, module):
+        n = len(self._order)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        modules = [self._children_py[name] for name in self._order]
+        modules.insert(index % (n + 1) if index < 0 else index, module)
+        self._renumber(modules)
+        return self
+
+    def pop(self, key):
+        modules = [self._children_py[name] for name in self._order]
+        popped = modules.pop(key)
+        self._renumber(modules)
+        return popped
+
     def forward(self, input):  # noqa: A002
         for name in self._order:
             input = self._children_py[name](input)  # noqa: A001
@@ -79,6 +108,29 @@ class ModuleList(Module):
 
     def __iadd__(self, modules):
         return self.extend(modules)
+
+    def _renumber(self, modules):
+        for name in range(len(self._list)):
+            self._unregister(str(name))
+            self._children_py.pop(str(name), None)
+        self._list.clear()
+        self.extend(modules)
+
+    def insert(self, index, module):
+        modules = list(self._list)
+        modules.insert(index, module)
+        self._renumber(modules)
+
+    def pop(self, key):
+        modules = list(self._list)
+        popped = modules.pop(key)
+        self._renumber(modules)
+        return popped
+
+    def __delitem__(self, index):
+        modules = list(self._list)
+        del modules[index]
+        self._renumber(modules)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleList has no forward: call its modules")

@@ -133,7 +133,20 @@ def eye_(tensor):
 
 
 def dirac_(tensor, groups=1):
-    raise NotImplementedError("dirac_ is not supported")
+    """The identity of a convolution (3-5 dims, out_channels divisible by groups): each output channel copies
+    one input channel at the kernel's centre."""
+    if tensor.dim() not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    out_per_group = tensor.shape[0] // groups
+    if tensor.shape[0] % groups:
+        raise ValueError("dim 0 must be divisible by groups")
+    centre = [s // 2 for s in tensor.shape[2:]]
+    with no_grad():
+        tensor.zero_()
+        for g in range(groups):
+            for d in range(min(out_per_group, tensor.shape[1])):
+                tensor[(g * out_per_group + d, d, *centre)] = 1.0
+    return tensor
 
 
 def xavier_uniform_(tensor, gain=1.0, generator=None):

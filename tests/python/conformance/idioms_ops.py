@@ -154,6 +154,10 @@ IDIOMS_OPS = [
     ("einsum implicit", "result = torch.einsum('ij,jk', x, x.t())"),
     ("einsum ellipsis", "a = torch.arange(24.0).reshape(2, 3, 4); result = torch.einsum('...ij,...jk->...ik', a, a.transpose(-1, -2))"),
     ("einsum three", "result = torch.einsum('i,ij,j->', torch.ones(3), x, torch.ones(4))"),
+    ("einsum trace", "result = torch.einsum('ii', torch.arange(9.0).reshape(3, 3))"),
+    ("einsum diagonal", "a = torch.arange(18.0).reshape(2, 3, 3); result = (torch.einsum('bii->bi', a), "
+                        "torch.einsum('ii,ij->j', a[0], a[1]))"),
+    ("einsum diagonal grad", grad("torch.einsum('ii->i', w)", "torch.arange(9.0).reshape(3, 3)")),
     ("einsum list", "result = torch.einsum('ij,jk->ik', [x, x.t()])"),
     ("einsum grad", grad("torch.einsum('ij,kj->ik', w, w)")),
     ("cdist", "result = torch.cdist(x, x[:2])"),

@@ -11,7 +11,10 @@ runs no code), committed atomically; `load` reads it back into any sharding.
 """
 from trainrun.distributed.checkpoint._load import load
 from trainrun.distributed.checkpoint._save import async_save, save
+from trainrun.distributed.checkpoint.default_planner import (DefaultLoadPlanner, DefaultSavePlanner, LoadPlanner,
+                                                              SavePlanner)
 from trainrun.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
 from trainrun.distributed.checkpoint.stateful import Stateful
 
-__all__ = ["FileSystemReader", "FileSystemWriter", "Stateful", "async_save", "load", "save"]
+__all__ = ["DefaultLoadPlanner", "DefaultSavePlanner", "FileSystemReader", "FileSystemWriter", "LoadPlanner",
+           "SavePlanner", "Stateful", "async_save", "load", "save"]

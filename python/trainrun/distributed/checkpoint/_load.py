@@ -125,18 +125,23 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     checkpoint that state_dict does not have are ignored; keys it lacks are an error naming them."""
     from trainrun.distributed.checkpoint.filesystem import FileSystemReader, folder_of
     checkpoint_id = folder_of(checkpoint_id, storage_reader, FileSystemReader, "load")
-    if planner is not None:
-        raise NotImplementedError("load: planner is not supported (trainrun plans the default way)")
+    from trainrun.distributed.checkpoint.default_planner import DefaultLoadPlanner, check_planner
+    partial = check_planner(planner, DefaultLoadPlanner, "load")
     from trainrun._autograd import no_grad
     folder = _metadata.committed_folder(str(checkpoint_id))  # (a save over it that died mid-commit: the old one)
     leaves, statefuls = flatten(state_dict)
     if _pytorch_dcp.is_pytorch_dcp(folder):
+        if partial:  # allow_partial_load: what the checkpoint lacks keeps its value
+            full, _ = _pytorch_dcp.read_all(folder)
+            leaves = [leaf for leaf in leaves if _pytorch_dcp.lookup(full, leaf.fqn) is not _pytorch_dcp.MISSING]
         copies, values = _plan_from_pytorch(folder, leaves)  # read and checked whole first
         with no_grad():
             for destination, source in copies:
                 destination.copy_(source)
     else:
         metadata = _metadata.read(folder)
+        if partial:
+            leaves = [leaf for leaf in leaves if leaf.fqn in metadata.items]
         from trainrun import distributed as dist
         distributed = dist.is_initialized() and not no_dist
         rank = dist.get_rank(process_group) if distributed else 0

@@ -98,8 +98,8 @@ def _prepare(state_dict, checkpoint_id, storage_writer, planner, process_group, 
     """Plans the save on every rank (one exchange of plans) and makes the temporary folder."""
     from trainrun.distributed.checkpoint.filesystem import FileSystemWriter, folder_of
     checkpoint_id = folder_of(checkpoint_id, storage_writer, FileSystemWriter, what)
-    if planner is not None:
-        raise NotImplementedError(f"{what}: planner is not supported (trainrun plans the default way)")
+    from trainrun.distributed.checkpoint.default_planner import DefaultSavePlanner, check_planner
+    check_planner(planner, DefaultSavePlanner, what)
     folder = os.path.abspath(str(checkpoint_id))
     distributed = dist.is_initialized() and not no_dist
     rank = dist.get_rank(process_group) if distributed else 0

@@ -67,6 +67,12 @@ class FSDPModule:
         for group in self._groups(recurse):
             group.sync_gradients = requires_gradient_sync
 
+    def set_requires_all_reduce(self, requires_all_reduce, *, recurse=True):
+        """HSDP: False skips averaging the gradient shards over the replicas (mesh dim 0) after the
+        reduce-scatter, for gradient accumulation (a backward with True averages the sum once)."""
+        for group in self._groups(recurse):
+            group.all_reduce_replicas = requires_all_reduce
+
     def set_reshard_after_backward(self, reshard_after_backward, *, recurse=True):
         """False: the parameters stay gathered after backward, so the next forward gathers nothing (for
         gradient accumulation; call it with True before the optimizer step's last backward)."""

@@ -101,6 +101,7 @@ class ParamGroup:
         self.freed_records = []
         self.reshard_after_backward = True
         self.sync_gradients = True
+        self.all_reduce_replicas = True  # HSDP: average each shard's gradient over the replicas (dim 0)
         self.pending = None  # unsharded gradients held back while sync is off
         self.divide_factor = None
         self.forward_prefetch = self.backward_prefetch = None  # groups named by set_modules_to_*_prefetch
@@ -307,7 +308,7 @@ class ParamGroup:
         out = reduce.out
         if self.divide_factor is not None:
             out = out / self.divide_factor
-        if self.mesh.ndim > 1:  # HSDP: the replicas of each shard average too
+        if self.mesh.ndim > 1 and self.all_reduce_replicas:  # HSDP: the replicas of each shard average too
             out = out.contiguous()
             _redistribute.communicate("all_reduce", dist.all_reduce, out, op=dist.ReduceOp.AVG,
                                       group=self.mesh.get_group(0))

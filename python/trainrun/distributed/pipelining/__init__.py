@@ -12,4 +12,4 @@ from trainrun.distributed.pipelining.schedules import (PipelineScheduleMulti, Pi
                                                        ScheduleLoopedBFS, get_schedule_class)
 from trainrun.distributed.pipelining.stage import PipelineStage  # noqa: F401
 from trainrun.distributed.pipelining.zero_bubble import ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble  # noqa
-from trainrun.distributed.pipelining.split import Pipe, SplitPoint, build_stage, pipeline  # noqa: F401
+from trainrun.distributed.pipelining.split import Pipe, SplitPoint, build_stage, pipe_split, pipeline  # noqa: F401

@@ -40,6 +40,16 @@ class SplitPoint(enum.Enum):
 
 
 _running = contextvars.ContextVar("trainrun_pipeline_stage_running", default=None)
+_tracing = contextvars.ContextVar("trainrun_pipeline_tracing", default=None)  # the _Trace's pipe_split recorder
+
+
+def pipe_split():
+    """PyTorch's marker in a model's forward: pipeline() splits there. Here it stands for the beginning of the
+    next submodule the forward calls after it (what crosses is that call's tensor arguments); outside
+    pipeline()'s trace it does nothing."""
+    record = _tracing.get()
+    if record is not None:
+        record()
 
 
 class _Reached(Exception):
@@ -124,11 +134,25 @@ class _Trace:
         for path, m in shadow.named_modules():
             handles.append(m.register_forward_pre_hook(enter(path), with_kwargs=True))
             handles.append(m.register_forward_hook(leave(path)))
+        self.pipe_splits = []
+        token = _tracing.set(lambda: self.pipe_splits.append(next(clock)))
         try:
             shadow(*self.args, **self.kwargs)
         finally:
+            _tracing.reset(token)
             for h in handles:
                 h.remove()
+
+    def pipe_split_points(self):
+        """{path: SplitPoint.BEGINNING} of the first submodule entered after each pipe_split() call."""
+        out = {}
+        for tick in self.pipe_splits:
+            after = [(ticks[0], path) for path, ticks in self.enters.items() if path and ticks[0] > tick]
+            if not after:
+                raise ValueError("pipeline(): pipe_split() is called after the forward's last submodule call; "
+                                 "place it between two submodule calls")
+            out[min(after)[1]] = SplitPoint.BEGINNING
+        return out
 
 
 def _boundary_positions(trace, split_spec):
@@ -372,7 +396,7 @@ def pipeline(module, mb_args, mb_kwargs=None, split_spec=None, split_policy=None
     if not isinstance(mb_args, tuple):
         mb_args = (mb_args,)
     trace = _Trace(module, mb_args, mb_kwargs)
-    positions = _boundary_positions(trace, dict(split_spec or {}))
+    positions = _boundary_positions(trace, {**trace.pipe_split_points(), **dict(split_spec or {})})
     owners = _owners(module, trace, positions)
     stages = [_build_stage_module(module, trace, positions, owners, s) for s in range(len(positions) + 1)]
     return Pipe(stages, [(path, point) for _, path, point in positions])

@@ -157,6 +157,17 @@ class DTensor:
         return None if g is None else DTensor(g, self._spec.with_placements(
             _redistribute.gradient_placements(self._spec.placements)))
 
+    @grad.setter
+    def grad(self, value):
+        """None clears the gradient (`p.grad = None`, as optimizers' zero_grad does); a DTensor sets the local
+        piece's gradient to its piece."""
+        if value is None:
+            self._local_tensor.grad = None
+            return
+        if not isinstance(value, DTensor):
+            raise TypeError(f"DTensor.grad must be None or a DTensor, got {type(value).__name__}")
+        self._local_tensor.grad = value.to_local()
+
     @property
     def is_leaf(self):
         return self._local_tensor.is_leaf

@@ -12,7 +12,7 @@ from trainrun.distributed.tensor import _sharding_rules as rules
 from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec
 from trainrun.distributed.tensor._implicit import replicated_like
 from trainrun.distributed.tensor._redistribute import redistribute_local
-from trainrun.distributed.tensor.placement_types import Replicate
+from trainrun.distributed.tensor.placement_types import Replicate, Shard
 from trainrun.nn import functional as F
 
 
@@ -109,6 +109,8 @@ for _name in _op_list.pointwise_methods(1) + ["gelu", "silu", "square", "recipro
 for _name in ("neg", "clone", "detach", "contiguous", "float", "double", "half", "bfloat16"):
     setattr(DTensor, _name, _unary(_name, getattr(_C.Tensor, _name)))
 DTensor.__neg__ = DTensor.neg
+# Comparisons as operators (== and != stay identity, as DTensors are dict keys and set members here).
+DTensor.__gt__, DTensor.__lt__, DTensor.__ge__, DTensor.__le__ = DTensor.gt, DTensor.lt, DTensor.ge, DTensor.le
 DTensor.to = _to
 DTensor.__matmul__ = lambda self, other: rules.matmul("matmul", self, other)
 DTensor.matmul = DTensor.__matmul__
@@ -171,6 +173,83 @@ for _op_name in ("clamp_", "clamp_min_", "clamp_max_", "abs_", "sqrt_", "exp_", 
     setattr(DTensor, _op_name, _in_place(_op_name, lambda args: False))
 
 
+# ---- ops that need a dim whole: it is gathered first (Partial summed) -------------------------------------
+def _whole_along(x, dims):
+    """x redistributed so that no mesh dim splits any of `dims` (those Shards, and any Partial, become
+    Replicate)."""
+    wanted = tuple(Replicate() if p.is_partial() or (p.is_shard() and p.dim in dims) else p for p in x.placements)
+    return x if wanted == tuple(x.placements) else x.redistribute(x.device_mesh, wanted)
+
+
+def _replicated(local, like):
+    mesh = like.device_mesh
+    return DTensor(local, DTensorSpec(mesh, tuple(Replicate() for _ in range(mesh.ndim)), tuple(local.shape)))
+
+
+def _extreme_along(op):
+    """max/min (values, indices) and argmax/argmin: over all elements (gathered), or along dim with that dim
+    whole on every rank (the other dims keep their sharding, and the indices are global)."""
+    from trainrun import return_types
+
+    def method(self, dim=None, keepdim=False):
+        if dim is None:
+            if op in ("max", "min"):
+                return getattr(self, "amax" if op == "max" else "amin")()
+            return _replicated(getattr(self.full_tensor(), op)(), self)
+        d = dim % self.ndim
+        x = _whole_along(self, (d,))
+        result = getattr(x.to_local(), op)(dim=d, keepdim=keepdim)
+        placements = tuple(Shard(p.dim - (1 if p.dim > d and not keepdim else 0)) if p.is_shard() else p
+                           for p in x.placements)
+        shape = list(x.shape)
+        if keepdim:
+            shape[d] = 1
+        else:
+            del shape[d]
+        spec = DTensorSpec(x.device_mesh, placements, tuple(shape))
+        if op in ("max", "min"):
+            return getattr(return_types, op)(DTensor(result[0], spec), DTensor(result[1], spec))
+        return DTensor(result, spec)
+    method.__name__ = op
+    return method
+
+
+for _name in ("max", "min", "argmax", "argmin"):
+    setattr(DTensor, _name, _extreme_along(_name))
+
+
+def _norm(self, p="fro", dim=None, keepdim=False, dtype=None):
+    """The p-norm from pointwise ops and a sum (a sharded dim's partial sums are added before the root)."""
+    order = 2.0 if p in ("fro", None) else float(p)
+    x = self if dtype is None else self.to(dtype)
+    if order == float("inf"):
+        return x.abs().amax(dim=dim, keepdim=keepdim) if dim is not None else x.abs().amax()
+    return _sum(x.abs() ** order, dim, keepdim) ** (1.0 / order)
+
+
+def _getitem(self, key):
+    """Indexing gathers the whole tensor first (every rank then holds the result, replicated)."""
+    if isinstance(key, DTensor):
+        key = key.full_tensor()
+    elif isinstance(key, tuple):
+        key = tuple(k.full_tensor() if isinstance(k, DTensor) else k for k in key)
+    return _replicated(self.full_tensor()[key], self)
+
+
+def _like(factory):
+    """zeros_like & co. of a DTensor: the factory on the local piece, same layout (a Partial input's result is
+    replicated: a factory's values are whole on every rank)."""
+    def make(input, *args, **kwargs):  # noqa: A002
+        placements = tuple(Replicate() if p.is_partial() else p for p in input.placements)
+        return DTensor(factory(input.to_local(), *args, **kwargs),
+                       DTensorSpec(input.device_mesh, placements, tuple(input.shape)))
+    return make
+
+
+DTensor.norm = _norm
+DTensor.__getitem__ = _getitem
+
+
 def _dispatching(name, original, handler):
     """trainrun.<name> that hands DTensor arguments to `handler` and everything else to the original."""
     def fn(*args, **kwargs):
@@ -181,6 +260,7 @@ def _dispatching(name, original, handler):
     return fn
 
 
+_PLAIN_WHERE = trainrun.where  # (numbers for either branch; the wrapped one is set below)
 _FUNCTIONS = {
     "matmul": lambda a, b: rules.matmul("matmul", a, b), "mm": lambda a, b: rules.matmul("mm", a, b),
     "bmm": lambda a, b: rules.matmul("bmm", a, b),
@@ -194,7 +274,15 @@ _FUNCTIONS = {
     "transpose": lambda x, d0, d1: x.transpose(d0, d1), "t": lambda x: x.t(),
     "relu": lambda x: x.relu(), "tanh": lambda x: x.tanh(), "sigmoid": lambda x: x.sigmoid(),
     "exp": lambda x: x.exp(),
+    "where": lambda condition, input, other: rules.pointwise("where", _PLAIN_WHERE, [
+        condition, *[_number_or_dtensor(v, "where", condition) for v in (input, other)]]),
+    "max": lambda x, *a, **k: x.max(*a, **k), "min": lambda x, *a, **k: x.min(*a, **k),
+    "argmax": lambda x, *a, **k: x.argmax(*a, **k), "argmin": lambda x, *a, **k: x.argmin(*a, **k),
+    "norm": lambda x, *a, **k: x.norm(*a, **k),
 }
+for _name in ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"):
+    if hasattr(trainrun, _name):
+        _FUNCTIONS[_name] = _like(getattr(trainrun, _name))
 def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-05):
     shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
     params = [p for p in (weight, bias) if p is not None]
@@ -248,13 +336,14 @@ _FUNCTIONAL = {
 
 def _concatenating(name, original):
     """trainrun.cat/stack that hand a sequence of DTensors to the concat rule."""
-    def fn(tensors, dim=0, *, out=None):
+    def fn(tensors, *args, **kwargs):
         tensors = list(tensors)
         if tensors and isinstance(tensors[0], DTensor):
-            if out is not None:
+            if kwargs.get("out") is not None:
                 raise TypeError(f"DTensor {name}: out= is not supported")
+            dim = args[0] if args else kwargs.get("dim", kwargs.get("axis", 0))
             return rules.concat("stack" if name == "stack" else "cat", original, tensors, dim)
-        return original(tensors, dim) if out is None else original(tensors, dim, out=out)
+        return original(tensors, *args, **kwargs)  # (every form the plain function takes: axis=, out=)
     fn.__name__, fn.__doc__, fn.__wrapped__ = name, getattr(original, "__doc__", None), original
     return fn
 

@@ -71,7 +71,7 @@ def _shard_reducer(parameters):
     return [_SHARDED.get(_key(_local(p))) for p in parameters if _local(p).grad is not None]
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Scales the gradients so that their joint norm is at most max_norm;
     returns that norm (before clipping) as a tensor."""
     if max_norm < 0:

@@ -1,0 +1,157 @@
+"""PyTorch distributed APIs scripts call, on 2 ranks through the launcher: DDP's constructor as PyTorch's
+(device_ids, device_mesh, static_graph, allreduce_hook); DTensor max/min/argmax/norm, indexing, where,
+comparisons and *_like factories against the whole tensor; FSDP's set_requires_all_reduce on an HSDP mesh;
+pipeline() split by pipe_split() markers trains as one process; DCP's DefaultLoadPlanner(allow_partial_load)
+and the refusal of other planners."""
+import pytest
+
+import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
+
+import trainrun as torch  # noqa: E402
+import trainrun.nn as nn  # noqa: E402
+
+
+def _setup():
+    from trainrun import distributed as dist
+    dist.init_process_group("gloo")
+    return dist
+
+
+def ddp_takes_pytorch_arguments():
+    dist = _setup()
+    from trainrun.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from trainrun.distributed.device_mesh import init_device_mesh
+    from trainrun.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    mesh = init_device_mesh("cpu", (2,))
+    model = DDP(nn.Linear(3, 2), device_ids=None, output_device=None, static_graph=True, device_mesh=mesh,
+                bucket_cap_mb=None, gradient_as_bucket_view=True)
+    model.register_comm_hook(state=None, hook=default_hooks.allreduce_hook)
+    x = torch.full([1, 3], float(dist.get_rank() + 1))
+    model(x).sum().backward()
+    assert torch.allclose(model.module.weight.grad, torch.full([2, 3], 1.5))  # the mean of 1 and 2
+    with pytest.raises(ValueError, match="names several devices"):
+        DDP(nn.Linear(3, 2), device_ids=[0, 1])
+    with pytest.raises(RuntimeError, match="both process_group and device_mesh"):
+        DDP(nn.Linear(3, 2), process_group=dist.new_group([0, 1]), device_mesh=mesh)
+
+
+def dtensor_reductions_indexing_and_where():
+    dist = _setup()
+    from trainrun.distributed.device_mesh import init_device_mesh
+    from trainrun.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+    mesh = init_device_mesh("cpu", (2,))
+    torch.manual_seed(0)
+    whole = torch.randn(4, 6)
+    for placement in (Shard(0), Shard(1), Replicate()):
+        d = distribute_tensor(whole, mesh, [placement])
+        assert float(d.max().full_tensor()) == float(whole.max())
+        for dim in (0, 1):
+            got, want = d.max(dim=dim), whole.max(dim=dim)
+            assert torch.equal(got.values.full_tensor(), want.values), (placement, dim)
+            assert torch.equal(got.indices.full_tensor(), want.indices), (placement, dim)
+            assert torch.equal(d.argmin(dim, keepdim=True).full_tensor(), whole.argmin(dim, keepdim=True))
+        assert int(d.argmax().full_tensor()) == int(whole.argmax())
+        assert abs(float(d.norm().full_tensor()) - float(whole.norm())) < 1e-5
+        assert torch.allclose(d.norm(p=1, dim=1).full_tensor(), whole.norm(p=1, dim=1), atol=1e-5)
+        assert torch.equal(d[1].full_tensor(), whole[1]) and torch.equal(d[:, 2:4].full_tensor(), whole[:, 2:4])
+        positive = d > 0
+        assert torch.equal(positive.full_tensor(), whole > 0)
+        assert torch.equal(torch.where(positive, d, 0.0).full_tensor(), torch.where(whole > 0, whole, 0.0))
+        zeros = torch.zeros_like(d)
+        assert isinstance(zeros, DTensor) and zeros.placements == d.placements
+        assert torch.equal(zeros.full_tensor(), torch.zeros(4, 6))
+    grad_input = distribute_tensor(whole.clone().requires_grad_(), mesh, [Shard(0)])
+    grad_input.max(dim=1).values.sum().backward()  # the gradient reaches each row's maximum only
+    expected = torch.zeros(4, 6).scatter_(1, whole.argmax(1, keepdim=True), 1.0)
+    assert torch.equal(grad_input.grad.full_tensor(), expected)
+
+
+def hsdp_all_reduce_can_wait():
+    dist = _setup()
+    from trainrun.distributed.device_mesh import init_device_mesh
+    from trainrun.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (2, 1), mesh_dim_names=("replicate", "shard"))  # two replicas of one shard
+    torch.manual_seed(0)
+    model = nn.Linear(2, 1, bias=False)
+    fully_shard(model, mesh=mesh)
+    x = torch.full([1, 2], float(dist.get_rank() + 1))
+    model.set_requires_all_reduce(False)
+    model(x).sum().backward()
+    assert torch.equal(model.weight.grad.to_local(), x)  # this replica's own gradient
+    model.weight.grad = None  # (PyTorch's idiom on a DTensor parameter)
+    assert model.weight.grad is None
+    model.set_requires_all_reduce(True)
+    model(x).sum().backward()
+    assert torch.equal(model.weight.grad.to_local(), torch.full([1, 2], 1.5))  # averaged over the replicas
+
+
+class _Marked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first, self.second, self.third = nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8, 2)
+
+    def forward(self, x):
+        from trainrun.distributed.pipelining import pipe_split
+        x = torch.relu(self.first(x))
+        pipe_split()
+        x = torch.relu(self.second(x))
+        return self.third(x)
+
+
+def pipe_split_marks_the_stages():
+    dist = _setup()
+    from trainrun.distributed.pipelining import ScheduleGPipe, pipeline
+    torch.manual_seed(0)
+    model, reference = _Marked(), _Marked()
+    reference.load_state_dict(model.state_dict())
+    x, y = torch.randn(4, 4), torch.randn(4, 2)
+    pipe = pipeline(model, mb_args=(x[:2],))
+    assert pipe.num_stages == 2
+    stage = pipe.build_stage(dist.get_rank(), torch.device("cpu"))
+    names = {n for n, _ in stage.submod.named_parameters()}
+    assert names == ({"first.weight", "first.bias"} if dist.get_rank() == 0 else
+                     {"second.weight", "second.bias", "third.weight", "third.bias"}), names
+    loss = lambda out, target: ((out - target) ** 2).mean()  # noqa: E731
+    schedule = ScheduleGPipe(stage, n_microbatches=2, loss_fn=loss)
+    if dist.get_rank() == 0:
+        schedule.step(x)
+    else:
+        losses = []
+        schedule.step(target=y, losses=losses)
+        assert len(losses) == 2
+    # scale_grads=True (the default): the gradient of the microbatches' mean loss
+    ((loss(reference(x[:2]), y[:2]) + loss(reference(x[2:]), y[2:])) / 2).backward()
+    for name, p in stage.submod.named_parameters():
+        want = dict(reference.named_parameters())[name].grad
+        assert torch.allclose(p.grad, want, atol=1e-5), name
+
+
+def dcp_partial_load(folder):
+    dist = _setup()
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
+    saved = {"model": {"w": torch.ones(2)}, "step": 3}
+    dcp.save(saved, checkpoint_id=folder, planner=DefaultSavePlanner())
+    state = {"model": {"w": torch.zeros(2), "new": torch.full([2], 7.0)}, "step": 0}
+    with pytest.raises(KeyError, match="new"):
+        dcp.load(state, checkpoint_id=folder)
+    dcp.load(state, checkpoint_id=folder, planner=DefaultLoadPlanner(allow_partial_load=True))
+    assert torch.equal(state["model"]["w"], torch.ones(2)) and state["step"] == 3
+    assert torch.equal(state["model"]["new"], torch.full([2], 7.0))  # not in the checkpoint: left as it was
+
+    class Custom(DefaultLoadPlanner):
+        pass
+    with pytest.raises(NotImplementedError, match="planner Custom is not supported"):
+        dcp.load(state, checkpoint_id=folder, planner=Custom())
+    dist.barrier()
+
+
+@pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, dtensor_reductions_indexing_and_where,
+                                      hsdp_all_reduce_can_wait, pipe_split_marks_the_stages])
+def test_on_two_ranks(ranks, function):
+    ranks.run_function(2, function)
+
+
+def test_dcp_partial_load_on_two_ranks(ranks, tmp_path):
+    ranks.run_function(2, dcp_partial_load, str(tmp_path / "ckpt"))
