@@ -237,7 +237,7 @@ def get_float32_matmul_precision():
     return _matmul_precision
 from trainrun import linalg  # noqa: E402,F401
 from trainrun import distributions, func  # noqa: E402,F401
-from trainrun import jit, version  # noqa: E402,F401
+from trainrun import jit, profiler, version  # noqa: E402,F401
 from trainrun.version import __version__  # noqa: E402,F401
 from trainrun._printoptions import get_printoptions, set_printoptions  # noqa: E402,F401
 from trainrun.func import vmap  # noqa: E402,F401  (torch.vmap)

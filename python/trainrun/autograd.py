@@ -122,3 +122,4 @@ class _unsafe_preserve_version_counter:
 
 
 from trainrun._gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: E402,F401
+from trainrun import profiler  # noqa: E402,F401  (torch.autograd.profiler.record_function)

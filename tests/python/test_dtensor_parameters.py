@@ -2,8 +2,9 @@
 registered on a module (module.weight, named_parameters and isinstance(p, nn.Parameter) as in PyTorch; an
 optimizer built from model.parameters() updates the module); model.parameters() after fully_shard and tensor
 parallelism are DTensors; experimental.implicit_replication and local_map; the functional collectives
-(_functional_collectives); cat/stack of DTensors; in-place updates of DTensors; collectives given a DTensor work on its local piece. In one
-process: register_parameter(name, None)."""
+(_functional_collectives); cat/stack of DTensors; in-place updates of DTensors; collectives given a DTensor
+work on its local piece. In one process: register_parameter(name, None), and plain calls of the functions
+the DTensor layer wraps."""
 import pytest
 
 import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)

@@ -10,8 +10,8 @@ from trainrun.nn import functional  # noqa: F401
 from trainrun.nn.parameter import Parameter
 from trainrun.nn._module import Module, RemovableHandle, _is_buffer  # noqa: F401
 
-from trainrun.nn._cpp_layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv2d, Embedding, Flatten,  # noqa
-                                     LayerNorm, Linear, MaxPool2d, RMSNorm)
+from trainrun.nn._cpp_layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv2d, Embedding,  # noqa
+                                     Flatten, LayerNorm, Linear, MaxPool2d, RMSNorm)
 CausalSelfAttention, TransformerBlock = _C.nn.CausalSelfAttention, _C.nn.TransformerBlock
 
 
