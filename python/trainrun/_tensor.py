@@ -206,8 +206,17 @@ Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty, Tensor.new_full = (
 from trainrun import _reductions  # noqa: E402
 Tensor.max, Tensor.min, Tensor.sort, Tensor.topk = (_reductions.max, _reductions.min, _reductions.sort,
                                                     _reductions.topk)
-Tensor.backward = lambda self, gradient=None, retain_graph=False, create_graph=False: _C.backward(
-    self, gradient, retain_graph, create_graph)
+def _backward(self, gradient=None, retain_graph=False, create_graph=False, inputs=None):
+    """Accumulates this tensor's gradient into the leaves' .grad (with inputs=, into those only)."""
+    if inputs is not None:
+        from trainrun import autograd
+        return autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+    from trainrun import _anomaly_mode
+    _anomaly_mode.check_roots([self], "backward")
+    return _C.backward(self, gradient, retain_graph, create_graph)
+
+
+Tensor.backward = _backward
 Tensor.T = property(lambda self: self.permute(list(range(self.ndim))[::-1]))
 Tensor.itemsize = property(lambda self: self.element_size())  # bytes per element
 Tensor.nbytes = property(lambda self: self.numel() * self.element_size())  # bytes of the elements the view holds

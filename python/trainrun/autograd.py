@@ -1,6 +1,9 @@
 """trainrun.autograd: backward, grad and Function, as torch.autograd's."""
 from trainrun import _C
 from trainrun._autograd import no_grad, enable_grad, set_grad_enabled  # noqa: F401
+from trainrun import _anomaly_mode
+from trainrun._anomaly_mode import (detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled,  # noqa: F401
+                                    set_detect_anomaly)
 
 
 def _as_list(tensors):
@@ -16,11 +19,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if len(grad_tensors) != len(tensors):
         raise RuntimeError(f"backward: got {len(tensors)} tensors but {len(grad_tensors)} gradients")
     retain = create_graph if retain_graph is None else retain_graph
+    _anomaly_mode.check_roots(tensors, "backward")
     if inputs is None:
         _C._backward_roots(tensors, grad_tensors, retain, create_graph)
         return
     inputs = _as_list(inputs)
     grads = _C.grad(tensors, inputs, grad_tensors, retain, create_graph, True)
+    _anomaly_mode.check_gradients(grads, "backward")
     with no_grad():
         for t, g in zip(inputs, grads):
             if g is not None:
@@ -40,7 +45,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if len(grad_outputs) != len(outputs):
         raise RuntimeError(f"grad: got {len(outputs)} outputs but {len(grad_outputs)} grad_outputs")
     retain = create_graph if retain_graph is None else retain_graph
+    _anomaly_mode.check_roots(outputs, "grad")
     result = _C.grad(outputs, inputs, grad_outputs, retain, create_graph, bool(allow_unused) or materialize_grads)
+    _anomaly_mode.check_gradients(result, "grad")
     if materialize_grads:
         result = [_C.zeros(list(i.shape), dtype=i.dtype, device=i.device) if g is None else g
                   for g, i in zip(result, inputs)]

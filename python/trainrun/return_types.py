@@ -7,6 +7,7 @@ min = collections.namedtuple("min", ["values", "indices"])  # noqa: A001
 sort = collections.namedtuple("sort", ["values", "indices"])
 topk = collections.namedtuple("topk", ["values", "indices"])
 aminmax = collections.namedtuple("aminmax", ["min", "max"])
-for _t in (max, min, sort, topk, aminmax):
+svd = collections.namedtuple("svd", ["U", "S", "V"])
+for _t in (max, min, sort, topk, aminmax, svd):
     _t.__module__ = "trainrun.return_types"
 del _t
