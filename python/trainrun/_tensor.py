@@ -13,14 +13,17 @@ Tensor = _C.Tensor
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of `data` (nested lists, numbers, a NumPy
-    array or a tensor), on `device` when given. Python floats become float32
-    and ints int64, as in PyTorch."""
+    array or a tensor), on `device` when given. Python floats become the
+    default dtype (float32 unless set_default_dtype changed it) and ints
+    int64, as in PyTorch; asked for float64, they keep their full precision."""
     if isinstance(data, Tensor):
         t = data.detach().clone()
     else:
         array = np.array(data)
         if array.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
-            array = array.astype(np.float32)  # PyTorch's default float dtype
+            wanted = dtype if dtype is not None and dtype.is_floating_point else _C._ops.get_default_dtype()
+            if wanted != _C.dtype.float64:
+                array = array.astype(np.float32)  # (the default float dtype; narrower ones from there)
         if array.dtype.kind in "iu" and array.dtype != np.uint8 and not isinstance(data, (np.ndarray, np.generic)):
             array = array.astype(np.int64)
         if array.dtype == object or array.dtype.kind not in "fiub":

@@ -154,6 +154,10 @@ IDIOMS_OPS = [
     ("einsum implicit", "result = torch.einsum('ij,jk', x, x.t())"),
     ("einsum ellipsis", "a = torch.arange(24.0).reshape(2, 3, 4); result = torch.einsum('...ij,...jk->...ik', a, a.transpose(-1, -2))"),
     ("einsum three", "result = torch.einsum('i,ij,j->', torch.ones(3), x, torch.ones(4))"),
+    ("tensor float64 keeps precision", "result = torch.tensor([0.1, 0.3], dtype=torch.float64).tolist() == [0.1, 0.3]"),
+    ("tensor under default float64", "torch.set_default_dtype(torch.float64)\ntry:\n"
+                                     "    result = (str(torch.tensor([0.3]).dtype)[-7:], torch.tensor(0.3).item() == 0.3)"
+                                     "\nfinally:\n    torch.set_default_dtype(torch.float32)"),
     ("einsum trace", "result = torch.einsum('ii', torch.arange(9.0).reshape(3, 3))"),
     ("einsum diagonal", "a = torch.arange(18.0).reshape(2, 3, 3); result = (torch.einsum('bii->bi', a), "
                         "torch.einsum('ii,ij->j', a[0], a[1]))"),
