@@ -111,3 +111,83 @@ def test_errors():
     with pytest.raises(ValueError, match="Expected parameter probs"):
         D.Bernoulli(probs=torch.tensor([1.5]))
     assert D.Uniform(0.0, 1.0, validate_args=False).log_prob(torch.tensor(1.5)).item() == float("-inf")
+
+
+def _families(lib, tensor):
+    return {
+        "Exponential": (lib.Exponential(tensor([0.5, 2.0])), [0.3, 1.2]),
+        "Laplace": (lib.Laplace(tensor([0.0, 1.0]), tensor([1.0, 0.5])), [0.3, -1.2]),
+        "Gamma": (lib.Gamma(tensor([0.5, 3.0]), tensor([1.0, 2.0])), [0.3, 1.2]),
+        "Beta": (lib.Beta(tensor([0.5, 3.0]), tensor([2.0, 1.5])), [0.3, 0.8]),
+        "Dirichlet": (lib.Dirichlet(tensor([[0.5, 3.0, 1.0], [2.0, 2.0, 2.0]])), [[0.2, 0.5, 0.3], [0.1, 0.1, 0.8]]),
+        "Poisson": (lib.Poisson(tensor([0.5, 3.0])), [2.0, 0.0]),
+        "LogNormal": (lib.LogNormal(tensor([0.0, 1.0]), tensor([1.0, 0.5])), [0.3, 1.2]),
+        "MultivariateNormal": (lib.MultivariateNormal(tensor([0.0, 1.0]), scale_tril=tensor([[1.0, 0.0], [0.5, 2.0]])),
+                               [0.3, -1.2]),
+        "MultivariateNormal covariance": (lib.MultivariateNormal(tensor([0.0, 1.0]), covariance_matrix=tensor(
+            [[2.0, 0.3], [0.3, 1.0]])), [0.3, -1.2]),
+    }
+
+
+@needs_torch
+def test_more_families_match_pytorch():
+    ours, theirs = _families(D, torch.tensor), _families(peer.distributions, peer.tensor)
+    for name, (mine, value) in ours.items():
+        other = theirs[name][0]
+        assert _close(mine.log_prob(torch.tensor(value)), other.log_prob(peer.tensor(value)), 1e-4), name
+        assert _close(mine.mean, other.mean, 1e-5) and _close(mine.variance, other.variance, 1e-4), name
+        if name != "Poisson":
+            assert _close(mine.entropy(), other.entropy(), 1e-4), name
+        assert mine.batch_shape == other.batch_shape and mine.event_shape == other.event_shape, name
+    pairs = {"Gamma": (D.Gamma(torch.tensor([0.5, 3.0]), torch.tensor([1.0, 2.0])),
+                       D.Gamma(torch.tensor([1.5, 1.0]), torch.tensor([0.3, 2.0]))),
+             "Beta": (D.Beta(torch.tensor([0.5, 3.0]), torch.tensor([2.0, 1.5])),
+                      D.Beta(torch.tensor([1.5, 1.0]), torch.tensor([0.3, 2.0]))),
+             "Dirichlet": (D.Dirichlet(torch.tensor([0.5, 3.0, 1.0])), D.Dirichlet(torch.tensor([1.5, 1.0, 2.0]))),
+             "Exponential": (D.Exponential(torch.tensor([0.5])), D.Exponential(torch.tensor([2.0]))),
+             "Poisson": (D.Poisson(torch.tensor([0.5])), D.Poisson(torch.tensor([2.0]))),
+             "MultivariateNormal": (D.MultivariateNormal(torch.tensor([0.0, 1.0]), scale_tril=torch.tensor(
+                 [[1.0, 0.0], [0.5, 2.0]])), D.MultivariateNormal(torch.tensor([1.0, 0.0]), scale_tril=torch.tensor(
+                     [[2.0, 0.0], [-0.5, 1.0]])))}
+    for name, (p, q) in pairs.items():
+        theirs_p = {"Gamma": lambda d: peer.distributions.Gamma(_peer(d.concentration), _peer(d.rate)),
+                    "Beta": lambda d: peer.distributions.Beta(_peer(d.concentration1), _peer(d.concentration0)),
+                    "Dirichlet": lambda d: peer.distributions.Dirichlet(_peer(d.concentration)),
+                    "Exponential": lambda d: peer.distributions.Exponential(_peer(d.rate)),
+                    "Poisson": lambda d: peer.distributions.Poisson(_peer(d.rate)),
+                    "MultivariateNormal": lambda d: peer.distributions.MultivariateNormal(
+                        _peer(d.loc), scale_tril=_peer(d.scale_tril))}[name]
+        want = peer.distributions.kl_divergence(theirs_p(p), theirs_p(q))
+        assert _close(D.kl_divergence(p, q), want, 1e-4), name
+
+
+def _peer(t):
+    return peer.tensor(t.tolist())
+
+
+def test_more_families_sample_their_distribution():
+    torch.manual_seed(0)
+    n = 20000
+    for dist in (D.Gamma(torch.tensor([0.3, 4.0]), torch.tensor([2.0, 0.5])),
+                 D.Beta(torch.tensor([0.5, 3.0]), torch.tensor([2.0, 1.5])),
+                 D.Dirichlet(torch.tensor([0.5, 3.0, 1.0])), D.Poisson(torch.tensor([0.5, 7.0])),
+                 D.Exponential(torch.tensor([3.0])), D.Laplace(torch.tensor([1.0]), torch.tensor([2.0])),
+                 D.LogNormal(torch.tensor([0.0]), torch.tensor([0.5])),
+                 D.MultivariateNormal(torch.tensor([0.0, 1.0]), scale_tril=torch.tensor([[1.0, 0.0], [0.5, 2.0]]))):
+        draws = dist.sample((n,))
+        assert tuple(draws.shape) == (n,) + tuple(dist.batch_shape) + tuple(dist.event_shape)
+        sem = (dist.variance / n).sqrt()
+        assert bool(((draws.mean(0) - dist.mean).abs() < 5 * sem).all()), (type(dist).__name__, draws.mean(0))
+        assert bool(((draws.var(0) / dist.variance - 1).abs() < 0.1).all()), (type(dist).__name__, draws.var(0))
+    torch.manual_seed(3)
+    first = D.Poisson(torch.tensor([2.0])).sample((5,))
+    torch.manual_seed(3)
+    assert torch.equal(first, D.Poisson(torch.tensor([2.0])).sample((5,)))  # the seed decides the counts
+    cov = torch.tensor([[2.0, 0.3], [0.3, 1.0]], requires_grad=True)
+    with pytest.raises(NotImplementedError, match="parameterize by scale_tril"):
+        D.MultivariateNormal(torch.zeros(2), covariance_matrix=cov)
+    with pytest.raises(NotImplementedError, match="use sample"):
+        D.Gamma(torch.tensor([1.0]), torch.tensor([1.0])).rsample()
+    tril = torch.tensor([[1.0, 0.0], [0.5, 2.0]], requires_grad=True)
+    D.MultivariateNormal(torch.zeros(2), scale_tril=tril).rsample((4,)).sum().backward()
+    assert tril.grad is not None

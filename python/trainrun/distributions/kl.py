@@ -73,3 +73,60 @@ def _kl_independent_independent(p, q):
     if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
         raise NotImplementedError("KL between Independents with different reinterpreted_batch_ndims")
     return _sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+# ---- the families of exponential.py, gamma.py, beta.py, dirichlet.py, poisson.py, multivariate_normal.py ----
+from trainrun.distributions.beta import Beta  # noqa: E402
+from trainrun.distributions.dirichlet import Dirichlet  # noqa: E402
+from trainrun.distributions.exponential import Exponential  # noqa: E402
+from trainrun.distributions.gamma import Gamma  # noqa: E402
+from trainrun.distributions.multivariate_normal import MultivariateNormal  # noqa: E402
+from trainrun.distributions.poisson import Poisson  # noqa: E402
+
+
+@register_kl(Exponential, Exponential)
+def _kl_exponential(p, q):
+    ratio = q.rate / p.rate
+    return ratio - 1 - trainrun.log(ratio)
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma(p, q):
+    ap, bp, aq, bq = p.concentration, p.rate, q.concentration, q.rate
+    return ((ap - aq) * trainrun.digamma(ap) - trainrun.lgamma(ap) + trainrun.lgamma(aq) +
+            aq * (trainrun.log(bp) - trainrun.log(bq)) + ap * (bq - bp) / bp)
+
+
+@register_kl(Beta, Beta)
+def _kl_beta(p, q):
+    a1p, a0p, a1q, a0q = p.concentration1, p.concentration0, q.concentration1, q.concentration0
+    sum_p, sum_q = a1p + a0p, a1q + a0q
+    lg, dg = trainrun.lgamma, trainrun.digamma
+    return (lg(a1q) + lg(a0q) + lg(sum_p) - lg(a1p) - lg(a0p) - lg(sum_q) + (a1p - a1q) * dg(a1p) +
+            (a0p - a0q) * dg(a0p) + (sum_q - sum_p) * dg(sum_p))
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet(p, q):
+    cp, cq = p.concentration, q.concentration
+    sum_p, sum_q = cp.sum(dim=-1), cq.sum(dim=-1)
+    t1 = trainrun.lgamma(sum_p) - trainrun.lgamma(sum_q)
+    t2 = (trainrun.lgamma(cp) - trainrun.lgamma(cq)).sum(dim=-1)
+    return t1 - t2 + ((cp - cq) * (trainrun.digamma(cp) - trainrun.digamma(sum_p).unsqueeze(-1))).sum(dim=-1)
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson(p, q):
+    return p.rate * (trainrun.log(p.rate) - trainrun.log(q.rate)) - (p.rate - q.rate)
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_multivariate_normal(p, q):
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Multivariate Normals with different event shapes cannot be "
+                         "computed")
+    k = p.event_shape[0]
+    between = trainrun.linalg.solve(q.scale_tril, p.scale_tril)  # Lq^-1 Lp
+    diff = trainrun.linalg.solve(q.scale_tril, (q.loc - p.loc).unsqueeze(-1)).squeeze(-1)
+    return (q._half_log_det() - p._half_log_det() +
+            0.5 * (between.pow(2).sum(dim=(-2, -1)) + diff.pow(2).sum(dim=-1) - k))

@@ -1,0 +1,53 @@
+"""torch.distributions.Laplace(loc, scale)."""
+import math
+
+import trainrun
+from trainrun import Size
+from trainrun.distributions.distribution import Distribution, broadcast_all
+
+
+class Laplace(Distribution):
+    has_rsample = True
+    arg_constraints = {"loc": "real", "scale": "positive"}
+    support = "real"
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(self.loc.shape, Size(), validate_args)
+        self._check_parameter("scale", self.scale > 0, "GreaterThan(lower_bound=0.0)")
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        return 2 * self.scale.pow(2)
+
+    @property
+    def stddev(self):
+        return math.sqrt(2) * self.scale
+
+    def rsample(self, sample_shape=Size()):
+        shape = self._extended_shape(sample_shape)
+        tiny = trainrun.finfo(self.loc.dtype).eps
+        u = trainrun.rand(*shape, dtype=self.loc.dtype, device=self.loc.device) * (2 - 2 * tiny) - (1 - tiny)
+        return self.loc - self.scale * u.sign() * trainrun.log1p(-u.abs())
+
+    def log_prob(self, value):
+        self._check_sample(value)
+        return -trainrun.log(2 * self.scale) - (value - self.loc).abs() / self.scale
+
+    def cdf(self, value):
+        return 0.5 - 0.5 * (value - self.loc).sign() * trainrun.expm1(-(value - self.loc).abs() / self.scale)
+
+    def icdf(self, value):
+        term = value - 0.5
+        return self.loc - self.scale * term.sign() * trainrun.log1p(-2 * term.abs())
+
+    def entropy(self):
+        return 1 + trainrun.log(2 * self.scale)

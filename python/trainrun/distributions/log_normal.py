@@ -1,0 +1,47 @@
+"""torch.distributions.LogNormal(loc, scale): exp of a Normal(loc, scale) draw."""
+import math
+
+import trainrun
+from trainrun import Size
+from trainrun.distributions.distribution import Distribution, broadcast_all
+
+
+class LogNormal(Distribution):
+    has_rsample = True
+    arg_constraints = {"loc": "real", "scale": "positive"}
+    support = "positive"
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(self.loc.shape, Size(), validate_args)
+        self._check_parameter("scale", self.scale > 0, "GreaterThan(lower_bound=0.0)")
+
+    def _support_ok(self, value):
+        return value > 0
+
+    @property
+    def mean(self):
+        return trainrun.exp(self.loc + self.scale.pow(2) / 2)
+
+    @property
+    def mode(self):
+        return trainrun.exp(self.loc - self.scale.pow(2))
+
+    @property
+    def variance(self):
+        s2 = self.scale.pow(2)
+        return trainrun.expm1(s2) * trainrun.exp(2 * self.loc + s2)
+
+    def rsample(self, sample_shape=Size()):
+        shape = self._extended_shape(sample_shape)
+        eps = trainrun.randn(*shape, dtype=self.loc.dtype, device=self.loc.device)
+        return trainrun.exp(self.loc + eps * self.scale)
+
+    def log_prob(self, value):
+        self._check_sample(value)
+        log_value = trainrun.log(value)
+        return (-((log_value - self.loc) ** 2) / (2 * self.scale ** 2) - self.scale.log() -
+                math.log(math.sqrt(2 * math.pi)) - log_value)
+
+    def entropy(self):
+        return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log() + self.loc
