@@ -136,3 +136,47 @@ def test_lazy_linear_takes_its_input_size_at_the_first_call():
     assert float(layer.weight.abs().max()) <= 1 / np.sqrt(5) + 1e-6  # Linear's init bound
     out.sum().backward()
     assert layer.weight.grad is not None
+
+
+@needs_torch
+def test_volumetric_layers_match_pytorch():
+    peer.manual_seed(0)
+    x = peer.randn(2, 4, 5, 6, 7)
+    w, b = peer.randn(6, 2, 3, 2, 3), peer.randn(6)
+    for options in ({"stride": (2, 1, 2), "padding": (1, 0, 1), "dilation": (1, 2, 1), "groups": 2},
+                    {"padding": "same", "groups": 2}, {"stride": 2, "groups": 2}):
+        _both(lambda t, ww, bb: F.conv3d(t, ww, bb, **options),
+              lambda t, ww, bb: peer.nn.functional.conv3d(t, ww, bb, **options), x, w, b, tol=1e-4)
+    _both(lambda t: F.conv3d(t, _ours(w[:, :, :1]), groups=2), lambda t: peer.nn.functional.conv3d(
+        t, w[:, :, :1], groups=2), x[0], tol=1e-4)  # unbatched
+    _both(lambda t: F.max_pool3d(t, (3, 2, 3), (2, 1, 2), 1), lambda t: peer.nn.functional.max_pool3d(
+        t, (3, 2, 3), (2, 1, 2), 1), x)
+    _both(lambda t: F.avg_pool3d(t, 3, 2, 1), lambda t: peer.nn.functional.avg_pool3d(t, 3, 2, 1), x)
+    _both(lambda t: F.adaptive_avg_pool3d(t, (2, 3, 4)), lambda t: peer.nn.functional.adaptive_avg_pool3d(
+        t, (2, 3, 4)), x)
+    _both(lambda t: F.adaptive_max_pool3d(t, (2, None, 4)), lambda t: peer.nn.functional.adaptive_max_pool3d(
+        t, (2, None, 4)), x)
+    x1, w1 = peer.randn(2, 4, 9), peer.randn(4, 3, 3)
+    _both(lambda t, ww: F.conv_transpose1d(t, ww, stride=2, padding=1, output_padding=1),
+          lambda t, ww: peer.nn.functional.conv_transpose1d(t, ww, stride=2, padding=1, output_padding=1), x1, w1,
+          tol=1e-4)
+    theirs = peer.nn.Conv3d(4, 6, 3, padding=1, groups=2)
+    ours = nn.Conv3d(4, 6, 3, padding=1, groups=2)
+    assert tuple(ours.weight.shape) == tuple(theirs.weight.shape)
+    ours.load_state_dict({k: _ours(v) for k, v in theirs.state_dict().items()})
+    _both(lambda t: ours(t), lambda t: theirs(t), x, tol=1e-4)
+    model = nn.Sequential(nn.Conv3d(4, 2, 3), nn.MaxPool3d(2), nn.AvgPool3d(1), nn.AdaptiveAvgPool3d(1),
+                          nn.AdaptiveMaxPool3d(1))
+    assert tuple(model(_ours(x)).shape) == (2, 2, 1, 1, 1)
+    assert tuple(nn.ConvTranspose1d(4, 3, 3, stride=2)(_ours(x1)).shape) == tuple(
+        peer.nn.ConvTranspose1d(4, 3, 3, stride=2)(x1).shape)
+
+
+@needs_torch
+def test_module_reprs_match_pytorch():
+    for name in ("ReLU", "LeakyReLU", "ELU", "Dropout", "Dropout2d", "GELU", "SiLU", "Tanh", "Softmax",
+                 "LogSoftmax", "Hardtanh", "RReLU", "ReLU6", "GLU", "Mish", "MSELoss", "CrossEntropyLoss",
+                 "BCEWithLogitsLoss", "NLLLoss", "HuberLoss", "KLDivLoss", "TripletMarginLoss"):
+        assert repr(getattr(nn, name)()) == repr(getattr(peer.nn, name)()), name
+    assert repr(nn.ReLU(inplace=True)) == repr(peer.nn.ReLU(inplace=True))
+    assert repr(nn.Softmax(dim=-1)) == repr(peer.nn.Softmax(dim=-1))

@@ -114,9 +114,16 @@ def _declare(name, function, params, inputs, base):
             options["training"] = self.training
         return function(*tensors, **options)
 
+    shows_inplace = "Dropout" in name  # (PyTorch's: activations show inplace only when set; dropouts always)
+
     def extra_repr(self):
         return ", ".join(f"{n}={getattr(self, n)!r}" for n in names if n not in ("size_average", "reduce") and
-                         getattr(self, n) is not None)
+                         (getattr(self, n) is not None or n == "dim") and
+                         not (n == "inplace" and not getattr(self, n) and not shows_inplace))
+
+    if issubclass(base, _Loss):  # (PyTorch prints a loss module bare: MSELoss())
+        def extra_repr(self):  # noqa: F811
+            return ""
 
     __init__.__signature__ = signature
     cls = type(name, (base,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr,

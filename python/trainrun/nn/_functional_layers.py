@@ -628,3 +628,15 @@ def pdist(input, p=2.0):  # noqa: A002
     rows, cols = np.triu_indices(n, 1)
     diff = input.index_select(0, _index(rows, input.device)) - input.index_select(0, _index(cols, input.device))
     return _C.norm(diff, float(p), [1], False)
+
+
+@op(function=True, functional=True)
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,  # noqa: A002
+                     dilation=1):
+    """conv_transpose2d over a height of 1."""
+    one = lambda v: v[0] if isinstance(v, (tuple, list)) else v  # noqa: E731
+    unbatched = input.dim() == 2
+    x = input.unsqueeze(0) if unbatched else input
+    out = conv_transpose2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, one(stride)), (0, one(padding)),
+                           (0, one(output_padding)), groups, (1, one(dilation))).squeeze(2)
+    return out.squeeze(0) if unbatched else out

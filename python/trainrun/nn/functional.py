@@ -1,9 +1,9 @@
 """trainrun.nn.functional: PyTorch's functional forms. Each is declared once,
 in _functional_activations.py, _functional_losses.py,
-_functional_layers.py or _functional_embedding.py (or in C++ for the losses with kernels of their own),
+_functional_layers.py, _functional_3d.py or _functional_embedding.py (or in C++ for the losses with kernels of their own),
 and bound here from the op table."""
 from trainrun import _op_table
-from trainrun.nn import (_functional_activations, _functional_embedding, _functional_layers,  # noqa: F401
-                         _functional_losses)
+from trainrun.nn import (_functional_3d, _functional_activations, _functional_embedding,  # noqa: F401
+                         _functional_layers, _functional_losses)
 
 globals().update(_op_table.functional())
