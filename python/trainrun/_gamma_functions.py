@@ -70,28 +70,23 @@ def _in_float64(fn, x):
     return fn(x.detach().to(trainrun.float64)).to(out_dtype)
 
 
-class _Lgamma(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return _in_float64(_lgamma64, x)
+def _with_derivative(value, derivative):
+    """An autograd Function computing value(x) in float64, whose backward is grad * derivative(x)."""
+    class Special(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return _in_float64(value, x)
 
-    @staticmethod
-    def backward(ctx, grad):
-        x, = ctx.saved_tensors
-        return grad * digamma(x)
+        @staticmethod
+        def backward(ctx, grad):
+            x, = ctx.saved_tensors
+            return grad * derivative(x)
+    return Special
 
 
-class _Digamma(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return _in_float64(_digamma64, x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, = ctx.saved_tensors
-        return grad * _in_float64(_trigamma64, x)
+_Lgamma = _with_derivative(_lgamma64, lambda x: digamma(x))
+_Digamma = _with_derivative(_digamma64, lambda x: _in_float64(_trigamma64, x))
 
 
 def lgamma(input):  # noqa: A002

@@ -83,21 +83,26 @@ def _pool_depth(x, k, s, p, reduce, fill):
     return windows.amax(dim=-1) if reduce == "max" else windows.mean(dim=-1)
 
 
+def _pool3d(input, kernel_size, stride, padding, pool2d, reduce, fill, where):  # noqa: A002
+    """The 2-D pool over each depth slice's height and width, then windows over depth (reduce: max or mean)."""
+    x, unbatched = _batched(input, where)
+    k = _triple(kernel_size, where, "kernel_size")
+    s = k if stride is None or stride == [] else _triple(stride, where, "stride")
+    p = _triple(padding, where, "padding")
+    n, c, depth = x.shape[0], x.shape[1], x.shape[2]
+    planes = pool2d(x.reshape([n, c * depth, x.shape[3], x.shape[4]]), k[1:], s[1:], p[1:])
+    planes = planes.reshape([n, c, depth, planes.shape[2], planes.shape[3]])
+    out = _pool_depth(planes, k[0], s[0], p[0], reduce, fill)
+    return out.squeeze(0) if unbatched else out
+
+
 @op(function=True, functional=True)
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
                return_indices=False):
     from trainrun.nn._functional_layers import max_pool2d
     if _triple(dilation, "max_pool3d", "dilation") != [1, 1, 1] or ceil_mode or return_indices:
         raise NotImplementedError("max_pool3d(): dilation, ceil_mode and return_indices are not supported")
-    x, unbatched = _batched(input, "max_pool3d")
-    k = _triple(kernel_size, "max_pool3d", "kernel_size")
-    s = k if stride is None or stride == [] else _triple(stride, "max_pool3d", "stride")
-    p = _triple(padding, "max_pool3d", "padding")
-    n, c, depth = x.shape[0], x.shape[1], x.shape[2]
-    planes = max_pool2d(x.reshape([n, c * depth, x.shape[3], x.shape[4]]), k[1:], s[1:], p[1:])
-    planes = planes.reshape([n, c, depth, planes.shape[2], planes.shape[3]])
-    out = _pool_depth(planes, k[0], s[0], p[0], "max", float("-inf"))
-    return out.squeeze(0) if unbatched else out
+    return _pool3d(input, kernel_size, stride, padding, max_pool2d, "max", float("-inf"), "max_pool3d")
 
 
 @op(function=True, functional=True)
@@ -107,15 +112,7 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     if ceil_mode or not count_include_pad or divisor_override is not None:
         raise NotImplementedError("avg_pool3d(): ceil_mode, count_include_pad=False and divisor_override are not "
                                   "supported")
-    x, unbatched = _batched(input, "avg_pool3d")
-    k = _triple(kernel_size, "avg_pool3d", "kernel_size")
-    s = k if stride is None or stride == [] else _triple(stride, "avg_pool3d", "stride")
-    p = _triple(padding, "avg_pool3d", "padding")
-    n, c, depth = x.shape[0], x.shape[1], x.shape[2]
-    planes = avg_pool2d(x.reshape([n, c * depth, x.shape[3], x.shape[4]]), k[1:], s[1:], p[1:])
-    planes = planes.reshape([n, c, depth, planes.shape[2], planes.shape[3]])
-    out = _pool_depth(planes, k[0], s[0], p[0], "mean", 0.0)
-    return out.squeeze(0) if unbatched else out
+    return _pool3d(input, kernel_size, stride, padding, avg_pool2d, "mean", 0.0, "avg_pool3d")
 
 
 def _adaptive3d(input, output_size, pool2d, pool1d, where):  # noqa: A002
