@@ -189,3 +189,38 @@ def test_containers_init_and_ensembles_match_pytorch():
     grads = [p.grad for p in models[0].parameters()]
     nn.utils.clip_grad_norm_(models[0].parameters(), 1.0, foreach=True)  # (PyTorch's keyword, accepted)
     assert grads == [None, None]
+
+
+def test_module_dict_views_and_conv_padding_modes():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 3)
+            self.blocks = nn.ModuleList([nn.Linear(3, 3)])
+            self.register_buffer("step", torch.zeros(1))
+            self.register_parameter("extra", None)
+
+    net = Net()
+    assert list(net._modules) == ["fc", "blocks"] and list(net.fc._parameters) == ["weight", "bias"]
+    assert list(net._buffers) == ["step"] and dict(net._parameters) == {"extra": None}
+    net._modules["fc"] = nn.Linear(2, 5)  # replaces the child, as assignment does
+    assert net.fc.out_features == 5 and tuple(dict(net.named_parameters())["fc.weight"].shape) == (5, 2)
+    del net._modules["blocks"]
+    assert list(net._modules) == ["fc"] and "blocks.0.weight" not in net.state_dict()
+    net._parameters["extra"] = nn.Parameter(torch.ones(2))
+    assert "extra" in dict(net.named_parameters()) and torch.equal(net.extra, torch.ones(2))
+    assert torch.equal(net.get_buffer("step"), torch.zeros(1))
+    with pytest.raises(NotImplementedError, match="belongs to the C\\+\\+ layer"):
+        del net.fc._parameters["bias"]
+
+
+@needs_torch
+def test_conv_padding_modes_match_pytorch():
+    for mode in ("zeros", "reflect", "replicate", "circular"):
+        theirs = peer.nn.Conv2d(2, 3, 3, padding=(1, 2), padding_mode=mode)
+        ours = nn.Conv2d(2, 3, 3, padding=(1, 2), padding_mode=mode)
+        ours.load_state_dict({k: torch.tensor(v.tolist()) for k, v in theirs.state_dict().items()})
+        x = peer.randn(1, 2, 5, 6)
+        np.testing.assert_allclose(_np(ours(torch.tensor(x.tolist()))), _np(theirs(x)), atol=1e-5, err_msg=mode)
+    with pytest.raises(ValueError, match="padding_mode must be one of"):
+        nn.Conv2d(1, 1, 3, padding_mode="mirror")

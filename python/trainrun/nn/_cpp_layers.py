@@ -56,8 +56,9 @@ class Conv2d(_C.nn.Conv2d):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None):
         where = "Conv2d"
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"{where}: padding_mode={padding_mode!r} is not supported (only 'zeros')")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(f"padding_mode must be one of ['zeros', 'reflect', 'replicate', 'circular'], but got "
+                             f"padding_mode='{padding_mode}'")
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"{where}: in_channels ({in_channels}) and out_channels ({out_channels}) must be "
                              f"divisible by groups ({groups})")
@@ -78,9 +79,18 @@ class Conv2d(_C.nn.Conv2d):
                 raise ValueError(f"{where}: padding must be 'same', 'valid', an int or a pair, got {padding!r}")
         else:
             p = _pair(padding, where, "padding")
+        # Another padding mode: the input is padded that way first, and the convolution pads nothing.
+        object.__setattr__(self, "padding_mode", padding_mode)
+        object.__setattr__(self, "_mode_padding", [p[1], p[1], p[0], p[0]] if padding_mode != "zeros" else None)
         with _built_on(device):
-            super().__init__(in_channels, out_channels, k, s, p, d, groups, bias)
+            super().__init__(in_channels, out_channels, k, s, p if padding_mode == "zeros" else [0, 0], d, groups,
+                             bias)
         _place(self, device, dtype)
+
+    def forward(self, input):  # noqa: A002
+        if self._mode_padding is not None:
+            input = F.pad(input, self._mode_padding, mode=self.padding_mode)  # noqa: A001
+        return super().forward(input)
 
     def reset_parameters(self):
         _uniform_fan_in(self, self.in_channels // self.groups * self.kernel_size[0] * self.kernel_size[1])

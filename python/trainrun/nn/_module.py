@@ -9,6 +9,7 @@ import itertools
 
 from trainrun import _C
 from trainrun.nn import _backward_hooks
+from trainrun.nn import _named_views
 from trainrun.nn.parameter import Parameter
 
 
@@ -175,6 +176,7 @@ def _register_parameter(self, name, param, requires_grad=None):
         if name in dict(self._named_local_parameters(False)):
             raise KeyError(f"register_parameter: '{name}' is already a parameter (assign None to remove it)")
         object.__setattr__(self, name, None)
+        self.__dict__.setdefault("_none_parameters", set()).add(name)  # (module._parameters lists it as None)
         return None
     register = getattr(type(param), "_register_as_parameter", None)
     if register is not None and not isinstance(param, _C.Tensor):
@@ -184,6 +186,7 @@ def _register_parameter(self, name, param, requires_grad=None):
                         "(nn.Parameter or None required)")
     if self.__dict__.get(name, 0) is None:
         del self.__dict__[name]  # the None placeholder gives way to the parameter
+        self.__dict__.get("_none_parameters", set()).discard(name)
     return _cpp_register_parameter(self, name, param, param.requires_grad if requires_grad is None else
                                    requires_grad)
 
@@ -421,6 +424,14 @@ def _get_parameter(self, target):
     return params[name]
 
 
+def _get_buffer(self, target):
+    path, _, name = target.rpartition(".")
+    buffers = dict(_get_submodule(self, path).named_buffers(recurse=False))
+    if name not in buffers:
+        raise AttributeError(f"no buffer '{target}'")
+    return buffers[name]
+
+
 def _repr(self):
     lines = [f"({name}): " + repr(child).replace("\n", "\n  ") for name, child in self.named_children()]
     extra = self.extra_repr()
@@ -442,6 +453,8 @@ _C.nn.Module.add_module = lambda self, name, module: setattr(self, name, module)
 _C.nn.Module.register_module_ = _C.nn.Module.add_module
 _C.nn.Module.get_submodule = _get_submodule
 _C.nn.Module.get_parameter = _get_parameter
+_C.nn.Module.get_buffer = _get_buffer
+_named_views.install(_C.nn.Module)
 _C.nn.Module.extra_repr = lambda self: ""
 _C.nn.Module.__repr__ = _repr
 for _name, _dtype in (("half", _C.dtype.float16), ("float", _C.dtype.float32), ("double", _C.dtype.float64),

@@ -104,14 +104,47 @@ class RNNBase(Module):
         get = lambda name: getattr(self, name + suffix) if name + suffix in self._flat_weights_names else None  # noqa
         return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), get("weight_hr")
 
+    def _forward_packed(self, packed, hx):
+        """A PackedSequence: the padded steps run with each sequence's state held after its last step (so a
+        reverse direction starts at each one's own end), outputs packed back, h_n in the batch's order."""
+        from trainrun.nn.utils.rnn import PackedSequence, pad_packed_sequence
+        sorted_order = packed.sorted_indices
+        plain = PackedSequence(packed.data, packed.batch_sizes, None, None)
+        padded, lengths = pad_packed_sequence(plain)  # (T, B, *) in sorted order
+        is_lstm = self.mode == "LSTM"
+        if hx is not None and sorted_order is not None:
+            index = sorted_order.to(padded.device)
+            hx = (hx[0].index_select(1, index), hx[1].index_select(1, index)) if is_lstm else \
+                hx.index_select(1, index)
+        output, h_n, c_n = self._run(padded, hx, False, lengths.tolist())
+        sizes = [int(b) for b in packed.batch_sizes.tolist()]
+        data = _C.cat([output[t, :b] for t, b in enumerate(sizes)], 0)
+        out = PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+        if packed.unsorted_indices is not None:
+            back = packed.unsorted_indices.to(h_n.device)
+            h_n = h_n.index_select(1, back)
+            c_n = c_n.index_select(1, back) if c_n is not None else None
+        return (out, (h_n, c_n)) if is_lstm else (out, h_n)
+
     def forward(self, input, hx=None):  # noqa: A002
-        if not isinstance(input, _C.Tensor):
-            raise NotImplementedError(f"{type(self).__name__}: packed sequences are not supported; pad the "
-                                      "batch (nn.utils.rnn.pad_sequence) instead")
+        from trainrun.nn.utils.rnn import PackedSequence
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         if input.dim() not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.dim()}D instead")
         unbatched = input.dim() == 2
         x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
+        output, h_n, c_n = self._run(x, hx, unbatched)
+        if unbatched:
+            output, h_n = output.squeeze(1), h_n.squeeze(1)
+            c_n = c_n.squeeze(1) if c_n is not None else None
+        elif self.batch_first:
+            output = output.transpose(0, 1)
+        return (output, (h_n, c_n)) if self.mode == "LSTM" else (output, h_n)
+
+    def _run(self, x, hx, unbatched, lengths=None):
+        """The layers over time-major x (T, B, input_size): (output, h_n, c_n). With lengths, sequence b stops
+        at step lengths[b]: its state holds from there and its outputs there are zero."""
         if x.shape[-1] != self.input_size:
             raise ValueError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
                              f"{x.shape[-1]}")
@@ -131,6 +164,12 @@ class RNNBase(Module):
             raise ValueError(f"Expected hidden size {expected}, got {tuple(h0.shape)}")
         h_n, c_n = [], []
         layer_input = x
+        running = None
+        if lengths is not None:  # running[t]: (B, 1) 1.0 where sequence b still runs at step t
+            steps = _C.arange(length, dtype=_C.dtype.int64).unsqueeze(1)
+            import trainrun
+            ends = trainrun.tensor(lengths, dtype=trainrun.int64)
+            running = (steps < ends.unsqueeze(0)).to(x.dtype).to(x.device).unsqueeze(-1)  # (T, B, 1)
         for layer in range(self.num_layers):
             outputs = []
             for direction in range(directions):
@@ -141,8 +180,15 @@ class RNNBase(Module):
                 steps = range(length - 1, -1, -1) if direction else range(length)
                 per_step = [None] * length
                 for t in steps:
-                    h, c = _cell_step(self.mode, projected[t], h, c, w_hh, b_hh, w_hr)
-                    per_step[t] = h
+                    new_h, new_c = _cell_step(self.mode, projected[t], h, c, w_hh, b_hh, w_hr)
+                    if running is None:
+                        h, c = new_h, new_c
+                        per_step[t] = h
+                    else:  # a finished sequence keeps its state; its output there is zero
+                        keep = running[t]
+                        h = new_h * keep + h * (1 - keep)
+                        c = new_c * keep + c * (1 - keep) if is_lstm else None
+                        per_step[t] = new_h * keep
                 outputs.append(_C.stack(per_step, 0))
                 h_n.append(h)
                 if is_lstm:
@@ -150,15 +196,7 @@ class RNNBase(Module):
             layer_input = outputs[0] if directions == 1 else _C.cat(outputs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 layer_input = F.dropout(layer_input, self.dropout, True)
-        output = layer_input
-        h_n = _C.stack(h_n, 0)
-        c_n = _C.stack(c_n, 0) if is_lstm else None
-        if unbatched:
-            output, h_n = output.squeeze(1), h_n.squeeze(1)
-            c_n = c_n.squeeze(1) if c_n is not None else None
-        elif self.batch_first:
-            output = output.transpose(0, 1)
-        return (output, (h_n, c_n)) if is_lstm else (output, h_n)
+        return layer_input, _C.stack(h_n, 0), (_C.stack(c_n, 0) if is_lstm else None)
 
 
 class RNN(RNNBase):
