@@ -180,3 +180,26 @@ def test_module_reprs_match_pytorch():
         assert repr(getattr(nn, name)()) == repr(getattr(peer.nn, name)()), name
     assert repr(nn.ReLU(inplace=True)) == repr(peer.nn.ReLU(inplace=True))
     assert repr(nn.Softmax(dim=-1)) == repr(peer.nn.Softmax(dim=-1))
+
+
+@needs_torch
+@pytest.mark.parametrize("options", [{"max_norm": 1.0}, {"scale_grad_by_freq": True},
+                                     {"max_norm": 0.5, "norm_type": 1.0, "padding_idx": 0}])
+def test_embedding_options_match_pytorch(options):
+    peer.manual_seed(0)
+    theirs = peer.nn.Embedding(6, 3, **options)
+    ours = nn.Embedding(6, 3, **options)
+    ours.load_state_dict({k: _ours(v) for k, v in theirs.state_dict().items()})
+    index = [[0, 2, 2, 5], [1, 2, 0, 0]]
+    got, want = ours(torch.tensor(index)), theirs(peer.tensor(index))
+    assert _close(got, want)
+    assert _close(ours.weight, theirs.weight)  # (max_norm renormalizes the rows looked up, in place)
+    (got * torch.arange(3.0)).sum().backward()
+    (want * peer.arange(3.0)).sum().backward()
+    assert _close(ours.weight.grad, theirs.weight.grad)
+
+
+def test_sparse_embedding_gives_dense_gradients():
+    layer = nn.Embedding(4, 2, sparse=True)
+    layer(torch.tensor([1, 1])).sum().backward()
+    assert tuple(layer.weight.grad.shape) == (4, 2) and torch.equal(layer.weight.grad[1], torch.full([2], 2.0))

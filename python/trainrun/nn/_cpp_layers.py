@@ -138,12 +138,11 @@ class LayerNorm(_C.nn.LayerNorm):
 
 @remember_init_args
 class Embedding(_C.nn.Embedding):
-    """padding_idx: that row starts at zero and receives no gradient (the lookup then runs in Python)."""
+    """padding_idx: that row starts at zero and receives no gradient; max_norm and scale_grad_by_freq as
+    F.embedding's (with any of these the lookup runs in Python); sparse=True gives dense gradients."""
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
                  scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
-        if max_norm is not None or scale_grad_by_freq or sparse:
-            raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are not supported")
         with _built_on(device):
             super().__init__(num_embeddings, embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
@@ -153,6 +152,8 @@ class Embedding(_C.nn.Embedding):
                                  "embeddings")
             padding_idx %= num_embeddings
         self.padding_idx = padding_idx
+        self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = max_norm, norm_type, \
+            scale_grad_by_freq, sparse
         weight = self._param("weight")
         from trainrun._autograd import no_grad
         with no_grad():
@@ -162,9 +163,10 @@ class Embedding(_C.nn.Embedding):
                 weight[padding_idx].fill_(0)
         if _freeze:
             weight.requires_grad_(False)
-        if padding_idx is not None:
-            object.__setattr__(self, "_forward_override",
-                               lambda input: F.embedding(input, self._param("weight"), self.padding_idx))  # noqa
+        if padding_idx is not None or max_norm is not None or scale_grad_by_freq:  # (the lookup in Python)
+            object.__setattr__(self, "_forward_override", lambda input: F.embedding(  # noqa: A002
+                input, self._param("weight"), self.padding_idx, self.max_norm, self.norm_type,
+                self.scale_grad_by_freq, self.sparse))
         _place(self, device, dtype)
 
     def reset_parameters(self):

@@ -10,13 +10,32 @@ from trainrun._op_table import op
 @op(function=False, functional=True)
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,  # noqa
               sparse=False):
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding(): max_norm, scale_grad_by_freq and sparse are not supported")
+    """The rows of weight at input. max_norm: the rows looked up are first scaled down in place to that
+    norm (PyTorch's embedding_renorm_); scale_grad_by_freq: a row's gradient is divided by how often the
+    batch looks it up; sparse=True is accepted and the gradient is dense (the same values; trainrun has no
+    sparse tensors)."""
+    if max_norm is not None:
+        _renorm_rows(input, weight, float(max_norm), float(norm_type))
     out = _C.embedding(input, weight)
     if padding_idx is not None:  # the padding row gets no gradient
         keep = (input != (padding_idx % weight.shape[0])).unsqueeze(-1).to(out.dtype)
         out = out * keep + (out * (1 - keep)).detach()
+    if scale_grad_by_freq and weight.requires_grad:
+        counts = _C.zeros([weight.shape[0]], dtype=out.dtype, device=out.device).index_add(
+            0, input.reshape([-1]), _C.ones([input.numel()], dtype=out.dtype, device=out.device))
+        scale = (1.0 / counts.index_select(0, input.reshape([-1]))).reshape(list(input.shape) + [1])
+        out = out * scale + (out * (1 - scale)).detach()  # (the value is out; the gradient is scaled)
     return out
+
+
+def _renorm_rows(input, weight, max_norm, norm_type):
+    from trainrun._autograd import no_grad
+    with no_grad():
+        rows = input.reshape([-1]).unique()
+        picked = weight.index_select(0, rows)
+        norms = _C.norm(picked, norm_type, [1], True)
+        scale = (max_norm / (norms + 1e-7)).clamp(None, 1.0)  # (rows under max_norm keep scale 1)
+        weight.index_copy_(0, rows, picked * scale)
 
 
 @op(function=False, functional=True)
