@@ -203,3 +203,35 @@ def test_sparse_embedding_gives_dense_gradients():
     layer = nn.Embedding(4, 2, sparse=True)
     layer(torch.tensor([1, 1])).sum().backward()
     assert tuple(layer.weight.grad.shape) == (4, 2) and torch.equal(layer.weight.grad[1], torch.full([2], 2.0))
+
+
+@needs_torch
+@pytest.mark.parametrize("options", [{"kdim": 3, "vdim": 5}, {"add_bias_kv": True}, {"add_zero_attn": True},
+                                     {"add_bias_kv": True, "add_zero_attn": True, "kdim": 3, "vdim": 5}])
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multihead_attention_options_match_pytorch(options, batch_first):
+    peer.manual_seed(0)
+    theirs = peer.nn.MultiheadAttention(8, 2, batch_first=batch_first, **options)
+    ours = nn.MultiheadAttention(8, 2, batch_first=batch_first, **options)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    ours.load_state_dict({k: _ours(v) for k, v in theirs.state_dict().items()})
+    q, k, v = peer.randn(2, 4, 8), peer.randn(2, 6, options.get("kdim", 8)), peer.randn(2, 6, options.get("vdim", 8))
+    if not batch_first:
+        q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+    padding = peer.zeros(2, 6, dtype=peer.bool)
+    padding[0, -2:] = True
+    causal = peer.zeros(4, 6, dtype=peer.bool)
+    causal[0, 1] = True
+
+    def run(module, lib, tensors):
+        return module(*tensors, key_padding_mask=lib.tensor(padding.tolist()), attn_mask=lib.tensor(causal.tolist()))
+    inputs = [x.clone().requires_grad_() for x in (q, k, v)]
+    mine = [_ours(x).requires_grad_() for x in (q, k, v)]
+    (out_theirs, w_theirs), (out_ours, w_ours) = run(theirs, peer, inputs), run(ours, torch, mine)
+    assert _close(out_ours, out_theirs, 1e-5) and _close(w_ours, w_theirs, 1e-5)
+    out_theirs.pow(2).sum().backward()
+    out_ours.pow(2).sum().backward()
+    for a, b in zip(mine, inputs):
+        assert _close(a.grad, b.grad, 1e-4)
+    for name, p in ours.named_parameters():
+        assert _close(p.grad, dict(theirs.named_parameters())[name].grad, 1e-4), name

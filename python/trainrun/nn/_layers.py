@@ -164,18 +164,34 @@ class MultiheadAttention(Module):
         if embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
                              f"({num_heads})")
-        if add_bias_kv or add_zero_attn or (kdim not in (None, embed_dim)) or (vdim not in (None, embed_dim)):
-            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and kdim/vdim different from "
-                                      "embed_dim are not supported")
         self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
         self.head_dim = embed_dim // num_heads
-        self.in_proj_weight = Parameter(init.xavier_uniform_(_C.empty([3 * embed_dim, embed_dim], dtype=dtype,
-                                                                      device=device)))
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+
+        def matrix(rows, cols):
+            return Parameter(init.xavier_uniform_(_C.empty([rows, cols], dtype=dtype, device=device)))
+        if self._qkv_same_embed_dim:  # one packed matrix, as PyTorch's
+            self.in_proj_weight = matrix(3 * embed_dim, embed_dim)
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:  # keys and values of other sizes: a matrix each
+            self.q_proj_weight = matrix(embed_dim, embed_dim)
+            self.k_proj_weight = matrix(embed_dim, self.kdim)
+            self.v_proj_weight = matrix(embed_dim, self.vdim)
+            self.register_parameter("in_proj_weight", None)
         if bias:
             self.in_proj_bias = Parameter(_C.zeros([3 * embed_dim], dtype=dtype, device=device))
         else:
-            object.__setattr__(self, "in_proj_bias", None)
+            self.register_parameter("in_proj_bias", None)
         self.out_proj = _OutProj(embed_dim, bias, device, dtype)
+        if add_bias_kv:  # a learned key and value appended to every sequence
+            self.bias_k = Parameter(init.xavier_normal_(_C.empty([1, 1, embed_dim], dtype=dtype, device=device)))
+            self.bias_v = Parameter(init.xavier_normal_(_C.empty([1, 1, embed_dim], dtype=dtype, device=device)))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
@@ -189,17 +205,34 @@ class MultiheadAttention(Module):
         L, N, E = query.shape[seq_dim], query.shape[1 - seq_dim], query.shape[2]
         S = key.shape[seq_dim]
         H, D = self.num_heads, self.head_dim
-        w_q, w_k, w_v = self.in_proj_weight.chunk(3, 0)
+        if self._qkv_same_embed_dim:
+            w_q, w_k, w_v = self.in_proj_weight.chunk(3, 0)
+        else:
+            w_q, w_k, w_v = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
         b_q, b_k, b_v = self.in_proj_bias.chunk(3, 0) if self.in_proj_bias is not None else (None, None, None)
 
-        def heads(x, w, b, n):  # the projection as (N * H, n, D), contiguous: the batched GEMMs' best operand
-            p = F.linear(x, w, b)
+        def heads(p, n):  # a projection as (N * H, n, D), contiguous: the batched GEMMs' best operand
             p = p.reshape([N, n, H, D]).permute(0, 2, 1, 3) if seq_dim == 1 else \
                 p.reshape([n, N, H, D]).permute(1, 2, 0, 3)
             return p.reshape([N * H, n, D])
 
-        q = heads(query, w_q, b_q, L) * (1.0 / math.sqrt(D))  # (scaled before the product, as PyTorch does)
-        k, v = heads(key, w_k, b_k, S), heads(value, w_v, b_v, S)
+        def appended(p, row):  # one more position along the sequence: row (1, 1, E) for every batch entry
+            return _C.cat([p, row.expand([N, 1, E] if seq_dim == 1 else [1, N, E])], seq_dim)
+
+        q = heads(F.linear(query, w_q, b_q), L) * (1.0 / math.sqrt(D))  # (scaled first, as PyTorch does)
+        k_proj, v_proj = F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
+        if self.bias_k is not None:
+            k_proj, v_proj = appended(k_proj, self.bias_k), appended(v_proj, self.bias_v)
+            S += 1
+            attn_mask = F.pad(attn_mask, [0, 1]) if attn_mask is not None else None
+            key_padding_mask = F.pad(key_padding_mask, [0, 1]) if key_padding_mask is not None else None
+        k, v = heads(k_proj, S), heads(v_proj, S)
+        if self.add_zero_attn:  # a zero key and value every query can attend to
+            zeros = _C.zeros([N * H, 1, D], dtype=k.dtype, device=k.device)
+            k, v = _C.cat([k, zeros], 1), _C.cat([v, zeros], 1)
+            S += 1
+            attn_mask = F.pad(attn_mask, [0, 1]) if attn_mask is not None else None
+            key_padding_mask = F.pad(key_padding_mask, [0, 1]) if key_padding_mask is not None else None
         scores = _C.bmm(q, k.transpose(1, 2)).view([N, H, L, S])
         if is_causal and attn_mask is None:
             attn_mask = _C.ones([L, S], dtype=_C.dtype.bool).triu(1)
