@@ -181,3 +181,16 @@ def test_distributed_sampler_reads_rank_and_world_from_the_process_group():
         assert (s.num_replicas, s.rank, list(s)) == (1, 0, [0, 1, 2, 3, 4])
     finally:
         dist.destroy_process_group()
+
+
+def test_stack_dataset_pairs_items_by_position_or_name():
+    xs, ys = trainrun.arange(4.0), trainrun.arange(4) * 10
+    by_position = data.StackDataset(xs, ys)
+    assert len(by_position) == 4 and by_position[2] == (xs[2], ys[2])
+    by_name = data.StackDataset(image=xs, label=ys)
+    batch = next(iter(data.DataLoader(by_name, batch_size=3)))
+    assert batch["label"].tolist() == [0, 10, 20] and batch["image"].tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match="Size mismatch"):
+        data.StackDataset(xs, trainrun.arange(3))
+    with pytest.raises(ValueError, match="both types are given"):
+        data.StackDataset(xs, label=ys)

@@ -56,6 +56,31 @@ class Subset(Dataset):
         return len(self.indices)
 
 
+class StackDataset(Dataset):
+    """Datasets of one length side by side: item i is the tuple (positional) or dict (keywords) of their items
+    i, as PyTorch's."""
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via ``kwargs``) like input/"
+                             "output, but both types are given.")
+        datasets = list(args) or list(kwargs.values())
+        if not datasets:
+            raise ValueError("At least one dataset should be passed")
+        self._length = len(datasets[0])
+        if any(len(d) != self._length for d in datasets):
+            raise ValueError("Size mismatch between datasets")
+        self.datasets = tuple(args) if args else dict(kwargs)
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __len__(self):
+        return self._length
+
+
 class ConcatDataset(Dataset):
     """Several map-style datasets one after another."""
 
