@@ -240,6 +240,7 @@ from trainrun import distributions, func  # noqa: E402,F401
 from trainrun import jit, profiler, version  # noqa: E402,F401
 from trainrun import _ops_aliases  # noqa: E402,F401  (multiply, greater, logit, hann_window, ...)
 from trainrun import _gamma_functions, special  # noqa: E402,F401  (lgamma, digamma; torch.special)
+from trainrun import _complex  # noqa: E402,F401  (view_as_complex, polar, view_as_real: rotary embeddings)
 from trainrun._anomaly_mode import is_anomaly_enabled, is_anomaly_check_nan_enabled  # noqa: E402,F401
 from trainrun.version import __version__  # noqa: E402,F401
 from trainrun._printoptions import get_printoptions, set_printoptions  # noqa: E402,F401

@@ -52,6 +52,9 @@ def _register_buffer(self, name, tensor, persistent=True):
         object.__setattr__(self, name, None)
         self.__dict__.setdefault("_none_buffers", set()).add(name)  # a tensor assigned later becomes the buffer
         return None
+    if type(tensor).__name__ == "ComplexTensor":  # (a rotary table: kept as an attribute, not in state_dict)
+        object.__setattr__(self, name, tensor)
+        return None
     self.__dict__.get("_none_buffers", set()).discard(name)
     if not isinstance(tensor, _C.Tensor):
         raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (torch Tensor or None "
