@@ -313,6 +313,12 @@ def _install():
     for name, fn in METHODS_ONLY.items():
         if not hasattr(_C.Tensor, name):
             setattr(_C.Tensor, name, fn)
+    # a // b, b // a, a //= b and a @ b from the right: PyTorch's operators
+    _C.Tensor.__floordiv__ = _floor_divide
+    _C.Tensor.__rfloordiv__ = lambda self, other: _floor_divide(
+        trainrun.full_like(self, other) if not isinstance(other, _C.Tensor) else other, self)
+    _C.Tensor.__ifloordiv__ = lambda self, other: self.copy_(_floor_divide(self, other))
+    _C.Tensor.__rmatmul__ = lambda self, other: trainrun.matmul(other, self)
     for name in ("real",):  # torch.real of a real tensor is the tensor
         namespace.setdefault(name, lambda input: input)  # noqa: A002
 

@@ -89,3 +89,17 @@ def test_backward_with_inputs_from_the_tensor():
     a, b = torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
     (a * 2 + b * 3).sum().backward(inputs=[a])
     assert torch.equal(a.grad, torch.full([2], 2.0)) and b.grad is None
+
+
+@needs_torch
+def test_floor_division_operators_match_pytorch():
+    for values, divisor in (([7, -7, 0], 3), ([7.0, -7.5, 0.25], 2)):
+        ours, theirs = torch.tensor(values), peer.tensor(values)
+        assert (ours // divisor).tolist() == (theirs // divisor).tolist()
+        assert (divisor // (ours + 10)).tolist() == (divisor // (theirs + 10)).tolist()
+        assert (ours // (ours.abs() + 1)).tolist() == (theirs // (theirs.abs() + 1)).tolist()
+        ours //= 2
+        theirs //= 2
+        assert ours.tolist() == theirs.tolist()
+    m = torch.ones(2, 3)
+    assert torch.equal(torch.ones(3, 2).__rmatmul__(m), m @ torch.ones(3, 2))

@@ -235,3 +235,29 @@ def test_multihead_attention_options_match_pytorch(options, batch_first):
         assert _close(a.grad, b.grad, 1e-4)
     for name, p in ours.named_parameters():
         assert _close(p.grad, dict(theirs.named_parameters())[name].grad, 1e-4), name
+
+
+@needs_torch
+@pytest.mark.parametrize("options", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
+                                     {"kernel_size": (3, 2), "stride": (2, 1), "dilation": (1, 2)}])
+def test_max_pool_indices_and_unpool_match_pytorch(options):
+    peer.manual_seed(0)
+    x = peer.randn(2, 3, 7, 8)
+    x[0, 0, 0, 0] = x[0, 0, 0, 1] = 5.0  # a tie: the first position wins, as in PyTorch
+    theirs_in, ours_in = x.clone().requires_grad_(), _ours(x).requires_grad_()
+    want, want_idx = peer.nn.functional.max_pool2d(theirs_in, return_indices=True, **options)
+    got, got_idx = F.max_pool2d(ours_in, return_indices=True, **options)
+    assert _close(got, want) and got_idx.tolist() == want_idx.tolist()
+    if "dilation" in options:
+        return
+    unpool_theirs = peer.nn.functional.max_unpool2d(want, want_idx, output_size=x.shape[-2:], **options)
+    unpool_ours = F.max_unpool2d(got, got_idx, output_size=list(x.shape[-2:]), **options)
+    assert _close(unpool_ours, unpool_theirs)
+    unpool_theirs.pow(2).sum().backward()
+    unpool_ours.pow(2).sum().backward()
+    assert _close(ours_in.grad, theirs_in.grad)
+    values, indices = nn.MaxPool2d(options["kernel_size"], options.get("stride"), options.get("padding", 0),
+                                   return_indices=True)(ours_in)
+    assert torch.equal(indices, got_idx)
+    assert tuple(nn.MaxUnpool2d(options["kernel_size"], options.get("stride"), options.get("padding", 0))(
+        values, indices, output_size=list(x.shape[-2:])).shape) == tuple(x.shape)

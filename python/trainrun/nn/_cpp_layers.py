@@ -102,12 +102,14 @@ class Conv2d(_C.nn.Conv2d):
 @remember_init_args
 class MaxPool2d(_C.nn.MaxPool2d):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
-        if return_indices:
-            raise NotImplementedError("MaxPool2d(return_indices=True) is not supported")
         k = _pair(kernel_size, "MaxPool2d", "kernel_size")
-        super().__init__(k, k if stride is None else _pair(stride, "MaxPool2d", "stride"),
-                         _pair(padding, "MaxPool2d", "padding"), _pair(dilation, "MaxPool2d", "dilation"),
-                         bool(ceil_mode))
+        s = k if stride is None else _pair(stride, "MaxPool2d", "stride")
+        p, d = _pair(padding, "MaxPool2d", "padding"), _pair(dilation, "MaxPool2d", "dilation")
+        super().__init__(k, s, p, d, bool(ceil_mode))
+        object.__setattr__(self, "return_indices", return_indices)
+        if return_indices:  # (values and indices, from the Python form)
+            object.__setattr__(self, "_forward_override", lambda input: F.max_pool2d(  # noqa: A002
+                input, k, s, p, d, ceil_mode, return_indices=True))
 
 
 @remember_init_args

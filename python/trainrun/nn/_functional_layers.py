@@ -88,10 +88,51 @@ def _pool_args(where, kernel_size, stride, padding):
 @op(function=False, functional=True)
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
                return_indices=False):
-    if _pair(dilation, "max_pool2d", "dilation") != [1, 1] or ceil_mode or return_indices:
-        raise NotImplementedError("max_pool2d(): dilation, ceil_mode and return_indices are not supported")
+    if return_indices:
+        return _max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+    if _pair(dilation, "max_pool2d", "dilation") != [1, 1] or ceil_mode:
+        raise NotImplementedError("max_pool2d(): dilation and ceil_mode are not supported")
     k, s, p = _pool_args("max_pool2d", kernel_size, stride, padding)
     return _C.max_pool2d(input, k, s, p)
+
+
+def _max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode):  # noqa: A002
+    """(values, indices): each window's maximum and its flat position in the input plane (row * W + col; the
+    first of equal maxima), what max_unpool2d takes. Windows come from unfold over the input padded with -inf."""
+    if ceil_mode:
+        raise NotImplementedError("max_pool2d(return_indices=True): ceil_mode is not supported")
+    unbatched = input.dim() == 3
+    x = input.unsqueeze(0) if unbatched else input
+    k, s, p = _pool_args("max_pool2d", kernel_size, stride, padding)
+    d = _pair(dilation, "max_pool2d", "dilation")
+    n, c, height, width = x.shape
+    padded = pad(x, [p[1], p[1], p[0], p[0]], value=float("-inf")) if any(p) else x
+    out_h = (height + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    out_w = (width + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    columns = unfold(padded, k, dilation=d, stride=s).reshape([n, c, k[0] * k[1], out_h * out_w])
+    values, which = columns.max(dim=2)
+    position = _C.arange(out_h * out_w, dtype=_C.dtype.int64).to(x.device)
+    rows = (position // out_w) * s[0] - p[0] + (which // k[1]) * d[0]
+    cols = (position % out_w) * s[1] - p[1] + (which % k[1]) * d[1]
+    indices = (rows * width + cols).reshape([n, c, out_h, out_w])
+    values = values.reshape([n, c, out_h, out_w])
+    return (values.squeeze(0), indices.squeeze(0)) if unbatched else (values, indices)
+
+
+@op(function=False, functional=True)
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):  # noqa: A002
+    """The inverse of max_pool2d(return_indices=True): each value back at its index, zeros elsewhere."""
+    k, s, p = _pool_args("max_unpool2d", kernel_size, stride, padding)
+    unbatched = input.dim() == 3
+    x, idx = (input.unsqueeze(0), indices.unsqueeze(0)) if unbatched else (input, indices)
+    n, c, height, width = x.shape
+    if output_size is not None:
+        out_h, out_w = list(output_size)[-2:]
+    else:
+        out_h, out_w = (height - 1) * s[0] - 2 * p[0] + k[0], (width - 1) * s[1] - 2 * p[1] + k[1]
+    flat = _C.zeros([n, c, out_h * out_w], dtype=x.dtype, device=x.device)
+    out = flat.scatter(2, idx.reshape([n, c, -1]), x.reshape([n, c, -1])).reshape([n, c, out_h, out_w])
+    return out.squeeze(0) if unbatched else out
 
 
 @op(function=False, functional=True)

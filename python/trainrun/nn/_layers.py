@@ -640,3 +640,18 @@ class AdaptiveMaxPool3d(AdaptiveAvgPool3d):
 
     def forward(self, input):  # noqa: A002
         return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
+class MaxUnpool2d(Module):
+    """The inverse of MaxPool2d(return_indices=True): forward(input, indices, output_size=None)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, \
+            padding
+
+    def forward(self, input, indices, output_size=None):  # noqa: A002
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
