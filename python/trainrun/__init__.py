@@ -162,12 +162,12 @@ from trainrun import return_types  # noqa: E402,F401
 from trainrun._size import Size  # noqa: E402,F401
 
 
-def var(input, dim=None, unbiased=True, keepdim=False):  # noqa: A002
-    return input.var(dim, unbiased, keepdim)
+def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):  # noqa: A002
+    return input.var(dim, unbiased, keepdim, correction=correction)
 
 
-def std(input, dim=None, unbiased=True, keepdim=False):  # noqa: A002
-    return input.std(dim, unbiased, keepdim)
+def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):  # noqa: A002
+    return input.std(dim, unbiased, keepdim, correction=correction)
 
 
 def isnan(input):  # noqa: A002

@@ -265,6 +265,53 @@ def _svd(input, some=True, compute_uv=True):  # noqa: A002
     return return_types.svd(u, s, vh.transpose(-2, -1))
 
 
+def _left_shift(input, other):  # noqa: A002
+    """input << other for integer tensors: input * 2^other."""
+    if input.is_floating_point():
+        raise TypeError("bitwise shifts need integer tensors")
+    return input * (trainrun.full_like(input, 2) ** other if isinstance(other, _C.Tensor) else 2 ** int(other))
+
+
+def _right_shift(input, other):  # noqa: A002
+    """input >> other for integer tensors: floor(input / 2^other), the arithmetic shift."""
+    if input.is_floating_point():
+        raise TypeError("bitwise shifts need integer tensors")
+    divisor = trainrun.full_like(input, 2) ** other if isinstance(other, _C.Tensor) else 2 ** int(other)
+    return trainrun.div(input, divisor, rounding_mode="floor")
+
+
+def _index_put(input, indices, values, accumulate=False):  # noqa: A002
+    """A copy of input with input[indices] = values (accumulate: += at each index, repeated ones adding up)."""
+    out = input.clone()
+    return _index_put_(out, indices, values, accumulate)
+
+
+def _index_put_(input, indices, values, accumulate=False):  # noqa: A002
+    indices = tuple(indices)
+    if not accumulate:
+        input[indices] = values
+        return input
+    # flat positions of the indexed elements, then index_add over the flattened tensor
+    shape = list(input.shape)
+    index = trainrun.broadcast_tensors(*[i.long() for i in indices])
+    flat = trainrun.zeros_like(index[0])
+    for k, i in enumerate(index):
+        flat = flat * shape[k] + (i % shape[k])
+    trailing = shape[len(index):]
+    rows = input.reshape([-1] + trailing) if trailing else input.reshape([-1])
+    update = trainrun.broadcast_to(values, list(index[0].shape) + trailing) if isinstance(values, _C.Tensor) else \
+        trainrun.full(list(index[0].shape) + trailing, float(values), dtype=input.dtype)
+    summed = rows.index_add(0, flat.reshape([-1]), update.reshape([-1] + trailing).to(input.dtype))
+    return input.copy_(summed.reshape(shape))
+
+
+def _put_(input, index, source, accumulate=False):  # noqa: A002
+    """input viewed flat: input[index] = source (accumulate: +=)."""
+    flat = input.reshape([-1])
+    updated = _index_put(flat, (index.reshape([-1]),), source.reshape([-1]), accumulate)
+    return input.copy_(updated.reshape(list(input.shape)))
+
+
 COMPOSITES = {
     "positive": _positive, "floor_divide": _floor_divide, "logit": _logit, "atanh": _atanh, "asinh": _asinh,
     "acosh": _acosh, "erfc": _erfc, "sinc": _sinc, "hypot": _hypot, "logaddexp2": _logaddexp2,
@@ -274,7 +321,7 @@ COMPOSITES = {
     "split_with_sizes": _split_with_sizes, "hsplit": _hsplit, "vsplit": _vsplit, "dsplit": _dsplit,
     "diagflat": _diagflat, "renorm": _renorm, "is_nonzero": _is_nonzero, "is_same_size": _is_same_size,
     "is_signed": _is_signed, "det": _det, "inverse": _inverse, "slogdet": _slogdet, "logdet": _logdet,
-    "matrix_power": _matrix_power, "pinverse": _pinverse, "svd": _svd,
+    "matrix_power": _matrix_power, "pinverse": _pinverse, "svd": _svd, "index_put": _index_put,
 }
 # Functions only (no Tensor method in PyTorch).
 FUNCTIONS_ONLY = {
@@ -288,7 +335,10 @@ METHODS_ONLY = {
     "is_complex": lambda self: False, "is_conj": lambda self: False, "is_neg": lambda self: False,
     "resolve_conj": lambda self: self, "resolve_neg": lambda self: self, "conj": lambda self: self,
     "get_device": lambda self: self.device.index if self.device.type == "cuda" else -1,
+    "index_put_": _index_put_, "put_": _put_,
+    "put": lambda self, index, source, accumulate=False: _put_(self.clone(), index, source, accumulate),
 }
+ALIASES["sgn"] = "sign"
 
 
 def _install():
@@ -319,6 +369,8 @@ def _install():
         trainrun.full_like(self, other) if not isinstance(other, _C.Tensor) else other, self)
     _C.Tensor.__ifloordiv__ = lambda self, other: self.copy_(_floor_divide(self, other))
     _C.Tensor.__rmatmul__ = lambda self, other: trainrun.matmul(other, self)
+    _C.Tensor.__lshift__ = _left_shift
+    _C.Tensor.__rshift__ = _right_shift
     for name in ("real",):  # torch.real of a real tensor is the tensor
         namespace.setdefault(name, lambda input: input)  # noqa: A002
 

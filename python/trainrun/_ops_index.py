@@ -113,7 +113,15 @@ def index_fill(input, dim, index, value):  # noqa: A002
 
 @op(method=True, inplace=True)
 def index_copy(input, dim, index, source):  # noqa: A002
-    """input with slice i of source written to slice index[i] along dim."""
+    """input with slice i of source written to slice index[i] along dim; where index repeats a position, the
+    last slice written there wins (as PyTorch's CPU kernel, and x[idx] = v, do), not their sum."""
+    positions = index.reshape([-1]).cpu().numpy() if index.dim() else index.reshape([1]).cpu().numpy()
+    if np.unique(positions).size != positions.size:
+        _, first_from_end = np.unique(positions[::-1], return_index=True)
+        keep = np.sort(positions.size - 1 - first_from_end)
+        keep_index = _C.from_numpy(np.ascontiguousarray(keep, dtype=np.int64)).to(index.device)
+        index = index.reshape([-1]).index_select(0, keep_index)
+        source = source.index_select(dim, keep_index) if source.dim() else source
     cleared = _C.masked_fill(input, _slice_mask(input, dim, index), 0)
     return _C.index_add(cleared, dim, index, source)
 

@@ -163,16 +163,25 @@ def _dims(dim):
 # (The pointwise ops of the op list, tensor/ops.yaml, are C++ methods generated from it.)
 Tensor.div = lambda self, other, *, rounding_mode=None: _C.div(self, other, rounding_mode=rounding_mode)
 Tensor.matmul = Tensor.__matmul__
-Tensor.var = lambda self, dim=None, unbiased=True, keepdim=False: _C.var(self, _dims(dim), 1 if unbiased else 0,
-                                                                         keepdim)
+def _correction(unbiased, correction):
+    """PyTorch 2's correction= (the divisor is N - correction) or the older unbiased= flag."""
+    if correction is None:
+        return 1 if unbiased else 0
+    if float(correction) != int(correction):
+        raise NotImplementedError(f"var/std: a fractional correction ({correction}) is not supported")
+    return int(correction)
+
+
+Tensor.var = lambda self, dim=None, unbiased=True, keepdim=False, *, correction=None: _C.var(
+    self, _dims(dim), _correction(unbiased, correction), keepdim)
 Tensor.masked_fill = lambda self, mask, value: _C.masked_fill(self, mask, _number(value))
 # Methods that take the op's own arguments (softmax/log_softmax: dim=, dtype=).
 for _name in ("scatter", "norm", "chunk", "split", "where", "bmm",
               "gelu", "silu", "log_softmax", "softmax"):
     if hasattr(_C, _name):
         setattr(Tensor, _name, (lambda op: lambda self, *args, **kwargs: op(self, *args, **kwargs))(getattr(_C, _name)))
-Tensor.std = lambda self, dim=None, unbiased=True, keepdim=False: _C.std(self, _dims(dim), 1 if unbiased else 0,
-                                                                         keepdim)
+Tensor.std = lambda self, dim=None, unbiased=True, keepdim=False, *, correction=None: _C.std(
+    self, _dims(dim), _correction(unbiased, correction), keepdim)
 Tensor.isnan = lambda self: self != self
 Tensor.isinf = lambda self: (self.abs() == float("inf")) if self.is_floating_point() else self != self
 Tensor.isfinite = lambda self: ~(self.isnan() | self.isinf()) if self.is_floating_point() else self == self

@@ -103,3 +103,33 @@ def test_floor_division_operators_match_pytorch():
         assert ours.tolist() == theirs.tolist()
     m = torch.ones(2, 3)
     assert torch.equal(torch.ones(3, 2).__rmatmul__(m), m @ torch.ones(3, 2))
+
+
+@needs_torch
+def test_index_put_put_shifts_and_corrections_match_pytorch():
+    values = [[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]]
+    ours, theirs = torch.tensor(values), peer.tensor(values)
+    index_ours = (torch.tensor([0, 0, 1]), torch.tensor([1, 1, 2]))
+    index_theirs = (peer.tensor([0, 0, 1]), peer.tensor([1, 1, 2]))
+    for accumulate in (False, True):
+        got = ours.clone().index_put_(index_ours, torch.tensor([1.0, 2.0, 3.0]), accumulate=accumulate)
+        want = theirs.clone().index_put_(index_theirs, peer.tensor([1.0, 2.0, 3.0]), accumulate=accumulate)
+        assert got.tolist() == want.tolist(), accumulate
+        got = ours.clone().put_(torch.tensor([0, 0, 4]), torch.tensor([7.0, 8.0, 9.0]), accumulate=accumulate)
+        want = theirs.clone().put_(peer.tensor([0, 0, 4]), peer.tensor([7.0, 8.0, 9.0]), accumulate=accumulate)
+        assert got.tolist() == want.tolist(), accumulate
+    assert torch.index_put(ours, index_ours, torch.tensor(9.0)).tolist() == peer.index_put(
+        theirs, index_theirs, peer.tensor(9.0)).tolist()
+    repeated = ours.clone()
+    repeated[torch.tensor([0, 0])] = torch.tensor([[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])  # the last write wins
+    assert repeated.tolist() == [[2.0, 2.0, 2.0], [0.0, 5.0, 4.0]]
+    assert torch.zeros(3).index_copy(0, torch.tensor([1, 1]), torch.tensor([4.0, 9.0])).tolist() == [0.0, 9.0, 0.0]
+    for correction in (0, 1, 2):
+        np.testing.assert_allclose(_np(ours.var(dim=1, correction=correction)),
+                                   theirs.var(dim=1, correction=correction).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(_np(torch.std(ours, dim=(0, 1), correction=correction)),
+                                   peer.std(theirs, dim=(0, 1), correction=correction).numpy(), rtol=1e-6)
+    ints_ours, ints_theirs = torch.tensor([7, -7, 3]), peer.tensor([7, -7, 3])
+    assert (ints_ours << 2).tolist() == (ints_theirs << 2).tolist()
+    assert (ints_ours >> 1).tolist() == (ints_theirs >> 1).tolist()
+    assert ours.sgn().tolist() == theirs.sgn().tolist()
