@@ -110,6 +110,17 @@ class Distribution:
         return f"{type(self).__name__}({params})"
 
 
+class LocScale(Distribution):
+    """A family parameterized by loc (any real) and scale (positive), broadcast together (Normal, Laplace,
+    LogNormal)."""
+    arg_constraints = {"loc": "real", "scale": "positive"}
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(self.loc.shape, Size(), validate_args)
+        self._check_parameter("scale", self.scale > 0, "GreaterThan(lower_bound=0.0)")
+
+
 def broadcast_all(*values):
     """The values as tensors of one broadcast shape (numbers become tensors of the default dtype, or of the first
     tensor's dtype and device)."""

@@ -3,18 +3,12 @@ import math
 
 import trainrun
 from trainrun import Size
-from trainrun.distributions.distribution import Distribution, broadcast_all
+from trainrun.distributions.distribution import LocScale
 
 
-class Laplace(Distribution):
+class Laplace(LocScale):
     has_rsample = True
-    arg_constraints = {"loc": "real", "scale": "positive"}
     support = "real"
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(self.loc.shape, Size(), validate_args)
-        self._check_parameter("scale", self.scale > 0, "GreaterThan(lower_bound=0.0)")
 
     @property
     def mean(self):
