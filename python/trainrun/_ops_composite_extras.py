@@ -247,3 +247,33 @@ def _map_(self, tensor, callable):  # noqa: A002
 _C.Tensor.fill_diagonal_ = _fill_diagonal_
 _C.Tensor.apply_ = _apply_
 _C.Tensor.map_ = _map_
+
+
+def _running_extreme(input, dim, name, better):  # noqa: A002
+    """(values, indices) of the running maximum or minimum along dim: the index of its latest occurrence (ties
+    move it on, as PyTorch's), found on the host; the values gathered from input, so gradients reach the
+    elements picked."""
+    import numpy as np
+    from trainrun import return_types
+    d = wrap_dim(dim, max(input.dim(), 1), name)
+    if input.dim() == 0:
+        return getattr(return_types, name)(input.clone(), trainrun.zeros([], dtype=trainrun.int64))
+    values = np.moveaxis(input.detach().cpu().numpy(), d, 0)
+    index = np.zeros(values.shape, dtype=np.int64)
+    best = values[0].copy()
+    for i in range(1, values.shape[0]):
+        take = better(values[i], best) | np.isnan(values[i])
+        best = np.where(take, values[i], best)
+        index[i] = np.where(take, i, index[i - 1])
+    indices = _C.from_numpy(np.ascontiguousarray(np.moveaxis(index, 0, d))).to(input.device)
+    return getattr(return_types, name)(input.gather(d, indices), indices)
+
+
+@op(method=True)
+def cummax(input, dim):  # noqa: A002
+    return _running_extreme(input, dim, "cummax", lambda a, b: a >= b)
+
+
+@op(method=True)
+def cummin(input, dim):  # noqa: A002
+    return _running_extreme(input, dim, "cummin", lambda a, b: a <= b)

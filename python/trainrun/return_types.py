@@ -8,6 +8,8 @@ sort = collections.namedtuple("sort", ["values", "indices"])
 topk = collections.namedtuple("topk", ["values", "indices"])
 aminmax = collections.namedtuple("aminmax", ["min", "max"])
 svd = collections.namedtuple("svd", ["U", "S", "V"])
-for _t in (max, min, sort, topk, aminmax, svd):
+cummax = collections.namedtuple("cummax", ["values", "indices"])
+cummin = collections.namedtuple("cummin", ["values", "indices"])
+for _t in (max, min, sort, topk, aminmax, svd, cummax, cummin):
     _t.__module__ = "trainrun.return_types"
 del _t

@@ -73,3 +73,16 @@ def test_gradients_flow_and_errors_name_the_function():
         torch.rot90(x, 1, [0, 0])
     with pytest.raises(RuntimeError, match="nanmean\\(\\): expected input to have floating point dtype"):
         torch.nanmean(torch.arange(3))
+
+
+@needs_torch
+def test_cummax_and_cummin_match_pytorch():
+    for data in ([1.0, 3.0, 3.0, 2.0, 5.0, 5.0], [[3.0, 1.0, 1.0], [2.0, 0.0, 4.0]], [1.0, float("nan"), 2.0]):
+        for dim in (0, -1):
+            for name in ("cummax", "cummin"):
+                got, want = getattr(torch, name)(torch.tensor(data), dim), getattr(peer, name)(peer.tensor(data), dim)
+                assert _same(got.values, want.values) and got.indices.tolist() == want.indices.tolist(), (name, data)
+    x, y = torch.tensor([1.0, 3.0, 2.0, 4.0], requires_grad=True), peer.tensor([1.0, 3.0, 2.0, 4.0], requires_grad=True)
+    x.cummax(0).values.sum().backward()
+    y.cummax(0).values.sum().backward()
+    assert x.grad.tolist() == y.grad.tolist()
