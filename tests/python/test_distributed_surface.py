@@ -34,6 +34,8 @@ def ddp_takes_pytorch_arguments():
         DDP(nn.Linear(3, 2), device_ids=[0, 1])
     with pytest.raises(RuntimeError, match="both process_group and device_mesh"):
         DDP(nn.Linear(3, 2), process_group=dist.new_group([0, 1]), device_mesh=mesh)
+    dist.barrier(device_ids=[dist.get_node_local_rank()])  # (the NCCL-era call, accepted)
+    assert dist.is_torchelastic_launched() and dist.get_node_local_rank() == dist.get_rank()
 
 
 def dtensor_reductions_indexing_and_where():

@@ -207,6 +207,33 @@ def _wait(self, timeout=None):
 Work.wait = _wait
 
 
+_cpp_barrier = barrier
+
+
+def barrier(group=None, async_op=False, device_ids=None):
+    """Waits for every rank of the group. device_ids (PyTorch's NCCL hint of this rank's GPU) is accepted: each
+    process here drives the one device it set."""
+    return _cpp_barrier(group=group, async_op=async_op)
+
+
+def is_torchelastic_launched():
+    """Whether this process was started by an elastic launcher (trainrun's or torchrun: TORCHELASTIC_RUN_ID)."""
+    import os
+    return os.environ.get("TORCHELASTIC_RUN_ID") is not None
+
+
+def get_node_local_rank(fallback_rank=None):
+    """LOCAL_RANK, as the launcher sets it; fallback_rank when it is not set (else an error naming it)."""
+    import os
+    if "LOCAL_RANK" in os.environ:
+        return int(os.environ["LOCAL_RANK"])
+    if fallback_rank is not None:
+        return int(fallback_rank)
+    raise RuntimeError("LOCAL_RANK is not in the environment. Consider passing fallback_rank to allow "
+                       "`get_node_local_rank` to work, assuming you are not running in a multi-device context "
+                       "and want the code to run locally instead.")
+
+
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     """A barrier that fails after `timeout` (default: the group's) instead of waiting on."""
     work = barrier(group=group, async_op=True)
