@@ -122,6 +122,11 @@ def implicit_replication_local_map_and_concat():
     moved = local_map(lambda t: t * 2, [Replicate()], in_placements=([Replicate()],), redistribute_inputs=True)(d)
     assert torch.allclose(moved.full_tensor(), whole * 2)
 
+    @local_map(out_placements=[Shard(0)], in_placements=([Shard(0)],), in_grad_placements=None, device_mesh=mesh)
+    def halve(t):  # (the decorator form)
+        return t / 2
+    assert torch.allclose(halve(d).full_tensor(), whole / 2)
+
     other = torch.randn(4, 6)
     e = distribute_tensor(other, mesh, [Shard(0)])
     along_cols = torch.cat([d, e], dim=1)

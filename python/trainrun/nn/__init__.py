@@ -145,8 +145,9 @@ from trainrun.nn._layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveM
                                  CosineSimilarity, PairwiseDistance, Softmax2d, InstanceNorm1d, InstanceNorm2d, GroupNorm, Identity, MultiheadAttention, PixelShuffle,
                                  PixelUnshuffle, PReLU, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
                                  ReplicationPad2d, Unflatten, Unfold, Upsample, ZeroPad2d, Bilinear, LazyLinear,
-                                 UpsamplingNearest2d, UpsamplingBilinear2d, Conv3d, ConvTranspose1d, MaxPool3d,
-                                 AvgPool3d, AdaptiveAvgPool3d, AdaptiveMaxPool3d, MaxUnpool2d)
+                                 UpsamplingNearest2d, UpsamplingBilinear2d)
+from trainrun.nn._conv_pool_layers import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, Conv3d,  # noqa
+                                           ConvTranspose1d, MaxPool3d, MaxUnpool2d)
 from trainrun.nn._transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: E402,F401
                                       TransformerEncoder, TransformerEncoderLayer)
 from trainrun.nn._recurrent import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell  # noqa: E402,F401

@@ -238,18 +238,6 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):  # noqa: A002
     return input / _C.clamp(norm, eps, None).expand(list(input.shape))
 
 
-@op(function=False, functional=True)
-def cosine_similarity(x1, x2, dim=1, eps=1e-8):
-    n1 = _C.clamp(_C.norm(x1, 2.0, [dim], False), eps, None)
-    n2 = _C.clamp(_C.norm(x2, 2.0, [dim], False), eps, None)
-    return (x1 * x2).sum(dim=dim) / (n1 * n2)
-
-
-@op(function=False, functional=True)
-def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
-    return _C.norm(x1 - x2 + eps, float(p), [-1], keepdim)
-
-
 def _source_positions(out_size, in_size, scale, align_corners, mode):
     """Where each output position reads from along one dim, as PyTorch's upsampling kernels compute it."""
     dst = np.arange(out_size, dtype=np.float64)
@@ -435,14 +423,6 @@ def _no_grad():
     return no_grad()
 
 
-@op(function=False, functional=True)
-def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout(): p must be in [0, 1], got {p}")
-    out = _C.dropout(input, p, training)
-    return input.copy_(out) if inplace else out
-
-
 def _single(value, where, name):
     value = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
     if not isinstance(value, int):
@@ -561,63 +541,6 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # n
     return out[:, :, p[0]:p[0] + size[0], p[1]:p[1] + size[1]]
 
 
-def _channel_dropout(input, p, training, inplace, spatial, where):  # noqa: A002
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{where}: p must be in [0, 1], got {p}")
-    if not training or p == 0.0:
-        return input
-    shape = list(input.shape[:-spatial]) + [1] * spatial  # one draw per channel
-    keep = (_C.rand(shape, input.dtype, input.device) >= p).to(input.dtype)
-    out = input * keep * (0.0 if p == 1.0 else 1.0 / (1.0 - p))
-    return input.copy_(out) if inplace else out
-
-
-@op(function=False, functional=True)
-def dropout1d(input, p=0.5, training=True, inplace=False):  # noqa: A002
-    return _channel_dropout(input, p, training, inplace, 1, "dropout1d")
-
-
-@op(function=False, functional=True)
-def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002
-    return _channel_dropout(input, p, training, inplace, 2, "dropout2d")
-
-
-@op(function=False, functional=True)
-def dropout3d(input, p=0.5, training=True, inplace=False):  # noqa: A002
-    return _channel_dropout(input, p, training, inplace, 3, "dropout3d")
-
-
-_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
-
-
-def _alpha_dropout(input, p, training, inplace, shape, where):  # noqa: A002
-    """Dropped units take SELU's negative saturation value, then an affine map keeps mean 0 and variance 1
-    (PyTorch's formula)."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{where}: p must be in [0, 1], got {p}")
-    if not training or p == 0.0:
-        return input
-    if p == 1.0:
-        return input.mul_(0.0) if inplace else input * 0.0
-    saturation = -_SELU_ALPHA * _SELU_SCALE
-    a = 1.0 / math.sqrt((saturation * saturation * p + 1) * (1 - p))
-    b = -a * saturation * p
-    keep = (_C.rand(shape, input.dtype, input.device) >= p).to(input.dtype)
-    out = (input * keep + saturation * (1.0 - keep)) * a + b
-    return input.copy_(out) if inplace else out
-
-
-@op(function=False, functional=True)
-def alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
-    return _alpha_dropout(input, p, training, inplace, list(input.shape), "alpha_dropout")
-
-
-@op(function=False, functional=True)
-def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
-    shape = list(input.shape[:2]) + [1] * (input.ndim - 2)  # one draw per channel
-    return _alpha_dropout(input, p, training, inplace, shape, "feature_alpha_dropout")
-
-
 @op(function=False, functional=True)
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):  # noqa: A002
     """x / (k + alpha/size * sum of x^2 over `size` neighbouring channels)^beta."""
@@ -658,17 +581,6 @@ def channel_shuffle(input, groups):  # noqa: A002
         raise ValueError(f"channel_shuffle(): the number of channels ({c}) must be divisible by groups ({groups})")
     rest = list(input.shape[2:])
     return input.reshape([n, groups, c // groups] + rest).transpose(1, 2).reshape([n, c] + rest)
-
-
-@op(function=False, functional=True)
-def pdist(input, p=2.0):  # noqa: A002
-    """The p-norm distances between the rows of input (N, M): the upper triangle of cdist, row by row."""
-    if input.ndim != 2:
-        raise ValueError(f"pdist(): expected a 2-D input, got {input.ndim}-D")
-    n = input.shape[0]
-    rows, cols = np.triu_indices(n, 1)
-    diff = input.index_select(0, _index(rows, input.device)) - input.index_select(0, _index(cols, input.device))
-    return _C.norm(diff, float(p), [1], False)
 
 
 @op(function=True, functional=True)

@@ -201,7 +201,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
                         reduce=None, reduction="mean"):
     """max(d(a, p) - d(a, n) + margin, 0), d the pairwise p-norm distance; swap: the closer of d(a, n), d(p, n)."""
-    from trainrun.nn._functional_layers import pairwise_distance
+    from trainrun.nn._functional_distance import pairwise_distance
     reduction = legacy_reduction("triplet_margin_loss", size_average, reduce, reduction)
     if not anchor.ndim == positive.ndim == negative.ndim:
         raise RuntimeError(f"triplet_margin_loss(): the anchor, positive and negative must have the same number of "

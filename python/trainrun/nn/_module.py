@@ -194,21 +194,35 @@ def _register_parameter(self, name, param, requires_grad=None):
 _C.nn.Module.register_parameter = _register_parameter
 
 
+def _assigns_registered(module, name, value):
+    """module.name = value where the value goes to the registry (any module, C++ or Python): a DTensor
+    parameter, a tensor for a buffer (registered as None, or replaced: `self.steps = self.steps + 1`), a tensor
+    for an existing parameter's name (tying: `head.weight = embedding.weight`), a new Parameter. False: not
+    this kind of assignment."""
+    if _registers_itself(value):
+        module.register_parameter(name, value)
+    elif not isinstance(value, _C.Tensor):
+        return False
+    elif _fills_buffer(module, name, value):
+        pass
+    elif not isinstance(value, Parameter) and _is_buffer(module, name):
+        module._replace_buffer(name, value)
+    elif name in dict(module._named_local_parameters(False)):
+        module._replace_parameter(name, value)
+    elif isinstance(value, Parameter):
+        module.register_parameter(name, value, value.requires_grad)
+    else:
+        return False
+    return True
+
+
 def _cpp_setattr(self, name, value):
     """module.name = value on any module: a Parameter registers (or replaces) a parameter, a tensor assigned
     to an existing parameter's name replaces it (tying weights: `head.weight = embedding.weight`), a module
     becomes a child; anything else is a plain attribute."""
     _state_changed(self, name)
-    if _registers_itself(value):
-        self.register_parameter(name, value)
-    elif isinstance(value, _C.Tensor) and _fills_buffer(self, name, value):
+    if _assigns_registered(self, name, value):
         pass
-    elif isinstance(value, _C.Tensor) and not isinstance(value, Parameter) and _is_buffer(self, name):
-        self._replace_buffer(name, value)  # `self.steps = self.steps + 1`: the buffer, not a shadowing attribute
-    elif isinstance(value, _C.Tensor) and name in dict(self._named_local_parameters(False)):
-        self._replace_parameter(name, value)
-    elif isinstance(value, Parameter):
-        self.register_parameter(name, value, value.requires_grad)
     elif isinstance(value, _C.nn.Module) and not isinstance(self, Module):
         if not self._replace_module(name, value):  # a child replaced keeps its place (and state_dict order)
             self.register_module(name, value)
@@ -286,16 +300,8 @@ class Module(_C.nn.Module):
         if value is None and name in self.__dict__.get("_children_py", {}):
             self._unregister(name)  # torch's `model.tok_embeddings = None`: the child is gone, the name reads None
             self._children_py[name] = None
-        elif _registers_itself(value):
-            self.register_parameter(name, value)
-        elif isinstance(value, _C.Tensor) and _fills_buffer(self, name, value):
+        elif _assigns_registered(self, name, value):
             pass
-        elif isinstance(value, _C.Tensor) and not isinstance(value, Parameter) and _is_buffer(self, name):
-            self._replace_buffer(name, value)  # `self.steps = self.steps + 1`: the buffer, not a shadowing attribute
-        elif isinstance(value, _C.Tensor) and name in dict(self._named_local_parameters(False)):
-            self._replace_parameter(name, value)  # tying: assigning a tensor to a parameter's name
-        elif isinstance(value, Parameter):
-            self.register_parameter(name, value, value.requires_grad)
         elif isinstance(value, _C.nn.Module):
             if "_children_py" not in self.__dict__:
                 raise AttributeError("call super().__init__() before assigning modules")

@@ -10,6 +10,7 @@ autograd differentiates it through time; the input projection of every step
 is one matrix product over the whole sequence."""
 import math
 
+import trainrun
 from trainrun import _C
 from trainrun.nn import functional as F
 from trainrun.nn import init
@@ -167,7 +168,6 @@ class RNNBase(Module):
         running = None
         if lengths is not None:  # running[t]: (B, 1) 1.0 where sequence b still runs at step t
             steps = _C.arange(length, dtype=_C.dtype.int64).unsqueeze(1)
-            import trainrun
             ends = trainrun.tensor(lengths, dtype=trainrun.int64)
             running = (steps < ends.unsqueeze(0)).to(x.dtype).to(x.device).unsqueeze(-1)  # (T, B, 1)
         for layer in range(self.num_layers):

@@ -4,6 +4,7 @@ concatenated, longest sequences first, with batch_sizes per step), which the rec
 sequence stops at its own length) and pad_packed_sequence undoes."""
 import collections
 
+import trainrun
 from trainrun import _C
 
 
@@ -48,7 +49,6 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
         sorted_indices = None
         order = list(range(len(lengths)))
     else:
-        import trainrun
         order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
         sorted_indices = trainrun.tensor(order, dtype=trainrun.int64)
     if any(n <= 0 for n in lengths):
@@ -63,14 +63,12 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
         raise RuntimeError(f"pack_padded_sequence: a length ({steps}) is longer than the input ({x.shape[0]} steps)")
     batch_sizes = [sum(1 for n in ordered if n > t) for t in range(steps)]
     data = _C.cat([x[t, :b] for t, b in enumerate(batch_sizes)], 0)
-    import trainrun
     unsorted = None if sorted_indices is None else trainrun.argsort(sorted_indices)
     return PackedSequence(data, trainrun.tensor(batch_sizes, dtype=trainrun.int64), sorted_indices, unsorted)
 
 
 def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_length=None):
     """(padded (T, B, *) or (B, T, *), lengths) in the batch's original order."""
-    import trainrun
     data, batch_sizes = sequence.data, _as_list(sequence.batch_sizes)
     batch, steps = batch_sizes[0], len(batch_sizes)
     if total_length is not None:

@@ -17,11 +17,16 @@ def implicit_replication():
         _implicit._STATE["on"] = previous
 
 
-def local_map(func, out_placements, in_placements=None, device_mesh=None, *, redistribute_inputs=False):
+def local_map(func=None, out_placements=None, in_placements=None, in_grad_placements=None, device_mesh=None, *,
+              redistribute_inputs=False):
     """func written for local tensors, called on DTensors: each DTensor argument becomes its local piece
     (in in_placements: redistributed there when redistribute_inputs, else it must already be), and each
     output (a tensor, or a tuple/list of them) becomes a DTensor with out_placements (one per output for
-    several outputs; None leaves that output local)."""
+    several outputs; None leaves that output local). Without func, a decorator (PyTorch's two forms).
+    in_grad_placements is accepted: the inputs' gradients come back in their own placements here."""
+    if func is None:
+        return lambda fn: local_map(fn, out_placements, in_placements, in_grad_placements, device_mesh,
+                                    redistribute_inputs=redistribute_inputs)
     from trainrun.distributed.tensor._dtensor import DTensor
     from trainrun.distributed.tensor.placement_types import normalize
 

@@ -1,0 +1,139 @@
+"""Convolution and pooling modules written in Python over nn.functional (the C++ layers are Conv2d, the 2-d
+pools and their kin): Conv3d, ConvTranspose1d, the 3-d pools and MaxUnpool2d, with PyTorch's constructors and
+default initialisation."""
+import math
+
+from trainrun import _C
+from trainrun.nn import functional as F
+from trainrun.nn import init
+from trainrun.nn._module import Module
+from trainrun.nn.parameter import Parameter
+
+
+def _triple(value):
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * 3
+
+
+class Conv3d(Module):
+    """PyTorch's Conv3d: weight (out_channels, in_channels // groups, kD, kH, kW), its default init."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise NotImplementedError("Conv3d: only padding_mode='zeros' is supported")
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"Conv3d: in_channels ({in_channels}) and out_channels ({out_channels}) must be "
+                             f"divisible by groups ({groups})")
+        k = _triple(kernel_size)
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
+        self.stride, self.dilation = _triple(stride), _triple(dilation)
+        self.padding, self.groups = padding if isinstance(padding, str) else _triple(padding), groups
+        self.weight = Parameter(_C.empty([out_channels, in_channels // groups, *k], dtype=dtype, device=device))
+        bound = 1.0 / math.sqrt(in_channels // groups * k[0] * k[1] * k[2])  # kaiming_uniform_(a=sqrt(5))
+        init.uniform_(self.weight, -bound, bound)
+        if bias:
+            self.bias = Parameter(init.uniform_(_C.empty([out_channels], dtype=dtype, device=device), -bound, bound))
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, input):  # noqa: A002
+        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+                + (f", padding={self.padding}" if self.padding not in ((0, 0, 0), "valid") else ""))
+
+
+class ConvTranspose1d(Module):
+    """PyTorch's ConvTranspose1d: weight (in_channels, out_channels // groups, k), its default init."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise NotImplementedError("ConvTranspose1d: only padding_mode='zeros' is supported")
+        k = kernel_size[0] if isinstance(kernel_size, (tuple, list)) else kernel_size
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k,)
+        self.stride, self.padding, self.output_padding = stride, padding, output_padding
+        self.groups, self.dilation = groups, dilation
+        self.weight = Parameter(_C.empty([in_channels, out_channels // groups, k], dtype=dtype, device=device))
+        bound = 1.0 / math.sqrt(out_channels // groups * k)  # (PyTorch's fan_in of this layout: weight.size(1) * k)
+        init.uniform_(self.weight, -bound, bound)
+        if bias:
+            self.bias = Parameter(init.uniform_(_C.empty([out_channels], dtype=dtype, device=device), -bound, bound))
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, input, output_size=None):  # noqa: A002
+        if output_size is not None:
+            raise NotImplementedError("ConvTranspose1d.forward(output_size=...) is not supported")
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                                  self.groups, self.dilation)
+
+
+class MaxPool3d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
+        self.padding, self.dilation, self.return_indices, self.ceil_mode = padding, dilation, return_indices, ceil_mode
+
+    def forward(self, input):  # noqa: A002
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool3d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__()
+        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input):  # noqa: A002
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool3d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):  # noqa: A002
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool3d(AdaptiveAvgPool3d):
+    def __init__(self, output_size, return_indices=False):
+        super().__init__(output_size)
+        self.return_indices = return_indices
+
+    def forward(self, input):  # noqa: A002
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
+class MaxUnpool2d(Module):
+    """The inverse of MaxPool2d(return_indices=True): forward(input, indices, output_size=None)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, \
+            padding
+
+    def forward(self, input, indices, output_size=None):  # noqa: A002
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
