@@ -22,4 +22,9 @@ Tensor dot(const Tensor& a, const Tensor& b);
 Tensor mv(const Tensor& a, const Tensor& v);
 Tensor outer(const Tensor& a, const Tensor& b);
 
+// The checks every device's mm/addmm (2-D, inner sizes equal) and baddbmm (3-D, equal batches) kernel runs
+// first: a clear ValueError/TypeError naming `op` and both shapes, never a BLAS error.
+void check_mm(const Tensor& a, const Tensor& b, const char* op);
+void check_bmm(const Tensor& a, const Tensor& b);
+
 }  // namespace trainrun

@@ -7,8 +7,12 @@
 namespace trainrun {
 namespace {
 
+// Floor division: a window larger than the padded input gives a negative numerator, whose quotient C++ rounds
+// toward zero (one output) where the size is none.
+int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
 int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
-  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+  return floor_div(in + 2 * p - d * (k - 1) - 1, s) + 1;
 }
 
 IntList pair_arg(const IntList& v, const char* name, const char* op, int64_t min_value) {
@@ -58,7 +62,7 @@ ConvArgs check_conv_args(const char* op, const Tensor& input, const Tensor& weig
 
 int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
   int64_t numer = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-  int64_t out = numer / s + 1;
+  int64_t out = floor_div(numer, s) + 1;
   // The last window must start inside the input or the left padding.
   if (ceil_mode && (out - 1) * s >= in + p) --out;
   return out;

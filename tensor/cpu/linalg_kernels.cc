@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "tensor/cpu/matmul_onednn.h"
+#include "tensor/linalg.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
@@ -112,6 +113,7 @@ void addmm_into(Tensor& out, const Tensor& a, const Tensor& b, double alpha, dou
 }
 
 Tensor mm_cpu(const Tensor& a, const Tensor& b, const Tensor& out_arg) {
+  check_mm(a, b, "mm");
   IntList shape = {a.size(0), b.size(1)};
   Tensor out = out_arg.defined() && out_arg.is_contiguous() && out_arg.sizes() == shape && out_arg.dtype() == a.dtype()
                    ? out_arg : empty(shape, a.dtype());
@@ -145,6 +147,7 @@ bool onednn_linear_into(Tensor& out, const Tensor& self, const Tensor& a, const 
 }
 
 Tensor addmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  check_mm(a, b, "addmm");
   Tensor out = empty({a.size(0), b.size(1)}, a.dtype());
   if (onednn_linear_into(out, self, a, b, beta, alpha, Epilogue::None)) return out;
   const double be = beta.to_double();
@@ -155,6 +158,7 @@ Tensor addmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Sca
 
 Tensor addmm_activation_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
                             const Scalar& alpha, bool use_gelu) {
+  check_mm(a, b, "_addmm_activation");
   Tensor out = empty({a.size(0), b.size(1)}, a.dtype());
   if (onednn_linear_into(out, self, a, b, beta, alpha, use_gelu ? Epilogue::Gelu : Epilogue::Relu)) return out;
   out = addmm_cpu(self, a, b, beta, alpha);
@@ -197,6 +201,7 @@ bool batched_gemm(const Tensor& a, const Tensor& b, Tensor& out, double alpha, d
 }
 
 Tensor baddbmm_cpu(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  check_bmm(a, b);
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, a.dtype());
   double be = self.defined() ? beta.to_double() : 0.0;
   if (be != 0) copy_(out, self);

@@ -14,6 +14,7 @@
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/factories.h"
+#include "tensor/linalg.h"
 #include "tensor/op_schemas.h"
 #include "tensor/views.h"
 
@@ -97,6 +98,7 @@ void gemm_into(Tensor& out, const Tensor& a, const Tensor& b, double alpha, doub
 }
 
 Tensor mm_cuda(const Tensor& a, const Tensor& b, const Tensor& out_arg) {
+  check_mm(a, b, "mm");
   IntList shape = {a.size(0), b.size(1)};
   const bool direct = out_arg.defined() && out_arg.is_contiguous() && out_arg.sizes() == shape &&
                       out_arg.dtype() == a.dtype() && out_arg.device() == a.device();
@@ -111,6 +113,7 @@ Tensor mm_cuda(const Tensor& a, const Tensor& b, const Tensor& out_arg) {
 }
 
 Tensor addmm_cuda(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  check_mm(a, b, "addmm");
   Tensor out = empty({a.size(0), b.size(1)}, TensorOptions(a.dtype(), a.device()));
   const double be = beta.to_double();
   if (be != 0) copy_(out, self);  // broadcasts self (e.g. a bias row)
@@ -126,6 +129,7 @@ Tensor addmm_activation_cuda(const Tensor& self, const Tensor& a, const Tensor& 
 }
 
 Tensor baddbmm_cuda(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  check_bmm(a, b);
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, TensorOptions(a.dtype(), a.device()));
   const double be = self.defined() ? beta.to_double() : 0.0;
   if (be != 0) copy_(out, self);

@@ -8,6 +8,7 @@
 
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
+#include "tensor/linalg.h"
 #include "tensor/nn_shapes.h"
 #include "tensor/op_schemas.h"
 #include "tensor/reduce_plan.h"
@@ -93,13 +94,15 @@ Tensor cumsum_meta(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   return meta_empty(x.sizes(), sum_dtype(x.dtype(), dtype));
 }
 
-// ---- matrix products (their fronts check the shapes) ----------------------------------------------------------
+// ---- matrix products (the checks every device's kernel runs) -------------------------------------------------------
 
 Tensor mm_meta(const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_mm(a, b, "mm");
   return out.defined() ? out : meta_empty({a.size(0), b.size(1)}, a.dtype());  // mm_out checked out's shape
 }
 
 Tensor addmm_meta(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  check_mm(a, b, "addmm");
   (void)self, (void)beta, (void)alpha;
   return meta_empty({a.size(0), b.size(1)}, a.dtype());
 }
@@ -107,10 +110,12 @@ Tensor addmm_meta(const Tensor& self, const Tensor& a, const Tensor& b, const Sc
 Tensor addmm_activation_meta(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
                              const Scalar& alpha, bool use_gelu) {
   (void)self, (void)beta, (void)alpha, (void)use_gelu;
+  check_mm(a, b, "_addmm_activation");
   return meta_empty({a.size(0), b.size(1)}, a.dtype());
 }
 
 Tensor baddbmm_meta(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  check_bmm(a, b);
   (void)self, (void)beta, (void)alpha;
   return meta_empty({a.size(0), a.size(1), b.size(2)}, a.dtype());
 }

@@ -2,7 +2,7 @@
 (device_ids, device_mesh, static_graph, allreduce_hook); DTensor max/min/argmax/norm, indexing, where,
 comparisons and *_like factories against the whole tensor; FSDP's set_requires_all_reduce on an HSDP mesh;
 pipeline() split by pipe_split() markers trains as one process; DCP's DefaultLoadPlanner(allow_partial_load)
-and the refusal of other planners."""
+and the refusal of other planners; DeviceMesh.from_group; distribute_module over C++ layers given DTensors."""
 import pytest
 
 import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
@@ -149,8 +149,46 @@ def dcp_partial_load(folder):
     dist.barrier()
 
 
+def mesh_from_group_and_distribute_module():
+    dist = _setup()
+    from trainrun.distributed.device_mesh import DeviceMesh
+    from trainrun.distributed.tensor import DTensor, Replicate, Shard, distribute_module, distribute_tensor
+    group = dist.new_group([1, 0])  # (group rank 0 is global rank 1)
+    mesh = DeviceMesh.from_group(group, "cpu", mesh_dim_names=("dp",))
+    assert mesh.mesh.tolist() == [1, 0] and mesh.get_group("dp") is group and mesh.mesh_dim_names == ("dp",)
+    assert mesh.get_local_rank() == 1 - dist.get_rank()
+    with pytest.raises(ValueError, match="need mesh= to lay them out"):
+        DeviceMesh.from_group([group, group], "cpu")
+    with pytest.raises(ValueError, match="group 0 has ranks"):
+        DeviceMesh.from_group(group, "cpu", mesh=[0, 1])
+
+    mesh = DeviceMesh.from_group(dist.group.WORLD, "cpu")
+    # C++ layers (Linear, LayerNorm) with replicated DTensor parameters and a batch-sharded DTensor input: their
+    # functional forms run, and the output is batch-sharded, equal to the single-process result.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), nn.LayerNorm(6), nn.ReLU(), nn.Linear(6, 2))
+    reference = nn.Sequential(nn.Linear(4, 6), nn.LayerNorm(6), nn.ReLU(), nn.Linear(6, 2))
+    reference.load_state_dict(model.state_dict())
+
+    def replicate(name, module, mesh):
+        for key, param in list(module.named_parameters(recurse=False)):
+            module.register_parameter(key, nn.Parameter(distribute_tensor(param, mesh, [Replicate()])))
+    distribute_module(model, mesh, replicate, input_fn=lambda module, inputs, mesh: tuple(
+        distribute_tensor(i, mesh, [Shard(0)]) for i in inputs))
+    x = torch.randn(4, 4)
+    out = model(x)
+    assert isinstance(out, DTensor) and out.placements == (Shard(0),)
+    assert torch.allclose(out.full_tensor(), reference(x), atol=1e-5)
+    out.sum().backward()
+    reference(x).sum().backward()
+    grad = model[0].weight.grad
+    assert isinstance(grad, DTensor)
+    assert torch.allclose(grad.full_tensor(), reference[0].weight.grad, atol=1e-5)
+
+
 @pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, dtensor_reductions_indexing_and_where,
-                                      hsdp_all_reduce_can_wait, pipe_split_marks_the_stages])
+                                      hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
+                                      mesh_from_group_and_distribute_module])
 def test_on_two_ranks(ranks, function):
     ranks.run_function(2, function)
 

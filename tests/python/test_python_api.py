@@ -176,6 +176,28 @@ def test_errors_are_python_exceptions():
         w += 1
 
 
+def test_product_shapes_are_checked_on_every_entry_point():
+    # The generated bindings (tr.mm, Tensor.addmm, ...) and the meta device reach the kernels without the C++
+    # fronts: each kernel checks, so BLAS never sees mismatched sizes.
+    a, b = tr.randn(3, 4), tr.randn(3, 4)
+    for call in (lambda: tr.mm(a, b), lambda: a.mm(b), lambda: tr.addmm(tr.randn(4), a, b), lambda: a.addmm(a, b),
+                 lambda: tr.mm(a.to("meta"), b.to("meta"))):
+        with pytest.raises(ValueError, match=r"shapes \[3, 4\] and \[3, 4\] cannot be multiplied"):
+            call()
+    with pytest.raises(ValueError, match="batch sizes differ"):
+        tr.baddbmm(tr.randn(2, 3, 3), tr.randn(2, 3, 4), tr.randn(3, 4, 3))
+    with pytest.raises(ValueError, match="expected 2-D"):
+        tr.mm(a, tr.randn(4))
+
+
+def test_windows_larger_than_the_input_give_no_output_and_an_error():
+    # (2 - 3) // 3 + 1 is 0 windows; C++'s truncating division made it 1.
+    with pytest.raises(ValueError, match="too small for the kernel"):
+        tr.nn.functional.max_pool2d(tr.randn(1, 1, 2, 2), 3)
+    with pytest.raises(ValueError, match="larger than the padded input"):
+        tr.nn.functional.conv2d(tr.randn(1, 1, 2, 2), tr.randn(1, 1, 3, 3), stride=2)
+
+
 def test_dlpack_both_ways():
     t = tr.arange(6, dtype=tr.float32).reshape(2, 3)
     np.testing.assert_array_equal(np.from_dlpack(t), np.arange(6, dtype=np.float32).reshape(2, 3))

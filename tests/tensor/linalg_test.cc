@@ -2,6 +2,8 @@
 #include <vector>
 
 #include "tensor/cpu/matmul_onednn.h"
+#include "tensor/dispatcher.h"
+#include "tensor/op_schemas.h"
 #include "tests/tensor/test_util.h"
 
 namespace trainrun {
@@ -39,6 +41,17 @@ TEST(Linalg, ShapeErrorsNameBothShapes) {
                            {"matmul", "cannot be multiplied", "2 vs 3"});
   expect_error<TypeError>([] { mm(zeros({2, 2}), zeros({2, 2}, DType::Float64)); }, {"mm", "float64"});
   expect_error<ValueError>([] { bmm(zeros({2, 3, 4}), zeros({3, 4, 5})); }, {"bmm", "batch"});
+  // Through the dispatcher, as the generated Python bindings and compiled graphs call: the kernels check too.
+  expect_error<ValueError>([] { ops::mm::call(keys_of(zeros({3, 4}), zeros({3, 4})), zeros({3, 4}), zeros({3, 4}),
+                                              Tensor()); }, {"mm", "[3, 4]", "cannot be multiplied"});
+  expect_error<ValueError>([] { ops::addmm::call(keys_of(zeros({4})), zeros({4}), zeros({3, 4}), zeros({3, 4}), 1,
+                                                 1); }, {"addmm", "cannot be multiplied"});
+  expect_error<ValueError>([] { ops::baddbmm::call(keys_of(zeros({2, 3, 3})), zeros({2, 3, 3}), zeros({2, 3, 4}),
+                                                   zeros({3, 4, 3}), 1, 1); }, {"bmm", "batch"});
+  expect_error<ValueError>([] {
+    const Tensor meta = to(zeros({3, 4}), Device(DeviceType::Meta));
+    ops::mm::call(keys_of(meta, meta), meta, meta, Tensor());
+  }, {"mm", "cannot be multiplied"});
   Tensor wrong_out = zeros({3, 3});
   expect_error<ValueError>([&] { mm_out(wrong_out, zeros({2, 3}), zeros({3, 4})); }, {"mm", "out=", "[3, 3]", "[2, 4]"});
 }

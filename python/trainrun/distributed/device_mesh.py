@@ -58,6 +58,30 @@ class DeviceMesh:
         here = np.argwhere(array == dist.get_rank())
         self._coordinate = [int(c) for c in here[0]] if len(here) else None
 
+    @staticmethod
+    def from_group(group, device_type, mesh=None, *, mesh_dim_names=None):
+        """A mesh over existing process groups, creating none: one group (a 1-D mesh of its ranks), or a list
+        with one group per dim of `mesh` (each the line of that dim through this rank)."""
+        groups = list(group) if isinstance(group, (list, tuple)) else [group]
+        if mesh is None:
+            if len(groups) != 1:
+                raise ValueError(f"DeviceMesh.from_group: {len(groups)} groups need mesh= to lay them out")
+            mesh = dist.get_process_group_ranks(groups[0])
+        array = np.asarray(mesh.tolist() if hasattr(mesh, "tolist") else mesh, dtype=np.int64)
+        if array.ndim != len(groups):
+            raise ValueError(f"DeviceMesh.from_group: a {array.ndim}-D mesh needs {array.ndim} groups, "
+                             f"got {len(groups)}")
+        result = DeviceMesh(device_type, array, mesh_dim_names=mesh_dim_names, _init_backend=False)
+        world = tuple(range(dist.get_world_size()))
+        for d, g in enumerate(groups):
+            ranks = tuple(dist.get_process_group_ranks(g))
+            if result._coordinate is not None and list(ranks) != result._line(d):
+                raise ValueError(f"DeviceMesh.from_group: group {d} has ranks {list(ranks)}, but the mesh's dim "
+                                 f"{d} through rank {dist.get_rank()} is {result._line(d)}")
+            if ranks != world:
+                _GROUPS.setdefault(ranks, g)
+        return result
+
     # ---- what it is ------------------------------------------------------------------------------
     @property
     def mesh(self):

@@ -155,3 +155,5 @@ from trainrun.nn._sync_batch_norm import SyncBatchNorm  # noqa: E402,F401
 from trainrun.nn import utils  # noqa: E402,F401
 from trainrun.nn import parallel  # noqa: E402,F401
 from trainrun.nn import attention  # noqa: E402,F401  (nn.attention.sdpa_kernel)
+from trainrun.nn import _reprs  # noqa: E402
+_reprs.install()

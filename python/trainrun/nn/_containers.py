@@ -223,7 +223,7 @@ class ParameterList(Module):
             return [self[j] for j in range(self._size)[i]]
         if not -self._size <= i < self._size:
             raise IndexError(f"ParameterList index {i} out of range ({self._size} parameters)")
-        return self._param(str(i % self._size))
+        return getattr(self, str(i % self._size))  # (a Parameter, or the DTensor of a sharded one)
 
     def __len__(self):
         return self._size
@@ -253,7 +253,7 @@ class ParameterDict(_Keyed, Module):
     def __getitem__(self, key):
         if key not in self._keys:
             raise KeyError(key)
-        return self._param(key)
+        return getattr(self, key)  # (a Parameter)
 
 
 del _C

@@ -25,6 +25,15 @@ def _place(module, device, dtype):
         module.to(device)
 
 
+def _absent(module, *names):
+    """Registers as None the optional parameters the C++ layer was built without (Linear(bias=False).bias is
+    None in PyTorch, not a missing attribute)."""
+    present = {name for name, _ in module._named_local_parameters(False)}
+    for name in names:
+        if name not in present:
+            module.register_parameter(name, None)
+
+
 def _uniform_fan_in(module, fan_in):
     """PyTorch's default init of Linear and Conv: kaiming_uniform_(a=sqrt(5)) on the weight, which is
     U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same bound for the bias."""
@@ -41,6 +50,7 @@ class Linear(_C.nn.Linear):
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         with _built_on(device):
             super().__init__(in_features, out_features, bias)
+        _absent(self, "bias")
         _place(self, device, dtype)
 
     def reset_parameters(self):
@@ -85,6 +95,7 @@ class Conv2d(_C.nn.Conv2d):
         with _built_on(device):
             super().__init__(in_channels, out_channels, k, s, p if padding_mode == "zeros" else [0, 0], d, groups,
                              bias)
+        _absent(self, "bias")
         _place(self, device, dtype)
 
     def forward(self, input):  # noqa: A002
@@ -94,9 +105,6 @@ class Conv2d(_C.nn.Conv2d):
 
     def reset_parameters(self):
         _uniform_fan_in(self, self.in_channels // self.groups * self.kernel_size[0] * self.kernel_size[1])
-
-    def extra_repr(self):
-        return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
 
 
 @remember_init_args
@@ -126,10 +134,14 @@ class AvgPool2d(_C.nn.AvgPool2d):
 @remember_init_args
 class LayerNorm(_C.nn.LayerNorm):
     def __init__(self, normalized_shape, eps=1e-05, elementwise_affine=True, bias=True, device=None, dtype=None):
-        if elementwise_affine and not bias:
-            raise NotImplementedError("LayerNorm(bias=False) is not supported: the affine form has a bias")
         with _built_on(device):
-            super().__init__(normalized_shape, eps, elementwise_affine)
+            super().__init__(normalized_shape, eps, elementwise_affine and bias)
+        if elementwise_affine and not bias:  # a weight without a bias: the C++ layer has neither; F.layer_norm
+            from trainrun.nn.parameter import Parameter
+            self.register_parameter("weight", Parameter(_C.ones(list(self.normalized_shape))))
+            object.__setattr__(self, "_forward_override", lambda input: F.layer_norm(  # noqa: A002
+                input, self.normalized_shape, self._param("weight"), None, self.eps))
+        _absent(self, "weight", "bias")
         _place(self, device, dtype)
 
     def reset_parameters(self):
@@ -185,10 +197,6 @@ class Embedding(_C.nn.Embedding):
         rows, cols = embeddings.shape
         return cls(rows, cols, padding_idx=padding_idx, _weight=embeddings, _freeze=freeze, **kwargs)
 
-    def extra_repr(self):
-        return f"{self.num_embeddings}, {self.embedding_dim}" + \
-            (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
-
 
 class _BatchNormArguments:
     """PyTorch's BatchNorm constructor, for the C++ BatchNorm1d/BatchNorm2d that follow it in the bases."""
@@ -199,6 +207,10 @@ class _BatchNormArguments:
             raise NotImplementedError(f"{type(self).__name__}(momentum=None) (a cumulative average) is not supported")
         with _built_on(device):
             super().__init__(num_features, eps, momentum, affine, track_running_stats)
+        _absent(self, "weight", "bias")
+        if not track_running_stats:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
         _place(self, device, dtype)
 
 

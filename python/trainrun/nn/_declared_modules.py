@@ -91,6 +91,8 @@ def _declare(name, function, params, inputs, base):
     signature = _signature(params)
     names = [n for n, _ in params]
     takes_training = function in _TAKES_TRAINING
+    # Looked up in F at each call: a layer above nn (DTensor) may wrap F's functions after these classes exist.
+    function_name = next(n for n, v in vars(F).items() if v is function)
 
     def __init__(self, *args, **kwargs):
         base.__init__(self)
@@ -112,7 +114,7 @@ def _declare(name, function, params, inputs, base):
         options = {n: getattr(self, n) for n in names if n not in ("size_average", "reduce")}
         if takes_training:
             options["training"] = self.training
-        return function(*tensors, **options)
+        return getattr(F, function_name)(*tensors, **options)
 
     shows_inplace = "Dropout" in name  # (PyTorch's: activations show inplace only when set; dropouts always)
 

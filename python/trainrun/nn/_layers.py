@@ -40,6 +40,9 @@ class GroupNorm(Module):
         if affine:
             self.weight = Parameter(_C.ones([num_channels], dtype=dtype, device=device))
             self.bias = Parameter(_C.zeros([num_channels], dtype=dtype, device=device))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
 
     def forward(self, input):  # noqa: A002
         w, b = (self.weight, self.bias) if self.affine else (None, None)
@@ -136,7 +139,7 @@ ReplicationPad1d = _pad_class("ReplicationPad1d", "replicate", 1, False)
 ReplicationPad2d = _pad_class("ReplicationPad2d", "replicate", 2, False)
 
 
-class _OutProj(Module):
+class NonDynamicallyQuantizableLinear(Module):
     """MultiheadAttention's output projection (PyTorch's NonDynamicallyQuantizableLinear): weight and bias."""
 
     def __init__(self, embed_dim, bias, device, dtype):
@@ -185,7 +188,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(_C.zeros([3 * embed_dim], dtype=dtype, device=device))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = _OutProj(embed_dim, bias, device, dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, bias, device, dtype)
         if add_bias_kv:  # a learned key and value appended to every sequence
             self.bias_k = Parameter(init.xavier_normal_(_C.empty([1, 1, embed_dim], dtype=dtype, device=device)))
             self.bias_v = Parameter(init.xavier_normal_(_C.empty([1, 1, embed_dim], dtype=dtype, device=device)))
@@ -345,7 +348,7 @@ class EmbeddingBag(Module):
                                include_last_offset=self.include_last_offset, padding_idx=self.padding_idx)
 
     def extra_repr(self):
-        return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode}" + (
+        return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}" + (
             f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
 
     @classmethod
@@ -437,6 +440,11 @@ class _InstanceNorm(Module):
         if affine:
             self.weight = Parameter(_C.ones([num_features], dtype=dtype, device=device))
             self.bias = Parameter(_C.zeros([num_features], dtype=dtype, device=device))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.register_buffer("running_mean", None)
+        self.register_buffer("running_var", None)
 
     def forward(self, input):  # noqa: A002
         batched = input.dim() == self._spatial + 2

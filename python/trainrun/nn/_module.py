@@ -8,6 +8,7 @@ import functools
 import itertools
 
 from trainrun import _C
+from trainrun.nn import _cpp_layers_functional
 from trainrun.nn import _backward_hooks
 from trainrun.nn import _named_views
 from trainrun.nn.parameter import Parameter
@@ -117,6 +118,9 @@ def _call_eager(self, *args, **kwargs):
         if kwargs:  # layer(input=x): PyTorch's name for a C++ layer's one argument
             args = args + (kwargs["input"],)
         output = _cpp_call(self, *args)  # a C++ module: tensors in, a tensor (or a tuple) out, C++ hooks run
+    elif type(self).forward is _C.nn.Module.forward and "forward" not in self.__dict__ and not kwargs and \
+            any(not isinstance(a, _C.Tensor) and hasattr(a, "to_local") for a in args):
+        output = _cpp_layers_functional.functional_forward(self, args)  # a C++ layer given DTensors
     else:
         output = self.forward(*args, **kwargs)
     if post:
@@ -439,12 +443,17 @@ def _get_buffer(self, target):
 
 
 def _repr(self):
-    lines = [f"({name}): " + repr(child).replace("\n", "\n  ") for name, child in self.named_children()]
+    """PyTorch's layout: the extra_repr inline when it is one line and there are no children, else a line
+    each for extra_repr's lines and then the children, indented."""
     extra = self.extra_repr()
-    head = f"{self.type_name}({extra}"
-    if not lines:
+    extra_lines = extra.split("\n") if extra else []
+    child_lines = [f"({name}): " + repr(child).replace("\n", "\n  ") for name, child in self.named_children()]
+    head = f"{type(self).__name__}("
+    if len(extra_lines) == 1 and not child_lines:
+        return head + extra_lines[0] + ")"
+    if not extra_lines and not child_lines:
         return head + ")"
-    return head + "\n  " + "\n  ".join(lines) + "\n)"
+    return head + "\n  " + "\n  ".join(extra_lines + child_lines) + "\n)"
 
 
 _C.nn.Module.named_modules = named_modules

@@ -52,7 +52,10 @@ def _reduce_ex(self, protocol):
         "params": [(name, _canonical(p), p.requires_grad) for name, p in self._named_local_parameters(False)],
         "buffers": [(name, _canonical(b)) for name, b in self.named_buffers(False)],
         "children": _children(self),
-        "attrs": {k: v for k, v in self.__dict__.items() if k not in _INTERNAL},
+        # A C++ layer's constructor makes its own forward override again, over the copy; the original's closes
+        # over the original.
+        "attrs": {k: v for k, v in self.__dict__.items()
+                  if k not in _INTERNAL and not (init is not None and k == "_forward_override")},
     }
     return (_rebuild_module, (type(self), init, state))
 

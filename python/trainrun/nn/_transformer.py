@@ -27,12 +27,14 @@ class TransformerEncoderLayer(Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=F.relu, layer_norm_eps=1e-05,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
         super().__init__()
-        if not bias:
-            raise NotImplementedError("TransformerEncoderLayer(bias=False) is not supported")
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first)
-        self.linear1, self.linear2 = Linear(d_model, dim_feedforward), Linear(dim_feedforward, d_model)
-        self.dropout, self.dropout1, self.dropout2 = _Dropout(dropout), _Dropout(dropout), _Dropout(dropout)
-        self.norm1, self.norm2 = LayerNorm(d_model, eps=layer_norm_eps), LayerNorm(d_model, eps=layer_norm_eps)
+        # (children in PyTorch's order: print(layer), named_parameters() and state_dict() list them so)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        self.dropout = _Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.dropout1, self.dropout2 = _Dropout(dropout), _Dropout(dropout)
         object.__setattr__(self, "activation", _activation(activation, "TransformerEncoderLayer"))
         object.__setattr__(self, "norm_first", norm_first)
         if device is not None or dtype is not None:
@@ -81,16 +83,16 @@ class TransformerDecoderLayer(Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=F.relu, layer_norm_eps=1e-05,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
         super().__init__()
-        if not bias:
-            raise NotImplementedError("TransformerDecoderLayer(bias=False) is not supported")
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first)
-        self.linear1, self.linear2 = Linear(d_model, dim_feedforward), Linear(dim_feedforward, d_model)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                 batch_first=batch_first)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
         self.dropout = _Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.dropout1, self.dropout2, self.dropout3 = _Dropout(dropout), _Dropout(dropout), _Dropout(dropout)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps)
         object.__setattr__(self, "activation", _activation(activation, "TransformerDecoderLayer"))
         object.__setattr__(self, "norm_first", norm_first)
         if device is not None or dtype is not None:

@@ -7,9 +7,12 @@ piece, so 1, 2 or 4 ranks and any shard dim give bitwise the same tensor)."""
 from trainrun import _C
 from trainrun.distributed.device_mesh import DeviceMesh, init_device_mesh  # noqa: F401
 from trainrun.distributed.tensor import _ops  # noqa: F401  (operators and the dispatching functions)
+from trainrun.distributed.tensor import _ops_coverage
 from trainrun.distributed.tensor import _module_views  # noqa: F401  (modules' DTensor parameters)
 from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec, distribute_tensor  # noqa: F401
 from trainrun.distributed.tensor._redistribute import redistribute_local
+
+_ops_coverage.install()
 from trainrun.distributed.tensor.placement_types import Partial, Placement, Replicate, Shard  # noqa: F401
 
 

@@ -257,6 +257,7 @@ def _dispatching(name, original, handler):
             return handler(*args, **kwargs)
         return original(*args, **kwargs)
     fn.__name__, fn.__doc__, fn.__wrapped__ = name, getattr(original, "__doc__", None), original
+    fn._dtensor_aware = True
     return fn
 
 
@@ -345,6 +346,7 @@ def _concatenating(name, original):
             return rules.concat("stack" if name == "stack" else "cat", original, tensors, dim)
         return original(tensors, *args, **kwargs)  # (every form the plain function takes: axis=, out=)
     fn.__name__, fn.__doc__, fn.__wrapped__ = name, getattr(original, "__doc__", None), original
+    fn._dtensor_aware = True
     return fn
 
 

@@ -1,0 +1,116 @@
+"""Modules as PyTorch shows them: optional parameters a layer was built without read None (Linear(bias=False).bias,
+LayerNorm(elementwise_affine=False).weight, BatchNorm(track_running_stats=False).running_mean); print(model) as
+PyTorch's for the layers whose options live in C++ (against PyTorch 1.13, and 2.6's quoting where they differ);
+LayerNorm(bias=False) and TransformerEncoderLayer(bias=False); ParameterList items are Parameters; a deep copy
+of a layer with a Python forward computes with the copy's weights."""
+import copy
+
+import numpy as np
+import pytest
+
+from built_tree import needs_torch, torch as peer
+
+import trainrun as torch  # noqa: E402
+import trainrun.nn as nn  # noqa: E402
+import trainrun.nn.functional as F  # noqa: E402
+
+
+@pytest.mark.parametrize("build, absent", [
+    (lambda: nn.Linear(2, 3, bias=False), ["bias"]),
+    (lambda: nn.Conv2d(1, 2, 3, bias=False), ["bias"]),
+    (lambda: nn.LayerNorm(3, elementwise_affine=False), ["weight", "bias"]),
+    (lambda: nn.LayerNorm(3, bias=False), ["bias"]),
+    (lambda: nn.BatchNorm1d(3, affine=False), ["weight", "bias"]),
+    (lambda: nn.BatchNorm2d(3, track_running_stats=False), ["running_mean", "running_var", "num_batches_tracked"]),
+    (lambda: nn.GroupNorm(1, 3, affine=False), ["weight", "bias"]),
+    (lambda: nn.InstanceNorm1d(3), ["weight", "bias", "running_mean", "running_var"]),
+])
+def test_optional_parameters_a_layer_lacks_read_none(build, absent):
+    module = build()
+    for name in absent:
+        assert getattr(module, name) is None, name
+        assert name not in module.state_dict()
+    assert all(name not in absent for name, _ in module.named_parameters())
+    copied = copy.deepcopy(module)
+    assert all(getattr(copied, name) is None for name in absent)
+
+
+def test_layer_norm_without_bias_and_transformer_layers_without_biases():
+    torch.manual_seed(0)
+    norm = nn.LayerNorm(4, bias=False)
+    with torch.no_grad():
+        norm.weight.copy_(torch.tensor([1.0, 2.0, 0.5, -1.0]))
+    x = torch.randn(3, 4, requires_grad=True)
+    norm(x).sum().backward()
+    y = x.detach().clone().requires_grad_()
+    F.layer_norm(y, (4,), norm.weight.detach()).sum().backward()
+    assert torch.allclose(norm(x), F.layer_norm(x, (4,), norm.weight), atol=1e-6)
+    assert torch.allclose(x.grad, y.grad, atol=1e-6) and norm.weight.grad is not None
+    assert list(norm.state_dict()) == ["weight"]
+
+    layer = nn.TransformerEncoderLayer(8, 2, 16, bias=False, batch_first=True)
+    assert all("bias" not in name for name, _ in layer.named_parameters())
+    # PyTorch's order of children (and so of named_parameters and state_dict keys)
+    assert [name for name, _ in layer.named_children()] == ["self_attn", "linear1", "dropout", "linear2", "norm1",
+                                                             "norm2", "dropout1", "dropout2"]
+    assert layer(torch.randn(2, 5, 8)).shape == (2, 5, 8)
+    decoder = nn.TransformerDecoderLayer(8, 2, 16, bias=False, batch_first=True)
+    assert all("bias" not in name for name, _ in decoder.named_parameters())
+    assert decoder(torch.randn(2, 5, 8), torch.randn(2, 3, 8)).shape == (2, 5, 8)
+
+
+@needs_torch
+def test_transformer_layer_parameters_in_pytorchs_order():
+    ours = [name for name, _ in nn.TransformerEncoderLayer(8, 2, 16).named_parameters()]
+    theirs = [name for name, _ in peer.nn.TransformerEncoderLayer(8, 2, 16).named_parameters()]
+    assert ours == theirs
+    ours = list(nn.TransformerDecoderLayer(8, 2, 16).state_dict())
+    theirs = list(peer.nn.TransformerDecoderLayer(8, 2, 16).state_dict())
+    assert ours == theirs
+
+
+REPRS = ["nn.Linear(2, 3, bias=False)", "nn.Conv2d(1, 2, 3, stride=2, padding=1, dilation=2, groups=1, bias=False)",
+         "nn.Conv2d(2, 2, 3, padding_mode='reflect', padding=1, groups=2)", "nn.LayerNorm(3)",
+         "nn.LayerNorm((3, 4), eps=1e-6, elementwise_affine=False)", "nn.BatchNorm1d(3)",
+         "nn.BatchNorm2d(3, affine=False, momentum=0.2)", "nn.BatchNorm3d(2)", "nn.GroupNorm(1, 3)",
+         "nn.Embedding(5, 2, padding_idx=0)", "nn.Embedding(5, 2, max_norm=1.0)", "nn.Flatten()", "nn.Flatten(0, 2)",
+         "nn.MaxPool2d(2)", "nn.MaxPool2d(3, stride=2, padding=1)", "nn.AvgPool2d(2)",
+         "nn.AdaptiveAvgPool2d((1, 1))", "nn.AdaptiveMaxPool2d(1)", "nn.Conv1d(1, 2, 3)",
+         "nn.ConvTranspose2d(2, 3, 2, stride=2)", "nn.Conv3d(1, 2, 3, padding=1)", "nn.PixelShuffle(2)",
+         "nn.PReLU()", "nn.Unflatten(1, (2, 2))", "nn.ZeroPad2d(1)", "nn.ReflectionPad2d((1, 0, 2, 0))",
+         "nn.ConstantPad1d(2, 3.5)", "nn.MultiheadAttention(8, 2)", "nn.TransformerEncoderLayer(8, 2, 16)",
+         "nn.ParameterList([nn.Parameter(torch.ones(2)), nn.Parameter(torch.ones(3, 2))])",
+         "nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten())"]
+
+
+@needs_torch
+@pytest.mark.parametrize("expression", REPRS)
+def test_print_model_shows_what_pytorch_shows(expression):
+    ours = repr(eval(expression, {"nn": nn, "torch": torch}))
+    theirs = repr(eval(expression, {"nn": peer.nn, "torch": peer}))
+    assert ours.replace("trainrun.", "torch.") == theirs
+
+
+def test_print_model_quotes_strings_as_pytorch_2_6():
+    assert repr(nn.Upsample(scale_factor=2)) == "Upsample(scale_factor=2.0, mode='nearest')"
+    assert repr(nn.EmbeddingBag(5, 2)) == "EmbeddingBag(5, 2, mode='mean')"
+
+
+def test_parameter_containers_hold_parameters():
+    plist = nn.ParameterList([nn.Parameter(torch.ones(2))])
+    pdict = nn.ParameterDict({"a": nn.Parameter(torch.ones(2))})
+    assert isinstance(plist[0], nn.Parameter) and isinstance(pdict["a"], nn.Parameter)
+    assert all(isinstance(p, nn.Parameter) for p in plist)
+
+
+def test_deep_copy_of_a_layer_with_a_python_forward_uses_the_copys_weights():
+    embedding = nn.Embedding(5, 2, padding_idx=0)
+    copied = copy.deepcopy(embedding)
+    with torch.no_grad():
+        copied.weight.fill_(1.0)
+    assert copied(torch.tensor([1])).tolist() == [[1.0, 1.0]]
+    assert not np.allclose(embedding(torch.tensor([1])).tolist(), [[1.0, 1.0]])
+    norm = copy.deepcopy(nn.LayerNorm(2, bias=False))
+    with torch.no_grad():
+        norm.weight.fill_(2.0)
+    assert torch.allclose(norm(torch.tensor([[1.0, -1.0]])), torch.tensor([[2.0, -2.0]]), atol=1e-4)
