@@ -40,6 +40,23 @@ void bind_autograd(py::module_& m) {
                                return fn ? py::cast(fn->name()) : py::none();
                              })
       .def("retain_grad", [](const Tensor& t) { retain_grad(t); })
+      .def_property_readonly("retains_grad",
+                             [](const Tensor& t) {
+                               const AutogradMeta* meta = autograd_meta(t);
+                               return meta != nullptr && !is_leaf(t) && meta->retained_grad != nullptr;
+                             })
+      // hook(tensor) after the leaf's .grad has been accumulated (an optimizer step per parameter, in backward).
+      .def("_register_post_accumulate_grad_hook",
+           [](const Tensor& t, py::function hook_fn) {
+             TR_CHECK(requires_grad(t) && is_leaf(t), Error,
+                      "post accumulate grad hooks cannot be registered on non-leaf tensors or tensors that do not "
+                      "require grad");
+             auto hook = hold_python_callable(std::move(hook_fn));
+             register_post_accumulate_grad_hook(t, [hook](const Tensor& leaf) {
+               py::gil_scoped_acquire gil;
+               (*hook)(leaf);
+             });
+           })
       .def("register_hook", [](const Tensor& t, py::function hook_fn) {
         auto hook = hold_python_callable(std::move(hook_fn));
         register_hook(t, [hook](const Tensor& g) -> Tensor {

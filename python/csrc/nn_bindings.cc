@@ -178,8 +178,11 @@ void bind_nn(py::module_& m) {
               new py::object(py::module_::import("trainrun.nn._module").attr("_as_parameter"));  // never freed
           if (n == name) return (*as_parameter)(py::cast(t));
         }
-        for (auto& [n, t] : self.named_buffers(false))
-          if (n == name) return py::cast(t);
+        for (auto& [n, t] : self.named_buffers(false)) {
+          static auto* as_buffer =
+              new py::object(py::module_::import("trainrun.nn._module").attr("_as_buffer"));  // never freed
+          if (n == name) return (*as_buffer)(py::cast(t));
+        }
         for (auto& [n, c] : self.named_children())
           if (n == name) return py::cast(c);
         throw py::attribute_error(

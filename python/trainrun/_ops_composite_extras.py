@@ -1,7 +1,8 @@
 """More of PyTorch's functions as composites of core ops (their gradients come from those): isin, kron,
 block_diag, cartesian_prod, rot90, nanmean, logcumsumexp, trapezoid, quantile/nanquantile, aminmax,
 fill_diagonal_, and torch.nansum as a function (Tensor.nansum is an op); Tensor.apply_/map_ (Python callables
-over a CPU tensor's elements)."""
+over a CPU tensor's elements); histogram and frexp (on the host, without gradients, as PyTorch's)."""
+import numpy as np
 
 import trainrun
 from trainrun import _C
@@ -277,3 +278,25 @@ def cummax(input, dim):  # noqa: A002
 @op(method=True)
 def cummin(input, dim):  # noqa: A002
     return _running_extreme(input, dim, "cummin", lambda a, b: a <= b)
+
+
+@op(method=True)
+def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002
+    """(hist, bin_edges): counts (or weights) in `bins` equal bins over range (the data's when None), or over
+    the edges a 1-D tensor `bins` gives; density divides by the total and the bin widths."""
+    from trainrun import return_types
+    a = input.detach().cpu().numpy().reshape(-1)
+    w = None if weight is None else weight.detach().cpu().numpy().reshape(-1)
+    edges_arg = bins.detach().cpu().numpy() if isinstance(bins, _C.Tensor) else int(bins)
+    hist, edges = np.histogram(a, bins=edges_arg, range=range, weights=w, density=density)
+    back = lambda v: _C.from_numpy(np.ascontiguousarray(v)).to(input.dtype)  # noqa: E731
+    return return_types.histogram(back(hist), back(edges))
+
+
+@op(method=True)
+def frexp(input):  # noqa: A002
+    """(mantissa, exponent): input = mantissa * 2 ** exponent, |mantissa| in [0.5, 1)."""
+    from trainrun import return_types
+    mantissa, exponent = np.frexp(input.detach().cpu().numpy())
+    return return_types.frexp(_C.from_numpy(np.ascontiguousarray(mantissa)).to(input.dtype),
+                              _C.from_numpy(np.ascontiguousarray(exponent.astype(np.int32))))

@@ -329,6 +329,16 @@ def _repr(self):
 Tensor.__repr__ = _repr
 
 
+def _format(self, format_spec):
+    """f"{loss:.4f}": a one-element 0-dim tensor formats as its number, as PyTorch's; others as their repr."""
+    if self.dim() == 0 and self.device.type != "meta":
+        return self.item().__format__(format_spec)
+    return object.__format__(self, format_spec)
+
+
+Tensor.__format__ = _format
+
+
 # ---- tensor hooks: a handle to remove them ----------------------------------------------------------------
 _register_hook = Tensor.register_hook
 
@@ -363,6 +373,26 @@ def _register_hook_with_handle(self, hook):
 
 
 Tensor.register_hook = _register_hook_with_handle
+
+
+def _register_post_accumulate_grad_hook(self, hook):
+    """hook(tensor) after this leaf's gradient is accumulated into .grad (PyTorch's optimizer-in-backward
+    idiom); returns a removable handle. The hook gets this very object (a Parameter stays one) while it lives."""
+    import weakref
+    handle = _HookHandle()
+    try:
+        owner = weakref.ref(self)  # (weakly: the hook lives in the tensor's autograd metadata)
+    except TypeError:
+        owner = None
+
+    def call(leaf):
+        if not handle.removed:
+            hook(owner() if owner is not None and owner() is not None else leaf)
+    self._register_post_accumulate_grad_hook(call)
+    return handle
+
+
+Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
 
 
 # ---- Tensor.type: PyTorch's legacy type names ----------------------------------------------------------------

@@ -1,7 +1,8 @@
 """trainrun.linalg: norms (differentiable compositions of core ops), and
-inv, det, slogdet and solve with their gradients; cholesky, qr, svd, eigh
-and the rest run on the host (NumPy's LAPACK) without a gradient and say so
-when one is asked for."""
+inv, det, slogdet and solve with their gradients; cross, matrix_power,
+matrix_exp, pinv and lstsq composed of those (differentiable; pinv and lstsq
+for full-rank inputs); cholesky, qr, svd, eigh and the rest run on the host
+(NumPy's LAPACK) without a gradient and say so when one is asked for."""
 import numpy as np
 
 import trainrun
@@ -183,3 +184,82 @@ slogdet = _tuple_op("slogdet", ["sign", "logabsdet"], lambda a: np.linalg.slogde
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None):  # noqa: N803
     return trainrun.tensor(np.linalg.matrix_rank(_host(A), tol=tol, hermitian=hermitian))
+
+
+# ---- compositions of the above (their gradients follow) ------------------------------------------------------
+def cross(input, other, *, dim=-1, out=None):  # noqa: A002
+    """The cross product of 3-vectors along dim (broadcast)."""
+    if out is not None:
+        raise NotImplementedError("linalg.cross(out=...) is not supported")
+    a, b = trainrun.broadcast_tensors(input, other)
+    if a.shape[dim] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {a.shape[dim]} and "
+                           f"{b.shape[dim]}")
+    a0, a1, a2 = a.unbind(dim)
+    b0, b1, b2 = b.unbind(dim)
+    return trainrun.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], dim=dim)
+
+
+def matrix_power(A, n):  # noqa: N803
+    """A @ A @ ... (n times) by repeated squaring; n = 0: the identity; n < 0: powers of the inverse."""
+    if n == 0:
+        return trainrun.eye(A.shape[-1], dtype=A.dtype).expand(A.shape).clone()
+    base = inv(A) if n < 0 else A
+    n = abs(n)
+    result = None
+    while n:
+        if n & 1:
+            result = base if result is None else result @ base
+        n >>= 1
+        if n:
+            base = base @ base
+    return result
+
+
+def matrix_exp(A):  # noqa: N803
+    """exp(A) by scaling and squaring: a degree-18 Taylor series of A / 2^s, then s squarings (s from the
+    1-norm), so that the series converges to float64 precision; differentiable (core ops only)."""
+    norm = float(matrix_norm(A.detach().double(), 1).max()) if A.numel() else 0.0
+    s = max(0, int(np.ceil(np.log2(norm))) + 1) if norm > 0.5 else 0
+    X = A / (2.0 ** s)  # noqa: N806
+    eye = trainrun.eye(A.shape[-1], dtype=A.dtype).expand(A.shape)
+    result, term = eye, eye
+    for k in range(1, 19):
+        term = term @ X / k
+        result = result + term
+    for _ in range(s):
+        result = result @ result
+    return result
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False, rcond=None):  # noqa: N803
+    """The Moore-Penrose pseudo-inverse (singular values below the cutoff dropped; host SVD, no gradient for a
+    rank-deficient input: a full-column-rank one is differentiated through (A^T A)^-1 A^T)."""
+    if _C.is_grad_enabled() and A.requires_grad:
+        At = A.transpose(-2, -1)
+        if A.shape[-2] >= A.shape[-1]:
+            return solve(At @ A, At)
+        return solve(A @ At, A).transpose(-2, -1)
+    cutoff = rcond if rcond is not None else rtol
+    a = _host(A)
+    if cutoff is None:
+        cutoff = max(a.shape[-2:]) * np.finfo(a.dtype).eps if atol is None else 0.0
+    result = np.linalg.pinv(a, rcond=cutoff, hermitian=hermitian)
+    return _back(result, A)
+
+
+def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
+    """The least-squares solution of A X = B, as PyTorch's CPU default (driver 'gelsy'): (solution, residuals
+    (empty), rank, singular_values (empty)); differentiable for a full-column-rank A (the normal equations)."""
+    import collections
+    result = collections.namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
+    vector = B.dim() == A.dim() - 1
+    b = B.unsqueeze(-1) if vector else B
+    At = A.transpose(-2, -1)
+    if A.shape[-2] >= A.shape[-1]:
+        x = solve(At @ A, At @ b)
+    else:
+        x = At @ solve(A @ At, b)
+    rank = trainrun.tensor(np.linalg.matrix_rank(_host(A.detach())), dtype=trainrun.int64)
+    empty = trainrun.empty(0, dtype=A.dtype)
+    return result(x.squeeze(-1) if vector else x, empty, rank, empty)

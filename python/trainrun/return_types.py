@@ -10,6 +10,8 @@ aminmax = collections.namedtuple("aminmax", ["min", "max"])
 svd = collections.namedtuple("svd", ["U", "S", "V"])
 cummax = collections.namedtuple("cummax", ["values", "indices"])
 cummin = collections.namedtuple("cummin", ["values", "indices"])
-for _t in (max, min, sort, topk, aminmax, svd, cummax, cummin):
+histogram = collections.namedtuple("histogram", ["hist", "bin_edges"])
+frexp = collections.namedtuple("frexp", ["mantissa", "exponent"])
+for _t in (max, min, sort, topk, aminmax, svd, cummax, cummin, histogram, frexp):
     _t.__module__ = "trainrun.return_types"
 del _t

@@ -2,7 +2,8 @@
 (device_ids, device_mesh, static_graph, allreduce_hook); DTensor max/min/argmax/norm, indexing, where,
 comparisons and *_like factories against the whole tensor; FSDP's set_requires_all_reduce on an HSDP mesh;
 pipeline() split by pipe_split() markers trains as one process; DCP's DefaultLoadPlanner(allow_partial_load)
-and the refusal of other planners; DeviceMesh.from_group; distribute_module over C++ layers given DTensors."""
+and the refusal of other planners; pipeline schedules without a loss_fn run forwards only;
+DeviceMesh.from_group; distribute_module over C++ layers given DTensors."""
 import pytest
 
 import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
@@ -186,9 +187,26 @@ def mesh_from_group_and_distribute_module():
     assert torch.allclose(grad.full_tensor(), reference[0].weight.grad, atol=1e-5)
 
 
+def schedules_without_a_loss_run_forwards_only():
+    dist = _setup()
+    from trainrun.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    full = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    stage = PipelineStage(full[:2] if rank == 0 else full[2:], rank, 2, torch.device("cpu"))
+    x = torch.randn(6, 4)
+    for schedule in (ScheduleGPipe(stage, n_microbatches=3), Schedule1F1B(stage, n_microbatches=2)):
+        out = schedule.step(x) if rank == 0 else schedule.step()
+        if rank == 1:
+            assert torch.allclose(out, full(x), atol=1e-6)
+        assert all(p.grad is None for p in full.parameters())  # no backward ran
+    dist.barrier()
+
+
 @pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, dtensor_reductions_indexing_and_where,
                                       hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
-                                      mesh_from_group_and_distribute_module])
+                                      mesh_from_group_and_distribute_module,
+                                      schedules_without_a_loss_run_forwards_only])
 def test_on_two_ranks(ranks, function):
     ranks.run_function(2, function)
 

@@ -2,7 +2,7 @@
 LayerNorm(elementwise_affine=False).weight, BatchNorm(track_running_stats=False).running_mean); print(model) as
 PyTorch's for the layers whose options live in C++ (against PyTorch 1.13, and 2.6's quoting where they differ);
 LayerNorm(bias=False) and TransformerEncoderLayer(bias=False); ParameterList items are Parameters; a deep copy
-of a layer with a Python forward computes with the copy's weights."""
+of a layer with a Python forward computes with the copy's weights; state_dict and load_state_dict hooks."""
 import copy
 
 import numpy as np
@@ -114,3 +114,35 @@ def test_deep_copy_of_a_layer_with_a_python_forward_uses_the_copys_weights():
     with torch.no_grad():
         norm.weight.fill_(2.0)
     assert torch.allclose(norm(torch.tensor([[1.0, -1.0]])), torch.tensor([[2.0, -2.0]]), atol=1e-4)
+
+
+def test_state_dict_hooks_rename_keys_and_see_prefixes():
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+    calls = []
+    model[0].register_state_dict_pre_hook(lambda module, prefix, keep_vars: calls.append(("pre", prefix)))
+    handle = model.register_state_dict_post_hook(lambda module, sd, prefix, meta: calls.append(("post", len(sd))))
+    model[1]._register_state_dict_hook(lambda module, sd, prefix, meta: calls.append(("child post", prefix)))
+    state = model.state_dict()
+    assert calls == [("pre", "0."), ("child post", "1."), ("post", 4)]  # children's post hooks first
+    handle.remove()
+    model.state_dict()
+    assert calls[-1] == ("child post", "1.")
+    layer = nn.Linear(1, 1)
+    layer.register_state_dict_post_hook(lambda module, sd, prefix, meta: {})
+    with pytest.raises(RuntimeError, match="post-hook must return None"):
+        layer.state_dict()
+
+    def renamed(state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        if prefix + "w" in state_dict:  # an old checkpoint's name
+            state_dict[prefix + "weight"] = state_dict.pop(prefix + "w")
+    model[1]._register_load_state_dict_pre_hook(renamed)
+    old = dict(state)
+    old["1.w"] = old.pop("1.weight")
+    assert not model.load_state_dict(old).missing_keys and "1.w" in old  # the caller's dict is left as it was
+    old["extra"] = torch.ones(1)
+    with pytest.raises(RuntimeError, match='Unexpected key\\(s\\) in state_dict: "extra"'):
+        model.load_state_dict(old)
+    model.register_load_state_dict_post_hook(lambda module, keys: keys.unexpected_keys.clear())
+    assert model.load_state_dict(old).unexpected_keys == []  # the post hook forgave it
+    assert model.state_dict(keep_vars=True)["0.weight"].requires_grad
+    assert model.state_dict(keep_vars=True)["0.weight"] is model[0].weight

@@ -4,6 +4,7 @@ gamma-based families sample only), log_prob, entropy, moments, and kl_divergence
 its own file."""
 from trainrun.distributions.bernoulli import Bernoulli
 from trainrun.distributions.beta import Beta
+from trainrun.distributions.binomial import Binomial
 from trainrun.distributions.categorical import Categorical
 from trainrun.distributions.dirichlet import Dirichlet
 from trainrun.distributions.distribution import Distribution
@@ -15,9 +16,12 @@ from trainrun.distributions.laplace import Laplace
 from trainrun.distributions.log_normal import LogNormal
 from trainrun.distributions.multivariate_normal import MultivariateNormal
 from trainrun.distributions.normal import Normal
+from trainrun.distributions.one_hot_categorical import OneHotCategorical
 from trainrun.distributions.poisson import Poisson
+from trainrun.distributions.transformed_distribution import TransformedDistribution
 from trainrun.distributions.uniform import Uniform
+from trainrun.distributions import transforms  # noqa: F401
 
-__all__ = ["Bernoulli", "Beta", "Categorical", "Dirichlet", "Distribution", "Exponential", "Gamma", "Independent",
-           "Laplace", "LogNormal", "MultivariateNormal", "Normal", "Poisson", "Uniform", "kl_divergence",
-           "register_kl"]
+__all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Distribution", "Exponential", "Gamma",
+           "Independent", "Laplace", "LogNormal", "MultivariateNormal", "Normal", "OneHotCategorical", "Poisson",
+           "TransformedDistribution", "Uniform", "kl_divergence", "register_kl"]

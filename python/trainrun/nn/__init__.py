@@ -9,6 +9,7 @@ from trainrun._size import Size
 from trainrun.nn import functional  # noqa: F401
 from trainrun.nn.parameter import Parameter
 from trainrun.nn._module import Module, RemovableHandle, _is_buffer  # noqa: F401
+from trainrun.nn import _state_dict_hooks
 
 from trainrun.nn._cpp_layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv2d, Embedding,  # noqa
                                      Flatten, LayerNorm, Linear, MaxPool2d, RMSNorm)
@@ -84,15 +85,19 @@ def _persistent_state(module):
 
 
 def _state_dict(self, *args, destination=None, prefix="", keep_vars=False):
-    """An OrderedDict in PyTorch's key order (the values are copies), without non-persistent buffers."""
+    """An OrderedDict in PyTorch's key order (detached tensors sharing the module's memory; keep_vars: the
+    parameters themselves), without non-persistent buffers; state_dict hooks run (_state_dict_hooks.py)."""
+    _state_dict_hooks.run_state_dict_pre_hooks(self, prefix, keep_vars)
     values = _persistent_state(self)
+    if keep_vars:
+        values.update((name, p) for name, p in self.named_parameters(remove_duplicate=False) if name in values)
     out = collections.OrderedDict() if destination is None else destination
     for key in _state_dict_keys(self):
         if key in values:
             out[prefix + key] = values[key]
     for key, value in values.items():  # anything the walk did not reach keeps its place at the end
         out.setdefault(prefix + key, value)
-    return out
+    return _state_dict_hooks.run_state_dict_post_hooks(self, out, prefix)
 
 
 _C.nn.Module.state_dict = _state_dict
@@ -110,29 +115,44 @@ class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys", ["missing_key
     __str__ = __repr__
 
 
+def _load_error(module, errors):
+    return RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(type(module).__name__,
+                                                                           "\n\t".join(errors)))
+
+
 def _load_state_dict(self, state_dict, strict=True, assign=False):
     """Copies the dict's tensors into the module's. With strict, a missing or unexpected key is PyTorch's
-    RuntimeError naming them; a shape that differs always is. Returns (missing_keys, unexpected_keys)."""
+    RuntimeError naming them (after the load-state-dict post hooks saw them); a shape that differs always is, and
+    then nothing is loaded. Returns (missing_keys, unexpected_keys). The caller's dict is not changed by the
+    pre hooks, which see a copy (_state_dict_hooks.py)."""
+    state_dict = collections.OrderedDict(state_dict)
+    missing, unexpected, errors = [], [], []
+    _state_dict_hooks.run_load_pre_hooks(self, state_dict, strict, missing, unexpected, errors)
     own = _persistent_state(self)
-    missing = [key for key in _state_dict_keys(self) if key in own and key not in state_dict]
-    unexpected = [key for key in state_dict if key not in own]
-    errors = [f"size mismatch for {key}: copying a param with shape {Size(value.shape)} from checkpoint, the shape "
-              f"in current model is {Size(own[key].shape)}."
-              for key, value in state_dict.items()
-              if key in own and hasattr(value, "shape") and tuple(value.shape) != tuple(own[key].shape)]
-    if strict:
-        if unexpected:
-            errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in unexpected)))
-        if missing:
-            errors.insert(0, "Missing key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in missing)))
+    missing += [key for key in _state_dict_keys(self) if key in own and key not in state_dict]
+    unexpected += [key for key in state_dict if key not in own]
+    errors += [f"size mismatch for {key}: copying a param with shape {Size(value.shape)} from checkpoint, the shape "
+               f"in current model is {Size(own[key].shape)}."
+               for key, value in state_dict.items()
+               if key in own and hasattr(value, "shape") and tuple(value.shape) != tuple(own[key].shape)]
     if errors:
-        raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(type(self).__name__,
-                                                                                "\n\t".join(errors)))
+        raise _load_error(self, errors)
     _cpp_load_state_dict(self, {k: v for k, v in state_dict.items() if k in own}, False)
-    return _IncompatibleKeys(missing, unexpected)
+    incompatible = _IncompatibleKeys(missing, unexpected)
+    _state_dict_hooks.run_load_post_hooks(self, incompatible)
+    if strict and (incompatible.missing_keys or incompatible.unexpected_keys):
+        if incompatible.unexpected_keys:
+            errors.append("Unexpected key(s) in state_dict: {}. ".format(
+                ", ".join(f'"{k}"' for k in incompatible.unexpected_keys)))
+        if incompatible.missing_keys:
+            errors.insert(0, "Missing key(s) in state_dict: {}. ".format(
+                ", ".join(f'"{k}"' for k in incompatible.missing_keys)))
+        raise _load_error(self, errors)
+    return incompatible
 
 
 _C.nn.Module.load_state_dict = _load_state_dict
+_state_dict_hooks.install()
 _C.nn.Module.cpu = lambda self: self.to("cpu")
 
 

@@ -60,13 +60,23 @@ _FORMS = {"Linear": _linear, "Conv2d": _conv2d, "LayerNorm": _layer_norm, "RMSNo
           "Flatten": _flatten, "MaxPool2d": _max_pool2d, "AvgPool2d": _avg_pool2d}
 
 
+def _form_of(module):
+    for cls in type(module).__mro__:
+        if getattr(_C.nn, cls.__name__, None) is cls:
+            return _FORMS.get(cls.__name__)
+    return None
+
+
+def has_functional_form(module):
+    """Whether module is a C++ layer whose computation has a functional form here."""
+    return _form_of(module) is not None
+
+
 def functional_forward(module, args):
     """module(*args) through the functional form of its C++ class, or a TypeError naming the layer."""
-    for cls in type(module).__mro__:
-        if cls.__module__ == _C.nn.__name__ or getattr(_C.nn, cls.__name__, None) is cls:
-            form = _FORMS.get(cls.__name__)
-            if form is not None and len(args) == 1:
-                return form(module, args[0])
+    form = _form_of(module)
+    if form is not None and len(args) == 1:
+        return form(module, args[0])
     kinds = ", ".join(type(a).__name__ for a in args)
     raise TypeError(f"{type(module).__name__}: this C++ layer takes tensors, got ({kinds}); it has no functional "
                     "form for them")

@@ -6,6 +6,7 @@ arguments run here, in Python."""
 import collections
 import functools
 import itertools
+import weakref
 
 from trainrun import _C
 from trainrun.nn import _cpp_layers_functional
@@ -118,8 +119,9 @@ def _call_eager(self, *args, **kwargs):
         if kwargs:  # layer(input=x): PyTorch's name for a C++ layer's one argument
             args = args + (kwargs["input"],)
         output = _cpp_call(self, *args)  # a C++ module: tensors in, a tensor (or a tuple) out, C++ hooks run
-    elif type(self).forward is _C.nn.Module.forward and "forward" not in self.__dict__ and not kwargs and \
-            any(not isinstance(a, _C.Tensor) and hasattr(a, "to_local") for a in args):
+    elif "forward" not in self.__dict__ and not kwargs and \
+            any(not isinstance(a, _C.Tensor) and hasattr(a, "to_local") for a in args) and \
+            _cpp_layers_functional.has_functional_form(self):
         output = _cpp_layers_functional.functional_forward(self, args)  # a C++ layer given DTensors
     else:
         output = self.forward(*args, **kwargs)
@@ -478,16 +480,35 @@ for _name, _dtype in (("half", _C.dtype.float16), ("float", _C.dtype.float32), (
 
 
 # ---- parameters and buffers as PyTorch hands them out: generators, with prefix= and remove_duplicate= ----
+# _cdata -> the Python object handed out for a registered tensor, while some caller holds it: module.weight is
+# module.weight, and a dict keyed by parameters (optimizer-in-backward, param -> name maps) finds them again, as in
+# PyTorch. (The C++ registry hands out a new handle per read.)
+_handed_out = weakref.WeakValueDictionary()
+
+
 def _as_parameter(t):
     """A parameter read back from the C++ registry comes as a plain handle: give it the Parameter class
-    (the same tensor, not a copy), so isinstance(p, nn.Parameter) holds as in PyTorch."""
+    (the same tensor, not a copy), so isinstance(p, nn.Parameter) holds as in PyTorch; the object handed out
+    before, while it lives."""
     if type(t) is not _C.Tensor:
         return t
-    return t.as_subclass(Parameter)
+    known = _handed_out.get(t._cdata)
+    if known is not None:
+        return known
+    parameter = t.as_subclass(Parameter)
+    _handed_out[t._cdata] = parameter
+    return parameter
+
+
+def _as_buffer(t):
+    """A registered buffer: the object handed out before, while it lives (module.running_mean is itself)."""
+    if type(t) is not _C.Tensor:
+        return t
+    return _handed_out.setdefault(t._cdata, t)
 
 
 def _named_tensors(cpp_named, kind):
-    wrap = _as_parameter if kind == "parameters" else (lambda t: t)
+    wrap = _as_parameter if kind == "parameters" else _as_buffer
 
     def named(self, prefix="", recurse=True, remove_duplicate=True):
         if isinstance(prefix, bool):  # named_parameters(False): the recurse flag given first

@@ -182,3 +182,21 @@ def orthogonal_(tensor, gain=1.0, generator=None):
     with no_grad():
         tensor.copy_(_C.from_numpy(np.ascontiguousarray(q * gain)).reshape(list(tensor.shape)).to(tensor.dtype))
     return tensor
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """A 2-D tensor drawn from N(0, std), then in each column ceil(sparsity * rows) entries, chosen at random,
+    set to zero (Martens 2010), as PyTorch's."""
+    import math
+
+    import trainrun
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    zeros = int(math.ceil(sparsity * rows))
+    with no_grad():
+        normal_(tensor, 0.0, std, generator=generator)
+        for col in range(cols):
+            picked = trainrun.randperm(rows, generator=generator)[:zeros]
+            tensor[picked, col] = 0.0
+    return tensor

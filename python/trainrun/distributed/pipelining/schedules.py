@@ -202,8 +202,9 @@ def orders_from_csv(text, num_ranks, num_stages, n_microbatches, stage_rank=loop
 class _PipelineSchedule:
     """Runs this rank's lowered action list over its stages. step(*args, target=, losses=, **kwargs): the first
     stage takes the inputs, the last the target (and its rank returns the merged output); loss_fn(output,
-    target) runs per microbatch on the last stage; scale_grads divides each microbatch's loss by the number of
-    microbatches, so the gradients are the mean over microbatches (False: their sum, as PyTorch 2.6)."""
+    target) runs per microbatch on the last stage (without a loss_fn the schedule runs forwards only);
+    scale_grads divides each microbatch's loss by the number of microbatches, so the gradients are the mean over
+    microbatches (False: their sum, as PyTorch 2.6)."""
 
     _stage_rank = staticmethod(loop_rank)  # where each stage runs (the V layout: zero_bubble.v_rank)
     # True: step() records when each of this rank's computations ran, as self.timeline (timeline.Timeline; join
@@ -253,6 +254,9 @@ class _PipelineSchedule:
         stage = next(iter(self._stages.values()))
         self.pipeline_order = {self._rank: order}
         self.actions = lower(order, stage.num_stages, set(self._sharded))
+        if self._loss_fn is None:  # no loss: forward only (inference), as PyTorch's schedules without loss_fn
+            self.actions = [a for a in self.actions if a.computation_type not in BACKWARDS and
+                            a.computation_type not in (W, RECV_B, SEND_B)]
         self._last_weight_pass = {a.stage_index: a for a in order if a.computation_type in WEIGHT_PASSES}
 
     def step(self, *args, target=None, losses=None, **kwargs):
@@ -295,8 +299,6 @@ class _PipelineSchedule:
                     self._gradient_sync(a)
                     loss = None
                     if stage.is_last:
-                        if self._loss_fn is None:
-                            raise ValueError("step(): backward on the last stage needs a loss_fn")
                         loss = microbatch_losses[m] / n if self.scale_grads else microbatch_losses[m]
                     stage.backward(m, loss, weights=a.computation_type == B)
                     if stage.is_last:  # the loss's graph reaches the received input (and its .grad): let it go

@@ -132,3 +132,6 @@ def vector_to_parameters(vec, parameters):
             p.copy_(vec[offset:offset + n].view(*p.shape))
             offset += n
 from trainrun.nn.utils import rnn  # noqa: E402,F401
+from trainrun.nn.utils import parametrize, parametrizations  # noqa: E402,F401
+from trainrun.nn.utils._legacy_norms import (remove_spectral_norm, remove_weight_norm, spectral_norm,  # noqa: E402,F401
+                                             weight_norm)
