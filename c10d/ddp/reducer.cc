@@ -77,7 +77,9 @@ void Reducer::install_hooks() {
 }
 
 void Reducer::register_comm_hook(CommHook hook) {
-  TR_CHECK(!hook_, ValueError, "DistributedDataParallel: a communication hook is already registered");
+  TR_CHECK(!hook_, Error,
+           "register_comm_hook or register_builtin_comm_hook can only be called once (DistributedDataParallel: a "
+           "communication hook is already registered)");
   hook_ = std::move(hook);
 }
 

@@ -8,6 +8,7 @@
 #include "c10d/flight_recorder.h"
 #include "launcher/error_file.h"
 #include "python/csrc/bindings.h"
+#include "tensor/views.h"
 #include "store/file_store.h"
 #include "store/hash_store.h"
 #include "store/prefix_store.h"
@@ -35,6 +36,43 @@ py::object finish(WorkPtr w, bool async_op) {
   return py::none();
 }
 
+// A DDP bucket's reduction by a Python communication hook: the Future the hook returned. wait() waits for it
+// (with the GIL) and leaves its value, the reduced bucket, in the bucket.
+class PythonHookWork final : public Work {
+ public:
+  PythonHookWork(std::shared_ptr<py::object> future, Tensor bucket)
+      : Work("DDP communication hook (Python)"), future_(std::move(future)), bucket_(std::move(bucket)) {}
+
+  void wait(std::optional<std::chrono::milliseconds> timeout) override {
+    if (!is_completed()) {
+      std::exception_ptr error;
+      try {
+        py::gil_scoped_acquire gil;
+        py::object value = future_->attr("wait")();
+        if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) value = value[py::int_(0)];
+        TR_CHECK(py::isinstance<Tensor>(value), TypeError,
+                 "DDP communication hook: the future's value must be the reduced bucket tensor (or a list "
+                 "holding it), got {}", py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+        Tensor reduced = value.cast<Tensor>();
+        TR_CHECK(reduced.numel() == bucket_.numel(), ValueError,
+                 "DDP communication hook: the future's tensor has {} elements, the bucket {}", reduced.numel(),
+                 bucket_.numel());
+        if (!reduced.is_same(bucket_)) copy_(bucket_, reduced.reshape(bucket_.sizes()));
+      } catch (py::error_already_set& e) {
+        error = std::make_exception_ptr(Error(std::string("DDP communication hook: ") + e.what()));
+      } catch (...) {
+        error = std::current_exception();
+      }
+      finish(error);
+    }
+    Work::wait(timeout);
+  }
+
+ private:
+  std::shared_ptr<py::object> future_;
+  Tensor bucket_;
+};
+
 }  // namespace
 
 void bind_distributed(py::module_& m) {
@@ -48,7 +86,7 @@ void bind_distributed(py::module_& m) {
       .value("BAND", ReduceOp::BAND)
       .value("BOR", ReduceOp::BOR)
       .value("BXOR", ReduceOp::BXOR);
-  py::class_<Work, WorkPtr>(d, "Work")
+  py::class_<Work, WorkPtr>(d, "Work", py::dynamic_attr())  // (Python keeps what the work writes: get_future)
       .def(
           "wait",
           [](Work& w, std::optional<double> timeout) {
@@ -317,7 +355,22 @@ void bind_distributed(py::module_& m) {
            py::arg("find_unused_parameters") = false, py::arg("gradient_as_bucket_view") = false,
            py::arg("broadcast_buffers") = true)
       .def("_set_sync", [](c10d::DistributedDataParallel& ddp, bool on) { ddp.reducer().set_sync(on); })
+      // Per bucket, in launch order: the indices of its parameters among those that require grad.
+      .def("_bucket_indices", [](c10d::DistributedDataParallel& ddp) { return ddp.reducer().bucket_indices(); })
       .def("_sync", [](c10d::DistributedDataParallel& ddp) { return ddp.reducer().sync(); })
+      // hook(bucket_tensor) -> a Future of the reduced bucket (trainrun.nn.parallel wraps the user's hook).
+      .def("_register_python_comm_hook",
+           [](c10d::DistributedDataParallel& ddp, py::function hook_fn) {
+             auto hook = hold_python_callable(std::move(hook_fn));
+             ddp.register_comm_hook([hook](ProcessGroup&, Tensor& bucket) -> std::shared_ptr<Work> {
+               py::gil_scoped_acquire gil;
+               auto future = std::shared_ptr<py::object>(new py::object((*hook)(bucket)), [](py::object* p) {
+                 py::gil_scoped_acquire held;
+                 delete p;
+               });
+               return std::make_shared<PythonHookWork>(std::move(future), bucket);
+             });
+           })
       .def("register_comm_hook", [](c10d::DistributedDataParallel& ddp, const std::string& name) {
         if (name == "fp16_compress")
           ddp.register_comm_hook(c10d::fp16_compress_hook());

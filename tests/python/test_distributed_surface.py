@@ -3,7 +3,8 @@
 comparisons and *_like factories against the whole tensor; FSDP's set_requires_all_reduce on an HSDP mesh;
 pipeline() split by pipe_split() markers trains as one process; DCP's DefaultLoadPlanner(allow_partial_load)
 and the refusal of other planners; pipeline schedules without a loss_fn run forwards only;
-DeviceMesh.from_group; distribute_module over C++ layers given DTensors."""
+DeviceMesh.from_group; distribute_module over C++ layers given DTensors; DDP with a Python communication hook
+(GradBucket, Work.get_future().then()) and Join over uneven inputs equal single-process training."""
 import pytest
 
 import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
@@ -203,10 +204,67 @@ def schedules_without_a_loss_run_forwards_only():
     dist.barrier()
 
 
+def _mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+
+
+def ddp_python_comm_hook_and_futures():
+    dist = _setup()
+    from trainrun.nn.parallel import DistributedDataParallel as DDP
+    rank, world = dist.get_rank(), dist.get_world_size()
+    seen = []
+
+    def scaled_allreduce(state, bucket):  # the documented shape of a hook, plus a scale
+        seen.append((bucket.index(), bucket.is_last(), len(bucket.parameters())))
+        tensor = bucket.buffer().div_(world)
+        return dist.all_reduce(tensor, async_op=True).get_future().then(lambda fut: fut.value()[0] * state)
+    model, reference = DDP(_mlp()), _mlp()
+    model.register_comm_hook(2.0, scaled_allreduce)
+    inputs = [torch.randn(3, 4, generator=torch.Generator().manual_seed(k)) for k in range(world)]
+    model(inputs[rank]).sum().backward()
+    for x in inputs:
+        reference(x).sum().backward()  # the sum over ranks = 2 x their mean
+    for p, q in zip(model.module.parameters(), reference.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-5)
+    assert seen == [(0, True, 4)]
+    work = dist.all_reduce(torch.ones(2), async_op=True)
+    assert work.get_future().wait()[0].tolist() == [2.0, 2.0]
+    future = torch.futures.Future()
+    chained = future.then(lambda f: f.value() + 1)
+    future.set_result(3)
+    assert chained.wait() == 4 and future.done()
+
+
+def ddp_join_trains_on_uneven_inputs():
+    dist = _setup()
+    from trainrun.distributed.algorithms.join import Join
+    from trainrun.nn.parallel import DistributedDataParallel as DDP
+    rank, world = dist.get_rank(), dist.get_world_size()
+    batches = {r: [torch.randn(2, 4, generator=torch.Generator().manual_seed(10 * r + i)) for i in range(r + 1)]
+               for r in range(world)}  # rank r has r + 1 batches
+    model, reference = DDP(_mlp()), _mlp()
+    opt, ref_opt = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD(reference.parameters(), lr=0.1)
+    with Join([model]):
+        for x in batches[rank]:
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    for step in range(world):  # each step: the ranks that still have a batch, averaged over the whole world
+        for r in range(world):
+            if step < len(batches[r]):
+                (reference(batches[r][step]).sum() / world).backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+    for p, q in zip(model.module.parameters(), reference.parameters()):
+        assert torch.allclose(p, q, atol=1e-5)
+
+
 @pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, dtensor_reductions_indexing_and_where,
                                       hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
                                       mesh_from_group_and_distribute_module,
-                                      schedules_without_a_loss_run_forwards_only])
+                                      schedules_without_a_loss_run_forwards_only, ddp_python_comm_hook_and_futures,
+                                      ddp_join_trains_on_uneven_inputs])
 def test_on_two_ranks(ranks, function):
     ranks.run_function(2, function)
 

@@ -9,6 +9,7 @@ import numpy as _np
 
 from trainrun import _C
 from trainrun.distributed import elastic  # noqa: F401
+from trainrun.futures import Future as _Future
 
 _d = _C.distributed
 ReduceOp, Work, ProcessGroup = _d.ReduceOp, _d.Work, _d.ProcessGroup
@@ -35,13 +36,24 @@ def _local_piece(x):
 
 def _on_local_pieces(collective):
     """The collective, taking DTensors too: it works on their local pieces, in place where it writes (what
-    `dist.all_reduce(p.grad, group=dp_group)` means for a sharded parameter's gradient)."""
+    `dist.all_reduce(p.grad, group=dp_group)` means for a sharded parameter's gradient). An async one's Work
+    keeps what it writes, for work.get_future().value() (PyTorch's: [the tensor, or the output list])."""
     def call(*args, **kwargs):
-        return collective(*[_local_piece(a) for a in args], **{k: _local_piece(v) for k, v in kwargs.items()})
+        args = [_local_piece(a) for a in args]
+        work = collective(*args, **{k: _local_piece(v) for k, v in kwargs.items()})
+        if work is not None and args:
+            work._result = [args[0]]
+        return work
     call.__name__, call.__doc__, call.__wrapped__ = collective.__name__, collective.__doc__, collective
     return call
 
 
+def _get_future(self):
+    """A trainrun.futures.Future that completes with this work; its value: what the collective wrote."""
+    return _Future._of_work(self, self.__dict__.get("_result", []))
+
+
+Work.get_future = _get_future
 all_reduce, broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor, \
     all_to_all, all_to_all_single, gather, scatter, send, recv, isend, irecv = (
         _on_local_pieces(f) for f in (all_reduce, broadcast, reduce, all_gather, all_gather_into_tensor,
@@ -339,3 +351,13 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
     if not scatter_object_output_list:
         raise ValueError("scatter_object_list: scatter_object_output_list needs at least one entry")
     scatter_object_output_list[0] = objects[get_rank(group)]
+
+
+from trainrun.distributed import distributed_c10d  # noqa: E402,F401  (torch.distributed.distributed_c10d)
+
+
+def __getattr__(name):
+    if name == "GradBucket":  # (defined with DDP, above the distributed layer's import of nn)
+        from trainrun.nn.parallel import GradBucket
+        return GradBucket
+    raise AttributeError(f"module 'trainrun.distributed' has no attribute '{name}'")

@@ -39,7 +39,11 @@ class DistributedDataParallel(_C.distributed.DistributedDataParallel):
     def forward(self, *inputs, **kwargs):
         """Runs the wrapped module on every argument it takes. Tensors go through C++ (which broadcasts
         rank 0's buffers, then calls the module, its Python hooks included); calls with keywords or other
-        values broadcast the buffers here, then call the module."""
+        values broadcast the buffers here, then call the module. Inside a Join, the rank first says it is still
+        training (algorithms/join.py)."""
+        if self.__dict__.get("_join_config") is not None and self._join_config.enable:
+            from trainrun.distributed.algorithms.join import Join
+            Join.notify_join_context(self)
         if inputs and not kwargs and all(isinstance(a, _C.Tensor) for a in inputs):
             return super().forward(*inputs)
         if self._broadcast_buffers and self.training:
@@ -59,14 +63,108 @@ class DistributedDataParallel(_C.distributed.DistributedDataParallel):
         finally:
             self._set_sync(previous)
 
+    # ---- Join (uneven inputs): what a rank out of inputs runs in place of an iteration ---------------------
+    def join_hook(self, divide_by_initial_world_size=True):
+        if not divide_by_initial_world_size:
+            raise NotImplementedError("DistributedDataParallel.join_hook(divide_by_initial_world_size=False) is "
+                                      "not supported: the buckets are averaged over the initial world size")
+        return _DDPJoinHook(self)
+
+    @property
+    def join_device(self):
+        return next(self.module.parameters()).device
+
+    @property
+    def join_process_group(self):
+        return self._process_group
+
     def register_comm_hook(self, state, hook):
-        """PyTorch's signature; the built-in compression hooks of
-        trainrun.distributed.algorithms.default_hooks run in C++."""
+        """hook(state, bucket) -> a Future of the bucket's reduced tensor, run per bucket as it fills, as
+        PyTorch's (bucket: a GradBucket; the usual body all-reduces bucket.buffer() asynchronously and returns
+        work.get_future().then(...)). The built-in hooks of default_hooks run in C++ instead."""
         if hook is default_hooks.allreduce_hook:
             return  # what DDP does without a hook
         name = default_hooks.BUILT_IN.get(hook)
-        if name is None:
-            raise NotImplementedError("register_comm_hook: only the built-in hooks of "
-                                      "trainrun.distributed.algorithms.default_hooks are supported "
-                                      "(allreduce_hook, fp16_compress_hook, bf16_compress_hook)")
-        super().register_comm_hook(name)
+        if name is not None:
+            super().register_comm_hook(name)
+            return
+        params = [p for p in self.module.parameters() if p.requires_grad]
+        buckets = self._bucket_indices()
+        launched = [0]
+
+        def run(buffer):
+            index = launched[0] % len(buckets)
+            launched[0] += 1
+            members = [params[i] for i in buckets[index]]
+            return hook(state, GradBucket(index, buffer, members, index == len(buckets) - 1))
+        self._register_python_comm_hook(run)
+
+
+class _DDPJoinHook:
+    """One training iteration's collectives, with nothing to contribute: the buffers' broadcast (as the
+    forward does) and each bucket's averaging all-reduce of zeros, in launch order."""
+
+    def __init__(self, ddp):
+        self._ddp = ddp
+
+    def main_hook(self):
+        from trainrun import distributed as dist
+        ddp, group = self._ddp, self._ddp._process_group
+        if ddp._broadcast_buffers:
+            with no_grad():
+                for _, buffer in ddp.module.named_buffers():
+                    dist.broadcast(buffer, 0, group=group)
+        params = [p for p in ddp.module.parameters() if p.requires_grad]
+        for indices in ddp._bucket_indices():
+            numel = sum(params[i].numel() for i in indices)
+            zeros = _C.zeros([numel], dtype=params[indices[0]].dtype, device=params[indices[0]].device)
+            dist.all_reduce(zeros, op=dist.ReduceOp.AVG, group=group)
+
+    def post_hook(self, is_last_joiner):
+        """The ranks that joined early skipped the last updates: every rank takes the model of a last joiner
+        (the highest-numbered), as PyTorch's _sync_final_model."""
+        from trainrun import distributed as dist
+        group = self._ddp._process_group
+        me = dist.get_rank(group) if group is not None else dist.get_rank()
+        authority = _C.full([1], float(me if is_last_joiner else -1))
+        dist.all_reduce(authority, op=dist.ReduceOp.MAX, group=group)
+        source = int(authority.item())
+        source = dist.get_global_rank(group, source) if group is not None else source
+        with no_grad():
+            for p in self._ddp.module.parameters():
+                dist.broadcast(p.detach(), source, group=group)
+            for _, buffer in self._ddp.module.named_buffers():
+                dist.broadcast(buffer, source, group=group)
+
+
+class GradBucket:
+    """What a DDP communication hook gets (torch.distributed.GradBucket): the bucket's flat gradient buffer
+    (its parameters' gradients back to back), its index in launch order, and its parameters."""
+
+    def __init__(self, index, buffer, parameters, is_last):
+        self._index, self._buffer, self._parameters, self._is_last = index, buffer, parameters, is_last
+
+    def index(self):
+        return self._index
+
+    def buffer(self):
+        return self._buffer
+
+    def is_last(self):
+        return self._is_last
+
+    def parameters(self):
+        return list(self._parameters)
+
+    def gradients(self):
+        """Each parameter's gradient as a view into the buffer."""
+        views, offset = [], 0
+        for p in self._parameters:
+            n = p.numel()
+            views.append(self._buffer[offset:offset + n].view(p.shape))
+            offset += n
+        return views
+
+    def set_buffer(self, buffer):
+        with no_grad():
+            self._buffer.copy_(buffer)
