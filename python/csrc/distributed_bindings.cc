@@ -192,6 +192,8 @@ void bind_distributed(py::module_& m) {
       py::arg("backend") = "gloo", py::arg("init_method") = "env://", py::arg("rank") = -1, py::arg("world_size") = -1,
       py::arg("timeout") = 1800.0, py::arg("store") = nullptr);
   d.def("is_initialized", &c10d::is_initialized);
+  // The default group itself (None before init_process_group): dist.group.WORLD.
+  d.def("_default_group", []() -> GroupPtr { return c10d::is_initialized() ? c10d::default_group() : nullptr; });
   d.def("available_backends", &c10d::available_backends);
   d.def("get_rank", &c10d::get_rank);
   d.def("get_world_size", &c10d::get_world_size);

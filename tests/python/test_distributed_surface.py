@@ -164,7 +164,12 @@ def mesh_from_group_and_distribute_module():
     with pytest.raises(ValueError, match="group 0 has ranks"):
         DeviceMesh.from_group(group, "cpu", mesh=[0, 1])
 
-    mesh = DeviceMesh.from_group(dist.group.WORLD, "cpu")
+    world = dist.group.WORLD  # the default group's ProcessGroup, as PyTorch's
+    assert world is dist.group.WORLD and world.size() == 2 and world.rank() == dist.get_rank()
+    from trainrun.distributed.distributed_c10d import _get_default_group
+    assert _get_default_group() is world and dist.get_process_group_ranks(world) == [0, 1]
+    mesh = DeviceMesh.from_group(world, "cpu")
+    assert mesh.get_group() is world and mesh.get_group().size() == 2
     # C++ layers (Linear, LayerNorm) with replicated DTensor parameters and a batch-sharded DTensor input: their
     # functional forms run, and the output is batch-sharded, equal to the single-process result.
     torch.manual_seed(0)

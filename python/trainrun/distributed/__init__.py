@@ -74,9 +74,19 @@ class Backend(str):
         return super().__new__(cls, value)
 
 
-class group:  # noqa: N801  (PyTorch's name)
-    """group.WORLD stands for the default group (as None does)."""
-    WORLD = None
+class _WorldOfTheDefaultGroup(type):
+    _held = [None]  # the default group's Python object, kept: `group.WORLD is group.WORLD`, a stable id()
+
+    @property
+    def WORLD(cls):  # noqa: N802  (PyTorch's name)
+        world = _d._default_group()
+        cls._held[0] = world
+        return world
+
+
+class group(metaclass=_WorldOfTheDefaultGroup):  # noqa: N801  (PyTorch's name)
+    """group.WORLD: the default group's ProcessGroup (None before init_process_group), as PyTorch's; every function
+    taking group= takes it, or None, for the default group."""
 
 
 GroupMember = group

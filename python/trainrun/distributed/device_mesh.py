@@ -16,7 +16,7 @@ _GROUPS = {}
 def _group_for(ranks):
     ranks = tuple(int(r) for r in ranks)
     if ranks == tuple(range(dist.get_world_size())):
-        return None  # the default group
+        return None  # the default group (get_group() shows it as dist.group.WORLD)
     if ranks not in _GROUPS:
         raise KeyError(f"DeviceMesh: no process group was created for ranks {list(ranks)}")
     return _GROUPS[ranks]
@@ -128,7 +128,13 @@ class DeviceMesh:
 
     # ---- groups -----------------------------------------------------------------------------------
     def get_group(self, mesh_dim=None):
-        """The process group along mesh_dim that this rank is in (mesh_dim may be omitted on a 1-D mesh)."""
+        """The process group along mesh_dim that this rank is in (mesh_dim may be omitted on a 1-D mesh); the
+        default group's is dist.group.WORLD, as PyTorch gives."""
+        group = self._group(mesh_dim)
+        return dist.group.WORLD if group is None else group
+
+    def _group(self, mesh_dim=None):
+        """get_group, with None for the default group (what trainrun's own layers pass on)."""
         if self._coordinate is None:
             raise RuntimeError(f"DeviceMesh: rank {dist.get_rank()} is not in the mesh {self._mesh.tolist()}")
         if mesh_dim is None:

@@ -161,7 +161,7 @@ class ParamGroup:
         return DTensor(p.shard, self.local_spec(p))
 
     def _communicate(self, kind, fn, *args, group=None, **kwargs):
-        group = self.mesh.get_group(self.shard_dim) if group is None else group
+        group = self.mesh._group(self.shard_dim) if group is None else group
         return _redistribute.communicate(kind, fn, *args, group=group, async_op=True, **kwargs)
 
     # ---- forward: gather ----------------------------------------------------------------------------
@@ -311,7 +311,7 @@ class ParamGroup:
         if self.mesh.ndim > 1 and self.all_reduce_replicas:  # HSDP: the replicas of each shard average too
             out = out.contiguous()
             _redistribute.communicate("all_reduce", dist.all_reduce, out, op=dist.ReduceOp.AVG,
-                                      group=self.mesh.get_group(0))
+                                      group=self.mesh._group(0))
         me = self.mesh.get_local_rank(self.shard_dim)
         offset = 0
         with _no_grad():

@@ -240,7 +240,7 @@ def _check_replicas_agree(local, mesh, placements):
     for i, p in enumerate(placements):
         if p.is_replicate() and mesh.size(i) > 1:
             ref = local.detach().clone().contiguous()
-            _redistribute.communicate("broadcast", dist.broadcast, ref, mesh._line(i)[0], group=mesh.get_group(i))
+            _redistribute.communicate("broadcast", dist.broadcast, ref, mesh._line(i)[0], group=mesh._group(i))
             if not bool((ref == local.detach()).all()):
                 raise ValueError(f"DTensor.from_local(run_check=True): the Replicate pieces along mesh dim {i} "
                                  "differ between ranks")

@@ -48,7 +48,7 @@ def all_reduced(t, group, how="sum"):
 def reducer_over(mesh, mesh_dim):
     """reduce(t, "sum" | "max") over the ranks of mesh_dim: what clip_grad_norm_ calls to combine the gradient
     norms of a parameter's shards (nn.utils.register_sharded_parameter)."""
-    group = mesh.get_group(mesh_dim)
+    group = mesh._group(mesh_dim)
     return lambda t, how: all_reduced(t, group, how)
 
 
@@ -135,7 +135,7 @@ def _apply(local, global_shape, mesh, steps, src):
     cur = list(src)
     coordinate = mesh.get_coordinate()
     for i, kind, args in steps:
-        group, n, me = mesh.get_group(i), mesh.size(i), coordinate[i]
+        group, n, me = mesh._group(i), mesh.size(i), coordinate[i]
         if kind == "all_gather":
             (d,) = args
             sizes = chunk_sizes(_piece_size(global_shape, mesh, cur, d, i, coordinate), n)
@@ -249,7 +249,7 @@ def redistribute_local(local, global_shape, mesh, src, dst):
     for i in [i for i, p in enumerate(src) if isinstance(p, _StridedShard)]:  # innermost splits: undone first
         p, src[i] = src[i], Replicate()
         piece = local_shape(global_shape, mesh, src, coordinate)[0][p.dim]
-        local = _all_gather(local, p.dim, chunk_sizes(piece, mesh.size(i)), mesh.get_group(i))
+        local = _all_gather(local, p.dim, chunk_sizes(piece, mesh.size(i)), mesh._group(i))
     strided = [i for i, p in enumerate(dst) if isinstance(p, _StridedShard)]
     plain_dst = [Replicate() if i in strided else p for i, p in enumerate(dst)]
     if src != plain_dst:
@@ -299,5 +299,5 @@ class SumGradientOver(Function):
         mesh, mesh_dims = ctx.args
         for i in mesh_dims:
             if mesh.size(i) > 1:
-                grad = all_reduced(grad, mesh.get_group(i))
+                grad = all_reduced(grad, mesh._group(i))
         return grad, None, None

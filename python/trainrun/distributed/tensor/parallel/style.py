@@ -46,7 +46,7 @@ def _global_shape(local, mesh, layout):
     shape = list(local.shape)
     if isinstance(layout, Shard):
         size = _C.full([1], shape[layout.dim], dtype=_C.dtype.int64)
-        shape[layout.dim] = int(_redistribute.all_reduced(size, mesh.get_group(0)).item())
+        shape[layout.dim] = int(_redistribute.all_reduced(size, mesh._group(0)).item())
     return shape
 
 
@@ -190,7 +190,7 @@ class SequenceParallel(ParallelStyle):
 
     def _apply(self, module, mesh):
         _check_1d(mesh, "SequenceParallel")
-        group = mesh.get_group(0)
+        group = mesh._group(0)
         for name, p in module._named_local_parameters(False):
             if p.requires_grad:
                 p.register_hook(lambda g, group=group: _redistribute.all_reduced(g, group))
