@@ -36,7 +36,7 @@ globals().update(_LEGACY_TENSOR_TYPES)  # torch.FloatTensor, torch.LongTensor, .
 from trainrun._memory_format import (channels_last, channels_last_3d, contiguous_format,  # noqa: E402,F401
                                    memory_format, preserve_format)
 from trainrun._autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: E402
-from trainrun import autograd, nn, optim, distributed, cuda, utils  # noqa: E402,F401
+from trainrun import autograd, nn, optim, distributed, cuda, utils, serialization  # noqa: E402,F401
 from trainrun import library  # noqa: E402,F401  (custom operators: trainrun.library.custom_op)
 from trainrun._ops import ops  # noqa: E402,F401  (trainrun.ops.<namespace>.<name>, as torch.ops)
 
@@ -64,15 +64,19 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
     """Reads a safetensors file (what trainrun.save writes) or a torch.save
-    checkpoint. The latter is unpickled with only tensors, storages and plain
-    containers allowed (torch.load(weights_only=True)); anything else is
-    refused, naming it, so no foreign code runs. map_location: a device (or
-    its name) every tensor is moved to, a dict from saved locations to new
-    ones ({"cuda:0": "cuda:1"}), or a function (storage, location) as
-    torch.load takes (`lambda storage, loc: storage` keeps tensors here)."""
+    checkpoint. The latter is unpickled, by default (weights_only=None or True,
+    PyTorch 2.6's default), with only tensors, storages, plain containers and
+    serialization.add_safe_globals' objects allowed; anything else is refused,
+    naming it, so no foreign code runs. weights_only=False unpickles anything
+    (a whole module; PyTorch's torch.* names are trainrun's), for checkpoints
+    whose source is trusted. map_location: a device (or its name) every tensor
+    is moved to, a dict from saved locations to new ones ({"cuda:0":
+    "cuda:1"}), or a function (storage, location) as torch.load takes
+    (`lambda storage, loc: storage` keeps tensors here). mmap=True is accepted
+    and reads the storages into memory."""
     from trainrun import _torch_checkpoint
-    if pickle_module is not None or mmap or pickle_load_args:
-        given = [name for name, value in (("pickle_module", pickle_module is not None), ("mmap", mmap)) if value]
+    if pickle_module is not None or pickle_load_args:
+        given = ["pickle_module"] if pickle_module is not None else []
         given += sorted(pickle_load_args)
         raise NotImplementedError(f"load(): {', '.join(given)} not supported (trainrun reads weights only, with "
                                   "its own restricted unpickler)")
@@ -81,7 +85,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
                         f"{type(map_location).__name__}")
     path = f if hasattr(f, "read") else str(f)
     if _torch_checkpoint.is_torch_checkpoint(path):
-        result = _torch_checkpoint.load_torch_checkpoint(path)
+        result = _torch_checkpoint.load_torch_checkpoint(path, weights_only=weights_only is not False)
     elif hasattr(f, "read"):
         raise ValueError("load(): a file object must hold a torch.save checkpoint (safetensors are read by path)")
     else:

@@ -56,10 +56,26 @@ _ALLOWED = {
 }
 
 
+# (module, name) -> object: what serialization.add_safe_globals allowed for weights_only loads.
+SAFE_GLOBALS = {}
+
+
+def _resolve(module, name):
+    """A global of a checkpoint unpickled with weights_only=False: PyTorch's names (torch.*) are looked up in
+    trainrun's namespace."""
+    import importlib
+    if module == "torch" or module.startswith("torch."):
+        module = "trainrun" + module[len("torch"):]
+    target = importlib.import_module(module)
+    for part in name.split("."):
+        target = getattr(target, part)
+    return target
+
+
 class _RestrictedUnpickler(pickle.Unpickler):
-    def __init__(self, data, archive, prefix):
+    def __init__(self, data, archive, prefix, weights_only=True):
         super().__init__(io.BytesIO(data))
-        self._archive, self._prefix = archive, prefix
+        self._archive, self._prefix, self._weights_only = archive, prefix, weights_only
         self._storages = {}
 
     def find_class(self, module, name):
@@ -67,9 +83,15 @@ class _RestrictedUnpickler(pickle.Unpickler):
             return _StorageType(name)
         if (module, name) in _ALLOWED:
             return _ALLOWED[(module, name)]
+        if (module, name) in SAFE_GLOBALS:
+            return SAFE_GLOBALS[(module, name)]
+        if not self._weights_only:
+            return _resolve(module, name)
         raise pickle.UnpicklingError(
             f"trainrun.load: the checkpoint refers to '{module}.{name}', which is not a tensor, storage or plain "
-            "container; only weights are loaded (as torch.load(weights_only=True)), so it is refused")
+            "container; only weights are loaded (as torch.load(weights_only=True)), so it is refused. Load it with "
+            f"weights_only=False if you trust its source, or allow it with "
+            f"trainrun.serialization.add_safe_globals([{module}.{name}])")
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and pid and pid[0] == "storage"):
@@ -97,14 +119,14 @@ def is_torch_checkpoint(f):
     return zipfile.is_zipfile(f)
 
 
-def load_torch_checkpoint(path):
+def load_torch_checkpoint(path, weights_only=True):
     with zipfile.ZipFile(path) as archive:
         pickles = [n for n in archive.namelist() if n.endswith("data.pkl")]
         if len(pickles) != 1:
             raise ValueError(f"trainrun.load: {path} is a zip file but not a torch.save checkpoint "
                              f"(found {len(pickles)} data.pkl records)")
         prefix = pickles[0][:-len("data.pkl")]
-        return _RestrictedUnpickler(archive.read(pickles[0]), archive, prefix).load()
+        return _RestrictedUnpickler(archive.read(pickles[0]), archive, prefix, weights_only).load()
 
 
 # ---- writing ---------------------------------------------------------------------------------------------

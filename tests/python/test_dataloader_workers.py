@@ -72,6 +72,15 @@ def test_workers_give_the_batches_of_num_workers_0_in_the_same_order(context):
     assert all(b["x"].is_shared() for b in got)  # arrived through shared memory
 
 
+def test_spawned_workers_take_a_dataset_of_tensors():
+    # The dataset's tensors go to each spawned worker as shared-memory descriptors; two storages of one shared
+    # segment pass that descriptor once (a spawn refuses it twice).
+    dataset = data.TensorDataset(trainrun.arange(10.0).unsqueeze(1), trainrun.arange(10))
+    loader = data.DataLoader(dataset, batch_size=5, num_workers=2, multiprocessing_context="spawn")
+    assert [labels.tolist() for _, labels in loader] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+    assert [x.reshape(-1).tolist() for x, _ in loader][1] == [5.0, 6.0, 7.0, 8.0, 9.0]
+
+
 def test_iterable_dataset_batches_interleave_by_worker_as_in_pytorch():
     got = [b.tolist() for b in data.DataLoader(Stream(), batch_size=3, num_workers=2)]
     assert got == [[0, 2, 4], [1, 3, 5], [6, 8, 10], [7, 9, 11], [12, 14, 16], [13, 15, 17], [18], [19]]

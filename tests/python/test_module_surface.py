@@ -146,3 +146,48 @@ def test_state_dict_hooks_rename_keys_and_see_prefixes():
     assert model.load_state_dict(old).unexpected_keys == []  # the post hook forgave it
     assert model.state_dict(keep_vars=True)["0.weight"].requires_grad
     assert model.state_dict(keep_vars=True)["0.weight"] is model[0].weight
+
+
+def test_pytorchs_module_files_and_their_private_bases():
+    from trainrun.nn.modules.batchnorm import _BatchNorm, _NormBase
+    from trainrun.nn.modules.conv import _ConvNd
+    import trainrun.nn.modules.linear as linear
+    assert nn.modules.module.Module is nn.Module and linear.Linear is nn.Linear and nn.modules.Conv2d is nn.Conv2d
+    assert isinstance(nn.BatchNorm2d(3), _BatchNorm) and isinstance(nn.SyncBatchNorm(3), _BatchNorm)
+    assert isinstance(nn.InstanceNorm1d(3), _NormBase) and not isinstance(nn.LayerNorm(3), _BatchNorm)
+    assert all(issubclass(c, _ConvNd) for c in (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose2d))
+    assert isinstance(nn.Dropout(), nn.modules.dropout._DropoutNd) and isinstance(nn.MSELoss(), nn.modules.loss._Loss)
+    # the weight-decay split scripts write
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.LazyLinear(3))
+    norms = [m for m in model.modules() if isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.LayerNorm))]
+    assert norms == [model[1]]
+    model.set_submodule("2", nn.Identity())
+    assert isinstance(model[2], nn.Identity)
+    with pytest.raises(AttributeError):
+        model.set_submodule("9", nn.Identity(), strict=True)
+
+
+def test_load_whole_objects_only_when_asked(tmp_path):
+    import dataclasses
+    path = str(tmp_path / "model.pt")
+    torch.save(nn.Linear(2, 3), path)
+    with pytest.raises(Exception, match="weights_only=False"):
+        torch.load(path)
+    loaded = torch.load(path, weights_only=False)
+    assert isinstance(loaded, nn.Linear) and loaded.weight.shape == (3, 2)
+    torch.save({"config": Config(0.5), "w": torch.ones(2)}, path)
+    with pytest.raises(Exception, match="add_safe_globals"):
+        torch.load(path)
+    with torch.serialization.safe_globals([Config]):
+        assert torch.load(path, mmap=True)["config"] == Config(0.5)
+    torch.serialization.add_safe_globals([Config])
+    try:
+        assert Config in torch.serialization.get_safe_globals() and torch.load(path)["config"].lr == 0.5
+    finally:
+        torch.serialization.clear_safe_globals()
+    assert dataclasses.is_dataclass(Config)
+
+
+@__import__("dataclasses").dataclass
+class Config:
+    lr: float = 0.1

@@ -26,6 +26,23 @@ class _CudnnModule(types.ModuleType):
     def version():
         return None
 
+    def flags(self, enabled=False, benchmark=False, benchmark_limit=10, deterministic=False, allow_tf32=True):
+        """A context manager setting the flags inside and restoring them after, as PyTorch's."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def setting():
+            names = ("enabled", "benchmark", "benchmark_limit", "deterministic", "allow_tf32")
+            saved = {n: getattr(self, n) for n in names}
+            for n, v in zip(names, (enabled, benchmark, benchmark_limit, deterministic, allow_tf32)):
+                setattr(self, n, v)
+            try:
+                yield
+            finally:
+                for n, v in saved.items():
+                    setattr(self, n, v)
+        return setting()
+
 
 cudnn = _CudnnModule("trainrun.backends.cudnn")
 cuda = types.ModuleType("trainrun.backends.cuda")

@@ -75,7 +75,18 @@ def _storage_handle(storage):
     slot = outgoing.add(storage, fd, inode) if outgoing is not None else None
     if slot is not None:
         return ("slot", slot, inode, offset, nbytes)
-    return ("dupfd", reduction.DupFd(fd), inode, offset, nbytes)
+    return ("dupfd", _dup_fd(fd), inode, offset, nbytes)
+
+
+def _dup_fd(fd):
+    """reduction.DupFd(fd), once per descriptor for a spawned child: a spawn passes each descriptor to the new
+    process by number, and several storages of one shared segment must not list it twice (fork_exec refuses
+    repeated descriptors)."""
+    from multiprocessing import context
+    spawning = context.get_spawning_popen()
+    if spawning is not None and getattr(spawning, "method", None) == "spawn" and fd in spawning._fds:
+        return spawning.DupFd(fd)
+    return reduction.DupFd(fd)
 
 
 _cuda_exports = set()  # export ids this process registered with its broker
@@ -130,10 +141,12 @@ def _storage_from_handle(handle):
             built[key] = _C._storage_from_shared_fd(fds[ref], offset, nbytes)
         return built[key]
     fd = ref.detach()
+    inherited = type(ref).__module__ == "multiprocessing.popen_spawn_posix"  # (the child's own: others share it)
     try:
         return _C._storage_from_shared_fd(fd, offset, nbytes)
     finally:
-        os.close(fd)
+        if not inherited:
+            os.close(fd)
 
 
 def _dtype_name(dtype):

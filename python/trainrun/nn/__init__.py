@@ -177,3 +177,4 @@ from trainrun.nn import parallel  # noqa: E402,F401
 from trainrun.nn import attention  # noqa: E402,F401  (nn.attention.sdpa_kernel)
 from trainrun.nn import _reprs  # noqa: E402
 _reprs.install()
+from trainrun.nn import modules  # noqa: E402,F401  (torch.nn.modules.<file> paths)

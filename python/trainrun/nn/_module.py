@@ -428,6 +428,17 @@ def _get_submodule(self, target):
     return module
 
 
+def _set_submodule(self, target, module, strict=False):
+    """Replaces (or, unless strict, adds) the submodule at the dotted path target."""
+    if not target:
+        raise ValueError("Cannot set the submodule without a target name!")
+    path, _, name = target.rpartition(".")
+    parent = _get_submodule(self, path)
+    if strict and name not in dict(parent.named_children()):
+        raise AttributeError(f"{type(parent).__name__} has no attribute `{name}`")
+    setattr(parent, name, module)
+
+
 def _get_parameter(self, target):
     path, _, name = target.rpartition(".")
     params = dict(_get_submodule(self, path).named_parameters(False))
@@ -469,6 +480,7 @@ _C.nn.Module.add_module = lambda self, name, module: setattr(self, name, module)
     else self.register_module(name, module)
 _C.nn.Module.register_module_ = _C.nn.Module.add_module
 _C.nn.Module.get_submodule = _get_submodule
+_C.nn.Module.set_submodule = _set_submodule
 _C.nn.Module.get_parameter = _get_parameter
 _C.nn.Module.get_buffer = _get_buffer
 _named_views.install(_C.nn.Module)

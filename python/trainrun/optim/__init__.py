@@ -8,6 +8,7 @@ from collections.abc import MutableMapping
 import collections.abc
 
 from trainrun import _C
+from trainrun.optim import _step_hooks
 from trainrun.optim._local_params import local_params
 
 # PyTorch's option names that trainrun's C++ optimizers keep under other names.
@@ -122,7 +123,21 @@ def _to_options(group):
 
 
 class _GroupsMixin:
-    """param_groups and add_param_group over the C++ optimizer's groups."""
+    """param_groups and add_param_group over the C++ optimizer's groups; step(closure) and step hooks."""
+
+    @_step_hooks.with_hooks
+    def step(self, closure=None):
+        """One update; closure (re-evaluating the loss, with gradients) runs first and its loss is returned."""
+        loss = None
+        if closure is not None:
+            from trainrun._autograd import enable_grad
+            with enable_grad():
+                loss = closure()
+        super().step()
+        return loss
+
+    register_step_pre_hook = _step_hooks.register_step_pre_hook
+    register_step_post_hook = _step_hooks.register_step_post_hook
 
     def _init_groups(self, params, init):
         params = local_params(params)
@@ -266,3 +281,5 @@ from trainrun.optim.optimizer import Optimizer  # noqa: E402,F401
 from trainrun.optim.rmsprop_adagrad import Adagrad, RMSprop  # noqa: E402,F401
 from trainrun.optim.adam_variants import Adamax, NAdam, RAdam  # noqa: E402,F401
 from trainrun.optim import lr_scheduler  # noqa: E402,F401
+from trainrun.optim.adadelta_rprop_asgd import ASGD, Adadelta, Rprop  # noqa: E402,F401
+from trainrun.optim.lbfgs import LBFGS  # noqa: E402,F401

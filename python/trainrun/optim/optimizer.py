@@ -8,7 +8,9 @@ import functools
 
 from trainrun import _C
 from trainrun._autograd import no_grad
+from trainrun.optim import _step_hooks
 from trainrun.optim._local_params import local_params
+from trainrun.optim._step_hooks import register_optimizer_step_post_hook, register_optimizer_step_pre_hook  # noqa
 
 
 def _eager_step(step):
@@ -28,7 +30,10 @@ class Optimizer:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "step" in cls.__dict__:
-            cls.step = _eager_step(cls.__dict__["step"])
+            cls.step = _step_hooks.with_hooks(_eager_step(cls.__dict__["step"]))
+
+    register_step_pre_hook = _step_hooks.register_step_pre_hook
+    register_step_post_hook = _step_hooks.register_step_post_hook
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)

@@ -392,5 +392,7 @@ IDIOMS_OPS = [
     ("f-string of a loss", "loss = torch.tensor(1.23456)\nresult = (f'{loss:.2f}', f'{torch.tensor(7):03d}', f'step {torch.tensor(3)}')"),
     ("retains_grad", "a = torch.ones(2, requires_grad=True); b = a * 2; r0 = b.retains_grad; b.retain_grad()\nresult = (r0, b.retains_grad, a.retains_grad)"),
     ("parameter identity", "m = nn.Linear(2, 2); w = m.weight\nresult = (m.weight is w, next(m.parameters()) is w, {p: n for n, p in m.named_parameters()}[m.bias])"),
+    ("cudnn.flags context", "with torch.backends.cudnn.flags(enabled=False, deterministic=True):\n    inside = (torch.backends.cudnn.enabled, torch.backends.cudnn.deterministic)\nresult = (inside, torch.backends.cudnn.enabled, torch.backends.cudnn.deterministic)"),
+    ("SGD step(closure) returns the loss", "m = nn.Linear(2, 1); nn.init.constant_(m.weight, 0.5); nn.init.zeros_(m.bias); o = torch.optim.SGD(m.parameters(), lr=0.1)\ndef closure():\n    o.zero_grad(); l = m(torch.ones(1, 2)).sum(); l.backward(); return l\nresult = (o.step(closure), m.weight)"),
     ("Linear without bias reads None", "m = nn.Linear(2, 3, bias=False); c = nn.Conv2d(1, 1, 1, bias=False)\nresult = (m.bias, c.bias, nn.LayerNorm(3, elementwise_affine=False).weight, list(m.state_dict()))"),
 ]

@@ -1,0 +1,88 @@
+"""torch.nn.modules: PyTorch's module files (torch.nn.modules.conv, .batchnorm, .linear, ...), for the imports and
+isinstance checks scripts write against them (`isinstance(m, nn.modules.batchnorm._BatchNorm)` to leave norms out
+of weight decay, `from torch.nn.modules.conv import _ConvNd`). Each is a module of trainrun's classes under
+PyTorch's names; the private bases (_ConvNd, _BatchNorm, _NormBase, _DropoutNd, _MaxPoolNd, ...) are abstract
+classes the matching layers are registered with, so isinstance and issubclass answer as in PyTorch."""
+import abc
+import sys
+import types
+
+from trainrun import nn
+
+# file -> names from trainrun.nn it holds
+_FILES = {
+    "module": ["Module"], "linear": ["Linear", "Identity", "Bilinear", "LazyLinear"],
+    "conv": ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"],
+    "batchnorm": ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"],
+    "instancenorm": ["InstanceNorm1d", "InstanceNorm2d"],
+    "normalization": ["LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm"],
+    "container": ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"],
+    "dropout": ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"],
+    "pooling": ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+                "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "MaxUnpool2d"],
+    "sparse": ["Embedding", "EmbeddingBag"], "rnn": ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"],
+    "transformer": ["Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+                    "TransformerDecoderLayer"],
+    "activation": ["ReLU", "ReLU6", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Softmin",
+                   "LeakyReLU", "ELU", "CELU", "SELU", "GLU", "Hardtanh", "Hardswish", "Hardsigmoid", "Softplus",
+                   "Softshrink", "Hardshrink", "Tanhshrink", "Softsign", "LogSigmoid", "Threshold", "PReLU", "RReLU",
+                   "MultiheadAttention", "Softmax2d"],
+    "loss": [n for n in dir(nn) if n.endswith("Loss")] + ["_Loss", "_WeightedLoss"],
+    "padding": ["ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
+                "ReplicationPad1d", "ReplicationPad2d"],
+    "pixelshuffle": ["PixelShuffle", "PixelUnshuffle"], "upsampling": ["Upsample", "UpsamplingNearest2d",
+                                                                      "UpsamplingBilinear2d"],
+    "flatten": ["Flatten", "Unflatten"], "fold": ["Fold", "Unfold"], "distance": ["CosineSimilarity",
+                                                                                 "PairwiseDistance"],
+    "channelshuffle": ["ChannelShuffle"],
+}
+
+
+def _abstract(name, members, doc):
+    base = abc.ABCMeta(name, (), {"__doc__": doc, "__module__": "trainrun.nn.modules"})
+    for member in members:
+        base.register(getattr(nn, member))
+    return base
+
+
+# file -> (private base, the layers registered with it)
+_BASES = {
+    "conv": [("_ConvNd", ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"]),
+             ("_ConvTransposeNd", ["ConvTranspose1d", "ConvTranspose2d"])],
+    "batchnorm": [("_NormBase", ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "InstanceNorm1d",
+                                 "InstanceNorm2d"]),
+                  ("_BatchNorm", ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"])],
+    "instancenorm": [("_InstanceNorm", ["InstanceNorm1d", "InstanceNorm2d"])],
+    "dropout": [("_DropoutNd", ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+                                "FeatureAlphaDropout"])],
+    "pooling": [("_MaxPoolNd", ["MaxPool1d", "MaxPool2d", "MaxPool3d"]),
+                ("_AvgPoolNd", ["AvgPool1d", "AvgPool2d", "AvgPool3d"]),
+                ("_AdaptiveAvgPoolNd", ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d"]),
+                ("_AdaptiveMaxPoolNd", ["AdaptiveMaxPool2d", "AdaptiveMaxPool3d"])],
+    "padding": [("_ConstantPadNd", ["ConstantPad1d", "ConstantPad2d", "ZeroPad2d"]),
+                ("_ReflectionPadNd", ["ReflectionPad1d", "ReflectionPad2d"]),
+                ("_ReplicationPadNd", ["ReplicationPad1d", "ReplicationPad2d"])],
+}
+
+
+def _build():
+    for file, names in _FILES.items():
+        module = types.ModuleType(f"{__name__}.{file}", f"torch.nn.modules.{file}, as trainrun's classes")
+        for n in names:
+            if hasattr(nn, n):
+                setattr(module, n, getattr(nn, n))
+        for base, members in _BASES.get(file, []):
+            setattr(module, base, _abstract(base, [m for m in members if hasattr(nn, m)],
+                                            f"PyTorch's {base}: the layers of that kind are its (virtual) "
+                                            "subclasses"))
+        if file == "linear":
+            from trainrun.nn._layers import NonDynamicallyQuantizableLinear
+            module.NonDynamicallyQuantizableLinear = NonDynamicallyQuantizableLinear
+        sys.modules[module.__name__] = module
+        globals()[file] = module
+        for n in names:
+            if hasattr(nn, n):
+                globals().setdefault(n, getattr(nn, n))
+
+
+_build()
