@@ -190,7 +190,7 @@ class SequenceParallel(ParallelStyle):
 
     def _apply(self, module, mesh):
         _check_1d(mesh, "SequenceParallel")
-        group = mesh._group(0)
+        group = mesh.get_group(0)  # (a ProcessGroup, the world's too: None would read as "no sum" below)
         for name, p in module._named_local_parameters(False):
             if p.requires_grad:
                 p.register_hook(lambda g, group=group: _redistribute.all_reduced(g, group))
