@@ -77,8 +77,9 @@ def test_the_agent_hosts_the_broker_and_reports_what_workers_left_behind(ranks, 
 
 def no_leases(_):
     c = _broker.client_for_export()
-    c.export("x", 4096, "cuda:0", lambda lease: None)
-    _broker.client_at(c.path).release(c.lease("x"))
+    export_id = f"{os.getpid()}:x"  # (ids are per process, as the CUDA exports' are: both ranks export one)
+    c.export(export_id, 4096, "cuda:0", lambda lease: None)
+    _broker.client_at(c.path).release(c.lease(export_id))
 
 
 def test_a_job_that_gives_everything_back_has_no_leak_report(ranks, tmp_path):
