@@ -199,6 +199,14 @@ void bind_tensor(py::module_& m) {
       // The TensorImpl's address: the same for every handle of one tensor
       // (deepcopy's memo keeps tied weights tied by it).
       .def_property_readonly("_cdata", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); })
+      // The in-place view ops (unsqueeze_, t_, ...): this tensor takes a view's geometry over the same storage.
+      .def("_set_geometry",
+           [](Tensor& t, const IntList& sizes, const IntList& strides, int64_t offset) {
+             TR_CHECK(sizes.size() == strides.size(), ValueError, "_set_geometry: {} sizes but {} strides",
+                      sizes.size(), strides.size());
+             t.impl()->set_geometry(sizes, strides, offset);
+             t.impl()->bump_version();
+           })
       .def("item", &item_of)
       .def("__repr__",
            [](const Tensor& t) {

@@ -201,6 +201,7 @@ from trainrun._cond import cond  # noqa: E402,F401
 
 from trainrun.nn.functional import conv2d, max_pool2d  # noqa: E402,F401  (torch.conv2d, torch.max_pool2d)
 from trainrun import _tensor_pickling  # noqa: E402,F401  (deepcopy, pickle, share_memory_)
+from trainrun import _inplace_views  # noqa: E402,F401  (unsqueeze_, t_, resize_, ...)
 from trainrun import multiprocessing  # noqa: E402,F401
 from trainrun import amp  # noqa: E402,F401  (autocast, GradScaler)
 from trainrun.amp._device_modules import install as _install_amp  # noqa: E402

@@ -394,5 +394,6 @@ IDIOMS_OPS = [
     ("parameter identity", "m = nn.Linear(2, 2); w = m.weight\nresult = (m.weight is w, next(m.parameters()) is w, {p: n for n, p in m.named_parameters()}[m.bias])"),
     ("cudnn.flags context", "with torch.backends.cudnn.flags(enabled=False, deterministic=True):\n    inside = (torch.backends.cudnn.enabled, torch.backends.cudnn.deterministic)\nresult = (inside, torch.backends.cudnn.enabled, torch.backends.cudnn.deterministic)"),
     ("SGD step(closure) returns the loss", "m = nn.Linear(2, 1); nn.init.constant_(m.weight, 0.5); nn.init.zeros_(m.bias); o = torch.optim.SGD(m.parameters(), lr=0.1)\ndef closure():\n    o.zero_grad(); l = m(torch.ones(1, 2)).sum(); l.backward(); return l\nresult = (o.step(closure), m.weight)"),
+    ("in-place view ops", "x = torch.arange(6.).reshape(2, 3); x.t_(); y = torch.ones(3); y.unsqueeze_(0); z = torch.arange(6.); z.resize_(2, 2)\na = torch.arange(6.); a.as_strided_((2, 2), (1, 2), 1)\nresult = (x, x.is_contiguous(), y.shape, z, a, torch.ones(1, 3).squeeze_().shape, torch.ones(2, 3).transpose_(0, 1).shape)"),
     ("Linear without bias reads None", "m = nn.Linear(2, 3, bias=False); c = nn.Conv2d(1, 1, 1, bias=False)\nresult = (m.bias, c.bias, nn.LayerNorm(3, elementwise_affine=False).weight, list(m.state_dict()))"),
 ]
