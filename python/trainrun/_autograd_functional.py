@@ -40,6 +40,15 @@ def _grad(outputs, inputs, grad_outputs, create_graph, strict, fn):
     return tuple(result)
 
 
+def _vector(v, like, fn, what):
+    """v as a tuple of tensors; None stands for ones where `like` (the outputs or inputs) are single elements."""
+    if v is not None:
+        return _as_tuple(v, "v", fn)[0]
+    if any(t.numel() != 1 for t in like):
+        raise RuntimeError(f"{fn}: v can only be None if the {what} has a single element")
+    return tuple(_C.ones(list(t.shape), dtype=t.dtype) for t in like)
+
+
 def _finish(values, create_graph):
     return tuple(v if create_graph else v.detach() for v in values)
 
@@ -51,12 +60,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
         xs = _prepared(inputs, create_graph)
         out = func(*xs)
         outs, out_tuple = _as_tuple(out, "outputs of the user-provided function", "vjp")
-        if v is None:
-            if any(o.numel() != 1 for o in outs):
-                raise RuntimeError("vjp: v can only be None if the output of the function has a single element")
-            vs = tuple(_C.ones(list(o.shape), dtype=o.dtype) for o in outs)
-        else:
-            vs, _ = _as_tuple(v, "v", "vjp")
+        vs = _vector(v, outs, "vjp", "output of the function")
         result = _grad(outs, xs, vs, create_graph, strict, "vjp")
     outs = _finish(outs, create_graph)
     return (outs if out_tuple else outs[0]), (_finish(result, create_graph) if in_tuple else
@@ -66,12 +70,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), J v): the Jacobian-vector product, by differentiating v^T J with respect to v."""
     inputs, in_tuple = _as_tuple(inputs, "inputs", "jvp")
-    if v is None:
-        if any(x.numel() != 1 for x in inputs):
-            raise RuntimeError("jvp: v can only be None if the input to the function has a single element")
-        vs = tuple(_C.ones(list(x.shape), dtype=x.dtype) for x in inputs)
-    else:
-        vs, _ = _as_tuple(v, "v", "jvp")
+    vs = _vector(v, inputs, "jvp", "input to the function")
     with enable_grad():
         xs = _prepared(inputs, create_graph)
         outs, out_tuple = _as_tuple(func(*xs), "outputs of the user-provided function", "jvp")
@@ -128,11 +127,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), v^T H) for a function with one-element output."""
     inputs, in_tuple = _as_tuple(inputs, "inputs", "vhp")
-    vs, _ = _as_tuple(v, "v", "vhp") if v is not None else (None, False)
-    if vs is None:
-        if any(x.numel() != 1 for x in inputs):
-            raise RuntimeError("vhp: v can only be None if the input to the function has a single element")
-        vs = tuple(_C.ones(list(x.shape), dtype=x.dtype) for x in inputs)
+    vs = _vector(v, inputs, "vhp", "input to the function")
     with enable_grad():
         xs = _prepared(inputs, create_graph)
         outs, _ = _as_tuple(func(*xs), "outputs of the user-provided function", "vhp")

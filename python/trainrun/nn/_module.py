@@ -13,23 +13,8 @@ from trainrun.nn import _cpp_layers_functional
 from trainrun.nn import _backward_hooks
 from trainrun.nn import _named_views
 from trainrun.nn.parameter import Parameter
+from trainrun.utils.hooks import RemovableHandle
 
-
-class RemovableHandle:
-    """What register_*_hook returns: .remove() takes the hook off (also as a context manager)."""
-    _ids = itertools.count()
-
-    def __init__(self, hooks):
-        self._hooks, self.id = hooks, next(RemovableHandle._ids)
-
-    def remove(self):
-        self._hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
 
 
 def _hook_table(module, name):

@@ -3,28 +3,14 @@ before each step (it may return new (args, kwargs)), register_step_post_hook(hoo
 kwargs) after it, and torch.optim.optimizer.register_optimizer_step_pre_hook/post_hook for every optimizer
 (global pre hooks first, global post hooks last). Each returns a handle whose remove() unregisters the hook."""
 import functools
-import itertools
 
-_ids = itertools.count()
+from trainrun.utils.hooks import RemovableHandle
+
 _GLOBAL_PRE, _GLOBAL_POST = {}, {}
 
 
-class _Handle:
-    def __init__(self, table):
-        self._table, self.id = table, next(_ids)
-
-    def remove(self):
-        self._table.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
-
-
 def _add(table, hook):
-    handle = _Handle(table)
+    handle = RemovableHandle(table)
     table[handle.id] = hook
     return handle
 

@@ -32,19 +32,26 @@ def weight_norm(module, name="weight", dim=0):
     return module
 
 
-def remove_weight_norm(module, name="weight"):
-    kind = module.__dict__.get("_legacy_norms", {}).get(name)
-    if kind is None or kind[0] != "weight_norm":
-        raise ValueError(f"weight_norm of '{name}' not found in {module}")
+def _remove(module, name, kind, registered):
+    """The computed weight back as a plain parameter; the tensors it was computed from unregistered."""
+    entry = module.__dict__.get("_legacy_norms", {}).get(name)
+    if entry is None or entry[0] != kind:
+        raise ValueError(f"{kind} of '{name}' not found in {module}")
+    if kind == "spectral_norm":
+        entry[1].remove()  # (its power-iteration hook)
     with no_grad():
         weight = getattr(module, name).detach().clone()
     delattr(type(module), name)
-    for suffix in ("_g", "_v"):
+    for suffix in registered:
         parametrize.unregister(module, name + suffix)
     del module.__dict__["_legacy_norms"][name]
     parametrize.restore_class(module)
     module.register_parameter(name, Parameter(weight))
     return module
+
+
+def remove_weight_norm(module, name="weight"):
+    return _remove(module, name, "weight_norm", ("_g", "_v"))
 
 
 def _as_matrix(weight, dim):
@@ -95,17 +102,4 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
 
 
 def remove_spectral_norm(module, name="weight"):
-    kind = module.__dict__.get("_legacy_norms", {}).get(name)
-    if kind is None or kind[0] != "spectral_norm":
-        raise ValueError(f"spectral_norm of '{name}' not found in {module}")
-    kind[1].remove()
-    with no_grad():
-        weight = getattr(module, name).detach().clone()
-    delattr(type(module), name)
-    parametrize.unregister(module, name + "_orig")
-    for suffix in ("_u", "_v"):
-        parametrize.unregister(module, name + suffix)
-    del module.__dict__["_legacy_norms"][name]
-    parametrize.restore_class(module)
-    module.register_parameter(name, Parameter(weight))
-    return module
+    return _remove(module, name, "spectral_norm", ("_orig", "_u", "_v"))
