@@ -251,9 +251,10 @@ DTensor.__getitem__ = _getitem
 
 
 def _dispatching(name, original, handler):
-    """trainrun.<name> that hands DTensor arguments to `handler` and everything else to the original."""
+    """trainrun.<name> that hands calls with a DTensor positional argument to `handler` and everything else to
+    the original."""
     def fn(*args, **kwargs):
-        if (args and isinstance(args[0], DTensor)) or (len(args) > 1 and isinstance(args[1], DTensor)):
+        if any(isinstance(a, DTensor) for a in args):
             return handler(*args, **kwargs)
         return original(*args, **kwargs)
     fn.__name__, fn.__doc__, fn.__wrapped__ = name, getattr(original, "__doc__", None), original

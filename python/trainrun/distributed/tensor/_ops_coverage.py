@@ -18,23 +18,12 @@ from trainrun.distributed.tensor.placement_types import Replicate, Shard
 from trainrun.nn import functional as F
 
 
-def _has_dtensor(args):
-    return any(isinstance(a, DTensor) for a in args)
-
-
 def _dispatching(module, name, handler):
-    """module.<name> that hands calls with a DTensor positional argument to `handler`."""
+    """module.<name> through _ops's dispatching wrapper: handler(original, *args) for calls with a DTensor."""
     original = getattr(module, name)
     if getattr(original, "_dtensor_aware", False):  # (_ops's own rule, or installed already)
         return
-
-    @functools.wraps(original)
-    def fn(*args, **kwargs):
-        if _has_dtensor(args):
-            return handler(original, *args, **kwargs)
-        return original(*args, **kwargs)
-    fn._dtensor_aware = True
-    setattr(module, name, fn)
+    setattr(module, name, _ops._dispatching(name, original, functools.partial(handler, original)))
 
 
 def _pointwise_call(name):
