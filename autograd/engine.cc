@@ -1,5 +1,6 @@
 #include "autograd/engine.h"
 
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -8,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
 #include "tensor/ops.h"
+#include "tensor/record_function.h"
 
 namespace trainrun {
 namespace autograd {
@@ -52,6 +54,11 @@ TensorList run_node(Node& node, TensorList&& grads, const std::vector<bool>* nee
     const std::vector<bool>* outer;
     ~Restore() { t_needed_edges = outer; }
   } restore{outer};
+  std::optional<profiling::Range> evaluate, apply;  // (PyTorch's two events for a node's backward)
+  if (profiling::active()) {
+    evaluate.emplace("autograd::engine::evaluate_function: " + node.name());
+    apply.emplace(node.name());
+  }
   try {
     return node.run(std::move(grads));
   } catch (const Error&) {

@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <optional>
+
 #include "autograd/grad_mode.h"
 #include "base/error.h"
 #include "compile/external_call.h"
 #include "compile/fused_kernel.h"
 #include "tensor/factories.h"
 #include "tensor/generator.h"
+#include "tensor/record_function.h"
 
 namespace trainrun::compile {
 
@@ -141,7 +144,11 @@ std::vector<Tensor> CapturedGraph::run(const std::vector<Tensor>& inputs, const 
       std::vector<Tensor> in, out;
       in.reserve(node.args.size());
       for (const Slot& a : node.args) in.push_back(values[a.value]);
+      std::optional<profiling::Range> range;  // a generated loop is one event, named as explain() shows it
+      if (profiling::active())
+        range.emplace(fmt::format("{}[{}]", node.fused->name, fmt::join(node.fused->ops, ", ")));
       node.fused->run(in, out);
+      range.reset();
       for (size_t r = 0; r < out.size(); ++r) values[node.results[r].value] = std::move(out[r]);
       for (int v : free_after_[n])
         if (!kept[v]) values[v] = Tensor();

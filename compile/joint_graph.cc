@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <optional>
 #include <unordered_set>
 
 #include "autograd/engine.h"
@@ -15,6 +16,7 @@
 #include "compile/recompute.h"
 #include "compile/scatter_sum.h"
 #include "tensor/factories.h"
+#include "tensor/record_function.h"
 
 namespace trainrun::compile {
 
@@ -170,6 +172,8 @@ std::shared_ptr<JointGraph> JointGraph::record(std::shared_ptr<const CapturedGra
 }
 
 std::vector<Tensor> JointGraph::run(const std::vector<Tensor>& inputs) const {
+  std::optional<profiling::Range> range;  // (PyTorch's name for a compiled call's forward)
+  if (profiling::active()) range.emplace("CompiledFunction");
   CapturedGraph::RunOptions options;
   options.record_autograd = false;
   options.keep = &keep_;

@@ -27,6 +27,7 @@
 #include "tensor/dispatch_key.h"
 #include "tensor/dtype.h"
 #include "tensor/ivalue.h"
+#include "tensor/record_function.h"
 
 namespace trainrun {
 
@@ -183,6 +184,19 @@ class Op<R(Args...)> {
   }
 
   R call(DispatchKeySet keys, Args... args) const {
+    if (profiling::active()) [[unlikely]] {  // one event per call (tensor/record_function.h)
+      profiling::OpRange range(*table_, args...);
+      return dispatch(keys, std::forward<Args>(args)...);
+    }
+    return dispatch(keys, std::forward<Args>(args)...);
+  }
+  void register_kernel(int slot, Fn fn) const { table_->set_kernel(slot, reinterpret_cast<void*>(fn)); }
+  const OpTable& table() const { return *table_; }
+
+ private:
+  explicit Op(OpTable* table) : table_(table) {}
+
+  R dispatch(DispatchKeySet keys, Args... args) const {
     DispatchKeySet live = (keys | tls_included_keys()) - tls_excluded_keys();
     while (!live.empty()) {
       const DispatchKey key = live.highest();
@@ -206,11 +220,6 @@ class Op<R(Args...)> {
     }
     Dispatcher::throw_no_kernel(*table_, live);
   }
-  void register_kernel(int slot, Fn fn) const { table_->set_kernel(slot, reinterpret_cast<void*>(fn)); }
-  const OpTable& table() const { return *table_; }
-
- private:
-  explicit Op(OpTable* table) : table_(table) {}
 
   // No gradient formula registered: autograd decides whether that is an
   // error (grad mode on and a floating result), then the op runs below it.

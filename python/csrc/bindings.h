@@ -15,6 +15,7 @@ namespace py = pybind11;
 
 void bind_tensor(py::module_& m);
 void bind_storage(py::module_& m);
+void bind_profiler(py::module_& m);
 void bind_autograd(py::module_& m);
 void bind_nn(py::module_& m);
 void bind_distributed(py::module_& m);

@@ -48,6 +48,7 @@ PYBIND11_MODULE(_C, m) {
   trainrun::python::bind_cuda(m);  // first: the device type appears in later signatures
   trainrun::python::bind_tensor(m);
   trainrun::python::bind_storage(m);
+  trainrun::python::bind_profiler(m);
   trainrun::python::bind_ipc(m);
   trainrun::python::bind_compile(m);
   trainrun::python::bind_ops(m);

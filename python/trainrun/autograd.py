@@ -130,6 +130,7 @@ class _unsafe_preserve_version_counter:
 
 from trainrun._gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: E402,F401
 from trainrun import profiler  # noqa: E402,F401  (torch.autograd.profiler.record_function)
+from trainrun.profiler import DeviceType  # noqa: E402,F401
 from trainrun import _autograd_functional as functional  # noqa: E402
 import sys as _sys  # noqa: E402
 _sys.modules[__name__ + ".functional"] = functional  # (import trainrun.autograd.functional as a submodule)

@@ -1,17 +1,19 @@
-"""torch.profiler, for what a training script marks: profile(...) records the ranges of record_function
-blocks and, with a schedule, one ProfilerStep#N range per step (as PyTorch's), on every thread, with wall times;
-key_averages().table() summarises them and export_chrome_trace / tensorboard_trace_handler write the
-Chrome trace format that chrome://tracing and Perfetto read. schedule(wait, warmup, active, repeat,
-skip_first) decides which steps record, as PyTorch's. Individual operators are not recorded (trainrun's
-dispatcher has no profiling hook yet): a table has the ranges the script named."""
-import collections
+"""torch.profiler: profile(...) records every operator called through the dispatcher ("aten::addmm", a custom
+op's "ns::name"), the autograd engine's nodes ("autograd::engine::evaluate_function: ..."), a compiled call's
+generated loops and the ranges record_function names, on every thread, with wall times and (record_shapes) the
+sizes of each op's tensor arguments; with a schedule, one ProfilerStep#N range per step (as PyTorch's). Events
+nest by time on their thread, so each has a self time; key_averages().table() prints PyTorch's summary and
+export_chrome_trace / tensorboard_trace_handler write the Chrome trace format that chrome://tracing and Perfetto
+read. schedule(wait, warmup, active, repeat, skip_first) decides which steps record, as PyTorch's. The recorder
+is tensor/record_function.h: while no profile records, an op pays one atomic load for it."""
 import contextlib
 import enum
-import json
 import os
 import socket
-import threading
 import time
+
+from trainrun import _C
+from trainrun.profiler._events import DeviceType, EventList, FunctionEvent, FunctionEventAvg, link_tree  # noqa: F401
 
 
 class ProfilerActivity(enum.Enum):
@@ -50,157 +52,94 @@ def schedule(*, wait, warmup, active, repeat=0, skip_first=0):
     return action
 
 
-_ACTIVE = []  # the profilers recording now (record_function reports to them)
-_LOCK = threading.Lock()
-
-
-class FunctionEvent:
-    """One recorded range: name, start and end (microseconds since the profile started), thread."""
-    __slots__ = ("name", "start_us", "end_us", "thread")
-
-    def __init__(self, name, start_us, end_us, thread):
-        self.name, self.start_us, self.end_us, self.thread = name, start_us, end_us, thread
-
-    @property
-    def cpu_time_total(self):
-        return self.end_us - self.start_us
-
-    def __repr__(self):
-        return f"<FunctionEvent name={self.name!r} cpu_time_total={self.cpu_time_total:.1f}us>"
-
-
-class FunctionEventAvg:
-    """The ranges of one name together: count, total and average time."""
-
-    def __init__(self, key):
-        self.key, self.count, self.cpu_time_total = key, 0, 0.0
-
-    @property
-    def cpu_time(self):
-        return self.cpu_time_total / self.count if self.count else 0.0
-
-    def __repr__(self):
-        return f"<FunctionEventAvg key={self.key!r} count={self.count} cpu_time_total={self.cpu_time_total:.1f}us>"
-
-
-class EventList(list):
-    def table(self, sort_by=None, row_limit=100, max_name_column_width=55, header=None, top_level_events_only=False):
-        rows = list(self)
-        if sort_by is not None:
-            key = sort_by.replace("self_", "").replace("cuda", "cpu").replace("device", "cpu")
-            if key not in ("cpu_time_total", "cpu_time", "count"):
-                raise ValueError(f"table(sort_by={sort_by!r}): sort by cpu_time_total, cpu_time or count")
-            rows.sort(key=lambda e: getattr(e, key), reverse=True)
-        rows = rows[:row_limit] if row_limit and row_limit > 0 else rows
-        width = max([len("Name")] + [min(len(e.key), max_name_column_width) for e in rows])
-        total = sum(e.cpu_time_total for e in self) or 1.0
-        lines = [header] if header else []
-        lines.append(f"{'Name':<{width}}  {'CPU total %':>11}  {'CPU total':>12}  {'CPU time avg':>12}  "
-                     f"{'# of Calls':>10}")
-        lines.append("-" * len(lines[-1]))
-        for e in rows:
-            lines.append(f"{e.key[:width]:<{width}}  {100.0 * e.cpu_time_total / total:>10.2f}%  "
-                         f"{_fmt_us(e.cpu_time_total):>12}  {_fmt_us(e.cpu_time):>12}  {e.count:>10}")
-        lines.append(f"Self CPU time total: {_fmt_us(total)}")
-        return "\n".join(lines)
-
-    def total_average(self):
-        avg = FunctionEventAvg("Total")
-        for e in self:
-            avg.count += e.count
-            avg.cpu_time_total += e.cpu_time_total
-        return avg
-
-
-def _fmt_us(us):
-    if us >= 1e6:
-        return f"{us / 1e6:.3f}s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3f}ms"
-    return f"{us:.3f}us"
-
-
 class record_function(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
-    """Marks a range (as a with block or a decorator) for the profilers recording now."""
+    """Marks a range (as a with block or a decorator) for the profilers recording now: one event, the parent of
+    the ops called inside it."""
 
     def __init__(self, name, args=None):
         self.name, self.args = name, args
         self._start = None
 
     def __enter__(self):
-        self._start = time.perf_counter_ns()
+        self._start = _C._profiler_now_ns() if _C._profiler_active() else None
         return self
 
     def __exit__(self, *exc):
-        end = time.perf_counter_ns()
-        with _LOCK:
-            recorders = list(_ACTIVE)
-        for prof in recorders:
-            prof._add(self.name, self._start, end)
+        if self._start is not None:
+            _C._profiler_add_event(self.name, self._start, _C._profiler_now_ns())
         return False
 
 
 class profile:  # noqa: N801  (PyTorch's name)
-    """PyTorch's profiler context: with schedule, step() moves through its actions and calls on_trace_ready
-    after each RECORD_AND_SAVE step; without, everything between start and stop is recorded."""
+    """PyTorch's profiler context: records every op called (aten::addmm, ...), the autograd engine's nodes, a
+    compiled call's generated loops and the ranges record_function names, each with its wall time, thread and
+    (record_shapes) its tensor arguments' sizes. With schedule, step() moves through its actions and calls
+    on_trace_ready after each RECORD_AND_SAVE step; without, everything between start and stop is recorded."""
 
     def __init__(self, *, activities=None, schedule=None, on_trace_ready=None, record_shapes=False,
                  profile_memory=False, with_stack=False, with_flops=False, with_modules=False,
-                 experimental_config=None, execution_trace_observer=None, acc_events=False, use_cuda=None):
+                 experimental_config=None, execution_trace_observer=None, acc_events=False, use_cuda=None,
+                 enabled=True, use_device=None, use_kineto=True, use_cpu=True, custom_trace_id_callback=None):
         self.activities = set(activities or [ProfilerActivity.CPU])
+        self.enabled = enabled
         self.schedule = schedule or (lambda step: ProfilerAction.RECORD)
         self.record_steps = schedule is not None  # (PyTorch's: ProfilerStep#N ranges with a schedule)
         self.on_trace_ready = on_trace_ready
         self.record_shapes, self.profile_memory, self.with_stack = record_shapes, profile_memory, with_stack
+        self.with_flops, self.with_modules = with_flops, with_modules
         self.step_num = 0
-        self._events, self._origin_ns, self._recording, self._step_start = [], None, False, None
+        self._raw, self._origin_ns, self._recording, self._step_start, self._from = [], None, False, None, 0
+        self._function_events = None
         self._acc_events = acc_events
 
     # ---- recording ----
-    def _add(self, name, start_ns, end_ns):
+    def _pull(self):
+        """Moves the events recorded since the last pull out of the recorder (it may be cleared later)."""
         if self._recording:
-            origin = self._origin_ns
-            self._events.append(FunctionEvent(name, (start_ns - origin) / 1e3, (end_ns - origin) / 1e3,
-                                              threading.get_ident()))
+            self._raw += _C._profiler_events(self._from)
+            self._from = _C._profiler_num_events()
+            self._function_events = None
 
     def _set_recording(self, on):
+        on = on and self.enabled
         if on and not self._recording:
-            with _LOCK:
-                _ACTIVE.append(self)
+            _C._profiler_start(self.record_shapes)
+            self._from = _C._profiler_num_events()
         elif not on and self._recording:
-            with _LOCK:
-                _ACTIVE.remove(self)
+            self._pull()
+            _C._profiler_stop()
         self._recording = on
 
     def start(self):
-        self._origin_ns = time.perf_counter_ns()
+        self._origin_ns = _C._profiler_now_ns()
         self._action = self.schedule(self.step_num)
         self._set_recording(self._action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE))
-        self._step_start = time.perf_counter_ns()
+        self._step_start = _C._profiler_now_ns()
 
     def stop(self):
         self._close_step()
         self._set_recording(False)
         if self.on_trace_ready is not None and self._action in (ProfilerAction.RECORD,
-                                                                 ProfilerAction.RECORD_AND_SAVE) and self._events:
+                                                                 ProfilerAction.RECORD_AND_SAVE) and self._raw:
             self.on_trace_ready(self)
 
     def step(self):
         """Ends step step_num (a ProfilerStep#N range) and moves the schedule on."""
         self._close_step()
+        self._pull()
         previous = self._action
         self.step_num += 1
         self._action = self.schedule(self.step_num)
         if previous == ProfilerAction.RECORD_AND_SAVE and self.on_trace_ready is not None:
             self.on_trace_ready(self)
             if not self._acc_events:
-                self._events = []
+                self._raw, self._function_events = [], None
         self._set_recording(self._action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE))
-        self._step_start = time.perf_counter_ns()
+        self._step_start = _C._profiler_now_ns()
 
     def _close_step(self):
         if self._step_start is not None and self._recording and self.record_steps:
-            self._add(f"ProfilerStep#{self.step_num}", self._step_start, time.perf_counter_ns())
+            _C._profiler_add_event(f"ProfilerStep#{self.step_num}", self._step_start, _C._profiler_now_ns())
         self._step_start = None
 
     def __enter__(self):
@@ -213,26 +152,36 @@ class profile:  # noqa: N801  (PyTorch's name)
 
     # ---- results ----
     def events(self):
-        return EventList(self._events)
+        """Every event recorded (FunctionEvents, each linked to its parent and children on its thread)."""
+        self._pull()
+        if self._function_events is None:
+            origin = self._origin_ns
+            events = [FunctionEvent(i, name, thread, (start - origin) / 1e3, (end - origin) / 1e3,
+                                    [list(s) for s in shapes])
+                      for i, (name, start, end, thread, shapes) in enumerate(self._raw)]
+            link_tree(events)
+            events.sort(key=lambda e: e.time_range.start)
+            self._function_events = EventList(events)
+        return self._function_events
+
+    @property
+    def function_events(self):
+        return self.events()
 
     def key_averages(self, group_by_input_shape=False, group_by_stack_n=0):
-        by_name = collections.OrderedDict()
-        for e in self._events:
-            avg = by_name.setdefault(e.name, FunctionEventAvg(e.name))
-            avg.count += 1
-            avg.cpu_time_total += e.cpu_time_total
-        return EventList(by_name.values())
+        return self.events().key_averages(group_by_input_shape, group_by_stack_n)
+
+    @property
+    def self_cpu_time_total(self):
+        return self.events().self_cpu_time_total
+
+    def table(self, *args, **kwargs):
+        return self.events().table(*args, **kwargs)
 
     def export_chrome_trace(self, path):
-        """The recorded ranges as Chrome trace events ("X" events, microseconds)."""
-        pid = os.getpid()
-        trace = {"traceEvents": [{"name": e.name, "ph": "X", "cat": "user_annotation"
-                                  if not e.name.startswith("ProfilerStep#") else "cpu_op",
-                                  "ts": e.start_us, "dur": e.cpu_time_total, "pid": pid, "tid": e.thread}
-                                 for e in self._events],
-                 "displayTimeUnit": "ms"}
-        with open(path, "w") as f:
-            json.dump(trace, f)
+        """The recorded events as Chrome trace events ("X" events, microseconds): operators as cpu_op, named
+        ranges as user_annotation."""
+        self.events().export_chrome_trace(path, pid=os.getpid())
 
     def export_stacks(self, path, metric="self_cpu_time_total"):
         raise NotImplementedError("export_stacks: trainrun's profiler records no stacks (with_stack)")
@@ -255,5 +204,6 @@ def tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False):
     return handler
 
 
-__all__ = ["ProfilerAction", "ProfilerActivity", "profile", "record_function", "schedule",
+__all__ = ["DeviceType", "EventList", "FunctionEvent", "FunctionEventAvg", "ProfilerAction", "ProfilerActivity",
+           "profile", "record_function", "schedule",
            "tensorboard_trace_handler"]

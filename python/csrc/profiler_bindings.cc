@@ -1,0 +1,34 @@
+// trainrun.profiler's recorder (tensor/record_function.h): start and stop
+// recording, the events so far as tuples, and ranges timed in Python.
+#include "python/csrc/bindings.h"
+#include "tensor/record_function.h"
+
+namespace trainrun {
+namespace python {
+
+void bind_profiler(py::module_& m) {
+  m.def("_profiler_start", &profiling::start, py::arg("record_shapes"));
+  m.def("_profiler_stop", &profiling::stop);
+  m.def("_profiler_active", &profiling::active);
+  m.def("_profiler_now_ns", &profiling::now_ns);
+  m.def("_profiler_num_events", &profiling::num_events);
+  m.def("_profiler_add_event", &profiling::add_event, py::arg("name"), py::arg("start_ns"), py::arg("end_ns"));
+  // (name, start_ns, end_ns, thread, shapes) per event, from the `from`-th.
+  m.def("_profiler_events", [](size_t from) {
+    std::vector<profiling::Event> events = profiling::events(from);
+    py::list out;
+    for (const profiling::Event& e : events) {
+      py::list shapes;
+      for (const IntList& s : e.shapes) {
+        py::list sizes;
+        for (int64_t d : s) sizes.append(d);
+        shapes.append(sizes);
+      }
+      out.append(py::make_tuple(py::str(e.name), e.start_ns, e.end_ns, e.thread, shapes));
+    }
+    return out;
+  }, py::arg("from") = 0);
+}
+
+}  // namespace python
+}  // namespace trainrun

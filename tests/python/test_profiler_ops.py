@@ -1,0 +1,134 @@
+"""trainrun.profiler records operators (tensor/record_function.h): every op called through the dispatcher is an
+event named as PyTorch names it ("aten::mm"; a custom op keeps its "ns::name"), once per call even though its
+autograd kernel calls it again below itself; events nest by time on their thread, so self time is total time
+less the children's; record_shapes gives each op its tensor arguments' sizes and key_averages groups by them;
+backward shows the engine's nodes; a compiled call shows its forward, its backward and its generated loops;
+nothing is recorded outside a profile."""
+import threading
+
+import pytest
+
+import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
+
+import trainrun as torch  # noqa: E402
+from trainrun.profiler import ProfilerActivity, profile, record_function  # noqa: E402
+
+
+def test_each_op_call_is_one_event_with_pytorch_names():
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            torch.mm(a, b)
+        torch.relu(a)
+    counts = {e.key: e.count for e in prof.key_averages()}
+    assert counts["aten::mm"] == 3 and counts["aten::relu"] == 1
+    torch.mm(a, b)  # after the profile: not recorded
+    assert sum(e.name == "aten::mm" for e in prof.events()) == 3
+
+
+def test_an_op_with_autograd_is_one_event_not_two():
+    w = torch.randn(4, 4, requires_grad=True)
+    with profile() as prof:
+        y = torch.mm(w, w)
+    assert [e.name for e in prof.events()].count("aten::mm") == 1
+    assert y.requires_grad
+
+
+def test_self_time_is_total_less_children_and_the_table_has_pytorch_columns():
+    a = torch.randn(64, 64)
+    with profile() as prof:
+        with record_function("outer"):
+            for _ in range(4):
+                torch.mm(a, a)
+    outer = next(e for e in prof.events() if e.name == "outer")
+    children = [c for c in outer.cpu_children if c.name == "aten::mm"]
+    assert len(children) == 4 and all(c.cpu_parent is outer for c in children)
+    assert outer.self_cpu_time_total == pytest.approx(outer.cpu_time_total - sum(c.cpu_time_total
+                                                                                 for c in outer.cpu_children))
+    assert 0 <= outer.self_cpu_time_total < outer.cpu_time_total
+    lines = prof.key_averages().table(sort_by="cpu_time_total", row_limit=10).splitlines()
+    assert lines[1].split() == ["Name", "Self", "CPU", "%", "Self", "CPU", "CPU", "total", "%", "CPU", "total",
+                                "CPU", "time", "avg", "#", "of", "Calls"]
+    assert lines[3].split()[0] == "outer"
+    assert lines[-1].startswith("Self CPU time total:")
+    top = prof.key_averages().table(top_level_events_only=True)
+    assert "outer" in top and "aten::mm" not in top
+
+
+def test_record_shapes_and_group_by_input_shape():
+    with profile(record_shapes=True) as prof:
+        torch.mm(torch.randn(2, 3), torch.randn(3, 4))
+        torch.mm(torch.randn(5, 3), torch.randn(3, 4))
+        torch.mm(torch.randn(2, 3), torch.randn(3, 4))
+    grouped = {tuple(map(tuple, e.input_shapes[:2])): e.count
+               for e in prof.key_averages(group_by_input_shape=True) if e.key == "aten::mm"}
+    assert grouped == {((2, 3), (3, 4)): 2, ((5, 3), (3, 4)): 1}
+    assert "Input Shapes" in prof.key_averages(group_by_input_shape=True).table()
+    with profile() as plain:
+        torch.mm(torch.randn(2, 3), torch.randn(3, 4))
+    assert all(e.input_shapes == [] for e in plain.events())
+
+
+def test_backward_shows_the_engine_nodes_as_pytorch_names_them():
+    x = torch.randn(8, 4, requires_grad=True)
+    with profile() as prof:
+        torch.nn.functional.relu(x).sum().backward()
+    names = {e.name for e in prof.events()}
+    assert any(n.startswith("autograd::engine::evaluate_function: Relu") for n in names)
+    node = next(e for e in prof.events() if e.name.startswith("autograd::engine::evaluate_function: Relu"))
+    assert any(c.name.startswith("Relu") for c in node.cpu_children)
+
+
+def test_a_compiled_call_shows_its_graph_and_generated_loops():
+    block = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 8))
+    compiled = torch.compile(block)
+    x = torch.randn(4, 8)
+    compiled(x).sum().backward()  # recorded here, replayed in the profile
+    with profile() as prof:
+        compiled(x).sum().backward()
+    names = [e.name for e in prof.events()]
+    assert "CompiledFunction" in names and "CompiledFunctionBackward" in names
+    forward = next(e for e in prof.events() if e.name == "CompiledFunction")
+    assert {"aten::addmm"} <= {c.name for c in forward.cpu_children}
+    entry = next(iter(compiled._compiled._cache.values()))
+    if "loops" in (entry.joint.fusion_note or ""):  # (a machine without a C++ compiler runs the ops one by one)
+        assert any(n.startswith("fused_") for n in names)
+
+
+def test_custom_ops_keep_their_namespace():
+    @torch.library.custom_op("proftest::twice", mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    with profile() as prof:
+        twice(torch.randn(3))
+    op = next(e for e in prof.events() if e.name == "proftest::twice")
+    assert "aten::mul" in [c.name for c in op.cpu_children]
+    assert not any(e.name.startswith("aten::proftest") for e in prof.events())
+
+
+def test_ops_on_another_thread_carry_that_thread():
+    seen = {}
+
+    def work():
+        seen["tid"] = threading.get_native_id()
+        torch.mm(torch.randn(2, 2), torch.randn(2, 2))
+
+    with profile() as prof:
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        torch.mm(torch.randn(2, 2), torch.randn(2, 2))
+    threads = {e.thread for e in prof.events() if e.name == "aten::mm"}
+    assert threads == {seen["tid"], threading.get_native_id()}
+
+
+def test_two_profiles_at_once_both_see_the_ops_inside_them():
+    a = torch.randn(3, 3)
+    with profile() as outer:
+        torch.mm(a, a)
+        with profile() as inner:
+            torch.relu(a)
+        torch.mm(a, a)
+    assert [e.name for e in inner.events()] == ["aten::relu"]
+    assert [e.name for e in outer.events()] == ["aten::mm", "aten::relu", "aten::mm"]
