@@ -14,6 +14,7 @@
 #include "compile/fusion.h"
 #include "compile/gemm_epilogue.h"
 #include "compile/recompute.h"
+#include "compile/reshaped_reduction.h"
 #include "compile/scatter_sum.h"
 #include "tensor/factories.h"
 #include "tensor/record_function.h"
@@ -156,15 +157,22 @@ std::shared_ptr<JointGraph> JointGraph::record(std::shared_ptr<const CapturedGra
     joint->fusion_note_ = dead + "; fusion off (TRAINRUN_COMPILE_FUSION=0)";
     return joint;
   }
-  int activations = 0;
+  int activations = 0, moved_forward = 0, moved_backward = 0;
   joint->forward_run_ = fold_gemm_activations(joint->forward_run_, joint->keep_, &activations);
+  // (before fusion: a sum reading a view's base can join the loop that makes it)
+  joint->forward_run_ = reduce_under_views(joint->forward_run_, &moved_forward);
+  joint->backward_run_ = reduce_under_views(joint->backward_run_, &moved_backward);
+  int unread = 0;  // (views only those sums read)
+  if (moved_forward > 0) joint->forward_run_ = eliminate_dead_nodes(joint->forward_run_, joint->keep_, &unread);
+  if (moved_backward > 0) joint->backward_run_ = eliminate_dead_nodes(joint->backward_run_, {}, &unread);
   try {
     const FusionResult f = fuse_pointwise(joint->forward_run_, joint->keep_);
     const FusionResult b = fuse_pointwise(joint->backward_run_, {});
     joint->forward_run_ = f.graph;
     joint->backward_run_ = b.graph;
     joint->fusion_note_ = fmt::format("{}; forward: {} activations in GEMMs, {} loops for {} ops, backward: {} loops "
-                                      "for {} ops", dead, activations, f.loops, f.ops_fused, b.loops, b.ops_fused);
+                                      "for {} ops ({} sums of views read their base)", dead, activations, f.loops,
+                                      f.ops_fused, b.loops, b.ops_fused, moved_forward + moved_backward);
   } catch (const ValueError& e) {  // no compiler, or it failed: the recorded ops run one by one
     joint->fusion_note_ = fmt::format("{}; not fused: {}", dead, e.what());
   }

@@ -12,6 +12,10 @@ namespace {
 bool column_major(const Tensor& m) {
   return m.dim() == 2 && m.size(0) > 1 && m.size(1) > 1 && m.stride(0) == 1 && m.stride(1) == m.size(0);
 }
+// A batch of matrices each stored transposed (attention's K^T: a transpose(1, 2) of a contiguous batch).
+bool batch_column_major(const Tensor& m) {
+  return m.dim() == 3 && m.size(1) > 1 && m.size(2) > 1 && m.stride(1) == 1 && m.stride(2) == m.size(1);
+}
 
 // The gradients of a @ b from g. Each comes out with its input's layout (as
 // PyTorch's do): Linear's weight enters as a transposed view, and a gradient
@@ -58,9 +62,11 @@ Tensor addmm_like_autograd(bool batched, const Tensor& self, const Tensor& a, co
         const bool want_a = need_a && autograd::needs_input_grad(1), want_b = need_b && autograd::needs_input_grad(2);
         Tensor gself = want_self ? sum_to(be == 1 ? g : mul(g, be), self_shape) : Tensor();
         Tensor ga, gb;
-        if (batched) {
-          if (want_a) ga = bmm(g, transpose(y, 1, 2));
-          if (want_b) gb = bmm(transpose(x, 1, 2), g);
+        if (batched) {  // (as mm_grads: each gradient in its input's layout, so K's comes out contiguous)
+          if (want_a)
+            ga = batch_column_major(x) ? transpose(bmm(y, transpose(g, 1, 2)), 1, 2) : bmm(g, transpose(y, 1, 2));
+          if (want_b)
+            gb = batch_column_major(y) ? transpose(bmm(transpose(g, 1, 2), x), 1, 2) : bmm(transpose(x, 1, 2), g);
         } else {
           std::tie(ga, gb) = mm_grads(g, x, y, want_a, want_b);
         }

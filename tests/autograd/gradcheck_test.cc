@@ -68,6 +68,26 @@ TEST(Gradcheck, ReductionsAndProducts) {
   check("mv", [](const TensorList& t) { return mv(t[0], t[1]); }, {a, v});
   check("dot", [](const TensorList& t) { return dot(t[0], t[1]); }, {v, leaf({5})});
   check("addmm", [](const TensorList& t) { return addmm(t[0], t[1], t[2], 0.5, 2.0); }, {leaf({2}), a, b});
+  // Batches stored transposed (attention's K^T): their gradients are computed in that layout.
+  Tensor kt = transpose(rand({2, 2, 4}, DType::Float64), 1, 2), qt = transpose(rand({2, 4, 3}, DType::Float64), 1, 2);
+  set_requires_grad(kt);
+  set_requires_grad(qt);
+  check("bmm of a transposed batch", [](const TensorList& t) { return bmm(t[0], t[1]); }, {ba, kt}, true);
+  check("baddbmm of transposed batches",
+        [](const TensorList& t) { return baddbmm(t[0], t[1], t[2], 0.5, 1.5); }, {leaf({2, 3, 2}), qt, kt}, true);
+}
+
+TEST(Gradcheck, AttentionKeysGradientComesOutContiguous) {
+  // q @ k^T with k^T a transposed view: the key's gradient is laid out as the key is (PyTorch's formula gives
+  // a transposed one, which merging heads then copies element by element).
+  manual_seed(4);
+  Tensor q = leaf({3, 5, 4}), k = leaf({3, 5, 4});
+  backward(sum(bmm(q, transpose(k, 1, 2))));
+  const Tensor gk = grad(k);
+  ASSERT_TRUE(gk.defined());
+  EXPECT_TRUE(gk.is_contiguous());
+  // (the value: sum over rows of q, per batch, for every key row)
+  EXPECT_TRUE(allclose(gk, expand(sum(q, {1}, true), {3, 5, 4}), 1e-10, 1e-10));
 }
 
 TEST(Gradcheck, Views) {
