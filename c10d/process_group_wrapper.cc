@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "base/error.h"
 #include "c10d/flight_recorder.h"
 #include "tensor/graph_break.h"
+#include "tensor/record_function.h"
 
 namespace trainrun {
 namespace c10d {
@@ -87,13 +89,41 @@ ProcessGroupWrapper::~ProcessGroupWrapper() {
   closing_->store(true);
 }
 
+namespace {
+
+// PyTorch's profiler names for a collective: the call ("c10d::allreduce_", its op) and the work, from launch to
+// completion ("gloo:all_reduce", as its backends record it).
+std::pair<std::string, std::string> profiler_names(const CollectiveCall& what, const std::string& backend) {
+  std::string op = what.name[0] != '\0' ? what.name : what.text.substr(0, what.text.find('('));
+  std::string work = op == "allreduce"   ? "all_reduce"
+                     : op == "allgather" ? "all_gather"
+                     : op.rfind("alltoall", 0) == 0 ? "all_to_all"
+                                                    : op;
+  return {"c10d::" + op + (op == "barrier" ? "" : "_"), backend + ":" + work};
+}
+
+}  // namespace
+
 std::shared_ptr<Work> ProcessGroupWrapper::collective(CollectiveCall what,
                                                       const std::function<std::shared_ptr<Work>()>& call) {
   note_graph_break("a collective ran (collectives stay outside compiled graphs)");
   const uint32_t seq = ++next_seq_;
   progress_->entered(seq);
   if (check_signatures_) check_signature(seq, what.format());
+  // While a profiler records: the call as one event, and the work from launch to completion as another.
+  const bool profiled = profiling::active();
+  std::string work_event;
+  int64_t launched = 0, thread = 0;
+  std::optional<profiling::Range> launch;
+  if (profiled) {
+    auto [call_event, work_name] = profiler_names(what, backend_->backend_name());
+    work_event = std::move(work_name);
+    launched = profiling::now_ns();
+    thread = profiling::current_thread();
+    launch.emplace(std::move(call_event));
+  }
   std::shared_ptr<Work> inner = call();
+  launch.reset();
   FlightRecorder& recorder = FlightRecorder::global();
   const uint64_t record_id =
       recorder.enabled()
@@ -104,7 +134,9 @@ std::shared_ptr<Work> ProcessGroupWrapper::collective(CollectiveCall what,
   // be destroyed before its works complete.
   std::weak_ptr<Work> weak_outer = outer;
   inner->on_completion(
-      [weak_outer, inner, seq, record_id, progress = progress_, closing = closing_, timeout = timeout_] {
+      [weak_outer, inner, seq, record_id, progress = progress_, closing = closing_, timeout = timeout_,
+       work_event = std::move(work_event), launched, thread] {
+        if (!work_event.empty()) profiling::add_event(work_event, launched, profiling::now_ns(), thread);
         std::exception_ptr error = inner->exception();
         FlightRecorder::global().completed(record_id, inner->started_ns(), error_message(error));
         auto outer = weak_outer.lock();

@@ -92,6 +92,13 @@ void add_event(std::string name, int64_t start_ns, int64_t end_ns) {
   push(Event{std::move(name), start_ns, end_ns, this_thread(), {}});
 }
 
+void add_event(std::string name, int64_t start_ns, int64_t end_ns, int64_t thread) {
+  if (!active()) return;
+  push(Event{std::move(name), start_ns, end_ns, thread, {}});
+}
+
+int64_t current_thread() { return this_thread(); }
+
 Range::Range(std::string name) {
   if (!active()) return;
   on_ = true;

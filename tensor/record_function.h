@@ -46,6 +46,10 @@ std::vector<Event> events(size_t from = 0);
 size_t num_events();
 // An event whose times are known (a range measured elsewhere: Python's record_function, a profiler step).
 void add_event(std::string name, int64_t start_ns, int64_t end_ns);
+// The same on thread `thread` (an asynchronous collective, ended on its backend's thread, shown on the caller's).
+void add_event(std::string name, int64_t start_ns, int64_t end_ns, int64_t thread);
+// This thread's id as events carry it.
+int64_t current_thread();
 
 // A range from construction to destruction, recorded if a profiler was recording when it began.
 class Range {

@@ -12,7 +12,8 @@ void bind_profiler(py::module_& m) {
   m.def("_profiler_active", &profiling::active);
   m.def("_profiler_now_ns", &profiling::now_ns);
   m.def("_profiler_num_events", &profiling::num_events);
-  m.def("_profiler_add_event", &profiling::add_event, py::arg("name"), py::arg("start_ns"), py::arg("end_ns"));
+  m.def("_profiler_add_event", py::overload_cast<std::string, int64_t, int64_t>(&profiling::add_event), py::arg("name"),
+        py::arg("start_ns"), py::arg("end_ns"));
   // (name, start_ns, end_ns, thread, shapes) per event, from the `from`-th.
   m.def("_profiler_events", [](size_t from) {
     std::vector<profiling::Event> events = profiling::events(from);

@@ -132,3 +132,28 @@ def test_two_profiles_at_once_both_see_the_ops_inside_them():
         torch.mm(a, a)
     assert [e.name for e in inner.events()] == ["aten::relu"]
     assert [e.name for e in outer.events()] == ["aten::mm", "aten::relu", "aten::mm"]
+
+
+def profiled_collectives():
+    """On each rank: a profile of an all_reduce, an async all_gather and a barrier holds PyTorch's events for
+    them, the call (c10d::allreduce_) and the work from launch to completion (gloo:all_reduce), on the calling
+    thread."""
+    import trainrun.distributed as dist
+    dist.init_process_group("gloo")
+    t = torch.ones(4) * (dist.get_rank() + 1)
+    with profile() as prof:
+        dist.all_reduce(t)
+        out = [torch.zeros(4) for _ in range(2)]
+        dist.all_gather(out, t, async_op=True).wait()
+        dist.barrier()
+    assert t.tolist() == [3.0] * 4
+    names = [e.name for e in prof.events()]
+    for expected in ("c10d::allreduce_", "gloo:all_reduce", "c10d::allgather_", "gloo:all_gather", "c10d::barrier"):
+        assert expected in names, (expected, names)
+    work = next(e for e in prof.events() if e.name == "gloo:all_reduce")
+    assert work.thread == threading.get_native_id() and work.cpu_time_total > 0
+    dist.destroy_process_group()
+
+
+def test_collectives_are_profiled_as_pytorch_names_them(ranks):
+    ranks.run_function(2, profiled_collectives)
