@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "tensor/record_function.h"
 
 namespace trainrun {
 namespace {
@@ -145,12 +146,16 @@ class CPUAllocator final : public Allocator {
   }
 
   void count_allocated(size_t bytes) {
+    profiling::note_memory(static_cast<int64_t>(bytes));
     const size_t now = allocated_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     size_t peak = peak_.load(std::memory_order_relaxed);
     while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
   }
-  void count_freed(size_t bytes) { allocated_.fetch_sub(bytes, std::memory_order_relaxed); }
+  void count_freed(size_t bytes) {
+    profiling::note_memory(-static_cast<int64_t>(bytes));
+    allocated_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
 
   std::atomic<size_t> allocated_{0}, peak_{0};
   std::mutex mu_;

@@ -12,6 +12,8 @@ namespace trainrun::profiling {
 
 namespace detail {
 std::atomic<int> g_recording{0};
+std::atomic<bool> g_memory{false};
+thread_local int64_t t_net_bytes = 0;
 }  // namespace detail
 
 namespace {
@@ -20,6 +22,7 @@ struct Recorder {
   std::mutex mu;
   std::vector<Event> events;
   int shapes_wanted = 0;  // how many recording profilers asked for shapes
+  int memory_wanted = 0;  // ... and for memory
 };
 
 Recorder& recorder() {
@@ -55,15 +58,17 @@ int64_t now_ns() {
       .count();
 }
 
-void start(bool record_shapes) {
+void start(bool record_shapes, bool profile_memory) {
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mu);
   if (detail::g_recording.load() == 0) {
     r.events.clear();
-    r.shapes_wanted = 0;
+    r.shapes_wanted = r.memory_wanted = 0;
   }
   r.shapes_wanted += record_shapes;
+  r.memory_wanted += profile_memory;
   g_shapes.store(r.shapes_wanted > 0);
+  detail::g_memory.store(r.memory_wanted > 0);
   detail::g_recording.fetch_add(1);
 }
 
@@ -71,7 +76,7 @@ void stop() {
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mu);
   TR_CHECK(detail::g_recording.load() > 0, ValueError, "profiling::stop: no profiler is recording");
-  detail::g_recording.fetch_sub(1);
+  if (detail::g_recording.fetch_sub(1) == 1) detail::g_memory.store(false);
 }
 
 std::vector<Event> events(size_t from) {
@@ -92,9 +97,9 @@ void add_event(std::string name, int64_t start_ns, int64_t end_ns) {
   push(Event{std::move(name), start_ns, end_ns, this_thread(), {}});
 }
 
-void add_event(std::string name, int64_t start_ns, int64_t end_ns, int64_t thread) {
+void add_event(std::string name, int64_t start_ns, int64_t end_ns, int64_t thread, int64_t memory) {
   if (!active()) return;
-  push(Event{std::move(name), start_ns, end_ns, thread, {}});
+  push(Event{std::move(name), start_ns, end_ns, thread, {}, memory});
 }
 
 int64_t current_thread() { return this_thread(); }
@@ -103,11 +108,12 @@ Range::Range(std::string name) {
   if (!active()) return;
   on_ = true;
   name_ = std::move(name);
+  bytes_ = detail::t_net_bytes;
   start_ = now_ns();
 }
 
 Range::~Range() {
-  if (on_) push(Event{std::move(name_), start_, now_ns(), this_thread(), {}});
+  if (on_) push(Event{std::move(name_), start_, now_ns(), this_thread(), {}, detail::t_net_bytes - bytes_});
 }
 
 bool OpRange::begin(const OpTable& op) {
@@ -115,6 +121,7 @@ bool OpRange::begin(const OpTable& op) {
   op_ = &op;
   outer_ = t_open_op;
   t_open_op = &op;
+  bytes_ = detail::t_net_bytes;
   start_ = now_ns();
   return true;
 }
@@ -125,7 +132,7 @@ OpRange::~OpRange() {
   if (op_ == nullptr) return;
   const int64_t end = now_ns();
   t_open_op = outer_;
-  push(Event{event_name(*op_), start_, end, this_thread(), std::move(shapes_)});
+  push(Event{event_name(*op_), start_, end, this_thread(), std::move(shapes_), detail::t_net_bytes - bytes_});
 }
 
 }  // namespace trainrun::profiling

@@ -26,19 +26,27 @@ struct Event {
   int64_t start_ns = 0, end_ns = 0;  // steady clock
   int64_t thread = 0;                // the OS thread id (gettid), as Python's threading.get_native_id
   std::vector<IntList> shapes;       // per argument (empty for a non-tensor); only with record_shapes
+  int64_t memory = 0;                // with profile_memory: bytes allocated less bytes freed on its thread meanwhile
 };
 
 namespace detail {
 extern std::atomic<int> g_recording;  // how many profilers record now
+extern std::atomic<bool> g_memory;    // whether one of them profiles memory
+extern thread_local int64_t t_net_bytes;
 }  // namespace detail
 
 inline bool active() { return detail::g_recording.load(std::memory_order_relaxed) > 0; }
+// The CPU allocator reports each block it hands out (+) and takes back (-) (profile_memory).
+inline void note_memory(int64_t bytes) {
+  if (detail::g_memory.load(std::memory_order_relaxed)) detail::t_net_bytes += bytes;
+}
 // The profiler's clock (nanoseconds, steady).
 int64_t now_ns();
 
 // A profiler starts recording: the first one clears what an earlier one left.
-// record_shapes: op events carry their arguments' sizes (any profiler asking turns it on).
-void start(bool record_shapes);
+// record_shapes: op events carry their arguments' sizes; profile_memory: the
+// bytes allocated less freed while they ran (any profiler asking turns either on).
+void start(bool record_shapes, bool profile_memory = false);
 // It stops; events stay readable until the next first start.
 void stop();
 // Events recorded since the first start, from the `from`-th on.
@@ -46,10 +54,13 @@ std::vector<Event> events(size_t from = 0);
 size_t num_events();
 // An event whose times are known (a range measured elsewhere: Python's record_function, a profiler step).
 void add_event(std::string name, int64_t start_ns, int64_t end_ns);
-// The same on thread `thread` (an asynchronous collective, ended on its backend's thread, shown on the caller's).
-void add_event(std::string name, int64_t start_ns, int64_t end_ns, int64_t thread);
+// The same on thread `thread` (an asynchronous collective, ended on its backend's thread, shown on the caller's),
+// with `memory` bytes allocated less freed meanwhile.
+void add_event(std::string name, int64_t start_ns, int64_t end_ns, int64_t thread, int64_t memory = 0);
 // This thread's id as events carry it.
 int64_t current_thread();
+// Bytes this thread has allocated less freed while memory was profiled (a range's is the difference).
+inline int64_t net_bytes() { return detail::t_net_bytes; }
 
 // A range from construction to destruction, recorded if a profiler was recording when it began.
 class Range {
@@ -62,7 +73,7 @@ class Range {
  private:
   bool on_ = false;
   std::string name_;
-  int64_t start_ = 0;
+  int64_t start_ = 0, bytes_ = 0;
 };
 
 // The range of one dispatcher call of `op`. The call an op's autograd
@@ -95,7 +106,7 @@ class OpRange {
   }
   const OpTable* op_ = nullptr;
   const OpTable* outer_ = nullptr;
-  int64_t start_ = 0;
+  int64_t start_ = 0, bytes_ = 0;
   std::vector<IntList> shapes_;
 };
 

@@ -7,14 +7,16 @@ namespace trainrun {
 namespace python {
 
 void bind_profiler(py::module_& m) {
-  m.def("_profiler_start", &profiling::start, py::arg("record_shapes"));
+  m.def("_profiler_start", &profiling::start, py::arg("record_shapes"), py::arg("profile_memory") = false);
   m.def("_profiler_stop", &profiling::stop);
   m.def("_profiler_active", &profiling::active);
   m.def("_profiler_now_ns", &profiling::now_ns);
   m.def("_profiler_num_events", &profiling::num_events);
-  m.def("_profiler_add_event", py::overload_cast<std::string, int64_t, int64_t>(&profiling::add_event), py::arg("name"),
-        py::arg("start_ns"), py::arg("end_ns"));
-  // (name, start_ns, end_ns, thread, shapes) per event, from the `from`-th.
+  m.def("_profiler_add_event", [](std::string name, int64_t start_ns, int64_t end_ns, int64_t memory) {
+    profiling::add_event(std::move(name), start_ns, end_ns, profiling::current_thread(), memory);
+  }, py::arg("name"), py::arg("start_ns"), py::arg("end_ns"), py::arg("memory") = 0);
+  m.def("_profiler_net_bytes", &profiling::net_bytes);
+  // (name, start_ns, end_ns, thread, shapes, memory) per event, from the `from`-th.
   m.def("_profiler_events", [](size_t from) {
     std::vector<profiling::Event> events = profiling::events(from);
     py::list out;
@@ -25,7 +27,7 @@ void bind_profiler(py::module_& m) {
         for (int64_t d : s) sizes.append(d);
         shapes.append(sizes);
       }
-      out.append(py::make_tuple(py::str(e.name), e.start_ns, e.end_ns, e.thread, shapes));
+      out.append(py::make_tuple(py::str(e.name), e.start_ns, e.end_ns, e.thread, shapes, e.memory));
     }
     return out;
   }, py::arg("from") = 0);

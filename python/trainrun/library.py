@@ -258,11 +258,12 @@ class CustomOpDef:
         if _C._capture_active():  # inside trainrun.compile's recording: one opaque node
             return self._call_recorded(args, kwargs)
         if _C._profiler_active():  # one profiler event named "ns::name", as a dispatcher op's
-            start = _C._profiler_now_ns()
+            net_bytes, start = _C._profiler_net_bytes(), _C._profiler_now_ns()
             try:
                 return self._call(args, kwargs)
             finally:
-                _C._profiler_add_event(self._qualname, start, _C._profiler_now_ns())
+                _C._profiler_add_event(self._qualname, start, _C._profiler_now_ns(),
+                                       _C._profiler_net_bytes() - net_bytes)
         return self._call(args, kwargs)
 
     def _call_recorded(self, args, kwargs):

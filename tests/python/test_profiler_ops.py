@@ -107,6 +107,24 @@ def test_custom_ops_keep_their_namespace():
     assert not any(e.name.startswith("aten::proftest") for e in prof.events())
 
 
+def test_profile_memory_counts_what_each_op_allocates():
+    a = torch.randn(32, 32)
+    with profile(profile_memory=True) as prof:
+        with record_function("step"):
+            y = torch.mm(a, a)  # 32 * 32 floats: 4096 bytes
+            del y
+    mm = next(e for e in prof.events() if e.name == "aten::mm")
+    step = next(e for e in prof.events() if e.name == "step")
+    assert mm.cpu_memory_usage == 4096 and mm.self_cpu_memory_usage == 4096
+    assert step.cpu_memory_usage == 0 and step.self_cpu_memory_usage == -4096  # freed inside it, outside any op
+    table = prof.key_averages().table(sort_by="self_cpu_memory_usage")
+    assert "Self CPU Mem" in table and "4.00 Kb" in table and "-4.00 Kb" in table
+    with profile() as plain:
+        torch.mm(a, a)
+    assert all(e.cpu_memory_usage == 0 for e in plain.events())
+    assert "CPU Mem" not in plain.key_averages().table()
+
+
 def test_ops_on_another_thread_carry_that_thread():
     seen = {}
 

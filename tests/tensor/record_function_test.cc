@@ -60,6 +60,24 @@ TEST(RecordFunction, AnOpsOwnRedispatchIsNotASecondEvent) {
   EXPECT_EQ(events[0].shapes[2], IntList{});
 }
 
+TEST(RecordFunction, ProfileMemoryGivesEachEventItsNetAllocation) {
+  Tensor x = full({1024}, 1.0, TensorOptions(DType::Float32));
+  profiling::start(/*record_shapes=*/false, /*profile_memory=*/true);
+  {
+    profiling::Range range("outer");
+    Tensor y = add(x, x);  // 4096 bytes, freed before the range ends
+  }
+  profiling::stop();
+  const std::vector<profiling::Event> events = profiling::events();
+  ASSERT_EQ(names(events), (std::vector<std::string>{"aten::add", "outer"}));
+  EXPECT_EQ(events[0].memory, 4096);
+  EXPECT_EQ(events[1].memory, 0);
+  profiling::start(false);  // without profile_memory: nothing counted
+  add(x, x);
+  profiling::stop();
+  EXPECT_EQ(profiling::events()[0].memory, 0);
+}
+
 TEST(RecordFunction, AStartClearsWhatAnEarlierProfileLeft) {
   profiling::start(false);
   Tensor x = ft({1});

@@ -61,12 +61,16 @@ class record_function(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's na
         self._start = None
 
     def __enter__(self):
-        self._start = _C._profiler_now_ns() if _C._profiler_active() else None
+        if _C._profiler_active():
+            self._bytes, self._start = _C._profiler_net_bytes(), _C._profiler_now_ns()
+        else:
+            self._start = None
         return self
 
     def __exit__(self, *exc):
         if self._start is not None:
-            _C._profiler_add_event(self.name, self._start, _C._profiler_now_ns())
+            _C._profiler_add_event(self.name, self._start, _C._profiler_now_ns(),
+                                   _C._profiler_net_bytes() - self._bytes)
         return False
 
 
@@ -103,7 +107,7 @@ class profile:  # noqa: N801  (PyTorch's name)
     def _set_recording(self, on):
         on = on and self.enabled
         if on and not self._recording:
-            _C._profiler_start(self.record_shapes)
+            _C._profiler_start(self.record_shapes, self.profile_memory)
             self._from = _C._profiler_num_events()
         elif not on and self._recording:
             self._pull()
@@ -157,8 +161,8 @@ class profile:  # noqa: N801  (PyTorch's name)
         if self._function_events is None:
             origin = self._origin_ns
             events = [FunctionEvent(i, name, thread, (start - origin) / 1e3, (end - origin) / 1e3,
-                                    [list(s) for s in shapes])
-                      for i, (name, start, end, thread, shapes) in enumerate(self._raw)]
+                                    [list(s) for s in shapes], memory)
+                      for i, (name, start, end, thread, shapes, memory) in enumerate(self._raw)]
             link_tree(events)
             events.sort(key=lambda e: e.time_range.start)
             self._function_events = EventList(events)

@@ -21,6 +21,13 @@ class Interval:
         return self.end - self.start
 
 
+def _fmt_memory(nbytes):
+    for unit, size in (("Gb", 1 << 30), ("Mb", 1 << 20), ("Kb", 1 << 10)):
+        if abs(nbytes) >= size:
+            return f"{nbytes / size:.2f} {unit}"
+    return f"{nbytes} b"
+
+
 def _fmt_us(us):
     if us >= 1e6:
         return f"{us / 1e6:.3f}s"
@@ -32,7 +39,7 @@ def _fmt_us(us):
 class _DeviceFields:
     """What PyTorch's events carry for devices and memory; a CPU profile's are zero."""
     device_time_total = self_device_time_total = cuda_time_total = self_cuda_time_total = 0.0
-    cpu_memory_usage = self_cpu_memory_usage = cuda_memory_usage = self_cuda_memory_usage = 0
+    cuda_memory_usage = self_cuda_memory_usage = 0
     flops = 0
     is_async = is_remote = is_legacy = False
     node_id = -1
@@ -57,9 +64,11 @@ class FunctionEvent(_DeviceFields):
     """One op call or named range: times in microseconds from the profile's start, its thread (the OS id), the
     sizes of its tensor arguments (with record_shapes), and where it sits in its thread's tree."""
 
-    def __init__(self, id, name, thread, start_us, end_us, input_shapes=None):  # noqa: A002  (PyTorch's name)
+    def __init__(self, id, name, thread, start_us, end_us, input_shapes=None,  # noqa: A002  (PyTorch's name)
+                 cpu_memory_usage=0):
         self.id, self.name, self.thread = id, name, thread
         self.time_range = Interval(start_us, end_us)
+        self.cpu_memory_usage = cpu_memory_usage  # (profile_memory) bytes allocated less freed while it ran
         self.input_shapes = input_shapes if input_shapes is not None else []
         self.cpu_children, self.cpu_parent = [], None
         self.count = 1
@@ -87,6 +96,10 @@ class FunctionEvent(_DeviceFields):
     def self_cpu_time_total(self):
         return self.cpu_time_total - sum(c.cpu_time_total for c in self.cpu_children)
 
+    @property
+    def self_cpu_memory_usage(self):
+        return self.cpu_memory_usage - sum(c.cpu_memory_usage for c in self.cpu_children)
+
     def append_cpu_child(self, child):
         self.cpu_children.append(child)
 
@@ -106,6 +119,7 @@ class FunctionEventAvg(_DeviceFields):
         self.key, self.input_shapes = key, input_shapes
         self.count = 0
         self.cpu_time_total = self.self_cpu_time_total = 0.0
+        self.cpu_memory_usage = self.self_cpu_memory_usage = 0
         self.cpu_children, self.cpu_parent, self.stack = None, None, []
 
     def add(self, other):
@@ -118,6 +132,8 @@ class FunctionEventAvg(_DeviceFields):
         self.count += other.count
         self.cpu_time_total += other.cpu_time_total
         self.self_cpu_time_total += other.self_cpu_time_total
+        self.cpu_memory_usage += other.cpu_memory_usage
+        self.self_cpu_memory_usage += other.self_cpu_memory_usage
         return self
 
     def __iadd__(self, other):
@@ -193,7 +209,9 @@ class EventList(list):
         name_width = min(max([len("Name")] + [len(e.key) for e in rows]) + 4, max_name_column_width)
         shapes_width = min(max([len("Input Shapes")] + [len(str(e.input_shapes)) for e in rows]) + 4,
                            max_shapes_column_width)
-        headers = ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "# of Calls"]
+        with_memory = any(e.cpu_memory_usage or e.self_cpu_memory_usage for e in self)  # (profile_memory)
+        headers = ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"] + \
+            (["CPU Mem", "Self CPU Mem"] if with_memory else []) + ["# of Calls"]
         widths = [name_width] + [12] * len(headers) + ([shapes_width] if with_shapes else [])
         names = ["Name"] + headers + (["Input Shapes"] if with_shapes else [])
         rule = "".join("-" * w + "  " for w in widths)
@@ -204,7 +222,9 @@ class EventList(list):
             name = e.key if len(e.key) <= name_width else e.key[:name_width - 3] + "..."
             cells = [name, f"{100.0 * e.self_cpu_time_total / self_total:.2f}%", _fmt_us(e.self_cpu_time_total),
                      f"{100.0 * e.cpu_time_total / self_total:.2f}%", _fmt_us(e.cpu_time_total),
-                     _fmt_us(e.cpu_time), str(e.count)]
+                     _fmt_us(e.cpu_time)] + \
+                ([_fmt_memory(e.cpu_memory_usage), _fmt_memory(e.self_cpu_memory_usage)] if with_memory else []) + \
+                [str(e.count)]
             if with_shapes:
                 shapes = str(e.input_shapes)
                 cells.append(shapes if len(shapes) <= shapes_width else shapes[:shapes_width - 3] + "...")
