@@ -175,3 +175,31 @@ def profiled_collectives():
 
 def test_collectives_are_profiled_as_pytorch_names_them(ranks):
     ranks.run_function(2, profiled_collectives)
+
+
+def profiled_fsdp_and_ddp():
+    """FSDP2 and DDP mark their phases as PyTorch's do (FSDP::pre_forward, FSDP::all_gather,
+    FSDP::post_backward_reduce; DistributedDataParallel.forward), and their collectives are events (issued on
+    the process group's thread when asynchronous)."""
+    import trainrun.distributed as dist
+    from trainrun.distributed.fsdp import fully_shard
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 4))
+    for layer in model:
+        fully_shard(layer)
+    fully_shard(model)
+    ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+    x = torch.randn(3, 8)
+    with profile() as prof:
+        ddp(model(x)).sum().backward()
+    names = {e.name for e in prof.events()}
+    for expected in ("FSDP::pre_forward", "FSDP::post_forward", "FSDP::all_gather", "FSDP::post_backward_reduce",
+                     "c10d::allgather_into_tensor_coalesced_", "c10d::reduce_scatter_tensor_coalesced_",
+                     "DistributedDataParallel.forward", "gloo:all_reduce"):
+        assert expected in names, (expected, sorted(names))
+    dist.destroy_process_group()
+
+
+def test_fsdp_and_ddp_mark_their_phases(ranks):
+    ranks.run_function(2, profiled_fsdp_and_ddp)

@@ -5,6 +5,7 @@ import contextlib
 from trainrun import _C
 from trainrun._autograd import no_grad
 from trainrun.distributed.algorithms import default_hooks
+from trainrun.profiler import record_function
 
 
 class DistributedDataParallel(_C.distributed.DistributedDataParallel):
@@ -36,6 +37,7 @@ class DistributedDataParallel(_C.distributed.DistributedDataParallel):
         self.module = module  # the Python module (and its forward) lives as long as this
         self._process_group, self._broadcast_buffers = process_group, broadcast_buffers
 
+    @record_function("DistributedDataParallel.forward")  # (PyTorch's range: a profile shows the wrapper's time)
     def forward(self, *inputs, **kwargs):
         """Runs the wrapped module on every argument it takes. Tensors go through C++ (which broadcasts
         rank 0's buffers, then calls the module, its Python hooks included); calls with keywords or other

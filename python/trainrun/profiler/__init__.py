@@ -60,6 +60,9 @@ class record_function(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's na
         self.name, self.args = name, args
         self._start = None
 
+    def _recreate_cm(self):  # as a decorator: a range per call (calls may nest or run on several threads)
+        return record_function(self.name, self.args)
+
     def __enter__(self):
         if _C._profiler_active():
             self._bytes, self._start = _C._profiler_net_bytes(), _C._profiler_now_ns()

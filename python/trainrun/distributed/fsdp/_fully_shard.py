@@ -11,6 +11,7 @@ from trainrun.distributed.fsdp._param_group import ParamGroup, RegatherBeforeBac
 from trainrun.distributed.fsdp._schedule import ACTIVE_FORWARDS
 from trainrun.distributed.tensor._module_views import DTENSOR_PARAMS
 from trainrun.nn._module import TO_EMPTY_HOOKS
+from trainrun.profiler import record_function
 
 _GROUP = "_fsdp_group"
 
@@ -284,6 +285,7 @@ def _hook_module_list(group, modules):
 _LIST_GROUPS = []  # groups over several modules: a forward that skipped one of them must not leave them gathered
 
 
+@record_function("FSDP::pre_forward")
 def _pre_forward(group, args, kwargs):
     if group in ACTIVE_FORWARDS:  # left by a forward that raised
         ACTIVE_FORWARDS.remove(group)
@@ -309,6 +311,7 @@ def _cast_inputs(group, args, kwargs):
     return args, kwargs
 
 
+@record_function("FSDP::post_forward")
 def _post_forward(group, output):
     from trainrun import _C
     from trainrun._autograd import is_grad_enabled

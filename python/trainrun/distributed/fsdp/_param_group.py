@@ -27,6 +27,7 @@ from trainrun import distributed as dist
 from trainrun.autograd import Function
 from trainrun.distributed.fsdp._fsdp_param import padded
 from trainrun.nn import utils as nn_utils
+from trainrun.profiler import record_function
 from trainrun.distributed.tensor import _redistribute
 from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec
 from trainrun.distributed.tensor._module_views import set_view
@@ -165,6 +166,7 @@ class ParamGroup:
         return _redistribute.communicate(kind, fn, *args, group=group, async_op=True, **kwargs)
 
     # ---- forward: gather ----------------------------------------------------------------------------
+    @record_function("FSDP::all_gather")
     def start_unshard(self):
         """Issues the all-gather of the shards (it runs on the process group's thread), unless one is already
         issued or the parameters are in place."""
@@ -274,6 +276,7 @@ class ParamGroup:
                     o.untyped_storage().resize_(0)
 
     # ---- backward: reduce-scatter ----------------------------------------------------------------
+    @record_function("FSDP::post_backward_reduce")
     def start_reduce(self, grads):
         """Issues the reduce-scatter of the trainable parameters' full gradients (the mean over the shard
         ranks); returns it, to finish later, or None while gradient sync is off (the full gradients are summed
