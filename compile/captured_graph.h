@@ -57,6 +57,15 @@ class CapturedGraph {
     IntList sizes, strides;
     DType dtype{};
     Device device;
+    // Row-major and dense (size-1 dims' strides aside).
+    bool contiguous() const {
+      int64_t expected = 1;
+      for (size_t d = sizes.size(); d-- > 0;) {
+        if (sizes[d] != 1 && strides[d] != expected) return false;
+        expected *= sizes[d];
+      }
+      return true;
+    }
   };
   void set_meta(int id, const Tensor& t);
   void set_meta(int id, ValueMeta meta);

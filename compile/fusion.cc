@@ -25,15 +25,6 @@ int64_t numel_of(const IntList& sizes) {
   return n;
 }
 
-bool contiguous(const Meta& m) {
-  int64_t expected = 1;
-  for (size_t d = m.sizes.size(); d-- > 0;) {
-    if (m.sizes[d] != 1 && m.strides[d] != expected) return false;
-    expected *= m.sizes[d];
-  }
-  return true;
-}
-
 IntList without_leading_ones(const IntList& sizes) {
   size_t k = 0;
   while (k < sizes.size() && sizes[k] == 1) ++k;
@@ -98,7 +89,7 @@ std::optional<ReductionShape> reduction_of(const CapturedGraph& g, const Capture
   const Meta& m = g.meta(r.operand);
   const Meta& rm = g.meta(node.results[0].value);
   if (!m.known || !rm.known || m.dtype != DType::Float32 || rm.dtype != DType::Float32 || !has_loops(m.device) ||
-      m.device != rm.device || !contiguous(m) || !contiguous(rm))
+      m.device != rm.device || !m.contiguous() || !rm.contiguous())
     return std::nullopt;
   const int64_t n = static_cast<int64_t>(m.sizes.size());
   IntList dims;
@@ -210,7 +201,7 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
   if (!cast && !is_fusable_pointwise(node, &result_lane)) return false;
   const int result = cast ? node.args[0].value : node.results[0].value;
   const Meta& rm = g.meta(result);
-  if (!rm.known || !has_loops(rm.device) || !contiguous(rm)) return false;
+  if (!rm.known || !has_loops(rm.device) || !rm.contiguous()) return false;
   if (!run.empty() && rm.device != run.device) return false;
   if (rm.dtype != (result_lane == LaneType::Float ? DType::Float32 : DType::Bool)) return false;
   const int64_t numel = numel_of(rm.sizes);
@@ -263,7 +254,7 @@ bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
       new_inputs.push_back({v, FusedKernel::InputKind::Scalar});
       continue;
     }
-    if (m.device != rm.device || m.dtype != DType::Float32 || !contiguous(m)) return false;
+    if (m.device != rm.device || m.dtype != DType::Float32 || !m.contiguous()) return false;
     const IntList trimmed = without_leading_ones(m.sizes);
     if (trimmed == without_leading_ones(rm.sizes)) {
       new_inputs.push_back({v, FusedKernel::InputKind::Full});

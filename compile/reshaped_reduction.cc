@@ -11,15 +11,6 @@ using Node = CapturedGraph::Node;
 using Slot = CapturedGraph::Slot;
 using Meta = CapturedGraph::ValueMeta;
 
-bool contiguous(const Meta& m) {
-  int64_t expected = 1;
-  for (size_t d = m.sizes.size(); d-- > 0;) {
-    if (m.sizes[d] != 1 && m.strides[d] != expected) return false;
-    expected *= m.sizes[d];
-  }
-  return true;
-}
-
 int64_t product(const IntList& sizes, size_t begin, size_t end) {
   int64_t n = 1;
   for (size_t d = begin; d < end; ++d) n *= sizes[d];
@@ -106,7 +97,7 @@ std::shared_ptr<const CapturedGraph> reduce_under_views(const std::shared_ptr<co
       continue;
     const int base = view.args[0].value;
     const Meta &vm = g.meta(viewed), &bm = g.meta(base);
-    if (!vm.known || !bm.known || !contiguous(vm) || !contiguous(bm) || vm.dtype != bm.dtype) continue;
+    if (!vm.known || !bm.known || !vm.contiguous() || !bm.contiguous() || vm.dtype != bm.dtype) continue;
     const std::optional<IntList> dims = reduced_dims(n, vm.sizes.size());
     if (!dims) continue;
     const size_t k = dims->size(), rank = vm.sizes.size();
