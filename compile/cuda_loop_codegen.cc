@@ -65,6 +65,12 @@ const std::map<std::string, Emit>& cuda_ops() {
          if (!approximate) return std::nullopt;
          return fmt::format(*approximate == "tanh" ? "tr_gelu_tanh({})" : "tr_gelu({})", o[0]);
        }},
+      {"gelu_backward",
+       [](const Operands& o, const std::vector<const IValue*>& c) -> std::optional<std::string> {
+         const std::optional<std::string> approximate = loop_gelu_approximate(c);
+         if (approximate != "none") return std::nullopt;
+         return fmt::format("tr_gelu_backward({}, {})", o[0], o[1]);
+       }},
       {"gt", expr("({} > {})")},
       {"lt", expr("({} < {})")},
       {"ge", expr("({} >= {})")},
@@ -285,6 +291,9 @@ std::string cuda_loops_prelude() {
 #define TR_D static __device__ __forceinline__
 TR_D float tr_relu(float x) { return x > 0.0f ? x : (x != x ? x : 0.0f); }  // NaN passes through
 TR_D float tr_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+TR_D float tr_gelu_backward(float g, float x) {  // g (Phi(x) + x phi(x))
+  return g * (0.5f * (1.0f + erff(x * 0.70710678118654752f)) + x * expf(-0.5f * x * x) * 0.39894228040143268f);
+}
 TR_D float tr_gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
 }

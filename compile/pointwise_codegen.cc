@@ -141,6 +141,13 @@ const std::map<std::string, OpCode>& op_codes() {
           if (!approximate) return std::nullopt;
           return fmt::format(*approximate == "tanh" ? "tr_gelu_tanh({})" : "tr_gelu({})", o[0]);
         }}},
+      {"gelu_backward",  // (the erf form, as the eager kernel computes it)
+       {2, {LaneType::Float, LaneType::Float}, LaneType::Float,
+        [](const Operands& o, const Constants& c) -> std::optional<std::string> {
+          const std::optional<std::string> approximate = loop_gelu_approximate(c.values);
+          if (approximate != "none") return std::nullopt;
+          return fmt::format("tr_gelu_backward({}, {})", o[0], o[1]);
+        }}},
       {"gt", compare("_CMP_GT_OQ")},
       {"lt", compare("_CMP_LT_OQ")},
       {"ge", compare("_CMP_GE_OQ")},
@@ -274,6 +281,13 @@ TR_INLINE __m256 tr_erf_gelu(__m256 x) {
 TR_INLINE __m256 tr_gelu(__m256 x) {  // x/2 (1 + erf(x / sqrt 2))
   const __m256 e = tr_erf_gelu(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
   return _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(0.5f)), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+TR_INLINE __m256 tr_gelu_backward(__m256 g, __m256 x) {  // g (Phi(x) + x phi(x)), as tensor/cpu/vec_math.cc's
+  const __m256 cdf = _mm256_mul_ps(_mm256_set1_ps(0.5f), _mm256_add_ps(_mm256_set1_ps(1.0f),
+                                   tr_erf_gelu(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)))));
+  const __m256 pdf = _mm256_mul_ps(Sleef_expf8_u10avx2(_mm256_mul_ps(_mm256_mul_ps(x, x), _mm256_set1_ps(-0.5f))),
+                                   _mm256_set1_ps(0.39894228040143268f));
+  return _mm256_mul_ps(g, _mm256_fmadd_ps(x, pdf, cdf));
 }
 TR_INLINE __m256 tr_gelu_tanh(__m256 x) {  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);

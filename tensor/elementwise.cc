@@ -2,6 +2,7 @@
 // all going through one dispatched op per name with an optional `out`.
 #include "tensor/elementwise.h"
 
+#include <cmath>
 #include <limits>
 
 #include "tensor/dispatcher.h"
@@ -61,6 +62,29 @@ TR_DEFINE_UNARY(bitwise_not)
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   return ops::gelu::call(keys_of(x), x, approximate, Tensor());
 }
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  return ops::gelu_backward::call(keys_of(grad, x), grad, x, approximate);
+}
+
+Tensor gelu_backward_math(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  TR_CHECK(approximate == "none" || approximate == "tanh", ValueError,
+           "gelu_backward: approximate must be 'none' or 'tanh', got '{}'", approximate);
+  Tensor d;
+  if (approximate == "tanh") {
+    // 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) du/dx, u = sqrt(2/pi) (x + 0.044715 x^3)
+    const double k = std::sqrt(2.0 / M_PI);
+    Tensor th = tanh(mul(add(x, mul(pow(x, 3), 0.044715)), k));
+    Tensor du = mul(add(mul(mul(x, x), 3 * 0.044715), 1), k);
+    d = add(mul(add(th, 1), 0.5), mul(mul(mul(x, 0.5), neg(sub(mul(th, th), 1))), du));
+  } else {
+    // Phi(x) + x phi(x)
+    Tensor cdf = mul(add(erf(mul(x, M_SQRT1_2)), 1), 0.5);
+    Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), 1.0 / std::sqrt(2 * M_PI));
+    d = add(cdf, mul(x, pdf));
+  }
+  return mul(grad, d);
+}
+
 Tensor& gelu_out(Tensor& out, const Tensor& x, const std::string& approximate) {
   ops::gelu::call(keys_of(x, out), x, approximate, out);
   return finish_out(out);

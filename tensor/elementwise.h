@@ -41,6 +41,10 @@ TR_DECLARE_UNARY(bitwise_not)
 // approximate: "none" (erf) or "tanh".
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor& gelu_out(Tensor& out, const Tensor& x, const std::string& approximate = "none");
+// grad * gelu'(x) (the op gelu_backward), and the same written with other ops (what a device without a kernel of
+// its own runs, and what autograd differentiates for a double backward).
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate = "none");
+Tensor gelu_backward_math(const Tensor& grad, const Tensor& x, const std::string& approximate);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor& clamp_out(Tensor& out, const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);

@@ -34,29 +34,24 @@ OpKernel<ops::log_softmax> reg_log_softmax(DispatchKey::Autograd, &log_softmax_a
 
 Tensor gelu_autograd(const Tensor& x, const std::string& approximate, const Tensor& out) {
   static const auto& op = ops::gelu::handle();
-  const bool tanh_form = approximate == "tanh";
   return record_out(
       "GeluBackward", out, {x}, {x}, false,
       [&](const TensorList& in, const Tensor& o) { return op.call(keys_of(in[0], o), in[0], approximate, o); },
-      [tanh_form](const Tensor& g, const TensorList& s) -> TensorList {
+      [approximate](const Tensor& g, const TensorList& s) -> TensorList {
         const Tensor& v = s[0];
-        Tensor d;
-        if (tanh_form) {
-          // 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) du/dx, u = sqrt(2/pi) (x + 0.044715 x^3)
-          const double k = std::sqrt(2.0 / M_PI);
-          Tensor th = tanh(mul(add(v, mul(pow(v, 3), 0.044715)), k));
-          Tensor du = mul(add(mul(mul(v, v), 3 * 0.044715), 1), k);
-          d = add(mul(add(th, 1), 0.5), mul(mul(mul(v, 0.5), rsub_one(mul(th, th))), du));
-        } else {
-          // Phi(x) + x phi(x)
-          Tensor cdf = mul(add(erf(mul(v, M_SQRT1_2)), 1), 0.5);
-          Tensor pdf = mul(exp(mul(mul(v, v), -0.5)), 1.0 / std::sqrt(2 * M_PI));
-          d = add(cdf, mul(v, pdf));
-        }
-        return {cast_to(mul(g, d), v.dtype())};
+        return {cast_to(gelu_backward(g, v, approximate), v.dtype())};  // (its autograd kernel: double backward)
       });
 }
 OpKernel<ops::gelu> reg_gelu(DispatchKey::Autograd, &gelu_autograd);
+
+// gelu_backward under a graph (create_graph=True): the formula's ops, which autograd differentiates; otherwise
+// the op's one-pass kernel.
+Tensor gelu_backward_autograd(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  if (GradMode::is_enabled() && any_requires_grad({grad, x})) return gelu_backward_math(grad, x, approximate);
+  ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+  return ops::gelu_backward::call(keys_of(grad, x), grad, x, approximate);
+}
+OpKernel<ops::gelu_backward> reg_gelu_backward(DispatchKey::Autograd, &gelu_backward_autograd);
 
 using NormSig = ops::layer_norm::Sig;
 

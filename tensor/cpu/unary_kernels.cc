@@ -9,8 +9,11 @@
 #include "tensor/cpu/loops.h"
 #include "tensor/cpu/vec_math.h"
 #include "tensor/dispatcher.h"
+#include "tensor/elementwise.h"
 #include "tensor/elementwise_configs.h"
+#include "tensor/factories.h"
 #include "tensor/op_schemas.h"
+#include "tensor/thread_pool.h"
 
 namespace trainrun {
 namespace {
@@ -101,6 +104,23 @@ Tensor gelu_cpu(const Tensor& x, const std::string& approximate, const Tensor& o
   return approximate == "none" ? unary_cpu<UnaryOp::GeluErf>(x, out) : unary_cpu<UnaryOp::GeluTanh>(x, out);
 }
 
+// One vectorized pass for float32 tensors of one shape (GELU's erf, as the forward's); the composite otherwise.
+Tensor gelu_backward_cpu(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  if (approximate != "none" || grad.dtype() != DType::Float32 || x.dtype() != DType::Float32 ||
+      grad.sizes() != x.sizes() || !grad.is_contiguous() || !x.is_contiguous()) {
+    ExcludeDispatchKeyGuard below(DispatchKey::Autograd);  // (the parts run as plain CPU ops)
+    return gelu_backward_math(grad, x, approximate);
+  }
+  Tensor out = empty(x.sizes(), TensorOptions(DType::Float32, x.device()));
+  const float* g = grad.data<float>();
+  const float* v = x.data<float>();
+  float* o = out.data<float>();
+  parallel_for(0, x.numel(), 16384, [&](int64_t begin, int64_t end) {
+    vec::gelu_backward(g + begin, v + begin, o + begin, end - begin);
+  });
+  return out;
+}
+
 Tensor clamp_cpu(const Tensor& x, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi, const Tensor& out) {
   TR_CHECK(lo || hi, ValueError, "clamp: at least one of min and max must be given");
   // A float bound on an integer tensor gives a float result, as in PyTorch:
@@ -144,6 +164,7 @@ TR_REGISTER_UNARY(bitwise_not, BitwiseNot)
 #undef TR_REGISTER_UNARY
 
 OpKernel<ops::gelu> reg_gelu(DispatchKey::CPU, &gelu_cpu);
+OpKernel<ops::gelu_backward> reg_gelu_backward(DispatchKey::CPU, &gelu_backward_cpu);
 OpKernel<ops::clamp> reg_clamp(DispatchKey::CPU, &clamp_cpu);
 
 }  // namespace

@@ -41,6 +41,31 @@ inline __m256 erf_as(__m256 x) {
 }  // namespace
 
 void erf_gelu(const float* x, float* y, int64_t n) { apply<erf_as>(x, y, n); }
+
+namespace {
+// g (Phi(x) + x phi(x)): Phi from GELU's erf, phi = exp(-x^2 / 2) / sqrt(2 pi).
+inline __m256 gelu_backward_as(__m256 g, __m256 x) {
+  const __m256 cdf = _mm256_mul_ps(_mm256_set1_ps(0.5f),
+                                   _mm256_add_ps(_mm256_set1_ps(1.0f),
+                                                 erf_as(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)))));
+  const __m256 pdf = _mm256_mul_ps(
+      Sleef_expf8_u10avx2(_mm256_mul_ps(_mm256_mul_ps(x, x), _mm256_set1_ps(-0.5f))),
+      _mm256_set1_ps(0.39894228040143268f));
+  return _mm256_mul_ps(g, _mm256_fmadd_ps(x, pdf, cdf));
+}
+}  // namespace
+
+void gelu_backward(const float* g, const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, gelu_backward_as(_mm256_loadu_ps(g + i), _mm256_loadu_ps(x + i)));
+  if (i < n) {  // the tail through a zero-padded lane buffer
+    alignas(32) float gb[8] = {0, 0, 0, 0, 0, 0, 0, 0}, xb[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = i; j < n; ++j) gb[j - i] = g[j], xb[j - i] = x[j];
+    _mm256_store_ps(gb, gelu_backward_as(_mm256_load_ps(gb), _mm256_load_ps(xb)));
+    for (int64_t j = i; j < n; ++j) out[j] = gb[j - i];
+  }
+}
 void exp(const float* x, float* y, int64_t n) { apply<Sleef_expf8_u10avx2> (x, y, n); }
 void log(const float* x, float* y, int64_t n) { apply<Sleef_logf8_u10avx2> (x, y, n); }
 void log1p(const float* x, float* y, int64_t n) { apply<Sleef_log1pf8_u10avx2> (x, y, n); }

@@ -17,6 +17,8 @@ void cos(const float* x, float* y, int64_t n);
 // the approximation PyTorch's GELU kernels compute; 3-4x faster than erf's
 // 1-ulp kernel, which torch.erf keeps.
 void erf_gelu(const float* x, float* y, int64_t n);
+// out = g * gelu'(x) for GELU's erf form, with erf_gelu's erf (out may alias g or x).
+void gelu_backward(const float* g, const float* x, float* out, int64_t n);
 // The largest of x[0..n) (-inf when n is 0); NaN when any is NaN.
 float max(const float* x, int64_t n);
 // y = exp(x - shift), returning the sum of y (softmax's inner loop).

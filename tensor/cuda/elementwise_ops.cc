@@ -6,6 +6,7 @@
 
 #include "tensor/cuda/elementwise_launch.h"
 #include "tensor/dispatcher.h"
+#include "tensor/elementwise.h"
 #include "tensor/elementwise_configs.h"
 #include "tensor/op_schemas.h"
 
@@ -143,6 +144,12 @@ TR_REGISTER_UNARY(logical_not, LogicalNot)
 TR_REGISTER_UNARY(bitwise_not, BitwiseNot)
 #undef TR_REGISTER_UNARY
 OpKernel<ops::gelu> reg_gelu(DispatchKey::CUDA, &gelu_cuda);
+// The formula's ops, each a CUDA kernel (a fused kernel of its own is left for when it shows in a profile).
+Tensor gelu_backward_cuda(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+  return gelu_backward_math(grad, x, approximate);
+}
+OpKernel<ops::gelu_backward> reg_gelu_backward(DispatchKey::CUDA, &gelu_backward_cuda);
 OpKernel<ops::clamp> reg_clamp(DispatchKey::CUDA, &clamp_cuda);
 OpKernel<ops::where> reg_where(DispatchKey::CUDA, &where_cuda);
 

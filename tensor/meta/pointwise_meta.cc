@@ -147,6 +147,13 @@ TR_REGISTER_BINARY(bitwise_xor, BitwiseXor)
 #undef TR_REGISTER_BINARY
 
 OpKernel<ops::gelu> reg_gelu(DispatchKey::Meta, &gelu_meta);
+// (grad * d: grad's and x's shapes broadcast, their dtypes promoted)
+Tensor gelu_backward_meta(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  TR_CHECK(approximate == "none" || approximate == "tanh", ValueError,
+           "gelu_backward: approximate must be 'none' or 'tanh', got '{}'", approximate);
+  return binary_meta<BinaryOp::Mul>(grad, x, Tensor());
+}
+OpKernel<ops::gelu_backward> reg_gelu_backward(DispatchKey::Meta, &gelu_backward_meta);
 OpKernel<ops::clamp> reg_clamp(DispatchKey::Meta, &clamp_meta);
 OpKernel<ops::add> reg_add(DispatchKey::Meta, &add_meta);
 OpKernel<ops::sub> reg_sub(DispatchKey::Meta, &sub_meta);

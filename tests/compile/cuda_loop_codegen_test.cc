@@ -187,6 +187,7 @@ TEST_F(CudaLoopCodegen, EveryOpTheCpuLoopsFuseHasCudaCode) {
     Tensor a = add(mul(exp(neg(x)), log(p)), log1p(p), 2);
     Tensor b = sub(div(sqrt(p), rsqrt(p)), mul(erf(x), sigmoid(y)), 0.5);
     Tensor c = add(silu(x), mul(gelu(y), gelu(x, "tanh")));
+    c = add(c, gelu_backward(y, x));
     Tensor d = add(relu(sin(x)), pow(cos(y), 2));
     Tensor e = where(gt(x, y), a, b);
     e = add(e, where(lt(x, 0), c, d));
