@@ -1,6 +1,7 @@
 #include "compile/reshaped_reduction.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -66,10 +67,26 @@ std::shared_ptr<const CapturedGraph> reduce_under_views(const std::shared_ptr<co
   *moved = 0;
   const CapturedGraph& g = *graph;
   const std::vector<Node>& nodes = g.nodes();
-  std::vector<int> made_by(static_cast<size_t>(g.num_values()), -1);  // the node making each value
+  // The node making each value (the first: an in-place op's result is a value made before it), and whether a
+  // node writes in place (a result that is also one of its arguments).
+  std::vector<int> made_by(static_cast<size_t>(g.num_values()), -1);
+  std::vector<char> in_place(nodes.size(), 0);
   for (size_t i = 0; i < nodes.size(); ++i)
-    for (const Slot& r : nodes[i].results)
-      if (r.kind == Slot::Value) made_by[r.value] = static_cast<int>(i);
+    for (const Slot& r : nodes[i].results) {
+      if (r.kind != Slot::Value) continue;
+      if (made_by[r.value] < 0) made_by[r.value] = static_cast<int>(i);
+      for (const Slot& a : nodes[i].args) in_place[i] = in_place[i] || (a.kind == Slot::Value && a.value == r.value);
+    }
+  // Whether nothing between node `from` and node `to` writes in place to memory made before `from` (a write to a
+  // buffer allocated in between cannot touch the base), so a reduction at `to` may run right after `from`.
+  auto nothing_written_between = [&](int from, size_t to) {
+    for (size_t k = static_cast<size_t>(from) + 1; k < to; ++k) {
+      if (!in_place[k]) continue;
+      for (const Slot& r : nodes[k].results)
+        if (r.kind == Slot::Value && (made_by[r.value] <= from || !nodes[made_by[r.value]].is_alloc())) return false;
+    }
+    return true;
+  };
   // Values read by anything but a view (a keepdim=True sum's shape changes here: only views may read it).
   std::vector<char> read_whole(static_cast<size_t>(g.num_values()), 0);
   for (const Node& n : nodes) {
@@ -92,7 +109,6 @@ std::shared_ptr<const CapturedGraph> reduce_under_views(const std::shared_ptr<co
     const int viewed = n.args[0].value;
     if (made_by[viewed] < 0) continue;
     const Node& view = nodes[made_by[viewed]];
-    if (made_by[view.args.empty() || view.args[0].kind != Slot::Value ? viewed : view.args[0].value] < 0) continue;
     if (view.op == nullptr || view.op->name() != "view" || view.args.empty() || view.args[0].kind != Slot::Value)
       continue;
     const int base = view.args[0].value;
@@ -130,7 +146,8 @@ std::shared_ptr<const CapturedGraph> reduce_under_views(const std::shared_ptr<co
       for (size_t d = sizes.size(); d-- > 1;) m.strides[d - 1] = m.strides[d] * sizes[d];
       new_metas.emplace_back(result, std::move(m));
     }
-    after[i] = made_by[base];
+    // (a base the graph takes as input, or one written in place since it was made, is read where the sum was)
+    if (made_by[base] >= 0 && nothing_written_between(made_by[base], i)) after[i] = made_by[base];
     *moved += 1;
   }
   if (*moved == 0) return graph;
@@ -140,11 +157,12 @@ std::shared_ptr<const CapturedGraph> reduce_under_views(const std::shared_ptr<co
   std::vector<std::vector<size_t>> followers(out.size());
   for (size_t i = 0; i < out.size(); ++i)
     if (after[i] >= 0) followers[after[i]].push_back(i);
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (after[i] >= 0) continue;
+  std::function<void(size_t)> emit = [&](size_t i) {  // a node, then what now follows it (a sum of a sum, too)
     ordered.push_back(std::move(out[i]));
-    for (size_t f : followers[i]) ordered.push_back(std::move(out[f]));
-  }
+    for (size_t f : followers[i]) emit(f);
+  };
+  for (size_t i = 0; i < out.size(); ++i)
+    if (after[i] < 0) emit(i);
   std::shared_ptr<CapturedGraph> moved_graph = g.with_nodes(std::move(ordered));
   for (auto& [v, m] : new_metas) moved_graph->set_meta(v, std::move(m));
   return moved_graph;

@@ -77,5 +77,41 @@ TEST_F(ReshapedReduction, KeepdimSumsReadOnlyByViewsDropTheirDimsAndViewsThatSpl
   expect_same_results(*graph, *rewritten, inputs);
 }
 
+// The base written in place after the view is made: the sum must read the written values, so it stays where it was.
+std::vector<Tensor> written_between(const std::vector<Tensor>& in) {
+  Tensor g = relu(in[0]);
+  Tensor rows = view(g, {6, 8});
+  mul_(g, 2);
+  return {sum(rows, {0})};
+}
+
+// The base written in place after the sum: the sum reads the values from before, so it must not move past the write.
+std::vector<Tensor> written_after(const std::vector<Tensor>& in) {
+  Tensor g = relu(in[0]);
+  Tensor s = sum(view(g, {6, 8}), {0});
+  mul_(g, 2);
+  return {s, g};
+}
+
+// A sum of a moved sum: both move, the second after the first.
+std::vector<Tensor> sum_of_sum(const std::vector<Tensor>& in) {
+  Tensor g = relu(in[0]);
+  Tensor s = sum(view(g, {6, 8}), {0});
+  return {sum(view(s, {2, 4}), {0, 1}), exp(g)};
+}
+
+TEST_F(ReshapedReduction, ASumMovesOnlyPastNoWriteToItsBaseAndChainsOfMovesKeepEveryNode) {
+  for (auto program : {written_between, written_after, sum_of_sum}) {
+    const std::vector<Tensor> inputs = {randn({2, 3, 8})};
+    auto graph = record(inputs, program);
+    int moved = 0;
+    auto rewritten = reduce_under_views(graph, &moved);
+    EXPECT_GE(moved, 1) << rewritten->to_string();
+    EXPECT_EQ(rewritten->num_nodes(), graph->num_nodes());
+    expect_same_results(*graph, *rewritten, inputs);
+    expect_same_results(*graph, *fuse_pointwise(rewritten, {}).graph, inputs);
+  }
+}
+
 }  // namespace
 }  // namespace trainrun::compile
