@@ -92,11 +92,6 @@ size_t num_events() {
   return r.events.size();
 }
 
-void add_event(std::string name, int64_t start_ns, int64_t end_ns) {
-  if (!active()) return;
-  push(Event{std::move(name), start_ns, end_ns, this_thread(), {}});
-}
-
 void add_event(std::string name, int64_t start_ns, int64_t end_ns, int64_t thread, int64_t memory) {
   if (!active()) return;
   push(Event{std::move(name), start_ns, end_ns, thread, {}, memory});

@@ -52,10 +52,9 @@ void stop();
 // Events recorded since the first start, from the `from`-th on.
 std::vector<Event> events(size_t from = 0);
 size_t num_events();
-// An event whose times are known (a range measured elsewhere: Python's record_function, a profiler step).
-void add_event(std::string name, int64_t start_ns, int64_t end_ns);
-// The same on thread `thread` (an asynchronous collective, ended on its backend's thread, shown on the caller's),
-// with `memory` bytes allocated less freed meanwhile.
+// An event whose times are known (a range measured elsewhere: Python's record_function, a profiler step, an
+// asynchronous collective ended on its backend's thread and shown on the caller's `thread`), with `memory` bytes
+// allocated less freed meanwhile.
 void add_event(std::string name, int64_t start_ns, int64_t end_ns, int64_t thread, int64_t memory = 0);
 // This thread's id as events carry it.
 int64_t current_thread();

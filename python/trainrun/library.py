@@ -258,12 +258,9 @@ class CustomOpDef:
         if _C._capture_active():  # inside trainrun.compile's recording: one opaque node
             return self._call_recorded(args, kwargs)
         if _C._profiler_active():  # one profiler event named "ns::name", as a dispatcher op's
-            net_bytes, start = _C._profiler_net_bytes(), _C._profiler_now_ns()
-            try:
+            from trainrun.profiler import record_function
+            with record_function(self._qualname):
                 return self._call(args, kwargs)
-            finally:
-                _C._profiler_add_event(self._qualname, start, _C._profiler_now_ns(),
-                                       _C._profiler_net_bytes() - net_bytes)
         return self._call(args, kwargs)
 
     def _call_recorded(self, args, kwargs):

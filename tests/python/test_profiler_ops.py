@@ -51,6 +51,7 @@ def test_self_time_is_total_less_children_and_the_table_has_pytorch_columns():
                                 "CPU", "time", "avg", "#", "of", "Calls"]
     assert lines[3].split()[0] == "outer"
     assert lines[-1].startswith("Self CPU time total:")
+    assert prof.total_average().count == len(prof.events()) and "Self CPU time total" in str(prof)
     top = prof.key_averages().table(top_level_events_only=True)
     assert "outer" in top and "aten::mm" not in top
 

@@ -182,8 +182,14 @@ class profile:  # noqa: N801  (PyTorch's name)
     def self_cpu_time_total(self):
         return self.events().self_cpu_time_total
 
-    def table(self, *args, **kwargs):
+    def table(self, *args, **kwargs):  # (torch.autograd.profiler.profile's, as total_average and str)
         return self.events().table(*args, **kwargs)
+
+    def total_average(self):
+        return self.events().total_average()
+
+    def __str__(self):
+        return self.table()
 
     def export_chrome_trace(self, path):
         """The recorded events as Chrome trace events ("X" events, microseconds): operators as cpu_op, named
