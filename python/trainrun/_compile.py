@@ -27,15 +27,20 @@ backward. Where it cannot be recorded (explain() says why), replays build
 autograd's graph op by op, as the eager call does.
 
 Both programs then lose their dead nodes and have their pointwise runs
-fused into generated loops (compile/dead_code.h, compile/fusion.h)."""
+fused into generated loops (compile/dead_code.h, compile/fusion.h).
+
+backend= a callable instead: it is handed each recording as a GraphModule and
+replays call what it returns (trainrun/_compile_backend.py).
+trainrun._dynamo.utils.counters counts recordings, ops and graph breaks."""
 import collections
 import functools
 import logging
 import weakref
 
-from trainrun import _C
+from trainrun import _C, _compile_backend
 from trainrun._compile_guards import PythonGuard
 from trainrun._dynamo import config as _config
+from trainrun._dynamo.utils import counters
 
 _compiled_functions = weakref.WeakSet()  # every CompiledFunction: trainrun.compiler.reset() clears them all
 # trainrun.compiler.set_stance's: "default", "force_eager" (calls run as Python), "eager_on_recompile" (a call no
@@ -94,7 +99,8 @@ def _aliasing(tensors):
 
 # passthrough: (output position, input position) of the outputs that are inputs, returned as the caller's objects
 # joint: the forward and backward graph (a _JointGraph), or None (then joint_reason says why)
-_Recording = collections.namedtuple("_Recording", "graph joint joint_reason fusion_note out_spec passthrough")
+# custom: for a backend given as a callable, (what it returned, the number of outputs); None for trainrun's own.
+_Recording = collections.namedtuple("_Recording", "graph joint joint_reason fusion_note out_spec passthrough custom")
 
 
 class _Eager:
@@ -105,8 +111,9 @@ class _Eager:
 class CompiledFunction:
     """fn with its recordings, keyed by guards."""
 
-    def __init__(self, fn, module=None, fullgraph=False, explain=False):
+    def __init__(self, fn, module=None, fullgraph=False, explain=False, backend="inductor"):
         self._fn, self._module, self._fullgraph, self._explain = fn, module, fullgraph, explain
+        self._backend = backend  # a name (trainrun's recordings) or a callable (_compile_backend.py)
         self._python_guard = PythonGuard(fn, module)  # attributes, globals and closure values it bakes in
         self._cache = {}
         self._bound = weakref.WeakKeyDictionary()  # a decorated method: the instance's own compiled function
@@ -123,7 +130,7 @@ class CompiledFunction:
         if bound is None:
             module = obj if isinstance(obj, _C.nn.Module) else None
             bound = CompiledFunction(functools.partial(self._fn, obj), module=module, fullgraph=self._fullgraph,
-                                     explain=self._explain)
+                                     explain=self._explain, backend=self._backend)
             self._bound[obj] = bound
         return bound
 
@@ -158,7 +165,10 @@ class CompiledFunction:
         entry = self._cache.get(key)
         if isinstance(entry, _Recording):
             self.replays += 1
-            outputs = (entry.joint or entry.graph).run(tensors)
+            if entry.custom is not None:
+                outputs = _compile_backend.run_compiled(entry.custom[0], tensors, entry.custom[1])
+            else:
+                outputs = (entry.joint or entry.graph).run(tensors)
             for out, given in entry.passthrough:
                 outputs[out] = tensors[given]
             return _unflatten(entry.out_spec, iter(outputs))
@@ -173,6 +183,7 @@ class CompiledFunction:
                 return self._fn(*args, **kwargs)
             _recompile_log.debug("Recompiling function %s: no recording of its %d fits the call's guards",
                                  self._name(), len(self._cache))
+            counters["recompiles"]["total"] += 1
         limit = _config.cache_size_limit
         if len(self._cache) >= limit:
             self._cache[key] = _Eager(f"cache_size_limit ({limit}) reached: more guards than recordings "
@@ -189,11 +200,13 @@ class CompiledFunction:
             out_spec = _flatten(result, out_leaves)
             capture.finish(out_leaves)
             joint = None
-            if not capture.broken and _C.is_grad_enabled():
+            custom = callable(self._backend)
+            if not capture.broken and _C.is_grad_enabled() and not custom:
                 joint = capture.record_backward(out_leaves)
             joint_reason = capture.joint_reason
         fusion_note = joint.fusion_note if joint is not None else ""
-        if not capture.broken and joint is None and not _C.is_grad_enabled():
+        counters["frames"]["total"] += 1
+        if not capture.broken and joint is None and not _C.is_grad_enabled() and not custom:
             graph, fusion_note, _ = _C._fuse_graph(graph)
         if capture.broken:
             reason = capture.break_reason
@@ -201,12 +214,19 @@ class CompiledFunction:
                 raise GraphBreakError(f"trainrun.compile(fullgraph=True): {self._name()} could not be recorded "
                                       f"whole: {reason}")
             self._cache[key] = _Eager(reason)
+            counters["graph_break"][reason] += 1
             _graph_break_log.debug("Graph break in %s (it runs eagerly for these guards): %s", self._name(), reason)
             if self._explain:
                 print(f"trainrun.compile: {self._name()} runs eagerly for these guards: {reason}")
             return result
         passthrough = [(j, i) for j, o in enumerate(out_leaves) for i, t in enumerate(tensors) if o is t]
-        self._cache[key] = _Recording(graph, joint, joint_reason, fusion_note, out_spec, passthrough)
+        counters["frames"]["ok"] += 1
+        counters["stats"]["unique_graphs"] += 1
+        counters["stats"]["calls_captured"] += graph.num_nodes
+        if custom:  # (this call's result stays the recorded eager one: running it again would repeat its effects)
+            custom = (_compile_backend.call_backend(self._backend, graph, tensors, self._module), len(out_leaves))
+            fusion_note = f"compiled by the backend {getattr(self._backend, '__name__', type(self._backend).__name__)}"
+        self._cache[key] = _Recording(graph, joint, joint_reason, fusion_note, out_spec, passthrough, custom or None)
         if self._explain:
             print(f"trainrun.compile: {self._name()} recorded {graph.num_nodes} ops "
                   f"({graph.num_inputs} inputs, {graph.num_constants} constant tensors); "
@@ -242,6 +262,7 @@ class CompiledFunction:
         self._cache.clear()
 
 
+@functools.lru_cache(maxsize=None)  # one class: isinstance(m, torch._dynamo.eval_frame.OptimizedModule)
 def _optimized_module_class():
     from trainrun import nn
 
@@ -280,9 +301,8 @@ def _check_options(mode, backend, options):
         raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
     if mode not in _MODES:
         raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(m for m in _MODES if m)}")
-    if callable(backend):
-        raise NotImplementedError("compile: custom backends (callables given an FX graph) are not supported: "
-                                  "trainrun records calls at the dispatcher and has no FX graph to hand them")
+    if callable(backend):  # handed each recording as a GraphModule (trainrun/_compile_backend.py)
+        return
     if backend not in _BACKENDS:
         raise RuntimeError(f"compile: backend={backend!r} cannot be found; the backends are {sorted(_BACKENDS)} "
                            "(each runs trainrun's recordings)")
@@ -295,7 +315,7 @@ def compiled_call(module, call, *, fullgraph=False, dynamic=None, backend="induc
     _check_options(mode, backend, options)
     if disable:
         return None
-    return CompiledFunction(call, module=module, fullgraph=fullgraph, explain=explain)
+    return CompiledFunction(call, module=module, fullgraph=fullgraph, explain=explain, backend=backend)
 
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,  # noqa: A001
@@ -309,8 +329,9 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     if disable or getattr(model, "_trainrun_compile_disabled", False):  # (trainrun.compiler.disable's)
         return model
     if isinstance(model, _C.nn.Module):  # Python modules and C++ layers (nn.Linear) alike
-        compiled = CompiledFunction(model.__call__, module=model, fullgraph=fullgraph, explain=explain)
+        compiled = CompiledFunction(model.__call__, module=model, fullgraph=fullgraph, explain=explain,
+                                    backend=backend)
         return _optimized_module_class()(model, compiled)
     if not callable(model):
         raise TypeError(f"compile: expected a function or an nn.Module, got {type(model).__name__}")
-    return CompiledFunction(model, fullgraph=fullgraph, explain=explain)
+    return CompiledFunction(model, fullgraph=fullgraph, explain=explain, backend=backend)

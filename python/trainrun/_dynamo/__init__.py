@@ -1,10 +1,11 @@
 """torch._dynamo's entry points that PyTorch scripts call, over trainrun.compile's recordings (trainrun/_compile.py
-says how calls are recorded and replayed): reset, disable, mark_dynamic, explain, config."""
+says how calls are recorded and replayed): reset, disable, mark_dynamic, explain, config,
+utils.counters, eval_frame.OptimizedModule and the testing backends (CompileCounter)."""
 import collections
 import time
 
 from trainrun import _C
-from trainrun._dynamo import config  # noqa: F401
+from trainrun._dynamo import config, eval_frame, testing, utils  # noqa: F401
 from trainrun.compiler import allow_in_graph, disable, reset  # noqa: F401
 from trainrun.compiler import is_compiling  # noqa: F401
 

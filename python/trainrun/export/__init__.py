@@ -26,8 +26,8 @@ from trainrun._compile import _unflatten
 from trainrun.export._recording import _no_grad, _record
 from trainrun.export.dynamic_shapes import _NO_MAX, Dim, ValueRange, _dynamic_dims, _generalize, dims  # noqa: F401
 
-__all__ = ["export", "ExportedProgram", "ExportGraphSignature", "InputKind", "InputSpec", "OutputKind", "OutputSpec",
-           "TensorArgument", "save", "load", "Dim", "dims"]
+__all__ = ["export", "export_for_training", "ExportedProgram", "ExportGraphSignature", "InputKind", "InputSpec",
+           "OutputKind", "OutputSpec", "TensorArgument", "save", "load", "Dim", "dims"]
 
 
 class InputKind(enum.Enum):
@@ -116,29 +116,12 @@ class ExportedProgram:
         return _unflatten(self._out_spec, iter(outputs))
 
     def module(self):
-        """An nn.Module whose forward runs the program, as torch's GraphModule: the weights by name, `graph` (the
-        fx Graph), `code` (its Python, as torch.fx writes it) and print_readable()."""
+        """The program as a trainrun.fx GraphModule (an nn.Module whose forward runs it, as torch's): the weights
+        by name, `graph` (the fx Graph), `code` (its Python, as torch.fx writes it) and print_readable()."""
         from trainrun import nn
-        program = self
+        from trainrun.fx import GraphModule
 
-        class ExportedModule(nn.Module):
-            def forward(self, *args, **kwargs):
-                return program(*args, **kwargs)
-
-            @property
-            def graph(self):
-                return program.graph
-
-            @property
-            def code(self):
-                return program.graph.python_code_text()
-
-            def print_readable(self, print_output=True, include_stride=False, include_device=False, colored=False):
-                if print_output:
-                    print(self.code)
-                return self.code
-
-        m = ExportedModule()
+        m = GraphModule(None, self.graph, run=self)
         # The weights under their names, as parameters (not requiring grad: the program does not train) and
         # buffers. They are the program's own tensors: load_state_dict into this module changes what it computes.
         sig = self.graph_signature
@@ -157,6 +140,24 @@ class ExportedProgram:
             else:
                 object.__setattr__(owner, leaf, t)
         return m
+
+    def named_parameters(self):
+        """(name, tensor) of the program's frozen parameters, in the module's order."""
+        for name in self.graph_signature.parameters:
+            yield name, self.state_dict[name]
+
+    def parameters(self):
+        for _, t in self.named_parameters():
+            yield t
+
+    def named_buffers(self):
+        """(name, tensor) of the program's frozen buffers, in the module's order."""
+        for name in self.graph_signature.buffers:
+            yield name, self.state_dict[name]
+
+    def buffers(self):
+        for _, t in self.named_buffers():
+            yield t
 
     @property
     def graph_module(self):
@@ -280,6 +281,14 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
     meta = [(tuple(t.shape), t.dtype) for t in tensors]
     return ExportedProgram(graph, source, fusion_note, names, meta, constant_names, dict(zip(constant_names, frozen)),
                            out_spec, signature, (args, kwargs), dynamic, recorded)
+
+
+def export_for_training(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True,
+                        preserve_module_call_signature=()):
+    """torch.export.export_for_training (PyTorch 2.5-2.6): the same program as export(). trainrun records
+    programs at the dispatcher with nothing left to decompose, so the training IR and the inference IR are one."""
+    return export(mod, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict,
+                  preserve_module_call_signature=preserve_module_call_signature)
 
 
 def _identity(t):

@@ -1,0 +1,53 @@
+"""torch.compile(backend=callable): the backend is handed what trainrun recorded, as torch hands a backend the
+graph Dynamo traced: a trainrun.fx GraphModule of the program (its ops as recorded at the dispatcher, aten
+targets, before fusion) and the call's input tensors (the arguments' tensors, then the module's parameters and
+buffers). The callable it returns runs every replay of that recording with the same inputs; it gives the outputs
+as a tuple (what the GraphModule gives), or the single output. The replays run with autograd recording op by op,
+as the eager call does (trainrun's own backward recording is for its own backend)."""
+from trainrun import _C
+
+
+def _input_names(num_args, module):
+    """Placeholder names, as Dynamo's: the argument tensors L_arg<i>_, then the module's tensors by name."""
+    names = [f"L_arg{i}_" for i in range(num_args)]
+    if module is not None:
+        names += [f"L_self_{n.replace('.', '_')}_" for n, _ in module._named_local_parameters()]
+        names += [f"L_self_{n.replace('.', '_')}_" for n, _ in module.named_buffers()]
+    return names
+
+
+def graph_module(graph, num_tensors, module):
+    """The recorded program as a GraphModule whose forward runs it (with autograd) on new inputs."""
+    from trainrun.export._graph import program_graph
+    from trainrun.fx import GraphModule
+    table = graph._table()
+    num_module = len(_input_names(0, module))
+    names = _input_names(num_tensors - num_module, module)
+    constants = [(f"_tensor_constant{i}", "c") for i in range(len(table["constants"]))]
+
+    def run(*inputs):
+        if len(inputs) != len(names):
+            raise TypeError(f"GraphModule.forward: the recorded program takes {len(names)} tensors "
+                            f"({', '.join(names)}), got {len(inputs)}")
+        return tuple(graph.run(list(inputs)))
+
+    return GraphModule(module, program_graph(table, constants, names), run=run)
+
+
+def call_backend(backend, graph, tensors, module):
+    """backend(gm, example_inputs), checked: the callable replays will call."""
+    compiled = backend(graph_module(graph, len(tensors), module), list(tensors))
+    if not callable(compiled):
+        raise TypeError(f"compile: the backend {getattr(backend, '__name__', backend)!r} returned a "
+                        f"{type(compiled).__name__}; a backend must return a callable (gm.forward, for one)")
+    return compiled
+
+
+def run_compiled(compiled, tensors, num_outputs):
+    """The outputs of a backend's callable, as a list of num_outputs."""
+    result = compiled(*tensors)
+    outputs = [result] if isinstance(result, _C.Tensor) else list(result)
+    if len(outputs) != num_outputs:
+        raise ValueError(f"compile: the backend's callable gave {len(outputs)} outputs; the recorded program has "
+                         f"{num_outputs}")
+    return outputs
