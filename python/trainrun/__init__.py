@@ -196,7 +196,7 @@ from trainrun._tensor_extras import (as_tensor, clone, detach, get_default_dtype
 from trainrun._compile import compile  # noqa: E402,F401,A004
 from trainrun import export  # noqa: E402,F401  (trainrun.export.export, and trainrun.export(...) itself)
 from trainrun.export import aot_compile, aot_load  # noqa: E402,F401
-from trainrun import compiler, _dynamo, _inductor, _logging, fx  # noqa: E402,F401  (torch.compiler, torch._dynamo, ...)
+from trainrun import compiler, _dynamo, _export, _functorch, _inductor, _logging, fx  # noqa: E402,F401
 from trainrun._cond import cond  # noqa: E402,F401
 
 from trainrun.nn.functional import conv2d, max_pool2d  # noqa: E402,F401  (torch.conv2d, torch.max_pool2d)

@@ -16,27 +16,28 @@ def _input_names(num_args, module):
     return names
 
 
-def graph_module(graph, num_tensors, module):
-    """The recorded program as a GraphModule whose forward runs it (with autograd) on new inputs."""
+def graph_module(graph, names, root=None, wrap_outputs=tuple):
+    """The recorded program as a GraphModule whose forward runs it (with autograd) on new inputs: placeholders
+    named `names` (one per input), the outputs given to wrap_outputs as a list."""
     from trainrun.export._graph import program_graph
     from trainrun.fx import GraphModule
     table = graph._table()
-    num_module = len(_input_names(0, module))
-    names = _input_names(num_tensors - num_module, module)
     constants = [(f"_tensor_constant{i}", "c") for i in range(len(table["constants"]))]
 
     def run(*inputs):
         if len(inputs) != len(names):
             raise TypeError(f"GraphModule.forward: the recorded program takes {len(names)} tensors "
                             f"({', '.join(names)}), got {len(inputs)}")
-        return tuple(graph.run(list(inputs)))
+        return wrap_outputs(graph.run(list(inputs)))
 
-    return GraphModule(module, program_graph(table, constants, names), run=run)
+    return GraphModule(root, program_graph(table, constants, names), run=run)
 
 
 def call_backend(backend, graph, tensors, module):
     """backend(gm, example_inputs), checked: the callable replays will call."""
-    compiled = backend(graph_module(graph, len(tensors), module), list(tensors))
+    num_module = len(_input_names(0, module))
+    gm = graph_module(graph, _input_names(len(tensors) - num_module, module), module)
+    compiled = backend(gm, list(tensors))
     if not callable(compiled):
         raise TypeError(f"compile: the backend {getattr(backend, '__name__', backend)!r} returned a "
                         f"{type(compiled).__name__}; a backend must return a callable (gm.forward, for one)")

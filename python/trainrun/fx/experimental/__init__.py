@@ -1,0 +1,1 @@
+"""torch.fx.experimental: proxy_tensor.make_fx."""
