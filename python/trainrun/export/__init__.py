@@ -24,6 +24,8 @@ import types
 from trainrun import _C
 from trainrun._compile import _unflatten
 from trainrun.export._recording import _no_grad, _record
+from trainrun.export._specialized import (_SpecializedCall, _check_specialized, _specialized_inputs,
+                                          _without_specialized)
 from trainrun.export.dynamic_shapes import _NO_MAX, Dim, ValueRange, _dynamic_dims, _generalize, dims  # noqa: F401
 
 __all__ = ["export", "export_for_training", "ExportedProgram", "ExportGraphSignature", "InputKind", "InputSpec",
@@ -87,6 +89,8 @@ class ExportedProgram:
         self.state_dict = state_dict
         self.graph_signature = signature
         self.example_inputs = example_inputs
+        # Non-tensor inputs, fixed at export: (position or None for a keyword, name, value); see _specialized.py.
+        self._specialized = []
 
     def _check(self, tensors):
         if len(tensors) != len(self._input_names):
@@ -102,6 +106,8 @@ class ExportedProgram:
                 raise ValueError(f"ExportedProgram: input '{name}' is {t.dtype}; the program was exported for {dtype}")
 
     def __call__(self, *args, **kwargs):
+        if self._specialized:
+            args, kwargs = _check_specialized(self._specialized, args, kwargs)
         tensors = list(args) + [kwargs[n] for n in self._input_names[len(args):] if n in kwargs]
         self._check(tensors)
         tensors = [t.contiguous() for t in tensors]
@@ -243,14 +249,17 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
         raise TypeError(f"export: args must be a tuple of example inputs, got {type(args).__name__}")
     kwargs = dict(kwargs or {})
     names = _input_names(mod, args, kwargs)
-    given = list(args) + list(kwargs.values())
-    for name, value in zip(names, given):
-        if not isinstance(value, _C.Tensor):
-            raise TypeError(f"export: input '{name}' is a {type(value).__name__}; only tensor inputs are supported "
-                            "(close over other values in the module)")
-    tensors = [t.contiguous() for t in given]
+    specialized = _specialized_inputs(names, list(args) + list(kwargs.values()), len(args))
+    call = mod
+    if specialized:  # the program takes the tensors; `call` puts the other values back into each call of mod
+        dynamic_shapes = _without_specialized(dynamic_shapes, names, specialized)
+        call = _SpecializedCall(mod, args, kwargs, specialized)
+        args = tuple(a for a in args if isinstance(a, _C.Tensor))
+        kwargs = {k: v for k, v in kwargs.items() if isinstance(v, _C.Tensor)}
+        names = [n for n in names if n not in {name for _, name, _ in specialized}]
+    tensors = [t.contiguous() for t in list(args) + list(kwargs.values())]
     dims, input_dims = _dynamic_dims(dynamic_shapes, names, tensors)
-    graph, out_leaves, out_spec = _record(mod, tensors, len(args), list(kwargs))
+    graph, out_leaves, out_spec = _record(call, tensors, len(args), list(kwargs))
     for i, o in enumerate(out_leaves):
         if any(o is t for t in tensors):
             raise ValueError(f"export: output {i} is the input itself; return a copy (x.clone())")
@@ -276,11 +285,13 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
     graph, fusion_note, source = _C._fuse_graph(graph)
     dynamic = None
     if dims:
-        dynamic = _generalize(mod, tensors, len(args), list(kwargs), dims, input_dims, graph, source)
+        dynamic = _generalize(call, tensors, len(args), list(kwargs), dims, input_dims, graph, source)
     signature = ExportGraphSignature(names, [f"output{i}" for i in range(len(out_leaves))], params, buffers)
     meta = [(tuple(t.shape), t.dtype) for t in tensors]
-    return ExportedProgram(graph, source, fusion_note, names, meta, constant_names, dict(zip(constant_names, frozen)),
-                           out_spec, signature, (args, kwargs), dynamic, recorded)
+    ep = ExportedProgram(graph, source, fusion_note, names, meta, constant_names, dict(zip(constant_names, frozen)),
+                         out_spec, signature, (args, kwargs), dynamic, recorded)
+    ep._specialized = specialized
+    return ep
 
 
 def export_for_training(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True,

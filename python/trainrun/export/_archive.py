@@ -73,6 +73,7 @@ def _write_archive(ep, f, extra_files=None):
                 "input_meta": [[list(shape), str(dtype).replace("trainrun.", "")] for shape, dtype in ep._input_meta],
                 "constant_names": ep._constant_names, "out_spec": _spec_to_json(ep._out_spec),
                 "fusion_note": ep._fusion_note, "num_args": len(args), "kwarg_names": list(kwargs),
+                "specialized": [list(entry) for entry in ep._specialized],
                 "signature": {"user_inputs": sig.user_inputs, "user_outputs": sig.user_outputs,
                               "parameters": sig.parameters, "buffers": sig.buffers}}
         with open(os.path.join(d, "program.json"), "w") as out:
@@ -155,5 +156,6 @@ def load(f, *, extra_files=None, expected_opset_version=None):
     ep = ExportedProgram(graph, kernels_source, meta["fusion_note"], meta["input_names"], input_meta,
                          meta["constant_names"], constants, _spec_from_json(meta["out_spec"]), signature,
                          (args, kwargs), model.dynamic)
+    ep._specialized = [tuple(entry) for entry in meta.get("specialized", [])]
     ep._keep_alive = (folder, model)  # the unpacked model.so backs the program's loops
     return ep

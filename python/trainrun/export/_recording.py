@@ -28,6 +28,7 @@ def _record(mod, tensors, num_args, kwarg_names):
     finally:
         _exporting -= 1
     if capture.broken:
-        raise GraphBreakError(f"export: {type(mod).__name__}.forward could not be captured whole: "
+        name = getattr(mod, "__name__", None) or type(mod).__name__  # (_SpecializedCall: its module's)
+        raise GraphBreakError(f"export: {name}.forward could not be captured whole: "
                               f"{capture.break_reason}")
     return graph, out_leaves, out_spec
