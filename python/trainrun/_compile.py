@@ -5,6 +5,7 @@ Python code again.
 
 Guards, per compiled function: each tensor argument's shape, strides,
 dtype, device and requires_grad; the other arguments' values; grad mode;
+autocast's state (on or off, and its dtype, per device type);
 the default dtype and device (what factories in the call make);
 the plain Python values the code read from module attributes, globals and
 closures (trainrun/_compile_guards.py; tensors reached that way are inputs);
@@ -88,6 +89,12 @@ def _unflatten(spec, tensors):
     return spec[1]
 
 
+def _autocast_state(device_type):
+    """Autocast's dtype for the device type when it is on, else None (a dtype set while off changes nothing)."""
+    enabled, dtype = _C._get_autocast(device_type)
+    return dtype if enabled else None
+
+
 def _aliasing(tensors):
     """None when the tensors are distinct objects, else each one's first position: a recording made with one
     tensor passed twice (f(x, x)) reads one input for both, so it must not replay f(x, y)."""
@@ -158,6 +165,7 @@ class CompiledFunction:
             key = (in_spec, _C._tensor_guards(tensors), _aliasing(tensors), _C.is_grad_enabled(),
                    self._module is not None and self._module.training,
                    _C._ops.get_default_dtype(), _C._get_default_device(),  # (what factories in the call make)
+                   _autocast_state("cpu"), _autocast_state("cuda"),  # (the dtypes autocast gives the ops)
                    python_values)
             hash(key)
         except TypeError:  # an argument that cannot be a guard (unhashable): run it as it is

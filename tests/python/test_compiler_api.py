@@ -219,3 +219,19 @@ def test_config_settings_scripts_set_exist_and_patch_restores_them():
         with dynamo.patch(suppress_errors=True, no_such_setting=1):
             pass
     assert dynamo.suppress_errors is False, "what was set before the unknown name went back"
+
+
+def test_autocast_state_is_a_guard():
+    lin = nn.Linear(4, 3)
+    compiled = torch.compile(lin)
+    x = torch.randn(2, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert compiled(x).dtype == torch.bfloat16
+        assert compiled(x).dtype == torch.bfloat16
+    assert compiled(x).dtype == torch.float32, "a recording made under autocast must not replay outside it"
+    assert torch.allclose(compiled(x), lin(x))
+    with torch.autocast("cpu", dtype=torch.float16):
+        assert compiled(x).dtype == torch.float16, "another autocast dtype records anew"
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=False):
+        assert compiled(x).dtype == torch.float32
+    assert compiled._compiled.replays == 3
