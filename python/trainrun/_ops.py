@@ -52,6 +52,24 @@ class OpOverloadPacket:
         return f"{self._namespace}.{self._name}"
 
 
+class HigherOrderOperator:
+    """torch.ops.higher_order.<name>: an operator that takes functions (cond's branches), callable as the function
+    trainrun has for it; the target of its node in a recorded program's graph."""
+    _packet = None  # (named as an op: torch.ops.higher_order.<name>)
+
+    def __init__(self, name, fn):
+        self.__name__, self._fn = name, fn
+
+    def __call__(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
+
+    def __repr__(self):
+        return f"higher_order.{self.__name__}"
+
+
+_HIGHER_ORDER = {"cond": lambda: __import__("trainrun").cond}
+
+
 class _Namespace(types.ModuleType):
     def __init__(self, name):
         super().__init__(f"trainrun.ops.{name}")
@@ -69,6 +87,10 @@ class _Namespace(types.ModuleType):
             packet = OpOverloadPacket("aten", name, fn)
             setattr(self, name, packet)
             return packet
+        if self._ns == "higher_order" and name in _HIGHER_ORDER:
+            op = HigherOrderOperator(name, _HIGHER_ORDER[name]())
+            setattr(self, name, op)
+            return op
         raise AttributeError(f"'_OpNamespace' '{self._ns}' object has no attribute '{name}' (no custom op "
                              f"'{self._ns}::{name}' is registered)")
 

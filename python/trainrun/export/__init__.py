@@ -21,7 +21,7 @@ import inspect
 import sys
 import types
 
-from trainrun import _C
+from trainrun import _C, _ops
 from trainrun._compile import _unflatten
 from trainrun.export._recording import _no_grad, _record
 from trainrun.export._specialized import (_SpecializedCall, _check_specialized, _specialized_inputs,
@@ -314,6 +314,9 @@ def aot_compile(exported, path):
         raise TypeError(f"aot_compile: expected an ExportedProgram (trainrun.export.export), got "
                         f"{type(exported).__name__}")
     path = str(path)
+    if any(isinstance(n.target, _ops.HigherOrderOperator) for n in exported.graph.nodes):
+        raise ValueError("aot_compile: the program has a torch.cond, whose branches run as Python; a package cannot "
+                         "hold Python code (run the ExportedProgram from Python, or make pred a Python bool)")
     _C._write_aot_package(path, exported._graph, exported._kernels_source, exported._input_names,
                           exported._constant_names, exported._dynamic)
     return path

@@ -25,6 +25,8 @@ def _target(kind, name):
         name = "empty_strided"
     if kind == "external" and "::" in name:
         ns, op = name.split("::", 1)
+        if ns == "higher_order":  # (torch.cond's node: torch.ops.higher_order.cond, no overloads)
+            return getattr(trainrun.ops.higher_order, op)
         try:
             return getattr(getattr(trainrun.ops, ns), op).default
         except AttributeError:
