@@ -92,7 +92,8 @@ def test_graph_break_runs_the_call_eagerly_and_is_logged_and_recompiles_are_logg
                "torch._dynamo.graph_break() was called" in m for m in messages), messages
     assert sum(m.startswith("Recompiling function ") and "<lambda>: no recording of its 1" in m
                for m in messages) == 1, messages
-    assert "torch._dynamo.graph_break()" in torch._dynamo.explain(g)(torch.randn(2)).break_reasons[0]
+    reason = torch._dynamo.explain(g)(torch.randn(2)).break_reasons[0]
+    assert "torch._dynamo.graph_break()" in reason and reason.reason == str(reason) and reason.user_stack == []
     torch._dynamo.graph_break()  # outside a recording: nothing happens
     with pytest.raises(ValueError, match="unknown log 'graph_brakes'"):
         torch._logging.set_logs(graph_brakes=True)

@@ -45,6 +45,23 @@ def mark_static(t, index=None):
         raise IndexError(f"mark_static: dim {index} is out of range for a tensor of {t.ndim} dims")
 
 
+class GraphBreakReason(str):
+    """One break reason, as torch's GraphBreakReason: `.reason` (the text; the object is that string too) and
+    `.user_stack` (empty: trainrun's recordings break below Python, where there is no user frame to name)."""
+
+    @property
+    def reason(self):
+        return str(self)
+
+    @property
+    def user_stack(self):
+        return []
+
+    @property
+    def graph_break(self):
+        return True
+
+
 class ExplainOutput(collections.namedtuple(
         "ExplainOutput", "graphs graph_count graph_break_count break_reasons op_count ops_per_graph out_guards "
                          "compile_times")):
@@ -72,7 +89,7 @@ def explain(f, *extra_args, **extra_kwargs):
         seconds = time.perf_counter() - start
         entries = list(compiled._cache.values())
         graphs = [e.graph for e in entries if isinstance(e, _Recording)]
-        reasons = [e.reason for e in entries if not isinstance(e, _Recording)]
+        reasons = [GraphBreakReason(e.reason) for e in entries if not isinstance(e, _Recording)]
         ops = [g.num_nodes for g in graphs]
         return ExplainOutput(graphs, len(graphs), len(reasons), reasons, sum(ops), ops, [], f"{seconds:.4f}")
 
