@@ -98,6 +98,11 @@ def _guarded(value):
     return isinstance(value, _C.Tensor) or _plain(value) is not _SKIP
 
 
+def _module_hooks(module):
+    from trainrun.nn._module import hooks_state
+    return hooks_state(module)
+
+
 def _module_state(module):
     """Per submodule: its name, class, training flag, configuration and the attributes its code can read, and
     those attributes that are tensors (not parameters or buffers: `self.mask = torch.tril(...)`)."""
@@ -106,7 +111,7 @@ def _module_state(module):
         names = _names_of_class(type(m))
         attrs = tuple((k, v) for k, v in ((k, _value(v, tensors)) for k, v in vars(m).items() if k in names)
                       if v is not _SKIP)
-        state.append((name, type(m), m.training, attrs, _config_of(m)))
+        state.append((name, type(m), m.training, attrs, _config_of(m), _module_hooks(m)))
     return tuple(state), tensors
 
 

@@ -235,3 +235,45 @@ def test_autocast_state_is_a_guard():
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=False):
         assert compiled(x).dtype == torch.float32
     assert compiled._compiled.replays == 3
+
+
+def test_hooks_added_or_removed_after_compiling_change_what_runs():
+    lin = nn.Linear(4, 4)
+    compiled = torch.compile(lin)
+    x = torch.randn(2, 4)
+    compiled(x), compiled(x)
+    seen = []
+    handle = lin.register_forward_hook(lambda mod, args, out: seen.append(out.shape))
+    compiled(x), compiled(x)
+    assert seen == [(2, 4), (2, 4)], "a hook added after the recording runs"
+    handle.remove()
+    compiled(x)
+    assert len(seen) == 2, "a removed hook does not"
+    with lin.register_forward_pre_hook(lambda mod, args: (args[0] * 0,)):
+        assert torch.equal(compiled(x), lin.bias.expand(2, 4)), "a pre-hook's replacement input is used"
+    assert torch.allclose(compiled(x), lin(x))
+
+
+def test_a_checkpointed_block_inside_a_compiled_module_trains_as_eager():
+    import copy
+    from trainrun.utils.checkpoint import checkpoint
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):
+            return checkpoint(lambda t: self.b(torch.nn.functional.gelu(self.a(t))), x, use_reentrant=False) + x
+
+    torch.manual_seed(0)
+    model = Block()
+    ref = copy.deepcopy(model)
+    compiled = torch.compile(model)
+    x = torch.randn(4, 8)
+    for _ in range(2):
+        model.zero_grad()
+        compiled(x).pow(2).sum().backward()
+    ref(x).pow(2).sum().backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-5)

@@ -117,6 +117,45 @@ def test_checkpoint_gives_the_same_gradients_with_dropout_and_holds_less():
     assert sequential.shape == (512, 256)
 
 
+def test_non_reentrant_checkpoint_trains_weights_when_no_input_requires_grad():
+    trainrun.manual_seed(0)
+    lin = nn.Linear(6, 4)
+    x = trainrun.randn(3, 6)  # (raw data: no grad)
+
+    def grads_of(fn):
+        lin.zero_grad()
+        out = fn()
+        assert out.requires_grad, "the weights the function reaches require grad, so must its output"
+        out.pow(2).sum().backward()
+        return lin.weight.grad.clone(), lin.bias.grad.clone()
+
+    want = grads_of(lambda: lin(x).tanh())
+
+    class Holder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = lin
+
+        def forward(self, t):
+            return self.inner(t).tanh()
+
+    holder = Holder()
+    ways = {"a module": lambda: trainrun.utils.checkpoint.checkpoint(holder, x, use_reentrant=False),
+            "a bound method": lambda: trainrun.utils.checkpoint.checkpoint(holder.forward, x, use_reentrant=False),
+            "a closure": lambda: trainrun.utils.checkpoint.checkpoint(lambda t: lin(t).tanh(), x,
+                                                                      use_reentrant=False)}
+    for way, fn in ways.items():
+        got = grads_of(fn)
+        for a, b in zip(got, want):
+            trainrun.testing.assert_close(a, b, msg=way)
+    lin.requires_grad_(False)
+    assert not trainrun.utils.checkpoint.checkpoint(holder, x, use_reentrant=False).requires_grad, \
+        "frozen weights: nothing requires grad"
+    lin.requires_grad_(True)
+    with pytest.warns(UserWarning, match="None of the inputs have requires_grad=True"):
+        assert not trainrun.utils.checkpoint.checkpoint(holder, x, use_reentrant=True).requires_grad
+
+
 def test_torchelastic_module_paths_and_metrics(capsys):
     from trainrun.distributed.elastic import metrics
     from trainrun.distributed.elastic.multiprocessing.errors import record

@@ -25,13 +25,31 @@ def _hook_table(module, name):
     return table
 
 
+class _ModuleHookHandle(RemovableHandle):
+    """A module hook's handle: removing the hook changes the module's state, as adding it did (compiled calls
+    record anew when the hooks they would run change: trainrun/_compile_guards.py)."""
+
+    def remove(self):
+        super().remove()
+        _state_changed()
+
+
 def _add_hook(module, table_name, entry, prepend):
     table = _hook_table(module, table_name)
-    handle = RemovableHandle(table)
+    handle = _ModuleHookHandle(table)
     table[handle.id] = entry
     if prepend:
         table.move_to_end(handle.id, last=False)
+    _state_changed()
     return handle
+
+
+_HOOK_TABLES = ("_forward_pre_hooks_py", "_forward_hooks_py", "_backward_pre_hooks_py", "_backward_hooks_py")
+
+
+def hooks_state(module):
+    """Which hooks the module has (their handles' ids per table): part of what compiled calls guard on."""
+    return tuple(tuple(module.__dict__[t]) if t in module.__dict__ else () for t in _HOOK_TABLES)
 
 
 def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):

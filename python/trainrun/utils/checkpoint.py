@@ -5,6 +5,7 @@ activations; backward runs it again (with the random state it had the first
 time, so dropout draws the same mask) and backpropagates through that
 recomputation. Memory for activations drops to the inputs of each
 checkpointed segment, for about one more forward's time."""
+import functools
 import warnings
 
 import trainrun
@@ -26,7 +27,11 @@ def _detached_inputs(args):
 
 class _Checkpoint(Function):
     @staticmethod
-    def forward(ctx, run_function, preserve_rng_state, kwargs, *args):
+    def forward(ctx, run_function, preserve_rng_state, kwargs, num_args, *args_and_weights):
+        # The weights after the arguments are inputs of the node only (so the output requires grad through them):
+        # the recomputation's backward accumulates their gradients itself.
+        args = args_and_weights[:num_args]
+        ctx.num_weights = len(args_and_weights) - num_args
         ctx.run_function, ctx.kwargs = run_function, kwargs
         ctx.rng_state = trainrun.random.get_rng_state() if preserve_rng_state else None
         ctx.inputs = args
@@ -53,21 +58,74 @@ class _Checkpoint(Function):
                  if isinstance(o, _C.Tensor) and o.requires_grad and g is not None]
         if pairs:
             trainrun.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-        return (None, None, None) + tuple(i.grad if isinstance(i, _C.Tensor) and i.requires_grad else None
-                                          for i in inputs)
+        return (None, None, None, None) + tuple(i.grad if isinstance(i, _C.Tensor) and i.requires_grad else None
+                                                for i in inputs) + (None,) * ctx.num_weights
+
+
+def _weights_reached(function, args):
+    """The tensors requiring grad that `function` reaches other than through args: a module's parameters (the
+    function is a module, a module's bound method, or closes over one), or tensors it closes over directly."""
+    found, seen, given = [], set(), {id(a) for a in args}
+
+    def add(t):
+        if isinstance(t, _C.Tensor) and t.requires_grad and id(t) not in seen and id(t) not in given:
+            seen.add(id(t))
+            found.append(t)
+
+    def visit(obj, depth=0):
+        if depth > 3:
+            return
+        if isinstance(obj, _C.nn.Module):
+            for p in obj.parameters():
+                add(p)
+        elif isinstance(obj, _C.Tensor):
+            add(obj)
+        elif isinstance(obj, functools.partial):
+            for o in (obj.func, *obj.args, *obj.keywords.values()):
+                visit(o, depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            for o in obj:
+                visit(o, depth + 1)
+        else:
+            owner = getattr(obj, "__self__", None)  # a bound method
+            if owner is not None and not isinstance(owner, type):
+                visit(owner, depth + 1)
+            for cell in getattr(obj, "__closure__", None) or ():
+                try:
+                    visit(cell.cell_contents, depth + 1)
+                except ValueError:  # (an empty cell)
+                    pass
+            code, namespace = getattr(obj, "__code__", None), getattr(obj, "__globals__", None)
+            if code is not None and namespace is not None:  # the globals its code names (a module-level model)
+                for name in code.co_names:
+                    value = namespace.get(name)
+                    if isinstance(value, (_C.nn.Module, _C.Tensor)):
+                        visit(value, depth + 1)
+
+    visit(function)
+    return found
 
 
 def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default",
                debug=False, preserve_rng_state=True, **kwargs):
-    """function(*args, **kwargs), its activations recomputed in backward instead of kept."""
+    """function(*args, **kwargs), its activations recomputed in backward instead of kept. use_reentrant=False:
+    the output requires grad when the weights function reaches do (its module's parameters, or tensors it
+    closes over), even if no input does, as PyTorch's non-reentrant checkpoint; use_reentrant=True (or None)
+    takes only the inputs into account, as PyTorch's reentrant one (whose weights get no gradient then)."""
     if use_reentrant is None:
         warnings.warn("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. "
-                      "trainrun recomputes the same way either way.", UserWarning, stacklevel=2)
+                      "use_reentrant=False is recommended: with True (the default), weights get no gradient when "
+                      "no input requires grad.", UserWarning, stacklevel=2)
+        use_reentrant = True
     if context_fn is not None:
         raise NotImplementedError("checkpoint(context_fn=...) is not supported")
     if not _C.is_grad_enabled():
         return function(*args, **kwargs)
-    return _Checkpoint.apply(function, preserve_rng_state, kwargs, *args)
+    hidden = [] if use_reentrant else _weights_reached(function, args)
+    if use_reentrant and not any(isinstance(a, _C.Tensor) and a.requires_grad for a in args):
+        warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", UserWarning,
+                      stacklevel=2)
+    return _Checkpoint.apply(function, preserve_rng_state, kwargs, len(args), *args, *hidden)
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):  # noqa: A002
