@@ -33,7 +33,9 @@ fused into generated loops (compile/dead_code.h, compile/fusion.h).
 backend= a callable instead: it is handed each recording as a GraphModule and
 replays call what it returns (trainrun/_compile_backend.py).
 trainrun._dynamo.utils.counters counts recordings, ops and graph breaks."""
+import builtins
 import collections
+import contextlib
 import functools
 import logging
 import weakref
@@ -108,6 +110,24 @@ def _aliasing(tensors):
 # joint: the forward and backward graph (a _JointGraph), or None (then joint_reason says why)
 # custom: for a backend given as a callable, (what it returned, the number of outputs); None for trainrun's own.
 _Recording = collections.namedtuple("_Recording", "graph joint joint_reason fusion_note out_spec passthrough custom")
+
+
+@contextlib.contextmanager
+def _print_breaks():
+    """While a call records, print() in it is a graph break, as in torch.compile: a replay runs no Python, so a
+    call that prints runs eagerly each time (and prints each time)."""
+    original = builtins.print
+
+    def recording_print(*args, **kwargs):
+        if _C._capture_active():
+            _C._note_graph_break("print() was called (a replay runs no Python, so it would not print)")
+        return original(*args, **kwargs)
+
+    builtins.print = recording_print
+    try:
+        yield
+    finally:
+        builtins.print = original
 
 
 class _Eager:
@@ -202,7 +222,7 @@ class CompiledFunction:
     def _record(self, key, tensors, args, kwargs):
         graph = _C._CapturedGraph()
         capture = _C._GraphCapture(graph, tensors)
-        with capture:
+        with capture, _print_breaks():
             result = self._fn(*args, **kwargs)
             out_leaves = []
             out_spec = _flatten(result, out_leaves)

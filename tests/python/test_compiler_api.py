@@ -277,3 +277,22 @@ def test_a_checkpointed_block_inside_a_compiled_module_trains_as_eager():
     ref(x).pow(2).sum().backward()
     for p, q in zip(model.parameters(), ref.parameters()):
         assert torch.allclose(p.grad, q.grad, atol=1e-5)
+
+
+def test_print_in_a_compiled_function_is_a_graph_break_and_prints_every_call(capsys):
+    @torch.compile
+    def f(x):
+        print("step", x.shape[0])
+        return x + 1
+
+    for _ in range(3):
+        assert torch.equal(f(torch.ones(2)), torch.full((2,), 2.0))
+    assert capsys.readouterr().out.count("step 2") == 3
+    assert "print() was called" in f.explain() and f.replays == 0
+    g = torch.compile(lambda x: x * 2)
+    g(torch.ones(1)), g(torch.ones(1))
+    assert g.replays == 1, "a call that does not print replays"
+    print("after")  # (print is itself again once the recording ends)
+    assert capsys.readouterr().out == "after\n"
+    with pytest.raises(GraphBreakError, match="print\\(\\) was called"):
+        torch.compile(f._fn, fullgraph=True)(torch.ones(2))
