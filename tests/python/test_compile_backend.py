@@ -150,3 +150,14 @@ def test_an_exported_program_lists_its_parameters_and_buffers():
     assert len(list(ep.buffers())) == 2
     x = torch.randn(2, 4)
     assert torch.allclose(torch.export.export_for_training(m, (x,)).module()(x), m(x))
+
+
+def test_dynamo_optimize_is_compile_with_a_backend():
+    cnt = CompileCounter()
+    f = torch._dynamo.optimize(cnt)(lambda a: a.relu() * 2)
+    x = torch.randn(5)
+    assert torch.equal(f(x), x.relu() * 2) and torch.equal(f(x), x.relu() * 2)
+    assert cnt.frame_count == 1
+    g = torch._dynamo.optimize("inductor", nopython=True)(lambda a: a + 1 if a.sum() > 0 else a)
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="item\\(\\)"):
+        g(torch.ones(2))

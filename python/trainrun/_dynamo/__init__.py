@@ -10,7 +10,7 @@ from trainrun.compiler import allow_in_graph, disable, reset  # noqa: F401
 from trainrun.compiler import is_compiling  # noqa: F401
 
 __all__ = ["allow_in_graph", "config", "disable", "explain", "graph_break", "is_compiling", "list_backends",
-           "mark_dynamic", "mark_static", "reset"]
+           "mark_dynamic", "mark_static", "optimize", "reset"]
 
 
 def graph_break():
@@ -18,6 +18,17 @@ def graph_break():
     and explain() names this). Outside a recording it does nothing."""
     if _C._capture_active():
         _C._note_graph_break("torch._dynamo.graph_break() was called")
+
+
+def optimize(backend="inductor", *, nopython=False, guard_export_fn=None, guard_fail_fn=None, disable=False,
+             dynamic=None):
+    """The older spelling of torch.compile: optimize(backend)(fn) is compile(fn, backend=backend,
+    fullgraph=nopython, dynamic=dynamic)."""
+    from trainrun._compile import compile as _compile
+
+    def wrap(fn):
+        return _compile(fn, backend=backend, fullgraph=nopython, dynamic=dynamic, disable=disable)
+    return wrap
 
 
 def list_backends(exclude_tags=("debug", "experimental")):
@@ -96,3 +107,10 @@ def explain(f, *extra_args, **extra_kwargs):
     if extra_args or extra_kwargs:  # the older spelling: explain(f, *args, **kwargs)
         return inner(*extra_args, **extra_kwargs)
     return inner
+
+
+def __getattr__(name):
+    if name == "exc":  # (imported on first use: it names trainrun._compile's errors, which imports this package)
+        import importlib
+        return importlib.import_module("trainrun._dynamo.exc")
+    raise AttributeError(f"module 'trainrun._dynamo' has no attribute '{name}'")
