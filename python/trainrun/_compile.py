@@ -167,7 +167,7 @@ class CompiledFunction:
         m = self._module
         if m is None:
             return []
-        return [t for _, t in m._named_local_parameters()] + [t for _, t in m.named_buffers()]
+        return m._registry_tensors()
 
     def __call__(self, *args, **kwargs):
         self.calls += 1

@@ -36,8 +36,12 @@ def graph_module(graph, names, root=None, wrap_outputs=tuple):
 def call_backend(backend, graph, tensors, module):
     """backend(gm, example_inputs), checked: the callable replays will call."""
     num_module = len(_input_names(0, module))
-    gm = graph_module(graph, _input_names(len(tensors) - num_module, module), module)
-    compiled = backend(gm, list(tensors))
+    num_args = len(tensors) - num_module
+    gm = graph_module(graph, _input_names(num_args, module), module)
+    example_inputs = list(tensors[:num_args])
+    if module is not None:  # the module's own objects (its Parameters), where the call passes plain handles
+        example_inputs += [t for _, t in module._named_local_parameters()] + [t for _, t in module.named_buffers()]
+    compiled = backend(gm, example_inputs)
     if not callable(compiled):
         raise TypeError(f"compile: the backend {getattr(backend, '__name__', backend)!r} returned a "
                         f"{type(compiled).__name__}; a backend must return a callable (gm.forward, for one)")

@@ -536,6 +536,16 @@ def _named_tensors(cpp_named, kind):
     return named
 
 
+_cpp_parameters, _cpp_named_buffers = _C.nn.Module.parameters, _C.nn.Module.named_buffers
+
+
+def _registry_tensors(self):
+    """Every parameter then every buffer the C++ registry holds, depth first, each once, as the plain handles it
+    gives (no Parameter objects made): what a compiled module's replay reads, fetched at each call."""
+    return _cpp_parameters(self, True) + [t for _, t in _cpp_named_buffers(self, True, True)]
+
+
+_C.nn.Module._registry_tensors = _registry_tensors
 _C.nn.Module.named_parameters = _named_tensors(_C.nn.Module.named_parameters, "parameters")
 # The tensors the registry holds, whatever a distributed layer shows in their place (named_parameters gives a
 # sharded parameter as its DTensor once tensor parallelism or fully_shard made one): what nn's own code changes.
