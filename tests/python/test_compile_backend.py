@@ -161,3 +161,22 @@ def test_dynamo_optimize_is_compile_with_a_backend():
     g = torch._dynamo.optimize("inductor", nopython=True)(lambda a: a + 1 if a.sum() > 0 else a)
     with pytest.raises(torch._dynamo.exc.Unsupported, match="item\\(\\)"):
         g(torch.ones(2))
+
+
+def test_export_tutorial_surface():
+    class TwoInputs(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 3)
+
+        def forward(self, x, y):
+            return torch.nn.functional.relu(self.lin(x + y), inplace=True)
+
+    ep = torch.export.export(TwoInputs(), (torch.randn(4, 6), torch.randn(4, 6)))
+    text = str(ep.graph_module)
+    assert text.startswith("GraphModule(") and "def forward(self, p_lin_weight, p_lin_bias, x, y):" in text, text
+    assert ep.run_decompositions(torch.export.default_decompositions()) is not None
+    batch = torch.export.Dim("batch", min=3, max=10)
+    with pytest.raises(torch._dynamo.exc.UserError, match="so batch = 2, outside Dim\\('batch', min=3, max=10\\)"):
+        torch.export.export(TwoInputs(), (torch.randn(2, 6), torch.randn(2, 6)),
+                            dynamic_shapes={"x": {0: batch}, "y": {0: batch}})

@@ -28,8 +28,8 @@ from trainrun.export._specialized import (_SpecializedCall, _check_specialized, 
                                           _without_specialized)
 from trainrun.export.dynamic_shapes import _NO_MAX, Dim, ValueRange, _dynamic_dims, _generalize, dims  # noqa: F401
 
-__all__ = ["export", "export_for_training", "ExportedProgram", "ExportGraphSignature", "InputKind", "InputSpec",
-           "OutputKind", "OutputSpec", "TensorArgument", "save", "load", "Dim", "dims"]
+__all__ = ["export", "export_for_training", "default_decompositions", "ExportedProgram", "ExportGraphSignature",
+           "InputKind", "InputSpec", "OutputKind", "OutputSpec", "TensorArgument", "save", "load", "Dim", "dims"]
 
 
 class InputKind(enum.Enum):
@@ -292,6 +292,13 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
                          out_spec, signature, (args, kwargs), dynamic, recorded)
     ep._specialized = specialized
     return ep
+
+
+def default_decompositions():
+    """torch.export.default_decompositions(): the table run_decompositions() uses by default. trainrun's programs
+    are recorded at its dispatcher, whose ops are its kernels, so there is nothing to decompose: an empty table
+    (a dict: entries a script adds or removes are accepted, and run_decompositions needs none)."""
+    return {}
 
 
 def export_for_training(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True,

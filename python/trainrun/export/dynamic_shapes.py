@@ -3,6 +3,7 @@ the forward recorded at a lattice of the dims' sizes, each integer of it that ch
 them and checked at more sizes (compile/dynamic_shapes.h)."""
 from trainrun import _C
 from trainrun._compile import GraphBreakError
+from trainrun._dynamo.exc import UserError
 from trainrun.export._recording import _no_grad, _record
 
 __all__ = ["Dim", "dims"]
@@ -125,11 +126,11 @@ def _dynamic_dims(dynamic_shapes, names, tensors):
     if isinstance(dynamic_shapes, dict):
         unknown = [k for k in dynamic_shapes if k not in names]
         if unknown:
-            raise ValueError(f"export: dynamic_shapes names {unknown}, which are not inputs; the inputs are {names}")
+            raise UserError(f"export: dynamic_shapes names {unknown}, which are not inputs; the inputs are {names}")
         per_input = [dynamic_shapes.get(n) for n in names]
     elif isinstance(dynamic_shapes, (tuple, list)):
         if len(dynamic_shapes) != len(names):
-            raise ValueError(f"export: dynamic_shapes has {len(dynamic_shapes)} entries for {len(names)} inputs "
+            raise UserError(f"export: dynamic_shapes has {len(dynamic_shapes)} entries for {len(names)} inputs "
                              f"({', '.join(names)})")
         per_input = list(dynamic_shapes)
     else:
@@ -146,11 +147,11 @@ def _dynamic_dims(dynamic_shapes, names, tensors):
             by_dim = {}
             for d, dim in spec.items():
                 if not isinstance(d, int) or not -ndim <= d < ndim:
-                    raise ValueError(f"export: dynamic_shapes['{name}'] names dim {d!r}; the input has {ndim} dims")
+                    raise UserError(f"export: dynamic_shapes['{name}'] names dim {d!r}; the input has {ndim} dims")
                 by_dim[d % ndim] = dim
         elif isinstance(spec, (tuple, list)):
             if len(spec) != ndim:
-                raise ValueError(f"export: dynamic_shapes['{name}'] has {len(spec)} entries; the input has {ndim} dims")
+                raise UserError(f"export: dynamic_shapes['{name}'] has {len(spec)} entries; the input has {ndim} dims")
             by_dim = dict(enumerate(spec))
         else:
             raise TypeError(f"export: dynamic_shapes['{name}'] must be None, a dict {{dim: Dim}} or a tuple of Dims, "
@@ -160,7 +161,7 @@ def _dynamic_dims(dynamic_shapes, names, tensors):
             dim, size = by_dim.get(d), t.shape[d]
             if isinstance(dim, int) and not isinstance(dim, bool):  # (an int: that dim is static, of that size)
                 if dim != size:
-                    raise ValueError(f"export: dynamic_shapes['{name}'] gives dim {d} the static size {dim}, but the "
+                    raise UserError(f"export: dynamic_shapes['{name}'] gives dim {d} the static size {dim}, but the "
                                      f"example's is {size}")
                 dim = None
             if dim is None or dim is Dim.STATIC:
@@ -178,16 +179,16 @@ def _dynamic_dims(dynamic_shapes, names, tensors):
                                 "Dim.DYNAMIC, Dim.STATIC, an int or None")
             at = f"{name}.shape[{d}]"
             if size < 2:
-                raise ValueError(f"export: {at} is {size} in the example and {dim.__name__} is dynamic; a size of 0 or "
+                raise UserError(f"export: {at} is {size} in the example and {dim.__name__} is dynamic; a size of 0 or "
                                  "1 broadcasts into another program, so export from an example of 2 or more there "
                                  "(as torch.export requires); the program then runs at 0 and 1 too")
             if (size - add) % mul:
-                raise ValueError(f"export: {at} is {size}, which is not {dim.__name__} for any {root.__name__}")
+                raise UserError(f"export: {at} is {size}, which is not {dim.__name__} for any {root.__name__}")
             value = (size - add) // mul
             found = next((i for i, r in enumerate(roots) if r.__name__ == root.__name__), None)
             if found is None:
                 if not root.min <= value <= root.max:
-                    raise ValueError(f"export: {at} is {size}, so {root.__name__} = {value}, outside {root!r}")
+                    raise UserError(f"export: {at} is {size}, so {root.__name__} = {value}, outside {root!r}")
                 roots.append(root)
                 values.append(value)
                 where.append(at)
@@ -195,10 +196,10 @@ def _dynamic_dims(dynamic_shapes, names, tensors):
             else:
                 other = roots[found]
                 if (other.min, other.max) != (root.min, root.max):
-                    raise ValueError(f"export: two Dims are named {root.__name__!r} with different ranges: {other!r} "
+                    raise UserError(f"export: two Dims are named {root.__name__!r} with different ranges: {other!r} "
                                      f"and {root!r}")
                 if values[found] != value:
-                    raise ValueError(f"export: {at} is {size}, so {root.__name__} = {value}; but {root.__name__} = "
+                    raise UserError(f"export: {at} is {size}, so {root.__name__} = {value}; but {root.__name__} = "
                                      f"{values[found]} at {where[found]}: the example inputs disagree")
             entries.append((found, mul, add))
         input_dims.append(entries)
@@ -249,7 +250,7 @@ def _generalize(mod, tensors, num_args, kwarg_names, dims, input_dims, graph, so
     degree = min(3, span - 1)
     if degree < 1:
         narrow = [r for r, low in zip(roots, lows) if r.max - low < 2][0]
-        raise ValueError(f"export: {narrow!r} allows too few sizes to record the program at (it needs 3 from 2 up); "
+        raise UserError(f"export: {narrow!r} allows too few sizes to record the program at (it needs 3 from 2 up); "
                          "make that dim static")
     origin = tuple(min(low, root.max - degree - 1) for low, root in zip(lows, roots))
     points = [tuple(o + e for o, e in zip(origin, exps)) for exps in _monomials(len(roots), degree)]
@@ -260,7 +261,7 @@ def _generalize(mod, tensors, num_args, kwarg_names, dims, input_dims, graph, so
     checks.append(tuple(min(r.max, max(2 * v, o + degree + 2)) for r, v, o in zip(roots, example, origin)))
     points += [c for c in checks if c not in points and all(c[i] <= roots[i].max for i in range(len(roots)))]
     if len(points) == len(_monomials(len(roots), degree)):
-        raise ValueError("export: the dynamic dims' ranges leave no size to check the program at; make them static")
+        raise UserError("export: the dynamic dims' ranges leave no size to check the program at; make them static")
     buffers = [(b, b.clone()) for b in mod.buffers()] if hasattr(mod, "buffers") else []
     graphs = []
     try:
@@ -288,7 +289,7 @@ def _generalize(mod, tensors, num_args, kwarg_names, dims, input_dims, graph, so
             g, _, s = _C._fuse_graph(g)
             if s != source:
                 at = ", ".join(f"{r.__name__}={v}" for r, v in zip(roots, point))
-                raise ValueError(f"export with dynamic shapes: the program's fused loops at {at} differ from those at "
+                raise UserError(f"export with dynamic shapes: the program's fused loops at {at} differ from those at "
                                  "the example's sizes; its ops depend on the dynamic dims' values")
             graphs.append(g)
     finally:

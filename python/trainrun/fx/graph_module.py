@@ -40,6 +40,10 @@ class GraphModule(nn.Module):
             print(text)
         return text
 
+    def __str__(self):  # (as torch's: the module, then its code)
+        return "\n".join([super().__str__(), self.code,
+                          "# To see more debug info, please use `graph_module.print_readable()`"])
+
     def recompile(self):
         """torch.fx regenerates forward from an edited graph; here forward is the recorded program, which an edit
         of the graph does not change, so an edited graph is refused rather than silently ignored."""
