@@ -130,8 +130,8 @@ def test_an_exported_programs_graph_module_prints_its_program():
     assert gm.code.startswith("def forward(self, p_0_weight, p_0_bias, input):"), gm.code
     assert "= torch.ops.aten.addmm.default(" in gm.code and "torch.ops.aten.relu.default" in gm.code, gm.code
     readable = gm.print_readable(print_output=False)  # torch's layout: the class, forward with shapes annotated
-    assert readable.startswith("class GraphModule(torch.nn.Module):\n    def forward(self, p_0_weight: \"f32[3, 4]\""), \
-        readable
+    head = "class GraphModule(torch.nn.Module):\n    def forward(self, p_0_weight: \"f32[3, 4]\""
+    assert readable.startswith(head), readable
     assert isinstance(gm, torch.fx.GraphModule) and isinstance(gm, nn.Module)
     x = torch.randn(2, 4)
     assert torch.equal(gm(x), ep.module()(x))
