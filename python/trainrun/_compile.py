@@ -33,15 +33,14 @@ fused into generated loops (compile/dead_code.h, compile/fusion.h).
 backend= a callable instead: it is handed each recording as a GraphModule and
 replays call what it returns (trainrun/_compile_backend.py).
 trainrun._dynamo.utils.counters counts recordings, ops and graph breaks."""
-import builtins
 import collections
-import contextlib
 import functools
 import logging
 import weakref
 
 from trainrun import _C, _compile_backend
 from trainrun._compile_guards import PythonGuard
+from trainrun._compile_side_effects import python_side_effects_break
 from trainrun._dynamo import config as _config
 from trainrun._dynamo.utils import counters
 
@@ -110,24 +109,6 @@ def _aliasing(tensors):
 # joint: the forward and backward graph (a _JointGraph), or None (then joint_reason says why)
 # custom: for a backend given as a callable, (what it returned, the number of outputs); None for trainrun's own.
 _Recording = collections.namedtuple("_Recording", "graph joint joint_reason fusion_note out_spec passthrough custom")
-
-
-@contextlib.contextmanager
-def _print_breaks():
-    """While a call records, print() in it is a graph break, as in torch.compile: a replay runs no Python, so a
-    call that prints runs eagerly each time (and prints each time)."""
-    original = builtins.print
-
-    def recording_print(*args, **kwargs):
-        if _C._capture_active():
-            _C._note_graph_break("print() was called (a replay runs no Python, so it would not print)")
-        return original(*args, **kwargs)
-
-    builtins.print = recording_print
-    try:
-        yield
-    finally:
-        builtins.print = original
 
 
 class _Eager:
@@ -222,7 +203,7 @@ class CompiledFunction:
     def _record(self, key, tensors, args, kwargs):
         graph = _C._CapturedGraph()
         capture = _C._GraphCapture(graph, tensors)
-        with capture, _print_breaks():
+        with capture, python_side_effects_break(self._fn, self._module):
             result = self._fn(*args, **kwargs)
             out_leaves = []
             out_spec = _flatten(result, out_leaves)

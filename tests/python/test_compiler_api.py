@@ -296,3 +296,38 @@ def test_print_in_a_compiled_function_is_a_graph_break_and_prints_every_call(cap
     assert capsys.readouterr().out == "after\n"
     with pytest.raises(GraphBreakError, match="print\\(\\) was called"):
         torch.compile(f._fn, fullgraph=True)(torch.ones(2))
+
+
+def test_a_call_that_changes_a_container_it_reaches_runs_eagerly_each_time():
+    history = []
+
+    @torch.compile
+    def f(x):
+        history.append(x.shape[0])
+        return x + 1
+
+    for _ in range(3):
+        f(torch.ones(2))
+    assert history == [2, 2, 2], "every call appends, as without compile"
+    assert "list.append() changed closure variable history" in f.explain() and f.replays == 0
+
+    class Keeps(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.seen = set()
+
+        def forward(self, x):
+            self.seen.add(x.shape[0])
+            return self.lin(x)
+
+    m = Keeps()
+    compiled = torch.compile(m)
+    compiled(torch.ones(1, 2)), compiled(torch.ones(3, 2))
+    assert m.seen == {1, 3}
+    assert "set.add() changed attribute seen" in compiled.explain()
+
+    sizes = [1, 2, 3]
+    g = torch.compile(lambda x: x * len(sizes) + sum(list(sizes)))  # reading a container is no change
+    g(torch.ones(1)), g(torch.ones(1))
+    assert g.replays == 1
