@@ -141,6 +141,8 @@ def get_num_interop_threads():
 def manual_seed(seed):
     """Seeds trainrun's random ops and the default Generator (permutations,
     shuffling); returns the default Generator, as PyTorch does."""
+    if _C._capture_active():  # (a replay would not reseed: the call runs eagerly, reseeding each time)
+        _C._note_graph_break("manual_seed() was called (a replay would draw on without reseeding)")
     _C.manual_seed(seed)
     return default_generator.manual_seed(seed)
 

@@ -37,6 +37,8 @@ def get_rng_state():
 
 
 def set_rng_state(new_state):
+    if _C._capture_active():  # (a replay would not restore the state: the call runs eagerly)
+        _C._note_graph_break("set_rng_state() was called (a replay would draw on without restoring the state)")
     try:
         (seed_value, offset), python_state = pickle.loads(bytes(new_state.numpy().tobytes()))
     except Exception as e:  # noqa: BLE001  (anything unpickling can raise)

@@ -331,3 +331,23 @@ def test_a_call_that_changes_a_container_it_reaches_runs_eagerly_each_time():
     g = torch.compile(lambda x: x * len(sizes) + sum(list(sizes)))  # reading a container is no change
     g(torch.ones(1)), g(torch.ones(1))
     assert g.replays == 1
+
+
+def test_reseeding_inside_a_compiled_call_runs_it_eagerly_with_eagers_draws():
+    def noisy(x):
+        torch.manual_seed(0)
+        return x + torch.randn(3)
+
+    f = torch.compile(noisy)
+    want = noisy(torch.zeros(3))
+    for _ in range(3):
+        assert torch.equal(f(torch.zeros(3)), want), "each call reseeds, as without compile"
+    assert "manual_seed() was called" in f.explain()
+    state = torch.get_rng_state()
+
+    def restoring(x):
+        torch.set_rng_state(state)
+        return x + torch.rand(2)
+
+    g = torch.compile(restoring)
+    assert torch.equal(g(torch.zeros(2)), g(torch.zeros(2)))
