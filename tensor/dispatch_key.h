@@ -18,16 +18,22 @@ enum class DispatchKey : uint8_t {
   // meta tensor with real ones computes nothing.
   Meta = 2,
   LastBackend = Meta,
+  // A backend kernel written in Python that replaces an op's own for a device
+  // (torch.library.Library("aten", "IMPL").impl): on for the ops that have one
+  // (OpTable::has_python_kernel), just above the backends, so autograd,
+  // tracing and autocast still run above it. Its boxed fallback calls the
+  // Python kernel or lets the op go on below.
+  PythonKernel = 3,
   // Sees the ops autograd runs, forward and backward: graph capture and debug
   // modes install a boxed fallback for it and switch it on for a thread
   // (IncludeDispatchKeyGuard). No op has a kernel of its own here.
-  Tracing = 3,
-  Autograd = 4,  // records the graph, then redispatches below itself
+  Tracing = 4,
+  Autograd = 5,  // records the graph, then redispatches below itself
   // Mixed precision (tensor/autocast.h): switched on per thread by autocast;
   // casts the inputs of the ops on its lists, then lets them go on below
   // (autograd records the casts, so gradients come back in each input's dtype).
-  Autocast = 5,
-  NumKeys = 6,
+  Autocast = 6,
+  NumKeys = 7,
 };
 constexpr int kNumDispatchKeys = static_cast<int>(DispatchKey::NumKeys);
 

@@ -72,10 +72,14 @@ class OpTable {
   void redispatch_boxed(DispatchKey key, DispatchKeySet keys, Stack& stack) const;
   // Set once, by the first typed handle of a boxable signature.
   void set_boxed(std::function<void(DispatchKeySet, Stack&)> boxed);
+  // Whether calls pass the PythonKernel key (some device's kernel is replaced from Python).
+  bool has_python_kernel() const { return python_kernel_.load(std::memory_order_relaxed); }
+  void set_python_kernel(bool on) { python_kernel_.store(on, std::memory_order_relaxed); }
 
  private:
   std::string name_;
   std::type_index signature_;
+  std::atomic<bool> python_kernel_{false};
   void* kernels_[kNumDispatchKeys + 2] = {};
   std::once_flag boxed_once_;
   std::function<void(DispatchKeySet, Stack&)> boxed_;
@@ -197,7 +201,9 @@ class Op<R(Args...)> {
   explicit Op(OpTable* table) : table_(table) {}
 
   R dispatch(DispatchKeySet keys, Args... args) const {
-    DispatchKeySet live = (keys | tls_included_keys()) - tls_excluded_keys();
+    DispatchKeySet live = keys | tls_included_keys();
+    if (table_->has_python_kernel()) [[unlikely]] live = live | DispatchKeySet(DispatchKey::PythonKernel);
+    live = live - tls_excluded_keys();
     while (!live.empty()) {
       const DispatchKey key = live.highest();
       if (void* fn = table_->kernel(static_cast<int>(key))) return reinterpret_cast<Fn>(fn)(std::forward<Args>(args)...);

@@ -9,6 +9,7 @@ const char* dispatch_key_name(DispatchKey k) {
     case DispatchKey::CPU: return "CPU";
     case DispatchKey::CUDA: return "CUDA";
     case DispatchKey::Meta: return "Meta";
+    case DispatchKey::PythonKernel: return "PythonKernel";
     case DispatchKey::Tracing: return "Tracing";
     case DispatchKey::Autograd: return "Autograd";
     case DispatchKey::Autocast: return "Autocast";

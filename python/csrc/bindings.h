@@ -23,6 +23,8 @@ void bind_cuda(py::module_& m);
 void bind_ipc(py::module_& m);
 void bind_compile(py::module_& m);  // after bind_cuda: it adds to _cuda
 void bind_ops(py::module_& m);
+// Backend kernels written in Python for built-in ops (torch.library's Library("aten", "IMPL")).
+void bind_python_kernels(py::module_& m);
 // Generated from the op list (python/BUILD): trainrun.<name> and Tensor.<name> of its pointwise ops.
 void bind_listed_ops(py::module_& m);
 // Tensor's operators (+, *, <, &, ...) as direct CPython methods (tensor_operators.cc).

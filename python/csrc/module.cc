@@ -52,6 +52,7 @@ PYBIND11_MODULE(_C, m) {
   trainrun::python::bind_ipc(m);
   trainrun::python::bind_compile(m);
   trainrun::python::bind_ops(m);
+  trainrun::python::bind_python_kernels(m);
   trainrun::python::bind_listed_ops(m);
   trainrun::python::bind_tensor_operators(m);
   trainrun::python::bind_autograd(m);

@@ -6,7 +6,7 @@ import ast
 import inspect
 import weakref
 
-from trainrun import _ops
+from trainrun import _library_builtin, _ops
 from trainrun.library import (CustomOpDef, _op_of, _registry, _schema_arguments, _split_name, get_op,
                               register_fake)
 
@@ -98,13 +98,17 @@ class Library:
             _def_namespaces[ns] = weakref.ref(self)
         self.ns, self.kind, self.dispatch_key = ns, kind, dispatch_key
         self._defined = []  # qualnames this library defined
-        self._finalizer = weakref.finalize(self, Library._remove_ops, self._defined, ns, kind == "DEF")
+        self._builtin_kernels = []  # (op, backend) of built-in ops' kernels it replaced (_library_builtin.py)
+        self._finalizer = weakref.finalize(self, Library._remove_ops, self._defined, ns, kind == "DEF",
+                                           self._builtin_kernels)
 
     def __repr__(self):
         return f"Library(kind={self.kind}, ns={self.ns}, dispatch_key={self.dispatch_key})"
 
     @staticmethod
-    def _remove_ops(defined, ns, owns_namespace):
+    def _remove_ops(defined, ns, owns_namespace, builtin_kernels=()):
+        for name, backend in builtin_kernels:
+            _library_builtin.remove(name, backend)
         for qualname in defined:
             op = _registry.pop(qualname, None)
             if op is not None:
@@ -139,6 +143,12 @@ class Library:
             raise NotImplementedError("Library.impl: with_keyset=True is not supported (kernels take no key set)")
         if isinstance(op_name, str):
             qualname = op_name if "::" in op_name else f"{self.ns}::{op_name}"
+            if qualname.split(".")[0] not in _registry and (qualname.startswith("aten::") or
+                                                             _library_builtin.builtin_op_name(qualname) is not None):
+                # one of trainrun's own ops (aten's): its kernel for a device is replaced while the library lives
+                self._builtin_kernels.append(_library_builtin.register(qualname, fn,
+                                                                       dispatch_key or self.dispatch_key))
+                return
             op = get_op(qualname.split(".")[0])
         else:
             op = _op_of(op_name)
@@ -165,6 +175,18 @@ def impl(qualname, types=None, func=None, *, lib=None):
         library, name, key = qualname, types, func if func is not None else ""
         return lambda f: (library.impl(name, f, key), f)[1]
     keys = [types] if isinstance(types, str) else list(types or [""])
+    if isinstance(qualname, str) and qualname.split(".")[0] not in _registry and \
+            (qualname.startswith("aten::") or _library_builtin.builtin_op_name(qualname) is not None):  # (aten's)
+        library = lib
+        if library is None:
+            library = Library("aten", "IMPL")
+            _kept_libraries.append(library)
+
+        def register_builtin(f):
+            for key in keys:
+                library.impl(qualname, f, key)
+            return f
+        return register_builtin if func is None else register_builtin(func)
     op = _op_of(qualname)
 
     def register(f):
