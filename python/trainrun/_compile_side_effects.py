@@ -5,7 +5,8 @@ torch.compile breaks on what it cannot replay), with the same effects as without
 - print() (torch.compile breaks there too, and prints at each call);
 - a mutation of a list, dict, set or deque the code reaches from outside the call (a global, a closure variable,
   a module attribute: `self.attn_maps.append(a)`, `seen.add(k)`), seen as a call of the container's own method.
-  An item assignment (`cache[k] = v`) is not a method call and is not seen."""
+  An item assignment (`cache[k] = v`) is not a method call and is not seen, and nothing is seen while another
+  profiler (cProfile) holds sys.setprofile."""
 import builtins
 import collections
 import contextlib
@@ -89,13 +90,13 @@ def python_side_effects_break(fn, module):
                     _C._capture_active():
                 _C._note_graph_break(f"{type(owner).__name__}.{arg.__name__}() changed {entry[1]} (a replay runs "
                                      "no Python, so it would not)")
-        if previous_profile is not None:
-            previous_profile(frame, event, arg)
 
     builtins.print = recording_print
-    sys.setprofile(watch)
+    if previous_profile is None:  # (a profiler already running, cProfile's, is left alone: no mutations seen then)
+        sys.setprofile(watch)
     try:
         yield
     finally:
-        sys.setprofile(previous_profile)
+        if previous_profile is None:
+            sys.setprofile(None)
         builtins.print = original_print
