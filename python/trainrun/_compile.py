@@ -43,6 +43,7 @@ from trainrun._compile_guards import PythonGuard
 from trainrun._compile_side_effects import python_side_effects_break
 from trainrun._dynamo import config as _config
 from trainrun._dynamo.utils import counters
+from trainrun.nn._module import _handed_out
 
 _compiled_functions = weakref.WeakSet()  # every CompiledFunction: trainrun.compiler.reset() clears them all
 # trainrun.compiler.set_stance's: "default", "force_eager" (calls run as Python), "eager_on_recompile" (a call no
@@ -178,8 +179,8 @@ class CompiledFunction:
                 outputs = _compile_backend.run_compiled(entry.custom[0], tensors, entry.custom[1])
             else:
                 outputs = (entry.joint or entry.graph).run(tensors)
-            for out, given in entry.passthrough:
-                outputs[out] = tensors[given]
+            for out, given in entry.passthrough:  # (a module's tensor: the object the module hands out for it)
+                outputs[out] = _handed_out.get(tensors[given]._cdata, tensors[given])
             return _unflatten(entry.out_spec, iter(outputs))
         if isinstance(entry, _Eager):
             return self._fn(*args, **kwargs)
@@ -228,7 +229,8 @@ class CompiledFunction:
             if self._explain:
                 print(f"trainrun.compile: {self._name()} runs eagerly for these guards: {reason}")
             return result
-        passthrough = [(j, i) for j, o in enumerate(out_leaves) for i, t in enumerate(tensors) if o is t]
+        passthrough = [(j, i) for j, o in enumerate(out_leaves) for i, t in enumerate(tensors)
+                       if o is t or o._cdata == t._cdata]
         counters["frames"]["ok"] += 1
         counters["stats"]["unique_graphs"] += 1
         counters["stats"]["calls_captured"] += graph.num_nodes

@@ -351,3 +351,21 @@ def test_reseeding_inside_a_compiled_call_runs_it_eagerly_with_eagers_draws():
 
     g = torch.compile(restoring)
     assert torch.equal(g(torch.zeros(2)), g(torch.zeros(2)))
+
+
+def test_a_replay_returns_the_modules_own_parameter_object():
+    class Gives(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(2))
+
+        def forward(self, x):
+            return x * self.w, self.w, x
+
+    m = Gives()
+    compiled = torch.compile(m)
+    x = torch.ones(2)
+    for _ in range(3):
+        _, w, same = compiled(x)
+        assert w is m.w and isinstance(w, nn.Parameter) and same is x
+    assert compiled._compiled.replays == 2
