@@ -180,3 +180,11 @@ def test_export_tutorial_surface():
     with pytest.raises(torch._dynamo.exc.UserError, match="so batch = 2, outside Dim\\('batch', min=3, max=10\\)"):
         torch.export.export(TwoInputs(), (torch.randn(2, 6), torch.randn(2, 6)),
                             dynamic_shapes={"x": {0: batch}, "y": {0: batch}})
+
+
+def test_a_cpp_layers_exported_input_is_named_input_as_torchs():
+    ep = torch.export.export(nn.Linear(2, 3), (torch.randn(1, 2),))
+    assert ep.graph_signature.user_inputs == ["input"]
+    assert ep.graph_module.code.startswith("def forward(self, p_weight, p_bias, input):")
+    with pytest.raises(ValueError, match="input 'input' is trainrun.float64"):
+        ep.module()(torch.randn(1, 2).double())

@@ -237,6 +237,8 @@ def _input_names(mod, args, kwargs):
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         params = []
+    if not params and len(args) == 1 and isinstance(mod, _C.nn.Module):
+        return ["input"] + list(kwargs)  # (a C++ layer's forward(*args): PyTorch's layers name their input so)
     names = [params[i].name if i < len(params) else f"arg{i}" for i in range(len(args))]
     return names + list(kwargs)
 
