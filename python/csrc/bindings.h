@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "tensor/ivalue.h"
 #include "tensor/scalar.h"
 #include "tensor/tensor.h"
 
@@ -25,6 +26,8 @@ void bind_compile(py::module_& m);  // after bind_cuda: it adds to _cuda
 void bind_ops(py::module_& m);
 // Backend kernels written in Python for built-in ops (torch.library's Library("aten", "IMPL")).
 void bind_python_kernels(py::module_& m);
+// A boxed argument as Python: None, a tensor (None when undefined), a number, a list, a str, a dtype, a device.
+py::object ivalue_to_py(IValue& v);
 // Generated from the op list (python/BUILD): trainrun.<name> and Tensor.<name> of its pointwise ops.
 void bind_listed_ops(py::module_& m);
 // Tensor's operators (+, *, <, &, ...) as direct CPython methods (tensor_operators.cc).

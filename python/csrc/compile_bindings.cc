@@ -90,24 +90,14 @@ class PyCapture {
 };
 
 
-// A node's constant argument as Python: numbers, lists, strings; a dtype by its name, a device as text.
+// A node's constant argument as Python: as ivalue_to_py gives it, but a dtype by its name and a device as text
+// (the graph table is plain data).
 py::object constant_to_py(const IValue& value) {
   IValue& v = const_cast<IValue&>(value);
   const std::string type = v.type_name();
-  if (type == "None") return py::none();
-  if (type == "Tensor") return v.get<Tensor>().defined() ? py::cast(v.get<Tensor>()) : py::none();
-  if (type == "Tensor[]") return py::cast(v.get<std::vector<Tensor>>());
-  if (type == "int") return py::int_(v.get<int64_t>());
-  if (type == "float") return py::float_(v.get<double>());
-  if (type == "bool") return py::bool_(v.get<bool>());
-  if (type == "int[]") return py::cast(v.get<IntList>());
-  if (type == "str") return py::str(v.get<std::string>());
   if (type == "dtype") return py::make_tuple("dtype", dtype_name(v.get<DType>()));
   if (type == "Device") return py::make_tuple("device", v.get<Device>().str());
-  const Scalar& s = v.get<Scalar>();
-  if (s.is_bool()) return py::bool_(s.to_int() != 0);
-  if (s.is_integral()) return py::int_(s.to_int());
-  return py::float_(s.to_double());
+  return ivalue_to_py(v);
 }
 
 py::object slot_to_py(const compile::CapturedGraph::Slot& slot) {

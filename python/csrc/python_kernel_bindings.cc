@@ -8,6 +8,8 @@
 #include <map>
 #include <mutex>
 
+#include <pybind11/stl.h>  // (int[] and Tensor[] arguments as lists)
+
 #include "python/csrc/bindings.h"
 #include "tensor/dispatcher.h"
 
@@ -30,24 +32,6 @@ std::shared_ptr<py::function> find_kernel(const std::string& op, DispatchKey bac
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.kernels.find({op, backend});
   return it == r.kernels.end() ? nullptr : it->second;
-}
-
-py::object ivalue_to_py(IValue& v) {
-  const std::string type = v.type_name();
-  if (type == "None") return py::none();
-  if (type == "Tensor") return v.get<Tensor>().defined() ? py::cast(v.get<Tensor>()) : py::none();
-  if (type == "Tensor[]") return py::cast(v.get<std::vector<Tensor>>());
-  if (type == "int") return py::int_(v.get<int64_t>());
-  if (type == "float") return py::float_(v.get<double>());
-  if (type == "bool") return py::bool_(v.get<bool>());
-  if (type == "int[]") return py::cast(v.get<IntList>());
-  if (type == "str") return py::str(v.get<std::string>());
-  if (type == "dtype") return py::cast(v.get<DType>());
-  if (type == "Device") return py::cast(v.get<Device>());
-  const Scalar& s = v.get<Scalar>();
-  if (s.is_bool()) return py::bool_(s.to_int() != 0);
-  if (s.is_integral()) return py::int_(s.to_int());
-  return py::float_(s.to_double());
 }
 
 void push_result(Stack& stack, py::handle r, const std::string& op) {
@@ -106,6 +90,24 @@ DispatchKey backend_named(const std::string& name) {
 }
 
 }  // namespace
+
+py::object ivalue_to_py(IValue& v) {
+  const std::string type = v.type_name();
+  if (type == "None") return py::none();
+  if (type == "Tensor") return v.get<Tensor>().defined() ? py::cast(v.get<Tensor>()) : py::none();
+  if (type == "Tensor[]") return py::cast(v.get<std::vector<Tensor>>());
+  if (type == "int") return py::int_(v.get<int64_t>());
+  if (type == "float") return py::float_(v.get<double>());
+  if (type == "bool") return py::bool_(v.get<bool>());
+  if (type == "int[]") return py::cast(v.get<IntList>());
+  if (type == "str") return py::str(v.get<std::string>());
+  if (type == "dtype") return py::cast(v.get<DType>());
+  if (type == "Device") return py::cast(v.get<Device>());
+  const Scalar& s = v.get<Scalar>();
+  if (s.is_bool()) return py::bool_(s.to_int() != 0);
+  if (s.is_integral()) return py::int_(s.to_int());
+  return py::float_(s.to_double());
+}
 
 void bind_python_kernels(py::module_& m) {
   // Replaces op `name`'s kernel for device key `backend` with fn(args: list) -> result.

@@ -72,3 +72,17 @@ def test_the_impl_decorator_and_what_it_refuses():
     del lib
     gc.collect()
     assert torch.exp(torch.zeros(2)).tolist() == [1.0, 1.0]
+
+
+def test_a_kernel_gets_list_and_bool_arguments_as_python_values():
+    seen = []
+
+    def sum_cpu(x, dim, keepdim):
+        seen.append((dim, keepdim))
+        return torch.sum(x, dim, keepdim)  # (the op's own kernel)
+
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("sum.dim_IntList", sum_cpu, "CPU")
+    out = torch.ones(2, 3).sum(dim=[1], keepdim=True)
+    assert out.tolist() == [[3.0], [3.0]] and seen == [([1], True)]
+    lib._destroy()
