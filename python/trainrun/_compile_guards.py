@@ -19,6 +19,7 @@ they stay as recorded, as the module docstring of trainrun._compile says."""
 import types
 
 from trainrun import _C
+from trainrun.nn._module import hooks_state
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 _CALLABLE = (types.FunctionType, types.BuiltinFunctionType)
@@ -98,11 +99,6 @@ def _guarded(value):
     return isinstance(value, _C.Tensor) or _plain(value) is not _SKIP
 
 
-def _module_hooks(module):
-    from trainrun.nn._module import hooks_state
-    return hooks_state(module)
-
-
 def _module_state(module):
     """Per submodule: its name, class, training flag, configuration and the attributes its code can read, and
     those attributes that are tensors (not parameters or buffers: `self.mask = torch.tril(...)`)."""
@@ -111,7 +107,7 @@ def _module_state(module):
         names = _names_of_class(type(m))
         attrs = tuple((k, v) for k, v in ((k, _value(v, tensors)) for k, v in vars(m).items() if k in names)
                       if v is not _SKIP)
-        state.append((name, type(m), m.training, attrs, _config_of(m), _module_hooks(m)))
+        state.append((name, type(m), m.training, attrs, _config_of(m), hooks_state(m)))
     return tuple(state), tensors
 
 

@@ -51,15 +51,16 @@ def _recorded_cond(pred, true_fn, false_fn, operands):
     from trainrun._compile import _unflatten
     inputs = [pred, *operands]
 
+    def branch(tensors):  # the tensors and structure of the branch pred picks (an input returned: a copy)
+        leaves, spec = _branch_outputs((true_fn if bool(tensors[0].item()) else false_fn)(*tensors[1:]))
+        return [t.clone() if any(t is i for i in tensors) else t for t in leaves], spec
+
     def run(tensors):
-        branch = true_fn if bool(tensors[0].item()) else false_fn
-        leaves, _ = _branch_outputs(branch(*tensors[1:]))
-        return [t if not any(t is i for i in tensors) else t.clone() for t in leaves]
+        return branch(tensors)[0]
 
     _C._external_begin()
     try:
-        leaves, spec = _branch_outputs((true_fn if bool(pred.item()) else false_fn)(*operands))
-        leaves = [t if not any(t is i for i in inputs) else t.clone() for t in leaves]  # (an output is no input)
+        leaves, spec = branch(inputs)
     except BaseException:
         _C._external_abort()
         raise

@@ -8,6 +8,7 @@ import ast
 
 from trainrun import _C
 from trainrun._op_list import ops
+from trainrun.library import _schema_arguments
 
 _BACKENDS = {"CPU": "CPU", "cpu": "CPU", "CUDA": "CUDA", "cuda": "CUDA", "Meta": "Meta", "meta": "Meta"}
 
@@ -25,29 +26,28 @@ def builtin_op_name(qualname):
     return None
 
 
+def is_builtin(qualname, custom_ops):
+    """Whether a name given to impl is one of trainrun's own ops (any aten:: name, so an unknown one is refused
+    naming it), not a custom op of `custom_ops`."""
+    return qualname.split(".")[0] not in custom_ops and (qualname.startswith("aten::") or
+                                                         builtin_op_name(qualname) is not None)
+
+
 def _default(text):
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError):  # (a default that is no Python literal: compared as written)
         return text
 
 
-def _calling_convention(schema):
-    """Per argument of the schema, in order: (name, keyword-only, default or a marker for none)."""
-    inner = schema[schema.index("(") + 1:schema.rindex(") ->")]
-    result, keyword_only = [], False
-    for part in (p.strip() for p in inner.split(",")):
-        if not part:
-            continue
-        if part == "*":
-            keyword_only = True
-            continue
-        declaration, _, default = part.partition("=")
-        result.append((declaration.split()[1], keyword_only, _default(default) if default else _NO_DEFAULT))
-    return result
-
-
 _NO_DEFAULT = object()
+
+
+def _calling_convention(schema):
+    """Per argument of an op-list schema ("div(Tensor self, ...) -> Tensor"), in order: (name, keyword-only,
+    default or _NO_DEFAULT)."""
+    return [(name, keyword_only, _NO_DEFAULT if default is None else _default(default))
+            for _, name, default, keyword_only in _schema_arguments(schema[schema.index("("):])]
 
 
 def register(qualname, fn, dispatch_key):

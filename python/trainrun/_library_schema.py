@@ -143,8 +143,7 @@ class Library:
             raise NotImplementedError("Library.impl: with_keyset=True is not supported (kernels take no key set)")
         if isinstance(op_name, str):
             qualname = op_name if "::" in op_name else f"{self.ns}::{op_name}"
-            if qualname.split(".")[0] not in _registry and (qualname.startswith("aten::") or
-                                                             _library_builtin.builtin_op_name(qualname) is not None):
+            if _library_builtin.is_builtin(qualname, _registry):
                 # one of trainrun's own ops (aten's): its kernel for a device is replaced while the library lives
                 self._builtin_kernels.append(_library_builtin.register(qualname, fn,
                                                                        dispatch_key or self.dispatch_key))
@@ -175,8 +174,7 @@ def impl(qualname, types=None, func=None, *, lib=None):
         library, name, key = qualname, types, func if func is not None else ""
         return lambda f: (library.impl(name, f, key), f)[1]
     keys = [types] if isinstance(types, str) else list(types or [""])
-    if isinstance(qualname, str) and qualname.split(".")[0] not in _registry and \
-            (qualname.startswith("aten::") or _library_builtin.builtin_op_name(qualname) is not None):  # (aten's)
+    if isinstance(qualname, str) and _library_builtin.is_builtin(qualname, _registry):  # (an aten op)
         library = lib
         if library is None:
             library = Library("aten", "IMPL")

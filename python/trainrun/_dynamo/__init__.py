@@ -108,9 +108,3 @@ def explain(f, *extra_args, **extra_kwargs):
         return inner(*extra_args, **extra_kwargs)
     return inner
 
-
-def __getattr__(name):
-    if name == "exc":  # (imported on first use: it names trainrun._compile's errors, which imports this package)
-        import importlib
-        return importlib.import_module("trainrun._dynamo.exc")
-    raise AttributeError(f"module 'trainrun._dynamo' has no attribute '{name}'")

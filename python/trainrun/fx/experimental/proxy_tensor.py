@@ -15,8 +15,9 @@ __all__ = ["make_fx"]
 _TRACING_MODES = ("real", "fake", "symbolic")
 
 
-def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_inputs=False, pre_dispatch=False,
-            record_module_stack=False, _allow_fake_constant=False, _error_on_data_dependent_ops=True):
+def make_fx(f, decomposition_table=None, tracing_mode="real", _allow_non_fake_inputs=False, *,
+            pre_dispatch=False, record_module_stack=False, _allow_fake_constant=False,
+            _error_on_data_dependent_ops=True):
     """make_fx(f)(*args) -> GraphModule of the ops f(*args) made. decomposition_table is accepted and not needed:
     the recorded ops are trainrun's own kernels, with nothing composite left to decompose."""
     if tracing_mode not in _TRACING_MODES:
