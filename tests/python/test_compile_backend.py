@@ -144,10 +144,10 @@ def test_an_exported_program_lists_its_parameters_and_buffers():
     ep = torch.export.export(m, (torch.randn(2, 4),))
     names = [n for n, _ in ep.named_parameters()]
     assert names == ["0.weight", "0.bias", "1.weight", "1.bias"]
-    # (the buffers the program reads: num_batches_tracked, unread in eval, is not among them)
-    assert [n for n, _ in ep.named_buffers()] == ["1.running_mean", "1.running_var"]
+    # (all the module's buffers, as torch.export's: num_batches_tracked, unread in eval, too)
+    assert [n for n, _ in ep.named_buffers()] == ["1.running_mean", "1.running_var", "1.num_batches_tracked"]
     assert all(torch.equal(p, q) for p, q in zip(ep.parameters(), m.parameters()))
-    assert len(list(ep.buffers())) == 2
+    assert len(list(ep.buffers())) == 3
     x = torch.randn(2, 4)
     assert torch.allclose(torch.export.export_for_training(m, (x,)).module()(x), m(x))
 

@@ -240,3 +240,19 @@ def test_a_tensor_from_python_data_that_follows_a_size_is_refused():
     with pytest.raises(ValueError, match="reads a different tensor constant %1 \\(shape \\[2\\] vs \\[3\\]\\): a "
                                          "tensor made outside the recorded ops"):
         torch.export.export(FromNumpy(), (torch.randn(4),), dynamic_shapes=({0: Dim("n")},))
+
+
+def test_auto_dims_the_forward_needs_equal_are_one_dim():
+    class Add(nn.Module):
+        def forward(self, x, y):
+            return x + y
+
+    x, y = torch.randn(6, 3), torch.randn(6, 3)
+    for hint in (Dim.AUTO, Dim.DYNAMIC):
+        ep = torch.export.export(Add(), (x, y), dynamic_shapes={"x": {0: hint}, "y": {0: hint}})
+        assert list(ep.range_constraints) == ["s0"]
+        a, b = torch.randn(9, 3), torch.randn(9, 3)
+        assert torch.allclose(ep.module()(a, b), a + b)
+        with pytest.raises(ValueError, match="input 'y' has size 4 at dim 0, so s0 = 4; but s0 = 9 from input 'x'"):
+            ep.module()(a, torch.randn(4, 3))
+    # (AUTO dims of equal example size that the forward does not tie stay two: the Cat of the test above)

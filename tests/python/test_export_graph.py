@@ -120,3 +120,51 @@ def test_module_holds_the_weights_by_name_and_runs_with_what_is_loaded():
     mod.load_state_dict(other.state_dict())
     assert torch.allclose(mod(x), other(x), atol=1e-6)
     assert torch.allclose(ep.module()(x), other(x), atol=1e-6)  # (the program's weights: one set, as in torch)
+
+
+class Counting(nn.Module):
+    """A forward that writes a buffer, next to weights it never reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(1))
+        self.register_buffer("scratch", torch.zeros(1), persistent=False)
+        self.lin = nn.Linear(2, 2)
+        self.unused = nn.Linear(2, 2)
+
+    def forward(self, x):
+        self.count.add_(1)
+        return self.lin(x) * 2
+
+
+def test_export_leaves_the_module_as_it_was_and_the_program_writes_its_own_buffer():
+    m = Counting()
+    ep = torch.export.export(m, (torch.randn(2),))
+    assert torch.equal(m.count, torch.zeros(1))  # (the recording's add_ was put back)
+    assert torch.equal(ep.state_dict["count"], torch.zeros(1))
+    gm = ep.module()
+    gm(torch.randn(2))
+    gm(torch.randn(2))
+    assert torch.equal(gm.count, torch.full((1,), 2.0)) and torch.equal(m.count, torch.zeros(1))
+    sig = ep.graph_signature
+    assert [(s.kind, s.target) for s in sig.output_specs] == [
+        (torch.export.OutputKind.BUFFER_MUTATION, "count"), (torch.export.OutputKind.USER_OUTPUT, None)]
+    assert list(sig.buffers_to_mutate.values()) == ["count"]
+
+
+def test_the_state_dict_holds_every_weight_also_those_unread_and_survives_save_load(tmp_path):
+    m = Counting()
+    ep = torch.export.export(m, (torch.randn(2),))
+    # As torch.export: the module's parameters and persistent buffers, in its order (not the non-persistent one).
+    assert list(ep.state_dict) == ["lin.weight", "lin.bias", "unused.weight", "unused.bias", "count"]
+    assert ep.graph_signature.parameters == ["lin.weight", "lin.bias", "unused.weight", "unused.bias"]
+    placeholders = [n.name for n in ep.graph.nodes if n.op == "placeholder"]
+    assert placeholders == ["p_lin_weight", "p_lin_bias", "p_unused_weight", "p_unused_bias", "b_count", "x"]
+    assert not ep.graph.find_nodes(op="placeholder", target="p_unused_weight")[0].users
+    torch.export.save(ep, tmp_path / "m.pt2")
+    loaded = torch.export.load(tmp_path / "m.pt2")
+    assert list(loaded.state_dict) == list(ep.state_dict)
+    assert torch.equal(loaded.state_dict["unused.weight"], m.unused.weight)
+    assert loaded.graph_signature.buffers_to_mutate == ep.graph_signature.buffers_to_mutate
+    x = torch.randn(2)
+    assert torch.allclose(loaded.module()(x), m(x))

@@ -41,6 +41,11 @@ class InputKind(enum.Enum):
 
 class OutputKind(enum.Enum):
     USER_OUTPUT = enum.auto()
+    LOSS_OUTPUT = enum.auto()
+    BUFFER_MUTATION = enum.auto()
+    GRADIENT_TO_PARAMETER = enum.auto()
+    GRADIENT_TO_USER_INPUT = enum.auto()
+    USER_INPUT_MUTATION = enum.auto()
 
 
 TensorArgument = collections.namedtuple("TensorArgument", "name")
@@ -53,9 +58,24 @@ class ExportGraphSignature:
     and output_specs spell them as torch.export does (the weights first, as p_/b_ arguments naming their
     targets, then the user inputs)."""
 
-    def __init__(self, user_inputs, user_outputs, parameters, buffers):
+    def __init__(self, user_inputs, user_outputs, parameters, buffers, mutated_buffers=()):
         self.user_inputs, self.user_outputs = list(user_inputs), list(user_outputs)
         self.parameters, self.buffers = list(parameters), list(buffers)
+        self.mutated_buffers = list(mutated_buffers)  # written by the program in place (copy_, add_)
+
+    @property
+    def buffers_to_mutate(self):
+        """{output name: buffer}: torch.export returns a buffer's new value as an output; trainrun's program
+        writes the buffer in place, so each is named here by its buffer."""
+        return {f"mutated_{b.replace('.', '_')}": b for b in self.mutated_buffers}
+
+    @property
+    def inputs_to_parameters(self):
+        return {s.arg.name: s.target for s in self.input_specs if s.kind == InputKind.PARAMETER}
+
+    @property
+    def inputs_to_buffers(self):
+        return {s.arg.name: s.target for s in self.input_specs if s.kind == InputKind.BUFFER}
 
     @property
     def input_specs(self):
@@ -68,7 +88,9 @@ class ExportGraphSignature:
 
     @property
     def output_specs(self):
-        return [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(n), None) for n in self.user_outputs]
+        mutations = self.buffers_to_mutate.items()
+        return ([OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(n), b) for n, b in mutations] +
+                [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(n), None) for n in self.user_outputs])
 
     def __repr__(self):
         return (f"ExportGraphSignature(user_inputs={self.user_inputs}, user_outputs={self.user_outputs}, "
@@ -185,7 +207,10 @@ class ExportedProgram:
             kinds = ["p" if n in sig.parameters else "b" if n in sig.buffers else "c" for n in self._constant_names]
             table = (self._recorded or self._graph)._table()
             order = sig.parameters + sig.buffers  # (placeholders in the signature's order; constants after)
-            self._fx_graph = program_graph(table, list(zip(self._constant_names, kinds)), self._input_names, order)
+            unread = [(n, "p" if n in sig.parameters else "b", t) for n, t in self.state_dict.items()
+                      if n not in self._constant_names]
+            self._fx_graph = program_graph(table, list(zip(self._constant_names, kinds)), self._input_names, order,
+                                           unread)
         return self._fx_graph
 
     @property
@@ -261,36 +286,66 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
         names = [n for n in names if n not in {name for _, name, _ in specialized}]
     tensors = [t.contiguous() for t in list(args) + list(kwargs.values())]
     dims, input_dims = _dynamic_dims(dynamic_shapes, names, tensors)
-    graph, out_leaves, out_spec = _record(call, tensors, len(args), list(kwargs))
+    # Recording runs the forward: what it writes to the module's buffers (a step counter, BatchNorm's statistics)
+    # is put back, so that export leaves the module as it was and the program starts from the buffers' values,
+    # as torch.export (which runs the forward on fake tensors).
+    saved = [(b, b.detach().clone()) for b in mod.buffers()] if hasattr(mod, "buffers") else []
+    try:
+        graph, out_leaves, out_spec = _record(call, tensors, len(args), list(kwargs))
+    finally:
+        with _no_grad():
+            for b, value in saved:
+                b.copy_(value)
     for i, o in enumerate(out_leaves):
         if any(o is t for t in tensors):
             raise ValueError(f"export: output {i} is the input itself; return a copy (x.clone())")
 
     # Name the captured tensors by the module's parameters and buffers, then freeze them (copies).
-    named = {}
+    named, weights = {}, {}
     params, buffers = [], []
     if hasattr(mod, "named_parameters"):
         for kind, items in (("p", mod._named_local_parameters()), ("b", mod.named_buffers())):
             for n, t in items:
                 named.setdefault(_identity(t), (n, kind))
+                weights.setdefault(n, t)
     constant_names, frozen = [], []
     for i, t in enumerate(_C._graph_constants(graph)):
         name, kind = named.get(_identity(t), (f"_tensor_constant{i}", "c"))
         (params if kind == "p" else buffers if kind == "b" else []).append(name)
         constant_names.append(name)
         frozen.append(t.detach().clone())
+    # The weights the forward does not read are the program's too: its state_dict is the module's (persistent
+    # buffers: a non-persistent one the forward does not read is left out), as torch.export's.
+    state_dict = dict(zip(constant_names, frozen))
+    from trainrun.nn import _non_persistent_keys
+    non_persistent = _non_persistent_keys(mod) if hasattr(mod, "named_parameters") else set()
+    for n, kind in named.values():
+        if n not in state_dict and n not in non_persistent:
+            (params if kind == "p" else buffers).append(n)
+            state_dict[n] = weights[n].detach().clone()
     # In the module's order (named_parameters, named_buffers), as torch.export lists them, not the order of use.
     order = {n: k for k, (n, _) in enumerate(named.values())}
     params.sort(key=order.__getitem__)
     buffers.sort(key=order.__getitem__)
+    state_dict = {n: state_dict[n] for n in params + buffers + [c for c in constant_names if c not in order]}
     graph = recorded = _C._graph_with_constants(graph, frozen)
     graph, fusion_note, source = _C._fuse_graph(graph)
     dynamic = None
     if dims:
-        dynamic = _generalize(call, tensors, len(args), list(kwargs), dims, input_dims, graph, source)
-    signature = ExportGraphSignature(names, [f"output{i}" for i in range(len(out_leaves))], params, buffers)
+        try:
+            dynamic = _generalize(call, tensors, len(args), list(kwargs), dims, input_dims, graph, source)
+        except (ValueError, RuntimeError, TypeError, IndexError):
+            # Dim.AUTO and Dim.DYNAMIC dims that the forward needs equal (x + y) are one dim, as torch.export
+            # infers: those of equal example size become one, and the program is recorded again.
+            merged, merged_input_dims = _dynamic_dims(dynamic_shapes, names, tensors, unify_auto=True)
+            if len(merged) == len(dims):
+                raise
+            dims, input_dims = merged, merged_input_dims
+            dynamic = _generalize(call, tensors, len(args), list(kwargs), dims, input_dims, graph, source)
+    signature = ExportGraphSignature(names, [f"output{i}" for i in range(len(out_leaves))], params, buffers,
+                                     _mutated_buffers(recorded._table(), constant_names, buffers))
     meta = [(tuple(t.shape), t.dtype) for t in tensors]
-    ep = ExportedProgram(graph, source, fusion_note, names, meta, constant_names, dict(zip(constant_names, frozen)),
+    ep = ExportedProgram(graph, source, fusion_note, names, meta, constant_names, state_dict,
                          out_spec, signature, (args, kwargs), dynamic, recorded)
     ep._specialized = specialized
     return ep
@@ -309,6 +364,16 @@ def export_for_training(mod, args, kwargs=None, *, dynamic_shapes=None, strict=T
     programs at the dispatcher with nothing left to decompose, so the training IR and the inference IR are one."""
     return export(mod, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict,
                   preserve_module_call_signature=preserve_module_call_signature)
+
+
+def _mutated_buffers(table, constant_names, buffers):
+    """The buffers the program writes (an in-place op's first argument), in the signature's order."""
+    by_value = dict(zip(table["constants"], constant_names))
+    written = set()
+    for _, name, args, _, _ in table["nodes"]:
+        if name.endswith("_") and args and args[0][0] == "v" and args[0][1] in by_value:
+            written.add(by_value[args[0][1]])
+    return [b for b in buffers if b in written]
 
 
 def _identity(t):

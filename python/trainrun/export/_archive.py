@@ -68,6 +68,9 @@ def _write_archive(ep, f, extra_files=None):
         examples = {f"arg{i}": t for i, t in enumerate(args)}
         examples.update({f"kwarg.{k}": t for k, t in kwargs.items()})
         trainrun.save({k: v.contiguous() for k, v in examples.items()}, os.path.join(d, "example_inputs.safetensors"))
+        unread = {k: v.contiguous() for k, v in ep.state_dict.items() if k not in ep._constant_names}
+        if unread:  # (weights the program does not read: in its state_dict, not in the package)
+            trainrun.save(unread, os.path.join(d, "unread_weights.safetensors"))
         sig = ep.graph_signature
         meta = {"format": _ARCHIVE_FORMAT, "input_names": ep._input_names,
                 "input_meta": [[list(shape), str(dtype).replace("trainrun.", "")] for shape, dtype in ep._input_meta],
@@ -75,7 +78,8 @@ def _write_archive(ep, f, extra_files=None):
                 "fusion_note": ep._fusion_note, "num_args": len(args), "kwarg_names": list(kwargs),
                 "specialized": [list(entry) for entry in ep._specialized],
                 "signature": {"user_inputs": sig.user_inputs, "user_outputs": sig.user_outputs,
-                              "parameters": sig.parameters, "buffers": sig.buffers}}
+                              "parameters": sig.parameters, "buffers": sig.buffers,
+                              "mutated_buffers": sig.mutated_buffers}}
         with open(os.path.join(d, "program.json"), "w") as out:
             json.dump(meta, out)
         with open(os.path.join(d, "kernels.cpp"), "w") as out:
@@ -116,6 +120,11 @@ def _unpack(f):
     return folder, meta
 
 
+def _weight_order(meta):
+    """The weights' names in the signature's order (parameters, then buffers)."""
+    return meta["signature"]["parameters"] + meta["signature"]["buffers"]
+
+
 def save(ep, f, *, extra_files=None, opset_version=None, pickle_protocol=2):
     """torch.export.save: writes the ExportedProgram to `f` (a path, conventionally *.pt2, or a binary file) as
     one archive: the program compiled (aot_compile's package), its frozen weights and example inputs. load() reads
@@ -150,8 +159,15 @@ def load(f, *, extra_files=None, expected_opset_version=None):
     args = tuple(examples[f"arg{i}"] for i in range(meta["num_args"]))
     kwargs = {k: examples[f"kwarg.{k}"] for k in meta["kwarg_names"]}
     constants = dict(zip(meta["constant_names"], _C._graph_constants(graph)))
+    unread_path = os.path.join(folder.name, "unread_weights.safetensors")
+    if os.path.exists(unread_path):
+        unread = trainrun.load(unread_path)
+        constants.update((k, unread[k]) for k in _weight_order(meta) if k in unread)
+    names = _weight_order(meta)  # (the signature's order, then the tensor constants)
+    constants = {**{k: constants[k] for k in names if k in constants}, **constants}
     s = meta["signature"]
-    signature = ExportGraphSignature(s["user_inputs"], s["user_outputs"], s["parameters"], s["buffers"])
+    signature = ExportGraphSignature(s["user_inputs"], s["user_outputs"], s["parameters"], s["buffers"],
+                                     s.get("mutated_buffers", ()))
     input_meta = [(tuple(shape), getattr(trainrun, dtype)) for shape, dtype in meta["input_meta"]]
     ep = ExportedProgram(graph, kernels_source, meta["fusion_note"], meta["input_names"], input_meta,
                          meta["constant_names"], constants, _spec_from_json(meta["out_spec"]), signature,

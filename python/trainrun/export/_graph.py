@@ -52,19 +52,24 @@ def _set_meta(node, meta):
         node.meta["device"] = trainrun.device(device)
 
 
-def program_graph(table, constants, input_names, order=()):
+def program_graph(table, constants, input_names, order=(), unread=()):
     """constants: per graph constant, in order, (name, kind) with kind 'p', 'b' or 'c'; order: names in the order
-    their placeholders come (the signature's), the others after them in graph order."""
+    their placeholders come (the signature's), the others after them in graph order; unread: (name, kind, tensor)
+    of the weights the program does not read (placeholders no node uses, as torch.export has)."""
     graph = Graph()
     meta = table["meta"]
     made = {}  # value id -> the node whose result it is (the latest: an in-place op's result is its input)
     rank = {name: k for k, name in enumerate(order)}
-    placeholders = sorted(zip(table["constants"], constants), key=lambda c: rank.get(c[1][0], len(rank)))
+    unread_ids = [(("unread", name), (name, kind)) for name, kind, _ in unread]
+    placeholders = sorted(list(zip(table["constants"], constants)) + unread_ids,
+                          key=lambda c: rank.get(c[1][0], len(rank)))
+    unread_meta = {("unread", name): (list(t.shape), str(t.dtype).split(".")[-1], str(t.device))
+                   for name, _, t in unread}
     for want in ("p", "b", "c"):
         for vid, (name, kind) in placeholders:
             if kind == want:
                 made[vid] = graph.placeholder(f"{kind}_{name.replace('.', '_').lstrip('_')}")
-                _set_meta(made[vid], meta.get(vid))
+                _set_meta(made[vid], meta.get(vid, unread_meta.get(vid)))
     for vid, name in zip(table["inputs"], input_names):
         made[vid] = graph.placeholder(name)
         _set_meta(made[vid], meta.get(vid))

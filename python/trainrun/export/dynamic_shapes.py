@@ -118,9 +118,10 @@ def dims(*names, min=None, max=None):  # noqa: A002
 
 
 
-def _dynamic_dims(dynamic_shapes, names, tensors):
+def _dynamic_dims(dynamic_shapes, names, tensors, unify_auto=False):
     """([Dim, ...] the dims that vary, in order of first use; per input, per dim, None or (index into them, mul,
-    add)) from export's dynamic_shapes, checked against the example inputs. ([], None): nothing varies."""
+    add)) from export's dynamic_shapes, checked against the example inputs. ([], None): nothing varies.
+    unify_auto: Dim.AUTO and Dim.DYNAMIC dims of equal example size are one dim (else each is its own)."""
     if dynamic_shapes is None:
         return [], None
     if isinstance(dynamic_shapes, dict):
@@ -138,7 +139,7 @@ def _dynamic_dims(dynamic_shapes, names, tensors):
                         f"{type(dynamic_shapes).__name__}")
     roots, values, where = [], [], []  # the varying Dims, their example values, where each was first met
     input_dims = []
-    auto = 0
+    auto = {}  # the Dims made for Dim.AUTO / Dim.DYNAMIC, by example size when unified
     for name, t, spec in zip(names, tensors, per_input):
         ndim = t.dim()
         if spec is None:
@@ -168,8 +169,10 @@ def _dynamic_dims(dynamic_shapes, names, tensors):
                 entries.append(None)
                 continue
             if dim is Dim.AUTO or dim is Dim.DYNAMIC:
-                dim = Dim(f"s{auto}")
-                auto += 1
+                key = size if unify_auto else object()
+                if key not in auto:
+                    auto[key] = Dim(f"s{len(auto)}")
+                dim = auto[key]
             if isinstance(dim, Dim):
                 root, mul, add = dim, 1, 0
             elif isinstance(dim, _DerivedDim):
