@@ -60,8 +60,11 @@ DType dtype_of_numpy(const py::dtype& d) {
 }
 
 // The tensor's memory as an ndarray; the array keeps the tensor alive.
-py::array to_numpy(const Tensor& t) {
+py::array to_numpy(const Tensor& given, bool force) {
   compile::GraphCapture::note_graph_break("numpy() read a tensor's values into Python: what follows may depend on them");
+  // force=True: detached and copied to the CPU first, as PyTorch's (the array then shares no memory with a
+  // tensor off the CPU).
+  const Tensor t = force && !given.device().is_meta() ? detach(given).to(Device(DeviceType::CPU)) : given;
   TR_CHECK(!t.device().is_meta(), TypeError, "numpy(): a meta tensor has no data to convert");
   TR_CHECK(t.device().is_cpu(), TypeError, "numpy(): the tensor is on {}; copy it to the CPU first", t.device().str());
   // As PyTorch: refused only while gradients are being recorded (a custom op's kernel, under no_grad, may).
@@ -217,7 +220,7 @@ void bind_tensor(py::module_& m) {
                s.replace(at, 6, "trainrun.");
              return s;
            })
-      .def("numpy", &to_numpy)
+      .def("numpy", &to_numpy, py::kw_only(), py::arg("force") = false)
       .def(
           "__dlpack__", [](const Tensor& t, py::object stream) { return to_dlpack_capsule(t); },
           py::arg("stream") = py::none())

@@ -5,7 +5,13 @@ import functools
 from trainrun import _C
 
 __all__ = ["allow_in_graph", "assume_constant_result", "cudagraph_mark_step_begin", "disable", "is_compiling",
-           "is_dynamo_compiling", "is_exporting", "reset", "set_stance"]
+           "is_dynamo_compiling", "is_exporting", "list_backends", "reset", "set_stance"]
+
+
+def list_backends(exclude_tags=("debug", "experimental")):
+    """The backend names compile(backend=...) accepts: torch._dynamo.list_backends."""
+    from trainrun._dynamo import list_backends as dynamo_list_backends
+    return dynamo_list_backends(exclude_tags)
 
 
 def reset():

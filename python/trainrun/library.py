@@ -22,12 +22,13 @@ chosen by the device of the tensor arguments (register_kernel per device
 type, the decorated function otherwise); meta tensors run the fake."""
 import collections.abc
 import inspect
+from builtins import max as builtins_max
 import typing
 
 from trainrun import _C
 
 __all__ = ["custom_op", "register_fake", "register_kernel", "register_autograd", "infer_schema", "opcheck",
-           "CustomOpDef", "get_op", "Library", "define", "impl", "impl_abstract"]
+           "CustomOpDef", "get_op", "get_ctx", "Library", "define", "impl", "impl_abstract"]
 
 _registry = {}  # "ns::name" -> CustomOpDef
 
@@ -180,6 +181,7 @@ class CustomOpDef:
         self._mutated = set(_mutated_names(mutates_args, self._signature))
         self._arg_types = _argument_types(schema)  # parsed once: every call checks against it
         self._kernels = {}  # device type -> function
+        self._disabled = set()  # device types whose register_kernel kernel is off (set_kernel_enabled)
         self._fake = None
         self._backward = self._setup_context = None
         # Set by Library.impl: CompositeImplicitAutograd (runs as Python, autograd through its ops, every device)
@@ -245,13 +247,24 @@ class CustomOpDef:
                                f"{', '.join(f'{n} on {t.device}' for n, t in tensors)}")
         return tensors, (devices.pop() if devices else "cpu")
 
+    def set_kernel_enabled(self, device_type, enabled=True):
+        """A context manager (or a plain call) that turns the kernel register_kernel gave `device_type` off (the
+        decorated function runs instead) or back on; leaving the block restores what was."""
+        was = device_type not in self._disabled
+        (self._disabled.discard if enabled else self._disabled.add)(device_type)
+        return _KernelEnabled(self, device_type, was)
+
     def _kernel_for(self, device_type):
         if device_type == "meta":
+            if self._fake is None and self._schema.endswith("-> ()") and self._mutated:
+                return _no_outputs  # (an op that only writes its arguments: nothing to describe, as torch's)
             if self._fake is None:
                 raise RuntimeError(f"There was no fake impl registered for {self!r}. This is necessary for meta "
                                    f"tensors and graph capture to work. Please use `{self.__name__}.register_fake` "
                                    "to add an fake impl.")
             return self._fake
+        if device_type in self._disabled:
+            return self._init_fn
         return self._kernels.get(device_type, self._kernels.get(None, self._init_fn))
 
     def __call__(self, *args, **kwargs):
@@ -318,7 +331,14 @@ class CustomOpDef:
         kernel = self._kernel_for(device_type)
         from trainrun._autograd import no_grad
         with no_grad():  # the kernel runs below autograd, as PyTorch's (its ops record nothing)
-            output = kernel(*bound.args, **bound.kwargs)
+            if device_type == "meta":  # (the fake: get_ctx() answers inside it)
+                _fake_ctx.append(_opcheck_fake_ctx[-1] if _opcheck_fake_ctx else FakeImplCtx())
+                try:
+                    output = kernel(*bound.args, **bound.kwargs)
+                finally:
+                    _fake_ctx.pop()
+            else:
+                output = kernel(*bound.args, **bound.kwargs)
         outputs = list(output) if isinstance(output, (tuple, list)) else [output]
         inputs = [t for _, t in tensors]
         for o in outputs:
@@ -358,6 +378,56 @@ class CustomOpDef:
         marked = getattr(ctx, "_non_differentiable", ())
         new = [n.detach() if any(n is m or o is m for m in marked) else n for n, o in zip(new, outputs)]
         return new[0] if not isinstance(output, (tuple, list)) else type(output)(new)
+
+
+def _no_outputs(*args, **kwargs):
+    return None
+
+
+class _KernelEnabled:
+    """set_kernel_enabled's result: as a context manager, puts the kernel's state back on exit."""
+
+    def __init__(self, op, device_type, was):
+        self._op, self._device_type, self._was = op, device_type, was
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._op.set_kernel_enabled(self._device_type, self._was)
+
+
+class FakeImplCtx:
+    """What get_ctx() returns inside a fake: new_dynamic_size() stands for an output size the data decides
+    (nonzero's count). Meta tensors have no data, so a fake run on them cannot make one; opcheck's run can (its
+    sizes are then checked for rank and dtype only)."""
+
+    def __init__(self, for_opcheck=False):
+        self._for_opcheck = for_opcheck
+        self.dynamic_sizes_made = 0
+
+    def new_dynamic_size(self, *, min=0, max=None):  # noqa: A002
+        if min < 0 or (max is not None and max < min):
+            raise ValueError(f"new_dynamic_size: expected 0 <= min <= max, got min={min}, max={max}")
+        if not self._for_opcheck:
+            raise RuntimeError("Attempted to make a data-dependent output size with meta tensors: a fake that calls "
+                               "get_ctx().new_dynamic_size() runs in opcheck and graph capture (which run the "
+                               "kernel on the data), not on meta tensors")
+        self.dynamic_sizes_made += 1
+        return max if max is not None else builtins_max(min, 2)
+
+    create_unbacked_symint = new_dynamic_size
+
+
+_fake_ctx = []  # the FakeImplCtx of the fake now running (innermost last)
+_opcheck_fake_ctx = []  # opcheck's, while its test_faketensor runs
+
+
+def get_ctx():
+    """torch.library.get_ctx(): the context of the fake now running (register_fake's function)."""
+    if not _fake_ctx:
+        raise RuntimeError("get_ctx() was called outside a fake implementation (a function given to register_fake)")
+    return _fake_ctx[-1]
 
 
 def _text_of(arguments):
@@ -490,13 +560,24 @@ def opcheck(op, args, kwargs=None, *, test_utils=("test_schema", "test_autograd_
         real = target(*[clone(a) for a in args], **kwargs)
         meta = [trainrun.empty(list(a.shape), dtype=a.dtype, device="meta") if isinstance(a, _C.Tensor) else a
                 for a in args]
-        fake = target(*meta, **kwargs)
+        ctx = FakeImplCtx(for_opcheck=True)
+        _opcheck_fake_ctx.append(ctx)
+        try:
+            fake = target(*meta, **kwargs)
+        finally:
+            _opcheck_fake_ctx.pop()
         reals = real if isinstance(real, (tuple, list)) else [real]
         fakes = fake if isinstance(fake, (tuple, list)) else [fake]
         if len(reals) != len(fakes):
             raise RuntimeError(f"the fake returned {len(fakes)} outputs, the kernel {len(reals)}")
         for i, (r, f) in enumerate(zip(reals, fakes)):
-            if isinstance(r, _C.Tensor) and (tuple(r.shape) != tuple(f.shape) or r.dtype != f.dtype):
+            if not isinstance(r, _C.Tensor):
+                continue
+            if not isinstance(f, _C.Tensor):
+                raise RuntimeError(f"output {i}: the kernel gives a tensor, the fake a {type(f).__name__}")
+            # (a fake with data-dependent sizes (get_ctx().new_dynamic_size()) is checked for rank and dtype)
+            shapes_differ = (r.dim() != f.dim() if ctx.dynamic_sizes_made else tuple(r.shape) != tuple(f.shape))
+            if shapes_differ or r.dtype != f.dtype:
                 raise RuntimeError(f"output {i}: the kernel gives {r.dtype} {list(r.shape)}, the fake "
                                    f"{f.dtype} {list(f.shape)}")
 

@@ -369,3 +369,20 @@ def test_a_replay_returns_the_modules_own_parameter_object():
         _, w, same = compiled(x)
         assert w is m.w and isinstance(w, nn.Parameter) and same is x
     assert compiled._compiled.replays == 2
+
+
+def test_recompile_limit_is_cache_size_limit_and_the_backends_are_listed_by_torch_compiler():
+    before = torch._dynamo.config.cache_size_limit
+    with torch._dynamo.config.patch(recompile_limit=1):
+        assert torch._dynamo.config.cache_size_limit == 1
+        f = torch.compile(lambda x: x * 2)
+        f(torch.ones(2))
+        f(torch.ones(3))  # (a second guard set: past the limit, it runs eagerly, still right)
+        assert torch.equal(f(torch.ones(3)), torch.full((3,), 2.0))
+        assert "cache_size_limit (1) reached" in f.explain()
+    assert torch._dynamo.config.recompile_limit == before
+    assert torch.compiler.list_backends() == torch._dynamo.list_backends() == ["cudagraphs", "inductor"]
+    t = torch.randn(4, 3)
+    torch._dynamo.maybe_mark_dynamic(t, 0)
+    with pytest.raises(IndexError, match="dim 2 is out of range"):
+        torch._dynamo.maybe_mark_dynamic(t, 2)

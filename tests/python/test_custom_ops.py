@@ -344,3 +344,54 @@ def test_define_and_impl_by_name_with_composite_and_autograd_kernels():
         torch.library.define("schemalib2::bad2", "(Tensor) -> Tensor")
     with pytest.raises(ValueError, match="unsupported kind"):
         torch.library.Library("schemalib2", "BOGUS")
+
+
+def test_a_fake_with_a_data_dependent_size_asks_get_ctx_and_opcheck_takes_it():
+    @torch.library.custom_op("t_ctx::nonzero", mutates_args=())
+    def nonzero(x: Tensor) -> Tensor:
+        return torch.tensor(np.stack(np.nonzero(x.numpy(force=True)), axis=1))
+
+    @nonzero.register_fake
+    def _(x):
+        nnz = torch.library.get_ctx().new_dynamic_size()
+        return x.new_empty([nnz, x.dim()], dtype=torch.int64)
+
+    x = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    assert torch.equal(nonzero(x), torch.tensor([[0, 0], [1, 1]]))
+    assert torch.library.opcheck(nonzero, (x,))["test_faketensor"] == "SUCCESS"
+    with pytest.raises(RuntimeError, match="data-dependent output size with meta tensors"):
+        nonzero(torch.empty(2, 2, device="meta"))
+    with pytest.raises(RuntimeError, match="get_ctx\\(\\) was called outside a fake"):
+        torch.library.get_ctx()
+    # opcheck still compares rank and dtype of such an output.
+    nonzero.register_fake(lambda x: x.new_empty([torch.library.get_ctx().new_dynamic_size()], dtype=torch.int64))
+    with pytest.raises(RuntimeError, match="output 0: the kernel gives trainrun.int64 \\[2, 2\\], the fake"):
+        torch.library.opcheck(nonzero, (x,))
+
+
+def test_an_op_that_only_writes_its_arguments_needs_no_fake_and_kernels_can_be_switched_off():
+    @torch.library.custom_op("t_ctx::sin_into", mutates_args={"out"})
+    def sin_into(x: Tensor, out: Tensor) -> None:
+        np.sin(x.numpy(), out=out.numpy())
+
+    x, out = torch.randn(3), torch.empty(3)
+    assert torch.library.opcheck(sin_into, (x, out))["test_faketensor"] == "SUCCESS"
+    assert sin_into(torch.empty(3, device="meta"), torch.empty(3, device="meta")) is None
+
+    @torch.library.custom_op("t_ctx::scaled", mutates_args=())
+    def scaled(x: Tensor) -> Tensor:
+        return x.clone()
+
+    scaled.register_kernel("cpu")(lambda x: x * 10)
+    assert scaled(torch.ones(1)).item() == 10
+    with scaled.set_kernel_enabled("cpu", enabled=False):
+        assert scaled(torch.ones(1)).item() == 1  # (the decorated function)
+    assert scaled(torch.ones(1)).item() == 10
+
+
+def test_numpy_force_detaches_and_copies():
+    t = torch.ones(2, requires_grad=True)
+    with pytest.raises(ValueError, match="requires grad; call detach"):
+        t.numpy()
+    a = t.numpy(force=True)
+    assert a.tolist() == [1.0, 1.0]

@@ -10,7 +10,7 @@ from trainrun.compiler import allow_in_graph, disable, reset  # noqa: F401
 from trainrun.compiler import is_compiling  # noqa: F401
 
 __all__ = ["allow_in_graph", "config", "disable", "explain", "graph_break", "is_compiling", "list_backends",
-           "mark_dynamic", "mark_static", "optimize", "reset"]
+           "mark_dynamic", "mark_static", "maybe_mark_dynamic", "optimize", "reset"]
 
 
 def graph_break():
@@ -48,6 +48,11 @@ def mark_dynamic(t, index, *, min=None, max=None):  # noqa: A002
             raise IndexError(f"mark_dynamic: dim {i!r} is out of range for a tensor of {t.ndim} dims")
     if min is not None and max is not None and min > max:
         raise ValueError(f"mark_dynamic: min ({min}) is greater than max ({max})")
+
+
+def maybe_mark_dynamic(t, index):
+    """mark_dynamic without the promise that the dim stays dynamic (torch's: no error if it specializes)."""
+    mark_dynamic(t, index)
 
 
 def mark_static(t, index=None):

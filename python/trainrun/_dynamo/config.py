@@ -13,6 +13,22 @@ capture_dynamic_output_shape_ops = False
 inline_inbuilt_nn_modules = True
 
 import sys as _sys  # noqa: E402
+import types as _types  # noqa: E402
+
+
+class _Config(_types.ModuleType):
+    """recompile_limit (PyTorch 2.7's name) is cache_size_limit: setting either sets both."""
+
+    @property
+    def recompile_limit(self):
+        return self.cache_size_limit
+
+    @recompile_limit.setter
+    def recompile_limit(self, value):
+        self.cache_size_limit = value
+
+
+_sys.modules[__name__].__class__ = _Config
 
 from trainrun._config_patch import patcher as _patcher  # noqa: E402
 
