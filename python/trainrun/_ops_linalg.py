@@ -7,6 +7,7 @@ import functools
 
 import numpy as np
 
+import trainrun as _trainrun
 from trainrun import _C
 from trainrun._op_table import op, wrap_dim
 
@@ -85,9 +86,11 @@ def einsum(equation, *operands):
         operands = tuple(operands[0])
     program = _einsum_program(equation, tuple(tuple(t.shape) for t in operands))
     values = list(operands)
+    # (tensor-likes such as DTensor: through trainrun.bmm, which hands them to their own rules)
+    bmm = _C.bmm if all(isinstance(t, _C.Tensor) for t in operands) else _trainrun.bmm
     for call, inputs, args in program:
         if call == "bmm":
-            values.append(_C.bmm(values[inputs[0]], values[inputs[1]]))
+            values.append(bmm(values[inputs[0]], values[inputs[1]]))
         else:
             values.append(getattr(values[inputs[0]], call)(*args))
     return values[-1] if program else operands[0]

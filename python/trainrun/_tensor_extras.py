@@ -135,7 +135,8 @@ Tensor.nansum = lambda self, dim=None, keepdim=False, *, dtype=None: _C.sum(
 
 # ---- module-level helpers -------------------------------------------------------------------------------
 def is_tensor(obj):
-    return isinstance(obj, Tensor)
+    """True for tensors and tensor subclasses written in Python over one (DTensor), as PyTorch's."""
+    return isinstance(obj, Tensor) or getattr(type(obj), "_is_tensor_like", False)
 
 
 def is_floating_point(input):  # noqa: A002

@@ -177,11 +177,10 @@ def mesh_from_group_and_distribute_module():
     reference = nn.Sequential(nn.Linear(4, 6), nn.LayerNorm(6), nn.ReLU(), nn.Linear(6, 2))
     reference.load_state_dict(model.state_dict())
 
-    def replicate(name, module, mesh):
-        for key, param in list(module.named_parameters(recurse=False)):
-            module.register_parameter(key, nn.Parameter(distribute_tensor(param, mesh, [Replicate()])))
-    distribute_module(model, mesh, replicate, input_fn=lambda module, inputs, mesh: tuple(
+    # (no partition_fn: every parameter becomes a replicated DTensor, as PyTorch's default)
+    distribute_module(model, mesh, input_fn=lambda module, inputs, mesh: tuple(
         distribute_tensor(i, mesh, [Shard(0)]) for i in inputs))
+    assert all(isinstance(p, DTensor) and p.placements == (Replicate(),) for p in model.parameters())
     x = torch.randn(4, 4)
     out = model(x)
     assert isinstance(out, DTensor) and out.placements == (Shard(0),)

@@ -35,21 +35,25 @@ def _ops():
         "F.scaled_dot_product_attention": lambda a: F.scaled_dot_product_attention(
             a.view(2, 2, 6).transpose(1, 2), a.view(2, 2, 6).transpose(1, 2), a.view(2, 2, 6).transpose(1, 2)),
         "nn.ReLU()": torch.nn.ReLU(), "nn.GELU('tanh')": torch.nn.GELU("tanh"), "nn.Softplus(2)": torch.nn.Softplus(2),
+        "torch.addmm": lambda a: torch.addmm(a[:, :4], a, a.t()[:, :4], beta=0.5, alpha=2),
+        "torch.baddbmm": lambda a: torch.baddbmm(a.view(2, 2, 6)[:, :, :2], a.view(2, 2, 6), a.view(2, 6, 2)),
+        "torch.einsum": lambda a: torch.einsum("ij,kj->ik", a, a),
+        "expand": lambda a: a.unsqueeze(0).expand(3, -1, -1) * 1,
     }
 
 
 # Those whose gradients are compared too.
 DIFFERENTIABLE = ["torch.abs", "F.elu", "F.softplus", "var(1)", "std(0, keepdim)", "logsumexp(1)", "cumsum(0)",
                   "chunk(2, 0)[1]", "split([2, 4], 1)[1]", "tril(-1)", "F.normalize(dim=0)", "F.glu(dim=0)",
-                  "masked_fill"]
+                  "masked_fill", "torch.addmm", "torch.einsum", "expand"]
 
 
 def ops_match_the_whole_tensor():
     from trainrun import distributed as dist
     from trainrun.distributed.device_mesh import init_device_mesh
     from trainrun.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
-    dist.init_process_group("gloo")
-    mesh = init_device_mesh("cpu", (2,))
+    mesh = init_device_mesh("cpu", (2,))  # (it starts the default group, as PyTorch's)
+    assert dist.is_initialized() and dist.get_backend() == "gloo"
     OPS = _ops()
     torch.manual_seed(0)
     whole = torch.randn(4, 6)
@@ -75,6 +79,14 @@ def ops_match_the_whole_tensor():
     assert isinstance(replicated, DTensor) and replicated.placements == (Replicate(),) and replicated.shape == (3,)
     with pytest.raises(TypeError, match="mixes a DTensor with a Tensor"):
         torch.maximum(x, whole)
+    # allclose/equal answer for the whole tensors, alike on every rank (here rank 1's piece differs).
+    y = distribute_tensor(whole, mesh, [Replicate()])
+    assert torch.equal(x, y) and torch.allclose(x, y)
+    z = DTensor.from_local(x.to_local() + (dist.get_rank() == 1), mesh, [Shard(0)])
+    assert not torch.equal(x, z) and not torch.allclose(x, z)
+    assert torch.is_tensor(x)
+    with pytest.raises(RuntimeError, match="dim 0 is sharded, so its size \\(4\\) cannot change to 8"):
+        x.expand(8, 6)
     dist.destroy_process_group()
 
 

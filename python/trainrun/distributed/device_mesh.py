@@ -22,6 +22,13 @@ def _group_for(ranks):
     return _GROUPS[ranks]
 
 
+def _default_group_for(device_type):
+    """As PyTorch's DeviceMesh: the default group is started (from the launcher's environment) when the script
+    has not, with the device type's backend (NCCL for CUDA, Gloo otherwise)."""
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
+
+
 def _create_groups(mesh, dims):
     """Creates, on every rank and in the same order, the group of each line along each of `dims`."""
     world = tuple(range(dist.get_world_size()))
@@ -43,7 +50,9 @@ class DeviceMesh:
         flat = sorted(array.reshape(-1).tolist())
         if len(set(flat)) != len(flat):
             raise ValueError(f"DeviceMesh: ranks repeat in the mesh {array.tolist()}")
-        if not dist.is_initialized():
+        if _init_backend:
+            _default_group_for(device_type)
+        elif not dist.is_initialized():
             raise RuntimeError("DeviceMesh: call trainrun.distributed.init_process_group first")
         if flat[-1] >= dist.get_world_size() or flat[0] < 0:
             raise ValueError(f"DeviceMesh: the mesh {array.tolist()} names ranks outside the world of "
@@ -218,14 +227,16 @@ def mesh_or_default(device_mesh, where):
 
 def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
     """A mesh over all ranks in row-major order, e.g. init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp",
-    "tp")): ranks 0-3 form dp row 0. Every rank calls it, in the same order as its other group creations."""
+    "tp")): ranks 0-3 form dp row 0. Every rank calls it, in the same order as its other group creations.
+    It starts the default process group if the script has not."""
+    if device_type not in ("cpu", "cuda"):
+        raise ValueError(f"init_device_mesh: device_type must be 'cpu' or 'cuda', got {device_type!r}")
+    _default_group_for(device_type)
     world = dist.get_world_size()
     shape = tuple(int(s) for s in mesh_shape)
     if int(np.prod(shape)) != world:
         raise ValueError(f"init_device_mesh: mesh shape {shape} holds {int(np.prod(shape))} ranks but the world "
                          f"has {world}")
-    if device_type not in ("cpu", "cuda"):
-        raise ValueError(f"init_device_mesh: device_type must be 'cpu' or 'cuda', got {device_type!r}")
     mesh = DeviceMesh(device_type, np.arange(world).reshape(shape), mesh_dim_names=mesh_dim_names)
     _ROOT["mesh"] = mesh
     return mesh

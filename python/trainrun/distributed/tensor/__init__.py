@@ -52,19 +52,32 @@ def full(size, fill_value, *, dtype=None, layout=None, requires_grad=False, devi
 
 
 def distribute_module(module, device_mesh=None, partition_fn=None, input_fn=None, output_fn=None):
-    """Applies partition_fn(name, submodule, mesh) to every submodule (default: replicate nothing, leave
-    parameters as they are) and installs input_fn(module, inputs, mesh) / output_fn(module, outputs, mesh) as
-    forward pre/post hooks, as PyTorch's distribute_module."""
+    """Applies partition_fn(name, submodule, mesh) to every submodule, then makes every parameter and buffer it
+    left a plain tensor a replicated DTensor (all of them when there is no partition_fn; buffers stay tensors), and installs
+    input_fn(module, inputs, mesh) / output_fn(module, outputs, mesh) as forward pre/post hooks, as PyTorch's
+    distribute_module."""
     from trainrun.distributed.device_mesh import mesh_or_default
     mesh = mesh_or_default(device_mesh, "distribute_module")
-    if partition_fn is not None:
-        for name, sub in list(module.named_modules()):
+    for name, sub in list(module.named_modules()):
+        if partition_fn is not None:
             partition_fn(name, sub, mesh)
+        _replicate_the_rest(sub, mesh)
     if input_fn is not None:
         module.register_forward_pre_hook(lambda m, args: input_fn(m, args, mesh))
     if output_fn is not None:
         module.register_forward_hook(lambda m, args, out: output_fn(m, out, mesh))
     return module
+
+
+def _replicate_the_rest(module, mesh):
+    """module's own parameters that are not DTensors yet, as replicated DTensors. (Buffers stay plain tensors,
+    the same on every rank: a module's registry holds a buffer as one tensor, which C++ layers read.)"""
+    from trainrun import nn
+    replicate = [Replicate()] * mesh.ndim
+    for key, param in list(module._named_local_parameters(False)):
+        if not isinstance(getattr(module, key), DTensor):
+            module.register_parameter(key, nn.Parameter(distribute_tensor(param.detach(), mesh, replicate),
+                                                        param.requires_grad))
 
 
 del _C

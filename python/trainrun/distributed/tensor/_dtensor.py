@@ -39,6 +39,7 @@ def _check_placements(mesh, placements, ndim):
 class DTensor:
     """PyTorch's torch.distributed.tensor.DTensor: build it with distribute_tensor or DTensor.from_local."""
     __slots__ = ("_local_tensor", "_spec", "_is_param", "__weakref__")  # _is_param: nn.Parameter(dtensor)
+    _is_tensor_like = True  # torch.is_tensor(dtensor) is True
 
     def __init__(self, local_tensor, spec):
         self._local_tensor, self._spec = local_tensor, spec

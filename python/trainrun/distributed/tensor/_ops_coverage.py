@@ -14,6 +14,7 @@ from trainrun import _C, _op_list, return_types
 from trainrun.distributed.tensor import _ops
 from trainrun.distributed.tensor import _sharding_rules as rules
 from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec
+from trainrun.distributed.tensor._redistribute import all_reduced
 from trainrun.distributed.tensor.placement_types import Replicate, Shard
 from trainrun.nn import functional as F
 
@@ -196,6 +197,60 @@ def _glu(original, input, dim=-1):  # noqa: A002
     return a * b.sigmoid()
 
 
+def _expand(self, *sizes):
+    """A view with size-1 dims broadcast and new leading dims; a sharded dim keeps its size (its shards stay)."""
+    sizes = list(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (list, tuple, trainrun.Size)) else list(sizes)
+    lead = len(sizes) - self.ndim
+    if lead < 0:
+        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to the "
+                           f"number of dimensions in the tensor ({self.ndim})")
+    shape = [self.shape[d - lead] if s == -1 and d >= lead else s for d, s in enumerate(sizes)]
+    local = list(shape)
+    sharded = {p.dim for p in self.placements if p.is_shard()}
+    for d in sharded:
+        if shape[d + lead] != self.shape[d]:
+            raise RuntimeError(f"DTensor expand: dim {d} is sharded, so its size ({self.shape[d]}) cannot change "
+                               f"to {shape[d + lead]}")
+        local[d + lead] = self.to_local().shape[d]
+    placements = tuple(Shard(p.dim + lead) if p.is_shard() else p for p in self.placements)
+    return DTensor(self.to_local().expand(local), DTensorSpec(self.device_mesh, placements, tuple(shape)))
+
+
+def _scaled_sum(original, name, product):
+    """addmm & co.: beta * input + alpha * product(a, b), composed of DTensor ops (beta=0 ignores input)."""
+    def handler(_original, input, a, b, *, beta=1, alpha=1, out=None):  # noqa: A002
+        if out is not None:
+            raise TypeError(f"DTensor {name}: out= is not supported")
+        result = product(a, b)
+        if alpha != 1:
+            result = result * alpha
+        if beta == 0:
+            return result
+        return result + (input if beta == 1 else input * beta)
+    return handler
+
+
+def _agree(original, name):
+    """allclose/equal on DTensors: the answer of the whole tensors, the same on every rank (the local pieces
+    compared where both are laid out alike and hold no partial sums, then agreed over the mesh)."""
+    def handler(_original, a, b, *args, **kwargs):
+        if not (isinstance(a, DTensor) and isinstance(b, DTensor)):
+            raise TypeError(f"DTensor {name}: both arguments must be DTensors (got {type(a).__name__} and "
+                            f"{type(b).__name__})")
+        if tuple(a.shape) != tuple(b.shape):
+            if name == "equal":
+                return False
+            raise RuntimeError(f"allclose: the shapes {list(a.shape)} and {list(b.shape)} differ")
+        if any(p.is_partial() for p in a.placements):
+            a = a.redistribute(a.device_mesh, [Replicate() if p.is_partial() else p for p in a.placements])
+        b = b.redistribute(a.device_mesh, a.placements)
+        differs = trainrun.tensor([0.0 if original(a.to_local(), b.to_local(), *args, **kwargs) else 1.0])
+        for i in range(a.device_mesh.ndim):
+            differs = all_reduced(differs, a.device_mesh._group(i), "max")
+        return differs.item() == 0.0
+    return handler
+
+
 def install():
     for name, method in (("var", _reducing("var")), ("std", _reducing("std")),
                          ("logsumexp", _reducing("logsumexp")), ("prod", _reducing("prod")),
@@ -206,7 +261,8 @@ def install():
                          ("view_as", lambda self, other: self.view(tuple(other.shape))),
                          ("reshape_as", lambda self, other: self.reshape(tuple(other.shape))),
                          ("clamp_min", lambda self, min: self.clamp(min=min)),  # noqa: A002
-                         ("clamp_max", lambda self, max: self.clamp(max=max))):  # noqa: A002
+                         ("clamp_max", lambda self, max: self.clamp(max=max)),  # noqa: A002
+                         ("expand", _expand)):
         if name not in vars(DTensor):
             setattr(DTensor, name, method)
     for name in ("new_zeros", "new_ones", "new_empty", "new_full"):
@@ -229,3 +285,8 @@ def install():
     for name, handler in (("scaled_dot_product_attention", _sdpa), ("normalize", _normalize),
                           ("mse_loss", _mse_loss), ("glu", _glu)):
         _dispatching(F, name, handler)
+    for name, product in (("addmm", trainrun.mm), ("baddbmm", trainrun.bmm), ("addbmm", lambda a, b: (a @ b).sum(0)),
+                          ("addmv", trainrun.mv)):
+        _dispatching(trainrun, name, _scaled_sum(getattr(trainrun, name), name, product))
+    for name in ("allclose", "equal"):
+        _dispatching(trainrun, name, _agree(getattr(trainrun, name), name))

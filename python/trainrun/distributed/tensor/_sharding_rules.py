@@ -255,7 +255,8 @@ def transpose(x, d0, d1):
 def reshape(op, x, shape):
     """A reshape keeps a sharded dim when it survives whole (same size and same product of the dims before
     it), or when it leads a merge of dims or leads a split of itself with its even pieces kept whole: then
-    each rank's piece is still one block of the new dim."""
+    each rank's piece is still one block of the new dim. Otherwise that mesh dim is replicated first (the
+    result is a new tensor then, not a view of x's pieces)."""
     shape = list(shape)
     total = x.numel()
     if -1 in shape:
@@ -278,10 +279,9 @@ def reshape(op, x, shape):
                     target = j
                     break
                 acc *= s
-            if target is None:
-                raise NotImplementedError(f"DTensor: {op} from {list(x.shape)} to {shape} splits or merges the "
-                                          f"sharded dim {p.dim} (placements {list(x.placements)}); redistribute "
-                                          "first")
+            if target is None:  # (the sharded dim is split or merged unevenly: gathered first, as PyTorch's)
+                whole = [Replicate() if k == i else q for k, q in enumerate(x.placements)]
+                return reshape(op, x.redistribute(x.device_mesh, whole), shape)
             out.append(Shard(target))
         else:
             out.append(p)
