@@ -285,3 +285,49 @@ def fsdp_module_methods_and_arguments():
 
 def test_fsdp_module_methods_and_argument_errors(ranks):
     ranks.run_function(2, fsdp_module_methods_and_arguments)
+
+
+def fsdp_optimizer_state_as_dtensors_and_state_dict_after_unshard():
+    """optimizer.state_dict() of a fully_shard model shows each parameter's state as DTensors laid out as the
+    parameter (PyTorch's), so dcp.save/load of {"model": model.state_dict(), "optim": opt.state_dict()} round
+    trips; state_dict() after unshard() gives the shards; fully_shard([module]) hooks the module."""
+    import tempfile
+    import trainrun as tr
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun import nn
+    from trainrun.distributed.fsdp import fully_shard
+    from trainrun.distributed.tensor import DTensor, Shard
+
+    dist.init_process_group("gloo")
+    tr.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    fully_shard([model[0]])
+    fully_shard(model)
+    for opt_class in (tr.optim.AdamW, tr.optim.Adamax):  # (a C++ optimizer and a Python one)
+        opt = opt_class(model.parameters(), lr=1e-2)
+        model(tr.randn(3, 4)).sum().backward()
+        opt.step()
+        state = opt.state_dict()["state"]
+        exp_avg = state[0]["exp_avg"]
+        assert isinstance(exp_avg, DTensor) and exp_avg.placements == (Shard(0),) and exp_avg.shape == (8, 4)
+        before = {i: s["exp_avg"].full_tensor() for i, s in state.items()}
+        folder = [tempfile.mkdtemp() if dist.get_rank() == 0 else None]
+        dist.broadcast_object_list(folder, src=0)
+        dcp.save({"model": model.state_dict(), "optim": opt.state_dict()}, checkpoint_id=folder[0])
+        model(tr.randn(3, 4)).sum().backward()
+        opt.step()  # (the state moves on; load puts it back)
+        target = {"model": model.state_dict(), "optim": opt.state_dict()}
+        dcp.load(target, checkpoint_id=folder[0])
+        opt.load_state_dict(target["optim"])
+        after = opt.state_dict()["state"]
+        assert all(tr.equal(after[i]["exp_avg"].full_tensor(), before[i]) for i in before)
+    model.unshard()
+    shards = model.state_dict()
+    assert all(isinstance(v, DTensor) and v.to_local().shape[0] == v.shape[0] // 2 for v in shards.values())
+    assert model[0]._fsdp() is not model._fsdp()  # ([model[0]]: its own group, hooked on it)
+    dist.destroy_process_group()
+
+
+def test_fsdp_optimizer_state_is_dtensors_and_state_dict_after_unshard_is_sharded(ranks):
+    ranks.run_function(2, fsdp_optimizer_state_as_dtensors_and_state_dict_after_unshard)

@@ -9,7 +9,7 @@ import collections.abc
 
 from trainrun import _C
 from trainrun.optim import _step_hooks
-from trainrun.optim._local_params import local_params
+from trainrun.optim._local_params import local_params, local_state, state_as_dtensors
 
 # PyTorch's option names that trainrun's C++ optimizers keep under other names.
 _BETAS = ("beta1", "beta2")
@@ -139,11 +139,15 @@ class _GroupsMixin:
     register_step_pre_hook = _step_hooks.register_step_pre_hook
     register_step_post_hook = _step_hooks.register_step_post_hook
 
+    def _layouts(self):
+        """local piece -> DTensor spec, for the DTensor parameters given (state_dict() shows their state so)."""
+        return self.__dict__.setdefault("_dtensor_layouts", {})
+
     def _init_groups(self, params, init):
-        params = local_params(params)
+        params = local_params(params, self._layouts())
         if params and isinstance(params[0], dict):
             first, rest = params[0], params[1:]
-            init(local_params(first["params"]))
+            init(local_params(first["params"], self._layouts()))
             self._remember_defaults()  # the constructor's options, before the first group's own
             view = _ParamGroup(self, 0)
             for key, value in first.items():
@@ -189,7 +193,9 @@ class _GroupsMixin:
             group["params"] = list(range(start, start + count))
             start += count
             out_groups.append(group)
-        return {"state": {i: dict(s) for i, s in enumerate(state) if s}, "param_groups": out_groups}
+        params = [p for group in self.param_groups for p in group["params"]]
+        by_index = {i: dict(s) for i, s in enumerate(state) if s}
+        return {"state": state_as_dtensors(by_index, params, self._layouts()), "param_groups": out_groups}
 
     def load_state_dict(self, state_dict):
         """Takes what state_dict() (here or in PyTorch) gave for an optimizer over the same parameters."""
@@ -218,8 +224,10 @@ class _GroupsMixin:
         per_param = [dict(saved.get(index, saved.get(str(index), {}))) for index in index_of]
         if len(per_param) != total:
             raise ValueError("load_state_dict: param_groups and state do not agree")
-        for entry in per_param:
+        params = [p for group in self.param_groups for p in group["params"]]
+        for entry, param in zip(per_param, params):
             for key, value in list(entry.items()):
+                value = entry[key] = local_state(value, param, self._layouts())
                 if not isinstance(value, _C.Tensor):
                     entry[key] = _C.full([], float(value), dtype=_C.dtype.float64)
                 elif key == "step":
@@ -231,7 +239,8 @@ class _GroupsMixin:
             raise ValueError("add_param_group: the group needs a 'params' entry")
         known = set(_ParamGroup(self, 0)._options()) | {"betas"}
         options = {k: v for k, v in param_group.items() if k in known}
-        _C.optim.Optimizer._add_param_group(self, local_params(param_group["params"]), _to_options(options))
+        _C.optim.Optimizer._add_param_group(self, local_params(param_group["params"], self._layouts()),
+                                            _to_options(options))
         _group_extras(self, _C.optim.Optimizer._group_count(self) - 1).update(
             {k: v for k, v in param_group.items() if k not in known and k != "params"})
 

@@ -9,7 +9,7 @@ import functools
 from trainrun import _C
 from trainrun._autograd import no_grad
 from trainrun.optim import _step_hooks
-from trainrun.optim._local_params import local_params
+from trainrun.optim._local_params import local_params, local_state, state_as_dtensors
 from trainrun.optim._step_hooks import register_optimizer_step_post_hook, register_optimizer_step_pre_hook  # noqa
 
 
@@ -39,7 +39,8 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.state = collections.defaultdict(dict)
         self.param_groups = []
-        params = local_params(params)
+        self._layouts = {}  # local piece -> DTensor spec, for the DTensor parameters given
+        params = local_params(params, self._layouts)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
         for group in (params if isinstance(params[0], dict) else [{"params": params}]):
@@ -50,7 +51,7 @@ class Optimizer:
             raise ValueError("add_param_group: the group needs a 'params' entry")
         group = dict(param_group)
         params = group["params"]
-        group["params"] = local_params(params)
+        group["params"] = local_params(params, self.__dict__.setdefault("_layouts", {}))
         for key, value in self.defaults.items():
             group.setdefault(key, value)
         seen = {id(p) for g in self.param_groups for p in g["params"]}
@@ -78,7 +79,8 @@ class Optimizer:
         groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [index[id(p)] for p in g["params"]]}
                   for g in self.param_groups]
         state = {index[id(p)]: dict(s) for p, s in self._state_items() if s}
-        return {"state": state, "param_groups": groups}
+        return {"state": state_as_dtensors(state, self._params(), self.__dict__.get("_layouts")),
+                "param_groups": groups}
 
     def _state_items(self):
         by_id = {id(p): p for p in self._params()}
@@ -95,8 +97,9 @@ class Optimizer:
         for position, saved_index in enumerate(order):
             saved = state_dict["state"].get(saved_index, state_dict["state"].get(str(saved_index)))
             if saved:
-                self.state[id(params[position])] = {k: (v.clone() if isinstance(v, _C.Tensor) else v)
-                                                    for k, v in saved.items()}
+                param = params[position]
+                values = {k: local_state(v, param, self.__dict__.get("_layouts")) for k, v in saved.items()}
+                self.state[id(param)] = {k: (v.clone() if isinstance(v, _C.Tensor) else v) for k, v in values.items()}
         for mine, given in zip(self.param_groups, groups):
             for key, value in given.items():
                 if key != "params":

@@ -152,7 +152,10 @@ def _union_of_group_names(param_groups):
 
 def _like(value, layout, options):
     """An optimizer state tensor shaped as its parameter's shard becomes a DTensor laid out as the
-    parameter (full: gathered whole); steps and other values stay as they are."""
+    parameter (full: gathered whole); steps and other values stay as they are. (The optimizers give a DTensor
+    parameter's state as DTensors already.)"""
+    if isinstance(value, DTensor):
+        return value.full_tensor() if options.full_state_dict else value
     if not isinstance(layout, DTensor) or not hasattr(value, "shape") or \
             tuple(value.shape) != tuple(layout.to_local().shape) or value.ndim == 0:
         return value

@@ -103,7 +103,23 @@ class FSDPModule:
         program order here."""
 
     # state_dict()/load_state_dict(): every module's (distributed/tensor/_module_views.py) give and take
-    # sharded DTensors for the sharded parameters, or full tensors to shard.
+    # sharded DTensors for the sharded parameters, or full tensors to shard. Parameters an unshard() left
+    # gathered are put back to their shards first (as PyTorch's pre-state-dict hooks do).
+    def state_dict(self, *args, **kwargs):
+        self._reshard_gathered()
+        return super().state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        self._reshard_gathered()
+        return super().load_state_dict(*args, **kwargs)
+
+    def _reshard_gathered(self):
+        if ACTIVE_FORWARDS:  # (inside a forward: its parameters stay as they are)
+            return
+        for group in self._groups():
+            if group.installed:
+                group.reshard()
+                group.drop_prefetch()
 
 
 class UnshardHandle:
@@ -211,9 +227,9 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
     if len(modules) == 1:
         # Even a group without parameters of its own (a root over sharded blocks) hooks its forward: the
         # outermost running forward is the root, which keeps its parameters for backward.
-        module.register_forward_pre_hook(lambda m, args, kwargs: _pre_forward(group, args, kwargs),
-                                         prepend=True, with_kwargs=True)
-        module.register_forward_hook(lambda m, args, output: _post_forward(group, output))
+        modules[0].register_forward_pre_hook(lambda m, args, kwargs: _pre_forward(group, args, kwargs),
+                                             prepend=True, with_kwargs=True)
+        modules[0].register_forward_hook(lambda m, args, output: _post_forward(group, output))
     else:
         _hook_module_list(group, modules)
     for m in modules:
