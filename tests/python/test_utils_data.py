@@ -194,3 +194,9 @@ def test_stack_dataset_pairs_items_by_position_or_name():
         data.StackDataset(xs, trainrun.arange(3))
     with pytest.raises(ValueError, match="both types are given"):
         data.StackDataset(xs, label=ys)
+
+
+def test_in_order_false_is_accepted_and_batches_stay_whole():
+    loader = data.DataLoader(list(range(10)), batch_size=4, in_order=False)
+    assert loader.in_order is False
+    assert sorted(x for batch in loader for x in batch.tolist()) == list(range(10))

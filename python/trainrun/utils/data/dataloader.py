@@ -18,7 +18,10 @@ class DataLoader:
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
                  multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
-                 pin_memory_device=""):
+                 pin_memory_device="", in_order=True):
+        # in_order=False lets PyTorch hand out a batch a faster worker finished first; here batches always come
+        # in the sampler's order, which that setting allows too.
+        self.in_order = in_order
         if num_workers < 0:
             raise ValueError("DataLoader: num_workers option should be non-negative; use num_workers=0 to disable "
                              "multiprocessing")
