@@ -111,7 +111,10 @@ std::string Tensor::str() const {
   if (numel() > 0) collect(t, summarize, values);
   Formatter f = make_formatter(values, floating);
   f.boolean = dtype() == DType::Bool;
-  if (f.boolean) f.width = values.size() == 1 || std::all_of(values.begin(), values.end(), [](double v) { return v != 0; }) ? 4 : 5;
+  if (f.boolean) {  // "True" or "False": as wide as the widest printed ("tensor([ True, False])", "tensor(False)")
+    f.width = 1;
+    for (double v : values) f.width = std::max<int>(f.width, static_cast<int>(f.format(v).size()));
+  }
   std::ostringstream os;
   os << "tensor(";
   if (numel() == 0) {

@@ -52,10 +52,10 @@ def full(size, fill_value, *, dtype=None, layout=None, requires_grad=False, devi
 
 
 def distribute_module(module, device_mesh=None, partition_fn=None, input_fn=None, output_fn=None):
-    """Applies partition_fn(name, submodule, mesh) to every submodule, then makes every parameter and buffer it
-    left a plain tensor a replicated DTensor (all of them when there is no partition_fn; buffers stay tensors), and installs
-    input_fn(module, inputs, mesh) / output_fn(module, outputs, mesh) as forward pre/post hooks, as PyTorch's
-    distribute_module."""
+    """Applies partition_fn(name, submodule, mesh) to every submodule, then makes every parameter it left a
+    plain tensor a replicated DTensor (all of them when there is no partition_fn; buffers stay tensors), and
+    installs input_fn(module, inputs, mesh) / output_fn(module, outputs, mesh) as forward pre/post hooks, as
+    PyTorch's distribute_module."""
     from trainrun.distributed.device_mesh import mesh_or_default
     mesh = mesh_or_default(device_mesh, "distribute_module")
     for name, sub in list(module.named_modules()):
