@@ -167,7 +167,10 @@ OpKernel<ops::slice> reg_slice(DispatchKey::Autograd, &slice_autograd);
 // part of a buffer (a view) would leave the buffer without the history.
 Tensor& copy_autograd(Tensor& dst, const Tensor& src) {
   static const auto& op = ops::copy_::handle();
-  const bool record_it = GradMode::is_enabled() && (requires_grad(src) || requires_grad(dst));
+  // An integer or bool destination (x.int(), x.long()) takes the values and no history: its dtype has no
+  // gradient, as PyTorch's.
+  const bool record_it =
+      GradMode::is_enabled() && !is_integral(dst.dtype(), true) && (requires_grad(src) || requires_grad(dst));
   if (record_it) {
     TR_CHECK(!(is_leaf(dst) && requires_grad(dst)), ValueError,
              "copy_: a leaf tensor that requires grad is used in an in-place operation; update parameters under "

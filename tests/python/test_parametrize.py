@@ -148,3 +148,53 @@ def test_spectral_norm_bounds_the_largest_singular_value_as_pytorchs(legacy):
     if legacy:
         nn.utils.remove_spectral_norm(m := nn.utils.spectral_norm(nn.Linear(3, 2)))
         assert [n for n, _ in m.named_parameters()] == ["bias", "weight"] and type(m) is nn.Linear
+
+
+@needs_torch
+@pytest.mark.parametrize("orthogonal_map", ["matrix_exp", "cayley", "householder"])
+def test_orthogonal_starts_at_the_orthogonalized_weight_and_trains_as_pytorchs(orthogonal_map):
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((4, 4)).astype(np.float32)
+    inputs = rng.standard_normal((3, 4)).astype(np.float32)
+    weights = []
+    for t in (torch, peer):
+        layer = t.nn.Linear(4, 4, bias=False)
+        with t.no_grad():
+            layer.weight.copy_(t.tensor(w0))
+        t.nn.utils.parametrizations.orthogonal(layer, orthogonal_map=orthogonal_map)
+        seen = [_np(layer.weight)]
+        opt = t.optim.SGD(layer.parameters(), lr=0.1)
+        for _ in range(3):
+            (layer(t.tensor(inputs)) ** 3).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        seen.append(_np(layer.weight))
+        weights.append(seen)
+    ours, theirs = weights
+    assert np.allclose(ours[0], theirs[0], atol=1e-5)  # (the weight's QR, R's diagonal made positive)
+    assert np.allclose(ours[1], theirs[1], atol=1e-4)
+    assert np.allclose(ours[1] @ ours[1].T, np.eye(4), atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(6, 3), (3, 6)])
+def test_orthogonal_rectangular_weights_keep_orthonormal_columns_or_rows(shape):
+    layer = nn.utils.parametrizations.orthogonal(nn.Linear(shape[1], shape[0]))
+    opt = torch.optim.SGD(layer.parameters(), lr=0.1)
+    for _ in range(3):
+        layer(torch.randn(2, shape[1])).pow(2).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    w = layer.weight
+    gram = w @ w.t() if shape[0] < shape[1] else w.t() @ w
+    assert torch.allclose(gram, torch.eye(3), atol=1e-5)
+    with pytest.raises(ValueError, match="orthogonal_map has to be one of"):
+        nn.utils.parametrizations.orthogonal(nn.Linear(2, 2), orthogonal_map="qr")
+    with pytest.raises(ValueError, match="Expected a matrix or batch of matrices"):
+        nn.utils.parametrizations.orthogonal(nn.Linear(2, 2), "bias")
+
+
+def test_casting_a_tensor_that_requires_grad_to_an_integer_dtype_gives_no_history():
+    x = torch.randn(3, 3, requires_grad=True)
+    assert not x.int().requires_grad and x.int().grad_fn is None and not x.bool().requires_grad
+    assert x.double().requires_grad
+    assert x.diagonal().long().unsqueeze(-2).shape == (1, 3)

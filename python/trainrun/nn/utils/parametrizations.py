@@ -1,4 +1,5 @@
-"""torch.nn.utils.parametrizations: weight_norm and spectral_norm as parametrizations (parametrize.py).
+"""torch.nn.utils.parametrizations: weight_norm, spectral_norm and orthogonal as parametrizations
+(parametrize.py).
 
 weight_norm(module) keeps the weight as magnitude `original0` (g, its norm over every dim but `dim`) and
 direction `original1` (v): weight = g * v / ||v||. spectral_norm(module) divides the weight by its largest
@@ -93,4 +94,120 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     if dim is None:
         dim = 1 if parametrize.type_before_parametrizations(module).__name__.startswith("ConvTranspose") else 0
     parametrize.register_parametrization(module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))
+    return module
+
+
+# ---- orthogonal ----------------------------------------------------------------------------------------------
+_ORTHOGONAL_MAPS = ("matrix_exp", "cayley", "householder")
+
+
+def _householder_product(A, tau):
+    """The first k columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T, v_i column i of A below the diagonal with
+    a 1 on it (linalg.householder_product), batched over A's leading dims."""
+    n, k = A.shape[-2], A.shape[-1]
+    eye = trainrun.eye(n, dtype=A.dtype, device=A.device)
+    Q = eye[:, :k].expand(*A.shape[:-2], n, k)
+    lower = A.tril(-1) + eye[:, :k]
+    for i in reversed(range(k)):
+        v = lower[..., :, i:i + 1]
+        Q = Q - tau[..., i:i + 1].unsqueeze(-1) * (v @ (v.transpose(-2, -1) @ Q))
+    return Q
+
+
+def _make_orthogonal(A):
+    """The Q of A's QR decomposition with R's diagonal made positive (a unique orthogonal matrix near A)."""
+    Q, R = trainrun.linalg.qr(A)
+    signs = R.diagonal(dim1=-2, dim2=-1).sign()
+    signs = trainrun.where(signs == 0, trainrun.ones_like(signs), signs)
+    return Q * signs.unsqueeze(-2)
+
+
+class _Orthogonal(Module):
+    """weight = an orthogonal matrix (orthonormal columns, or rows when wider than tall) made from an
+    unconstrained `original` by orthogonal_map; with use_trivialization, the map's result multiplies `base`
+    (the orthogonal matrix assigned last), so optimizing `original` from zero starts at that matrix."""
+
+    def __init__(self, weight, orthogonal_map, use_trivialization=True):
+        super().__init__()
+        if weight.is_complex():
+            raise NotImplementedError("orthogonal: complex weights are not supported")
+        self.shape = tuple(weight.shape)
+        self.orthogonal_map = orthogonal_map
+        if use_trivialization:
+            self.register_buffer("base", None)
+
+    def forward(self, X):
+        n, k = X.shape[-2], X.shape[-1]
+        transposed = n < k
+        if transposed:
+            X = X.transpose(-2, -1)
+            n, k = k, n
+        if self.orthogonal_map in ("matrix_exp", "cayley"):
+            X = X[..., :n, :n] if n == k else trainrun.cat([X, X.new_zeros(*X.shape[:-1], n - k)], dim=-1)
+            A = X.tril()
+            A = A - A.transpose(-2, -1)
+            if self.orthogonal_map == "matrix_exp":
+                Q = trainrun.linalg.matrix_exp(A)
+            else:  # the Cayley map: (I - A/2)^-1 (I + A/2)
+                eye = trainrun.eye(n, dtype=A.dtype, device=A.device)
+                Q = trainrun.linalg.solve(eye - A / 2, eye + A / 2)
+            if n != k:
+                Q = Q[..., :k]
+        else:
+            A = X.tril(-1)
+            tau = 2.0 / (1.0 + (A * A).sum(dim=-2))
+            Q = _householder_product(A, tau)
+            Q = Q * X.diagonal(dim1=-2, dim2=-1).int().unsqueeze(-2)
+        if getattr(self, "base", None) is not None:
+            Q = self.base @ Q
+        if transposed:
+            Q = Q.transpose(-2, -1)
+        return Q
+
+    @no_grad()
+    def right_inverse(self, Q):
+        if tuple(Q.shape) != self.shape:
+            raise ValueError(f"orthogonal: expected a matrix of shape {self.shape}, got {tuple(Q.shape)}")
+        Q_init = Q
+        n, k = Q.shape[-2], Q.shape[-1]
+        if n < k:
+            Q = Q.transpose(-2, -1)
+            n, k = k, n
+        if not hasattr(self, "base"):
+            if self.orthogonal_map != "householder":
+                raise NotImplementedError("It is not possible to assign to the matrix exponential or the Cayley "
+                                          "parametrizations when use_trivialization=False.")
+            raise NotImplementedError("orthogonal(orthogonal_map='householder', use_trivialization=False): "
+                                      "assigning a matrix needs its Householder reflectors (geqrf), which trainrun "
+                                      "does not compute; use the default use_trivialization=True")
+        if n == k:
+            eye = trainrun.eye(n, dtype=Q.dtype, device=Q.device)
+            orthogonal = trainrun.allclose(Q.transpose(-2, -1) @ Q, eye.expand_as(Q), atol=1e-5)
+            Q = Q.clone() if orthogonal else _make_orthogonal(Q)
+        else:  # completed into an n x n orthogonal matrix
+            completion = trainrun.randn(*Q.shape[:-2], n, n - k, dtype=Q.dtype, device=Q.device)
+            Q = _make_orthogonal(trainrun.cat([Q, completion], dim=-1))
+        self.base = Q
+        # -I: the map of -I is I for every map (householder reads the diagonal's signs), so weight = base.
+        neg_eye = trainrun.zeros_like(Q_init)
+        neg_eye.diagonal(dim1=-2, dim2=-1).fill_(-1.0)
+        return neg_eye
+
+
+def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization=True):
+    """module.name constrained to an orthogonal (or semi-orthogonal) matrix, as PyTorch's: orthogonal_map is
+    "matrix_exp", "cayley" or "householder" (default: matrix_exp for square weights, householder otherwise).
+    The current weight is orthogonalized (by QR) and becomes the starting point."""
+    weight = getattr(module, name, None)
+    if not isinstance(weight, _C.Tensor):
+        raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
+    if weight.ndim < 2:
+        raise ValueError(f"Expected a matrix or batch of matrices. Got a tensor of {weight.ndim} dimensions.")
+    if orthogonal_map is None:
+        orthogonal_map = "matrix_exp" if weight.shape[-2] == weight.shape[-1] else "householder"
+    if orthogonal_map not in _ORTHOGONAL_MAPS:
+        raise ValueError(f'orthogonal_map has to be one of "matrix_exp", "cayley", "householder". '
+                         f"Got: {orthogonal_map}")
+    parametrize.register_parametrization(module, name, _Orthogonal(weight, orthogonal_map, use_trivialization),
+                                         unsafe=True)
     return module
