@@ -89,23 +89,36 @@ void bind_distributed(py::module_& m) {
   py::class_<Work, WorkPtr>(d, "Work", py::dynamic_attr())  // (Python keeps what the work writes: get_future)
       .def(
           "wait",
-          [](Work& w, std::optional<double> timeout) {
+          [](Work& w, py::object timeout) {  // (a timedelta, as PyTorch's, or seconds)
+            std::optional<std::chrono::milliseconds> limit;
+            if (!timeout.is_none()) {
+              const double s = py::hasattr(timeout, "total_seconds") ? timeout.attr("total_seconds")().cast<double>()
+                                                                     : timeout.cast<double>();
+              limit = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+            }
             py::gil_scoped_release nogil;
-            if (timeout)
-              w.wait(std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000)));
+            if (limit)
+              w.wait(*limit);
             else
               w.wait();
             return true;
           },
           py::arg("timeout") = py::none())
       .def("is_completed", &Work::is_completed)
-      .def("is_success", &Work::is_success);
-  // Stores: values are bytes (str is encoded as UTF-8), waits release the GIL.
-  auto seconds = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
-  auto as_bytes = [](py::object v) {
+      .def("is_success", &Work::is_success)
+      .def("source_rank", &Work::source_rank);
+  // Stores: values are bytes (str is encoded as UTF-8), waits release the GIL. A timeout is a
+  // datetime.timedelta, as PyTorch's, or a number of seconds.
+  auto seconds = [](py::handle t) {
+    const double s = py::hasattr(t, "total_seconds") ? t.attr("total_seconds")().cast<double>() : t.cast<double>();
+    TR_CHECK(s >= 0, ValueError, "store timeout must not be negative, got {} s", s);
+    return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  };
+  auto as_bytes = [](py::handle v) {
     std::string s = py::isinstance<py::str>(v) ? v.cast<std::string>() : std::string(v.cast<py::bytes>());
     return Bytes(s.begin(), s.end());
   };
+  auto to_py = [](const Bytes& b) { return py::bytes(reinterpret_cast<const char*>(b.data()), b.size()); };
   py::class_<Store, std::shared_ptr<Store>>(d, "Store")
       .def("set",
            [as_bytes](Store& st, const std::string& k, py::object v) {
@@ -134,37 +147,97 @@ void bind_distributed(py::module_& m) {
            })
       .def(
           "wait",
-          [seconds](Store& st, const std::vector<std::string>& keys, std::optional<double> timeout) {
+          [seconds](Store& st, const std::vector<std::string>& keys, py::object timeout) {
+            std::optional<std::chrono::milliseconds> limit;
+            if (!timeout.is_none()) limit = seconds(timeout);
             py::gil_scoped_release nogil;
-            if (timeout)
-              st.wait(keys, seconds(*timeout));
+            if (limit)
+              st.wait(keys, *limit);
             else
               st.wait(keys);
           },
           py::arg("keys"), py::arg("timeout") = py::none())
+      .def(
+          "compare_set",
+          [as_bytes, to_py](Store& st, const std::string& k, py::object expected, py::object desired) {
+            Bytes e = as_bytes(expected), v = as_bytes(desired), out;
+            {
+              py::gil_scoped_release nogil;
+              out = st.compare_set(k, e, v);
+            }
+            return to_py(out);
+          },
+          py::arg("key"), py::arg("expected_value"), py::arg("desired_value"))
+      .def(
+          "append",
+          [as_bytes](Store& st, const std::string& k, py::object v) {
+            Bytes b = as_bytes(v);
+            py::gil_scoped_release nogil;
+            st.append(k, b);
+          },
+          py::arg("key"), py::arg("value"))
+      .def(
+          "multi_get",
+          [to_py](Store& st, const std::vector<std::string>& keys) {
+            std::vector<Bytes> values;
+            {
+              py::gil_scoped_release nogil;
+              values = st.multi_get(keys);
+            }
+            py::list out;
+            for (const Bytes& b : values) out.append(to_py(b));
+            return out;
+          },
+          py::arg("keys"))
+      .def(
+          "multi_set",
+          [as_bytes](Store& st, const std::vector<std::string>& keys, py::list values) {
+            TR_CHECK(keys.size() == values.size(), ValueError, "multi_set: {} keys but {} values", keys.size(),
+                     values.size());
+            std::vector<Bytes> bytes;
+            for (py::handle v : values) bytes.push_back(as_bytes(v));
+            py::gil_scoped_release nogil;
+            st.multi_set(keys, bytes);
+          },
+          py::arg("keys"), py::arg("values"))
+      .def("set_timeout", [seconds](Store& st, py::object timeout) { st.set_timeout(seconds(timeout)); },
+           py::arg("timeout"))
+      .def_property_readonly("timeout",
+                             [](const Store& st) {
+                               return py::module_::import("datetime").attr("timedelta")(
+                                   py::arg("milliseconds") = st.timeout().count());
+                             })
       .def("delete_key", &Store::delete_key, py::call_guard<py::gil_scoped_release>())
       .def("num_keys", &Store::num_keys, py::call_guard<py::gil_scoped_release>());
   py::class_<HashStore, Store, std::shared_ptr<HashStore>>(d, "HashStore").def(py::init<>());
   py::class_<FileStore, Store, std::shared_ptr<FileStore>>(d, "FileStore")
-      .def(py::init([seconds](const std::string& path, double timeout) {
+      .def(py::init([seconds](const std::string& path, py::object world_size, py::object timeout) {
+             // (world_size: PyTorch's FileStore counts its users to delete the file; here the file stays)
              return std::make_shared<FileStore>(path, seconds(timeout));
            }),
-           py::arg("file_name"), py::arg("timeout") = 300.0);
+           py::arg("file_name"), py::arg("world_size") = -1, py::arg("timeout") = 300.0);
   py::class_<PrefixStore, Store, std::shared_ptr<PrefixStore>>(d, "PrefixStore")
       .def(py::init<std::string, std::shared_ptr<Store>>(), py::arg("prefix"), py::arg("store"));
   py::class_<TCPStore, Store, std::shared_ptr<TCPStore>>(d, "TCPStore")
       .def(py::init([seconds](const std::string& host, int port, std::optional<int> world_size, bool is_master,
-                              double timeout, bool wait_for_workers) {
+                              py::object timeout, bool wait_for_workers, bool multi_tenant,
+                              std::optional<int> master_listen_fd, bool use_libuv) {
+             TR_CHECK(!master_listen_fd, NotImplementedError,
+                      "TCPStore(master_listen_fd=...): a listening socket handed in is not supported; give the port");
              TCPStoreOptions o;
              o.is_master = is_master;
              if (world_size) o.num_workers = *world_size;
              o.timeout = seconds(timeout);
              o.wait_for_workers = wait_for_workers;
+             (void)multi_tenant;  // (each TCPStore here has its own server or connection: nothing to share)
+             (void)use_libuv;     // (the server is libuv's always)
              py::gil_scoped_release nogil;
              return std::make_shared<TCPStore>(host, static_cast<uint16_t>(port), o);
            }),
            py::arg("host_name"), py::arg("port"), py::arg("world_size") = py::none(), py::arg("is_master") = false,
-           py::arg("timeout") = 300.0, py::arg("wait_for_workers") = true)
+           py::arg("timeout") = 300.0, py::arg("wait_for_workers") = true, py::arg("multi_tenant") = false,
+           py::arg("master_listen_fd") = py::none(), py::arg("use_libuv") = true)
+      .def_property_readonly("libuvBackend", [](const TCPStore&) { return true; })
       .def_property_readonly("port", &TCPStore::port)
       .def_property_readonly("host", &TCPStore::host);
 
@@ -263,9 +336,21 @@ void bind_distributed(py::module_& m) {
       "send",
       [](const Tensor& t, int dst, GroupPtr g, int tag) { finish(group_or_default(g)->send(t, dst, tag), false); },
       py::arg("tensor"), py::arg("dst"), py::arg("group") = nullptr, py::arg("tag") = 0);
+  // recv(tensor) without src takes the first message any rank sends; both forms return the sender's rank in the
+  // group (PyTorch's: the global rank; the Python wrapper maps it).
   d.def(
-      "recv", [](Tensor& t, int src, GroupPtr g, int tag) { finish(group_or_default(g)->recv(t, src, tag), false); },
-      py::arg("tensor"), py::arg("src"), py::arg("group") = nullptr, py::arg("tag") = 0);
+      "recv",
+      [](Tensor& t, std::optional<int> src, GroupPtr g, int tag) {
+        GroupPtr group = group_or_default(g);
+        if (!src) {
+          auto work = group->recv_anysource(t, tag);
+          finish(work, false);
+          return work->source_rank();
+        }
+        finish(group->recv(t, *src, tag), false);
+        return *src;
+      },
+      py::arg("tensor"), py::arg("src") = py::none(), py::arg("group") = nullptr, py::arg("tag") = 0);
   d.def(
       "reduce",
       [](Tensor& t, int dst, ReduceOp::Kind op, GroupPtr g, bool async_op) {
@@ -324,7 +409,11 @@ void bind_distributed(py::module_& m) {
       "isend", [](const Tensor& t, int dst, GroupPtr g, int tag) { return group_or_default(g)->send(t, dst, tag); },
       py::arg("tensor"), py::arg("dst"), py::arg("group") = nullptr, py::arg("tag") = 0);
   d.def(
-      "irecv", [](Tensor& t, int src, GroupPtr g, int tag) { return group_or_default(g)->recv(t, src, tag); },
+      "irecv",
+      [](Tensor& t, std::optional<int> src, GroupPtr g, int tag) {
+        GroupPtr group = group_or_default(g);
+        return src ? group->recv(t, *src, tag) : group->recv_anysource(t, tag);
+      },
       py::arg("tensor"), py::arg("src"), py::arg("group") = nullptr, py::arg("tag") = 0);
   // batch_isend_irecv's C++ half: (is_send, tensor, peer, tag) per op, all posted before any waits.
   d.def(

@@ -41,7 +41,7 @@ def _on_local_pieces(collective):
     def call(*args, **kwargs):
         args = [_local_piece(a) for a in args]
         work = collective(*args, **{k: _local_piece(v) for k, v in kwargs.items()})
-        if work is not None and args:
+        if isinstance(work, Work) and args:
             work._result = [args[0]]
         return work
     call.__name__, call.__doc__, call.__wrapped__ = collective.__name__, collective.__doc__, collective
@@ -60,6 +60,77 @@ all_reduce, broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatte
                                       reduce_scatter, reduce_scatter_tensor, all_to_all, all_to_all_single,
                                       gather, scatter, send, recv, isend, irecv))
 default_pg_timeout = _datetime.timedelta(minutes=30)
+
+
+# ---- src/dst are default-group ranks, as PyTorch's ---------------------------
+# The C++ collectives take ranks within their group; these wrappers take PyTorch's arguments: `src`/`dst` a
+# global (default-group) rank, or `group_src`/`group_dst` a rank within `group` (PyTorch 2.6's spelling).
+
+def _group_rank_of(group, global_rank, group_rank, what, where):
+    """The rank within `group` that `global_rank` (or `group_rank`, given instead) names."""
+    if group_rank is not None:
+        if global_rank is not None:
+            raise ValueError(f"{where}: give {what} or group_{what}, not both")
+        return group_rank
+    if global_rank is None:
+        raise ValueError(f"{where}: {what} (a global rank) or group_{what} (a rank in the group) is required")
+    if group is None:
+        return global_rank
+    ranks = get_process_group_ranks(group)
+    if global_rank not in ranks:
+        raise ValueError(f"{where}: {what}={global_rank} is not a member of the group (its global ranks are "
+                         f"{ranks}); give the global rank, or group_{what}= for a rank within the group")
+    return ranks.index(global_rank)
+
+
+def _wrap_rooted(broadcast_, reduce_, gather_, scatter_, send_, isend_, recv_, irecv_):
+    """The rooted collectives and point-to-point calls with PyTorch's signatures over the C++ ones."""
+    def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
+        """tensor becomes src's on every rank of group."""
+        return broadcast_(tensor, _group_rank_of(group, src, group_src, "src", "broadcast"), group=group,
+                          async_op=async_op)
+
+    def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
+        """dst's tensor becomes the reduction of every rank's."""
+        return reduce_(tensor, _group_rank_of(group, dst, group_dst, "dst", "reduce"), op=op, group=group,
+                       async_op=async_op)
+
+    def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
+        """dst's gather_list[r] becomes group rank r's tensor."""
+        dst = 0 if dst is None and group_dst is None else dst
+        return gather_(tensor, gather_list, _group_rank_of(group, dst, group_dst, "dst", "gather"), group=group,
+                       async_op=async_op)
+
+    def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
+        """tensor becomes src's scatter_list[group rank]."""
+        src = 0 if src is None and group_src is None else src
+        return scatter_(tensor, scatter_list, _group_rank_of(group, src, group_src, "src", "scatter"), group=group,
+                        async_op=async_op)
+
+    def send(tensor, dst=None, group=None, tag=0, group_dst=None):
+        """Sends tensor to dst (blocking until it is handed over)."""
+        return send_(tensor, _group_rank_of(group, dst, group_dst, "dst", "send"), group=group, tag=tag)
+
+    def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
+        """Posts a send of tensor to dst; returns its Work."""
+        return isend_(tensor, _group_rank_of(group, dst, group_dst, "dst", "isend"), group=group, tag=tag)
+
+    def recv(tensor, src=None, group=None, tag=0, group_src=None):
+        """Receives into tensor from src (None: whichever rank sends first); returns the sender's global rank."""
+        rank = None if src is None and group_src is None else _group_rank_of(group, src, group_src, "src", "recv")
+        sender = recv_(tensor, rank, group=group, tag=tag)
+        return sender if group is None else get_global_rank(group, sender)
+
+    def irecv(tensor, src=None, group=None, tag=0, group_src=None):
+        """Posts a receive into tensor from src (None: any rank); returns its Work."""
+        rank = None if src is None and group_src is None else _group_rank_of(group, src, group_src, "src", "irecv")
+        return irecv_(tensor, rank, group=group, tag=tag)
+
+    return broadcast, reduce, gather, scatter, send, isend, recv, irecv
+
+
+broadcast, reduce, gather, scatter, send, isend, recv, irecv = _wrap_rooted(
+    broadcast, reduce, gather, scatter, send, isend, recv, irecv)
 
 
 class Backend(str):
@@ -273,12 +344,14 @@ def flight_record():
 # ---- point to point in batches ---------------------------------------------
 
 class P2POp:
-    """One send or receive of batch_isend_irecv: op is isend or irecv."""
+    """One send or receive of batch_isend_irecv: op is isend or irecv; peer a global rank (or group_peer a rank
+    within group)."""
 
-    def __init__(self, op, tensor, peer, group=None, tag=0):
+    def __init__(self, op, tensor, peer=None, group=None, tag=0, group_peer=None):
         if op not in (isend, irecv):
             raise ValueError("P2POp: op must be trainrun.distributed.isend or irecv")
         self.op, self.tensor, self.peer, self.group, self.tag = op, tensor, peer, group, tag
+        self.group_peer = _group_rank_of(group, peer, group_peer, "peer", "P2POp")
 
 
 def batch_isend_irecv(p2p_op_list):
@@ -288,7 +361,7 @@ def batch_isend_irecv(p2p_op_list):
     groups = {id(op.group) for op in p2p_op_list}
     if len(groups) != 1:
         raise ValueError("batch_isend_irecv: every P2POp must use the same group")
-    return _d._batch_isend_irecv([(op.op is isend, op.tensor, op.peer, op.tag) for op in p2p_op_list],
+    return _d._batch_isend_irecv([(op.op is isend, op.tensor, op.group_peer, op.tag) for op in p2p_op_list],
                                  p2p_op_list[0].group)
 
 
@@ -325,23 +398,27 @@ def all_gather_object(object_list, obj, group=None):
         object_list[r] = _from_bytes_tensor(slots[r], sizes[r])
 
 
-def gather_object(obj, object_gather_list=None, dst=0, group=None):
-    """On dst, object_gather_list[r] becomes rank r's obj."""
+def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None):
+    """On dst (a global rank; default 0), object_gather_list[r] becomes group rank r's obj."""
+    dst = 0 if dst is None and group_dst is None else dst
+    root = _group_rank_of(group, dst, group_dst, "dst", "gather_object")
     gathered = [None] * get_world_size(group)
     all_gather_object(gathered, obj, group=group)
-    if get_rank(group) == dst:
+    if get_rank(group) == root:
         if object_gather_list is None or len(object_gather_list) != len(gathered):
             raise ValueError("gather_object: dst needs an object_gather_list with one entry per rank")
         object_gather_list[:] = gathered
 
 
-def broadcast_object_list(object_list, src=0, group=None, device=None):
-    """Every rank's object_list becomes src's (the same length on every rank)."""
-    payload = _to_bytes_tensor(list(object_list)) if get_rank(group) == src else None
+def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None):
+    """Every rank's object_list becomes src's (a global rank; default 0), the same length on every rank."""
+    src = 0 if src is None and group_src is None else src
+    root = _group_rank_of(group, src, group_src, "src", "broadcast_object_list")
+    payload = _to_bytes_tensor(list(object_list)) if get_rank(group) == root else None
     size = _int64(payload.shape[0] if payload is not None else 0)
-    broadcast(size, src, group=group)
+    broadcast(size, group=group, group_src=root)
     buffer = payload if payload is not None else _C.from_numpy(_np.zeros(int(size.item()), dtype=_np.uint8))
-    broadcast(buffer, src, group=group)
+    broadcast(buffer, group=group, group_src=root)
     received = _from_bytes_tensor(buffer, int(size.item()))
     if len(received) != len(object_list):
         raise ValueError(f"broadcast_object_list: src sent {len(received)} objects, this rank's list holds "
@@ -349,15 +426,19 @@ def broadcast_object_list(object_list, src=0, group=None, device=None):
     object_list[:] = received
 
 
-def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=0, group=None):
-    """scatter_object_output_list[0] becomes src's scatter_object_input_list[rank]."""
+def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=None, group=None,
+                        group_src=None):
+    """scatter_object_output_list[0] becomes src's (a global rank; default 0) scatter_object_input_list[group
+    rank]."""
+    src = 0 if src is None and group_src is None else src
+    root = _group_rank_of(group, src, group_src, "src", "scatter_object_list")
     n = get_world_size(group)
     objects = [None] * n
-    if get_rank(group) == src:
+    if get_rank(group) == root:
         if scatter_object_input_list is None or len(scatter_object_input_list) != n:
             raise ValueError(f"scatter_object_list: src needs scatter_object_input_list with {n} entries")
         objects = list(scatter_object_input_list)
-    broadcast_object_list(objects, src=src, group=group)
+    broadcast_object_list(objects, group=group, group_src=root)
     if not scatter_object_output_list:
         raise ValueError("scatter_object_list: scatter_object_output_list needs at least one entry")
     scatter_object_output_list[0] = objects[get_rank(group)]

@@ -52,7 +52,7 @@ class DistributedDataParallel(_C.distributed.DistributedDataParallel):
             from trainrun import distributed as dist
             with no_grad():
                 for _, buffer in self.module.named_buffers():
-                    dist.broadcast(buffer, 0, group=self._process_group)
+                    dist.broadcast(buffer, group=self._process_group, group_src=0)
         return self.module(*inputs, **kwargs)
 
     @contextlib.contextmanager
@@ -115,7 +115,7 @@ class _DDPJoinHook:
         if ddp._broadcast_buffers:
             with no_grad():
                 for _, buffer in ddp.module.named_buffers():
-                    dist.broadcast(buffer, 0, group=group)
+                    dist.broadcast(buffer, group=group, group_src=0)
         params = [p for p in ddp.module.parameters() if p.requires_grad]
         for indices in ddp._bucket_indices():
             numel = sum(params[i].numel() for i in indices)

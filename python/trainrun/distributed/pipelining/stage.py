@@ -106,8 +106,8 @@ class PipelineStage:
             base = 1 + k * _ENTRY
             values[base:base + 2 + t.ndim] = [_DTYPES.index(t.dtype), t.ndim, *t.shape]
         header = trainrun.tensor(values, dtype=_C.dtype.int64)
-        works = [dist.isend(header, self._peer(to), group=self.group, tag=tag)]
-        works += [dist.isend(t, self._peer(to), group=self.group, tag=tag) for t in sent]
+        works = [dist.isend(header, group=self.group, tag=tag, group_dst=self._peer(to))]
+        works += [dist.isend(t, group=self.group, tag=tag, group_dst=self._peer(to)) for t in sent]
         self._pending_sends.append((works, sent + [header]))  # buffers stay alive until the sends finish
         self._release_sent()
 
@@ -131,13 +131,13 @@ class PipelineStage:
                                    "stage (the schedule receives before it sends)")
             return waiting.pop(0)
         header = _C.empty([_HEADER], dtype=_C.dtype.int64)
-        dist.recv(header, self._peer(frm), group=self.group, tag=tag)
+        dist.recv(header, group=self.group, tag=tag, group_src=self._peer(frm))
         values, out = header.tolist(), []
         for k in range(values[0]):
             base = 1 + k * _ENTRY
             ndim = values[base + 1]
             t = _C.empty(values[base + 2:base + 2 + ndim], dtype=_DTYPES[values[base]])
-            dist.recv(t, self._peer(frm), group=self.group, tag=tag)
+            dist.recv(t, group=self.group, tag=tag, group_src=self._peer(frm))
             out.append(t)
         return out
 
