@@ -19,7 +19,7 @@ class CheckpointBackward final : public Node {
   }
 
   TensorList apply(TensorList&& grad_outputs) override {
-    TR_CHECK(!released_, ValueError,
+    TR_CHECK(!released_, Error,
              "CheckpointBackward: trying to backward through a checkpoint a second time; pass retain_graph=true");
     // Recompute with the generator where the forward found it, then put it back.
     Generator& gen = default_generator();

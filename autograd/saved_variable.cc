@@ -18,11 +18,12 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output) {
 Tensor SavedVariable::unpack(const std::shared_ptr<Node>& owner) const {
   if (!saved_) return Tensor();
   const std::string node = owner->name();
-  TR_CHECK(!released_, ValueError,
+  // RuntimeError, as PyTorch's (scripts catch that): the graph is spent or stale, not an argument wrong.
+  TR_CHECK(!released_, Error,
            "{}: trying to backward through the graph a second time (its saved tensors were freed); pass "
            "retain_graph=true to the first backward",
            node);
-  TR_CHECK(data_.impl()->version() == version_, ValueError,
+  TR_CHECK(data_.impl()->version() == version_, Error,
            "{}: a tensor of shape {} saved for backward was modified in place (version {} now, {} when saved); "
            "make a copy before modifying it",
            node, data_.shape_str(), data_.impl()->version(), version_);

@@ -35,11 +35,11 @@ class CompiledBackward : public Node {
     TR_CHECK(!GradMode::is_enabled(), ValueError,
              "backward through a trainrun.compile'd call with create_graph=True (double backward) is not supported: "
              "its backward is a recorded program without a graph of its own; call the function uncompiled");
-    TR_CHECK(!released_, ValueError,
+    TR_CHECK(!released_, Error,
              "trying to backward through a trainrun.compile'd call a second time, after its saved tensors were "
              "freed; pass retain_graph=True to the first backward");
     for (size_t i = 0; i < saved_.size(); ++i)
-      TR_CHECK(!saved_[i].defined() || saved_[i].impl()->version() == versions_[i], ValueError,
+      TR_CHECK(!saved_[i].defined() || saved_[i].impl()->version() == versions_[i], Error,
                "a tensor the backward of a trainrun.compile'd call needs (of shape [{}]) was modified in place after "
                "the call (version {}, saved at {})",
                fmt::join(saved_[i].sizes(), ", "), saved_[i].impl()->version(), versions_[i]);

@@ -122,15 +122,21 @@ void bind_autograd(py::module_& m) {
   // autograd.Function from Python: the outputs become outputs of a node whose
   // backward calls the Python `backward(*grads)` (with the GIL) and takes
   // one gradient (or None) per tensor input.
+  // dirty: inputs forward wrote in place and returns (ctx.mark_dirty): those take the node's history themselves.
   m.def("_attach_function_node", [](const std::string& name, const std::vector<Tensor>& inputs,
-                                    std::vector<Tensor> outputs, py::function backward_fn) {
+                                    std::vector<Tensor> outputs, py::function backward_fn,
+                                    const std::vector<Tensor>& dirty) {
     // A graph replays ops, not this node: a capture that meets one must not be replayed.
     compile::GraphCapture::note_graph_break("an autograd.Function ran (its backward is Python code the graph cannot replay)");
     std::vector<IntList> shapes;
     std::vector<DType> dtypes;
+    for (const Tensor& d : dirty)
+      TR_CHECK(!(is_leaf(d) && requires_grad(d)), ValueError,
+               "{}: a leaf Variable that requires grad is being used in an in-place operation (mark_dirty)", name);
     for (Tensor& o : outputs) {
+      const bool is_dirty = std::any_of(dirty.begin(), dirty.end(), [&](const Tensor& d) { return o.is_same(d); });
       for (const Tensor& i : inputs)
-        if (o.is_same(i)) o = alias(detach(o));  // an input returned as is gets its own history
+        if (o.is_same(i) && !is_dirty) o = alias(detach(o));  // an input returned as is gets its own history
       shapes.push_back(o.sizes());
       dtypes.push_back(o.dtype());
     }
@@ -157,7 +163,8 @@ void bind_autograd(py::module_& m) {
     for (size_t k = 0; k < outputs.size(); ++k)
       if (is_floating(outputs[k].dtype())) set_history(outputs[k], node, static_cast<uint32_t>(k));
     return outputs;
-  });
+  }, py::arg("name"), py::arg("inputs"), py::arg("outputs"), py::arg("backward"),
+        py::arg("dirty") = std::vector<Tensor>{});
   // Runs fn (a Python callable, with the GIL) once the running backward pass has finished: what FSDP waits
   // for its last reduce-scatter with. Raises outside a backward pass.
   m.def("_queue_callback", [](py::function fn) {

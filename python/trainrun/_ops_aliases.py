@@ -54,6 +54,23 @@ def _hypot(input, other):  # noqa: A002
     return trainrun.sqrt(input * input + other * other)
 
 
+def _atan2(input, other):  # noqa: A002
+    """The angle of the point (other, input): atan(input / other) in the quadrant the signs give, in (-pi, pi]."""
+    from trainrun._complex import _atan2 as angle
+    input, other = trainrun.broadcast_tensors(*(t if isinstance(t, _C.Tensor) else trainrun.tensor(float(t))
+                                                for t in (input, other)))
+    if not input.is_floating_point():
+        input, other = input.float(), other.float()
+    return angle(input, other)
+
+
+def _ldexp(input, other):  # noqa: A002
+    """input * 2 ** other."""
+    exponent = other if isinstance(other, _C.Tensor) else trainrun.tensor(other)
+    scale = trainrun.pow(2.0, exponent.to(input.dtype if input.is_floating_point() else trainrun.float32))
+    return input * scale
+
+
 def _logaddexp2(input, other):  # noqa: A002
     return trainrun.logaddexp(input * math.log(2.0), other * math.log(2.0)) / math.log(2.0)
 
@@ -315,6 +332,7 @@ def _put_(input, index, source, accumulate=False):  # noqa: A002
 COMPOSITES = {
     "positive": _positive, "floor_divide": _floor_divide, "logit": _logit, "atanh": _atanh, "asinh": _asinh,
     "acosh": _acosh, "erfc": _erfc, "sinc": _sinc, "hypot": _hypot, "logaddexp2": _logaddexp2,
+    "atan2": _atan2, "arctan2": _atan2, "ldexp": _ldexp,
     "deg2rad": _deg2rad, "rad2deg": _rad2deg, "signbit": _signbit, "copysign": _copysign,
     "heaviside": _heaviside, "float_power": _float_power, "fmax": _fmax, "fmin": _fmin, "dist": _dist,
     "vdot": _vdot, "addr": _addr, "cov": _cov, "corrcoef": _corrcoef, "msort": _msort, "ravel": _ravel,

@@ -236,7 +236,44 @@ Tensor.is_floating_point = lambda self: self.dtype.is_floating_point
 _original_view, _original_reshape, _original_permute = Tensor.view, Tensor.reshape, Tensor.permute
 
 
-Tensor.view = lambda self, *shape, size=None: _original_view(self, int_list(shape, "view", "size", size))
+def _view(self, *shape, size=None, dtype=None):
+    """view(*shape), or view(dtype): the same memory read as another dtype (its last dim rescaled when the
+    element sizes differ), as PyTorch's."""
+    if dtype is None and len(shape) == 1 and isinstance(shape[0], _C.dtype):
+        dtype = shape[0]
+    if dtype is not None:
+        return _view_as_dtype(self, dtype)
+    return _original_view(self, int_list(shape, "view", "size", size))
+
+
+def _view_as_dtype(self, dtype):
+    if dtype == self.dtype:
+        return _original_view(self, list(self.shape))
+    if self.device.type != "cpu":
+        raise NotImplementedError(f"view(dtype): reading a {self.device.type} tensor's memory as another dtype is "
+                                  "supported on the CPU only")
+    if self.requires_grad and _C.is_grad_enabled():
+        raise RuntimeError("view(dtype): a tensor that requires grad cannot be viewed as another dtype (the result "
+                           "has no gradient); detach() it first")
+    if _C.dtype.bfloat16 in (self.dtype, dtype):
+        raise NotImplementedError("view(dtype): bfloat16 has no NumPy dtype to read the memory through; view it as "
+                                  "int16 on the other side, or convert with .to()")
+    old, new = self.element_size(), _C.empty([0], dtype=dtype).element_size()
+    if old != new and (self.dim() == 0 or self.stride(-1) != 1):
+        raise RuntimeError(f"view(dtype): viewing a {self.dtype} tensor as {dtype} changes the element size, so the "
+                           "last dim must be contiguous (stride 1) and the tensor at least 1-D")
+    if old < new and (self.shape[-1] * old) % new:
+        raise RuntimeError(f"view(dtype): the last dim's size ({self.shape[-1]}) times {old} bytes is not a multiple "
+                           f"of {new} bytes")
+    array = self.detach().numpy().view(_numpy_dtype(dtype))
+    return _C.from_numpy(array)
+
+
+def _numpy_dtype(dtype):
+    return np.dtype(str(dtype).split(".")[-1])
+
+
+Tensor.view = _view
 Tensor.reshape = lambda self, *shape_, shape=None: _original_reshape(self, int_list(shape_, "reshape", "shape",
                                                                                       shape))
 Tensor.permute = lambda self, *dims_, dims=None: _original_permute(self, int_list(dims_, "permute", "dims", dims))

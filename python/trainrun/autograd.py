@@ -55,13 +55,40 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 
 class FunctionCtx:
-    """What forward leaves for backward (ctx.save_for_backward, ctx.saved_tensors, any attribute)."""
+    """What forward leaves for backward: ctx.save_for_backward(*tensors) (ctx.saved_tensors in backward), any
+    attribute, and the marks PyTorch's ctx takes (mark_dirty, mark_non_differentiable, set_materialize_grads).
+    ctx.needs_input_grad: per argument of forward, whether it is a tensor that requires grad."""
 
     def save_for_backward(self, *tensors):
-        self.saved_tensors = tensors
+        self.saved_tensors = self.to_save = tensors
+
+    def mark_dirty(self, *tensors):
+        """The inputs forward modified in place (and returns): they take the function's history."""
+        self._dirty = tensors
+
+    def mark_non_differentiable(self, *tensors):
+        """Outputs with no gradient (indices, masks): they do not require grad."""
+        self._non_differentiable = tensors
+
+    def set_materialize_grads(self, value):
+        """False: backward may be handed None for an output whose gradient is not computed (here a tensor of
+        zeros is handed either way, which a backward that checks for None treats alike)."""
+        self.materialize_grads = bool(value)
+
+    @property
+    def saved_variables(self):
+        return self.saved_tensors
 
 
-class Function:
+class _FunctionMeta(type):
+    def __init__(cls, name, bases, attrs):
+        super().__init__(name, bases, attrs)
+        # forward(*args) with a separate setup_context(ctx, inputs, output): PyTorch 2.0's style
+        cls._new_style = any("setup_context" in vars(k) for k in cls.__mro__
+                             if k.__module__ != __name__ or k.__name__ != "Function")
+
+
+class Function(metaclass=_FunctionMeta):
     """A differentiable operation written in Python:
 
         class Cube(Function):
@@ -77,23 +104,38 @@ class Function:
 
         y = Cube.apply(x)
 
-    forward runs without recording a graph; backward gets one gradient per
-    output and returns one per argument of forward (None for those that need
-    none), as in PyTorch."""
+    or, as PyTorch 2.0 allows, forward(x) without ctx and setup_context(ctx, inputs, output) saving what
+    backward needs. forward runs without recording a graph; backward gets one gradient per output and returns
+    one per argument of forward (None for those that need none), as in PyTorch."""
 
     @classmethod
-    def apply(cls, *args):
+    def apply(cls, *args, **kwargs):
+        if kwargs or cls._new_style:  # (bound to forward's parameters, defaults too, as PyTorch's apply does)
+            args = cls._bind(args, kwargs)
         ctx = FunctionCtx()
+        ctx.needs_input_grad = tuple(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
         with no_grad():
-            result = cls.forward(ctx, *args)
+            if cls._new_style:
+                result = cls.forward(*args)
+                cls.setup_context(ctx, args, result)
+            else:
+                result = cls.forward(ctx, *args)
         inputs = [a for a in args if isinstance(a, _C.Tensor)]
         if not _C.is_grad_enabled() or not any(t.requires_grad for t in inputs):
             return result
         single = not isinstance(result, tuple)
         outputs = [result] if single else list(result)
         positions = [i for i, a in enumerate(args) if isinstance(a, _C.Tensor)]
+        non_differentiable = getattr(ctx, "_non_differentiable", ())
+        differentiable = [k for k, o in enumerate(outputs) if isinstance(o, _C.Tensor) and
+                          not any(o is n for n in non_differentiable)]
+        dirty = list(getattr(ctx, "_dirty", ()))
 
         def backward(*grads):
+            if len(differentiable) != len(outputs):  # (a gradient for every output: zeros for the others)
+                given = dict(zip(differentiable, grads))
+                grads = tuple(given[k] if k in given else o.new_zeros(o.shape) if isinstance(o, _C.Tensor)
+                              else None for k, o in enumerate(outputs))
             result = cls.backward(ctx, *grads)
             result = result if isinstance(result, tuple) else (result,)
             if len(result) != len(args):
@@ -101,16 +143,48 @@ class Function:
                                  f"{len(args)} arguments (return None for those that need none)")
             return tuple(result[i] for i in positions)
 
-        attached = _C._attach_function_node(cls.__name__, inputs, outputs, backward)
-        return attached[0] if single else tuple(attached)
+        attached = _C._attach_function_node(cls.__name__, inputs, [outputs[k] for k in differentiable], backward,
+                                            dirty)
+        for k, t in zip(differentiable, attached):
+            # (a dirty input comes back as the caller's own tensor object, which now has the history)
+            outputs[k] = next((d for d in dirty if d._cdata == t._cdata), t)
+        return outputs[0] if single else tuple(outputs)
+
+    @classmethod
+    def _bind(cls, args, kwargs):
+        import inspect
+        parameters = list(inspect.signature(cls.forward).parameters.values())
+        if not cls._new_style:
+            parameters = parameters[1:]  # (ctx)
+        bound = inspect.Signature(parameters).bind(*args, **kwargs)
+        bound.apply_defaults()
+        return tuple(bound.arguments.values())
 
     @staticmethod
     def forward(ctx, *args):
         raise NotImplementedError("subclasses of Function define forward(ctx, ...)")
 
     @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context(ctx, inputs, output) goes with a forward(*args) without ctx")
+
+    @staticmethod
     def backward(ctx, *grads):
         raise NotImplementedError("subclasses of Function define backward(ctx, *grads)")
+
+    vjp = backward
+
+
+def once_differentiable(fn):
+    """A backward that is differentiated no further: it runs without recording a graph (a gradient of it would
+    be wrong), as PyTorch's decorator."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with no_grad():
+            return fn(ctx, *args)
+    return wrapper
 
 
 class _unsafe_preserve_version_counter:
@@ -134,3 +208,10 @@ from trainrun.profiler import DeviceType  # noqa: E402,F401
 from trainrun import _autograd_functional as functional  # noqa: E402
 import sys as _sys  # noqa: E402
 _sys.modules[__name__ + ".functional"] = functional  # (import trainrun.autograd.functional as a submodule)
+# torch.autograd.function: the Function API's module
+import types as _types  # noqa: E402
+function = _types.ModuleType(__name__ + ".function", "torch.autograd.function: Function, FunctionCtx, "
+                                                     "once_differentiable")
+function.Function, function.FunctionCtx, function.once_differentiable = Function, FunctionCtx, once_differentiable
+function.InplaceFunction = Function
+_sys.modules[function.__name__] = function

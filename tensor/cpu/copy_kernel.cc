@@ -79,31 +79,27 @@ bool copy_same_dtype(const TensorIterator& iter, DType dtype) {
   }
 }
 
-Tensor& copy_cpu(Tensor& dst, const Tensor& src_in) {
-  TR_CHECK(src_in.device().is_cpu(), NotImplementedError, "copy_: copying from {} to cpu needs the CUDA backend",
-           src_in.device().str());
-  if (dst.numel() == 0) return dst;
+namespace {
+void copy_values_cpu(Tensor& dst, const Tensor& src_in) {
+  if (dst.numel() == 0) return;
   Tensor src = src_in;
   if (src.sizes() != dst.sizes()) {  // broadcasts (copy_'s front checked that it can)
     src = expand(src, dst.sizes());
   }
   if (dst.impl()->storage() == src.impl()->storage()) {
-    if (same_geometry(dst, src) && dst.dtype() == src.dtype()) return dst;
+    if (same_geometry(dst, src) && dst.dtype() == src.dtype()) return;
     src = clone(src);  // overlapping views: read from a snapshot
   }
   if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
     parallel_memcpy(static_cast<char*>(dst.data_ptr()), static_cast<const char*>(src.data_ptr()), dst.nbytes());
-    return dst;
+    return;
   }
   IteratorConfig config;
   config.op = "copy_";
   config.compute_dtype = src.dtype();
   config.output_dtype = dst.dtype();
   TensorIterator iter(config, dst, {src});
-  if (dst.dtype() == src.dtype() && iter.operand(0).is_same(dst) && copy_same_dtype(iter, dst.dtype())) {
-    dst.impl()->bump_version();
-    return dst;
-  }
+  if (dst.dtype() == src.dtype() && iter.operand(0).is_same(dst) && copy_same_dtype(iter, dst.dtype())) return;
   visit_dtype(dst.dtype(), "copy_", [&](auto dst_tag) {
     using D = decltype(dst_tag);
     visit_dtype(src.dtype(), "copy_", [&](auto src_tag) {
@@ -122,6 +118,15 @@ Tensor& copy_cpu(Tensor& dst, const Tensor& src_in) {
       });
     });
   });
+}
+}  // namespace
+
+// Every copy_ is a write: dst's version moves on (whichever path copies the values, also none), so autograd
+// refuses a backward that saved dst before it (PyTorch's "modified by an inplace operation").
+Tensor& copy_cpu(Tensor& dst, const Tensor& src_in) {
+  TR_CHECK(src_in.device().is_cpu(), NotImplementedError, "copy_: copying from {} to cpu needs the CUDA backend",
+           src_in.device().str());
+  copy_values_cpu(dst, src_in);
   dst.impl()->bump_version();
   return dst;
 }

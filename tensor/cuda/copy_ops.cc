@@ -100,6 +100,7 @@ void copy_device_to_host(Tensor& dst, const Tensor& src_in) {
 }
 
 Tensor& copy_cuda(Tensor& dst, const Tensor& src_in) {
+  dst.impl()->bump_version();  // (every copy_ is a write, also one that moves nothing: see copy_cpu)
   if (dst.numel() == 0) return dst;
   Tensor src = src_in;
   if (src.sizes() != dst.sizes()) {  // broadcasts (copy_'s front checked that it can)
@@ -119,7 +120,6 @@ Tensor& copy_cuda(Tensor& dst, const Tensor& src_in) {
   } else {
     copy_device_to_host(dst, src);
   }
-  dst.impl()->bump_version();
   return dst;
 }
 

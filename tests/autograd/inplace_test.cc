@@ -128,7 +128,28 @@ TEST(InPlace, RefusedWhenGradientsWouldGoWrong) {
     NoGradGuard no_grad;
     add_(a, 1.0);
   }
-  expect_error<ValueError>([&] { backward(d); }, {"modified in place"});
+  expect_error<Error>([&] { backward(d); }, {"modified in place"});
+}
+
+// copy_ is a write whichever path copies the values (a contiguous same-dtype copy is one memcpy; it once left the
+// version where it was, so a backward through a tensor overwritten that way silently used the new values).
+TEST(Inplace, EveryCopyMovesTheVersionOn) {
+  Tensor x = ones({4});
+  const int64_t v0 = x.impl()->version();
+  copy_(x, ones({4}));  // contiguous, same dtype
+  EXPECT_EQ(x.impl()->version(), v0 + 1);
+  copy_(x, ones({4}, DType::Float64));  // converting
+  EXPECT_EQ(x.impl()->version(), v0 + 2);
+  copy_(x, x);  // onto itself
+  EXPECT_EQ(x.impl()->version(), v0 + 3);
+  Tensor w = leaf({2});
+  Tensor a = mul(w, 1.0);
+  Tensor s = sum(sin(a));  // SinBackward saves a
+  {
+    NoGradGuard no_grad;
+    copy_(a, full({2}, 2.0));
+  }
+  expect_error<Error>([&] { backward(s); }, {"SinBackward", "modified in place"});
 }
 
 }  // namespace
