@@ -113,6 +113,37 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     return total.to(grads[0].dtype)
 
 
+def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """The norm of the norms of tensors (PyTorch 2.6's first half of clip_grad_norm_), as a tensor."""
+    tensors = [tensors] if isinstance(tensors, trainrun.Tensor) else [t for t in tensors if t is not None]
+    if not tensors:
+        return trainrun.tensor(0.0)
+    with trainrun.no_grad():
+        norms = trainrun.stack([t.detach().to(trainrun.float64).norm(float(norm_type)) for t in tensors])
+        total = norms.amax() if math.isinf(norm_type) else norms.norm(float(norm_type))
+    if error_if_nonfinite and not math.isfinite(total.item()):
+        raise RuntimeError(f"get_total_norm: the total norm of order {norm_type} is {total.item()}")
+    return total.to(tensors[0].dtype)
+
+
+def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
+    """Scales the gradients by max_norm / (total_norm + 1e-6) when that is below 1 (PyTorch 2.6's second half of
+    clip_grad_norm_)."""
+    grads = _grads(parameters)
+    coef = max_norm / (float(total_norm) + 1e-6)
+    if coef < 1:
+        with trainrun.no_grad():
+            for g in grads:
+                g.mul_(coef)
+
+
+def skip_init(module_cls, *args, **kwargs):
+    """module_cls(*args, **kwargs) with its parameters and buffers allocated but not initialized (made on the meta
+    device, then given empty memory on `device`)."""
+    device = kwargs.pop("device", "cpu")
+    return module_cls(*args, device="meta", **kwargs).to_empty(device=device)
+
+
 def clip_grad_value_(parameters, clip_value):
     """Clamps every gradient element to [-clip_value, clip_value]."""
     with trainrun.no_grad():
@@ -133,5 +164,8 @@ def vector_to_parameters(vec, parameters):
             offset += n
 from trainrun.nn.utils import rnn  # noqa: E402,F401
 from trainrun.nn.utils import parametrize, parametrizations  # noqa: E402,F401
+from trainrun.nn.utils import fusion, prune, stateless  # noqa: E402,F401
+from trainrun.nn.utils.fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval,  # noqa: E402,F401
+                                      fuse_linear_bn_weights)
 from trainrun.nn.utils._legacy_norms import (remove_spectral_norm, remove_weight_norm, spectral_norm,  # noqa: E402,F401
                                              weight_norm)
