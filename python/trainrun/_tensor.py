@@ -59,9 +59,19 @@ Tensor.__invert__ = lambda self: _C.logical_not(self) if self.dtype == _C.dtype.
 Tensor.__hash__ = object.__hash__  # identity, as PyTorch's (== is elementwise)
 
 
+def _inplace_operand(self, *others):
+    """self, or a copy of it while autograd records: the in-place forms here compute out of place and copy_ the
+    result back, and the op may have saved its input for backward, which copy_ then overwrites (PyTorch's native
+    in-place ops save what they overwrite the same way)."""
+    if _C.is_grad_enabled() and (self.requires_grad or any(isinstance(o, Tensor) and o.requires_grad
+                                                           for o in others)):
+        return self.clone()
+    return self
+
+
 def _inplace(op):
     def apply(self, other):
-        return self.copy_(op(self, other))
+        return self.copy_(op(_inplace_operand(self, other), other))
     return apply
 
 

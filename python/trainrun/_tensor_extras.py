@@ -63,7 +63,8 @@ Tensor.ndimension = lambda self: self.ndim
 # ---- in-place forms and random fills ------------------------------------------------------------------
 def _in_place(op):
     def method(self, *args, **kwargs):
-        self.copy_(op(self, *args, **kwargs))
+        from trainrun._tensor import _inplace_operand
+        self.copy_(op(_inplace_operand(self, *args, *kwargs.values()), *args, **kwargs))
         return self
     return method
 

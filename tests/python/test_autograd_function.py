@@ -117,3 +117,26 @@ def test_atan2_ldexp_and_view_dtype_are_pytorchs():
     assert f.view(dtype=torch.float32) is not f and f.view(torch.float32).tolist() == f.tolist()
     with pytest.raises(RuntimeError, match="requires grad cannot be viewed as another dtype"):
         torch.ones(2, requires_grad=True).view(torch.int32)
+
+
+def test_in_place_forms_under_autograd_give_pytorchs_gradients():
+    """An in-place form computes out of place and writes back: the op's saved input must be the value before the
+    write (it once was the written tensor: a silently wrong gradient, or now the version error)."""
+    w = torch.tensor([2.0, 3.0], requires_grad=True)
+    leaf = torch.tensor([0.5, -1.0], requires_grad=True)
+    x = leaf * 1
+    x.mul_(w)  # d/dw = x before the write
+    x.sin_()
+    x.sum().backward()
+    before = torch.tensor([0.5, -1.0])
+    assert torch.allclose(w.grad, (before * torch.tensor([2.0, 3.0])).cos() * before)
+    assert torch.allclose(leaf.grad, (before * torch.tensor([2.0, 3.0])).cos() * torch.tensor([2.0, 3.0]))
+    z = torch.tensor([-2.0, 0.5, 3.0], requires_grad=True)
+    y = z * 1
+    torch.nn.functional.hardtanh(y, inplace=True)  # (clamp's backward reads its input)
+    y.sum().backward()
+    assert z.grad.tolist() == [0.0, 1.0, 0.0]
+    u = torch.ones(2)
+    u.mul_(w)  # (u needs no grad, w does: u is still saved for w's gradient)
+    u.sum().backward()
+    assert torch.allclose(w.grad, (before * torch.tensor([2.0, 3.0])).cos() * before + 1)

@@ -6,7 +6,17 @@ from trainrun._op_table import op
 
 
 def _out(input, result, inplace):  # noqa: A002
+    """(For results whose backward does not read input: relu's reads its output.)"""
     return input.copy_(result) if inplace else result
+
+
+def _apply(input, inplace, fn):  # noqa: A002
+    """fn(input), written back into input with inplace=True (computed from a copy while autograd records: the
+    backward may read the input, which the write-back overwrites)."""
+    if not inplace:
+        return fn(input)
+    from trainrun._tensor import _inplace_operand
+    return input.copy_(fn(_inplace_operand(input)))
 
 
 def _scalar(value, like):
@@ -25,35 +35,35 @@ def relu_(input):  # noqa: A002
 
 @op(function=False, functional=True)
 def relu6(input, inplace=False):  # noqa: A002
-    return _out(input, _C.clamp(input, 0, 6), inplace)
+    return _apply(input, inplace, lambda input: _C.clamp(input, 0, 6))
 
 
 @op(function=False, functional=True)
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):  # noqa: A002
-    return _out(input, _C.clamp(input, min_val, max_val), inplace)
+    return _apply(input, inplace, lambda input: _C.clamp(input, min_val, max_val))
 
 
 @op(function=False, functional=True)
 def threshold(input, threshold, value, inplace=False):  # noqa: A002
-    return _out(input, _C.where(input > threshold, input, _scalar(value, input)), inplace)
+    return _apply(input, inplace, lambda input: _C.where(input > threshold, input, _scalar(value, input)))
 
 
 @op(function=False, functional=True)
 def leaky_relu(input, negative_slope=0.01, inplace=False):  # noqa: A002
-    return _out(input, _C.where(input > 0, input, input * negative_slope), inplace)
+    return _apply(input, inplace, lambda input: _C.where(input > 0, input, input * negative_slope))
 
 
 @op(function=False, functional=True)
 def elu(input, alpha=1.0, inplace=False):  # noqa: A002
     # exp only of the non-positive part: the unused branch must not overflow (its gradient would be NaN).
     negative = (_C.exp(_C.clamp(input, None, 0)) - 1.0) * alpha
-    return _out(input, _C.where(input > 0, input, negative), inplace)
+    return _apply(input, inplace, lambda input: _C.where(input > 0, input, negative))
 
 
 @op(function=False, functional=True)
 def celu(input, alpha=1.0, inplace=False):  # noqa: A002
     negative = (_C.exp(_C.clamp(input, None, 0) / alpha) - 1.0) * alpha
-    return _out(input, _C.where(input > 0, input, negative), inplace)
+    return _apply(input, inplace, lambda input: _C.where(input > 0, input, negative))
 
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
@@ -61,7 +71,7 @@ _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804
 
 @op(function=False, functional=True)
 def selu(input, inplace=False):  # noqa: A002
-    return _out(input, elu(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
+    return _apply(input, inplace, lambda input: elu(input, _SELU_ALPHA) * _SELU_SCALE)
 
 
 @op(function=False, functional=True)
@@ -73,7 +83,7 @@ def gelu(input, approximate="none"):  # noqa: A002
 
 @op(function=False, functional=True)
 def silu(input, inplace=False):  # noqa: A002
-    return _out(input, _C.silu(input), inplace)
+    return _apply(input, inplace, lambda input: _C.silu(input))
 
 
 @op(function=False, functional=True)
@@ -86,17 +96,17 @@ def softplus(input, beta=1.0, threshold=20.0):  # noqa: A002
 
 @op(function=False, functional=True)
 def mish(input, inplace=False):  # noqa: A002
-    return _out(input, input * _C.tanh(softplus(input)), inplace)
+    return _apply(input, inplace, lambda input: input * _C.tanh(softplus(input)))
 
 
 @op(function=False, functional=True)
 def hardsigmoid(input, inplace=False):  # noqa: A002
-    return _out(input, _C.clamp(input / 6.0 + 0.5, 0, 1), inplace)
+    return _apply(input, inplace, lambda input: _C.clamp(input / 6.0 + 0.5, 0, 1))
 
 
 @op(function=False, functional=True)
 def hardswish(input, inplace=False):  # noqa: A002
-    return _out(input, input * _C.clamp(input + 3.0, 0, 6) / 6.0, inplace)
+    return _apply(input, inplace, lambda input: input * _C.clamp(input + 3.0, 0, 6) / 6.0)
 
 
 @op(function=False, functional=True)
@@ -174,7 +184,7 @@ def prelu(input, weight):  # noqa: A002
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):  # noqa: A002
     if training:  # a slope drawn per element from U(lower, upper) for the negative inputs
         slope = _C.rand(list(input.shape), input.dtype, input.device) * (upper - lower) + lower
-        return _out(input, _C.where(input >= 0, input, input * slope), inplace)
+        return _apply(input, inplace, lambda input: _C.where(input >= 0, input, input * slope))
     return leaky_relu(input, (lower + upper) / 2, inplace)
 
 
