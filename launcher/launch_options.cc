@@ -59,6 +59,11 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
                  "Seconds between SIGTERM and SIGKILL when the workers are stopped")
       ->envname("TRAINRUN_GRACE_PERIOD");
   app.add_option("--role", o.role, "Worker role name")->envname("PET_ROLE");
+  app.add_option(names("--start-method"), o.start_method,
+                 "torchrun's spawn, fork or forkserver: accepted; every worker is a fresh process (fork + exec), "
+                 "as spawn starts them")
+      ->check(CLI::IsMember({"spawn", "fork", "forkserver"}))
+      ->envname("PET_START_METHOD");
   app.add_flag("-m,--module", o.module, "Run the script as a Python module (python -m)")->envname("PET_MODULE");
   app.add_flag(names("--no-python"), o.no_python, "Run the program directly, not under Python")
       ->envname("PET_NO_PYTHON");

@@ -26,6 +26,7 @@ struct LaunchOptions {
   double monitor_interval = 0.1;  // seconds between health checks (SIGCHLD wakes us sooner)
   double grace_period = 5.0;      // seconds from SIGTERM to SIGKILL when stopping workers
   std::string role = "default";
+  std::string start_method = "spawn";  // torchrun's --start-method: accepted (workers are always fork+exec'd)
   bool module = false;
   bool no_python = false;
   bool run_path = false;
