@@ -130,12 +130,18 @@ class Function(metaclass=_FunctionMeta):
         differentiable = [k for k, o in enumerate(outputs) if isinstance(o, _C.Tensor) and
                           not any(o is n for n in non_differentiable)]
         dirty = list(getattr(ctx, "_dirty", ()))
+        # The gradients backward gets for the outputs without one: zeros of their shapes (only their shapes are
+        # kept: a backward holding the outputs would make a cycle through C++ that keeps them alive).
+        others = {k: (list(o.shape), o.dtype, o.device) if isinstance(o, _C.Tensor) else None
+                  for k, o in enumerate(outputs) if k not in differentiable}
 
         def backward(*grads):
-            if len(differentiable) != len(outputs):  # (a gradient for every output: zeros for the others)
+            if others:  # (a gradient for every output: zeros for the others)
                 given = dict(zip(differentiable, grads))
-                grads = tuple(given[k] if k in given else o.new_zeros(o.shape) if isinstance(o, _C.Tensor)
-                              else None for k, o in enumerate(outputs))
+                grads = tuple(given[k] if k in given else
+                              None if others[k] is None else
+                              _C.zeros(others[k][0], dtype=others[k][1], device=others[k][2])
+                              for k in range(len(given) + len(others)))
             result = cls.backward(ctx, *grads)
             result = result if isinstance(result, tuple) else (result,)
             if len(result) != len(args):
