@@ -11,8 +11,16 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output) {
   is_output_ = is_output;
   // Inputs keep their graph (double backward needs it); outputs are detached
   // to break the cycle output -> grad_fn -> saved output.
-  data_ = is_output ? detach(t) : t;
   version_ = t.impl()->version();
+  if (auto hooks = current_saved_tensor_hooks()) {
+    TR_CHECK(hooks->disabled_message.empty(), Error, "{}", hooks->disabled_message);
+    hooks_ = hooks;
+    counter_ = t.impl()->version_counter();
+    shape_ = t.shape_str();
+    packed_ = hooks->pack(is_output ? detach(t) : t);
+    return;
+  }
+  data_ = is_output ? detach(t) : t;
 }
 
 Tensor SavedVariable::unpack(const std::shared_ptr<Node>& owner) const {
@@ -23,21 +31,31 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& owner) const {
            "{}: trying to backward through the graph a second time (its saved tensors were freed); pass "
            "retain_graph=true to the first backward",
            node);
-  TR_CHECK(data_.impl()->version() == version_, Error,
+  // (a packed tensor whose counter is gone can no longer be written: its version stands)
+  const auto counter = counter_.lock();
+  const uint64_t now = hooks_ ? (counter ? *counter : version_) : data_.impl()->version();
+  TR_CHECK(now == version_, Error,
            "{}: a tensor of shape {} saved for backward was modified in place (version {} now, {} when saved); "
            "make a copy before modifying it",
-           node, data_.shape_str(), data_.impl()->version(), version_);
+           node, hooks_ ? shape_ : data_.shape_str(), now, version_);
+  Tensor data = data_;
+  if (hooks_) {
+    data = hooks_->unpack(packed_);
+    TR_CHECK(data.defined(), TypeError, "{}: the saved_tensors_hooks unpack hook returned no tensor", node);
+  }
   if (is_output_ && GradMode::is_enabled()) {
-    Tensor attached = detach(data_);
+    Tensor attached = detach(data);
     set_history(attached, owner, output_nr_);
     return attached;
   }
-  return data_;
+  return data;
 }
 
 void SavedVariable::reset() {
   if (!saved_) return;
   data_ = Tensor();
+  packed_.reset();
+  hooks_.reset();
   released_ = true;
 }
 

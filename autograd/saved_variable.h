@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "autograd/node.h"
+#include "autograd/saved_tensor_hooks.h"
 
 namespace trainrun {
 
@@ -28,6 +29,12 @@ class SavedVariable {
 
  private:
   Tensor data_;
+  // With saved_tensors_hooks active at save: what pack returned, the hooks to unpack it with, and the saved
+  // tensor's version counter (data_ stays empty).
+  std::shared_ptr<void> packed_;
+  std::shared_ptr<const SavedTensorHooks> hooks_;
+  std::weak_ptr<const uint64_t> counter_;  // (weak: a counter shared counts as a view of the tensor)
+  std::string shape_;
   uint64_t version_ = 0;
   bool saved_ = false;  // false for a default (undefined) slot
   bool is_output_ = false;

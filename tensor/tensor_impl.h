@@ -61,6 +61,8 @@ class TensorImpl : public RefCounted {
   void share_version_with(const TensorImpl& base) { version_ = base.version_; }
   // True while another impl (a view, the base, a detached alias) shares the counter.
   bool shares_version() const { return version_.use_count() > 1; }
+  // The counter itself (a saved tensor packed by saved_tensors_hooks keeps it to check its version at unpack).
+  std::shared_ptr<const uint64_t> version_counter() const { return version_; }
 
  private:
   void refresh();

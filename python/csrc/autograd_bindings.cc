@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions/record.h"
 #include "autograd/grad_mode.h"
+#include "autograd/saved_tensor_hooks.h"
 #include "compile/graph_capture.h"
 #include "autograd/variable.h"
 #include "python/csrc/bindings.h"
@@ -174,6 +175,42 @@ void bind_autograd(py::module_& m) {
       (*callback)();
     });
   });
+  // torch.autograd.graph.saved_tensors_hooks: pack(tensor) -> any object, unpack(object) -> tensor. The object
+  // lives in C++ until backward (or the graph is freed); it is let go with the GIL held.
+  m.def("_push_saved_tensors_hooks", [](py::function pack_fn, py::function unpack_fn) {
+    auto pack = hold_python_callable(std::move(pack_fn));
+    auto unpack = hold_python_callable(std::move(unpack_fn));
+    auto hooks = std::make_shared<SavedTensorHooks>();
+    hooks->pack = [pack](const Tensor& t) -> std::shared_ptr<void> {
+      py::gil_scoped_acquire gil;
+      py::object packed = (*pack)(t);
+      return std::shared_ptr<void>(new py::object(std::move(packed)), [](void* p) {
+        auto* o = static_cast<py::object*>(p);
+        if (!Py_IsInitialized()) {
+          o->release();
+          delete o;
+          return;
+        }
+        py::gil_scoped_acquire gil;
+        delete o;
+      });
+    };
+    hooks->unpack = [unpack](const std::shared_ptr<void>& packed) -> Tensor {
+      py::gil_scoped_acquire gil;
+      py::object t = (*unpack)(*static_cast<py::object*>(packed.get()));
+      TR_CHECK(py::isinstance<Tensor>(t), TypeError,
+               "saved_tensors_hooks: the unpack hook must return a tensor, got {}",
+               std::string(py::str(t.get_type().attr("__name__"))));
+      return t.cast<Tensor>();
+    };
+    push_saved_tensor_hooks(std::move(hooks));
+  });
+  m.def("_push_saved_tensors_hooks_disabled", [](const std::string& message) {
+    auto hooks = std::make_shared<SavedTensorHooks>();
+    hooks->disabled_message = message;
+    push_saved_tensor_hooks(std::move(hooks));
+  });
+  m.def("_pop_saved_tensors_hooks", [] { pop_saved_tensor_hooks(); });
   m.def("is_grad_enabled", [] { return GradMode::is_enabled(); });
   m.def("set_grad_enabled", [](bool on) { GradMode::set_enabled(on); });
 }

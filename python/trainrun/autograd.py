@@ -214,6 +214,8 @@ from trainrun.profiler import DeviceType  # noqa: E402,F401
 from trainrun import _autograd_functional as functional  # noqa: E402
 import sys as _sys  # noqa: E402
 _sys.modules[__name__ + ".functional"] = functional  # (import trainrun.autograd.functional as a submodule)
+from trainrun import _autograd_graph as graph  # noqa: E402
+_sys.modules[__name__ + ".graph"] = graph  # (import trainrun.autograd.graph)
 # torch.autograd.function: the Function API's module
 import types as _types  # noqa: E402
 function = _types.ModuleType(__name__ + ".function", "torch.autograd.function: Function, FunctionCtx, "
