@@ -15,6 +15,7 @@ import numpy as np
 from trainrun import _C
 
 _DEFAULT_SEED = 67280421310721  # what torch.Generator() starts from
+_STATE_BYTES = 8 + 624 * 4 + 8 + 8  # get_state's tensor: seed, mt19937 words, position and flag, cached Gaussian
 
 
 class Generator:
@@ -54,11 +55,28 @@ class Generator:
         return s
 
     def get_state(self):
-        """The engine's state (a picklable value; PyTorch gives a ByteTensor: set_state takes what this gives)."""
-        return (self._seed, self._state.get_state())
+        """The generator's state as a uint8 tensor, as PyTorch's ByteTensor (its layout is trainrun's: the seed,
+        then the mt19937 engine's 624 words, position and cached Gaussian); set_state takes it back."""
+        _, keys, pos, has_gauss, gauss = self._state.get_state()
+        parts = [np.array([self._seed], dtype=np.uint64).view(np.uint8), np.asarray(keys, dtype=np.uint32).view(
+            np.uint8), np.array([pos, has_gauss], dtype=np.int32).view(np.uint8),
+            np.array([gauss], dtype=np.float64).view(np.uint8)]
+        return _C.from_numpy(np.concatenate(parts))
 
     def set_state(self, new_state):
-        self._seed, engine_state = new_state
+        if isinstance(new_state, tuple):  # (the form earlier trainrun versions gave)
+            self._seed, engine_state = new_state
+        else:
+            data = np.asarray(new_state.detach().cpu().numpy() if hasattr(new_state, "numpy") else new_state,
+                              dtype=np.uint8)
+            if data.ndim != 1 or data.size != _STATE_BYTES:
+                raise RuntimeError(f"Generator.set_state: expected a uint8 tensor of {_STATE_BYTES} bytes "
+                                   f"(what get_state gives), got {list(data.shape)}")
+            self._seed = int(data[:8].view(np.uint64)[0])
+            keys = data[8:8 + 624 * 4].view(np.uint32)
+            pos, has_gauss = data[8 + 624 * 4:16 + 624 * 4].view(np.int32)
+            gauss = float(data[16 + 624 * 4:].view(np.float64)[0])
+            engine_state = ("MT19937", keys.copy(), int(pos), int(has_gauss), gauss)
         self._state = np.random.RandomState()
         self._state.set_state(engine_state)
         return self

@@ -32,7 +32,7 @@ def initial_seed():
 
 def get_rng_state():
     """The default generators' state as a uint8 tensor (for set_rng_state)."""
-    state = pickle.dumps((_C._rng_state(), default_generator.get_state()))
+    state = pickle.dumps((_C._rng_state(), default_generator.get_state().numpy().tobytes()))
     return _C.from_numpy(np.frombuffer(state, dtype=np.uint8).copy())
 
 
@@ -44,6 +44,8 @@ def set_rng_state(new_state):
     except Exception as e:  # noqa: BLE001  (anything unpickling can raise)
         raise RuntimeError(f"set_rng_state: not a state from trainrun.get_rng_state() ({e})") from None
     _C._set_rng_state(seed_value, offset)
+    if isinstance(python_state, bytes):
+        python_state = np.frombuffer(python_state, dtype=np.uint8)
     default_generator.set_state(python_state)
 
 

@@ -140,3 +140,39 @@ def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=
         expected = trainrun.tensor(expected, dtype=actual.dtype)
     assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, check_dtype=False,
                  msg=msg or None)
+
+
+def make_tensor(*shape, dtype, device, low=None, high=None, requires_grad=False, noncontiguous=False,
+                exclude_zero=False, memory_format=None):
+    """A tensor of random values for tests, as torch.testing.make_tensor: floats uniform in [low, high) (default
+    [-9, 9)), integers in [low, high) (default [-9, 10), bool: True or False); noncontiguous gives a tensor with
+    the same values that is not contiguous; exclude_zero replaces zeros by a small value of the dtype."""
+    import trainrun
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple, trainrun.Size)):
+        shape = tuple(shape[0])
+    shape = [int(s) for s in shape]
+    if dtype == trainrun.bool:
+        result = trainrun.randint(0, 2, shape, device=device).to(trainrun.bool)
+    elif dtype.is_floating_point:
+        lo = -9.0 if low is None else float(low)
+        hi = 9.0 if high is None else float(high)
+        if lo > hi:
+            raise ValueError(f"make_tensor: low ({low}) must not be greater than high ({high})")
+        result = (trainrun.rand(shape, device=device) * (hi - lo) + lo).to(dtype)
+    else:
+        lo = -9 if low is None else int(low)
+        hi = 10 if high is None else int(high)
+        if lo >= hi:
+            raise ValueError(f"make_tensor: low ({low}) must be less than high ({high}) for integer dtypes")
+        result = trainrun.randint(lo, hi, shape, device=device, dtype=dtype)
+    if exclude_zero and dtype != trainrun.bool:
+        tiny = trainrun.finfo(dtype).tiny if dtype.is_floating_point else 1
+        result = trainrun.where(result == 0, trainrun.full_like(result, tiny), result)
+    if noncontiguous and result.numel() > 1:
+        doubled = trainrun.repeat_interleave(result, 2, dim=-1)
+        result = doubled[..., ::2]
+    elif memory_format is not None:
+        result = result.contiguous(memory_format=memory_format)
+    if requires_grad:
+        result.requires_grad_(True)
+    return result

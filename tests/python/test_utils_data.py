@@ -200,3 +200,27 @@ def test_in_order_false_is_accepted_and_batches_stay_whole():
     loader = data.DataLoader(list(range(10)), batch_size=4, in_order=False)
     assert loader.in_order is False
     assert sorted(x for batch in loader for x in batch.tolist()) == list(range(10))
+
+
+def test_a_generators_state_is_a_byte_tensor_that_restores_its_draws():
+    g = trainrun.Generator().manual_seed(3)
+    state = g.get_state()
+    assert state.dtype == trainrun.uint8 and state.dim() == 1
+    first = trainrun.randperm(10, generator=g)
+    g.set_state(state.clone())
+    assert trainrun.equal(trainrun.randperm(10, generator=g), first) and g.initial_seed() == 3
+    with pytest.raises(RuntimeError, match="expected a uint8 tensor of"):
+        g.set_state(trainrun.zeros(5, dtype=trainrun.uint8))
+    saved = trainrun.get_rng_state()
+    drawn = trainrun.randperm(6)
+    trainrun.set_rng_state(saved)
+    assert trainrun.equal(trainrun.randperm(6), drawn)
+
+
+def test_make_tensor_draws_in_range_and_can_be_noncontiguous():
+    from trainrun.testing import make_tensor
+    t = make_tensor(3, 4, dtype=trainrun.float32, device="cpu", low=-1, high=1)
+    assert t.shape == (3, 4) and t.min().item() >= -1 and t.max().item() < 1
+    n = make_tensor((2, 5), dtype=trainrun.int64, device="cpu", low=0, high=3, noncontiguous=True, exclude_zero=True)
+    assert not n.is_contiguous() and n.min().item() >= 1 and n.max().item() <= 2
+    assert make_tensor(2, dtype=trainrun.float32, device="cpu", requires_grad=True).requires_grad
