@@ -474,3 +474,23 @@ def test_filesystem_writer_and_reader_name_the_folder(tmp_path):
         dcp.FileSystemWriter(tmp_path / "fs", overwrite=False)
     with pytest.raises(NotImplementedError, match="planner object is not supported"):
         dcp.save({"step": 1}, checkpoint_id=str(tmp_path / "p"), planner=object())
+
+
+def test_the_metadata_as_pytorch_describes_it_and_the_saver_loader_modules(tmp_path):
+    import trainrun as tr
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.checkpoint import metadata as md
+    from trainrun.distributed.checkpoint.state_dict_loader import load as load_alias
+    from trainrun.distributed.checkpoint.state_dict_saver import save as save_alias
+    state = {"model": {"w": tr.arange(6.0).reshape(2, 3)}, "step": 7}
+    returned = save_alias(state, checkpoint_id=tmp_path / "ckpt", no_dist=True)
+    meta = dcp.FileSystemReader(tmp_path / "ckpt").read_metadata()
+    assert isinstance(meta, md.Metadata) and isinstance(returned, md.Metadata)
+    w = meta.state_dict_metadata["model.w"]
+    assert isinstance(w, md.TensorStorageMetadata) and w.size == tr.Size([2, 3])
+    assert w.properties.dtype == tr.float32 and w.chunks[0].sizes == tr.Size([2, 3])
+    assert isinstance(meta.state_dict_metadata["step"], md.BytesStorageMetadata)
+    assert meta.planner_data["model.w"] == ("model", "w")
+    target = {"model": {"w": tr.zeros(2, 3)}, "step": 0}
+    load_alias(target, checkpoint_id=tmp_path / "ckpt", no_dist=True)
+    assert tr.equal(target["model"]["w"], state["model"]["w"]) and target["step"] == 7

@@ -15,6 +15,18 @@ from trainrun.distributed.checkpoint.default_planner import (DefaultLoadPlanner,
                                                               SavePlanner)
 from trainrun.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
 from trainrun.distributed.checkpoint.stateful import Stateful
+from trainrun.distributed.checkpoint import metadata  # noqa: E402,F401
+from trainrun.distributed.checkpoint.metadata import Metadata  # noqa: E402,F401
+
+# torch.distributed.checkpoint.state_dict_saver.save / state_dict_loader.load: the same functions
+import sys as _sys  # noqa: E402
+import types as _types  # noqa: E402
+state_dict_saver = _types.ModuleType(__name__ + ".state_dict_saver", "dcp.save and dcp.async_save")
+state_dict_saver.save, state_dict_saver.async_save = save, async_save
+state_dict_loader = _types.ModuleType(__name__ + ".state_dict_loader", "dcp.load")
+state_dict_loader.load = load
+_sys.modules[state_dict_saver.__name__] = state_dict_saver
+_sys.modules[state_dict_loader.__name__] = state_dict_loader
 
 __all__ = ["DefaultLoadPlanner", "DefaultSavePlanner", "FileSystemReader", "FileSystemWriter", "LoadPlanner",
-           "SavePlanner", "Stateful", "async_save", "load", "save"]
+           "Metadata", "SavePlanner", "Stateful", "async_save", "load", "save"]

@@ -167,9 +167,14 @@ def _write(plan, group):
             os.fsync(f.fileno())
         _metadata.fsync_path(partial)
         _commit(partial, plan.folder)
-    if plan.distributed:
-        dist.barrier(group=group)  # every rank returns once the checkpoint is in place
-    return metadata
+    if plan.distributed:  # every rank returns once the checkpoint is in place, with its metadata
+        shared = [metadata.SerializeToString() if rank == 0 else None]
+        dist.broadcast_object_list(shared, src=dist.get_global_rank(group, 0) if group is not None else 0,
+                                   group=group)
+        if rank != 0:
+            metadata.ParseFromString(shared[0])
+    from trainrun.distributed.checkpoint.metadata import from_proto
+    return from_proto(metadata)
 
 
 def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None, no_dist=False):

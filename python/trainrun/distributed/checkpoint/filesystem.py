@@ -19,8 +19,14 @@ class FileSystemWriter:
 
 
 class FileSystemReader:
-    def __init__(self, path):
+    def __init__(self, path, _extension_registry=None):
         self.path = os.fspath(path)
+
+    def read_metadata(self):
+        """What the checkpoint holds (metadata.Metadata: per item its dtype, size and saved chunks)."""
+        from trainrun.distributed.checkpoint import _metadata
+        from trainrun.distributed.checkpoint.metadata import from_proto
+        return from_proto(_metadata.read(_metadata.committed_folder(self.path)))
 
     def __repr__(self):
         return f"FileSystemReader({self.path!r})"
