@@ -3,6 +3,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include "autograd/accumulate_grad.h"
 #include "autograd/engine.h"
 #include "autograd/functions/record.h"
 #include "autograd/grad_mode.h"
@@ -15,6 +16,11 @@
 
 namespace trainrun {
 namespace python {
+
+struct HookFlag {
+  bool active = true;
+};
+
 
 void bind_autograd(py::module_& m) {
   py::class_<Tensor> tensor = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
@@ -211,6 +217,69 @@ void bind_autograd(py::module_& m) {
     push_saved_tensor_hooks(std::move(hooks));
   });
   m.def("_pop_saved_tensors_hooks", [] { pop_saved_tensor_hooks(); });
+  // tensor.grad_fn: the node that made a tensor, as torch.autograd.graph.Node: name(), next_functions (the
+  // nodes its input gradients go to, with the input slot: AccumulateGrad for a leaf, whose .variable is the
+  // leaf), register_hook / register_prehook. Compared and hashed by the node.
+  // A node hook's switch: its handle's remove() turns it off (C++ nodes keep their hooks).
+  py::class_<HookFlag, std::shared_ptr<HookFlag>>(m, "_HookFlag")
+      .def(py::init<>())
+      .def("remove", [](HookFlag& f) { f.active = false; });
+  py::class_<Node, std::shared_ptr<Node>>(m, "Node", py::dynamic_attr())
+      .def("name", &Node::name)
+      .def_property_readonly("next_functions",
+                             [](const Node& n) {
+                               py::list out;
+                               for (const Edge& e : n.next_edges())
+                                 out.append(py::make_tuple(e.node ? py::cast(e.node) : py::none(), e.input_nr));
+                               return py::tuple(out);
+                             })
+      .def_property_readonly("variable",
+                             [](const Node& n) -> py::object {
+                               auto* acc = dynamic_cast<const AccumulateGrad*>(&n);
+                               TR_CHECK(acc != nullptr, TypeError, "{} has no attribute 'variable' (only "
+                                        "AccumulateGrad, the node of a leaf, has one)", n.name());
+                               return py::cast(acc->variable());
+                             })
+      .def("_register_hook",
+           [](Node& n, py::function fn, std::shared_ptr<HookFlag> flag) {
+             auto hook = hold_python_callable(std::move(fn));
+             n.register_hook([hook, flag](const TensorList& grad_inputs, const TensorList& grad_outputs) {
+               if (!flag->active) return;
+               py::gil_scoped_acquire gil;
+               auto as_tuple = [](const TensorList& ts) {
+                 py::list l;
+                 for (const Tensor& t : ts) l.append(t.defined() ? py::cast(t) : py::none());
+                 return py::tuple(l);
+               };
+               (*hook)(as_tuple(grad_inputs), as_tuple(grad_outputs));
+             });
+           })
+      .def("_register_prehook",
+           [](Node& n, py::function fn, std::shared_ptr<HookFlag> flag) {
+             auto hook = hold_python_callable(std::move(fn));
+             n.register_prehook([hook, flag](const TensorList& grad_outputs) -> TensorList {
+               if (!flag->active) return grad_outputs;
+               py::gil_scoped_acquire gil;
+               py::list l;
+               for (const Tensor& t : grad_outputs) l.append(t.defined() ? py::cast(t) : py::none());
+               py::object r = (*hook)(py::tuple(l));
+               if (r.is_none()) return grad_outputs;
+               TensorList out;
+               for (py::handle h : r) out.push_back(h.is_none() ? Tensor() : h.cast<Tensor>());
+               TR_CHECK(out.size() == grad_outputs.size(), ValueError,
+                        "a node pre-hook returned {} gradients for {} outputs", out.size(), grad_outputs.size());
+               return out;
+             });
+           })
+      .def("__eq__", [](const Node& a, const Node& b) { return &a == &b; })
+      .def("__hash__", [](const Node& n) { return std::hash<const void*>()(&n); })
+      .def("__repr__", [](const Node& n) {
+        return fmt::format("<{} object at {}>", n.name(), static_cast<const void*>(&n));
+      });
+  m.def("_grad_fn_node", [](const Tensor& t) -> py::object {
+    auto fn = grad_fn(t);
+    return fn ? py::cast(fn) : py::none();
+  });
   m.def("is_grad_enabled", [] { return GradMode::is_enabled(); });
   m.def("set_grad_enabled", [](bool on) { GradMode::set_enabled(on); });
 }

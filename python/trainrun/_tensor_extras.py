@@ -32,27 +32,31 @@ def _set_data(self, value):
 Tensor.data = property(_get_data, _set_data)
 
 
-class GradFn:
-    """The node that made a tensor (tensor.grad_fn): its name() as PyTorch's (e.g. "AddBackward0")."""
-
-    def __init__(self, name):
-        self._name = name
-
-    def name(self):
-        return self._name
-
-    def __repr__(self):
-        return f"<{self._name} object>"
+GradFn = _C.Node  # torch.autograd.graph.Node: name(), next_functions, register_hook, register_prehook
 
 
-_grad_fn_name = Tensor.grad_fn_name
+def _node_register_hook(self, fn):
+    """fn(grad_inputs, grad_outputs) after this node computed its input gradients (what it returns is not used
+    here: a C++ node's results are final); returns a handle whose remove() turns the hook off."""
+    flag = _C._HookFlag()
+    self._register_hook(fn, flag)
+    return flag
+
+
+def _node_register_prehook(self, fn):
+    """fn(grad_outputs) before this node runs: it may return replacement gradients (a tuple), or None."""
+    flag = _C._HookFlag()
+    self._register_prehook(fn, flag)
+    return flag
+
+
+GradFn.register_hook = _node_register_hook
+GradFn.register_prehook = _node_register_prehook
+GradFn.metadata = property(lambda self: self.__dict__.setdefault("_metadata", {}))
 
 
 def _grad_fn(self):
-    name = _grad_fn_name.fget(self) if isinstance(_grad_fn_name, property) else _grad_fn_name
-    if callable(name):
-        name = name(self)
-    return None if not name else GradFn(name)
+    return _C._grad_fn_node(self)
 
 
 Tensor.grad_fn = property(_grad_fn)

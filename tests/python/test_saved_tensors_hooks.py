@@ -71,3 +71,28 @@ def test_disabled_hooks_a_modified_packed_tensor_and_a_bad_unpack_are_refused():
         saved_tensors_hooks(None, None)
     torch.autograd.graph.increment_version(x)
     assert x._version >= 1
+
+
+def test_grad_fn_is_a_node_with_next_functions_and_hooks():
+    x = torch.ones(2, requires_grad=True)
+    w = torch.full([2], 3.0, requires_grad=True)
+    y = (x * w).sin().sum()
+    node = y.grad_fn
+    assert isinstance(node, torch.autograd.graph.Node) and node.name().startswith("SumBackward")
+    (sin_node, slot), = node.next_functions
+    assert slot == 0 and sin_node.name().startswith("SinBackward")
+    leaves = sin_node.next_functions[0][0].next_functions
+    assert [n.name() for n, _ in leaves] == ["AccumulateGrad", "AccumulateGrad"]
+    assert torch.equal(leaves[1][0].variable, w) and x.grad_fn is None
+    with pytest.raises(TypeError, match="only AccumulateGrad"):
+        node.variable
+    seen = []
+    handle = node.register_prehook(lambda grad_outputs: seen.append("pre") or (grad_outputs[0] * 2,))
+    sin_node.register_hook(lambda grad_inputs, grad_outputs: seen.append("post"))
+    y.backward(retain_graph=True)
+    assert seen == ["pre", "post"] and torch.allclose(x.grad, 2 * (x * w).cos() * w)
+    handle.remove()
+    x.grad = None
+    y.backward()
+    assert seen == ["pre", "post", "post"] and torch.allclose(x.grad, (x * w).cos() * w)
+    assert node == y.grad_fn and hash(node) == hash(y.grad_fn) and "object at" in repr(node)
