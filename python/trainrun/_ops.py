@@ -23,10 +23,60 @@ class OpOverload:
         return f"{self._packet._qualified}{self._custom_op._schema}" if self._custom_op else self._packet._qualified
 
     def __call__(self, *args, **kwargs):
+        if self._packet._namespace == "aten" and self._custom_op is None:
+            return _call_aten(self._packet._name, self._packet._fn, args, kwargs)
         return self._packet._fn(*args, **kwargs)
 
     def __repr__(self):
         return f"{self._packet._namespace}.{self._packet._name}.{self._overloadname}"
+
+
+_SCHEMAS = {}
+
+
+def _schema_of(name):
+    """(positional argument count, keyword-only names, number of returns) of the op list's schema of `name`,
+    or None for an op the list does not have."""
+    if not _SCHEMAS:
+        from trainrun import _C
+        for entry in _C._op_list():
+            _SCHEMAS[entry["name"]] = entry["schema"]
+    schema = _SCHEMAS.get(name)
+    if schema is None:
+        return None
+    inside = schema[schema.index("(") + 1:schema.index(") ->")]
+    returns = schema[schema.index(") ->") + 4:].strip()
+    positional, keyword, star = 0, [], False
+    for part in [p.strip() for p in inside.split(",") if p.strip()]:
+        if part == "*":
+            star = True
+        elif star:
+            keyword.append(part.split()[-1].split("=")[0])
+        else:
+            positional += 1
+    n_returns = returns.count(",") + 1 if returns.startswith("(") else 1
+    return positional, keyword, n_returns
+
+
+def _call_aten(name, fn, args, kwargs):
+    """A node of a recorded program (its arguments in the dispatcher's order, all positional) as a call of
+    trainrun's function for the op: the schema's keyword-only arguments by name; a function that returns fewer
+    results than the schema (layer_norm's output without its mean and rstd) gives None for the others."""
+    schema = _schema_of(name)
+    if name in ("addmm", "baddbmm", "addbmm", "addmv") and args and args[0] is None:
+        from trainrun import _C  # (recorded with beta=0 and no input: a zero to add)
+        args = (_C.zeros([], dtype=args[1].dtype, device=args[1].device),) + tuple(args[1:])
+    if schema is not None:
+        positional, keyword, n_returns = schema
+        if len(args) > positional:
+            extra = dict(zip(keyword, args[positional:]))
+            args, kwargs = args[:positional], {**extra, **kwargs}
+        kwargs.pop("out", None)
+        result = fn(*args, **kwargs)
+        if n_returns > 1 and not isinstance(result, (tuple, list)):
+            return (result,) + (None,) * (n_returns - 1)
+        return result
+    return fn(*args, **kwargs)
 
 
 class OpOverloadPacket:

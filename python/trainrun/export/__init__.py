@@ -150,6 +150,8 @@ class ExportedProgram:
         from trainrun.fx import GraphModule
 
         m = GraphModule(None, self.graph, run=self)
+        # (after recompile() the graph runs node by node: its output tuple takes the program's output structure)
+        object.__setattr__(m, "_outputs", lambda outputs: _unflatten(self._out_spec, iter(outputs)))
         # The weights under their names, as parameters (not requiring grad: the program does not train) and
         # buffers. They are the program's own tensors: load_state_dict into this module changes what it computes.
         sig = self.graph_signature

@@ -18,6 +18,10 @@ def _unbound(name):
     return call
 
 
+# Ops a recorded program has that trainrun has no Python function of its own for, as calls of ones it has.
+_COMPOSED = {"alias": lambda t: t.view(list(t.shape))}
+
+
 def _target(kind, name):
     if kind == "fused":  # (not in the recorded program; a loaded archive's program is the fused one)
         return name
@@ -34,7 +38,7 @@ def _target(kind, name):
     try:
         return getattr(trainrun.ops.aten, name).default
     except AttributeError:
-        return _ops.OpOverloadPacket("aten", name, _unbound(name)).default
+        return _ops.OpOverloadPacket("aten", name, _COMPOSED.get(name) or _unbound(name)).default
 
 
 def _constant(c):
@@ -69,6 +73,7 @@ def program_graph(table, constants, input_names, order=(), unread=()):
         for vid, (name, kind) in placeholders:
             if kind == want:
                 made[vid] = graph.placeholder(f"{kind}_{name.replace('.', '_').lstrip('_')}")
+                made[vid].meta["state_key"] = name  # (the weight it lifts: GraphModule reads it from the module)
                 _set_meta(made[vid], meta.get(vid, unread_meta.get(vid)))
     for vid, name in zip(table["inputs"], input_names):
         made[vid] = graph.placeholder(name)

@@ -1,6 +1,8 @@
 """trainrun.fx's Graph: a program's nodes in order, as torch.fx.Graph presents them (iterate nodes, find_nodes,
-print, print_tabular). trainrun records programs at the dispatcher rather than by symbolic tracing, so a Graph is
-read from a recorded program (ExportedProgram.graph) and is not edited back into one."""
+print, print_tabular) and edits them: create_node at an insertion point (inserting_before/after), erase_node,
+node.replace_all_uses_with, eliminate_dead_code. A GraphModule runs an edited graph after recompile()."""
+import contextlib
+
 from trainrun.fx.node import Node, _format_arg, _target_name
 
 
@@ -28,6 +30,7 @@ class Graph:
         self._nodes = []
         self._names = {}
         self.owning_module = owning_module
+        self._insert_at = None  # (node, before): where create_node puts a node; None: at the end
 
     @property
     def nodes(self):
@@ -48,16 +51,80 @@ class Graph:
         if name is None:  # (an op overload by its op's name, "addmm", as torch.fx names it)
             name = target if isinstance(target, str) else getattr(target, "_opname", None) or target.__name__
         node = Node(self, self._unique_name(name), op, target, args, kwargs)
-        if self._nodes:
-            node.prev, self._nodes[-1].next = self._nodes[-1], node
-        self._nodes.append(node)
+        if self._insert_at is None:
+            self._nodes.append(node)
+        else:
+            anchor, before = self._insert_at
+            self._nodes.insert(self._nodes.index(anchor) + (0 if before else 1), node)
+            if not before:
+                self._insert_at = (node, False)  # (the next one goes after this one)
+        self._relink()
         return node
 
-    def placeholder(self, name):
+    def _relink(self):
+        for i, n in enumerate(self._nodes):
+            n.prev = self._nodes[i - 1] if i else None
+            n.next = self._nodes[i + 1] if i + 1 < len(self._nodes) else None
+
+    def _move(self, x, anchor, before):
+        self._nodes.remove(x)
+        self._nodes.insert(self._nodes.index(anchor) + (0 if before else 1), x)
+        self._relink()
+
+    @contextlib.contextmanager
+    def inserting_before(self, n=None):
+        """Nodes created inside go just before n (None: before the first node)."""
+        saved = self._insert_at
+        self._insert_at = (n if n is not None else self._nodes[0], True) if self._nodes else None
+        try:
+            yield
+        finally:
+            self._insert_at = saved
+
+    @contextlib.contextmanager
+    def inserting_after(self, n=None):
+        """Nodes created inside go just after n (in creation order)."""
+        saved = self._insert_at
+        self._insert_at = (n, False) if n is not None else None
+        try:
+            yield
+        finally:
+            self._insert_at = saved
+
+    def erase_node(self, to_erase):
+        """Removes a node no other node reads."""
+        if to_erase.users:
+            raise RuntimeError(f"Tried to erase Node {to_erase} but it still had {len(to_erase.users)} users in "
+                               f"the graph: {to_erase.users}!")
+        to_erase.args, to_erase.kwargs = (), {}  # (it no longer reads its inputs)
+        self._nodes.remove(to_erase)
+        self._relink()
+
+    def eliminate_dead_code(self):
+        """Erases the call nodes nothing reads (those that write in place, and outputs, stay); returns whether
+        any went."""
+        changed = False
+        for n in reversed(list(self._nodes)):
+            if n.op in ("call_function", "call_method", "call_module", "get_attr") and not n.users and \
+                    not _writes_in_place(n):
+                self.erase_node(n)
+                changed = True
+        return changed
+
+    def placeholder(self, name, type_expr=None, default_value=None):
         return self.create_node("placeholder", name, name=name)
 
-    def call_function(self, the_function, args=(), kwargs=None):
+    def get_attr(self, qualified_name, type_expr=None):
+        return self.create_node("get_attr", qualified_name, name=qualified_name.replace(".", "_"))
+
+    def call_function(self, the_function, args=(), kwargs=None, type_expr=None):
         return self.create_node("call_function", the_function, args, kwargs)
+
+    def call_method(self, method_name, args=(), kwargs=None, type_expr=None):
+        return self.create_node("call_method", method_name, args, kwargs)
+
+    def call_module(self, module_name, args=(), kwargs=None, type_expr=None):
+        return self.create_node("call_module", module_name, args, kwargs, name=module_name.replace(".", "_"))
 
     def output(self, result):
         return self.create_node("output", "output", (result,), name="output")
@@ -103,10 +170,16 @@ class Graph:
         params = ", ".join(["self"] + [name(n) for n in self._nodes if n.op == "placeholder"])
         lines = [f"def forward({params}):"]
         for n in self._nodes:
+            args = [_format_arg(a, "") for a in n.args]
+            args += [f"{k} = {_format_arg(v, '')}" for k, v in n.kwargs.items()]
             if n.op == "call_function":
-                args = [_format_arg(a, "") for a in n.args]
-                args += [f"{k} = {_format_arg(v, '')}" for k, v in n.kwargs.items()]
                 lines.append(f"    {name(n)} = {_target_name(n.target)}({', '.join(args)})")
+            elif n.op == "call_method":
+                lines.append(f"    {name(n)} = {args[0]}.{n.target}({', '.join(args[1:])})")
+            elif n.op == "call_module":
+                lines.append(f"    {name(n)} = self.{n.target}({', '.join(args)})")
+            elif n.op == "get_attr":
+                lines.append(f"    {name(n)} = self.{n.target}")
             elif n.op == "output":
                 lines.append(f"    return {_format_arg(n.args[0], '')}")
         return "\n".join(lines) + "\n"
@@ -115,6 +188,12 @@ class Graph:
         return "graph():\n" + "\n".join("    " + n.format_node() for n in self._nodes)
 
     __repr__ = __str__
+
+
+def _writes_in_place(n):
+    """Whether the node's call may write its arguments (an aten op ending in '_', copy_, a method ending in '_')."""
+    name = n.target if isinstance(n.target, str) else getattr(n.target, "_opname", getattr(n.target, "__name__", ""))
+    return str(name).endswith("_") or n.op == "call_module"
 
 
 _SHORT_DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int64": "i64",

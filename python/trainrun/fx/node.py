@@ -6,12 +6,67 @@ shape and dtype; 'device': where the value lives)."""
 class Node:
     def __init__(self, graph, name, op, target, args=(), kwargs=None):
         self.graph, self.name, self.op, self.target = graph, name, op, target
-        self.args, self.kwargs = tuple(args), dict(kwargs or {})
         self.meta = {}
         self.users = {}  # {node reading this one: None}, in order, as torch.fx keeps it
         self.prev = self.next = None
+        self._args, self._kwargs = (), {}
+        self._update_args(tuple(args), dict(kwargs or {}))
+
+    # ---- what the node reads: setting args/kwargs keeps every node's users right ---------------------------
+    def _update_args(self, args, kwargs):
+        for n in self.all_input_nodes:
+            n.users.pop(self, None)
+        self._args, self._kwargs = tuple(args), dict(kwargs)
         for n in self.all_input_nodes:
             n.users.setdefault(self, None)
+
+    @property
+    def args(self):
+        return self._args
+
+    @args.setter
+    def args(self, value):
+        self._update_args(value, self._kwargs)
+
+    @property
+    def kwargs(self):
+        return self._kwargs
+
+    @kwargs.setter
+    def kwargs(self, value):
+        self._update_args(self._args, value)
+
+    def update_arg(self, index, value):
+        args = list(self._args)
+        args[index] = value
+        self.args = tuple(args)
+
+    def update_kwarg(self, key, value):
+        self.kwargs = {**self._kwargs, key: value}
+
+    def replace_input_with(self, old, new):
+        """Every read of node `old` in this node's arguments reads `new` instead."""
+        self._update_args(_map_nodes(self._args, lambda n: new if n is old else n),
+                          _map_nodes(self._kwargs, lambda n: new if n is old else n))
+
+    def replace_all_uses_with(self, replace_with, delete_user_cb=lambda user: True, *, propagate_meta=False):
+        """Every node reading this one reads replace_with instead; returns those nodes."""
+        if propagate_meta:
+            for k, v in self.meta.items():
+                replace_with.meta.setdefault(k, v)
+        changed = [u for u in list(self.users) if delete_user_cb(u)]
+        for user in changed:
+            user.replace_input_with(self, replace_with)
+        return changed
+
+    # ---- where the node sits -------------------------------------------------------------------------------
+    def prepend(self, x):
+        """Moves node x to just before this one."""
+        self.graph._move(x, self, before=True)
+
+    def append(self, x):
+        """Moves node x to just after this one."""
+        self.graph._move(x, self, before=False)
 
     @property
     def all_input_nodes(self):
@@ -49,6 +104,24 @@ class Node:
 
     def __repr__(self):
         return self.name
+
+
+def _map_nodes(a, fn):
+    """a (an argument: a node, or nested tuples/lists/dicts of them) with fn applied to every node in it."""
+    if isinstance(a, Node):
+        return fn(a)
+    if isinstance(a, tuple):
+        return tuple(_map_nodes(x, fn) for x in a)
+    if isinstance(a, list):
+        return [_map_nodes(x, fn) for x in a]
+    if isinstance(a, dict):
+        return {k: _map_nodes(v, fn) for k, v in a.items()}
+    return a
+
+
+def map_arg(a, fn):
+    """torch.fx.node.map_arg: fn applied to every node inside the argument a."""
+    return _map_nodes(a, fn)
 
 
 def _target_name(target):
