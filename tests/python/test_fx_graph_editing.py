@@ -99,3 +99,38 @@ def test_interpreter_and_transformer_subclasses():
 
     added = MulToAdd(gm).transform()
     assert torch.allclose(added(x), torch.relu(root.lin(x)) + 2)
+
+
+def test_symbolic_trace_records_the_python_program_and_runs_it():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.param = nn.Parameter(torch.rand(2, 4))
+            self.blocks = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+            self.norm = nn.LayerNorm(4)
+
+        def forward(self, x, y):
+            h = self.blocks(x + self.param) * 2 + y
+            h = torch.nn.functional.gelu(self.norm(h))
+            h = torch.cat([h, h.sin()], dim=-1)
+            return h.view(h.shape[0], -1).mean(dim=1), h[:, 0]
+
+    torch.manual_seed(0)
+    net = Net()
+    cat, gelu, call = torch.cat, torch.nn.functional.gelu, nn.Linear.__call__
+    gm = torch.fx.symbolic_trace(net)
+    assert torch.cat is cat and torch.nn.functional.gelu is gelu and nn.Linear.__call__ is call  # (put back)
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    assert all(torch.allclose(a, b) for a, b in zip(gm(x, y), net(x, y)))
+    ops = [(n.op, n.target) for n in gm.graph.nodes]
+    assert ("call_module", "blocks.0") in ops and ("call_module", "norm") in ops and ("get_attr", "param") in ops
+    assert ("call_function", torch.cat) in ops and ("call_method", "sin") in ops
+    assert "torch.nn.functional.gelu(norm)" in gm.code and "torch.cat([gelu, sin], dim = -1)" in gm.code
+
+    def branchy(x):
+        return x if x.sum() > 0 else -x
+
+    with pytest.raises(torch.fx.TraceError, match="cannot be used as inputs to control flow"):
+        torch.fx.symbolic_trace(branchy)
+    traced = torch.fx.symbolic_trace(lambda x: torch.relu(x) + 1)
+    assert traced(torch.tensor([-1.0, 2.0])).tolist() == [1.0, 3.0]

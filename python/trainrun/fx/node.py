@@ -130,10 +130,27 @@ def _target_name(target):
         return target
     if hasattr(target, "_packet"):  # an OpOverload
         return f"torch.ops.{target!r}"
+    public = _public_name(target)
+    if public is not None:
+        return public
     module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", None)
     if module == "_operator":
         module = "operator"
     return f"{module}.{name}" if module and name else repr(target)
+
+
+def _public_name(target):
+    """'torch.cat', 'torch.nn.functional.gelu': a trainrun function by the name PyTorch's code spells it, when it
+    is one of the package's public functions."""
+    import trainrun
+    name = getattr(target, "__name__", None)
+    if name is None or not callable(target):
+        return None
+    for prefix, namespace in (("torch", trainrun), ("torch.nn.functional", trainrun.nn.functional),
+                              ("torch.linalg", trainrun.linalg), ("torch.special", trainrun.special)):
+        if getattr(namespace, name, None) is target:
+            return f"{prefix}.{name}"
+    return None
 
 
 def _format_arg(a, node_prefix="%"):
