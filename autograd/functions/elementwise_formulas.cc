@@ -1,6 +1,8 @@
 // Autograd kernels of the elementwise ops: the forward runs below autograd,
 // the backward is a formula in the same (differentiable) ops, so that
 // create_graph gives double backward for free.
+#include <optional>
+
 #include "autograd/functions/record.h"
 #include "tensor/op_schemas.h"
 #include "tensor/ops.h"
@@ -84,12 +86,14 @@ Tensor sub_autograd(const Tensor& a, const Tensor& b, const Scalar& alpha, const
 OpKernel<ops::add> reg_add(DispatchKey::Autograd, &add_autograd);
 OpKernel<ops::sub> reg_sub(DispatchKey::Autograd, &sub_autograd);
 
+// save: what the formula reads (default: both inputs); an undefined entry is not kept.
 Tensor binary(const Op<BinarySig>& below, const char* node, const Tensor& a, const Tensor& b, const Tensor& out,
-              bool save_result, std::function<TensorList(const Tensor& g, const TensorList& saved)> formula) {
+              bool save_result, std::function<TensorList(const Tensor& g, const TensorList& saved)> formula,
+              std::optional<TensorList> save = std::nullopt) {
   IntList as = a.sizes(), bs = b.sizes();
   DType ad = a.dtype(), bd = b.dtype();
   return record_out(
-      node, out, {a, b}, {a, b}, save_result,
+      node, out, {a, b}, save ? *save : TensorList{a, b}, save_result,
       [&](const TensorList& in, const Tensor& o) { return below.call(keys_of(in[0], in[1], o), in[0], in[1], o); },
       [=](const Tensor& g, const TensorList& s) -> TensorList {
         TensorList r = formula(g, s);
@@ -98,18 +102,28 @@ Tensor binary(const Op<BinarySig>& below, const char* node, const Tensor& a, con
       });
 }
 
+// mul and div keep only what the gradients that will be asked for read: x * 0.5 (a constant) keeps nothing of x,
+// so x may be written in place afterwards (x[1] = x[1] * 2), and the activation is not held for backward.
 Tensor mul_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
   static const auto& below = ops::mul::handle();
-  return binary(below, "MulBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
-    return {mul(g, s[1]), mul(g, s[0])};
-  });
+  const TensorList save{requires_grad(b) ? a : Tensor(), requires_grad(a) ? b : Tensor()};
+  return binary(
+      below, "MulBackward", a, b, out, false,
+      [](const Tensor& g, const TensorList& s) -> TensorList {
+        return {s[1].defined() ? mul(g, s[1]) : Tensor(), s[0].defined() ? mul(g, s[0]) : Tensor()};
+      },
+      save);
 }
 Tensor div_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
   static const auto& below = ops::div::handle();
-  return binary(below, "DivBackward", a, b, out, false, [](const Tensor& g, const TensorList& s) -> TensorList {
-    Tensor ga = div(g, s[1]);
-    return {ga, neg(mul(ga, div(s[0], s[1])))};
-  });
+  const TensorList save{requires_grad(b) ? a : Tensor(), b};
+  return binary(
+      below, "DivBackward", a, b, out, false,
+      [](const Tensor& g, const TensorList& s) -> TensorList {
+        Tensor ga = div(g, s[1]);
+        return {ga, s[0].defined() ? neg(mul(ga, div(s[0], s[1]))) : Tensor()};
+      },
+      save);
 }
 Tensor pow_autograd(const Tensor& a, const Tensor& b, const Tensor& out) {
   const bool exponent_needs_grad = requires_grad(b);  // x^2 and friends skip the log

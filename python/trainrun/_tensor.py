@@ -322,6 +322,8 @@ def _getitem(self, index):
 def _setitem(self, index, value):
     if isinstance(index, (list, np.ndarray)):
         index = tensor(index)
+    if _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
+        return _setitem_recorded(self, index, value)
     if isinstance(index, Tensor) and index.dtype == _C.dtype.bool:
         # A mask over the leading dims selects whole rows: widen it to self's shape.
         mask = index.reshape(list(index.shape) + [1] * (self.ndim - index.ndim)).expand(*self.shape) \
@@ -342,6 +344,40 @@ def _setitem(self, index, value):
         view.fill_(_number(value))
     else:
         view.copy_(value if isinstance(value, Tensor) else tensor(value, dtype=self.dtype))
+
+
+def _setitem_recorded(self, index, value):
+    """self[index] = value while autograd records (PyTorch's CopySlices): the write as a scatter into the whole
+    tensor, so self's gradient is the incoming one with the written positions zeroed and value's is the incoming
+    one at them (a write through a view would leave the view's base without that history)."""
+    if self.requires_grad and self.is_leaf:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    positions = _C.arange(self.numel(), device=self.device).reshape(list(self.shape))[index]
+    if isinstance(value, Tensor):
+        values = value.to(self.dtype).expand(*positions.shape)
+    else:
+        values = _C.full(list(positions.shape), _number(value), dtype=self.dtype, device=self.device)
+    written = self.reshape([-1]).scatter(0, positions.reshape([-1]), values.reshape([-1]))
+    _overwrite(self, written.reshape(list(self.shape)))
+
+
+def _overwrite(dst, src):
+    """dst takes src's values and history (dst's own history reaches src's through the scatter): written without
+    copy_'s refusal of a tensor that has views, as PyTorch's setitem writes into a tensor a view was read from."""
+    from trainrun.autograd import Function
+
+    class Overwrite(Function):
+        @staticmethod
+        def forward(ctx, target, source):
+            ctx.mark_dirty(target)
+            return target.copy_(source)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return None, grad
+
+    Overwrite.__name__ = "CopySlices"
+    Overwrite.apply(dst, src)
 
 
 Tensor.__getitem__ = _getitem

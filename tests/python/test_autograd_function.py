@@ -140,3 +140,25 @@ def test_in_place_forms_under_autograd_give_pytorchs_gradients():
     u.mul_(w)  # (u needs no grad, w does: u is still saved for w's gradient)
     u.sum().backward()
     assert torch.allclose(w.grad, (before * torch.tensor([2.0, 3.0])).cos() * before + 1)
+
+
+def test_writing_into_part_of_a_tensor_under_autograd_is_pytorchs_copy_slices():
+    from built_tree import torch as peer
+    if peer is None:
+        pytest.skip("PyTorch (python3-torch) is not installed")
+    results = []
+    for t in (torch, peer):
+        x = t.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), requires_grad=True)
+        w = t.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        v = x * 1
+        v[:, 1] = w[:2]  # (a slice written with a tensor that requires grad)
+        v[1] = v[1] * 2  # (a view of v read, then v written: the read keeps nothing of v)
+        v[v > 7] = 0.0  # (a mask)
+        v[0, t.tensor([0, 2])] = w[1:] ** 2  # (advanced indexing)
+        (v * v).sum().backward()
+        results.append((x.grad.numpy().copy(), w.grad.numpy().copy(), v.detach().numpy().copy()))
+    for ours, theirs in zip(*results):
+        assert np.allclose(ours, theirs)
+    leaf = torch.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad is being used in an in-place"):
+        leaf[0] = 2.0

@@ -112,7 +112,8 @@ def test_checkpoint_gives_the_same_gradients_with_dropout_and_holds_less():
     held_ckpt, grads_ckpt = run(True)
     for a, b in zip(grads_plain, grads_ckpt):
         trainrun.testing.assert_close(a, b)  # the recomputation drew the same dropout masks
-    assert held_ckpt < held_plain / 3, (held_ckpt, held_plain)
+    # (checkpointing keeps each block's input; without it, each Linear's and GELU's input and dropout's mask)
+    assert held_ckpt < held_plain / 2, (held_ckpt, held_plain)
     sequential = trainrun.utils.checkpoint.checkpoint_sequential(model, 3, x, use_reentrant=False)
     assert sequential.shape == (512, 256)
 
