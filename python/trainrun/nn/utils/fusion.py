@@ -29,14 +29,18 @@ def fuse_conv_bn_eval(conv, bn, transpose=False):
     fused = copy.deepcopy(conv)
     if bn.running_mean is None or bn.running_var is None:
         raise AssertionError("fuse_conv_bn_eval: the BatchNorm has no running statistics (track_running_stats)")
-    weight, bias = fuse_conv_bn_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var, bn.eps,
-                                        bn.weight, bn.bias, transpose)
-    fused.weight = weight
-    if fused.bias is None:
-        fused.register_parameter("bias", bias)
+    return _with(fused, *fuse_conv_bn_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var, bn.eps,
+                                              bn.weight, bn.bias, transpose))
+
+
+def _with(layer, weight, bias):
+    """layer with these weight and bias Parameters (a bias registered if it had none)."""
+    layer.weight = weight
+    if layer.bias is None:
+        layer.register_parameter("bias", bias)
     else:
-        fused.bias = bias
-    return fused
+        layer.bias = bias
+    return layer
 
 
 def fuse_linear_bn_weights(linear_w, linear_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b):
@@ -55,11 +59,5 @@ def fuse_linear_bn_eval(linear, bn):
     if linear.out_features != bn.num_features:
         raise AssertionError("To fuse, linear.out_features must equal bn.num_features")
     fused = copy.deepcopy(linear)
-    weight, bias = fuse_linear_bn_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var, bn.eps,
-                                          bn.weight, bn.bias)
-    fused.weight = weight
-    if fused.bias is None:
-        fused.register_parameter("bias", bias)
-    else:
-        fused.bias = bias
-    return fused
+    return _with(fused, *fuse_linear_bn_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var, bn.eps,
+                                                bn.weight, bn.bias))

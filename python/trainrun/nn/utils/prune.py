@@ -161,6 +161,16 @@ def _count_to_prune(amount, size):
     return round(amount * size)
 
 
+def _without_top(scores, default_mask, amount, largest):
+    """default_mask with the entries of the `amount` largest (or smallest) scores zeroed."""
+    k = _count_to_prune(amount, scores.numel())
+    mask = default_mask.clone()
+    if k:
+        chosen = trainrun.topk(scores.reshape(-1), k=k, largest=largest).indices
+        mask.reshape(-1)[chosen] = 0
+    return mask
+
+
 class Identity(BasePruningMethod):
     """Prunes nothing (a mask of ones): the module gets weight_orig and weight_mask all the same."""
 
@@ -180,12 +190,7 @@ class RandomUnstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        k = _count_to_prune(self.amount, t.numel())
-        mask = default_mask.clone()
-        if k:
-            chosen = trainrun.topk(trainrun.rand_like(t).reshape(-1), k=k).indices
-            mask.reshape(-1)[chosen] = 0
-        return mask
+        return _without_top(trainrun.rand_like(t), default_mask, self.amount, largest=True)
 
     @classmethod
     def apply(cls, module, name, amount):
@@ -200,12 +205,7 @@ class L1Unstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        k = _count_to_prune(self.amount, t.numel())
-        mask = default_mask.clone()
-        if k:
-            chosen = trainrun.topk(trainrun.abs(t).reshape(-1), k=k, largest=False).indices
-            mask.reshape(-1)[chosen] = 0
-        return mask
+        return _without_top(trainrun.abs(t), default_mask, self.amount, largest=False)
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
