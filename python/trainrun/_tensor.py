@@ -322,7 +322,8 @@ def _getitem(self, index):
 def _setitem(self, index, value):
     if isinstance(index, (list, np.ndarray)):
         index = tensor(index)
-    if _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
+    if _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)) and \
+            _is_whole(self):  # (a view written under autograd stays refused: its base would miss the write)
         return _setitem_recorded(self, index, value)
     if isinstance(index, Tensor) and index.dtype == _C.dtype.bool:
         # A mask over the leading dims selects whole rows: widen it to self's shape.
@@ -344,6 +345,12 @@ def _setitem(self, index, value):
         view.fill_(_number(value))
     else:
         view.copy_(value if isinstance(value, Tensor) else tensor(value, dtype=self.dtype))
+
+
+def _is_whole(t):
+    """t is all of its storage (not a view into a larger tensor)."""
+    return t.device.type != "meta" and t.storage_offset() == 0 and t.is_contiguous() and \
+        t.numel() * t.element_size() == t.untyped_storage().nbytes()
 
 
 def _setitem_recorded(self, index, value):

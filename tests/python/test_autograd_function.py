@@ -162,3 +162,10 @@ def test_writing_into_part_of_a_tensor_under_autograd_is_pytorchs_copy_slices():
     leaf = torch.ones(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad is being used in an in-place"):
         leaf[0] = 2.0
+
+
+def test_writing_into_a_view_under_autograd_stays_refused():
+    base = torch.ones(2, 3, requires_grad=True) * 1
+    row = base[0]
+    with pytest.raises(NotImplementedError, match="copying under autograd into a view"):
+        row[1] = torch.tensor(5.0, requires_grad=True)
