@@ -1,6 +1,7 @@
 """The Python face of trainrun._C.Tensor: operators, methods under
 PyTorch's names, indexing, conversions, and the tensor() factory."""
 import builtins
+import functools
 import numbers
 
 import numpy as np
@@ -371,9 +372,15 @@ def _setitem_recorded(self, index, value):
 def _overwrite(dst, src):
     """dst takes src's values and history (dst's own history reaches src's through the scatter): written without
     copy_'s refusal of a tensor that has views, as PyTorch's setitem writes into a tensor a view was read from."""
+    _copy_slices().apply(dst, src)
+
+
+@functools.lru_cache(maxsize=None)
+def _copy_slices():
+    """The autograd.Function _overwrite applies (made once, on first use: autograd is imported after this)."""
     from trainrun.autograd import Function
 
-    class Overwrite(Function):
+    class CopySlices(Function):
         @staticmethod
         def forward(ctx, target, source):
             ctx.mark_dirty(target)
@@ -383,8 +390,7 @@ def _overwrite(dst, src):
         def backward(ctx, grad):
             return None, grad
 
-    Overwrite.__name__ = "CopySlices"
-    Overwrite.apply(dst, src)
+    return CopySlices
 
 
 Tensor.__getitem__ = _getitem

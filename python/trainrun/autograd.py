@@ -178,7 +178,7 @@ class Function(metaclass=_FunctionMeta):
     def backward(ctx, *grads):
         raise NotImplementedError("subclasses of Function define backward(ctx, *grads)")
 
-    vjp = backward
+    vjp = backward  # (as PyTorch's: the two names are one method)
 
 
 def once_differentiable(fn):
