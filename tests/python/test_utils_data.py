@@ -224,3 +224,16 @@ def test_make_tensor_draws_in_range_and_can_be_noncontiguous():
     n = make_tensor((2, 5), dtype=trainrun.int64, device="cpu", low=0, high=3, noncontiguous=True, exclude_zero=True)
     assert not n.is_contiguous() and n.min().item() >= 1 and n.max().item() <= 2
     assert make_tensor(2, dtype=trainrun.float32, device="cpu", requires_grad=True).requires_grad
+
+
+def test_unbatched_loading_converts_like_pytorch():
+    """batch_size=None: default_convert turns NumPy arrays into tensors and a plain tuple into a list (as
+    PyTorch does), keeping named tuples and mappings."""
+    Point = collections.namedtuple("Point", "x y")
+    converted = data.default_convert((np.ones(2, dtype=np.float32), Point(np.zeros(1), 3), {"k": (1, 2)}))
+    assert isinstance(converted, list) and isinstance(converted[0], trainrun.Tensor)
+    assert isinstance(converted[1], Point) and isinstance(converted[1].x, trainrun.Tensor)
+    assert converted[2] == {"k": [1, 2]}
+    pairs = data.TensorDataset(trainrun.arange(3), trainrun.arange(3) * 2)
+    first = next(iter(data.DataLoader(pairs, batch_size=None)))
+    assert isinstance(first, list) and [t.item() for t in first] == [0, 0]

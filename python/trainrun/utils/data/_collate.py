@@ -59,6 +59,8 @@ def default_convert(data):
         return {key: default_convert(data[key]) for key in data}
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(d) for d in data))
-    if isinstance(data, (list, tuple)):
-        return type(data)(default_convert(d) for d in data)
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]  # PyTorch turns a plain tuple into a list here
+    if isinstance(data, list):
+        return [default_convert(d) for d in data]
     return data
