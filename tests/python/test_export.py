@@ -2,7 +2,9 @@
 forward on new inputs (an MLP, a CNN, a transformer block, a chain of pointwise ops that becomes a generated
 loop); the package aot_compile writes runs from Python (aot_load) and from a C++ program with no Python
 (compile/aot_run) with the same outputs; wrong inputs and what cannot be captured are refused by name."""
+import os
 import subprocess
+import tempfile
 
 import pytest
 
@@ -229,3 +231,20 @@ def test_dims_are_checked_and_decompositions_are_the_program():
     assert ep.run_decompositions() is ep
     with torch.no_grad():
         assert torch.equal(ep.run_decompositions()(x), model(x))
+
+
+def test_a_refused_input_is_a_runtime_error_as_in_pytorch_and_a_value_error():
+    """PyTorch's exported module and AOTI runner raise RuntimeError for an input of the wrong shape;
+    trainrun's refusal is that and a ValueError, naming the input either way."""
+    model = torch.nn.Linear(4, 3)
+    ep = torch.export.export(model, (torch.randn(2, 4),))
+    with pytest.raises(RuntimeError, match="input 'input' has shape \\[2, 5\\]"):
+        ep.module()(torch.randn(2, 5))
+    with pytest.raises(ValueError, match="1 inputs given|2 inputs given"):
+        ep.module()(torch.randn(2, 4), torch.randn(2, 4))
+    with tempfile.TemporaryDirectory() as d:
+        runner = torch._inductor.aoti_load_package(
+            torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join(d, "m.pt2")))
+        with pytest.raises(RuntimeError, match="input 'input'"):
+            runner(torch.randn(3, 4))
+        assert torch.allclose(runner(torch.ones(2, 4)), model(torch.ones(2, 4)))

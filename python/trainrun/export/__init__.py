@@ -32,6 +32,11 @@ __all__ = ["export", "export_for_training", "default_decompositions", "ExportedP
            "InputKind", "InputSpec", "OutputKind", "OutputSpec", "TensorArgument", "save", "load", "Dim", "dims"]
 
 
+class InputMismatchError(RuntimeError, ValueError):
+    """An exported program or AOT package refused an input (count, shape, dtype, device). PyTorch raises
+    RuntimeError there; trainrun's bad-input errors are ValueError; this is both, so either `except` works."""
+
+
 class InputKind(enum.Enum):
     USER_INPUT = enum.auto()
     PARAMETER = enum.auto()
@@ -116,16 +121,16 @@ class ExportedProgram:
 
     def _check(self, tensors):
         if len(tensors) != len(self._input_names):
-            raise ValueError(f"ExportedProgram: {len(tensors)} inputs given, the program takes "
+            raise InputMismatchError(f"ExportedProgram: {len(tensors)} inputs given, the program takes "
                              f"{len(self._input_names)} ({', '.join(self._input_names)})")
         for name, t, (shape, dtype) in zip(self._input_names, tensors, self._input_meta):
             if not isinstance(t, _C.Tensor):
                 raise TypeError(f"ExportedProgram: input '{name}' is a {type(t).__name__}, not a tensor")
             if self._dynamic is None and tuple(t.shape) != shape:
-                raise ValueError(f"ExportedProgram: input '{name}' has shape {list(t.shape)}; the program was "
+                raise InputMismatchError(f"ExportedProgram: input '{name}' has shape {list(t.shape)}; the program was "
                                  f"exported for {list(shape)}")
             if t.dtype != dtype:
-                raise ValueError(f"ExportedProgram: input '{name}' is {t.dtype}; the program was exported for {dtype}")
+                raise InputMismatchError(f"ExportedProgram: input '{name}' is {t.dtype}; the program was exported for {dtype}")
 
     def __call__(self, *args, **kwargs):
         if self._specialized:
@@ -137,7 +142,7 @@ class ExportedProgram:
             try:
                 outputs = self._dynamic.run(tensors, self._input_names)
             except ValueError as e:
-                raise ValueError(f"ExportedProgram: {e}") from None
+                raise InputMismatchError(f"ExportedProgram: {e}") from None
         else:
             with _no_grad():
                 outputs = self._graph.run(tensors)
@@ -414,7 +419,10 @@ class AOTModel:
         if unknown:
             raise TypeError(f"AOTModel: unknown keyword input(s) {unknown}; the inputs are {self.input_names}")
         tensors = list(args) + [kwargs[n] for n in self.input_names[len(args):] if n in kwargs]
-        outputs = self._model.run(tensors)
+        try:
+            outputs = self._model.run(tensors)
+        except ValueError as e:  # the C++ runner's refusal of an input
+            raise InputMismatchError(str(e)) from None
         if self._out_spec is not None:
             return _unflatten(self._out_spec, iter(outputs))
         return outputs[0] if len(outputs) == 1 else outputs
