@@ -1,6 +1,9 @@
 // Tensor printing in PyTorch's format: "tensor([[1.0000, 2.5000], ...])",
 // integral floats as "1.", scientific notation for wide ranges, "..." past
-// 1000 elements, and the dtype named when it is not a default one.
+// 1000 elements, rows wrapped at 80 columns, and the dtype named when it is
+// not a default one.
+#include "tensor/print.h"
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -12,6 +15,7 @@ namespace {
 
 constexpr int64_t kSummarizeAbove = 1000;
 constexpr int64_t kEdgeItems = 3;
+constexpr int kLineWidth = 80;
 
 struct Formatter {
   bool floating = false, boolean = false, integral_values = true, sci = false;
@@ -48,7 +52,7 @@ Formatter make_formatter(const std::vector<double>& values, bool floating) {
       if (a != 0) min_abs = std::min(min_abs, a);
     }
     if (any_finite && min_abs != INFINITY) {
-      if (f.integral_values) f.sci = max_abs > 1e8;
+      if (f.integral_values) f.sci = max_abs / min_abs > 1000.0 || max_abs > 1e8;  // (PyTorch's int_mode rule)
       else f.sci = max_abs / min_abs > 1000.0 || max_abs > 1e8 || min_abs < 1e-4;
     }
   }
@@ -76,58 +80,94 @@ void render(const Tensor& t, const Formatter& f, bool summarize, int indent, std
     return;
   }
   int64_t n = t.size(0);
+  const bool skip = summarize && n > 2 * kEdgeItems;  // print the first and last kEdgeItems, "..." between
   os << "[";
-  for (int64_t i = 0; i < n; ++i) {
-    if (i > 0) {
-      os << ",";
-      if (t.dim() == 1) os << " ";
-      else os << std::string(t.dim() - 1, '\n') << std::string(indent + 1, ' ');
+  if (t.dim() == 1) {
+    // PyTorch's _vector_str: as many elements per line as fit the width (" ..." takes an element's place).
+    const int per_line = std::max(1, (kLineWidth - indent) / (f.width + 2));
+    int64_t printed = 0;
+    for (int64_t i = 0; i < n; ++i, ++printed) {
+      if (printed > 0) os << (printed % per_line == 0 ? ",\n" + std::string(indent + 1, ' ') : ", ");
+      if (skip && i == kEdgeItems) {
+        os << " ...";
+        i = n - kEdgeItems - 1;
+        continue;
+      }
+      render(t.select(0, i), f, summarize, indent + 1, os);
     }
-    if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) {
-      os << (t.dim() == 1 ? " ..." : "...");
-      i = n - kEdgeItems - 1;
-      continue;
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      if (i > 0) os << "," << std::string(t.dim() - 1, '\n') << std::string(indent + 1, ' ');
+      if (skip && i == kEdgeItems) {
+        os << "...";
+        i = n - kEdgeItems - 1;
+        continue;
+      }
+      render(t.select(0, i), f, summarize, indent + 1, os);
     }
-    render(t.select(0, i), f, summarize, indent + 1, os);
   }
   os << "]";
 }
 
+// PyTorch's _add_suffixes: ", suffix" on the last line while it fits the width, else on a line of its own
+// (its count of the last line starts 2 over the line's length; kept, so lines break where PyTorch's do).
+std::string add_suffixes(std::string text, const std::vector<std::string>& suffixes) {
+  const size_t newline = text.rfind('\n');
+  size_t last_line = text.size() - (newline == std::string::npos ? 0 : newline + 1) + 2;
+  for (const std::string& suffix : suffixes) {
+    if (last_line + suffix.size() + 2 > kLineWidth) {
+      text += ",\n" + std::string(7, ' ') + suffix;
+      last_line = 7 + suffix.size();
+    } else {
+      text += ", " + suffix;
+      last_line += suffix.size() + 2;
+    }
+  }
+  return text + ")";
+}
+
 }  // namespace
 
-std::string Tensor::str() const {
-  if (!defined()) return "tensor(undefined)";
-  if (device().is_meta()) {  // PyTorch's "tensor(..., device='meta', size=(2, 3))": no values to infer a dtype from
-    const std::string shape =
-        dim() == 1 ? fmt::format("({},)", size(0)) : fmt::format("({})", fmt::join(sizes(), ", "));
-    return fmt::format("tensor(..., device='meta', size={}{})", shape,
-                       dtype() == default_float_dtype() ? "" : fmt::format(", dtype=torch.{}", dtype_name(dtype())));
+std::string tensor_repr(const Tensor& self, const std::vector<std::string>& extra_suffixes) {
+  if (!self.defined()) return "tensor(undefined)";
+  const DType dtype = self.dtype();
+  std::vector<std::string> suffixes;
+  if (self.device().is_meta()) {  // PyTorch's "tensor(..., device='meta', size=(2, 3))": no values to print
+    suffixes.push_back("device='meta'");
+    suffixes.push_back(self.dim() == 1 ? fmt::format("size=({},)", self.size(0))
+                                       : fmt::format("size=({})", fmt::join(self.sizes(), ", ")));
+    if (dtype != default_float_dtype()) suffixes.push_back(std::string("dtype=torch.") + dtype_name(dtype));
+    suffixes.insert(suffixes.end(), extra_suffixes.begin(), extra_suffixes.end());
+    return add_suffixes("tensor(...", suffixes);
   }
-  const bool default_dtype = dtype() == default_float_dtype() || dtype() == DType::Int64 || dtype() == DType::Bool;
-  const Tensor t = device().is_cpu() ? *this : cpu();
-  bool floating = is_floating(dtype());
-  bool summarize = numel() > kSummarizeAbove;
+  const bool default_dtype = dtype == default_float_dtype() || dtype == DType::Int64 || dtype == DType::Bool;
+  const Tensor t = self.device().is_cpu() ? self : self.cpu();
+  const int64_t numel = self.numel();
+  bool summarize = numel > kSummarizeAbove;
   std::vector<double> values;
-  if (numel() > 0) collect(t, summarize, values);
-  Formatter f = make_formatter(values, floating);
-  f.boolean = dtype() == DType::Bool;
+  if (numel > 0) collect(t, summarize, values);
+  Formatter f = make_formatter(values, is_floating(dtype));
+  f.boolean = dtype == DType::Bool;
   if (f.boolean) {  // "True" or "False": as wide as the widest printed ("tensor([ True, False])", "tensor(False)")
     f.width = 1;
     for (double v : values) f.width = std::max<int>(f.width, static_cast<int>(f.format(v).size()));
   }
   std::ostringstream os;
   os << "tensor(";
-  if (numel() == 0) {
+  if (!self.device().is_cpu()) suffixes.push_back("device='" + self.device().str() + "'");
+  if (numel == 0) {  // (no values to tell the dtype by: named unless it is the default float dtype)
     os << "[]";
+    if (self.dim() != 1) suffixes.push_back(fmt::format("size=({})", fmt::join(self.sizes(), ", ")));
+    if (dtype != default_float_dtype()) suffixes.push_back(std::string("dtype=torch.") + dtype_name(dtype));
   } else {
     render(t, f, summarize, 7, os);
+    if (!default_dtype) suffixes.push_back(std::string("dtype=torch.") + dtype_name(dtype));
   }
-  if (numel() == 0 && dim() > 1) os << ", size=" << "(" << fmt::format("{}", fmt::join(sizes(), ", ")) << ")";
-  if (!device().is_cpu()) os << ", device='" << device().str() << "'";
-  if (!default_dtype) os << ", dtype=torch." << dtype_name(dtype());
-  os << ")";
-  return os.str();
+  suffixes.insert(suffixes.end(), extra_suffixes.begin(), extra_suffixes.end());
+  return add_suffixes(os.str(), suffixes);
 }
+
+std::string Tensor::str() const { return tensor_repr(*this, {}); }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
 

@@ -13,6 +13,7 @@
 #include "tensor/dlpack.h"
 #include "tensor/op_schemas.h"
 #include "tensor/ops.h"
+#include "tensor/print.h"
 
 namespace trainrun {
 namespace python {
@@ -211,15 +212,17 @@ void bind_tensor(py::module_& m) {
              t.impl()->bump_version();
            })
       .def("item", &item_of)
-      .def("__repr__",
-           [](const Tensor& t) {
-             // The core prints PyTorch's spelling ("dtype=torch.float64"); from
-             // Python, name the package the dtype comes from.
-             std::string s = t.str();
-             for (size_t at = s.find("torch."); at != std::string::npos; at = s.find("torch.", at + 9))
-               s.replace(at, 6, "trainrun.");
-             return s;
-           })
+      .def(
+          "__repr__",
+          [](const Tensor& t, const std::vector<std::string>& suffixes) {
+            // The core prints PyTorch's spelling ("dtype=torch.float64"); from Python, name the package the
+            // dtype comes from. suffixes: the autograd ones Python adds (trainrun/_tensor.py's _repr).
+            std::string s = tensor_repr(t, suffixes);
+            for (size_t at = s.find("dtype=torch."); at != std::string::npos; at = s.find("dtype=torch.", at + 15))
+              s.replace(at + 6, 6, "trainrun.");
+            return s;
+          },
+          py::arg("suffixes") = std::vector<std::string>{})
       .def("numpy", &to_numpy, py::kw_only(), py::arg("force") = false)
       .def(
           "__dlpack__", [](const Tensor& t, py::object stream) { return to_dlpack_capsule(t); },

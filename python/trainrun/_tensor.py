@@ -405,21 +405,19 @@ def _repr(self):
     """tensor([...]) with PyTorch's autograd suffix: requires_grad=True on a leaf that requires grad, or the
     node that made it (grad_fn=<MulBackward0>; trainrun's node names get PyTorch's first-overload 0)."""
     from trainrun import _printoptions
-    text = _plain_repr(self)
+    grad_fn = self.grad_fn
+    if grad_fn is not None:
+        name = grad_fn.name()
+        suffixes = [f"grad_fn=<{name}0>" if name.endswith("Backward") else f"grad_fn=<{name}>"]
+    else:
+        suffixes = ["requires_grad=True"] if self.requires_grad else []
+    text = _plain_repr(self, suffixes)
     if _printoptions.customized() and self.device.type != "meta" and self.numel():  # set_printoptions
         head = _printoptions.format_values(self)
         rest = text[text.rindex("]") + 1:] if "]" in text else text[text.index(",", len("tensor(")):] \
             if "," in text else ")"
         text = head + rest
-    grad_fn = self.grad_fn
-    if grad_fn is not None:
-        name = grad_fn.name()
-        suffix = f"grad_fn=<{name}0>" if name.endswith("Backward") else f"grad_fn=<{name}>"
-    elif self.requires_grad:
-        suffix = "requires_grad=True"
-    else:
-        return text
-    return text[:-1] + ", " + suffix + ")"
+    return text
 
 
 Tensor.__repr__ = _repr

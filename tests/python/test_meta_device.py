@@ -192,3 +192,19 @@ def tensor_parallel_mlp_built_on_meta():
 
 def test_tensor_parallel_model_built_on_meta_equals_the_eager_one(ranks):
     ranks.run_function(2, tensor_parallel_mlp_built_on_meta)
+
+
+@pytest.mark.parametrize("expression", [
+    "torch.arange(30.)", "torch.arange(2000.) / 7", "torch.arange(2000)", "torch.arange(40.).reshape(2, 20) * 1000",
+    "torch.arange(3000.).reshape(1000, 3)", "torch.tensor([1., 2000.])", "torch.tensor([0., 1000.])",
+    "torch.arange(12.).reshape(3, 4).requires_grad_() * 1000", "torch.arange(30.).requires_grad_() * 2",
+    "torch.arange(20.).double() / 3", "torch.arange(20.).double().requires_grad_()",
+    "torch.tensor([], dtype=torch.long)", "torch.zeros(0, 3)", "torch.zeros(0, 3, dtype=torch.int32)",
+    "torch.tensor([True, False] * 20)", "torch.arange(1000) - 500", "torch.zeros(3, device='meta', dtype=torch.int64)",
+    "torch.zeros(3, device='meta', requires_grad=True)"])
+@needs_torch
+def test_long_rows_and_suffixes_wrap_as_pytorchs(expression):
+    """Rows wrap at 80 columns (as many elements per line as fit), and suffixes (dtype, grad_fn) go on a line of
+    their own where they would pass it; whole-number floats over a range above 1000 print in scientific form."""
+    ours = repr(eval(expression, {"torch": tr}))  # noqa: S307  (our own expressions)
+    assert ours.replace("trainrun.", "torch.") == repr(eval(expression, {"torch": torch}))  # noqa: S307
