@@ -1,6 +1,8 @@
 """Adadelta, Rprop, ASGD and LBFGS (fixed step and strong-Wolfe line search) against PyTorch 1.13 on the same
 problems (the iterates to 1e-4); step(closure) of the C++ optimizers returns the closure's loss; step hooks
 (per optimizer and global, removable) run around every optimizer's step."""
+import copy
+
 import numpy as np
 import pytest
 
@@ -76,3 +78,77 @@ def test_step_closures_and_hooks(name):
         handle.remove()
     optimizer.step(closure)
     assert calls == ["global", "pre", "post"]
+
+
+class _MomentumSGD(torch.optim.Optimizer):
+    """A user's optimizer, written as PyTorch's docs write one: state keyed by the parameter."""
+
+    def __init__(self, params, lr=0.1, momentum=0.9):
+        super().__init__(params, dict(lr=lr, momentum=momentum))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "buf" not in state:
+                    state["buf"] = torch.zeros_like(p)
+                state["buf"].mul_(group["momentum"]).add_(p.grad)
+                p.add_(state["buf"], alpha=-group["lr"])
+
+
+def test_a_python_optimizers_state_is_saved_and_restored():
+    """self.state[p] written by a subclass's step is in state_dict() under p's index, and load_state_dict gives it
+    back so training continues exactly; optimizer.state[p] reads it."""
+    torch.manual_seed(0)
+    model, x = nn.Linear(3, 2), torch.randn(4, 3)
+
+    def train(opt, steps):
+        for _ in range(steps):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+
+    opt = _MomentumSGD([{"params": [model.weight]}, {"params": [model.bias], "lr": 0.01}])
+    train(opt, 2)
+    saved = copy.deepcopy(opt.state_dict())  # (its tensors are the optimizer's own, as in PyTorch)
+    assert sorted(saved["state"]) == [0, 1] and saved["param_groups"][1]["lr"] == 0.01
+    assert torch.equal(opt.state[model.weight]["buf"], saved["state"][0]["buf"])
+    weights = [p.detach().clone() for p in model.parameters()]
+    train(opt, 1)
+    expected = [p.detach().clone() for p in model.parameters()]
+    with torch.no_grad():
+        for p, w in zip(model.parameters(), weights):
+            p.copy_(w)
+    again = _MomentumSGD([{"params": [model.weight]}, {"params": [model.bias], "lr": 0.5}])
+    again.load_state_dict(saved)
+    train(again, 1)
+    assert all(torch.equal(p, e) for p, e in zip(model.parameters(), expected))
+
+
+def test_optimizers_are_optimizers_and_print_their_groups():
+    """The built-in (C++) optimizers are instances of torch.optim.Optimizer, as in PyTorch; print(optimizer)
+    lists each group's options in PyTorch's format; Adam's step is a float32 tensor listed first."""
+    model = nn.Linear(2, 2)
+    for opt in (torch.optim.Adam(model.parameters()), torch.optim.SGD(model.parameters(), lr=0.1),
+                torch.optim.AdamW(model.parameters()), torch.optim.RMSprop(model.parameters()),
+                _MomentumSGD(model.parameters())):
+        assert isinstance(opt, torch.optim.Optimizer), type(opt)
+        text = repr(opt)
+        assert text.startswith(type(opt).__name__ + " (\nParameter Group 0\n") and text.endswith("\n)"), text
+        assert "    lr: " in text
+    assert issubclass(torch.optim.AdamW, torch.optim.Optimizer) and not isinstance(model, torch.optim.Optimizer)
+    sgd = torch.optim.SGD([{"params": [model.weight]}, {"params": [model.bias], "lr": 1.0}], lr=0.1, momentum=0.9)
+    assert "Parameter Group 1\n" in repr(sgd) and "    momentum: 0.9\n" in repr(sgd)
+    adam = torch.optim.Adam(model.parameters())
+    model(torch.ones(1, 2)).sum().backward()
+    adam.step()
+    state = adam.state_dict()["state"][0]
+    assert list(state) == ["step", "exp_avg", "exp_avg_sq"]
+    assert state["step"].dtype == torch.float32 and state["step"].item() == 1.0
+    assert adam.state[model.weight]["step"].dtype == torch.float32
+    adam.load_state_dict(adam.state_dict())
+    adam.step()
+    assert adam.state_dict()["state"][0]["step"].item() == 2.0

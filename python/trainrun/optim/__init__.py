@@ -95,7 +95,7 @@ class _StateByParam(collections.abc.Mapping):
     handle per access, so model.weight and the handle in param_groups must find the same entry."""
 
     def __init__(self, params, states):
-        self._entries = {p._cdata: (p, dict(s)) for p, s in zip(params, states) if s}
+        self._entries = {p._cdata: (p, _as_pytorchs(s)) for p, s in zip(params, states) if s}
 
     def __getitem__(self, param):
         try:
@@ -108,6 +108,17 @@ class _StateByParam(collections.abc.Mapping):
 
     def __len__(self):
         return len(self._entries)
+
+
+def _as_pytorchs(state):
+    """A parameter's state as PyTorch shows it: 'step' first, a 0-dim tensor of PyTorch's scalar dtype (float32
+    unless the default dtype is float64; the C++ optimizers count in float64, exact for any run)."""
+    out = {}
+    if "step" in state:
+        scalar = _C.dtype.float64 if _C._ops.get_default_dtype() == _C.dtype.float64 else _C.dtype.float32
+        out["step"] = state["step"].to(scalar)
+    out.update((k, v) for k, v in state.items() if k != "step")
+    return out
 
 
 def _to_options(group):
@@ -124,6 +135,10 @@ def _to_options(group):
 
 class _GroupsMixin:
     """param_groups and add_param_group over the C++ optimizer's groups; step(closure) and step hooks."""
+
+    def __repr__(self):
+        from trainrun.optim.optimizer import optimizer_repr
+        return optimizer_repr(self)
 
     @_step_hooks.with_hooks
     def step(self, closure=None):
@@ -194,7 +209,7 @@ class _GroupsMixin:
             start += count
             out_groups.append(group)
         params = [p for group in self.param_groups for p in group["params"]]
-        by_index = {i: dict(s) for i, s in enumerate(state) if s}
+        by_index = {i: _as_pytorchs(s) for i, s in enumerate(state) if s}
         return {"state": state_as_dtensors(by_index, params, self._layouts()), "param_groups": out_groups}
 
     def load_state_dict(self, state_dict):

@@ -3,6 +3,7 @@ Python (subclass it: __init__(params, defaults), step() over
 self.param_groups and self.state). param_groups are plain dicts, state a
 dict per parameter; state_dict()/load_state_dict() have PyTorch's layout.
 The built-in SGD/Adam/AdamW run in C++ with the same interface."""
+import abc
 import collections
 import functools
 
@@ -26,7 +27,19 @@ def _eager_step(step):
     return wrapper
 
 
-class Optimizer:
+def optimizer_repr(optimizer):
+    """PyTorch's: the class name, then each group's options in sorted order."""
+    text = type(optimizer).__name__ + " ("
+    for i, group in enumerate(optimizer.param_groups):
+        text += f"\nParameter Group {i}\n"
+        text += "".join(f"    {key}: {group[key]}\n" for key in sorted(group.keys()) if key != "params")
+    return text + ")"
+
+
+class Optimizer(metaclass=abc.ABCMeta):
+    """The base class (an ABC: the built-in C++ optimizers, which derive from _C.optim.Optimizer, are registered
+    as its subclasses, so isinstance(torch.optim.Adam(...), torch.optim.Optimizer) holds as in PyTorch)."""
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "step" in cls.__dict__:
@@ -71,6 +84,9 @@ class Optimizer:
     def step(self, closure=None):
         raise NotImplementedError(f"{type(self).__name__} must define step()")
 
+    def __repr__(self):
+        return optimizer_repr(self)
+
     def _params(self):
         return [p for g in self.param_groups for p in g["params"]]
 
@@ -83,8 +99,9 @@ class Optimizer:
                 "param_groups": groups}
 
     def _state_items(self):
-        by_id = {id(p): p for p in self._params()}
-        return [(by_id[k], v) for k, v in self.state.items() if k in by_id]
+        """(parameter, its state) in the groups' order, for the parameters self.state has (keyed by the
+        parameter itself, as PyTorch's: a subclass's step writes self.state[p])."""
+        return [(p, self.state[p]) for p in self._params() if p in self.state]
 
     def load_state_dict(self, state_dict):
         groups = state_dict["param_groups"]
@@ -99,14 +116,14 @@ class Optimizer:
             if saved:
                 param = params[position]
                 values = {k: local_state(v, param, self.__dict__.get("_layouts")) for k, v in saved.items()}
-                self.state[id(param)] = {k: (v.clone() if isinstance(v, _C.Tensor) else v) for k, v in values.items()}
+                self.state[param] = {k: (v.clone() if isinstance(v, _C.Tensor) else v) for k, v in values.items()}
         for mine, given in zip(self.param_groups, groups):
             for key, value in given.items():
                 if key != "params":
                     mine[key] = value
 
     def _state_of(self, p):
-        return self.state[id(p)]
+        return self.state[p]
 
 
 class _PerParameterOptimizer(Optimizer):
@@ -126,3 +143,6 @@ class _PerParameterOptimizer(Optimizer):
                     grad = -p.grad if group.get("maximize", False) else p.grad
                     self._update(p, grad, self._state_of(p), group)
         return loss
+
+
+Optimizer.register(_C.optim.Optimizer)
