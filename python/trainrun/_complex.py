@@ -202,7 +202,11 @@ class ComplexTensor:
 def _atan2(y, x):
     """atan2(y, x) from the real ops trainrun has: 2 atan(y / (r + x)) with r = |(x, y)|, and atan(u) by three
     half-angle steps (atan(u) = 2 atan(u / (1 + sqrt(1 + u^2))), leaving |u| < 0.2) and its Taylor series
-    (error under 1e-11). On the negative real axis the angle is pi; at the origin, 0."""
+    (error under 1e-11). On the negative real axis the angle is pi; at the origin, 0. Both are first divided by
+    the larger magnitude (the angle is the same), so x * x + y * y cannot overflow."""
+    scale = trainrun.maximum(x.abs(), y.abs()).detach()
+    scale = trainrun.where((scale == 0) | ~trainrun.isfinite(scale), trainrun.ones_like(scale), scale)
+    x, y = x / scale, y / scale
     r = trainrun.sqrt(x * x + y * y)
     behind = (r + x) == 0
     u = y / trainrun.where(behind, trainrun.ones_like(r), r + x)

@@ -83,6 +83,35 @@ def tan(input):  # noqa: A002
     return _C.sin(input) / _C.cos(input)
 
 
+def _float_operand(input, name):
+    if not isinstance(input, _C.Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+    return input if input.is_floating_point() else input.to(_C._ops.get_default_dtype())
+
+
+# The inverse trigonometric functions, from atan2 (trainrun/_complex.py: a series accurate to float64's precision,
+# differentiable as a composition); outside [-1, 1] asin and acos are nan, as PyTorch's.
+@op(method=True, inplace=True, aliases=("arctan",))
+def atan(input):  # noqa: A002
+    x = _float_operand(input, "atan")
+    from trainrun._complex import _atan2
+    return _atan2(x, _C.full([], 1.0, dtype=x.dtype, device=x.device).expand(x.shape))
+
+
+@op(method=True, inplace=True, aliases=("arcsin",))
+def asin(input):  # noqa: A002
+    x = _float_operand(input, "asin")
+    from trainrun._complex import _atan2
+    return _atan2(x, _C.sqrt(1.0 - x * x))
+
+
+@op(method=True, inplace=True, aliases=("arccos",))
+def acos(input):  # noqa: A002
+    x = _float_operand(input, "acos")
+    from trainrun._complex import _atan2
+    return _atan2(_C.sqrt(1.0 - x * x), x)
+
+
 @op(method=True, inplace=True)
 def sinh(input):  # noqa: A002
     return (_C.exp(input) - _C.exp(-input)) * 0.5

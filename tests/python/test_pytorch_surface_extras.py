@@ -129,3 +129,28 @@ def test_a_buffer_registered_as_none_takes_the_tensor_assigned_later():
 def test_a_cpp_layer_takes_its_argument_as_input_keyword():
     layer, x = nn.Linear(2, 3), torch.randn(4, 2)
     assert torch.equal(layer(input=x), layer(x))
+
+
+@needs_torch
+@pytest.mark.parametrize("name", ["asin", "acos", "atan", "arcsin", "arccos", "arctan"])
+def test_inverse_trigonometric_functions_match_pytorch_with_gradients(name):
+    """asin/acos/atan (and the arc* aliases): values and gradients as PyTorch's over and beyond [-1, 1] (nan
+    there for asin/acos), as functions, methods and in-place methods; integer inputs give floats."""
+    import numpy as np
+    grid = np.concatenate([np.linspace(-1.3, 1.3, 27), [0.0, 1e-8, -0.999, 0.999]]).astype(np.float32)
+    grid = grid[np.abs(np.abs(grid) - 1) > 1e-6]  # (at exactly +-1 the gradient is infinite)
+    ours_in, theirs_in = torch.tensor(grid, requires_grad=True), peer.tensor(grid, requires_grad=True)
+    ours, theirs = getattr(torch, name)(ours_in), getattr(peer, name)(theirs_in)
+    ours.sum().backward()
+    theirs.sum().backward()
+    assert np.allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert np.allclose(ours_in.grad.numpy(), theirs_in.grad.numpy(), rtol=1e-4, atol=1e-5, equal_nan=True)
+    x = torch.tensor([0.25, -0.5])
+    assert torch.allclose(getattr(x, name)(), getattr(torch, name)(x))
+    y = x.clone()
+    getattr(y, name + "_")()
+    assert torch.allclose(y, getattr(torch, name)(x))
+    assert getattr(torch, name)(torch.tensor([0, 1])).dtype == torch.float32
+    if name in ("atan", "arctan"):  # large magnitudes do not overflow on the way
+        big = [-1e30, -1e6, 7.0, 1e30]
+        assert np.allclose(getattr(torch, name)(torch.tensor(big)).numpy(), np.arctan(np.float32(big)), rtol=1e-6)
