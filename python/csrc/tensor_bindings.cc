@@ -211,6 +211,24 @@ void bind_tensor(py::module_& m) {
              t.impl()->set_geometry(sizes, strides, offset);
              t.impl()->bump_version();
            })
+      // PyTorch's Tensor.set_(source): this tensor becomes another handle on source's storage, sizes and
+      // strides (what an out= argument too small to hold a result is given: trainrun does not grow a storage).
+      .def(
+          "set_",
+          [](py::object self_obj, const Tensor& source) {
+            Tensor& self = self_obj.cast<Tensor&>();
+            TR_CHECK(self.dtype() == source.dtype(), TypeError, "set_(): the source is {}, this tensor {}",
+                     dtype_name(source.dtype()), dtype_name(self.dtype()));
+            TR_CHECK(self.device() == source.device(), ValueError, "set_(): the source is on {}, this tensor on {}",
+                     source.device().str(), self.device().str());
+            TR_CHECK(!(requires_grad(self) && GradMode::is_enabled()), ValueError,
+                     "set_(): a tensor that requires grad cannot take another storage while grad is recorded");
+            self.impl()->set_storage(source.impl()->storage());
+            self.impl()->set_geometry(source.sizes(), source.strides(), source.storage_offset());
+            self.impl()->bump_version();
+            return self_obj;
+          },
+          py::arg("source"))
       .def("item", &item_of)
       .def(
           "__repr__",
@@ -260,6 +278,13 @@ void bind_tensor(py::module_& m) {
       .def(
           "to", [](const Tensor& t, DType d) { return to(t, d); }, release())
       .def("detach", [](const Tensor& t) { return detach(t); })
+      // PyTorch's detach_(): this tensor leaves its graph (no grad_fn, no longer requiring grad).
+      .def("detach_",
+           [](py::object self_obj) {
+             Tensor& self = self_obj.cast<Tensor&>();
+             self.impl()->set_autograd_meta(nullptr);
+             return self_obj;
+           })
       .def(
           "copy_", [](Tensor& t, const Tensor& s) { return copy_(t, s); }, release())
       .def("fill_", [](Tensor& t, py::object v) { return fill_(t, to_scalar(v)); })

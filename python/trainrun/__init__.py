@@ -261,3 +261,7 @@ def round(input, *, decimals=0, out=None):  # noqa: A001,A002  (PyTorch's names)
         return result
     out.copy_(result)
     return out
+
+
+from trainrun import _out_arguments  # noqa: E402
+_out_arguments.install(globals())  # out= on the functions whose bindings lack it (torch.matmul(a, b, out=c))

@@ -154,3 +154,45 @@ def test_inverse_trigonometric_functions_match_pytorch_with_gradients(name):
     if name in ("atan", "arctan"):  # large magnitudes do not overflow on the way
         big = [-1e30, -1e6, 7.0, 1e30]
         assert np.allclose(getattr(torch, name)(torch.tensor(big)).numpy(), np.arctan(np.float32(big)), rtol=1e-6)
+
+
+def test_out_arguments_take_the_result_as_pytorchs_do():
+    """out= on functions whose bindings lacked it: the same tensor back, holding the result; resized (with a
+    warning) when its shape differs; (values, indices) results into a tuple of outs; refused when a float result
+    would go into an integer tensor or an argument requires grad."""
+    a, b = torch.arange(6.).reshape(2, 3), torch.arange(6.).reshape(3, 2)
+    out = torch.empty(2, 2)
+    assert torch.matmul(a, b, out=out) is out and torch.equal(out, a @ b)
+    empty = torch.empty(0)
+    assert torch.sum(a, 0, out=empty).tolist() == [3.0, 5.0, 7.0] and empty.shape == (3,)
+    small = torch.empty(5)
+    with pytest.warns(UserWarning, match="was resized since it had shape \\[5\\]"):
+        torch.cat([a.flatten(), a.flatten()], out=small)
+    assert small.shape == (12,) and small[6:].tolist() == a.flatten().tolist()
+    values, indices = torch.empty(2), torch.empty(2, dtype=torch.long)
+    result = torch.max(a, 1, out=(values, indices))
+    assert result.values is values and result.indices is indices and indices.tolist() == [2, 2]
+    sorted_values, order = torch.sort(torch.tensor([3., 1., 2.]), out=(torch.empty(3), torch.empty(3).long()))
+    assert sorted_values.tolist() == [1.0, 2.0, 3.0] and order.tolist() == [1, 2, 0]
+    stacked = torch.empty(2, 3, 2)
+    torch.stack([a, a], dim=2, out=stacked)
+    assert torch.equal(stacked[..., 1], a)
+    wide = torch.empty(2, 3, dtype=torch.float64)  # a float32 result goes into a float64 out
+    assert torch.clamp(a, 1, 4, out=wide).dtype == torch.float64 and wide.max().item() == 4.0
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type int64"):
+        torch.cumsum(a, 0, out=torch.empty(2, 3, dtype=torch.long))
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        torch.bmm(a[None].requires_grad_(), b[None], out=torch.empty(1, 2, 2))
+    with torch.no_grad():
+        assert not torch.mm(a.requires_grad_(), b, out=torch.empty(2, 2)).requires_grad
+    assert torch.asin(torch.zeros(2), out=torch.ones(2)).tolist() == [0.0, 0.0]
+
+
+def test_set_makes_a_tensor_another_handle_on_a_storage():
+    source = torch.arange(6.).reshape(2, 3)
+    target = torch.empty(0)
+    assert target.set_(source) is target and target.shape == (2, 3) and target.stride() == (3, 1)
+    target[0, 0] = 7.0
+    assert source[0, 0].item() == 7.0
+    with pytest.raises(TypeError, match="the source is int64, this tensor float32"):
+        torch.empty(1).set_(torch.arange(3))
