@@ -26,8 +26,8 @@ AutogradMeta* autograd_meta(const Tensor& t) {
 }
 
 Tensor& set_requires_grad(Tensor& t, bool requires) {
-  TR_CHECK(!requires || is_floating(t.dtype()), TypeError,
-           "set_requires_grad: only floating point tensors can require gradients, got {}", dtype_name(t.dtype()));
+  TR_CHECK(!requires || is_floating(t.dtype()), Error,  // (RuntimeError in Python, as PyTorch's)
+           "only Tensors of floating point dtype can require gradients (this one is {})", dtype_name(t.dtype()));
   AutogradMeta& m = materialize(t);
   TR_CHECK(m.grad_fn == nullptr || requires, ValueError,
            "set_requires_grad(false) on a non-leaf tensor (made by {}); use detach() instead", m.grad_fn ? m.grad_fn->name() : "");

@@ -110,3 +110,15 @@ def test_format_of_a_zero_dim_tensor_is_its_numbers():
     loss = torch.tensor(1.23456)
     assert f"{loss:.2f}" == "1.23" and f"{torch.tensor(7):03d}" == "007"
     assert f"{torch.ones(2)}" == str(torch.ones(2))
+
+
+def test_detach_in_place_and_integer_requires_grad_refusal():
+    """Tensor.detach_() takes a tensor out of its graph in place; requires_grad_() on an integer tensor is
+    PyTorch's RuntimeError."""
+    x = torch.ones(2, requires_grad=True)
+    y = x * 2
+    assert y.detach_() is y and not y.requires_grad and y.grad_fn is None and y.tolist() == [2.0, 2.0]
+    (x * y).sum().backward()  # y is a constant now
+    assert x.grad.tolist() == [2.0, 2.0]
+    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require gradients"):
+        torch.tensor([1, 2]).requires_grad_()
