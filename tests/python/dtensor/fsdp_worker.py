@@ -206,6 +206,9 @@ def main():
         norm = nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # the shards' norms combined over the ranks
         if abs(norm.item() - norm_ref.item()) > max(tolerance, 1e-4) * max(1.0, norm_ref.item()):
             failures.append(f"step {step}: clip_grad_norm_ {norm.item()} vs {norm_ref.item()}")
+        if not isinstance(norm, DTensor) or norm.full_tensor().item() != norm.item() or \
+                f"{norm:.3f}" != f"{norm.item():.3f}":  # (a DTensor, as PyTorch's over DTensor gradients)
+            failures.append(f"step {step}: clip_grad_norm_ gave a {type(norm).__name__}, not a replicated DTensor")
         opt_ref.step()
         opt.step()
     for (name, p), (_, q) in zip(model.state_dict().items(), reference.state_dict().items()):

@@ -227,6 +227,12 @@ class DTensor:
     def __float__(self):
         return float(self.full_tensor())
 
+    def __format__(self, format_spec):
+        """f"{loss:.4f}" on a one-element DTensor formats its number, as on a tensor."""
+        if self.ndim == 0 or format_spec:
+            return format(self.item(), format_spec)
+        return repr(self)
+
 
 def _product(sizes):
     n = 1

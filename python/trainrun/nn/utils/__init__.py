@@ -110,7 +110,19 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         if coef < 1:
             for g in grads:
                 g.mul_(coef)
-    return total.to(grads[0].dtype)
+    return _as_parameters_kind(total.to(grads[0].dtype), parameters)
+
+
+def _as_parameters_kind(total, parameters):
+    """The total norm as PyTorch returns it: a DTensor when the gradients are DTensors (FSDP2, tensor
+    parallel), replicated over the first one's mesh (every rank holds the whole norm), else a plain tensor."""
+    first = next((p for p in ([parameters] if isinstance(parameters, trainrun.Tensor) else parameters)
+                  if hasattr(p, "to_local")), None)
+    if first is None:
+        return total
+    from trainrun.distributed.tensor import Replicate
+    mesh = first.device_mesh
+    return type(first).from_local(total, mesh, [Replicate()] * mesh.ndim)
 
 
 def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
