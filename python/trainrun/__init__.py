@@ -193,7 +193,7 @@ from trainrun import _op_table, _ops_shape, _ops_index, _ops_math, _ops_linalg, 
 from trainrun import _ops_composite_extras  # noqa: E402,F401
 globals().update(_op_table.functions())  # every op declared in the op table, under its PyTorch name
 from trainrun._tensor_extras import (as_tensor, clone, detach, get_default_dtype, inference_mode,  # noqa: E402,F401
-                                     is_floating_point, is_tensor, numel, set_default_dtype, promote_types,
+                                     is_floating_point, is_tensor, numel, typename, set_default_dtype, promote_types,
                                      can_cast, result_type, finfo, iinfo, is_inference_mode_enabled)
 from trainrun._compile import compile  # noqa: E402,F401,A004
 from trainrun import export  # noqa: E402,F401  (trainrun.export.export, and trainrun.export(...) itself)

@@ -148,6 +148,17 @@ def is_floating_point(input):  # noqa: A002
     return input.is_floating_point()
 
 
+def typename(obj):
+    """PyTorch's: a tensor's type() ("torch.FloatTensor"), else the object's module-qualified name."""
+    if is_tensor(obj):
+        return obj.type()
+    if hasattr(obj, "__qualname__") or hasattr(obj, "__name__"):
+        module, name = getattr(obj, "__module__", "") or "", getattr(obj, "__qualname__", None) or obj.__name__
+    else:
+        module, name = type(obj).__module__ or "", type(obj).__qualname__
+    return name if module in ("", "builtins") else f"{module}.{name}"
+
+
 def numel(input):  # noqa: A002
     return input.numel()
 

@@ -196,3 +196,9 @@ def test_set_makes_a_tensor_another_handle_on_a_storage():
     assert source[0, 0].item() == 7.0
     with pytest.raises(TypeError, match="the source is int64, this tensor float32"):
         torch.empty(1).set_(torch.arange(3))
+
+
+def test_typename_names_tensor_types_and_objects():
+    assert torch.typename(torch.ones(1)) == "torch.FloatTensor"
+    assert torch.typename(torch.ones(1).long()) == "torch.LongTensor"
+    assert torch.typename(3) == "int" and torch.typename(nn.Module).endswith(".Module")
