@@ -175,13 +175,7 @@ class CompiledFunction:
         entry = self._cache.get(key)
         if isinstance(entry, _Recording):
             self.replays += 1
-            if entry.custom is not None:
-                outputs = _compile_backend.run_compiled(entry.custom[0], tensors, entry.custom[1])
-            else:
-                outputs = (entry.joint or entry.graph).run(tensors)
-            for out, given in entry.passthrough:  # (a module's tensor: the object the module hands out for it)
-                outputs[out] = _handed_out.get(tensors[given]._cdata, tensors[given])
-            return _unflatten(entry.out_spec, iter(outputs))
+            return self._replay(entry, tensors)
         if isinstance(entry, _Eager):
             return self._fn(*args, **kwargs)
         if self._cache:
@@ -200,6 +194,16 @@ class CompiledFunction:
                                       "kept")
             return self._fn(*args, **kwargs)
         return self._record(key, tensors, args, kwargs)
+
+    @staticmethod
+    def _replay(entry, tensors):
+        if entry.custom is not None:
+            outputs = _compile_backend.run_compiled(entry.custom[0], tensors, entry.custom[1])
+        else:
+            outputs = (entry.joint or entry.graph).run(tensors)
+        for out, given in entry.passthrough:  # (a module's tensor: the object the module hands out for it)
+            outputs[out] = _handed_out.get(tensors[given]._cdata, tensors[given])
+        return _unflatten(entry.out_spec, iter(outputs))
 
     def _record(self, key, tensors, args, kwargs):
         graph = _C._CapturedGraph()
@@ -234,14 +238,19 @@ class CompiledFunction:
         counters["frames"]["ok"] += 1
         counters["stats"]["unique_graphs"] += 1
         counters["stats"]["calls_captured"] += graph.num_nodes
-        if custom:  # (this call's result stays the recorded eager one: running it again would repeat its effects)
-            custom = (_compile_backend.call_backend(self._backend, graph, tensors, self._module), len(out_leaves))
+        repeatable = False
+        if custom:
+            compiled, repeatable = _compile_backend.call_backend(self._backend, graph, tensors, self._module)
+            custom = (compiled, len(out_leaves))
             fusion_note = f"compiled by the backend {getattr(self._backend, '__name__', type(self._backend).__name__)}"
-        self._cache[key] = _Recording(graph, joint, joint_reason, fusion_note, out_spec, passthrough, custom or None)
+        entry = self._cache[key] = _Recording(graph, joint, joint_reason, fusion_note, out_spec, passthrough,
+                                              custom or None)
         if self._explain:
             print(f"trainrun.compile: {self._name()} recorded {graph.num_nodes} ops "
                   f"({graph.num_inputs} inputs, {graph.num_constants} constant tensors); "
                   f"{self._backward_note(joint, joint_reason)}; {fusion_note or 'not fused'}")
+        if repeatable:  # as PyTorch's, the first call's result is the backend's too (running the recording again
+            return self._replay(entry, tensors)  # repeats no effect); else it stays the recorded eager one
         return result
 
     @staticmethod

@@ -33,11 +33,41 @@ def graph_module(graph, names, root=None, wrap_outputs=tuple):
     return GraphModule(root, program_graph(table, constants, names), run=run)
 
 
+# Ops whose output is a new tensor: an in-place op on one of those writes nothing the caller can see.
+_FRESH = {"empty_strided", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like",
+          "clone", "arange", "scalar_tensor"}
+_RANDOM = ("rand", "bernoulli", "normal", "uniform", "multinomial", "exponential", "dropout", "poisson", "cauchy",
+           "geometric")
+
+
+def repeatable(gm):
+    """Whether running the recorded program once more changes nothing outside it: no in-place op writes to
+    anything but tensors the program made itself (inputs, parameters and buffers stay as they are), and no op
+    draws random numbers (a second run would advance the generator again)."""
+    fresh = set()
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = str(node.target).split(".")[1] if "." in str(node.target) else str(node.target)
+        if any(word in name for word in _RANDOM):
+            return False
+        if name.endswith("_"):
+            target = node.args[0] if node.args else None
+            if target not in fresh:
+                return False
+            fresh.add(node)  # (an in-place op returns its target)
+        elif name in _FRESH:
+            fresh.add(node)
+    return True
+
+
 def call_backend(backend, graph, tensors, module):
-    """backend(gm, example_inputs), checked: the callable replays will call."""
+    """backend(gm, example_inputs), checked: (the callable replays will call, whether the recording is
+    repeatable())."""
     num_module = len(_input_names(0, module))
     num_args = len(tensors) - num_module
     gm = graph_module(graph, _input_names(num_args, module), module)
+    pure = repeatable(gm)
     example_inputs = list(tensors[:num_args])
     if module is not None:  # the module's own objects (its Parameters), where the call passes plain handles
         example_inputs += [t for _, t in module._named_local_parameters()] + [t for _, t in module.named_buffers()]
@@ -45,7 +75,7 @@ def call_backend(backend, graph, tensors, module):
     if not callable(compiled):
         raise TypeError(f"compile: the backend {getattr(backend, '__name__', backend)!r} returned a "
                         f"{type(compiled).__name__}; a backend must return a callable (gm.forward, for one)")
-    return compiled
+    return compiled, pure
 
 
 def run_compiled(compiled, tensors, num_outputs):
