@@ -499,9 +499,11 @@ void bind_tensor(py::module_& m) {
       release());
   m.def(
       "avg_pool2d",
-      [](const Tensor& x, const IntList& k, const IntList& s, const IntList& p) { return avg_pool2d(x, k, s, p); },
+      [](const Tensor& x, const IntList& k, const IntList& s, const IntList& p, bool ceil_mode, bool count_include_pad) {
+        return avg_pool2d(x, k, s, p, ceil_mode, count_include_pad);
+      },
       py::arg("input"), py::arg("kernel_size"), py::arg("stride") = IntList{}, py::arg("padding") = IntList{0},
-      release());
+      py::arg("ceil_mode") = false, py::arg("count_include_pad") = true, release());
   m.def(
       "dropout", [](const Tensor& x, double p, bool train) { return std::get<0>(dropout(x, p, train)); },
       py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, release());

@@ -241,11 +241,29 @@ def median(input, dim=None, keepdim=False):  # noqa: A002
     return median_result(*_kth_along(input, (n - 1) // 2, dim, keepdim, "median"))
 
 
+def _nan_median_along(input, dim, keepdim):  # noqa: A002
+    """The lower median of the non-NaN values along dim, and its index: NaNs sort last (as +inf), and the pick
+    is at (count - 1) // 2 of each row's own count; a row of NaNs gives NaN (index 0)."""
+    d = wrap_dim(dim, input.ndim, "nanmedian")
+    nan = input != input
+    filled = _C.where(nan, _C.full([], float("inf"), dtype=input.dtype, device=input.device), input)
+    _, order = _C.sort(filled, d, False)
+    count = (~nan).sum(d, keepdim=True)
+    index = order.gather(d, (count - 1).clamp(min=0) // 2)
+    values = input.gather(d, index)
+    return (values, index) if keepdim else (values.squeeze(d), index.squeeze(d))
+
+
 @op(method=True)
 def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
-    if builtins.bool((input != input).any().item()):
-        raise NotImplementedError("nanmedian(): inputs with NaN are not supported yet")
-    return median(input, dim, keepdim)
+    """median() ignoring NaNs, as PyTorch's."""
+    if not input.is_floating_point():
+        return median(input, dim, keepdim)
+    if dim is None:
+        return _nan_median_along(input.reshape([-1]), 0, False)[0]
+    if input.ndim == 0:
+        return median_result(input.clone(), _C.zeros([], dtype=_C.dtype.int64, device=input.device))
+    return median_result(*_nan_median_along(input, dim, keepdim))
 
 
 @op(method=True)

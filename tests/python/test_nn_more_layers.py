@@ -261,3 +261,37 @@ def test_max_pool_indices_and_unpool_match_pytorch(options):
     assert torch.equal(indices, got_idx)
     assert tuple(nn.MaxUnpool2d(options["kernel_size"], options.get("stride"), options.get("padding", 0))(
         values, indices, output_size=list(x.shape[-2:])).shape) == tuple(x.shape)
+
+
+@needs_torch
+@pytest.mark.parametrize("kernel,stride,padding", [(2, 2, 0), (3, 2, 1), (4, 3, 2), (2, 1, 0), (3, 3, 1)])
+def test_avg_pool_ceil_mode_padding_counts_and_divisor_match_pytorch(kernel, stride, padding):
+    """avg_pool2d with ceil_mode, count_include_pad=False and divisor_override (values and gradients), and
+    lp_pool over the same windows."""
+    x = peer.arange(2 * 49.).reshape(2, 1, 7, 7) / 10 - 3
+    for ceil_mode in (False, True):
+        for include in (True, False):
+            _both(lambda t: F.avg_pool2d(t, kernel, stride, padding, ceil_mode, include),
+                  lambda t: peer.nn.functional.avg_pool2d(t, kernel, stride, padding, ceil_mode, include), x)
+        _both(lambda t: F.avg_pool2d(t, kernel, stride, padding, ceil_mode, divisor_override=3),
+              lambda t: peer.nn.functional.avg_pool2d(t, kernel, stride, padding, ceil_mode, divisor_override=3), x)
+        _both(lambda t: nn.AvgPool2d(kernel, stride, padding, ceil_mode, divisor_override=2)(t),
+              lambda t: peer.nn.AvgPool2d(kernel, stride, padding, ceil_mode, divisor_override=2)(t), x)
+        _both(lambda t: F.lp_pool2d(t, 2, kernel, stride, ceil_mode),
+              lambda t: peer.nn.functional.lp_pool2d(t, 2, kernel, stride, ceil_mode), x.abs() + 0.1)
+        _both(lambda t: nn.LPPool1d(3, kernel, stride, ceil_mode)(t),
+              lambda t: peer.nn.LPPool1d(3, kernel, stride, ceil_mode)(t), x.abs()[:, 0] + 0.1)
+
+
+@needs_torch
+def test_nanmedian_skips_nans_and_pdist_is_a_function():
+    rows = peer.tensor([[1., float("nan"), 3., 2.], [5., 4., float("nan"), float("nan")], [7., 1., 2., 3.]])
+    ours, theirs = torch.nanmedian(_ours(rows), dim=1), peer.nanmedian(rows, dim=1)
+    assert ours.values.tolist() == theirs.values.tolist() and ours.indices.tolist() == theirs.indices.tolist()
+    assert torch.nanmedian(_ours(rows)).item() == peer.nanmedian(rows).item()
+    assert np.isnan(torch.nanmedian(torch.full([3], float("nan"))).item())
+    w = torch.tensor([3., float("nan"), 1., 2.], requires_grad=True)
+    torch.nanmedian(w).backward()
+    assert w.grad.tolist() == [0.0, 0.0, 0.0, 1.0]
+    x = peer.randn(5, 3)
+    _both(lambda t: torch.pdist(t, p=3), lambda t: peer.pdist(t, p=3), x)

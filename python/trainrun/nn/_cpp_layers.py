@@ -124,11 +124,12 @@ class MaxPool2d(_C.nn.MaxPool2d):
 class AvgPool2d(_C.nn.AvgPool2d):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
-        if divisor_override is not None:
-            raise NotImplementedError("AvgPool2d(divisor_override=...) is not supported")
         k = _pair(kernel_size, "AvgPool2d", "kernel_size")
-        super().__init__(k, k if stride is None else _pair(stride, "AvgPool2d", "stride"),
-                         _pair(padding, "AvgPool2d", "padding"), bool(ceil_mode), bool(count_include_pad))
+        s, p = k if stride is None else _pair(stride, "AvgPool2d", "stride"), _pair(padding, "AvgPool2d", "padding")
+        super().__init__(k, s, p, bool(ceil_mode), bool(count_include_pad))
+        if divisor_override is not None:  # (the Python form divides each window's sum by it)
+            object.__setattr__(self, "_forward_override", lambda input: F.avg_pool2d(  # noqa: A002
+                input, k, s, p, ceil_mode, count_include_pad, divisor_override))
 
 
 @remember_init_args

@@ -19,7 +19,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     return _C.norm(x1 - x2 + eps, float(p), [-1], keepdim)
 
 
-@op(function=False, functional=True)
+@op(function=True, functional=True)
 def pdist(input, p=2.0):  # noqa: A002
     """The p-norm distances between the rows of input (N, M): the upper triangle of cdist, row by row."""
     if input.ndim != 2:

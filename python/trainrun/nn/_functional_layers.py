@@ -135,14 +135,51 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     return out.squeeze(0) if unbatched else out
 
 
+def _window_counts(size, k, s, p, ceil_mode):
+    """Per output position along one dim, how many of its window's elements lie in the input (PyTorch's pooling
+    windows: start o*s - p, end clipped to size + p, ceil_mode keeping a last window that starts in the input)."""
+    out = (size + 2 * p - k + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    starts = np.arange(out) * s - p
+    ends = np.minimum(starts + k, size + p)
+    return np.minimum(ends, size) - np.maximum(starts, 0)
+
+
 @op(function=False, functional=True)
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,  # noqa: A002
                divisor_override=None):
-    if ceil_mode or not count_include_pad or divisor_override is not None:
-        raise NotImplementedError("avg_pool2d(): ceil_mode, count_include_pad=False and divisor_override are "
-                                  "not supported")
+    """The C++ kernel averages (over the window within input and padding, or over its part in the input when
+    count_include_pad=False); divisor_override divides each window's sum by that number instead."""
     k, s, p = _pool_args("avg_pool2d", kernel_size, stride, padding)
-    return _C.avg_pool2d(input, k, s, p)
+    if divisor_override is None:
+        return _C.avg_pool2d(input, k, s, p, bool(ceil_mode), bool(count_include_pad))
+    if isinstance(divisor_override, bool) or not isinstance(divisor_override, int) or divisor_override == 0:
+        raise ValueError(f"avg_pool2d(): divisor_override must be a non-zero int, got {divisor_override!r}")
+    mean = _C.avg_pool2d(input, k, s, p, bool(ceil_mode), False)  # the sum over the input's part, divided by its size
+    rows = _window_counts(input.shape[-2], k[0], s[0], p[0], ceil_mode)
+    cols = _window_counts(input.shape[-1], k[1], s[1], p[1], ceil_mode)
+    counts = _C.from_numpy(np.outer(rows, cols).astype(np.float32)).to(device=input.device, dtype=input.dtype)
+    return mean * counts / float(divisor_override)
+
+
+def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, pool, window):  # noqa: A002
+    """PyTorch's lp_pool: (sum over the window of x^p)^(1/p), from the average pool of x^p times the window size."""
+    p = float(norm_type)
+    out = pool(input.pow(p), kernel_size, stride, 0, ceil_mode)
+    return (_C.sign(out) * _C.relu(out.abs())).mul(window).pow(1.0 / p)
+
+
+@op(function=False, functional=True)
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):  # noqa: A002
+    kh, kw = _pair(kernel_size, "lp_pool2d", "kernel_size")
+    return _lp_pool(input, norm_type, [kh, kw], stride, ceil_mode, avg_pool2d, kh * kw)
+
+
+@op(function=False, functional=True)
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):  # noqa: A002
+    k = _single(kernel_size, "lp_pool1d", "kernel_size")
+    return _lp_pool(input, norm_type, k, stride, ceil_mode, avg_pool1d, k)
 
 
 def _adaptive_pool2d(input, output_size, reduce, where):  # noqa: A002
