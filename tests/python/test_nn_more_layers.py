@@ -295,3 +295,37 @@ def test_nanmedian_skips_nans_and_pdist_is_a_function():
     assert w.grad.tolist() == [0.0, 0.0, 0.0, 1.0]
     x = peer.randn(5, 3)
     _both(lambda t: torch.pdist(t, p=3), lambda t: peer.pdist(t, p=3), x)
+
+
+@needs_torch
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_affine_grid_and_grid_sample_match_pytorch(padding_mode, align_corners):
+    """A spatial transformer: affine_grid's grid, then grid_sample (bilinear and nearest) reading inside and
+    outside the image; values and the gradients of input, grid and theta."""
+    peer.manual_seed(0)
+    image = peer.randn(2, 3, 5, 6)
+    theta = peer.tensor([[[1.2, -0.3, 0.4], [0.2, 0.9, -0.6]], [[0.7, 0.5, -1.1], [-0.4, 1.3, 0.3]]])
+    _both(lambda t: F.affine_grid(t, [2, 3, 4, 7], align_corners=align_corners),
+          lambda t: peer.nn.functional.affine_grid(t, [2, 3, 4, 7], align_corners=align_corners), theta)
+    grid = peer.nn.functional.affine_grid(theta, [2, 3, 4, 7], align_corners=align_corners) * 1.4
+    _both(lambda i, g: F.grid_sample(i, g, padding_mode=padding_mode, align_corners=align_corners),
+          lambda i, g: peer.nn.functional.grid_sample(i, g, padding_mode=padding_mode, align_corners=align_corners),
+          image, grid, tol=1e-4)
+    _both(lambda i: F.grid_sample(i, _ours(grid), mode="nearest", padding_mode=padding_mode,
+                                  align_corners=align_corners),
+          lambda i: peer.nn.functional.grid_sample(i, grid, mode="nearest", padding_mode=padding_mode,
+                                                   align_corners=align_corners), image)
+
+
+@needs_torch
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_bicubic_and_nearest_exact_interpolation_match_pytorch(align_corners):
+    peer.manual_seed(1)
+    image = peer.randn(1, 2, 5, 6)
+    for size in ((7, 9), (3, 4)):
+        _both(lambda t: F.interpolate(t, size=size, mode="bicubic", align_corners=align_corners),
+              lambda t: peer.nn.functional.interpolate(t, size=size, mode="bicubic", align_corners=align_corners),
+              image, tol=1e-4)
+    _both(lambda t: F.interpolate(t, scale_factor=1.7, mode="nearest-exact"),
+          lambda t: peer.nn.functional.interpolate(t, scale_factor=1.7, mode="nearest-exact"), image)

@@ -276,33 +276,50 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):  # noqa: A002
 
 
 def _source_positions(out_size, in_size, scale, align_corners, mode):
-    """Where each output position reads from along one dim, as PyTorch's upsampling kernels compute it."""
+    """Where each output position reads from along one dim, as PyTorch's upsampling kernels compute it (bicubic
+    positions are not clamped at 0: its taps reach past the edge and are clamped one by one)."""
     dst = np.arange(out_size, dtype=np.float64)
-    if mode == "nearest":
+    if mode in ("nearest", "nearest-exact"):
         ratio = (1.0 / scale) if scale else in_size / out_size
-        return np.minimum(np.floor(dst * ratio), in_size - 1).astype(np.int64)
+        offset = 0.5 if mode == "nearest-exact" else 0.0
+        return np.minimum(np.floor((dst + offset) * ratio), in_size - 1).astype(np.int64)
     if align_corners:
         ratio = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
         return dst * ratio
     ratio = (1.0 / scale) if scale else in_size / out_size
-    return np.maximum((dst + 0.5) * ratio - 0.5, 0.0)
+    positions = (dst + 0.5) * ratio - 0.5
+    return positions if mode == "bicubic" else np.maximum(positions, 0.0)
+
+
+def _cubic_weights(t, a=-0.75):
+    """The four taps' weights of PyTorch's cubic convolution (A = -0.75) at fractional offset t."""
+    def near(x):
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
 
 
 @op(function=False, functional=True)
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,  # noqa: A002
                 recompute_scale_factor=None, antialias=False):
-    """Resizes the spatial dims (all but batch and channel): mode nearest, linear, bilinear or bicubic-free
-    separable linear, with PyTorch's source-index rules (align_corners, scale_factor)."""
+    """Resizes the spatial dims (all but batch and channel), one dim after the other: mode nearest, nearest-exact,
+    (bi/tri)linear or bicubic, with PyTorch's source-index rules (align_corners, scale_factor)."""
     spatial = input.ndim - 2
     if spatial < 1:
         raise ValueError(f"interpolate(): expected a batched input with channels (3-D or more), got {input.ndim}-D")
-    if mode not in ("nearest", "linear", "bilinear", "trilinear"):
-        raise NotImplementedError(f"interpolate(mode={mode!r}) is not supported (nearest, linear, bilinear)")
+    if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "bicubic"):
+        raise NotImplementedError(f"interpolate(mode={mode!r}) is not supported (nearest, nearest-exact, linear, "
+                                  "bilinear, trilinear, bicubic)")
+    if mode == "bicubic" and spatial != 2:
+        raise ValueError(f"interpolate(mode='bicubic') needs a 4-D input, got {input.ndim}-D")
     if antialias:
         raise NotImplementedError("interpolate(antialias=True) is not supported")
-    if mode != "nearest" and align_corners is None:
+    nearest = mode in ("nearest", "nearest-exact")
+    if not nearest and align_corners is None:
         align_corners = False
-    if mode == "nearest" and align_corners is not None:
+    if nearest and align_corners is not None:
         raise ValueError("interpolate(): align_corners only applies to linear modes")
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate(): give exactly one of size and scale_factor")
@@ -319,8 +336,19 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         d = 2 + i
         n_in, n_out = input.shape[d], sizes[i]
         pos = _source_positions(n_out, n_in, scales[i], align_corners, mode)
-        if mode == "nearest":
+        if nearest:
             out = _C.index_select(out, d, _index(pos, out.device))
+            continue
+        if mode == "bicubic":  # four taps per output, each clamped into the input, weighted and summed
+            base = np.floor(pos).astype(np.int64)
+            shape = [1] * out.ndim
+            shape[d] = n_out
+            taps = []
+            for k, weight in enumerate(_cubic_weights(pos - base)):
+                w = _C.from_numpy(np.ascontiguousarray(weight.astype(np.float32))).to(out.device).to(out.dtype)
+                taps.append(_C.index_select(out, d, _index(np.clip(base - 1 + k, 0, n_in - 1), out.device)) *
+                            w.reshape(shape))
+            out = taps[0] + taps[1] + taps[2] + taps[3]
             continue
         lo = np.minimum(np.floor(pos).astype(np.int64), n_in - 1)
         hi = np.minimum(lo + 1, n_in - 1)
