@@ -329,3 +329,31 @@ def test_bicubic_and_nearest_exact_interpolation_match_pytorch(align_corners):
               image, tol=1e-4)
     _both(lambda t: F.interpolate(t, scale_factor=1.7, mode="nearest-exact"),
           lambda t: peer.nn.functional.interpolate(t, scale_factor=1.7, mode="nearest-exact"), image)
+
+
+@needs_torch
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ctc_and_multilabel_margin_losses_match_pytorch(reduction):
+    """CTC over padded and concatenated targets, uneven input and target lengths, another blank, an impossible
+    alignment (inf, or 0 with zero_infinity) and an empty target; gradients through log_softmax (PyTorch's CTC
+    backward is only the true gradient once it passes through log_softmax). Then multilabel_margin_loss."""
+    peer.manual_seed(0)
+    logits = peer.randn(7, 3, 6)
+    padded = peer.tensor([[1, 2, 2, 5], [3, 4, 0, 0], [2, 2, 2, 2]])
+    lengths = ([7, 5, 3], [4, 2, 2])
+    for blank, targets in ((0, padded), (0, peer.tensor([1, 2, 2, 5, 3, 4, 2, 2])), (5, padded.clamp(max=4))):
+        for zero_infinity in (False, True):
+            _both(lambda z: F.ctc_loss(z.log_softmax(2), _ours(targets), *lengths, blank=blank, reduction=reduction,
+                                       zero_infinity=zero_infinity),
+                  lambda z: peer.nn.functional.ctc_loss(z.log_softmax(2), targets, *lengths, blank=blank,
+                                                        reduction=reduction, zero_infinity=zero_infinity),
+                  logits, tol=1e-4, grads=zero_infinity)
+    impossible = F.ctc_loss(_ours(logits).log_softmax(2), _ours(padded), [2, 5, 3], [4, 2, 0], reduction="none")
+    assert impossible[0].item() == float("inf") and np.isfinite(impossible[2].item())
+    _both(lambda z: nn.CTCLoss(reduction=reduction)(z.log_softmax(2), _ours(padded), *lengths),
+          lambda z: peer.nn.CTCLoss(reduction=reduction)(z.log_softmax(2), padded, *lengths), logits, tol=1e-4)
+    labels = peer.tensor([[0, 1, -1, 0], [2, -1, 0, 0], [3, 0, 1, 2]])
+    _both(lambda x: F.multilabel_margin_loss(x, _ours(labels), reduction=reduction),
+          lambda x: peer.nn.functional.multilabel_margin_loss(x, labels, reduction=reduction), peer.randn(3, 4))
+    _both(lambda x: nn.MultiLabelMarginLoss(reduction=reduction)(x, _ours(labels[0])),
+          lambda x: peer.nn.MultiLabelMarginLoss(reduction=reduction)(x, labels[0]), peer.randn(4))

@@ -77,6 +77,8 @@ LOSSES = {
                           _LEGACY + [("reduction", "mean")], 3),
     "MultiLabelSoftMarginLoss": (F.multilabel_soft_margin_loss, [("weight", None)] + _LEGACY +
                                  [("reduction", "mean")], 2),
+    "MultiLabelMarginLoss": (F.multilabel_margin_loss, _LEGACY + [("reduction", "mean")], 2),
+    "CTCLoss": (F.ctc_loss, [("blank", 0), ("reduction", "mean"), ("zero_infinity", False)], 4),
     "MultiMarginLoss": (F.multi_margin_loss, [("p", 1), ("margin", 1.0), ("weight", None)] + _LEGACY +
                         [("reduction", "mean")], 2),
 }

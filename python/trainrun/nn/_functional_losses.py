@@ -4,6 +4,8 @@ probabilities and on logits), KL divergence and a few margin losses, with
 PyTorch's signatures, composed of core ops."""
 import warnings
 
+import numpy as np
+
 from trainrun import _C
 from trainrun._op_table import op
 
@@ -223,6 +225,119 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     if weight is not None:
         loss = loss * weight
     return _reduce(loss.sum(dim=-1) / input.shape[-1], reduction, "multilabel_soft_margin_loss")
+
+
+def _lengths(values, where, what):
+    if hasattr(values, "tolist"):
+        values = values.tolist()
+    values = [int(v) for v in (values if isinstance(values, (list, tuple)) else [values])]
+    if any(v < 0 for v in values):
+        raise ValueError(f"{where}(): {what} must be non-negative, got {values}")
+    return values
+
+
+def _log_add(*terms):
+    """log(sum(exp(terms))) elementwise, -inf where every term is -inf, with zero (not NaN) gradients there."""
+    stacked = _C.stack(list(terms), 0)
+    peak = stacked.amax(0)
+    hopeless = peak == float("-inf")
+    peak = _C.where(hopeless, _C.zeros([], dtype=peak.dtype, device=peak.device), peak)
+    total = (stacked - peak.detach()).exp().sum(0)
+    total = _C.where(hopeless, _C.ones([], dtype=total.dtype, device=total.device), total)
+    result = peak.detach() + total.log()
+    return _C.where(hopeless, _C.full([], float("-inf"), dtype=result.dtype, device=result.device), result)
+
+
+@op(function=True, functional=True)
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",  # noqa: C901
+             zero_infinity=False):
+    """Connectionist temporal classification: -log of the probability, summed over every alignment of the
+    target (blanks between and around its labels, repeats merged), of log_probs (T, N, C) (or (T, C)). The
+    forward (alpha) recursion in log space, one step per time step, differentiable as a composite. reduction
+    'mean' divides each sample's loss by its target length, then averages."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"ctc_loss(): {reduction} is not a valid value for reduction")
+    unbatched = log_probs.ndim == 2
+    lp = log_probs.unsqueeze(1) if unbatched else log_probs
+    if lp.ndim != 3:
+        raise ValueError(f"ctc_loss(): log_probs must be (T, N, C) or (T, C), got {list(log_probs.shape)}")
+    steps, batch, classes = lp.shape
+    in_lens = _lengths(input_lengths, "ctc_loss", "input_lengths")
+    tgt_lens = _lengths(target_lengths, "ctc_loss", "target_lengths")
+    if len(in_lens) != batch or len(tgt_lens) != batch:
+        raise ValueError(f"ctc_loss(): expected {batch} input and target lengths, got {len(in_lens)} and "
+                         f"{len(tgt_lens)}")
+    if any(n > steps for n in in_lens):
+        raise ValueError(f"ctc_loss(): input_lengths {in_lens} must be at most the number of time steps {steps}")
+    flat = targets.reshape([-1]).long().tolist() if targets.ndim == 1 or unbatched else None
+    rows, offset = [], 0
+    for n, length in enumerate(tgt_lens):  # each sample's labels, from padded (N, S) or concatenated targets
+        if flat is not None:
+            rows.append(flat[offset:offset + length])
+            offset += length
+        else:
+            rows.append(targets[n, :length].long().tolist())
+    width = 2 * max(tgt_lens + [0]) + 1
+    extended = [[blank] * width for _ in range(batch)]
+    for n, labels in enumerate(rows):
+        if any(not 0 <= c < classes or c == blank for c in labels):
+            raise ValueError(f"ctc_loss(): target labels must be in [0, {classes}) and not the blank {blank}, "
+                             f"got {labels}")
+        extended[n][1:2 * len(labels):2] = labels
+    ext = _C.from_numpy(np.asarray(extended, dtype=np.int64)).to(lp.device)
+    emit = lp.gather(2, ext.unsqueeze(0).expand([steps, batch, width]))  # (T, N, 2S+1)
+    skip_ok = [[s >= 2 and extended[n][s] != blank and extended[n][s] != extended[n][s - 2] for s in range(width)]
+               for n in range(batch)]
+    skip_ok = _C.from_numpy(np.asarray(skip_ok, dtype=bool)).to(lp.device)
+    minus_inf = _C.full([batch, 1], float("-inf"), dtype=lp.dtype, device=lp.device)
+    start = _C.cat([emit[0, :, :2], minus_inf.expand([batch, width - 2])], 1) if width > 2 else emit[0, :, :width]
+    alphas = [start]
+    for t in range(1, max(in_lens + [1])):
+        prev = alphas[-1]
+        shifted1 = _C.cat([minus_inf, prev[:, :-1]], 1)
+        shifted2 = _C.cat([minus_inf, minus_inf, prev[:, :-2]], 1) if width > 2 else minus_inf.expand([batch, width])
+        shifted2 = _C.where(skip_ok, shifted2, minus_inf.expand([batch, width]))
+        alphas.append(_log_add(prev, shifted1, shifted2) + emit[t])
+    losses = []
+    for n in range(batch):
+        if in_lens[n] == 0:  # no time steps: certain for an empty target, impossible otherwise
+            value = float("inf") if tgt_lens[n] > 0 else 0.0
+            losses.append(_C.full([], value, dtype=lp.dtype, device=lp.device))
+            continue
+        final = alphas[in_lens[n] - 1][n]
+        ends = [final[2 * tgt_lens[n]]] + ([final[2 * tgt_lens[n] - 1]] if tgt_lens[n] > 0 else [])
+        losses.append(-_log_add(*ends) if len(ends) > 1 else -ends[0])
+    loss = _C.stack(losses, 0)
+    if zero_infinity:
+        loss = _C.where(loss == float("inf"), _C.zeros([], dtype=loss.dtype, device=loss.device), loss)
+    if reduction == "mean":
+        divisors = _C.from_numpy(np.maximum(np.asarray(tgt_lens, dtype=np.float32), 1.0)).to(lp.device)
+        return (loss / divisors.to(loss.dtype)).mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss.reshape([]) if unbatched else loss
+
+
+@loss
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
+    """Per sample, over its target classes j (target's leading entries, up to the first -1) and the classes i
+    that are not targets: max(0, 1 - (x[j] - x[i])), summed and divided by the number of classes."""
+    reduction = legacy_reduction("multilabel_margin_loss", size_average, reduce, reduction)
+    one_sample = input.ndim <= 1
+    x = input.reshape([1, -1]) if one_sample else input
+    y = (target.reshape([1, -1]) if one_sample else target).long()
+    if list(y.shape) != list(x.shape):
+        raise ValueError(f"multilabel_margin_loss(): target {list(target.shape)} must have the input's shape "
+                         f"{list(input.shape)}")
+    classes = x.shape[1]
+    valid = (y >= 0).long().cumprod(1) > 0  # the entries before the first -1
+    labels = _C.where(valid, y, y * 0)
+    is_target = (_C.one_hot(labels, classes) * valid.long().unsqueeze(2)).sum(1) > 0
+    picked = x.gather(1, labels)  # x[y_j] per position j
+    hinge = _C.relu(1.0 - picked.unsqueeze(2) + x.unsqueeze(1))  # [n, j, i]
+    keep = valid.unsqueeze(2) & ~is_target.unsqueeze(1)
+    loss = (hinge * keep.to(x.dtype)).sum(dim=(1, 2)) / classes
+    return _reduce(loss.reshape([]) if one_sample else loss, reduction, "multilabel_margin_loss")
 
 
 @loss
