@@ -198,6 +198,27 @@ class ComplexTensor:
     def __repr__(self):
         return f"tensor({self.tolist()}, dtype={self.dtype!r})"
 
+    # ---- reductions and powers ----
+    def sum(self, dim=None, keepdim=False):
+        if dim is None:
+            return ComplexTensor(self._pairs.reshape([-1, 2]).sum(0))
+        dims = [d % self.ndim for d in ([dim] if isinstance(dim, int) else dim)]
+        return ComplexTensor(self._pairs.sum(dims, keepdim=keepdim))
+
+    def mean(self, dim=None, keepdim=False):
+        count = self.numel() if dim is None else math.prod(self.shape[d] for d in ([dim] if isinstance(dim, int)
+                                                                                      else dim))
+        return self.sum(dim, keepdim) / float(count)
+
+    def __pow__(self, exponent):
+        """z ** p for a real p, in polar form: |z|^p at p times the angle."""
+        if isinstance(exponent, (ComplexTensor, builtins.complex)):
+            raise NotImplementedError("ComplexTensor ** complex is not supported")
+        if exponent == 2:
+            return self * self
+        radius, angle = self.abs() ** exponent, self.angle() * exponent
+        return self._combine(radius * trainrun.cos(angle), radius * trainrun.sin(angle))
+
 
 def _atan2(y, x):
     """atan2(y, x) from the real ops trainrun has: 2 atan(y / (r + x)) with r = |(x, y)|, and atan(u) by three
@@ -263,6 +284,26 @@ def _install():
         namespace[name] = value
     namespace["real"] = lambda input: input.real if isinstance(input, ComplexTensor) else input  # noqa: A002
     namespace["imag"] = lambda input: input.imag  # noqa: A002
+    real_abs = namespace["abs"]
+
+    def abs(input, *, out=None):  # noqa: A001,A002  (|z| of a ComplexTensor; the core's abs otherwise)
+        if isinstance(input, ComplexTensor):
+            return input.abs()
+        return real_abs(input) if out is None else real_abs(input, out=out)
+
+    def angle(input):  # noqa: A002  (a real number's: 0, or pi where it is negative)
+        if isinstance(input, ComplexTensor):
+            return input.angle()
+        return trainrun.where(input < 0, trainrun.full_like(input, math.pi, dtype=_float_of(input)),
+                              trainrun.zeros_like(input, dtype=_float_of(input)))
+
+    def conj(input):  # noqa: A002  (a real tensor is its own conjugate)
+        return input.conj() if isinstance(input, ComplexTensor) else input
+    namespace.update(abs=abs, absolute=abs, angle=angle, conj=conj, conj_physical=conj)
+
+
+def _float_of(t):
+    return t.dtype if t.is_floating_point() else _C._ops.get_default_dtype()
 
 
 _install()

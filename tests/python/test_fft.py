@@ -82,3 +82,17 @@ def test_bad_arguments_are_refused_by_name():
         trainrun.fft.rfft(trainrun.fft.fft(x))
     with pytest.raises(RuntimeError, match="dim and shape arguments must have the same length"):
         trainrun.fft.fftn(x, s=(4,), dim=(0, 1))
+
+
+@needs_torch
+def test_spectra_take_pytorchs_complex_helpers():
+    """What code does with a spectrum: torch.abs/angle/conj, sum/mean, powers; real tensors keep their abs."""
+    ours, theirs = trainrun.fft.rfft(trainrun.arange(8.)), peer.fft.rfft(peer.arange(8.))
+    _same(trainrun.abs(ours), peer.abs(theirs))
+    _same(trainrun.angle(ours)[:4], peer.angle(theirs)[:4])  # (the last bin sits on the branch cut at -pi/pi)
+    _same(trainrun.conj(ours), peer.conj(theirs).resolve_conj())
+    _same(ours.sum(), theirs.sum())
+    _same(ours.mean(), theirs.mean())
+    _same(ours ** 3, theirs ** 3)
+    assert trainrun.abs(trainrun.tensor([-3])).tolist() == [3]
+    _same(trainrun.angle(trainrun.tensor([-1., 2.])), peer.angle(peer.tensor([-1., 2.])))
