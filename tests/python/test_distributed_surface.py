@@ -264,11 +264,44 @@ def ddp_join_trains_on_uneven_inputs():
         assert torch.allclose(p, q, atol=1e-5)
 
 
+def fully_sharded_parameters_initialize_as_pytorchs():
+    """torchtitan's order: build on meta, fully_shard, to_empty, then nn.init on the DTensor parameters, in-place
+    updates under no_grad, param.data = another DTensor; the model then runs."""
+    dist = _setup()
+    from trainrun.distributed.fsdp import fully_shard
+    from trainrun.distributed.tensor import DTensor
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 8), nn.LayerNorm(8), nn.Linear(8, 10))
+    fully_shard(model)
+    model.to_empty(device="cpu")
+    for name, p in model.named_parameters():
+        assert isinstance(p, DTensor) and p.device.type == "cpu", name
+        if p.ndim == 2:
+            nn.init.trunc_normal_(p, std=0.02, a=-0.04, b=0.04)
+            assert p.full_tensor().abs().max().item() <= 0.04
+            nn.init.xavier_uniform_(p)
+        else:
+            nn.init.ones_(p) if name.startswith("2.") else nn.init.zeros_(p)
+    with torch.no_grad():
+        w = model[1].weight
+        w.copy_(torch.zeros_like(w))
+        w.add_(torch.ones_like(w))
+        replacement = w.data * 3
+        w.data = replacement
+    assert w.full_tensor().tolist() == [[3.0] * 8] * 8 and isinstance(w, nn.Parameter)
+    with pytest.raises(TypeError, match="must be set to a DTensor"):
+        w.data = torch.zeros(8, 8)
+    assert sum(p.numel() for p in model.parameters()) == 258
+    assert model(torch.tensor([[1, 2, 3]])).shape == (1, 3, 10)
+    dist.barrier()
+
+
 @pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, dtensor_reductions_indexing_and_where,
                                       hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
                                       mesh_from_group_and_distribute_module,
                                       schedules_without_a_loss_run_forwards_only, ddp_python_comm_hook_and_futures,
-                                      ddp_join_trains_on_uneven_inputs])
+                                      ddp_join_trains_on_uneven_inputs, 
+                                      fully_sharded_parameters_initialize_as_pytorchs])
 def test_on_two_ranks(ranks, function):
     ranks.run_function(2, function)
 

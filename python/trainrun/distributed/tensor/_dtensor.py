@@ -140,6 +140,18 @@ class DTensor:
         """The same DTensor outside autograd (over the local piece's data)."""
         return DTensor(self._local_tensor.data, self._spec)
 
+    @data.setter
+    def data(self, value):
+        """param.data = other: this DTensor (the same object, its autograd identity kept) takes other's local
+        piece and layout; other must be a DTensor on the same mesh."""
+        if not isinstance(value, DTensor):
+            raise TypeError(f"DTensor.data must be set to a DTensor, got {type(value).__name__}")
+        if value._spec.mesh != self._spec.mesh:
+            raise ValueError(f"DTensor.data: the new value is on {value._spec.mesh}, this DTensor on "
+                             f"{self._spec.mesh}")
+        self._local_tensor.data = value._local_tensor
+        self._spec = value._spec
+
     @property
     def requires_grad(self):
         return self._local_tensor.requires_grad
