@@ -300,7 +300,7 @@ def fully_sharded_parameters_initialize_as_pytorchs():
                                       hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
                                       mesh_from_group_and_distribute_module,
                                       schedules_without_a_loss_run_forwards_only, ddp_python_comm_hook_and_futures,
-                                      ddp_join_trains_on_uneven_inputs, 
+                                      ddp_join_trains_on_uneven_inputs,
                                       fully_sharded_parameters_initialize_as_pytorchs])
 def test_on_two_ranks(ranks, function):
     ranks.run_function(2, function)
