@@ -296,12 +296,58 @@ def fully_sharded_parameters_initialize_as_pytorchs():
     dist.barrier()
 
 
+def fully_shard_over_activation_checkpointing_trains_as_one_process():
+    """torchtitan's recipe: checkpoint_wrapper on each block, then fully_shard on each block and the root; and a
+    block that calls torch.utils.checkpoint in its own forward. The recomputation in backward runs with the
+    gathered parameters; 3 SGD steps equal one process's training on the whole batch."""
+    dist = _setup()
+    from trainrun.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from trainrun.distributed.fsdp import fully_shard
+    from trainrun.utils.checkpoint import checkpoint
+    rank, world = dist.get_rank(), dist.get_world_size()
+
+    class Block(nn.Module):
+        def __init__(self, inner_checkpoint):
+            super().__init__()
+            self.l1, self.l2, self.inner_checkpoint = nn.Linear(6, 12), nn.Linear(12, 6), inner_checkpoint
+
+        def body(self, x):
+            return x + self.l2(torch.tanh(self.l1(x)))
+
+        def forward(self, x):
+            return checkpoint(self.body, x, use_reentrant=False) if self.inner_checkpoint else self.body(x)
+
+    def build():
+        torch.manual_seed(0)
+        return nn.Sequential(Block(False), Block(True), Block(False), nn.Linear(6, 1))
+    model, reference = build(), build()
+    for i in (0, 2):
+        model[i] = checkpoint_wrapper(model[i])
+    for block in list(model)[:3]:
+        fully_shard(block)
+    fully_shard(model)
+    opt, ref_opt = torch.optim.SGD(model.parameters(), lr=0.05), torch.optim.SGD(reference.parameters(), lr=0.05)
+    for step in range(3):
+        batch = torch.randn(4 * world, 6, generator=torch.Generator().manual_seed(step))
+        model(batch[4 * rank:4 * rank + 4]).pow(2).mean().backward()
+        reference(batch).pow(2).mean().backward()
+        for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+            assert torch.allclose(p.grad.full_tensor(), q.grad, atol=1e-5), (step, name)
+        opt.step()
+        ref_opt.step()
+        opt.zero_grad()
+        ref_opt.zero_grad()
+    assert list(model.state_dict().keys()) == list(reference.state_dict().keys())
+    dist.barrier()
+
+
 @pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, dtensor_reductions_indexing_and_where,
                                       hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
                                       mesh_from_group_and_distribute_module,
                                       schedules_without_a_loss_run_forwards_only, ddp_python_comm_hook_and_futures,
                                       ddp_join_trains_on_uneven_inputs,
-                                      fully_sharded_parameters_initialize_as_pytorchs])
+                                      fully_sharded_parameters_initialize_as_pytorchs,
+                                      fully_shard_over_activation_checkpointing_trains_as_one_process])
 def test_on_two_ranks(ranks, function):
     ranks.run_function(2, function)
 

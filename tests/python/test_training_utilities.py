@@ -181,3 +181,41 @@ def test_torchelastic_module_paths_and_metrics(capsys):
     metrics.configure(metrics.ConsoleMetricHandler(), "console")
     metrics.put_metric("loss", 0.5, "console")
     assert "[console]: loss=0.5" in capsys.readouterr().out
+
+
+def test_checkpoint_wrappers_are_invisible_to_state_dicts_and_keep_gradients():
+    """apply_activation_checkpointing wraps the modules check_fn picks (the outermost only) in CheckpointWrapper:
+    the model's state dict keys stay the unwrapped model's (so checkpoints load either way), gradients equal the
+    unwrapped model's, keywords reach the wrapped forward; offload_wrapper too."""
+    from trainrun.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        CheckpointImpl, CheckpointWrapper, apply_activation_checkpointing, checkpoint_wrapper, offload_wrapper)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4))
+
+        def forward(self, x, scale=1.0):
+            return x + trainrun.relu(self.inner(x)) * scale
+
+    trainrun.manual_seed(0)
+    model = nn.Sequential(Block(), Block(), nn.Linear(4, 2))
+    reference = nn.Sequential(Block(), Block(), nn.Linear(4, 2))
+    reference.load_state_dict(model.state_dict())
+    keys = list(model.state_dict().keys())
+    apply_activation_checkpointing(model, checkpoint_wrapper_fn=lambda m: checkpoint_wrapper(
+        m, checkpoint_impl=CheckpointImpl.NO_REENTRANT), check_fn=lambda m: isinstance(m, (Block, nn.Linear)))
+    assert [type(m).__name__ for m in model] == ["CheckpointWrapper", "CheckpointWrapper", "CheckpointWrapper"]
+    assert not isinstance(model[0]._checkpoint_wrapped_module.inner[0], CheckpointWrapper)  # (outermost only)
+    assert list(model.state_dict().keys()) == keys
+    assert [n for n, _ in model[0].named_parameters()][0] == "inner.0.weight"
+    x = trainrun.randn(3, 4, requires_grad=True)
+    model(x).pow(2).sum().backward()
+    reference(x).pow(2).sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert trainrun.allclose(p.grad, q.grad, atol=1e-6)
+    model.load_state_dict(reference.state_dict())
+    assert trainrun.allclose(model[0](x, scale=2.0), reference[0](x, scale=2.0))
+    offloaded = offload_wrapper(Block())
+    offloaded(x).sum().backward()
+    assert all(p.grad is not None for p in offloaded.parameters())

@@ -71,6 +71,26 @@ class Sequential(Module):
             return Sequential(collections.OrderedDict((n, self._children_py[n]) for n in self._order[i]))
         return self._children_py[self._order[i]]
 
+    def __setitem__(self, i, module):
+        """model[i] = module: the i-th child replaced, under its name."""
+        self.add_module(self._order[_int_index(i, len(self._order), "Sequential")], module)
+
+    def __delitem__(self, i):
+        """The children at i removed; the rest renamed "0", "1", ..., as PyTorch's."""
+        names = self._order[i] if isinstance(i, slice) else [self._order[_int_index(i, len(self._order),
+                                                                                      "Sequential")]]
+        self._renumber([self._children_py[n] for n in self._order if n not in names])
+
+    def __add__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
+        return Sequential(*self, *other)
+
+    def __iadd__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
+        return self.extend(other)
+
     def __len__(self):
         return len(self._order)
 
@@ -78,18 +98,29 @@ class Sequential(Module):
         return (self._children_py[n] for n in self._order)
 
 
+def _int_index(i, n, where):
+    if isinstance(i, bool) or not hasattr(i, "__index__"):
+        raise TypeError(f"{where} indices must be integers, not {type(i).__name__}")
+    i = int(i)
+    if not -n <= i < n:
+        raise IndexError(f"index {i} is out of range")
+    return i % n
+
+
 class ModuleList(Module):
-    """Modules held in a list and registered as children "0", "1", ...; it has no forward."""
+    """Modules held in a list and registered as children "0", "1", ...; it has no forward. The children are the
+    list: layers[i] = m, register_module("3", m) and setattr(layers, "3", m) all replace entry 3."""
 
     def __init__(self, modules=None):
         super().__init__()
-        object.__setattr__(self, "_list", [])
         for m in modules or []:
             self.append(m)
 
+    def _entries(self):
+        return [self._children_py[str(i)] for i in range(len(self))]
+
     def append(self, module):
-        setattr(self, str(len(self._list)), module)
-        self._list.append(module)
+        setattr(self, str(len(self)), module)
         return self
 
     def extend(self, modules):
@@ -98,37 +129,45 @@ class ModuleList(Module):
         return self
 
     def __getitem__(self, i):
-        return ModuleList(self._list[i]) if isinstance(i, slice) else self._list[i]
+        if isinstance(i, slice):
+            return ModuleList(self._entries()[i])
+        return self._children_py[str(_int_index(i, len(self), "ModuleList"))]
+
+    def __setitem__(self, i, module):
+        """layers[i] = module: the i-th child replaced, under its name (checkpoint wrappers, swapped blocks)."""
+        setattr(self, str(_int_index(i, len(self), "ModuleList")), module)
 
     def __len__(self):
-        return len(self._list)
+        return len(self.__dict__.get("_children_py", ()))
 
     def __iter__(self):
-        return iter(self._list)
+        return iter(self._entries())
 
     def __iadd__(self, modules):
         return self.extend(modules)
 
+    def __add__(self, other):
+        return ModuleList(self._entries() + list(other))
+
     def _renumber(self, modules):
-        for name in range(len(self._list)):
+        for name in range(len(self)):
             self._unregister(str(name))
             self._children_py.pop(str(name), None)
-        self._list.clear()
         self.extend(modules)
 
     def insert(self, index, module):
-        modules = list(self._list)
+        modules = self._entries()
         modules.insert(index, module)
         self._renumber(modules)
 
     def pop(self, key):
-        modules = list(self._list)
+        modules = self._entries()
         popped = modules.pop(key)
         self._renumber(modules)
         return popped
 
     def __delitem__(self, index):
-        modules = list(self._list)
+        modules = self._entries()
         del modules[index]
         self._renumber(modules)
 

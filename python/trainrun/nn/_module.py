@@ -234,7 +234,7 @@ def _cpp_setattr(self, name, value):
         pass
     elif isinstance(value, _C.nn.Module) and not isinstance(self, Module):
         if not self._replace_module(name, value):  # a child replaced keeps its place (and state_dict order)
-            self.register_module(name, value)
+            _register_child(self, name, value)
         object.__setattr__(self, name, value)  # keeps a Python subclass (and its forward) alive
     else:
         object.__setattr__(self, name, value)
@@ -315,7 +315,7 @@ class Module(_C.nn.Module):
             if "_children_py" not in self.__dict__:
                 raise AttributeError("call super().__init__() before assigning modules")
             if self._children_py.get(name) is None or not self._replace_module(name, value):
-                self.register_module(name, value)  # (a new child; one replaced keeps its place, as in PyTorch)
+                _register_child(self, name, value)  # (a new child; one replaced keeps its place, as in PyTorch)
             self._children_py[name] = value  # keeps a Python subclass (and its forward) alive
         else:
             object.__setattr__(self, name, value)
@@ -479,8 +479,9 @@ _C.nn.Module.apply = _apply_fn
 _C.nn.Module.requires_grad_ = _requires_grad_
 _C.nn.Module.share_memory = _share_memory
 _C.nn.Module.to_empty = _to_empty
-_C.nn.Module.add_module = lambda self, name, module: setattr(self, name, module) if isinstance(self, Module) \
-    else self.register_module(name, module)
+_register_child = _C.nn.Module.register_module  # (the core's: refuses a name that is taken)
+_C.nn.Module.add_module = lambda self, name, module: setattr(self, name, module)
+_C.nn.Module.register_module = _C.nn.Module.add_module  # PyTorch's alias: a child of that name is replaced
 _C.nn.Module.register_module_ = _C.nn.Module.add_module
 _C.nn.Module.get_submodule = _get_submodule
 _C.nn.Module.set_submodule = _set_submodule

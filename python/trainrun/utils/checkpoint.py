@@ -5,6 +5,7 @@ activations; backward runs it again (with the random state it had the first
 time, so dropout draws the same mask) and backpropagates through that
 recomputation. Memory for activations drops to the inputs of each
 checkpointed segment, for about one more forward's time."""
+import contextlib
 import functools
 import warnings
 
@@ -25,13 +26,21 @@ def _detached_inputs(args):
     return out
 
 
+# Layers above nn register here what a recomputation needs put back as the forward had it: each entry is called
+# with the modules the checkpointed function reaches, at forward time, and returns a context manager (or None)
+# that backward enters around the recomputation (fully_shard's: the gathered parameters, in their modules).
+RECOMPUTE_CONTEXTS = []
+
+
 class _Checkpoint(Function):
     @staticmethod
-    def forward(ctx, run_function, preserve_rng_state, kwargs, num_args, *args_and_weights):
-        # The weights after the arguments are inputs of the node only (so the output requires grad through them):
-        # the recomputation's backward accumulates their gradients itself.
+    def forward(ctx, run_function, preserve_rng_state, kwargs, recompute_contexts, num_args, *args_and_weights):
+        # The weights after the arguments are inputs of the node (so the output requires grad through them);
+        # backward returns their gradients, which autograd then passes on (to .grad, or to the node that made
+        # them: fully_shard's gathered parameters reduce-scatter from there).
         args = args_and_weights[:num_args]
-        ctx.num_weights = len(args_and_weights) - num_args
+        ctx.weights = args_and_weights[num_args:]
+        ctx.recompute_contexts = recompute_contexts
         ctx.run_function, ctx.kwargs = run_function, kwargs
         ctx.rng_state = trainrun.random.get_rng_state() if preserve_rng_state else None
         ctx.inputs = args
@@ -48,7 +57,9 @@ class _Checkpoint(Function):
             for device, state in zip(("cpu", "cuda"), ctx.autocast):  # the forward's autocast state
                 _C._set_autocast(device, *state)
             try:
-                with trainrun.enable_grad():
+                with trainrun.enable_grad(), contextlib.ExitStack() as restored:
+                    for context in ctx.recompute_contexts:
+                        restored.enter_context(context)
                     outputs = ctx.run_function(*inputs, **ctx.kwargs)
             finally:
                 for device, state in zip(("cpu", "cuda"), previous):
@@ -56,16 +67,23 @@ class _Checkpoint(Function):
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         pairs = [(o, g) for o, g in zip(outputs, grads)
                  if isinstance(o, _C.Tensor) and o.requires_grad and g is not None]
-        if pairs:
-            trainrun.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-        return (None, None, None, None) + tuple(i.grad if isinstance(i, _C.Tensor) and i.requires_grad else None
-                                                for i in inputs) + (None,) * ctx.num_weights
+        none = (None, None, None, None, None)
+        if not ctx.weights:  # reentrant: the recomputation's own backward accumulates the weights' gradients
+            if pairs:
+                trainrun.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+            return none + tuple(i.grad if isinstance(i, _C.Tensor) and i.requires_grad else None for i in inputs)
+        wanted = [t for t in list(inputs) + list(ctx.weights) if isinstance(t, _C.Tensor) and t.requires_grad]
+        found = trainrun.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True) \
+            if pairs and wanted else [None] * len(wanted)
+        by_id = {id(t): g for t, g in zip(wanted, found)}
+        return none + tuple(by_id.get(id(t)) for t in list(inputs) + list(ctx.weights))
 
 
 def _weights_reached(function, args):
     """The tensors requiring grad that `function` reaches other than through args: a module's parameters (the
-    function is a module, a module's bound method, or closes over one), or tensors it closes over directly."""
-    found, seen, given = [], set(), {id(a) for a in args}
+    function is a module, a module's bound method, or closes over one), or tensors it closes over directly;
+    and the modules it reaches."""
+    found, seen, given, modules = [], set(), {id(a) for a in args}, []
 
     def add(t):
         if isinstance(t, _C.Tensor) and t.requires_grad and id(t) not in seen and id(t) not in given:
@@ -76,6 +94,7 @@ def _weights_reached(function, args):
         if depth > 3:
             return
         if isinstance(obj, _C.nn.Module):
+            modules.append(obj)
             for p in obj.parameters():
                 add(p)
         elif isinstance(obj, _C.Tensor):
@@ -103,7 +122,7 @@ def _weights_reached(function, args):
                         visit(value, depth + 1)
 
     visit(function)
-    return found
+    return found, modules
 
 
 def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default",
@@ -121,11 +140,14 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
         raise NotImplementedError("checkpoint(context_fn=...) is not supported")
     if not _C.is_grad_enabled():
         return function(*args, **kwargs)
-    hidden = [] if use_reentrant else _weights_reached(function, args)
-    if use_reentrant and not any(isinstance(a, _C.Tensor) and a.requires_grad for a in args):
-        warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", UserWarning,
-                      stacklevel=2)
-    return _Checkpoint.apply(function, preserve_rng_state, kwargs, len(args), *args, *hidden)
+    hidden, modules = _weights_reached(function, args)
+    if use_reentrant:
+        hidden = []
+        if not any(isinstance(a, _C.Tensor) and a.requires_grad for a in args):
+            warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", UserWarning,
+                          stacklevel=2)
+    contexts = [c for c in (make(modules) for make in RECOMPUTE_CONTEXTS) if c is not None]
+    return _Checkpoint.apply(function, preserve_rng_state, kwargs, contexts, len(args), *args, *hidden)
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):  # noqa: A002

@@ -7,6 +7,7 @@ that no inner call took."""
 from trainrun import distributed as dist
 from trainrun.distributed.fsdp import _schedule
 from trainrun.distributed.fsdp._fsdp_param import FSDPParam
+from trainrun.distributed.fsdp import _recompute  # noqa: F401  (checkpoint recomputations get gathered parameters)
 from trainrun.distributed.fsdp._param_group import ParamGroup, RegatherBeforeBackward
 from trainrun.distributed.fsdp._schedule import ACTIVE_FORWARDS
 from trainrun.distributed.tensor._module_views import DTENSOR_PARAMS
