@@ -23,6 +23,25 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output) {
   data_ = is_output ? detach(t) : t;
 }
 
+namespace {
+
+// A saved tensor whose storage was shrunk since (fully_shard frees gathered parameters with resize_(0) once their
+// backward is done) must not reach a kernel: it would read memory that is gone.
+void check_memory(const Tensor& t, const std::string& node) {
+  if (!t.defined() || t.numel() == 0 || t.device().is_meta()) return;
+  int64_t last = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  const size_t needed = static_cast<size_t>(last + 1) * t.element_size();
+  const size_t has = t.impl()->storage()->nbytes();
+  TR_CHECK(has >= needed, Error,
+           "{}: a tensor of shape {} saved for backward has no memory any more (its storage holds {} bytes, {} "
+           "needed): it was freed after the forward (fully_shard frees gathered parameters once their backward "
+           "ran; backward through the same graph twice is not possible there)",
+           node, t.shape_str(), has, needed);
+}
+
+}  // namespace
+
 Tensor SavedVariable::unpack(const std::shared_ptr<Node>& owner) const {
   if (!saved_) return Tensor();
   const std::string node = owner->name();
@@ -43,6 +62,7 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& owner) const {
     data = hooks_->unpack(packed_);
     TR_CHECK(data.defined(), TypeError, "{}: the saved_tensors_hooks unpack hook returned no tensor", node);
   }
+  check_memory(data, node);
   if (is_output_ && GradMode::is_enabled()) {
     Tensor attached = detach(data);
     set_history(attached, owner, output_nr_);

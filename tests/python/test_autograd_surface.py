@@ -122,3 +122,11 @@ def test_detach_in_place_and_integer_requires_grad_refusal():
     assert x.grad.tolist() == [2.0, 2.0]
     with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require gradients"):
         torch.tensor([1, 2]).requires_grad_()
+
+
+def test_a_saved_tensor_whose_memory_was_freed_is_an_error_not_a_crash():
+    a, b = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)
+    y = (a @ b).sum()
+    a.untyped_storage().resize_(0)
+    with pytest.raises(RuntimeError, match="shape \\[4, 4\\] saved for backward has no memory any more"):
+        y.backward()

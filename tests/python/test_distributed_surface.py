@@ -293,6 +293,14 @@ def fully_sharded_parameters_initialize_as_pytorchs():
         w.data = torch.zeros(8, 8)
     assert sum(p.numel() for p in model.parameters()) == 258
     assert model(torch.tensor([[1, 2, 3]])).shape == (1, 3, 10)
+    for opt in (torch.optim.RMSprop(model.parameters()), torch.optim.Adam(model.parameters())):
+        out = model(torch.tensor([[1, 2, 3]]))
+        out.sum().backward(retain_graph=True)
+        opt.step()
+        weight = model[3].weight  # (a DTensor: the optimizer's state is found by it, in Python and C++ ones)
+        assert weight in opt.state and "step" in opt.state[weight], type(opt).__name__
+    with pytest.raises(RuntimeError, match="saved for backward has no memory any more"):
+        out.sum().backward()  # (the gathered parameters of that forward were freed by the first backward)
     dist.barrier()
 
 

@@ -152,3 +152,13 @@ def test_optimizers_are_optimizers_and_print_their_groups():
     adam.load_state_dict(adam.state_dict())
     adam.step()
     assert adam.state_dict()["state"][0]["step"].item() == 2.0
+
+
+def test_a_python_optimizers_state_survives_copies():
+    model = nn.Linear(2, 2)
+    opt = torch.optim.RMSprop(model.parameters())
+    model(torch.ones(1, 2)).sum().backward()
+    opt.step()
+    clone = copy.deepcopy(opt)
+    assert len(clone.state) == 2 and sorted(opt.state[model.weight]) == ["square_avg", "step"]
+    assert model.bias in opt.state and opt.state.get(model.bias) is opt.state[model.bias]

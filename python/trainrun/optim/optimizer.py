@@ -36,6 +36,31 @@ def optimizer_repr(optimizer):
     return text + ")"
 
 
+class _StateByParameter(collections.defaultdict):
+    """optimizer.state: a dict per parameter, keyed by the parameter. The optimizer holds a DTensor parameter's
+    local piece (local_params); asking with the DTensor itself (model.parameters() under fully_shard) finds
+    that piece's entry, as PyTorch's state keyed by the DTensor would."""
+
+    def __init__(self, default_factory=dict, *args):
+        super().__init__(default_factory, *args)
+
+    @staticmethod
+    def _local(key):
+        return key._local_tensor if hasattr(key, "to_local") and hasattr(key, "_local_tensor") else key
+
+    def __getitem__(self, key):
+        return super().__getitem__(self._local(key))
+
+    def __setitem__(self, key, value):
+        super().__setitem__(self._local(key), value)
+
+    def __contains__(self, key):
+        return super().__contains__(self._local(key))
+
+    def get(self, key, default=None):
+        return super().get(self._local(key), default)
+
+
 class Optimizer(metaclass=abc.ABCMeta):
     """The base class (an ABC: the built-in C++ optimizers, which derive from _C.optim.Optimizer, are registered
     as its subclasses, so isinstance(torch.optim.Adam(...), torch.optim.Optimizer) holds as in PyTorch)."""
@@ -50,7 +75,7 @@ class Optimizer(metaclass=abc.ABCMeta):
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
-        self.state = collections.defaultdict(dict)
+        self.state = _StateByParameter()
         self.param_groups = []
         self._layouts = {}  # local piece -> DTensor spec, for the DTensor parameters given
         params = local_params(params, self._layouts)
@@ -110,7 +135,7 @@ class Optimizer(metaclass=abc.ABCMeta):
             raise ValueError("load_state_dict: the state dict's parameter groups do not match this optimizer's")
         params = self._params()
         order = [i for g in groups for i in g["params"]]
-        self.state = collections.defaultdict(dict)
+        self.state = _StateByParameter()
         for position, saved_index in enumerate(order):
             saved = state_dict["state"].get(saved_index, state_dict["state"].get(str(saved_index)))
             if saved:
