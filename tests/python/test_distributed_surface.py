@@ -349,13 +349,45 @@ def fully_shard_over_activation_checkpointing_trains_as_one_process():
     dist.barrier()
 
 
+def state_dict_api_names_parameters_without_wrappers():
+    """get_state_dict/set_state_dict key a checkpoint-wrapped, fully sharded model and a compiled one by the same
+    plain names (PyTorch's FQNs), so one's state loads into the other, optimizer state included."""
+    dist = _setup()
+    from trainrun.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from trainrun.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict, set_state_dict
+    from trainrun.distributed.fsdp import fully_shard
+
+    def build():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+        model[0] = checkpoint_wrapper(model[0])
+        fully_shard(model[0])
+        fully_shard(model)
+        return model
+    model = build()
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    model_sd, optim_sd = get_state_dict(model, opt)
+    names = ["0.weight", "0.bias", "1.weight", "1.bias"]
+    assert list(model_sd) == names and list(optim_sd["state"]) == names
+    compiled = torch.compile(build())
+    compiled_opt = torch.optim.Adam(compiled.parameters())
+    set_state_dict(compiled, compiled_opt, model_state_dict=model_sd, optim_state_dict=optim_sd)
+    assert list(get_model_state_dict(compiled)) == names
+    assert torch.equal(compiled._orig_mod[0].weight.full_tensor(), model[0].weight.full_tensor())
+    assert torch.equal(compiled_opt.state_dict()["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"])
+    dist.barrier()
+
+
 @pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, dtensor_reductions_indexing_and_where,
                                       hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
                                       mesh_from_group_and_distribute_module,
                                       schedules_without_a_loss_run_forwards_only, ddp_python_comm_hook_and_futures,
                                       ddp_join_trains_on_uneven_inputs,
                                       fully_sharded_parameters_initialize_as_pytorchs,
-                                      fully_shard_over_activation_checkpointing_trains_as_one_process])
+                                      fully_shard_over_activation_checkpointing_trains_as_one_process,
+                                      state_dict_api_names_parameters_without_wrappers])
 def test_on_two_ranks(ranks, function):
     ranks.run_function(2, function)
 

@@ -25,18 +25,27 @@ def _unsupported(options, what):
                                   "not supported")
 
 
+# Module names wrappers put in a key that PyTorch's state_dict API leaves out (its _get_fqns): compile's, the
+# activation-checkpoint wrapper's and FSDP1's. DDP's "module." goes too when the model is the DDP wrapper.
+_WRAPPER_PARTS = ("_orig_mod", "_checkpoint_wrapped_module", "_fsdp_wrapped_module")
+
+
+def _fqn(model, key):
+    if hasattr(model, "module") and key.startswith("module."):
+        key = key[len("module."):]
+    return ".".join(part for part in key.split(".") if part not in _WRAPPER_PARTS)
+
+
 def get_model_state_dict(model, *, submodules=None, options=None):
     """The model's state dict: DTensors for sharded parameters, or (full_state_dict) every tensor whole."""
     options = options or StateDictOptions()
     _unsupported(options, "get_model_state_dict")
     if submodules is not None:
         raise NotImplementedError("get_model_state_dict: submodules is not supported")
-    state = model.state_dict()
-    if hasattr(model, "module") and all(k.startswith("module.") for k in state):  # DDP's wrapper prefix
-        state = {k[len("module."):]: v for k, v in state.items()}
+    state = {_fqn(model, k): v for k, v in model.state_dict().items()}
     if options.ignore_frozen_params:
-        frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
-        state = {k: v for k, v in state.items() if k not in frozen and k.replace("module.", "", 1) not in frozen}
+        frozen = {_fqn(model, name) for name, p in model.named_parameters() if not p.requires_grad}
+        state = {k: v for k, v in state.items() if k not in frozen}
     if options.full_state_dict:
         state = {k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in state.items()}
         if options.cpu_offload:
@@ -65,8 +74,8 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
             if missing:
                 raise KeyError(f"set_model_state_dict: rank 0's state dict has no {missing[:5]}")
         model_state_dict = full
-    if hasattr(model, "module") and not any(k.startswith("module.") for k in model_state_dict):
-        model_state_dict = {"module." + k: v for k, v in model_state_dict.items()}  # DDP's wrapper prefix
+    actual = {_fqn(model, k): k for k in model.state_dict()}  # (the model's own keys, wrappers' names in them)
+    model_state_dict = {actual.get(k, k): v for k, v in model_state_dict.items()}
     return model.load_state_dict(model_state_dict, strict=options.strict)
 
 
@@ -76,7 +85,7 @@ def _param_names(model):
     for a sharded parameter, which tells the optimizer state's layout)."""
     names = {}
     for name, p in model._named_local_parameters():
-        names[p._cdata] = name[len("module."):] if hasattr(model, "module") and name.startswith("module.") else name
+        names[p._cdata] = _fqn(model, name)
     return names, get_model_state_dict(model)
 
 
