@@ -244,6 +244,7 @@ def get_float32_matmul_precision():
     return _matmul_precision
 from trainrun import linalg  # noqa: E402,F401
 from trainrun import fft  # noqa: E402,F401  (torch.fft: transforms over ComplexTensors)
+from trainrun import _stft  # noqa: E402,F401  (torch.stft, torch.istft)
 from trainrun import distributions, func  # noqa: E402,F401
 from trainrun import jit, profiler, version  # noqa: E402,F401
 from trainrun import _ops_aliases  # noqa: E402,F401  (multiply, greater, logit, hann_window, ...)
