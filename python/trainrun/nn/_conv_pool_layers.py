@@ -20,8 +20,10 @@ class Conv3d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
-        if padding_mode != "zeros":
-            raise NotImplementedError("Conv3d: only padding_mode='zeros' is supported")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(f"padding_mode must be one of ['zeros', 'reflect', 'replicate', 'circular'], but got "
+                             f"padding_mode='{padding_mode}'")
+        self.padding_mode = padding_mode
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"Conv3d: in_channels ({in_channels}) and out_channels ({out_channels}) must be "
                              f"divisible by groups ({groups})")
@@ -38,6 +40,11 @@ class Conv3d(Module):
             self.register_parameter("bias", None)
 
     def forward(self, input):  # noqa: A002
+        if self.padding_mode != "zeros":  # padded that way first, as PyTorch's _conv_forward
+            from trainrun.nn._layers import _mode_padding
+            return F.conv3d(F.pad(input, _mode_padding(self.padding, self.kernel_size, self.dilation, 3),
+                                  mode=self.padding_mode), self.weight, self.bias, self.stride, 0, self.dilation,
+                            self.groups)
         return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self):

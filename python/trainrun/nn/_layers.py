@@ -53,11 +53,13 @@ class Conv1d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
-        if padding_mode != "zeros":
-            raise NotImplementedError("Conv1d: only padding_mode='zeros' is supported")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(f"padding_mode must be one of ['zeros', 'reflect', 'replicate', 'circular'], but got "
+                             f"padding_mode='{padding_mode}'")
         k = kernel_size[0] if isinstance(kernel_size, (tuple, list)) else kernel_size
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k,)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        self.padding_mode = padding_mode
         self.weight = Parameter(_C.empty([out_channels, in_channels // groups, k], dtype=dtype, device=device))
         bound = 1.0 / math.sqrt(in_channels // groups * k)  # kaiming_uniform_(a=sqrt(5)), PyTorch's default
         init.uniform_(self.weight, -bound, bound)
@@ -68,7 +70,26 @@ class Conv1d(Module):
             object.__setattr__(self, "bias", None)
 
     def forward(self, input):  # noqa: A002
+        if self.padding_mode != "zeros":  # padded that way first, as PyTorch's _conv_forward; the conv pads nothing
+            return F.conv1d(F.pad(input, _mode_padding(self.padding, self.kernel_size, self.dilation, 1),
+                                  mode=self.padding_mode), self.weight, self.bias, self.stride, 0, self.dilation,
+                            self.groups)
         return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+def _mode_padding(padding, kernel_size, dilation, dims):
+    """F.pad's amounts (last dim first, both sides) for a convolution's padding: ints, or 'same'/'valid'."""
+    def per_dim(value):
+        return list(value) if isinstance(value, (tuple, list)) else [value] * dims
+    sizes, dilations = per_dim(kernel_size), per_dim(dilation)
+    if padding == "valid":
+        pairs = [(0, 0)] * dims
+    elif padding == "same":
+        totals = [d * (k - 1) for d, k in zip(dilations, sizes)]
+        pairs = [(t // 2, t - t // 2) for t in totals]
+    else:
+        pairs = [(p, p) for p in per_dim(padding)]
+    return [amount for pair in reversed(pairs) for amount in pair]
 
 
 class PReLU(Module):
