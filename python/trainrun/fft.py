@@ -41,7 +41,8 @@ def _matrices(n, sign, dtype_name, device):
     """cos and sin of sign * 2 pi j k / n, (n, n), as tensors of the dtype on the device."""
     angles = sign * 2.0 * math.pi * (np.outer(np.arange(n), np.arange(n)) % n) / n
     dtype = getattr(_C.dtype, dtype_name)
-    return tuple(_C.from_numpy(np.ascontiguousarray(f(angles))).to(device=device, dtype=dtype) for f in (np.cos, np.sin))
+    return tuple(_C.from_numpy(np.ascontiguousarray(f(angles))).to(device=device, dtype=dtype)
+                 for f in (np.cos, np.sin))
 
 
 @functools.lru_cache(maxsize=256)
@@ -49,7 +50,8 @@ def _twiddles(n1, n2, sign, dtype_name, device):
     """cos and sin of sign * 2 pi k1 j2 / (n1 n2), (n1, n2)."""
     angles = sign * 2.0 * math.pi * (np.outer(np.arange(n1), np.arange(n2)) % (n1 * n2)) / (n1 * n2)
     dtype = getattr(_C.dtype, dtype_name)
-    return tuple(_C.from_numpy(np.ascontiguousarray(f(angles))).to(device=device, dtype=dtype) for f in (np.cos, np.sin))
+    return tuple(_C.from_numpy(np.ascontiguousarray(f(angles))).to(device=device, dtype=dtype)
+                 for f in (np.cos, np.sin))
 
 
 def _split(n):

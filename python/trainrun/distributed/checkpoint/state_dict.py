@@ -36,13 +36,29 @@ def _fqn(model, key):
     return ".".join(part for part in key.split(".") if part not in _WRAPPER_PARTS)
 
 
+import contextlib  # noqa: E402
+
+
+@contextlib.contextmanager
+def _sharded_fsdp1(model):
+    """FSDP1 wrappers give full state dicts by default; this API reads them sharded (and gathers itself when
+    asked for full_state_dict), as PyTorch's sets their state dict type."""
+    from trainrun.distributed.fsdp import FullyShardedDataParallel, StateDictType
+    if not any(isinstance(m, FullyShardedDataParallel) for m in model.modules()):
+        yield
+        return
+    with FullyShardedDataParallel.state_dict_type(model, StateDictType.SHARDED_STATE_DICT):
+        yield
+
+
 def get_model_state_dict(model, *, submodules=None, options=None):
     """The model's state dict: DTensors for sharded parameters, or (full_state_dict) every tensor whole."""
     options = options or StateDictOptions()
     _unsupported(options, "get_model_state_dict")
     if submodules is not None:
         raise NotImplementedError("get_model_state_dict: submodules is not supported")
-    state = {_fqn(model, k): v for k, v in model.state_dict().items()}
+    with _sharded_fsdp1(model):
+        state = {_fqn(model, k): v for k, v in model.state_dict().items()}
     if options.ignore_frozen_params:
         frozen = {_fqn(model, name) for name, p in model.named_parameters() if not p.requires_grad}
         state = {k: v for k, v in state.items() if k not in frozen}
@@ -74,7 +90,8 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
             if missing:
                 raise KeyError(f"set_model_state_dict: rank 0's state dict has no {missing[:5]}")
         model_state_dict = full
-    actual = {_fqn(model, k): k for k in model.state_dict()}  # (the model's own keys, wrappers' names in them)
+    with _sharded_fsdp1(model):
+        actual = {_fqn(model, k): k for k in model.state_dict()}  # (the model's own keys, wrappers' names in them)
     model_state_dict = {actual.get(k, k): v for k, v in model_state_dict.items()}
     return model.load_state_dict(model_state_dict, strict=options.strict)
 

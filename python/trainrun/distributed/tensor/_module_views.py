@@ -117,38 +117,27 @@ _original_state_dict = _C.nn.Module.state_dict
 _original_load_state_dict = _C.nn.Module.load_state_dict
 
 
-def _views_by_key(module, keys=None):
+def _views_by_key(module):
     """state_dict key -> DTensor view, for every sharded parameter under module (tensor parallelism, FSDP).
-    A key a state dict hook renamed (a checkpoint wrapper's, which leaves its own name out) is matched through
-    the tensor itself: `keys`, the module's state dict with its variables, maps each key to the local piece."""
-    views, by_memory = {}, {}
+    Keys are renamed by the module's state dict hooks as the state dict's own are (a checkpoint or FSDP1
+    wrapper leaves its name out): every rank finds the same views, empty shards included, so the ranks'
+    collectives over them stay in step."""
+    from trainrun.nn import _state_dict_hooks
+    views = {}
     for prefix, m in module.named_modules():
         for name, view in (m.__dict__.get(DTENSOR_PARAMS) or {}).items():
             views[f"{prefix}.{name}" if prefix else name] = view
-            local = view._local_tensor
-            if local.numel() and not local.is_meta:
-                by_memory[(local.data_ptr(), tuple(local.shape))] = view
-    if not by_memory:
+    if not views:
         return views
-    if keys is None:
-        keys = _original_state_dict(module, keep_vars=True)
-    for key, tensor in keys.items():
-        if key in views:
-            continue
-        if hasattr(tensor, "_local_tensor"):  # (a state dict that gives the views already: a Python module's)
-            views[key] = tensor
-        elif isinstance(tensor, _C.Tensor) and tensor.numel() and not tensor.is_meta:
-            view = by_memory.get((tensor.data_ptr(), tuple(tensor.shape)))
-            if view is not None:
-                views[key] = view
-    return views
+    renamed = _state_dict_hooks.run_state_dict_post_hooks(module, dict(views), "")
+    return renamed if isinstance(renamed, dict) else views
 
 
 def _state_dict(self, *args, **kwargs):
     """PyTorch's: sharded parameters appear as DTensors (over the module's own shards: no communication,
     and loading into them in place updates the module)."""
     out = _original_state_dict(self, *args, **kwargs)
-    for key, view in _views_by_key(self, out).items():
+    for key, view in _views_by_key(self).items():
         if key in out:
             out[key] = view
     return out

@@ -14,10 +14,10 @@ import functools
 
 from trainrun import nn
 from trainrun.autograd.graph import save_on_cpu
+from trainrun.nn._wrapper_keys import hide_child_name, named_without_child
 from trainrun.utils.checkpoint import checkpoint
 
 _CHECKPOINT_WRAPPED_MODULE = "_checkpoint_wrapped_module"
-_CHECKPOINT_PREFIX = _CHECKPOINT_WRAPPED_MODULE + "."
 
 __all__ = ["CheckpointImpl", "CheckpointWrapper", "OffloadWrapper", "checkpoint_wrapper", "offload_wrapper",
            "apply_activation_checkpointing"]
@@ -34,8 +34,7 @@ class ActivationWrapper(nn.Module):
     def __init__(self, mod):
         super().__init__()
         self._checkpoint_wrapped_module = mod
-        self._register_state_dict_hook(_strip_prefix)
-        self._register_load_state_dict_pre_hook(_add_prefix, with_module=False)
+        hide_child_name(self, _CHECKPOINT_WRAPPED_MODULE)
 
     def __getattr__(self, name):
         try:
@@ -47,28 +46,10 @@ class ActivationWrapper(nn.Module):
         return self._checkpoint_wrapped_module.__getitem__(key)
 
     def named_parameters(self, *args, **kwargs):
-        for name, param in super().named_parameters(*args, **kwargs):
-            yield name.replace(_CHECKPOINT_PREFIX, ""), param
+        return named_without_child(super().named_parameters(*args, **kwargs), _CHECKPOINT_WRAPPED_MODULE)
 
     def named_buffers(self, *args, **kwargs):
-        for name, buffer in super().named_buffers(*args, **kwargs):
-            yield name.replace(_CHECKPOINT_PREFIX, ""), buffer
-
-
-def _strip_prefix(module, state_dict, prefix, *args):
-    """The wrapped module's keys without the wrapper's part, each where it was (the dict keeps its order)."""
-    wrapped = prefix + _CHECKPOINT_PREFIX
-    items = [(prefix + key[len(wrapped):] if key.startswith(wrapped) else key, value)
-             for key, value in state_dict.items()]
-    state_dict.clear()
-    state_dict.update(items)
-    return state_dict
-
-
-def _add_prefix(state_dict, prefix, *args):
-    for key in list(state_dict.keys()):
-        if key.startswith(prefix) and not key.startswith(prefix + _CHECKPOINT_PREFIX):
-            state_dict[prefix + _CHECKPOINT_PREFIX + key[len(prefix):]] = state_dict.pop(key)
+        return named_without_child(super().named_buffers(*args, **kwargs), _CHECKPOINT_WRAPPED_MODULE)
 
 
 class CheckpointWrapper(ActivationWrapper):
