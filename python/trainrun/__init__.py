@@ -193,7 +193,8 @@ from trainrun import _op_table, _ops_shape, _ops_index, _ops_math, _ops_linalg, 
 from trainrun import _ops_composite_extras  # noqa: E402,F401
 globals().update(_op_table.functions())  # every op declared in the op table, under its PyTorch name
 from trainrun._tensor_extras import (as_tensor, clone, detach, get_default_dtype, inference_mode,  # noqa: E402,F401
-                                     is_floating_point, is_tensor, numel, typename, set_default_dtype, promote_types,
+                                     is_floating_point, is_tensor, numel, typename, asarray, isposinf, isneginf, isreal,
+                                     layout, strided, sparse_coo, set_default_dtype, promote_types,
                                      can_cast, result_type, finfo, iinfo, is_inference_mode_enabled)
 from trainrun._compile import compile  # noqa: E402,F401,A004
 from trainrun import export  # noqa: E402,F401  (trainrun.export.export, and trainrun.export(...) itself)
@@ -245,6 +246,7 @@ def get_float32_matmul_precision():
 from trainrun import linalg  # noqa: E402,F401
 from trainrun import fft  # noqa: E402,F401  (torch.fft: transforms over ComplexTensors)
 from trainrun import _stft  # noqa: E402,F401  (torch.stft, torch.istft)
+from trainrun import _torch_level_nn  # noqa: E402,F401  (torch.dropout, torch.layer_norm, torch.conv1d, ...)
 from trainrun import distributions, func  # noqa: E402,F401
 from trainrun import jit, profiler, version  # noqa: E402,F401
 from trainrun import _ops_aliases  # noqa: E402,F401  (multiply, greater, logit, hann_window, ...)
@@ -267,3 +269,5 @@ def round(input, *, decimals=0, out=None):  # noqa: A001,A002  (PyTorch's names)
 
 from trainrun import _out_arguments  # noqa: E402
 _out_arguments.install(globals())  # out= on the functions whose bindings lack it (torch.matmul(a, b, out=c))
+from trainrun import _tensor_extras  # noqa: E402
+_tensor_extras.install_more_in_place()  # (x.cumsum_(0), x.greater_(y), ...: once every method exists)

@@ -263,3 +263,127 @@ class inference_mode(contextlib.ContextDecorator):  # noqa: N801
 
 def is_inference_mode_enabled():
     return _inference["on"]
+
+
+# ---- what a real, dense, strided CPU or CUDA tensor says about itself (PyTorch's attributes) --------------
+class layout:  # noqa: N801  (torch.layout: the class of torch.strided)
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+
+strided = layout("strided")
+sparse_coo = layout("sparse_coo")
+Tensor.layout = property(lambda self: strided)
+Tensor.is_cpu = property(lambda self: self.device.type == "cpu")
+for _flag in ("is_sparse", "is_sparse_csr", "is_quantized", "is_nested", "is_mkldnn", "is_mps", "is_xpu",
+              "is_vulkan", "is_ipu"):
+    setattr(Tensor, _flag, property(lambda self: False))
+Tensor.is_inference = lambda self: False
+Tensor.real = property(lambda self: self)  # (a real tensor is its own real part, as PyTorch's)
+
+
+def _imag(self):
+    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
+
+Tensor.imag = property(_imag)
+Tensor.absolute = lambda self: self.abs()
+Tensor.absolute_ = lambda self: self.abs_()
+Tensor.conj_physical = lambda self: self
+Tensor.conj_physical_ = lambda self: self
+Tensor.short = lambda self, memory_format=None: self.to(_C.dtype.int16)
+Tensor.adjoint = lambda self: self.transpose(-2, -1)
+Tensor.narrow_copy = lambda self, dim, start, length: self.narrow(dim, start, length).clone()
+Tensor.unsafe_chunk = lambda self, chunks, dim=0: self.chunk(chunks, dim)
+Tensor.unsafe_split = lambda self, split_size, dim=0: self.split(split_size, dim)
+
+
+def isposinf(input):  # noqa: A002
+    return input == float("inf")
+
+
+def isneginf(input):  # noqa: A002
+    return input == float("-inf")
+
+
+def isreal(input):  # noqa: A002
+    """True everywhere for a real tensor (a complex value is real when its imaginary part is 0)."""
+    if not isinstance(input, Tensor) and input.is_complex():  # (a ComplexTensor)
+        return input.imag == 0
+    return _C.full(list(input.shape), True, dtype=_C.dtype.bool, device=input.device)
+
+
+Tensor.isposinf, Tensor.isneginf, Tensor.isreal = isposinf, isneginf, isreal
+
+
+def sum_to_size(self, *size):
+    """self summed down to `size` (the shape it was broadcast from)."""
+    target = list(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else list(size)
+    lead = self.dim() - len(target)
+    out = self.sum(dim=list(range(lead))) if lead > 0 else self
+    dims = [i for i, n in enumerate(target) if n == 1 and out.shape[i] != 1]
+    return out.sum(dim=dims, keepdim=True) if dims else out
+
+
+Tensor.sum_to_size = sum_to_size
+
+
+def resize_as_(self, other, memory_format=None):
+    return self.resize_(other.shape)
+
+
+Tensor.resize_as_ = resize_as_
+
+
+def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False, **_):
+    from trainrun import empty_strided
+    return empty_strided(size, stride, dtype=dtype or self.dtype, device=device or self.device,
+                         requires_grad=requires_grad)
+
+
+Tensor.new_empty_strided = new_empty_strided
+
+
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """PyTorch's: a tensor shares obj's memory when it can (a tensor, or a NumPy array with dtype and device
+    matching), copies when it must or copy=True; copy=False refuses a copy."""
+    import numpy as np
+
+    from trainrun import as_tensor, tensor
+    if isinstance(obj, Tensor):
+        out = obj
+        if (dtype is not None and dtype != obj.dtype) or (device is not None and str(device) != str(obj.device)):
+            if copy is False:
+                raise ValueError("asarray(): can't alias the tensor: a different dtype or device needs a copy")
+            out = obj.to(dtype=dtype or obj.dtype, device=device or obj.device)
+        elif copy:
+            out = obj.clone()
+    elif isinstance(obj, np.ndarray) and copy is not True:
+        out = as_tensor(obj, dtype=dtype, device=device)
+    else:
+        if copy is False and not isinstance(obj, np.ndarray):
+            raise ValueError(f"asarray(): a {type(obj).__name__} can't be aliased; pass copy=None or True")
+        out = tensor(obj, dtype=dtype, device=device)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+# PyTorch's other in-place methods whose out-of-place form trainrun has (a comparison's bools are cast back into
+# self's dtype by copy_, as PyTorch's in-place comparisons do). Installed once every method exists (trainrun's
+# __init__ calls this last).
+_MORE_IN_PLACE = ("acosh", "addbmm", "addmm", "addmv", "addr", "arccosh", "arcsinh", "arctan2", "arctanh", "asinh",
+                  "atan2", "atanh", "baddbmm", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "copysign",
+                  "cumprod", "cumsum", "deg2rad", "digamma", "divide", "erfc", "float_power", "floor_divide",
+                  "greater", "greater_equal", "heaviside", "hypot", "ldexp", "less", "less_equal", "lgamma",
+                  "logical_and", "logical_not", "logical_or", "logical_xor", "logit", "multiply", "mvlgamma",
+                  "not_equal", "polygamma", "rad2deg", "renorm", "sgn", "sinc", "subtract", "true_divide", "xlogy")
+
+
+def install_more_in_place():
+    for name in _MORE_IN_PLACE:
+        if hasattr(Tensor, name) and not hasattr(Tensor, name + "_"):
+            setattr(Tensor, name + "_", _in_place(getattr(Tensor, name)))

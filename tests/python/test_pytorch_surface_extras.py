@@ -202,3 +202,36 @@ def test_typename_names_tensor_types_and_objects():
     assert torch.typename(torch.ones(1)) == "torch.FloatTensor"
     assert torch.typename(torch.ones(1).long()) == "torch.LongTensor"
     assert torch.typename(3) == "int" and torch.typename(nn.Module).endswith(".Module")
+
+
+def test_more_in_place_methods_attributes_and_top_level_nn_functions():
+    """In-place forms PyTorch has for methods trainrun had only out of place; the attributes a dense real tensor
+    answers (layout, is_cpu, real, is_sparse...); asarray; the nn functions bound at torch's top level."""
+    a = torch.arange(6.).reshape(2, 3)
+    assert a.cumsum_(1).tolist() == [[0.0, 1.0, 3.0], [3.0, 7.0, 12.0]]
+    b = torch.ones(3)
+    assert b.greater_(torch.tensor([0., 2., 0.])).tolist() == [1.0, 0.0, 1.0] and b.dtype == torch.float32
+    m = torch.ones(2, 2)
+    assert m.addmm_(torch.ones(2, 2), torch.ones(2, 2), beta=0.5).tolist() == [[2.5, 2.5], [2.5, 2.5]]
+    w = torch.ones(3, requires_grad=True)
+    (w * 1).cumsum_(0).sum().backward()  # (the in-place form keeps the graph right)
+    assert w.grad.tolist() == [3.0, 2.0, 1.0]
+    for name in ("atan2_", "xlogy_", "logical_and_", "multiply_", "true_divide_", "hypot_", "sinc_", "lgamma_"):
+        assert callable(getattr(torch.Tensor, name)), name
+    x = torch.tensor([1., float("inf"), -float("inf")])
+    assert torch.isposinf(x).tolist() == [False, True, False] and x.isneginf().tolist() == [False, False, True]
+    assert torch.isreal(x).all().item() and x.real is x and x.layout == torch.strided and x.is_cpu
+    assert not x.is_sparse and not x.is_quantized and not x.is_nested
+    with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex dtypes"):
+        x.imag
+    assert torch.ones(2, 3).sum_to_size(1, 3).tolist() == [[2.0, 2.0, 2.0]]
+    shared = torch.arange(3.)
+    assert torch.asarray(shared) is shared and torch.asarray(shared, copy=True) is not shared
+    assert torch.asarray([1, 2]).dtype == torch.int64
+    assert torch.asarray(shared, dtype=torch.float64).dtype == torch.float64
+    assert torch.dropout(torch.ones(4), 0.5, False).tolist() == [1.0] * 4
+    assert torch.layer_norm(torch.ones(2, 3), [3]).shape == (2, 3)
+    assert torch.embedding(torch.eye(3), torch.tensor([2, 0])).tolist() == [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    assert torch.conv1d(torch.ones(1, 1, 4), torch.ones(1, 1, 2)).tolist() == [[[2.0, 2.0, 2.0]]]
+    assert torch.batch_norm(torch.ones(2, 3), None, None, torch.zeros(3), torch.ones(3), False, 0.1, 1e-5,
+                            True).shape == (2, 3)
