@@ -247,6 +247,7 @@ from trainrun import linalg  # noqa: E402,F401
 from trainrun import fft  # noqa: E402,F401  (torch.fft: transforms over ComplexTensors)
 from trainrun import _stft  # noqa: E402,F401  (torch.stft, torch.istft)
 from trainrun import _torch_level_nn  # noqa: E402,F401  (torch.dropout, torch.layer_norm, torch.conv1d, ...)
+from trainrun import _surface_aliases  # noqa: E402,F401  (F.elu_, init.xavier_uniform, linalg.multi_dot, nn.DataParallel, ...)
 from trainrun import distributions, func  # noqa: E402,F401
 from trainrun import jit, profiler, version  # noqa: E402,F401
 from trainrun import _ops_aliases  # noqa: E402,F401  (multiply, greater, logit, hann_window, ...)
