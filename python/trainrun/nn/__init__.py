@@ -162,7 +162,8 @@ from trainrun.nn._declared_modules import _Loss, _WeightedLoss, declared as _dec
 globals().update(_declared())
 from trainrun.nn._layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ConstantPad1d,  # noqa
                                  ConstantPad2d, Conv1d, ConvTranspose2d, EmbeddingBag, Fold, MaxPool1d, AvgPool1d,
-                                 LPPool1d, LPPool2d,
+                                 LPPool1d, LPPool2d, ZeroPad1d, ZeroPad3d, ConstantPad3d, ReflectionPad3d,
+                                 ReplicationPad3d, CircularPad1d, CircularPad2d, CircularPad3d, InstanceNorm3d,
                                  CosineSimilarity, PairwiseDistance, Softmax2d, InstanceNorm1d, InstanceNorm2d, GroupNorm, Identity, MultiheadAttention, PixelShuffle,
                                  PixelUnshuffle, PReLU, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
                                  ReplicationPad2d, Unflatten, Unfold, Upsample, ZeroPad2d, Bilinear, LazyLinear,

@@ -158,6 +158,14 @@ ReflectionPad1d = _pad_class("ReflectionPad1d", "reflect", 1, False)
 ReflectionPad2d = _pad_class("ReflectionPad2d", "reflect", 2, False)
 ReplicationPad1d = _pad_class("ReplicationPad1d", "replicate", 1, False)
 ReplicationPad2d = _pad_class("ReplicationPad2d", "replicate", 2, False)
+ZeroPad1d = _pad_class("ZeroPad1d", "constant", 1, False)
+ZeroPad3d = _pad_class("ZeroPad3d", "constant", 3, False)
+ConstantPad3d = _pad_class("ConstantPad3d", "constant", 3, True)
+ReflectionPad3d = _pad_class("ReflectionPad3d", "reflect", 3, False)
+ReplicationPad3d = _pad_class("ReplicationPad3d", "replicate", 3, False)
+CircularPad1d = _pad_class("CircularPad1d", "circular", 1, False)
+CircularPad2d = _pad_class("CircularPad2d", "circular", 2, False)
+CircularPad3d = _pad_class("CircularPad3d", "circular", 3, False)
 
 
 class NonDynamicallyQuantizableLinear(Module):
@@ -510,6 +518,10 @@ class InstanceNorm1d(_InstanceNorm):
 
 class InstanceNorm2d(_InstanceNorm):
     _spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    _spatial = 3
 
 
 class Bilinear(Module):

@@ -475,4 +475,6 @@ IDIOMS_OPS = [
     ('linalg matmul', 'result = torch.linalg.matmul(x, x.T)'),
     ('dist debug', 'import torch.distributed as d; result = (str(d.get_debug_level()), d.is_mpi_available())'),
     ('DataParallel', 'm = nn.DataParallel(nn.Linear(2, 1)); nn.init.ones_(m.module.weight); nn.init.zeros_(m.module.bias); result = (m(torch.ones(3, 2)), list(m.state_dict().keys()))'),
+    ('pad3d', 't = torch.arange(8.).reshape(1, 1, 2, 2, 2); result = (nn.ConstantPad3d(1, 0.5)(t).shape, nn.ReflectionPad3d(1)(t).sum(), nn.ReplicationPad3d((1, 0, 0, 1, 1, 0))(t))'),
+    ('instancenorm3d', 'result = nn.InstanceNorm3d(2)(torch.arange(32.).reshape(1, 2, 2, 2, 4))'),
 ]
