@@ -160,14 +160,14 @@ from trainrun.nn import init  # noqa: E402,F401
 from trainrun.nn._containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa: E402,F401
 from trainrun.nn._declared_modules import _Loss, _WeightedLoss, declared as _declared  # noqa: E402,F401
 globals().update(_declared())
-from trainrun.nn._layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ConstantPad1d,  # noqa
-                                 ConstantPad2d, Conv1d, ConvTranspose2d, EmbeddingBag, Fold, MaxPool1d, AvgPool1d,
-                                 LPPool1d, LPPool2d, ZeroPad1d, ZeroPad3d, ConstantPad3d, ReflectionPad3d,
-                                 ReplicationPad3d, CircularPad1d, CircularPad2d, CircularPad3d, InstanceNorm3d,
-                                 CosineSimilarity, PairwiseDistance, Softmax2d, InstanceNorm1d, InstanceNorm2d, GroupNorm, Identity, MultiheadAttention, PixelShuffle,
-                                 PixelUnshuffle, PReLU, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
-                                 ReplicationPad2d, Unflatten, Unfold, Upsample, ZeroPad2d, Bilinear, LazyLinear,
-                                 UpsamplingNearest2d, UpsamplingBilinear2d)
+from trainrun.nn._layers import (  # noqa: E402,F401
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, Bilinear, CircularPad1d,
+    CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, Conv1d, ConvTranspose2d,
+    CosineSimilarity, EmbeddingBag, Fold, GroupNorm, Identity, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
+    LazyLinear, LPPool1d, LPPool2d, MaxPool1d, MultiheadAttention, PairwiseDistance, PixelShuffle, PixelUnshuffle,
+    PReLU, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
+    Softmax2d, Unflatten, Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d,
+    ZeroPad3d)
 from trainrun.nn._conv_pool_layers import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, Conv3d,  # noqa
                                            ConvTranspose1d, MaxPool3d, MaxUnpool2d)
 from trainrun.nn._transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: E402,F401

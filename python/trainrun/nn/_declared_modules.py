@@ -78,6 +78,9 @@ LOSSES = {
     "MultiLabelSoftMarginLoss": (F.multilabel_soft_margin_loss, [("weight", None)] + _LEGACY +
                                  [("reduction", "mean")], 2),
     "MultiLabelMarginLoss": (F.multilabel_margin_loss, _LEGACY + [("reduction", "mean")], 2),
+    "TripletMarginWithDistanceLoss": (F.triplet_margin_with_distance_loss, [("distance_function", None),
+                                                                           ("margin", 1.0), ("swap", False),
+                                                                           ("reduction", "mean")], 3),
     "CTCLoss": (F.ctc_loss, [("blank", 0), ("reduction", "mean"), ("zero_infinity", False)], 4),
     "MultiMarginLoss": (F.multi_margin_loss, [("p", 1), ("margin", 1.0), ("weight", None)] + _LEGACY +
                         [("reduction", "mean")], 2),

@@ -221,6 +221,14 @@ def adaptive_avg_pool1d(input, output_size):  # noqa: A002
 
 
 @op(function=False, functional=True)
+def adaptive_max_pool1d(input, output_size, return_indices=False):  # noqa: A002
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool1d(return_indices=True) is not supported")
+    size = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
+    return adaptive_max_pool2d(input.unsqueeze(-2), (1, size)).squeeze(-2)
+
+
+@op(function=False, functional=True)
 def pad(input, pad, mode="constant", value=None):  # noqa: A002
     """Pads the last len(pad)/2 dims: pad = (left, right) of the last dim, then of the one before, ...
     mode: constant (value, default 0; negative pads crop), reflect, replicate or circular."""

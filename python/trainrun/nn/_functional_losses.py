@@ -318,6 +318,19 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     return loss.reshape([]) if unbatched else loss
 
 
+@op(function=False, functional=True)
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
+                                      reduction="mean"):
+    """max(d(a, p) - d(a, n) + margin, 0) for any distance function d (pairwise_distance by default)."""
+    from trainrun.nn._functional_distance import pairwise_distance
+    distance = distance_function or pairwise_distance
+    positive_distance, negative_distance = distance(anchor, positive), distance(anchor, negative)
+    if swap:
+        negative_distance = _C.minimum(negative_distance, distance(positive, negative))
+    return _reduce(_C.relu(margin + positive_distance - negative_distance), reduction,
+                   "triplet_margin_with_distance_loss")
+
+
 @loss
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
     """Per sample, over its target classes j (target's leading entries, up to the first -1) and the classes i

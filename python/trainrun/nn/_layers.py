@@ -118,6 +118,7 @@ def _option_module(name, function, *option_names):
 
 AdaptiveAvgPool2d = _option_module("AdaptiveAvgPool2d", F.adaptive_avg_pool2d, "output_size")
 AdaptiveMaxPool2d = _option_module("AdaptiveMaxPool2d", F.adaptive_max_pool2d, "output_size")
+AdaptiveMaxPool1d = _option_module("AdaptiveMaxPool1d", F.adaptive_max_pool1d, "output_size")
 AdaptiveAvgPool1d = _option_module("AdaptiveAvgPool1d", F.adaptive_avg_pool1d, "output_size")
 PixelShuffle = _option_module("PixelShuffle", F.pixel_shuffle, "upscale_factor")
 PixelUnshuffle = _option_module("PixelUnshuffle", F.pixel_unshuffle, "downscale_factor")

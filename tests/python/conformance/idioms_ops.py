@@ -477,4 +477,7 @@ IDIOMS_OPS = [
     ('DataParallel', 'm = nn.DataParallel(nn.Linear(2, 1)); nn.init.ones_(m.module.weight); nn.init.zeros_(m.module.bias); result = (m(torch.ones(3, 2)), list(m.state_dict().keys()))'),
     ('pad3d', 't = torch.arange(8.).reshape(1, 1, 2, 2, 2); result = (nn.ConstantPad3d(1, 0.5)(t).shape, nn.ReflectionPad3d(1)(t).sum(), nn.ReplicationPad3d((1, 0, 0, 1, 1, 0))(t))'),
     ('instancenorm3d', 'result = nn.InstanceNorm3d(2)(torch.arange(32.).reshape(1, 2, 2, 2, 4))'),
+    ('adaptive_max_pool1d', 'result = (F.adaptive_max_pool1d(x[None], 3), nn.AdaptiveMaxPool1d(2)(x[None]))'),
+    ('triplet distance', 'result = F.triplet_margin_with_distance_loss(x, x.flip(0), x * 2, distance_function=lambda a, b: (a - b).abs().sum(-1), margin=0.5, swap=True)'),
+    ('triplet distance module', "w = x.clone().requires_grad_(); l = nn.TripletMarginWithDistanceLoss(margin=2.0, reduction='sum')(w, x.flip(0), x * 2); l.backward(); result = (l, w.grad)"),
 ]
