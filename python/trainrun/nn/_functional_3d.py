@@ -99,7 +99,7 @@ def _pool3d(input, kernel_size, stride, padding, pool2d, reduce, fill, where):  
 @op(function=True, functional=True)
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
                return_indices=False):
-    from trainrun.nn._functional_layers import max_pool2d
+    from trainrun.nn._functional_pooling import max_pool2d
     if _triple(dilation, "max_pool3d", "dilation") != [1, 1, 1] or ceil_mode or return_indices:
         raise NotImplementedError("max_pool3d(): dilation, ceil_mode and return_indices are not supported")
     return _pool3d(input, kernel_size, stride, padding, max_pool2d, "max", float("-inf"), "max_pool3d")
@@ -108,7 +108,7 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 @op(function=True, functional=True)
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,  # noqa: A002
                divisor_override=None):
-    from trainrun.nn._functional_layers import avg_pool2d
+    from trainrun.nn._functional_pooling import avg_pool2d
     if ceil_mode or not count_include_pad or divisor_override is not None:
         raise NotImplementedError("avg_pool3d(): ceil_mode, count_include_pad=False and divisor_override are not "
                                   "supported")
@@ -129,13 +129,13 @@ def _adaptive3d(input, output_size, pool2d, pool1d, where):  # noqa: A002
 
 @op(function=True, functional=True)
 def adaptive_avg_pool3d(input, output_size):  # noqa: A002
-    from trainrun.nn._functional_layers import adaptive_avg_pool1d, adaptive_avg_pool2d
+    from trainrun.nn._functional_pooling import adaptive_avg_pool1d, adaptive_avg_pool2d
     return _adaptive3d(input, output_size, adaptive_avg_pool2d, adaptive_avg_pool1d, "adaptive_avg_pool3d")
 
 
 @op(function=True, functional=True)
 def adaptive_max_pool3d(input, output_size, return_indices=False):  # noqa: A002
-    from trainrun.nn._functional_layers import adaptive_max_pool2d
+    from trainrun.nn._functional_pooling import adaptive_max_pool2d
     if return_indices:
         raise NotImplementedError("adaptive_max_pool3d(return_indices=True) is not supported")
 
