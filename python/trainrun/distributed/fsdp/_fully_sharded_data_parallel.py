@@ -21,7 +21,7 @@ from trainrun.distributed.fsdp._fully_shard import FSDPModule, MixedPrecisionPol
 from trainrun.distributed.fsdp.wrap import apply_policy
 from trainrun.distributed.tensor._dtensor import DTensor
 from trainrun.distributed.tensor.placement_types import chunk_offsets
-from trainrun.nn._wrapper_keys import hide_child_name, named_without_child
+from trainrun.nn._module_wrapper import ModuleWrapper
 
 __all__ = ["FullyShardedDataParallel", "ShardingStrategy", "BackwardPrefetch", "StateDictType", "MixedPrecision",
            "CPUOffload", "StateDictConfig", "FullStateDictConfig", "LocalStateDictConfig", "ShardedStateDictConfig",
@@ -144,7 +144,9 @@ def _mesh(strategy, process_group, device_mesh, device_type):
     return init_device_mesh(device_type, (world,))
 
 
-class FullyShardedDataParallel(nn.Module):
+class FullyShardedDataParallel(ModuleWrapper):
+    _child_name = _WRAPPED
+
     def __init__(self, module, process_group=None, sharding_strategy=None, cpu_offload=None, auto_wrap_policy=None,
                  backward_prefetch=BackwardPrefetch.BACKWARD_PRE, mixed_precision=None, ignored_modules=None,
                  param_init_fn=None, device_id=None, sync_module_states=False, forward_prefetch=False,
@@ -179,8 +181,7 @@ class FullyShardedDataParallel(nn.Module):
                 for tensor in list(module.parameters()) + list(module.buffers()):
                     if not isinstance(tensor, DTensor):
                         dist.broadcast(tensor.detach(), 0, group=process_group)
-        self._fsdp_wrapped_module = module
-        hide_child_name(self, _WRAPPED)
+        self._wrap(module)
         policy = mixed_precision or MixedPrecision()
         mp = MixedPrecisionPolicy(param_dtype=policy.param_dtype, reduce_dtype=policy.reduce_dtype,
                                   cast_forward_inputs=policy.cast_forward_inputs or policy.cast_root_forward_inputs)
@@ -201,21 +202,6 @@ class FullyShardedDataParallel(nn.Module):
 
     def forward(self, *args, **kwargs):
         return self._fsdp_wrapped_module(*args, **kwargs)
-
-    def __getattr__(self, name):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._fsdp_wrapped_module, name)
-
-    def __getitem__(self, key):
-        return self._fsdp_wrapped_module.__getitem__(key)
-
-    def named_parameters(self, *args, **kwargs):
-        return named_without_child(super().named_parameters(*args, **kwargs), _WRAPPED)
-
-    def named_buffers(self, *args, **kwargs):
-        return named_without_child(super().named_buffers(*args, **kwargs), _WRAPPED)
 
     def _sharded(self):
         return [m for m in self.modules() if isinstance(m, FSDPModule)]

@@ -12,9 +12,8 @@ keeps the saved activations in CPU memory instead (autograd.graph.save_on_cpu)."
 import enum
 import functools
 
-from trainrun import nn
 from trainrun.autograd.graph import save_on_cpu
-from trainrun.nn._wrapper_keys import hide_child_name, named_without_child
+from trainrun.nn._module_wrapper import ModuleWrapper
 from trainrun.utils.checkpoint import checkpoint
 
 _CHECKPOINT_WRAPPED_MODULE = "_checkpoint_wrapped_module"
@@ -28,28 +27,14 @@ class CheckpointImpl(enum.Enum):
     NO_REENTRANT = enum.auto()
 
 
-class ActivationWrapper(nn.Module):
+class ActivationWrapper(ModuleWrapper):
     """The wrapped module under _checkpoint_wrapped_module; names and state dict keys without that prefix."""
+
+    _child_name = _CHECKPOINT_WRAPPED_MODULE
 
     def __init__(self, mod):
         super().__init__()
-        self._checkpoint_wrapped_module = mod
-        hide_child_name(self, _CHECKPOINT_WRAPPED_MODULE)
-
-    def __getattr__(self, name):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._checkpoint_wrapped_module, name)
-
-    def __getitem__(self, key):
-        return self._checkpoint_wrapped_module.__getitem__(key)
-
-    def named_parameters(self, *args, **kwargs):
-        return named_without_child(super().named_parameters(*args, **kwargs), _CHECKPOINT_WRAPPED_MODULE)
-
-    def named_buffers(self, *args, **kwargs):
-        return named_without_child(super().named_buffers(*args, **kwargs), _CHECKPOINT_WRAPPED_MODULE)
+        self._wrap(mod)
 
 
 class CheckpointWrapper(ActivationWrapper):
