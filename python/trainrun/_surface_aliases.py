@@ -123,9 +123,7 @@ class DebugLevel(enum.Enum):
     DETAIL = 2
 
 
-_debug_level = [DebugLevel[os.environ.get("TORCH_DISTRIBUTED_DEBUG", "OFF").upper()]
-                if os.environ.get("TORCH_DISTRIBUTED_DEBUG", "OFF").upper() in DebugLevel.__members__ else
-                DebugLevel.OFF]
+_debug_level = [DebugLevel.__members__.get(os.environ.get("TORCH_DISTRIBUTED_DEBUG", "OFF").upper(), DebugLevel.OFF)]
 
 
 def get_debug_level():

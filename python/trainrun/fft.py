@@ -36,27 +36,16 @@ def _complex(re, im):
     return ComplexTensor(trainrun.stack([re, im if im is not None else re * 0], -1))
 
 
-def _exact(values):
-    """cos/sin values with float64's rounding residue at the quarter turns set to the exact 0 (sin(pi) is 1e-16)."""
-    return np.where(np.abs(values) < 1e-12, 0.0, values)
-
-
 @functools.lru_cache(maxsize=256)
-def _matrices(n, sign, dtype_name, device):
-    """cos and sin of sign * 2 pi j k / n, (n, n), as tensors of the dtype on the device."""
-    angles = sign * 2.0 * math.pi * (np.outer(np.arange(n), np.arange(n)) % n) / n
+def _roots(rows, cols, n, sign, dtype_name, device):
+    """cos and sin of sign * 2 pi j k / n for j < rows, k < cols, as (rows, cols) tensors of the dtype on the
+    device: the DFT matrix (rows = cols = n) or a four-step split's twiddles. Computed in float64, with the
+    rounding residue at the quarter turns set to the exact 0 (sin(pi) is 1e-16)."""
+    angles = sign * 2.0 * math.pi * (np.outer(np.arange(rows), np.arange(cols)) % n) / n
     dtype = getattr(_C.dtype, dtype_name)
-    return tuple(_C.from_numpy(np.ascontiguousarray(_exact(f(angles)))).to(device=device, dtype=dtype)
-                 for f in (np.cos, np.sin))
-
-
-@functools.lru_cache(maxsize=256)
-def _twiddles(n1, n2, sign, dtype_name, device):
-    """cos and sin of sign * 2 pi k1 j2 / (n1 n2), (n1, n2)."""
-    angles = sign * 2.0 * math.pi * (np.outer(np.arange(n1), np.arange(n2)) % (n1 * n2)) / (n1 * n2)
-    dtype = getattr(_C.dtype, dtype_name)
-    return tuple(_C.from_numpy(np.ascontiguousarray(_exact(f(angles)))).to(device=device, dtype=dtype)
-                 for f in (np.cos, np.sin))
+    return tuple(_C.from_numpy(np.ascontiguousarray(np.where(np.abs(v) < 1e-12, 0.0, v))).to(device=device,
+                                                                                          dtype=dtype)
+                 for v in (np.cos(angles), np.sin(angles)))
 
 
 def _split(n):
@@ -75,7 +64,7 @@ def _dft_last(re, im, sign):
     n1 = _split(n) if n > _DIRECT_UP_TO else 1
     key = (re.dtype.name, str(re.device))
     if n1 == 1:
-        cos, sin = _matrices(n, sign, *key)
+        cos, sin = _roots(n, n, n, sign, *key)
         if im is None:
             return _C.matmul(re, cos), _C.matmul(re, sin)
         return _C.matmul(re, cos) - _C.matmul(im, sin), _C.matmul(re, sin) + _C.matmul(im, cos)
@@ -85,7 +74,7 @@ def _dft_last(re, im, sign):
     re = re.reshape(lead + [n1, n2]).transpose(-1, -2)
     im = im.reshape(lead + [n1, n2]).transpose(-1, -2) if im is not None else None
     re, im = _dft_last(re, im, sign)  # (..., j2, k1)
-    cos, sin = _twiddles(n1, n2, sign, *key)
+    cos, sin = _roots(n1, n2, n, sign, *key)
     cos, sin = cos.t(), sin.t()
     re, im = re * cos - im * sin, re * sin + im * cos
     re, im = _dft_last(re.transpose(-1, -2), im.transpose(-1, -2), sign)  # (..., k1, k2)
