@@ -24,7 +24,10 @@ class IndexError : public Error { using Error::Error; };
 class NotImplementedError : public Error { using Error::Error; };
 // A blocking call ran past its deadline.
 class TimeoutError : public Error { using Error::Error; };
-// A distributed backend (store, gloo, nccl) failed.
+// A store operation (get, wait, connect, a store barrier) ran past its
+// timeout (Python: DistStoreError, and TimeoutError).
+class StoreTimeoutError : public TimeoutError { using TimeoutError::TimeoutError; };
+// A distributed backend (gloo, nccl, shared memory) failed (Python: DistBackendError).
 class DistBackendError : public Error { using Error::Error; };
 // The CUDA runtime, driver or a CUDA library reported an error, or no GPU is
 // usable (Python: RuntimeError).

@@ -39,7 +39,7 @@ class FileStore::FileLock {
       if (errno != EWOULDBLOCK)
         throw DistBackendError(fmt::format("FileStore {}: flock failed: {}", path, errno_text()));
       if (std::chrono::steady_clock::now() >= deadline)
-        throw TimeoutError(fmt::format("FileStore {}: another process held the file's lock for over {} ms", path,
+        throw StoreTimeoutError(fmt::format("FileStore {}: another process held the file's lock for over {} ms", path,
                                        timeout.count()));
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(20));
@@ -185,7 +185,7 @@ std::vector<Bytes> FileStore::wait_for(const std::vector<std::string>& keys, Mil
     });
     if (!missing) return values;
     if (std::chrono::steady_clock::now() >= deadline)
-      throw TimeoutError(fmt::format("FileStore {}: {} timed out after {} ms waiting for key '{}'", path_, op,
+      throw StoreTimeoutError(fmt::format("FileStore {}: {} timed out after {} ms waiting for key '{}'", path_, op,
                                      timeout.count(), *missing));
     std::this_thread::sleep_for(sleep);
     sleep = std::min(sleep * 2, std::chrono::milliseconds(20));

@@ -78,7 +78,7 @@ void HashStore::wait_locked(std::unique_lock<std::mutex>& lock, const char* op, 
   auto deadline = deadline_after(timeout);
   while (auto missing = table_.first_missing(keys)) {
     if (key_created_.wait_until(lock, deadline) == std::cv_status::timeout && !table_.contains_all(keys))
-      throw TimeoutError(fmt::format("HashStore {}: timed out after {} ms waiting for key '{}'", op, timeout.count(),
+      throw StoreTimeoutError(fmt::format("HashStore {}: timed out after {} ms waiting for key '{}'", op, timeout.count(),
                                      *table_.first_missing(keys)));
   }
 }

@@ -27,7 +27,7 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   virtual void set(const std::string& key, const Bytes& value) = 0;
-  // Blocks until the key exists or timeout() passes (TimeoutError).
+  // Blocks until the key exists or timeout() passes (StoreTimeoutError).
   virtual Bytes get(const std::string& key) = 0;
   // Adds delta to the integer stored as decimal text (missing: 0); returns the new value.
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
@@ -37,7 +37,7 @@ class Store {
   virtual Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) = 0;
   // True when every key exists; never blocks.
   virtual bool check(const std::vector<std::string>& keys) = 0;
-  // Blocks until every key exists, or throws TimeoutError naming the missing keys.
+  // Blocks until every key exists, or throws StoreTimeoutError naming the missing keys.
   virtual void wait(const std::vector<std::string>& keys, Milliseconds timeout) = 0;
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
   // Returns whether the key existed.

@@ -18,7 +18,7 @@ void store_barrier_wait(Store& store, const std::string& key, int64_t world_size
   try {
     store.wait({key + "/done"}, timeout);
   } catch (const TimeoutError&) {
-    throw TimeoutError(fmt::format("store_barrier('{}'): only {} of {} participants arrived within {} ms", key,
+    throw StoreTimeoutError(fmt::format("store_barrier('{}'): only {} of {} participants arrived within {} ms", key,
                                    store.add(key + "/arrived", 0), world_size, timeout.count()));
   }
 }

@@ -60,7 +60,7 @@ std::unique_ptr<TCPClientSocket> TCPClientSocket::connect_with_retry(const std::
     backoff_ms = std::min(backoff_ms * 2, 1000.0);
     if (Clock::now() >= deadline) break;
   }
-  throw TimeoutError(fmt::format("TCPStore: could not connect to {} before the timeout (last error: {})", where,
+  throw StoreTimeoutError(fmt::format("TCPStore: could not connect to {} before the timeout (last error: {})", where,
                                  last_error));
 }
 

@@ -160,7 +160,7 @@ auto TCPStore::with_connection(const char* op, F fn) {
     return fn(*conn_, deadline);
   } catch (const DeadlinePassed&) {
     conn_.reset();  // a reply may still arrive: never reuse this connection
-    throw TimeoutError(fmt::format("TCPStore {}:{}: {} timed out after {} ms", host_, port_, op, timeout().count()));
+    throw StoreTimeoutError(fmt::format("TCPStore {}:{}: {} timed out after {} ms", host_, port_, op, timeout().count()));
   } catch (const PeerClosed&) {
     conn_.reset();
     throw DistBackendError(fmt::format("TCPStore {}:{}: the server closed the connection during {}", host_, port_, op));
@@ -247,7 +247,7 @@ void TCPStore::wait_locked(const std::vector<std::string>& keys, Milliseconds ti
     return true;
   });
   if (timed_out)
-    throw TimeoutError(fmt::format("TCPStore {}:{}: {} timed out after {} ms waiting for keys [{}]", host_, port_, op,
+    throw StoreTimeoutError(fmt::format("TCPStore {}:{}: {} timed out after {} ms waiting for keys [{}]", host_, port_, op,
                                    timeout.count(), fmt::join(keys, ", ")));
 }
 
@@ -292,7 +292,7 @@ std::vector<Bytes> TCPStore::get_pipelined(const std::vector<std::string>& keys,
     return std::optional<std::vector<Bytes>>(std::move(out));
   });
   if (!values)
-    throw TimeoutError(fmt::format("TCPStore {}:{}: {} timed out after {} ms waiting for keys [{}]", host_, port_, op,
+    throw StoreTimeoutError(fmt::format("TCPStore {}:{}: {} timed out after {} ms waiting for keys [{}]", host_, port_, op,
                                    timeout().count(), fmt::join(keys, ", ")));
   return std::move(*values);
 }
@@ -429,7 +429,7 @@ void TCPStore::wait_for_workers(Milliseconds timeout) {
   int64_t registered = 0;
   while ((registered = add(kInitKey, 0)) < *options_.num_workers) {
     if (Clock::now() >= deadline)
-      throw TimeoutError(fmt::format("TCPStore {}:{}: only {} of {} workers registered within {} ms", host_, port_,
+      throw StoreTimeoutError(fmt::format("TCPStore {}:{}: only {} of {} workers registered within {} ms", host_, port_,
                                      registered, *options_.num_workers, timeout.count()));
     std::this_thread::sleep_for(Milliseconds(10));
   }

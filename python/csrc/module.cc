@@ -20,12 +20,37 @@ Scalar to_scalar(py::handle value) {
 }  // namespace python
 }  // namespace trainrun
 
+namespace {
+// A new exception class trainrun._C.<name> with the given base (a class or a
+// tuple of classes). The reference returned is never released: the
+// translator below uses the class until the interpreter exits.
+PyObject* new_exception(pybind11::module_& m, const char* name, PyObject* bases) {
+  std::string qualified = std::string("trainrun._C.") + name;
+  PyObject* type = PyErr_NewException(qualified.c_str(), bases, nullptr);
+  if (type == nullptr) throw pybind11::error_already_set();
+  m.attr(name) = pybind11::handle(type);
+  return type;
+}
+}  // namespace
+
 PYBIND11_MODULE(_C, m) {
   namespace py = pybind11;
   m.doc() = "trainrun's C++ core";
   // trainrun's errors arrive as the matching Python exceptions;
   // OutOfMemoryError is trainrun.cuda.OutOfMemoryError, a RuntimeError.
   static py::exception<trainrun::OutOfMemoryError> oom(m, "OutOfMemoryError", PyExc_RuntimeError);
+  // torch.distributed's error classes: DistError is a RuntimeError; a store's
+  // timeout is a DistStoreError and a collective's a DistBackendError, both
+  // also TimeoutError (trainrun's timeouts always were).
+  static PyObject* dist_error = new_exception(m, "DistError", PyExc_RuntimeError);
+  static PyObject* dist_backend_error = new_exception(m, "DistBackendError", dist_error);
+  static PyObject* dist_store_error = new_exception(m, "DistStoreError", dist_error);
+  new_exception(m, "DistNetworkError", dist_error);
+  static PyObject* store_timeout = new_exception(
+      m, "DistStoreTimeoutError", py::make_tuple(py::handle(dist_store_error), py::handle(PyExc_TimeoutError)).ptr());
+  static PyObject* backend_timeout = new_exception(
+      m, "DistBackendTimeoutError",
+      py::make_tuple(py::handle(dist_backend_error), py::handle(PyExc_TimeoutError)).ptr());
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -37,8 +62,12 @@ PYBIND11_MODULE(_C, m) {
       PyErr_SetString(PyExc_IndexError, e.what());
     } catch (const trainrun::NotImplementedError& e) {
       PyErr_SetString(PyExc_NotImplementedError, e.what());
+    } catch (const trainrun::StoreTimeoutError& e) {
+      PyErr_SetString(store_timeout, e.what());
     } catch (const trainrun::TimeoutError& e) {
-      PyErr_SetString(PyExc_TimeoutError, e.what());
+      PyErr_SetString(backend_timeout, e.what());
+    } catch (const trainrun::DistBackendError& e) {
+      PyErr_SetString(dist_backend_error, e.what());
     } catch (const trainrun::OutOfMemoryError& e) {
       oom(e.what());
     } catch (const trainrun::CudaError& e) {

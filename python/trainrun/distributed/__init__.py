@@ -13,7 +13,7 @@ from trainrun.futures import Future as _Future
 
 _d = _C.distributed
 ReduceOp, Work, ProcessGroup = _d.ReduceOp, _d.Work, _d.ProcessGroup
-is_initialized, destroy_process_group = _d.is_initialized, _d.destroy_process_group
+is_initialized = _d.is_initialized
 all_reduce, broadcast, barrier, reduce = _d.all_reduce, _d.broadcast, _d.barrier, _d.reduce
 all_gather, all_gather_into_tensor = _d.all_gather, _d.all_gather_into_tensor
 reduce_scatter, reduce_scatter_tensor = _d.reduce_scatter, _d.reduce_scatter_tensor
@@ -24,6 +24,10 @@ all_to_all, all_to_all_single, gather, scatter = _d.all_to_all, _d.all_to_all_si
 send, recv, isend, irecv = _d.send, _d.recv, _d.isend, _d.irecv
 Store, TCPStore, FileStore, HashStore, PrefixStore = _d.Store, _d.TCPStore, _d.FileStore, _d.HashStore, \
     _d.PrefixStore
+# torch.distributed's errors: DistError is a RuntimeError. A store's timeout is a DistStoreError and a collective's
+# a DistBackendError; both are also TimeoutError.
+DistError, DistBackendError, DistStoreError, DistNetworkError = _C.DistError, _C.DistBackendError, \
+    _C.DistStoreError, _C.DistNetworkError
 
 
 
@@ -161,7 +165,7 @@ class group(metaclass=_WorldOfTheDefaultGroup):  # noqa: N801  (PyTorch's name)
 
 
 GroupMember = group
-_state = {"backend": None}
+_state = {"backend": None, "groups_created": 0}
 
 
 def _seconds(timeout, where):
@@ -190,6 +194,33 @@ def is_gloo_available():
     return True
 
 
+def is_mpi_available():
+    return False
+
+
+def is_ucc_available():
+    return False
+
+
+def is_xccl_available():
+    return False
+
+
+def is_backend_available(backend):
+    """Whether `backend` ("gloo", "nccl", ...) can be used by init_process_group here."""
+    return str(backend).lower() in _d.available_backends()
+
+
+def get_default_backend_for_device(device):
+    """The backend PyTorch picks for a device type: "gloo" for cpu, "nccl" for cuda."""
+    kind = device if isinstance(device, str) else device.type
+    kind = kind.split(":")[0]
+    defaults = {"cpu": "gloo", "cuda": "nccl"}
+    if kind not in defaults:
+        raise ValueError(f"get_default_backend_for_device: no default backend for device type '{kind}'")
+    return defaults[kind]
+
+
 def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
                        group_name="", pg_options=None):
     """Starts the default group, as torch.distributed.init_process_group:
@@ -204,6 +235,26 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
                           rank=rank, world_size=world_size,
                           timeout=seconds if seconds is not None else default_pg_timeout.total_seconds(), store=store)
     _state["backend"] = str(name)
+    _state["groups_created"] = 1
+
+
+def destroy_process_group(group=None):
+    """Destroys `group`, or (None) every group and the default one."""
+    if group is None:
+        _state["groups_created"] = 0
+        return _d.destroy_process_group()
+    return _d.destroy_process_group(group)
+
+
+def get_pg_count():
+    """How many process groups this process has created since init_process_group (the default one included)."""
+    return _state["groups_created"]
+
+
+def get_backend_config(group=None):
+    """The backend configuration string, "cpu:gloo" or "cuda:nccl", as PyTorch's."""
+    backend = get_backend(group)
+    return f"{'cuda' if backend == 'nccl' else 'cpu'}:{backend}"
 
 
 def get_backend(group=None):
@@ -233,7 +284,20 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
     if backend is not None and str(Backend(backend)) != _state["backend"]:
         raise NotImplementedError(f"new_group(backend={backend!r}): a new group uses the default group's backend "
                                   f"({_state['backend']})")
-    return _d.new_group(list(ranks) if ranks is not None else [], _seconds(timeout, "new_group"))
+    created = _d.new_group(list(ranks) if ranks is not None else [], _seconds(timeout, "new_group"))
+    _state["groups_created"] += 1
+    return created
+
+
+def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None, group_desc=None):
+    """Splits the parent group (the default group) into the disjoint groups of split_ranks (lists of global
+    ranks); returns this rank's group, or None when it is in none of them. Every rank calls it."""
+    if parent_pg is not None and parent_pg is not group.WORLD:
+        raise NotImplementedError("split_group: only the default group can be split here (parent_pg=None)")
+    if not split_ranks:
+        raise ValueError("split_group: split_ranks must be a non-empty list of rank lists")
+    mine, _ = new_subgroups_by_enumeration([list(r) for r in split_ranks], timeout=timeout, pg_options=pg_options)
+    return mine
 
 
 def get_process_group_ranks(group):
@@ -333,6 +397,24 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     work.wait(timeout)
 
 
+def breakpoint(rank=0, skip=0):  # noqa: A001  (PyTorch's name)
+    """Stops rank `rank` in pdb (reading this terminal) while the other ranks wait at a barrier; `skip` calls
+    are let through first."""
+    _state["breakpoints"] = _state.get("breakpoints", 0) + 1
+    if _state["breakpoints"] <= skip:
+        return
+    if get_rank() == rank:
+        import pdb
+        import sys
+        debugger = pdb.Pdb()
+        try:  # the launcher gives workers no terminal: read the controlling one when there is one
+            debugger.stdin = sys.stdin if sys.stdin.isatty() else open("/dev/tty")
+        except OSError:
+            pass
+        debugger.set_trace(sys._getframe().f_back)
+    barrier()
+
+
 def flight_record():
     """This process's flight record: the last TRAINRUN_FR_BUFFER_SIZE collectives and point-to-point operations
     of every group (op, sequence number, state, times), as a dict (format: docs/flight_recorder.md). A trainrun
@@ -426,6 +508,37 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
     object_list[:] = received
 
 
+def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None):
+    """Sends the picklable objects of object_list to dst (a global rank), which receives them with
+    recv_object_list into a list of the same length."""
+    root = _group_rank_of(group, dst, group_dst, "dst", "send_object_list")
+    if root == get_rank(group):
+        raise ValueError("send_object_list: dst is this rank")
+    pieces = [_pickle.dumps(obj) for obj in object_list]
+    sizes = _C.from_numpy(_np.array([len(p) for p in pieces], dtype=_np.int64))
+    send(sizes, group=group, group_dst=root)
+    send(_C.from_numpy(_np.frombuffer(b"".join(pieces) or b"\0", dtype=_np.uint8).copy()), group=group,
+         group_dst=root)
+
+
+def recv_object_list(object_list, src=None, group=None, device=None, group_src=None):
+    """Fills object_list with the objects src sent with send_object_list (None: from whichever rank sends
+    first); returns the sender's global rank."""
+    sizes = _C.from_numpy(_np.zeros(len(object_list), dtype=_np.int64))
+    if src is None and group_src is None:
+        sender = recv(sizes, group=group)
+    else:
+        sender = recv(sizes, src=src, group=group, group_src=group_src)
+    lengths = [int(v) for v in sizes.numpy()]
+    payload = _C.from_numpy(_np.zeros(max(1, sum(lengths)), dtype=_np.uint8))
+    recv(payload, src=sender, group=group)
+    data, start = payload.numpy().tobytes(), 0
+    for i, length in enumerate(lengths):
+        object_list[i] = _pickle.loads(data[start:start + length])
+        start += length
+    return sender
+
+
 def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=None, group=None,
                         group_src=None):
     """scatter_object_output_list[0] becomes src's (a global rank; default 0) scatter_object_input_list[group
@@ -447,8 +560,14 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
 from trainrun.distributed import distributed_c10d  # noqa: E402,F401  (torch.distributed.distributed_c10d)
 
 
+reduce_op = ReduceOp  # (PyTorch's deprecated name)
+
+
 def __getattr__(name):
     if name == "GradBucket":  # (defined with DDP, above the distributed layer's import of nn)
         from trainrun.nn.parallel import GradBucket
         return GradBucket
+    if name in ("DeviceMesh", "init_device_mesh"):  # (torch.distributed re-exports them since 2.4)
+        from trainrun.distributed import device_mesh
+        return getattr(device_mesh, name)
     raise AttributeError(f"module 'trainrun.distributed' has no attribute '{name}'")
