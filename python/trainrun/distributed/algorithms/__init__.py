@@ -1,1 +1,2 @@
-"""trainrun.distributed.algorithms: DDP communication hooks."""
+"""trainrun.distributed.algorithms: DDP communication hooks, and Join for uneven inputs."""
+from trainrun.distributed.algorithms.join import Join, JoinHook, Joinable  # noqa: F401
