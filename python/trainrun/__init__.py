@@ -272,3 +272,5 @@ from trainrun import _out_arguments  # noqa: E402
 _out_arguments.install(globals())  # out= on the functions whose bindings lack it (torch.matmul(a, b, out=c))
 from trainrun import _tensor_extras  # noqa: E402
 _tensor_extras.install_more_in_place()  # (x.cumsum_(0), x.greater_(y), ...: once every method exists)
+from trainrun import _torch_level_extras  # noqa: E402
+_torch_level_extras.install(globals())  # (torch.inf, torch.relu_, torch.select_scatter, torch.gradient, ...)

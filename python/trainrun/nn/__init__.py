@@ -7,7 +7,7 @@ import collections
 from trainrun import _C
 from trainrun._size import Size
 from trainrun.nn import functional  # noqa: F401
-from trainrun.nn.parameter import Parameter
+from trainrun.nn.parameter import Buffer, Parameter  # noqa: F401
 from trainrun.nn._module import Module, RemovableHandle, _is_buffer  # noqa: F401
 from trainrun.nn import _state_dict_hooks
 
@@ -25,12 +25,19 @@ _C.nn.Module.cuda = _cuda
 _unordered_state_dict = _C.nn.Module.state_dict
 
 
+def _has_extra_state(module):
+    return type(module).get_extra_state is not _C.nn.Module.get_extra_state
+
+
 def _state_dict_keys(module, prefix=""):
-    """PyTorch's state_dict order: a module's parameters, then its buffers, then each child's, recursively."""
+    """PyTorch's state_dict order: a module's parameters, then its buffers, then its extra state, then each
+    child's, recursively."""
     for name, _ in module._named_local_parameters(False):
         yield prefix + name
     for name, _ in module.named_buffers(False):
         yield prefix + name
+    if _has_extra_state(module):
+        yield prefix + "_extra_state"
     for name, child in module.named_children():
         yield from _state_dict_keys(child, prefix + name + ".")
 
@@ -77,10 +84,19 @@ def _non_persistent_keys(module, prefix=""):
     return keys
 
 
-def _persistent_state(module):
+def _modules_with_extra_state(module):
+    """(state_dict prefix, module) for module and its descendants that define get_extra_state."""
+    return [(name + "." if name else "", m) for name, m in module.named_modules() if _has_extra_state(m)]
+
+
+def _persistent_state(module, extra=None):
+    """The module's state_dict entries, unordered; with extra (a callable taking a module), also each
+    `<prefix>_extra_state` entry, its value extra(module)."""
     values = _unordered_state_dict(module)
     for key in _non_persistent_keys(module):
         values.pop(key, None)
+    if extra is not None:
+        values.update((prefix + "_extra_state", extra(m)) for prefix, m in _modules_with_extra_state(module))
     return values
 
 
@@ -88,7 +104,7 @@ def _state_dict(self, *args, destination=None, prefix="", keep_vars=False):
     """An OrderedDict in PyTorch's key order (detached tensors sharing the module's memory; keep_vars: the
     parameters themselves), without non-persistent buffers; state_dict hooks run (_state_dict_hooks.py)."""
     _state_dict_hooks.run_state_dict_pre_hooks(self, prefix, keep_vars)
-    values = _persistent_state(self)
+    values = _persistent_state(self, extra=lambda m: m.get_extra_state())
     if keep_vars:
         values.update((name, p) for name, p in self.named_parameters(remove_duplicate=False) if name in values)
     out = collections.OrderedDict() if destination is None else destination
@@ -128,16 +144,21 @@ def _load_state_dict(self, state_dict, strict=True, assign=False):
     state_dict = collections.OrderedDict(state_dict)
     missing, unexpected, errors = [], [], []
     _state_dict_hooks.run_load_pre_hooks(self, state_dict, strict, missing, unexpected, errors)
-    own = _persistent_state(self)
+    own = _persistent_state(self, extra=lambda m: None)
     missing += [key for key in _state_dict_keys(self) if key in own and key not in state_dict]
     unexpected += [key for key in state_dict if key not in own]
     errors += [f"size mismatch for {key}: copying a param with shape {Size(value.shape)} from checkpoint, the shape "
                f"in current model is {Size(own[key].shape)}."
                for key, value in state_dict.items()
-               if key in own and hasattr(value, "shape") and tuple(value.shape) != tuple(own[key].shape)]
+               if key in own and hasattr(value, "shape") and hasattr(own[key], "shape") and
+               tuple(value.shape) != tuple(own[key].shape)]
     if errors:
         raise _load_error(self, errors)
-    _cpp_load_state_dict(self, {k: v for k, v in state_dict.items() if k in own}, False)
+    extras = {prefix + "_extra_state": m for prefix, m in _modules_with_extra_state(self)}
+    _cpp_load_state_dict(self, {k: v for k, v in state_dict.items() if k in own and k not in extras}, False)
+    for key, module in extras.items():
+        if key in state_dict:
+            module.set_extra_state(state_dict[key])
     incompatible = _IncompatibleKeys(missing, unexpected)
     _state_dict_hooks.run_load_post_hooks(self, incompatible)
     if strict and (incompatible.missing_keys or incompatible.unexpected_keys):

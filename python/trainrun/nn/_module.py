@@ -74,6 +74,26 @@ def register_full_backward_hook(self, hook, prepend=False):
     return _add_hook(self, "_backward_hooks_py", hook, prepend)
 
 
+def register_backward_hook(self, hook):
+    """PyTorch's deprecated module backward hook: registered here as a full backward hook (hook(module,
+    grad_input, grad_output)), which is what PyTorch recommends it be replaced with."""
+    return register_full_backward_hook(self, hook)
+
+
+def get_extra_state(self):
+    """Override (with set_extra_state) to add a picklable value to state_dict under `<prefix>_extra_state`."""
+    raise RuntimeError("Reached a code path in Module.get_extra_state() that should never be called. Please file "
+                       "an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml to report "
+                       "this bug.")
+
+
+def set_extra_state(self, state):
+    """Override (with get_extra_state) to take back the value get_extra_state put in state_dict."""
+    raise RuntimeError("Reached a code path in Module.set_extra_state() that should never be called. Please file "
+                       "an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml to report "
+                       "this bug.")
+
+
 _cpp_call = _C.nn.Module.__call__
 
 
@@ -210,6 +230,8 @@ def _assigns_registered(module, name, value):
     this kind of assignment."""
     if _registers_itself(value):
         module.register_parameter(name, value)
+    elif getattr(value, "_is_buffer", False) is True:  # nn.Buffer(t, persistent=...)
+        module.register_buffer(name, value, persistent=value.persistent)
     elif not isinstance(value, _C.Tensor):
         return False
     elif _fills_buffer(module, name, value):
@@ -293,6 +315,8 @@ _C.nn.Module.register_forward_pre_hook = register_forward_pre_hook
 _C.nn.Module.register_forward_hook = register_forward_hook
 _C.nn.Module.register_full_backward_hook = register_full_backward_hook
 _C.nn.Module.register_full_backward_pre_hook = register_full_backward_pre_hook
+_C.nn.Module.register_backward_hook = register_backward_hook
+_C.nn.Module.get_extra_state, _C.nn.Module.set_extra_state = get_extra_state, set_extra_state
 
 
 class Module(_C.nn.Module):

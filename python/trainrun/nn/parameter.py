@@ -26,3 +26,22 @@ class Parameter(_C.Tensor, metaclass=_ParameterMeta):
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
+
+
+class _BufferMeta(type(_C.Tensor)):
+    def __instancecheck__(cls, obj):
+        return getattr(obj, "_is_buffer", False) is True
+
+
+class Buffer(_C.Tensor, metaclass=_BufferMeta):
+    """nn.Buffer(data, persistent=True): `self.mask = nn.Buffer(t)` registers t's tensor as a buffer, as
+    register_buffer("mask", t, persistent) does (PyTorch 2.5's). It is the tensor itself (sharing data's memory,
+    marked), not a subclass instance."""
+
+    def __new__(cls, data=None, *, persistent=True):
+        tensor = (data if data is not None else _C.empty([0])).detach()
+        if data is not None and data.requires_grad:
+            tensor.requires_grad_(True)
+        tensor.persistent = persistent
+        tensor._is_buffer = True
+        return tensor
