@@ -13,6 +13,8 @@ from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec, distribut
 from trainrun.distributed.tensor._redistribute import redistribute_local
 
 _ops_coverage.install()
+from trainrun.distributed.tensor import _ops_fallback  # noqa: E402
+_ops_fallback.install()  # (last: what no rule above covers)
 from trainrun.distributed.tensor.placement_types import Partial, Placement, Replicate, Shard  # noqa: F401
 
 
