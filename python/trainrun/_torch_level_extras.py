@@ -268,6 +268,28 @@ def compiled_with_cxx11_abi():
     return True
 
 
+# ---- linear algebra at the top level (PyTorch's older names) ----------------------------------------------------
+def cholesky_solve(B, L, upper=False):  # noqa: N803
+    """X with (L L^T) X = B (or U^T U with upper); differentiable."""
+    A = L.transpose(-2, -1) @ L if upper else L @ L.transpose(-2, -1)  # noqa: N806
+    return trainrun.linalg.solve(A, B)
+
+
+def cholesky_inverse(L, upper=False):  # noqa: N803
+    A = L.transpose(-2, -1) @ L if upper else L @ L.transpose(-2, -1)  # noqa: N806
+    return trainrun.linalg.inv(A)
+
+
+def _linear_algebra():
+    from trainrun import _linalg_decompositions as decompositions
+    linalg = trainrun.linalg
+    return {"lu": decompositions.torch_lu, "lu_unpack": decompositions.lu_unpack,
+            "lu_solve": decompositions.torch_lu_solve, "cholesky": lambda A, upper=False: linalg.cholesky(
+                A, upper=upper), "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
+            "qr": lambda A, some=True: linalg.qr(A, "reduced" if some else "complete"),
+            "matrix_exp": linalg.matrix_exp}
+
+
 # ---- Tensor methods that go with them -------------------------------------------------------------------------
 def _new(self, *args, **kwargs):
     """The legacy constructor: x.new(2, 3) (uninitialised, x's dtype), x.new([1, 2]) (data), x.new() (empty)."""
@@ -324,6 +346,11 @@ def install(namespace):
         if not hasattr(Tensor, name + "_"):
             setattr(Tensor, name + "_", lambda self, other, _n=name: self.copy_(getattr(Tensor, _n)(self, other)))
     Tensor.volatile = property(lambda self: False)
+    for name, function in _linear_algebra().items():
+        namespace.setdefault(name, function)
+        if name not in ("lu_unpack",) and not hasattr(Tensor, name):
+            setattr(Tensor, name, function if name != "lu_solve" else
+                    lambda self, LU_data, LU_pivots: function(self, LU_data, LU_pivots))
     for name in ("zero_", "exponential_", "requires_grad_"):  # (their bindings return a new Python object)
         if not getattr(getattr(Tensor, name), "_returns_self", False):
             setattr(Tensor, name, _returning_self(getattr(Tensor, name)))

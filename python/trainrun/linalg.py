@@ -8,6 +8,7 @@ import numpy as np
 import trainrun
 from trainrun import _C
 from trainrun.autograd import Function
+from trainrun._linalg_decompositions import back as _back, host as _host, lapack as _lapack
 
 
 def _dims(dim):
@@ -71,14 +72,6 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):  # noqa
     return vector_norm(A, 2 if ord is None else ord, dims, keepdim, dtype=dtype)
 
 
-def _host(t):
-    return t.detach().cpu().to(_C.dtype.float64).numpy()
-
-
-def _back(array, like):
-    return _C.from_numpy(np.require(np.asarray(array), requirements="C")).to(like.dtype).to(like.device)
-
-
 def _no_grad_op(name, fn):
     def op(A, *args, **kwargs):  # noqa: N803
         if _C.is_grad_enabled() and A.requires_grad:
@@ -92,7 +85,7 @@ def _no_grad_op(name, fn):
 class _Inv(Function):
     @staticmethod
     def forward(ctx, A):  # noqa: N803
-        out = _back(np.linalg.inv(_host(A)), A)
+        out = _back(_lapack("inv", np.linalg.inv, _host(A)), A)
         ctx.save_for_backward(out)
         return out
 
@@ -121,7 +114,8 @@ class _Solve(Function):
     def forward(ctx, A, B):  # noqa: N803
         a, b = _host(A), _host(B)
         vector = b.ndim == a.ndim - 1
-        x = np.linalg.solve(a, b[..., None])[..., 0] if vector else np.linalg.solve(a, b)
+        x = _lapack("solve", np.linalg.solve, a, b[..., None])[..., 0] if vector else \
+            _lapack("solve", np.linalg.solve, a, b)
         out = _back(x, B)
         ctx.save_for_backward(A, out)
         ctx.vector = vector
@@ -155,9 +149,6 @@ def _svdvals(A):  # noqa: N803
 
 
 svdvals = _no_grad_op("svdvals", _svdvals)
-cholesky = _no_grad_op("cholesky", lambda A, upper=False: _back(  # noqa: N803
-    np.swapaxes(np.linalg.cholesky(_host(A)), -1, -2) if upper else np.linalg.cholesky(_host(A)), A))
-eigvalsh = _no_grad_op("eigvalsh", lambda A, UPLO="L": _back(np.linalg.eigvalsh(_host(A), UPLO), A))  # noqa: N803
 
 
 def _tuple_op(name, fields, compute):
@@ -176,7 +167,6 @@ def _tuple_op(name, fields, compute):
 qr = _tuple_op("qr", ["Q", "R"], lambda a, mode="reduced": np.linalg.qr(a, mode=mode))
 svd = _tuple_op("svd", ["U", "S", "Vh"], lambda a, full_matrices=True, driver=None:
                 np.linalg.svd(a, full_matrices=full_matrices))
-eigh = _tuple_op("eigh", ["eigenvalues", "eigenvectors"], lambda a, UPLO="L": np.linalg.eigh(a, UPLO))  # noqa: N803
 
 
 slogdet = _tuple_op("slogdet", ["sign", "logabsdet"], lambda a: np.linalg.slogdet(a))
@@ -263,3 +253,7 @@ def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
     rank = trainrun.tensor(np.linalg.matrix_rank(_host(A.detach())), dtype=trainrun.int64)
     empty = trainrun.empty(0, dtype=A.dtype)
     return result(x.squeeze(-1) if vector else x, empty, rank, empty)
+
+
+from trainrun._linalg_decompositions import (LinAlgError, cholesky, eig, eigh, eigvals, eigvalsh,  # noqa: E402,F401
+                                             lu, lu_factor, lu_factor_ex, lu_solve, tensorinv, tensorsolve)
