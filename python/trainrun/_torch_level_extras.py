@@ -287,7 +287,7 @@ def _linear_algebra():
             "lu_solve": decompositions.torch_lu_solve, "cholesky": lambda A, upper=False: linalg.cholesky(
                 A, upper=upper), "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
             "qr": lambda A, some=True: linalg.qr(A, "reduced" if some else "complete"),
-            "matrix_exp": linalg.matrix_exp}
+            "matrix_exp": linalg.matrix_exp, "i0": trainrun.special.i0}
 
 
 # ---- Tensor methods that go with them -------------------------------------------------------------------------
@@ -342,7 +342,7 @@ def install(namespace):
     for name, method in _METHODS.items():
         if not hasattr(Tensor, name):
             setattr(Tensor, name, method)
-    for name in ("gcd", "lcm", "nextafter"):
+    for name in ("gcd", "lcm", "nextafter", "i0"):
         if not hasattr(Tensor, name + "_"):
             setattr(Tensor, name + "_", lambda self, other, _n=name: self.copy_(getattr(Tensor, _n)(self, other)))
     Tensor.volatile = property(lambda self: False)
@@ -356,8 +356,9 @@ def install(namespace):
             setattr(Tensor, name, _returning_self(getattr(Tensor, name)))
     own = {name: value for name, value in globals().items() if not name.startswith("_") and callable(value) and
            getattr(value, "__module__", None) == __name__ and name != "install"}
+    from trainrun.special._bessel_and_error import kaiser_window
     own.update(inf=inf, nan=nan, pi=pi, e=e, unsafe_chunk=trainrun.chunk, unsafe_split=trainrun.split,
-               nextafter=_nextafter)
+               nextafter=_nextafter, kaiser_window=kaiser_window)
     for name, value in own.items():
         namespace.setdefault(name, value)
     for name in _IN_PLACE:

@@ -9,5 +9,7 @@ The casting happens at the dispatcher (tensor/autocast.h), so C++ layers and
 Python modules alike are covered."""
 from trainrun.amp.autocast_mode import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled  # noqa
 from trainrun.amp.grad_scaler import GradScaler  # noqa: F401
+from trainrun.amp.custom_autograd import custom_bwd, custom_fwd  # noqa: F401
 
-__all__ = ["autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available"]
+__all__ = ["autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available",
+           "custom_fwd", "custom_bwd"]

@@ -1,6 +1,7 @@
 """The per-device spellings PyTorch scripts use: trainrun.cuda.amp.autocast /
 GradScaler and trainrun.cpu.amp.autocast (importable as modules, e.g.
 `from trainrun.cuda.amp import autocast, GradScaler`)."""
+import functools
 import sys
 import types
 
@@ -37,7 +38,10 @@ def _module(name, **attrs):
 def install():
     _CudaAutocast.__name__ = _CpuAutocast.__name__ = "autocast"
     _CudaGradScaler.__name__ = "GradScaler"
-    trainrun.cuda.amp = _module("trainrun.cuda.amp", autocast=_CudaAutocast, GradScaler=_CudaGradScaler)
+    from trainrun.amp.custom_autograd import custom_bwd, custom_fwd
+    trainrun.cuda.amp = _module("trainrun.cuda.amp", autocast=_CudaAutocast, GradScaler=_CudaGradScaler,
+                                custom_fwd=functools.partial(custom_fwd, device_type="cuda"),
+                                custom_bwd=functools.partial(custom_bwd, device_type="cuda"))
     trainrun.cpu = _module("trainrun.cpu", amp=_module("trainrun.cpu.amp", autocast=_CpuAutocast))
     trainrun.autocast = autocast
     trainrun.is_autocast_enabled = is_autocast_enabled

@@ -91,3 +91,6 @@ def log1p(input):  # noqa: A002
 
 def round(input, *, decimals=0):  # noqa: A001,A002
     return trainrun.round(input, decimals=decimals)
+
+
+from trainrun.special._bessel_and_error import erfcx, erfinv, i0, i0e, i1, i1e, ndtri  # noqa: E402,F401
