@@ -307,3 +307,4 @@ from trainrun.optim.adam_variants import Adamax, NAdam, RAdam  # noqa: E402,F401
 from trainrun.optim import lr_scheduler  # noqa: E402,F401
 from trainrun.optim.adadelta_rprop_asgd import ASGD, Adadelta, Rprop  # noqa: E402,F401
 from trainrun.optim.lbfgs import LBFGS  # noqa: E402,F401
+from trainrun.optim.adafactor import Adafactor  # noqa: E402,F401
