@@ -1,7 +1,8 @@
 """torch.distributions: the families training code uses most (policy heads, VAEs, noise, priors), with PyTorch's
 shapes (batch_shape, event_shape), sampling (rsample: reparameterized, gradients flow to the parameters; the
 gamma-based families sample only), log_prob, entropy, moments, and kl_divergence in closed form. Each family is
-its own file."""
+its own file; constraints.py holds the sets parameters and draws live in, constraint_registry.py the transforms
+onto them (biject_to, transform_to)."""
 from trainrun.distributions.bernoulli import Bernoulli
 from trainrun.distributions.beta import Beta
 from trainrun.distributions.binomial import Binomial
@@ -21,7 +22,30 @@ from trainrun.distributions.poisson import Poisson
 from trainrun.distributions.transformed_distribution import TransformedDistribution
 from trainrun.distributions.uniform import Uniform
 from trainrun.distributions import transforms  # noqa: F401
+from trainrun.distributions import constraint_registry, constraints  # noqa: F401
+from trainrun.distributions.cauchy import Cauchy, HalfCauchy
+from trainrun.distributions.chi2 import Chi2
+from trainrun.distributions.constraint_registry import biject_to, transform_to
+from trainrun.distributions.geometric import Geometric
+from trainrun.distributions.gumbel import Gumbel
+from trainrun.distributions.half_normal import HalfNormal
+from trainrun.distributions.inverse_gamma import InverseGamma
+from trainrun.distributions.mixture_same_family import MixtureSameFamily
+from trainrun.distributions.multinomial import Multinomial
+from trainrun.distributions.negative_binomial import NegativeBinomial
+from trainrun.distributions.relaxed import RelaxedBernoulli, RelaxedOneHotCategorical
+from trainrun.distributions.student_t import StudentT
+from trainrun.distributions.transforms import (AbsTransform, AffineTransform, ComposeTransform,  # noqa: F401
+                                               CumulativeDistributionTransform, ExpTransform, IndependentTransform,
+                                               LowerCholeskyTransform, PositiveDefiniteTransform, PowerTransform,
+                                               ReshapeTransform, SigmoidTransform, SoftmaxTransform,
+                                               SoftplusTransform, StickBreakingTransform, TanhTransform, Transform,
+                                               identity_transform)
+from trainrun.distributions.weibull import Pareto, Weibull
 
 __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Distribution", "Exponential", "Gamma",
            "Independent", "Laplace", "LogNormal", "MultivariateNormal", "Normal", "OneHotCategorical", "Poisson",
-           "TransformedDistribution", "Uniform", "kl_divergence", "register_kl"]
+           "TransformedDistribution", "Uniform", "kl_divergence", "register_kl", "Cauchy", "HalfCauchy", "Chi2",
+           "Geometric", "Gumbel", "HalfNormal", "InverseGamma", "MixtureSameFamily", "Multinomial",
+           "NegativeBinomial", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "Pareto", "Weibull",
+           "biject_to", "transform_to", "constraints"]

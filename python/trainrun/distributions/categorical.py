@@ -35,7 +35,8 @@ class Categorical(Distribution):
 
     @property
     def support(self):
-        return f"integer_interval(0, {self._num_events - 1})"
+        from trainrun.distributions import constraints
+        return constraints.integer_interval(0, self._num_events - 1)
 
     @property
     def mean(self):

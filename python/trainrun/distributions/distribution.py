@@ -19,9 +19,37 @@ class Distribution:
             raise ValueError("set_default_validate_args: expected True or False")
         Distribution._validate_args_default = value
 
+    def __init_subclass__(cls, **kwargs):
+        """A family may name its constraints by string ("positive"); they become constraints objects, so
+        `Normal.support` is constraints.real as in PyTorch. A family outside this package gets PyTorch's automatic
+        check of its arg_constraints at construction (trainrun's own check theirs where they are built)."""
+        super().__init_subclass__(**kwargs)
+        from trainrun.distributions import constraints
+        if isinstance(cls.__dict__.get("support"), str):
+            cls.support = constraints.from_name(cls.__dict__["support"])
+        if "arg_constraints" in cls.__dict__ and isinstance(cls.__dict__["arg_constraints"], dict):
+            cls.arg_constraints = {k: constraints.from_name(v) for k, v in cls.__dict__["arg_constraints"].items()}
+        cls._checks_own_parameters = cls.__module__.startswith("trainrun.distributions.")
+
     def __init__(self, batch_shape=Size(), event_shape=Size(), validate_args=None):
         self._batch_shape, self._event_shape = Size(batch_shape), Size(event_shape)
         self._validate_args = Distribution._validate_args_default if validate_args is None else validate_args
+        if self._validate_args and not getattr(type(self), "_checks_own_parameters", True):
+            self._check_arg_constraints()
+
+    def _check_arg_constraints(self):
+        from trainrun.distributions import constraints
+        arg_constraints = self.arg_constraints if isinstance(self.arg_constraints, dict) else {}
+        for name, constraint in arg_constraints.items():
+            if constraints.is_dependent(constraint) or name not in self.__dict__:
+                continue
+            value = self.__dict__[name]
+            if not isinstance(value, trainrun.Tensor):
+                continue
+            if not bool(constraint.check(value).all()):
+                raise ValueError(f"Expected parameter {name} ({type(value).__name__} of shape {tuple(value.shape)}) "
+                                 f"of distribution {self!r} to satisfy the constraint {constraint!r}, but found "
+                                 f"invalid values:\n{value}")
 
     @property
     def batch_shape(self):
@@ -77,6 +105,10 @@ class Distribution:
 
     def _support_ok(self, value):
         """A bool tensor: which elements of value lie in the support (None: any value does)."""
+        from trainrun.distributions import constraints
+        support = self.support
+        if isinstance(support, constraints.Constraint) and not constraints.is_dependent(support):
+            return support.check(value)
         return None
 
     def _check_sample(self, value):

@@ -5,12 +5,20 @@ last (x, y) pair, so log_abs_det_jacobian of a sample reuses its x instead of in
 import math
 
 import trainrun
+from trainrun.distributions import constraints
 from trainrun.nn import functional as F
 
 
 class Transform:
+    """domain and codomain: the constraints x and y satisfy; event_dim: the rightmost dims one event spans."""
     bijective = True
     sign = 1
+    domain = constraints.real
+    codomain = constraints.real
+
+    @property
+    def event_dim(self):
+        return max(self.domain.event_dim, self.codomain.event_dim)
 
     def __init__(self, cache_size=0):
         if cache_size not in (0, 1):
@@ -67,6 +75,18 @@ class _InverseTransform(Transform):
         self._inv = transform
 
     @property
+    def domain(self):
+        return self._inv.codomain
+
+    @property
+    def codomain(self):
+        return self._inv.domain
+
+    @property
+    def bijective(self):
+        return self._inv.bijective
+
+    @property
     def inv(self):
         return self._inv
 
@@ -78,6 +98,7 @@ class _InverseTransform(Transform):
 
 
 class ExpTransform(Transform):
+    codomain = constraints.positive
     def _call(self, x):
         return x.exp()
 
@@ -93,7 +114,17 @@ class AffineTransform(Transform):
 
     def __init__(self, loc, scale, event_dim=0, cache_size=0):
         super().__init__(cache_size)
-        self.loc, self.scale, self.event_dim = loc, scale, event_dim
+        self.loc, self.scale, self._event_dim = loc, scale, event_dim
+
+    @property
+    def event_dim(self):
+        return self._event_dim
+
+    @property
+    def domain(self):
+        return constraints.independent(constraints.real, self._event_dim) if self._event_dim else constraints.real
+
+    codomain = domain
 
     def with_cache(self, cache_size=1):
         return AffineTransform(self.loc, self.scale, self.event_dim, cache_size)
@@ -119,6 +150,7 @@ class AffineTransform(Transform):
 
 
 class SigmoidTransform(Transform):
+    codomain = constraints.unit_interval
     def _call(self, x):
         return x.sigmoid()
 
@@ -132,6 +164,7 @@ class SigmoidTransform(Transform):
 
 
 class TanhTransform(Transform):
+    codomain = constraints.interval(-1.0, 1.0)
     def _call(self, x):
         return x.tanh()
 
@@ -144,6 +177,8 @@ class TanhTransform(Transform):
 
 
 class PowerTransform(Transform):
+    domain = constraints.positive
+    codomain = constraints.positive
     def __init__(self, exponent, cache_size=0):
         super().__init__(cache_size)
         self.exponent = exponent
@@ -173,6 +208,18 @@ class ComposeTransform(Transform):
     def with_cache(self, cache_size=1):
         return ComposeTransform(self.parts, cache_size)
 
+    @property
+    def domain(self):
+        return self.parts[0].domain if self.parts else constraints.real
+
+    @property
+    def codomain(self):
+        return self.parts[-1].codomain if self.parts else constraints.real
+
+    @property
+    def bijective(self):
+        return all(p.bijective for p in self.parts)
+
     def _call(self, x):
         for part in self.parts:
             x = part(x)
@@ -195,3 +242,192 @@ class ComposeTransform(Transform):
 
 
 identity_transform = ComposeTransform([])
+
+
+class AbsTransform(Transform):
+    bijective = False
+    codomain = constraints.positive
+
+    def _call(self, x):
+        return x.abs()
+
+    def _inverse(self, y):
+        return y
+
+
+class SoftplusTransform(Transform):
+    codomain = constraints.positive
+
+    def _call(self, x):
+        return F.softplus(x)
+
+    def _inverse(self, y):
+        return (-y).expm1().neg().log() + y  # log(exp(y) - 1), without overflow
+
+    def log_abs_det_jacobian(self, x, y):
+        return -F.softplus(-x)
+
+
+class SoftmaxTransform(Transform):
+    """x -> softmax(x) over the last dim (not bijective: the inverse is log, up to a constant)."""
+    bijective = False
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+
+    def _call(self, x):
+        return (x - x.amax(-1, keepdim=True)).exp() / (x - x.amax(-1, keepdim=True)).exp().sum(-1, keepdim=True)
+
+    def _inverse(self, y):
+        return y.log()
+
+
+class StickBreakingTransform(Transform):
+    """A bijection from R^(K-1) onto the K-simplex by stick breaking (sigmoid of the offset inputs)."""
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+
+    def _call(self, x):
+        offset = x.shape[-1] + 1 - trainrun.ones(x.shape[-1], dtype=x.dtype).cumsum(-1)
+        z = (x - offset.log()).sigmoid()
+        z_cumprod = (1 - z).cumprod(-1)
+        return F.pad(z, [0, 1], value=1) * F.pad(z_cumprod, [1, 0], value=1)
+
+    def _inverse(self, y):
+        y_crop = y[..., :-1]
+        offset = y.shape[-1] - trainrun.ones(y_crop.shape[-1], dtype=y.dtype).cumsum(-1)
+        sf = (1 - y_crop.cumsum(-1)).clamp(min=trainrun.finfo(y.dtype).tiny)
+        return y_crop.log() - sf.log() + offset.log()
+
+    def log_abs_det_jacobian(self, x, y):
+        offset = x.shape[-1] + 1 - trainrun.ones(x.shape[-1], dtype=x.dtype).cumsum(-1)
+        x = x - offset.log()
+        return (-x + F.logsigmoid(x) + y[..., :-1].log()).sum(-1)
+
+    def forward_shape(self, shape):
+        return tuple(shape[:-1]) + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape):
+        return tuple(shape[:-1]) + (shape[-1] - 1,)
+
+
+class LowerCholeskyTransform(Transform):
+    """An unconstrained square matrix -> a lower-triangular one with a positive diagonal (exp of x's)."""
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.lower_cholesky
+
+    def _call(self, x):
+        return x.tril(-1) + x.diagonal(0, -2, -1).exp().diag_embed()
+
+    def _inverse(self, y):
+        return y.tril(-1) + y.diagonal(0, -2, -1).log().diag_embed()
+
+
+class PositiveDefiniteTransform(Transform):
+    """An unconstrained square matrix -> L L^T, L its LowerCholeskyTransform."""
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.positive_definite
+
+    def _call(self, x):
+        low = LowerCholeskyTransform()(x)
+        return low @ low.transpose(-2, -1)
+
+    def _inverse(self, y):
+        return LowerCholeskyTransform().inv(trainrun.linalg.cholesky(y))
+
+
+class IndependentTransform(Transform):
+    """base_transform over events of reinterpreted_batch_ndims more dims (log-dets summed over them)."""
+
+    def __init__(self, base_transform, reinterpreted_batch_ndims, cache_size=0):
+        super().__init__(cache_size)
+        self.base_transform = base_transform.with_cache(cache_size) if cache_size else base_transform
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
+
+    def with_cache(self, cache_size=1):
+        return IndependentTransform(self.base_transform, self.reinterpreted_batch_ndims, cache_size)
+
+    @property
+    def domain(self):
+        return constraints.independent(self.base_transform.domain, self.reinterpreted_batch_ndims)
+
+    @property
+    def codomain(self):
+        return constraints.independent(self.base_transform.codomain, self.reinterpreted_batch_ndims)
+
+    @property
+    def bijective(self):
+        return self.base_transform.bijective
+
+    def _call(self, x):
+        return self.base_transform(x)
+
+    def _inverse(self, y):
+        return self.base_transform.inv(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        result = self.base_transform.log_abs_det_jacobian(x, y)
+        n = self.reinterpreted_batch_ndims
+        return result.reshape(list(result.shape[:result.dim() - n]) + [-1]).sum(-1) if n else result
+
+
+class ReshapeTransform(Transform):
+    """Events of in_shape reshaped to out_shape (same number of elements; log-det 0)."""
+
+    def __init__(self, in_shape, out_shape, cache_size=0):
+        super().__init__(cache_size)
+        self.in_shape, self.out_shape = trainrun.Size(in_shape), trainrun.Size(out_shape)
+        if self.in_shape.numel() != self.out_shape.numel():
+            raise ValueError("in_shape, out_shape have different numbers of elements")
+
+    def with_cache(self, cache_size=1):
+        return ReshapeTransform(self.in_shape, self.out_shape, cache_size)
+
+    @property
+    def domain(self):
+        return constraints.independent(constraints.real, len(self.in_shape))
+
+    @property
+    def codomain(self):
+        return constraints.independent(constraints.real, len(self.out_shape))
+
+    def _call(self, x):
+        batch = tuple(x.shape[:x.dim() - len(self.in_shape)])
+        return x.reshape(batch + tuple(self.out_shape))
+
+    def _inverse(self, y):
+        batch = tuple(y.shape[:y.dim() - len(self.out_shape)])
+        return y.reshape(batch + tuple(self.in_shape))
+
+    def log_abs_det_jacobian(self, x, y):
+        return trainrun.zeros(tuple(x.shape[:x.dim() - len(self.in_shape)]), dtype=x.dtype)
+
+    def forward_shape(self, shape):
+        return tuple(shape[:len(shape) - len(self.in_shape)]) + tuple(self.out_shape)
+
+    def inverse_shape(self, shape):
+        return tuple(shape[:len(shape) - len(self.out_shape)]) + tuple(self.in_shape)
+
+
+class CumulativeDistributionTransform(Transform):
+    """x -> distribution.cdf(x) (a copula's building block); the inverse is its icdf."""
+    codomain = constraints.unit_interval
+
+    def __init__(self, distribution, cache_size=0):
+        super().__init__(cache_size)
+        self.distribution = distribution
+
+    def with_cache(self, cache_size=1):
+        return CumulativeDistributionTransform(self.distribution, cache_size)
+
+    @property
+    def domain(self):
+        return self.distribution.support
+
+    def _call(self, x):
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y):
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return self.distribution.log_prob(x)

@@ -18,7 +18,8 @@ class Uniform(Distribution):
 
     @property
     def support(self):
-        return f"interval({self.low}, {self.high})"
+        from trainrun.distributions import constraints
+        return constraints.interval(self.low, self.high)
 
     @property
     def mean(self):
