@@ -185,12 +185,13 @@ from trainrun.nn._layers import (  # noqa: E402,F401
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, Bilinear, CircularPad1d,
     CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, Conv1d, ConvTranspose2d,
     CosineSimilarity, EmbeddingBag, Fold, GroupNorm, Identity, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
-    LazyLinear, LPPool1d, LPPool2d, MaxPool1d, MultiheadAttention, PairwiseDistance, PixelShuffle, PixelUnshuffle,
+    LazyLinear, LPPool1d, LPPool2d, LPPool3d, MaxPool1d, MultiheadAttention, PairwiseDistance, PixelShuffle, PixelUnshuffle,
     PReLU, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
     Softmax2d, Unflatten, Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d,
     ZeroPad3d)
 from trainrun.nn._conv_pool_layers import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, Conv3d,  # noqa
-                                           ConvTranspose1d, MaxPool3d, MaxUnpool2d)
+                                           ConvTranspose1d, ConvTranspose3d, MaxPool3d, MaxUnpool1d, MaxUnpool2d,
+                                           MaxUnpool3d)
 from trainrun.nn._transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: E402,F401
                                       TransformerEncoder, TransformerEncoderLayer)
 from trainrun.nn._recurrent import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell  # noqa: E402,F401

@@ -1,5 +1,5 @@
 """Convolution and pooling modules written in Python over nn.functional (the C++ layers are Conv2d, the 2-d
-pools and their kin): Conv3d, ConvTranspose1d, the 3-d pools and MaxUnpool2d, with PyTorch's constructors and
+pools and their kin): Conv3d, ConvTranspose1d/3d, the 3-d pools and MaxUnpool1d/2d/3d, with PyTorch's constructors and
 default initialisation."""
 import math
 
@@ -12,6 +12,30 @@ from trainrun.nn.parameter import Parameter
 
 def _triple(value):
     return tuple(value) if isinstance(value, (tuple, list)) else (value,) * 3
+
+
+def transposed_output_padding(module, input, output_size, n):  # noqa: A002
+    """The output_padding that makes a transposed convolution give output_size (its last n entries: the spatial
+    sizes), as PyTorch's _ConvTransposeNd._output_padding; the module's own when output_size is None."""
+    if output_size is None:
+        return module.output_padding
+    def each(value):
+        return list(value) if isinstance(value, (tuple, list)) else [value] * n
+    wanted = list(output_size)[-n:]
+    if len(wanted) != n:
+        raise ValueError(f"ConvTranspose{n}D: output_size must have {n} or {n + 2} elements (got {len(output_size)})")
+    stride, padding, dilation = each(module.stride), each(module.padding), each(module.dilation)
+    kernel = list(module.kernel_size)
+    extra = []
+    for i in range(n):
+        size = input.shape[input.dim() - n + i]
+        smallest = (size - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kernel[i] - 1) + 1
+        largest = smallest + stride[i] - 1
+        if not smallest <= wanted[i] <= largest:
+            raise ValueError(f"requested an output size of {wanted}, but valid sizes range from {smallest} to "
+                             f"{largest} (for an input of {list(input.shape)[-n:]})")
+        extra.append(wanted[i] - smallest)
+    return tuple(extra)
 
 
 class Conv3d(Module):
@@ -73,10 +97,41 @@ class ConvTranspose1d(Module):
             self.register_parameter("bias", None)
 
     def forward(self, input, output_size=None):  # noqa: A002
-        if output_size is not None:
-            raise NotImplementedError("ConvTranspose1d.forward(output_size=...) is not supported")
-        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding, self.output_padding,
-                                  self.groups, self.dilation)
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  transposed_output_padding(self, input, output_size, 1), self.groups, self.dilation)
+
+
+class ConvTranspose3d(Module):
+    """PyTorch's ConvTranspose3d: weight (in_channels, out_channels // groups, kD, kH, kW), its default init."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise ValueError('Only "zeros" padding mode is supported for ConvTranspose3d')
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"ConvTranspose3d: in_channels ({in_channels}) and out_channels ({out_channels}) must "
+                             f"be divisible by groups ({groups})")
+        k = _triple(kernel_size)
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
+        self.stride, self.padding, self.output_padding = _triple(stride), _triple(padding), _triple(output_padding)
+        self.groups, self.dilation, self.padding_mode = groups, _triple(dilation), padding_mode
+        self.weight = Parameter(_C.empty([in_channels, out_channels // groups, *k], dtype=dtype, device=device))
+        bound = 1.0 / math.sqrt(out_channels // groups * k[0] * k[1] * k[2])  # (fan_in: weight.size(1) * prod(k))
+        init.uniform_(self.weight, -bound, bound)
+        if bias:
+            self.bias = Parameter(init.uniform_(_C.empty([out_channels], dtype=dtype, device=device), -bound, bound))
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, input, output_size=None):  # noqa: A002
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
+                                  transposed_output_padding(self, input, output_size, 3), self.groups, self.dilation)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+                + (f", padding={self.padding}" if self.padding != (0, 0, 0) else "")
+                + (f", output_padding={self.output_padding}" if self.output_padding != (0, 0, 0) else ""))
 
 
 class MaxPool3d(Module):
@@ -144,3 +199,17 @@ class MaxUnpool2d(Module):
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(MaxUnpool2d):
+    """The inverse of MaxPool1d(return_indices=True)."""
+
+    def forward(self, input, indices, output_size=None):  # noqa: A002
+        return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class MaxUnpool3d(MaxUnpool2d):
+    """The inverse of MaxPool3d(return_indices=True)."""
+
+    def forward(self, input, indices, output_size=None):  # noqa: A002
+        return F.max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding, output_size)

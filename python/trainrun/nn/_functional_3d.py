@@ -100,8 +100,11 @@ def _pool3d(input, kernel_size, stride, padding, pool2d, reduce, fill, where):  
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
                return_indices=False):
     from trainrun.nn._functional_pooling import max_pool2d
-    if _triple(dilation, "max_pool3d", "dilation") != [1, 1, 1] or ceil_mode or return_indices:
-        raise NotImplementedError("max_pool3d(): dilation, ceil_mode and return_indices are not supported")
+    if return_indices or _triple(dilation, "max_pool3d", "dilation") != [1, 1, 1]:
+        from trainrun.nn._functional_pooling_indices import max_pool3d_with_indices
+        return max_pool3d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+    if ceil_mode:
+        raise NotImplementedError("max_pool3d(): ceil_mode is not supported")
     return _pool3d(input, kernel_size, stride, padding, max_pool2d, "max", float("-inf"), "max_pool3d")
 
 
@@ -137,8 +140,51 @@ def adaptive_avg_pool3d(input, output_size):  # noqa: A002
 def adaptive_max_pool3d(input, output_size, return_indices=False):  # noqa: A002
     from trainrun.nn._functional_pooling import adaptive_max_pool2d
     if return_indices:
-        raise NotImplementedError("adaptive_max_pool3d(return_indices=True) is not supported")
+        from trainrun.nn._functional_pooling_indices import adaptive_max_pool_with_indices
+        return adaptive_max_pool_with_indices(input, output_size, 3, "adaptive_max_pool3d")
 
     def max1d(x, size):
         return adaptive_max_pool2d(x.unsqueeze(-2), (1, size)).squeeze(-2)
     return _adaptive3d(input, output_size, adaptive_max_pool2d, max1d, "adaptive_max_pool3d")
+
+
+def _zero_stuffed_along(x, dim, s):
+    """s - 1 zeros between neighbours along dim (the stride of a transposed convolution)."""
+    if s == 1:
+        return x
+    from trainrun.nn._functional_layers import pad
+    x = x.movedim(dim, -1)
+    size = x.shape[-1]
+    x = pad(x.unsqueeze(-1), [0, s - 1]).reshape(list(x.shape[:-1]) + [size * s]).narrow(-1, 0, (size - 1) * s + 1)
+    return x.movedim(-1, dim)
+
+
+@op(function=True, functional=True)
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,  # noqa: A002
+                     dilation=1):
+    """The transpose (input gradient) of conv3d, as conv_transpose2d builds its own: zeros stuffed between the
+    input's elements, padded by dilation * (k - 1) - padding (plus output_padding at the end), convolved with the
+    flipped kernel whose in/out channels are swapped per group."""
+    s, p = _triple(stride, "conv_transpose3d", "stride"), _triple(padding, "conv_transpose3d", "padding")
+    extra, d = _triple(output_padding, "conv_transpose3d", "output_padding"), \
+        _triple(dilation, "conv_transpose3d", "dilation")
+    if any(o >= max(si, di) for o, si, di in zip(extra, s, d)):
+        raise ValueError(f"conv_transpose3d: output_padding {extra} must be smaller than stride {s} or dilation {d}")
+    x, unbatched = _batched(input, "conv_transpose3d")
+    c_in, c_out_g = weight.shape[0], weight.shape[1]
+    k = list(weight.shape[2:])
+    if c_in % groups or x.shape[1] != c_in:
+        raise ValueError(f"conv_transpose3d: input has {x.shape[1]} channels, the weight {list(weight.shape)} "
+                         f"with groups={groups} expects {c_in}")
+    w = weight.reshape([groups, c_in // groups, c_out_g] + k).transpose(1, 2)
+    w = w.reshape([groups * c_out_g, c_in // groups] + k).flip(2, 3, 4)
+    for axis in range(3):
+        x = _zero_stuffed_along(x, 2 + axis, s[axis])
+    edge = [di * (kk - 1) - pi for di, kk, pi in zip(d, k, p)]
+    pads = []
+    for axis in (2, 1, 0):  # (pad's order: the last dim first)
+        pads += [edge[axis], edge[axis] + extra[axis]]
+    from trainrun.nn._functional_layers import pad
+    x = pad(x, pads)
+    out = conv3d(x, w, bias, 1, 0, d, groups)
+    return out.squeeze(0) if unbatched else out

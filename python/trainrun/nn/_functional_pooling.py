@@ -106,6 +106,13 @@ def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):  # n
 
 
 @op(function=False, functional=True)
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):  # noqa: A002
+    from trainrun.nn._functional_3d import _triple, avg_pool3d
+    k = _triple(kernel_size, "lp_pool3d", "kernel_size")
+    return _lp_pool(input, norm_type, k, stride if stride is not None else k, ceil_mode, avg_pool3d, k[0] * k[1] * k[2])
+
+
+@op(function=False, functional=True)
 def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):  # noqa: A002
     k = _single(kernel_size, "lp_pool1d", "kernel_size")
     return _lp_pool(input, norm_type, k, stride, ceil_mode, avg_pool1d, k)
@@ -140,7 +147,8 @@ def adaptive_avg_pool2d(input, output_size):  # noqa: A002
 @op(function=False, functional=True)
 def adaptive_max_pool2d(input, output_size, return_indices=False):  # noqa: A002
     if return_indices:
-        raise NotImplementedError("adaptive_max_pool2d(return_indices=True) is not supported")
+        from trainrun.nn._functional_pooling_indices import adaptive_max_pool_with_indices
+        return adaptive_max_pool_with_indices(input, output_size, 2, "adaptive_max_pool2d")
     return _adaptive_pool2d(input, output_size, "max", "adaptive_max_pool2d")
 
 
@@ -152,7 +160,8 @@ def adaptive_avg_pool1d(input, output_size):  # noqa: A002
 @op(function=False, functional=True)
 def adaptive_max_pool1d(input, output_size, return_indices=False):  # noqa: A002
     if return_indices:
-        raise NotImplementedError("adaptive_max_pool1d(return_indices=True) is not supported")
+        from trainrun.nn._functional_pooling_indices import adaptive_max_pool_with_indices
+        return adaptive_max_pool_with_indices(input, output_size, 1, "adaptive_max_pool1d")
     size = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
     return adaptive_max_pool2d(input.unsqueeze(-2), (1, size)).squeeze(-2)
 
@@ -163,8 +172,12 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     k = _single(kernel_size, "max_pool1d", "kernel_size")
     s = k if stride is None or stride == [] else _single(stride, "max_pool1d", "stride")
     p = _single(padding, "max_pool1d", "padding")
-    if _single(dilation, "max_pool1d", "dilation") != 1 or ceil_mode or return_indices:
-        raise NotImplementedError("max_pool1d(): dilation, ceil_mode and return_indices are not supported")
+    if return_indices or _single(dilation, "max_pool1d", "dilation") != 1:
+        out = max_pool2d(_as_rows(input, "max_pool1d"), [1, k], [1, s], [0, p], [1, _single(
+            dilation, "max_pool1d", "dilation")], ceil_mode, return_indices=True)
+        return (out[0].squeeze(-2), out[1].squeeze(-2)) if return_indices else out[0].squeeze(-2)
+    if ceil_mode:
+        raise NotImplementedError("max_pool1d(): ceil_mode is not supported")
     return max_pool2d(_as_rows(input, "max_pool1d"), [1, k], [1, s], [0, p]).squeeze(-2)
 
 

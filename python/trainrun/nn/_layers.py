@@ -322,10 +322,9 @@ class ConvTranspose2d(Module):
             object.__setattr__(self, "bias", None)
 
     def forward(self, input, output_size=None):  # noqa: A002
-        if output_size is not None:
-            raise NotImplementedError("ConvTranspose2d.forward(output_size=...) is not supported")
-        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, self.output_padding,
-                                  self.groups, self.dilation)
+        from trainrun.nn._conv_pool_layers import transposed_output_padding
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  transposed_output_padding(self, input, output_size, 2), self.groups, self.dilation)
 
 
 Unfold = _option_module("Unfold", F.unfold, "kernel_size", "dilation", "padding", "stride")
@@ -445,6 +444,11 @@ class LPPool1d(_LPPoolNd):
 class LPPool2d(_LPPoolNd):
     def forward(self, input):  # noqa: A002
         return F.lp_pool2d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool3d(_LPPoolNd):
+    def forward(self, input):  # noqa: A002
+        return F.lp_pool3d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
 
 
 class CosineSimilarity(Module):
