@@ -223,3 +223,36 @@ function = _types.ModuleType(__name__ + ".function", "torch.autograd.function: F
 function.Function, function.FunctionCtx, function.once_differentiable = Function, FunctionCtx, once_differentiable
 function.InplaceFunction = Function
 _sys.modules[function.__name__] = function
+
+from trainrun import _forward_ad as forward_ad  # noqa: E402
+_sys.modules[__name__ + ".forward_ad"] = forward_ad
+from trainrun._tensor_extras import inference_mode  # noqa: E402,F401
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, _C.Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """The pre-0.4 wrapper, kept as PyTorch keeps it: Variable(t) is a tensor (with requires_grad as asked) and
+    every tensor is a Variable."""
+
+    def __new__(cls, data=None, requires_grad=False, volatile=False):
+        if data is None:
+            data = _C.empty([0])
+        if requires_grad and not data.requires_grad:
+            return data.detach().requires_grad_(True)
+        return data
+
+
+# torch.autograd.grad_mode / anomaly_mode / variable: the modules PyTorch scripts import these from
+grad_mode = _types.ModuleType(__name__ + ".grad_mode", "torch.autograd.grad_mode")
+grad_mode.no_grad, grad_mode.enable_grad, grad_mode.set_grad_enabled = no_grad, enable_grad, set_grad_enabled
+grad_mode.inference_mode = inference_mode
+anomaly_mode = _types.ModuleType(__name__ + ".anomaly_mode", "torch.autograd.anomaly_mode")
+anomaly_mode.detect_anomaly, anomaly_mode.set_detect_anomaly = detect_anomaly, set_detect_anomaly
+variable = _types.ModuleType(__name__ + ".variable", "torch.autograd.variable")
+variable.Variable = Variable
+for _module in (grad_mode, anomaly_mode, variable):
+    _sys.modules[_module.__name__] = _module
