@@ -16,17 +16,43 @@ from trainrun.distributed.checkpoint.default_planner import (DefaultLoadPlanner,
 from trainrun.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
 from trainrun.distributed.checkpoint.stateful import Stateful
 from trainrun.distributed.checkpoint import metadata  # noqa: E402,F401
-from trainrun.distributed.checkpoint.metadata import Metadata  # noqa: E402,F401
+from trainrun.distributed.checkpoint.metadata import (BytesStorageMetadata, ChunkStorageMetadata,  # noqa: E402,F401
+                                                       Metadata, TensorStorageMetadata)
+from trainrun.distributed.checkpoint.storage import StorageReader, StorageWriter  # noqa: E402,F401
+from trainrun.distributed.checkpoint.api import CheckpointException  # noqa: E402,F401
+
+
+def save_state_dict(state_dict, storage_writer, process_group=None, coordinator_rank=0, no_dist=False,
+                    planner=None):
+    """PyTorch 2.0's name for save (deprecated there since 2.2)."""
+    import warnings
+    warnings.warn("'save_state_dict' is deprecated and will be removed in future versions. Please use 'save' "
+                  "instead.", FutureWarning, stacklevel=2)
+    return save(state_dict, storage_writer=storage_writer, process_group=process_group, no_dist=no_dist,
+                planner=planner)
+
+
+def load_state_dict(state_dict, storage_reader, process_group=None, coordinator_rank=0, no_dist=False,
+                    planner=None):
+    """PyTorch 2.0's name for load (deprecated there since 2.2)."""
+    import warnings
+    warnings.warn("'load_state_dict' is deprecated and will be removed in future versions. Please use 'load' "
+                  "instead.", FutureWarning, stacklevel=2)
+    return load(state_dict, storage_reader=storage_reader, process_group=process_group, no_dist=no_dist,
+                planner=planner)
 
 # torch.distributed.checkpoint.state_dict_saver.save / state_dict_loader.load: the same functions
 import sys as _sys  # noqa: E402
 import types as _types  # noqa: E402
 state_dict_saver = _types.ModuleType(__name__ + ".state_dict_saver", "dcp.save and dcp.async_save")
 state_dict_saver.save, state_dict_saver.async_save = save, async_save
+state_dict_saver.save_state_dict = save_state_dict
 state_dict_loader = _types.ModuleType(__name__ + ".state_dict_loader", "dcp.load")
-state_dict_loader.load = load
+state_dict_loader.load, state_dict_loader.load_state_dict = load, load_state_dict
 _sys.modules[state_dict_saver.__name__] = state_dict_saver
 _sys.modules[state_dict_loader.__name__] = state_dict_loader
 
 __all__ = ["DefaultLoadPlanner", "DefaultSavePlanner", "FileSystemReader", "FileSystemWriter", "LoadPlanner",
-           "Metadata", "SavePlanner", "Stateful", "async_save", "load", "save"]
+           "Metadata", "SavePlanner", "Stateful", "async_save", "load", "save", "save_state_dict", "load_state_dict",
+           "StorageReader", "StorageWriter", "CheckpointException", "BytesStorageMetadata",
+           "ChunkStorageMetadata", "TensorStorageMetadata"]

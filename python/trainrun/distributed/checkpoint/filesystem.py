@@ -5,8 +5,10 @@ are always folders on a file system, so these name the folder and carry
 PyTorch's options; the layout is trainrun's (see _data_files.py)."""
 import os
 
+from trainrun.distributed.checkpoint.storage import StorageReader, StorageWriter
 
-class FileSystemWriter:
+
+class FileSystemWriter(StorageWriter):
     def __init__(self, path, single_file_per_rank=True, sync_files=True, thread_count=1,
                  per_thread_copy_ahead=10_000_000, cache_staged_state_dict=False, overwrite=True):
         if not overwrite and os.path.exists(os.path.join(str(path), ".metadata")):
@@ -18,7 +20,7 @@ class FileSystemWriter:
         return f"FileSystemWriter({self.path!r})"
 
 
-class FileSystemReader:
+class FileSystemReader(StorageReader):
     def __init__(self, path, _extension_registry=None):
         self.path = os.fspath(path)
 
