@@ -274,3 +274,5 @@ from trainrun import _tensor_extras  # noqa: E402
 _tensor_extras.install_more_in_place()  # (x.cumsum_(0), x.greater_(y), ...: once every method exists)
 from trainrun import _torch_level_extras  # noqa: E402
 _torch_level_extras.install(globals())  # (torch.inf, torch.relu_, torch.select_scatter, torch.gradient, ...)
+from trainrun import _typed_storage  # noqa: E402
+_typed_storage.install(globals())  # (Tensor.storage(), torch.TypedStorage, torch.UntypedStorage, torch.is_storage)

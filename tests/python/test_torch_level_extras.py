@@ -181,3 +181,24 @@ def test_func_forward_transforms():
     _close(jvp_fn(t), x.cos() * t, atol=1e-12)
     with pytest.raises(RuntimeError, match="same shape"):
         jvp(torch.sin, (x,), (torch.ones(3),))
+
+
+def test_typed_storage_views_the_whole_storage():
+    x = torch.arange(6.0).reshape(2, 3)
+    with pytest.warns(UserWarning, match="TypedStorage is deprecated"):
+        storage = x[1].storage()
+    assert len(storage) == 6 and storage.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert storage.data_ptr() == x.data_ptr() and storage.dtype == torch.float32 and storage[4] == 4.0
+    storage[0] = 10.0
+    assert x[0, 0].item() == 10.0 and torch.is_storage(storage) and not torch.is_storage(x)
+
+
+@needs_torch
+def test_rnn_utils_unpack_and_invert():
+    from trainrun.nn.utils.rnn import invert_permutation, pack_sequence, unpack_sequence
+    sequences = [torch.tensor([1.0, 2.0, 3.0]), torch.tensor([4.0, 5.0]), torch.tensor([6.0])]
+    assert [s.tolist() for s in unpack_sequence(pack_sequence(sequences))] == [s.tolist() for s in sequences]
+    perm = [3, 0, 2, 1]
+    assert invert_permutation(torch.tensor(perm)).tolist() == \
+        peer.nn.utils.rnn.invert_permutation(peer.tensor(perm)).tolist()
+    assert invert_permutation(None) is None

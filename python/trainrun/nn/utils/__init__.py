@@ -181,3 +181,20 @@ from trainrun.nn.utils.fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights, f
                                       fuse_linear_bn_weights)
 from trainrun.nn.utils._legacy_norms import (remove_spectral_norm, remove_weight_norm, spectral_norm,  # noqa: E402,F401
                                              weight_norm)
+
+
+def convert_conv2d_weight_memory_format(module, memory_format):
+    """PyTorch's helper to put Conv2d weights in channels_last; trainrun keeps one layout, so the module comes
+    back as it is (its results do not depend on the layout)."""
+    return module
+
+
+convert_conv3d_weight_memory_format = convert_conv2d_weight_memory_format
+# torch.nn.utils.clip_grad (the module PyTorch's clip functions live in)
+import sys as _sys  # noqa: E402
+import types as _types  # noqa: E402
+clip_grad = _types.ModuleType(__name__ + ".clip_grad", "torch.nn.utils.clip_grad")
+clip_grad.clip_grad_norm_, clip_grad.clip_grad_value_ = clip_grad_norm_, clip_grad_value_
+clip_grad.get_total_norm, clip_grad.clip_grads_with_norm_ = get_total_norm, clip_grads_with_norm_
+clip_grad.clip_grad_norm = clip_grad_norm = clip_grad_norm_  # (the deprecated name)
+_sys.modules[clip_grad.__name__] = clip_grad

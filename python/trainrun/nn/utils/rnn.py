@@ -124,3 +124,17 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
 def unpad_sequence(padded_sequences, lengths, batch_first=False):
     padded = padded_sequences if batch_first else padded_sequences.transpose(0, 1)
     return [padded[i, :int(n)] for i, n in enumerate(lengths.tolist() if hasattr(lengths, "tolist") else lengths)]
+
+
+def unpack_sequence(packed_sequences):
+    """The list of sequences a PackedSequence holds (the inverse of pack_sequence)."""
+    padded, lengths = pad_packed_sequence(packed_sequences, batch_first=True)
+    return unpad_sequence(padded, lengths, batch_first=True)
+
+
+def invert_permutation(permutation):
+    """The permutation that undoes `permutation` (None stays None)."""
+    if permutation is None:
+        return None
+    output = _C.zeros(list(permutation.shape), dtype=permutation.dtype)
+    return output.scatter(0, permutation, _C.arange(permutation.numel(), dtype=permutation.dtype))
