@@ -185,7 +185,7 @@ from trainrun.nn._layers import (  # noqa: E402,F401
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, Bilinear, CircularPad1d,
     CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, Conv1d, ConvTranspose2d,
     CosineSimilarity, EmbeddingBag, Fold, GroupNorm, Identity, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
-    LazyLinear, LPPool1d, LPPool2d, LPPool3d, MaxPool1d, MultiheadAttention, PairwiseDistance, PixelShuffle, PixelUnshuffle,
+    LPPool1d, LPPool2d, LPPool3d, MaxPool1d, MultiheadAttention, PairwiseDistance, PixelShuffle, PixelUnshuffle,
     PReLU, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
     Softmax2d, Unflatten, Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d,
     ZeroPad3d)
@@ -199,6 +199,10 @@ from trainrun.nn._sync_batch_norm import SyncBatchNorm  # noqa: E402,F401
 from trainrun.nn import utils  # noqa: E402,F401
 from trainrun.nn import parallel  # noqa: E402,F401
 from trainrun.nn import attention  # noqa: E402,F401  (nn.attention.sdpa_kernel)
+import sys as _sys  # noqa: E402
+from trainrun.nn import _lazy, parameter as _parameter  # noqa: E402
+globals().update(_lazy.build(_sys.modules[__name__]))  # (LazyConv2d, LazyBatchNorm1d, UninitializedParameter, ...)
+_parameter.UninitializedParameter, _parameter.UninitializedBuffer = UninitializedParameter, UninitializedBuffer  # noqa
 from trainrun.nn import _reprs  # noqa: E402
 _reprs.install()
 from trainrun.nn import modules  # noqa: E402,F401  (torch.nn.modules.<file> paths)

@@ -304,9 +304,28 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):  # noqa: A
 @op(function=False, functional=True)
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,  # noqa: A002
                   use_input_stats=True, momentum=0.1, eps=1e-05):
-    if not use_input_stats:
-        raise NotImplementedError("instance_norm(use_input_stats=False) is not supported")
-    return group_norm(input, input.shape[1], weight, bias, eps)
+    """Each sample's channels normalised over their positions. With running statistics (PyTorch's way): the
+    (N, C, ...) input is a batch norm of one sample with N * C channels, whose running statistics are the given
+    ones repeated N times, averaged back over N after the update; use_input_stats=False normalises with them."""
+    if running_mean is None and running_var is None:
+        if not use_input_stats:
+            raise ValueError("Expected running_mean and running_var to be defined when use_input_stats is false")
+        return group_norm(input, input.shape[1], weight, bias, eps)
+    n, c = input.shape[0], input.shape[1]
+    repeated_mean, repeated_var = running_mean.repeat(n), running_var.repeat(n)
+    x = input.reshape([1, n * c] + list(input.shape[2:]))
+    out = batch_norm(x, repeated_mean, repeated_var, None, None, use_input_stats, momentum, eps).reshape(
+        list(input.shape))
+    if use_input_stats:
+        with _no_grad():
+            running_mean.copy_(repeated_mean.reshape([n, c]).mean(0))
+            running_var.copy_(repeated_var.reshape([n, c]).mean(0))
+    shape = [1, c] + [1] * (input.ndim - 2)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
 
 
 @op(function=False, functional=True)

@@ -487,18 +487,21 @@ class _InstanceNorm(Module):
     def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False, device=None,
                  dtype=None):
         super().__init__()
-        if track_running_stats:
-            raise NotImplementedError(f"{type(self).__name__}(track_running_stats=True) is not supported")
         self.num_features, self.eps, self.momentum, self.affine = num_features, eps, momentum, affine
-        self.track_running_stats = False
+        self.track_running_stats = track_running_stats
         if affine:
             self.weight = Parameter(_C.ones([num_features], dtype=dtype, device=device))
             self.bias = Parameter(_C.zeros([num_features], dtype=dtype, device=device))
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
-        self.register_buffer("running_mean", None)
-        self.register_buffer("running_var", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", _C.zeros([num_features], dtype=dtype, device=device))
+            self.register_buffer("running_var", _C.ones([num_features], dtype=dtype, device=device))
+            self.register_buffer("num_batches_tracked", _C.zeros([], dtype=_C.dtype.int64, device=device))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
 
     def forward(self, input):  # noqa: A002
         batched = input.dim() == self._spatial + 2
@@ -509,7 +512,11 @@ class _InstanceNorm(Module):
         if x.shape[1] != self.num_features and self.affine:
             raise ValueError(f"{type(self).__name__}: expected {self.num_features} channels, got {x.shape[1]}")
         w, b = (self.weight, self.bias) if self.affine else (None, None)
-        out = F.instance_norm(x, weight=w, bias=b, eps=self.eps)
+        if self.track_running_stats and self.training:
+            self.num_batches_tracked.add_(1)
+        out = F.instance_norm(x, self.running_mean, self.running_var, w, b,
+                              self.training or not self.track_running_stats,
+                              self.momentum if self.momentum is not None else 0.1, self.eps)
         return out if batched else out.squeeze(0)
 
     def extra_repr(self):
@@ -550,38 +557,6 @@ class Bilinear(Module):
     def extra_repr(self):
         return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
                 f"out_features={self.out_features}, bias={self.bias is not None}")
-
-
-class LazyLinear(Module):
-    """Linear whose in_features is the last dim of the first input it sees: weight and bias are made then,
-    with Linear's init. (An optimizer must be built after that first call, as in PyTorch.)"""
-
-    def __init__(self, out_features, bias=True, device=None, dtype=None):
-        super().__init__()
-        self.in_features, self.out_features = 0, out_features
-        self._with_bias, self._device, self._dtype = bias, device, dtype
-        self.weight = None
-        self.bias = None
-
-    def has_uninitialized_params(self):
-        return self.weight is None
-
-    def forward(self, input):  # noqa: A002
-        if self.weight is None:
-            self.in_features = input.shape[-1]
-            dtype = self._dtype or input.dtype
-            device = self._device or input.device
-            weight = _C.empty([self.out_features, self.in_features], dtype=dtype, device=device)
-            init.kaiming_uniform_(weight, a=math.sqrt(5))
-            self.weight = Parameter(weight)
-            if self._with_bias:
-                bound = 1.0 / math.sqrt(self.in_features) if self.in_features else 0.0
-                self.bias = Parameter(init.uniform_(_C.empty([self.out_features], dtype=dtype, device=device),
-                                                    -bound, bound))
-        return F.linear(input, self.weight, self.bias)
-
-    def extra_repr(self):
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self._with_bias}"
 
 
 class UpsamplingNearest2d(Upsample):

@@ -1,6 +1,7 @@
 """trainrun.nn.functional: PyTorch's functional forms. Each is declared once,
 in _functional_activations.py, _functional_losses.py,
-_functional_layers.py, _functional_pooling.py, _functional_pooling_indices.py, _functional_3d.py, _functional_dropout.py,
+_functional_layers.py, _functional_pooling.py, _functional_pooling_indices.py, _functional_3d.py,
+_functional_dropout.py,
 _functional_distance.py, _functional_embedding.py or _functional_sampling.py (or in C++ for the losses with
 kernels of their own),
 and bound here from the op table."""

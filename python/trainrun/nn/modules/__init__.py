@@ -12,14 +12,19 @@ from trainrun import nn
 # file -> names from trainrun.nn it holds
 _FILES = {
     "module": ["Module"], "linear": ["Linear", "Identity", "Bilinear", "LazyLinear"],
-    "conv": ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"],
-    "batchnorm": ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"],
-    "instancenorm": ["InstanceNorm1d", "InstanceNorm2d"],
+    "conv": ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d",
+             "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d"],
+    "lazy": [],
+    "batchnorm": ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LazyBatchNorm1d", "LazyBatchNorm2d",
+                  "LazyBatchNorm3d"],
+    "instancenorm": ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
+                     "LazyInstanceNorm3d"],
     "normalization": ["LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm"],
     "container": ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"],
     "dropout": ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"],
     "pooling": ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
-                "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "MaxUnpool2d"],
+                "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "MaxUnpool1d",
+                "MaxUnpool2d", "MaxUnpool3d", "LPPool1d", "LPPool2d", "LPPool3d"],
     "sparse": ["Embedding", "EmbeddingBag"], "rnn": ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"],
     "transformer": ["Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
                     "TransformerDecoderLayer"],
@@ -47,12 +52,12 @@ def _abstract(name, members, doc):
 
 # file -> (private base, the layers registered with it)
 _BASES = {
-    "conv": [("_ConvNd", ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"]),
-             ("_ConvTransposeNd", ["ConvTranspose1d", "ConvTranspose2d"])],
+    "conv": [("_ConvNd", ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]),
+             ("_ConvTransposeNd", ["ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"])],
     "batchnorm": [("_NormBase", ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "InstanceNorm1d",
-                                 "InstanceNorm2d"]),
+                                 "InstanceNorm2d", "InstanceNorm3d"]),
                   ("_BatchNorm", ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"])],
-    "instancenorm": [("_InstanceNorm", ["InstanceNorm1d", "InstanceNorm2d"])],
+    "instancenorm": [("_InstanceNorm", ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"])],
     "dropout": [("_DropoutNd", ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
                                 "FeatureAlphaDropout"])],
     "pooling": [("_MaxPoolNd", ["MaxPool1d", "MaxPool2d", "MaxPool3d"]),
@@ -75,6 +80,9 @@ def _build():
             setattr(module, base, _abstract(base, [m for m in members if hasattr(nn, m)],
                                             f"PyTorch's {base}: the layers of that kind are its (virtual) "
                                             "subclasses"))
+        if file == "lazy":
+            from trainrun.nn._lazy import LazyModuleMixin
+            module.LazyModuleMixin = LazyModuleMixin
         if file == "linear":
             from trainrun.nn._layers import NonDynamicallyQuantizableLinear
             module.NonDynamicallyQuantizableLinear = NonDynamicallyQuantizableLinear
