@@ -256,3 +256,23 @@ variable = _types.ModuleType(__name__ + ".variable", "torch.autograd.variable")
 variable.Variable = Variable
 for _module in (grad_mode, anomaly_mode, variable):
     _sys.modules[_module.__name__] = _module
+
+
+class set_multithreading_enabled:  # noqa: N801  (PyTorch's name)
+    """PyTorch's switch for running backward on several threads per device; trainrun's engine runs a graph on the
+    calling thread either way, so this records the choice only."""
+    _enabled = [True]
+
+    def __init__(self, mode):
+        self.previous = set_multithreading_enabled._enabled[0]
+        set_multithreading_enabled._enabled[0] = bool(mode)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        set_multithreading_enabled._enabled[0] = self.previous
+
+
+def is_multithreading_enabled():
+    return set_multithreading_enabled._enabled[0]

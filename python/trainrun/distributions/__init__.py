@@ -22,7 +22,7 @@ from trainrun.distributions.poisson import Poisson
 from trainrun.distributions.transformed_distribution import TransformedDistribution
 from trainrun.distributions.uniform import Uniform
 from trainrun.distributions import transforms  # noqa: F401
-from trainrun.distributions import constraint_registry, constraints  # noqa: F401
+from trainrun.distributions import constraint_registry, constraints, utils  # noqa: F401
 from trainrun.distributions.cauchy import Cauchy, HalfCauchy
 from trainrun.distributions.chi2 import Chi2
 from trainrun.distributions.constraint_registry import biject_to, transform_to

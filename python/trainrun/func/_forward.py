@@ -73,3 +73,23 @@ def hessian(func, argnums=0):
         with trainrun.enable_grad():
             return functional.hessian(bound, args[argnums])
     return wrapper
+
+
+def functionalize(func, *, remove="mutations"):
+    """torch.func.functionalize: the same function with its in-place ops replaced by out-of-place ones (for
+    transforms that cannot see mutation). trainrun's transforms see mutation through autograd already, so the
+    function is returned as it is: its results are the same."""
+    if remove not in ("mutations", "mutations_and_views"):
+        raise RuntimeError(f"functionalize(f, remove='mutations'): received invalid argument for remove={remove}. "
+                           "Valid options are: remove='mutations' and remove='mutations_and_views'")
+    return func
+
+
+def replace_all_batch_norm_modules_(root):
+    """In place, every batch norm of root stops tracking running statistics (what vmap over a model needs)."""
+    from trainrun.nn.modules.batchnorm import _BatchNorm
+    for module in root.modules():
+        if isinstance(module, _BatchNorm):
+            module.track_running_stats = False
+            module.running_mean = module.running_var = module.num_batches_tracked = None
+    return root

@@ -194,7 +194,7 @@ from trainrun.nn._conv_pool_layers import (AdaptiveAvgPool3d, AdaptiveMaxPool3d,
                                            MaxUnpool3d)
 from trainrun.nn._transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: E402,F401
                                       TransformerEncoder, TransformerEncoderLayer)
-from trainrun.nn._recurrent import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell  # noqa: E402,F401
+from trainrun.nn._recurrent import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase  # noqa: E402,F401
 from trainrun.nn._sync_batch_norm import SyncBatchNorm  # noqa: E402,F401
 from trainrun.nn import utils  # noqa: E402,F401
 from trainrun.nn import parallel  # noqa: E402,F401
@@ -206,3 +206,19 @@ _parameter.UninitializedParameter, _parameter.UninitializedBuffer = Uninitialize
 from trainrun.nn import _reprs  # noqa: E402
 _reprs.install()
 from trainrun.nn import modules  # noqa: E402,F401  (torch.nn.modules.<file> paths)
+
+
+class Container(Module):  # noqa: E302
+    """PyTorch's long-deprecated Container: a Module whose keyword arguments become its children."""
+
+    def __init__(self, **kwargs):
+        import warnings
+        warnings.warn("nn.Container is deprecated. All of it's functionality is now implemented in nn.Module. "
+                      "Subclass that instead.", stacklevel=2)
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)
+
+
+class NLLLoss2d(globals()["NLLLoss"]):  # noqa: E302  (PyTorch's deprecated name: NLLLoss over (N, C, H, W))
+    pass

@@ -216,11 +216,21 @@ class _BatchNormArguments:
 
 
 def _batch_norm_option(name, position, default):
-    """A constructor argument of a C++ BatchNorm, read back (PyTorch's attributes; set at construction)."""
+    """A constructor argument of a C++ BatchNorm, read back (PyTorch's attributes; set at construction).
+    track_running_stats may be turned off afterwards (torch.func.replace_all_batch_norm_modules_ does)."""
     def read(self):
+        if name == "track_running_stats" and "_batch_statistics_only" in self.__dict__:
+            return False
         args, kwargs = self._init_args
         return args[position] if len(args) > position else kwargs.get(name, default)
-    return property(read)
+
+    def write(self, value):
+        if name != "track_running_stats" or value:
+            raise AttributeError(f"{type(self).__name__}.{name} is set at construction")
+        self.__dict__["_batch_statistics_only"] = True
+        for buffer in ("running_mean", "running_var", "num_batches_tracked"):
+            self.register_buffer(buffer, None)
+    return property(read, write)
 
 
 for _name, _position, _default in (("num_features", 0, None), ("eps", 1, 1e-05), ("momentum", 2, 0.1),
@@ -237,6 +247,17 @@ def _reset_running_stats(self):
 
 
 _BatchNormArguments.reset_running_stats = _reset_running_stats
+
+
+def _batch_norm_forward(self, input):  # noqa: A002
+    """With track_running_stats turned off after construction: batch statistics in training and eval alike."""
+    if "_batch_statistics_only" in self.__dict__:
+        from trainrun.nn import functional as F
+        return F.batch_norm(input, None, None, self.weight, self.bias, True, 0.0, self.eps)
+    return super(_BatchNormArguments, self).forward(input)
+
+
+_BatchNormArguments.forward = _batch_norm_forward
 
 
 @remember_init_args

@@ -491,6 +491,22 @@ def bilinear(input1, input2, weight, bias=None):
     return out.reshape(lead + [weight.shape[0]])
 
 
+def upsample_nearest(input, size=None, scale_factor=None):  # noqa: A002
+    """The deprecated form of interpolate(mode="nearest")."""
+    import warnings
+    warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):  # noqa: A002
+    """The deprecated form of interpolate(mode="bilinear", align_corners=True)."""
+    import warnings
+    warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
 @op(function=False, functional=True)
 def channel_shuffle(input, groups):  # noqa: A002
     n, c = input.shape[0], input.shape[1]

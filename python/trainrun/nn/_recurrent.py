@@ -287,3 +287,6 @@ class GRUCell(_CellBase):
 
     def forward(self, input, hx=None):  # noqa: A002
         return self._step(input, hx, None)[0]
+
+
+RNNCellBase = _CellBase  # (PyTorch's name for the cells' base class)

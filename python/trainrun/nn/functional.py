@@ -26,3 +26,6 @@ def _with_indices(name):
 for _name in ("max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
               "adaptive_max_pool3d"):
     globals()[_name + "_with_indices"] = _with_indices(_name)
+
+upsample_nearest, upsample_bilinear = _functional_layers.upsample_nearest, _functional_layers.upsample_bilinear
+native_channel_shuffle = _functional_layers.channel_shuffle

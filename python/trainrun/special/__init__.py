@@ -94,3 +94,4 @@ def round(input, *, decimals=0):  # noqa: A001,A002
 
 
 from trainrun.special._bessel_and_error import erfcx, erfinv, i0, i0e, i1, i1e, ndtri  # noqa: E402,F401
+from trainrun.special._incomplete_gamma import gammainc, gammaincc  # noqa: E402,F401

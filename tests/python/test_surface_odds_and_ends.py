@@ -1,0 +1,102 @@
+"""Smaller pieces of PyTorch's surface: nn.NLLLoss2d/RNNCellBase/Container, F.upsample_nearest/upsample_bilinear/
+native_channel_shuffle, torch.func.functionalize/replace_all_batch_norm_modules_, autograd's multithreading
+switch, torch.distributions.utils, torch.utils.swap_tensors, and torch.special.gammainc/gammaincc (against
+PyTorch 1.13, whose values near a = x are good to 1e-9 only; ours match a long series to 1e-14)."""
+import math
+
+import numpy as np
+import pytest
+
+from built_tree import needs_torch, torch as peer
+
+import trainrun as torch  # noqa: E402
+from trainrun import nn  # noqa: E402
+
+
+@needs_torch
+def test_nn_names_and_deprecated_functions():
+    assert issubclass(nn.NLLLoss2d, nn.NLLLoss) and isinstance(nn.GRUCell(2, 3), nn.RNNCellBase)
+    with pytest.warns(UserWarning, match="Container is deprecated"):
+        container = nn.Container(lin=nn.Linear(2, 2))
+    assert [n for n, _ in container.named_children()] == ["lin"]
+    x = np.random.default_rng(0).standard_normal((1, 2, 3, 3)).astype(np.float32)
+    with pytest.warns(UserWarning, match="deprecated"):
+        ours = nn.functional.upsample_bilinear(torch.tensor(x), scale_factor=2)
+    theirs = peer.nn.functional.upsample_bilinear(peer.tensor(x), scale_factor=2)
+    assert np.allclose(ours.numpy(), theirs.numpy(), atol=1e-6)
+    with pytest.warns(UserWarning, match="deprecated"):
+        assert nn.functional.upsample_nearest(torch.tensor(x), size=(6, 6)).shape == (1, 2, 6, 6)
+    shuffled = nn.functional.native_channel_shuffle(torch.arange(8.0).reshape(1, 4, 2), 2)
+    assert shuffled.tolist() == peer.native_channel_shuffle(peer.arange(8.0).reshape(1, 4, 2), 2).tolist()
+
+
+def test_func_helpers_and_multithreading_switch():
+    f = lambda x: x.add_(1).mul(2)  # noqa: E731
+    assert torch.func.functionalize(f) is f
+    with pytest.raises(RuntimeError, match="invalid argument for remove"):
+        torch.func.functionalize(f, remove="views")
+    model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
+    torch.func.replace_all_batch_norm_modules_(model)
+    assert model[1].running_mean is None and not model[1].track_running_stats
+    model.eval()
+    out = model[1](torch.randn(8, 3) * 3 + 2)
+    assert torch.allclose(out.mean(0), torch.zeros(3), atol=1e-5)  # (batch statistics, in eval too)
+    assert torch.autograd.is_multithreading_enabled()
+    with torch.autograd.set_multithreading_enabled(False):
+        assert not torch.autograd.is_multithreading_enabled()
+    assert torch.autograd.is_multithreading_enabled()
+
+
+@needs_torch
+def test_distributions_utils_match():
+    from trainrun.distributions import utils
+    p = torch.tensor([0.2, 0.5, 0.9])
+    for binary in (True, False):
+        assert np.allclose(utils.probs_to_logits(p, binary).numpy(),
+                           peer.distributions.utils.probs_to_logits(peer.tensor([0.2, 0.5, 0.9]), binary).numpy())
+    m = torch.arange(16.0).reshape(4, 4)
+    for diag in (-1, 0, 1):
+        vec = utils.tril_matrix_to_vec(m, diag)
+        theirs = peer.distributions.utils.tril_matrix_to_vec(peer.arange(16.0).reshape(4, 4), diag)
+        assert vec.tolist() == theirs.tolist()
+        assert utils.vec_to_tril_matrix(vec, diag).tolist() == \
+            peer.distributions.utils.vec_to_tril_matrix(theirs, diag).tolist()
+
+    class Thing:
+        calls = 0
+
+        @utils.lazy_property
+        def value(self):
+            Thing.calls += 1
+            return 3
+
+    thing = Thing()
+    assert thing.value == 3 and thing.value == 3 and Thing.calls == 1
+
+
+def test_swap_tensors():
+    a, b = torch.ones(2, requires_grad=True), torch.zeros(3)
+    a.grad = torch.full([2], 5.0)
+    holder = [a, b]
+    torch.utils.swap_tensors(a, b)
+    assert holder[0] is a and a.tolist() == [0.0, 0.0, 0.0] and not a.requires_grad and a.grad is None
+    assert b.tolist() == [1.0, 1.0] and b.requires_grad and b.grad.tolist() == [5.0, 5.0]
+    with pytest.raises(TypeError, match="one dtype"):
+        torch.utils.swap_tensors(torch.ones(1), torch.ones(1, dtype=torch.float64))
+
+
+@needs_torch
+def test_incomplete_gamma_matches():
+    a = np.array([0.1, 0.5, 1.0, 2.5, 10.0, 3.0, 3.0, 3.0, 100.0, 50.0])
+    x = np.array([0.01, 0.3, 1.0, 2.0, 12.0, 0.0, 3.999, 4.001, 150.0, 45.0])
+    for name in ("gammainc", "gammaincc"):
+        ours = getattr(torch.special, name)(torch.tensor(a), torch.tensor(x)).numpy()
+        theirs = getattr(peer.special, name)(peer.tensor(a), peer.tensor(x)).numpy()
+        assert np.allclose(ours, theirs, rtol=0, atol=1e-9), np.abs(ours - theirs).max()
+    term = total = 1.0  # P(50, 45) by its series in Python floats, 2000 terms
+    for n in range(1, 2000):
+        term *= 45.0 / (50.0 + n)
+        total += term
+    reference = math.exp(50 * math.log(45.0) - 45.0 - math.lgamma(51.0)) * total
+    assert abs(torch.special.gammainc(torch.tensor([50.0], dtype=torch.float64),
+                                      torch.tensor([45.0], dtype=torch.float64)).item() - reference) < 1e-14
