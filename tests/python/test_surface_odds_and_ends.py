@@ -100,3 +100,29 @@ def test_incomplete_gamma_matches():
     reference = math.exp(50 * math.log(45.0) - 45.0 - math.lgamma(51.0)) * total
     assert abs(torch.special.gammainc(torch.tensor([50.0], dtype=torch.float64),
                                       torch.tensor([45.0], dtype=torch.float64)).item() - reference) < 1e-14
+
+
+@needs_torch
+@pytest.mark.parametrize("separate", [False, True])
+def test_multi_head_attention_forward_matches(separate):
+    rng = np.random.default_rng(1)
+    length, batch, embed, heads = 4, 2, 8, 2
+    q, k, v = (rng.standard_normal((length, batch, embed)).astype(np.float32) for _ in range(3))
+    packed = (rng.standard_normal((3 * embed, embed)) * 0.3).astype(np.float32)
+    bias = rng.standard_normal(3 * embed).astype(np.float32)
+    out_w, out_b = (rng.standard_normal((embed, embed)) * 0.3).astype(np.float32), rng.standard_normal(embed).astype(
+        np.float32)
+    mask = np.triu(np.ones((length, length), dtype=bool), 1)
+    padding = np.array([[False, False, False, True], [False, False, False, False]])
+
+    def run(lib):
+        extra = dict(use_separate_proj_weight=True, q_proj_weight=lib.tensor(packed[:embed]),
+                     k_proj_weight=lib.tensor(packed[embed:2 * embed]), v_proj_weight=lib.tensor(packed[2 * embed:])) \
+            if separate else {}
+        return lib.nn.functional.multi_head_attention_forward(
+            lib.tensor(q), lib.tensor(k), lib.tensor(v), embed, heads, None if separate else lib.tensor(packed),
+            lib.tensor(bias), None, None, False, 0.0, lib.tensor(out_w), lib.tensor(out_b),
+            key_padding_mask=lib.tensor(padding), attn_mask=lib.tensor(mask), **extra)
+    ours, theirs = run(torch), run(peer)
+    assert np.allclose(ours[0].numpy(), theirs[0].numpy(), atol=1e-5)
+    assert np.allclose(ours[1].numpy(), theirs[1].numpy(), atol=1e-6)

@@ -526,3 +526,33 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     out = conv_transpose2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, one(stride)), (0, one(padding)),
                            (0, one(output_padding)), groups, (1, one(dilation))).squeeze(2)
     return out.squeeze(0) if unbatched else out
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
+                                 training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
+                                 is_causal=False):
+    """torch.nn.functional.multi_head_attention_forward: MultiheadAttention's computation with its weights passed
+    in ((seq, batch, embed) inputs, or unbatched (seq, embed)); the module's forward runs over them."""
+    import types
+    from trainrun.nn._layers import MultiheadAttention
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError("multi_head_attention_forward(static_k=..., static_v=...) is not supported")
+    embed_dim = query.shape[-1]
+    if embed_dim != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but got {embed_dim}")
+    if embed_dim % num_heads:
+        raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+    if use_separate_proj_weight and (q_proj_weight is None or k_proj_weight is None or v_proj_weight is None):
+        raise AssertionError("use_separate_proj_weight is True but q_proj_weight, k_proj_weight or v_proj_weight "
+                             "is None")
+    weights = types.SimpleNamespace(
+        embed_dim=embed_dim, num_heads=num_heads, head_dim=embed_dim // num_heads, batch_first=False,
+        _qkv_same_embed_dim=not use_separate_proj_weight, in_proj_weight=in_proj_weight,
+        q_proj_weight=q_proj_weight, k_proj_weight=k_proj_weight, v_proj_weight=v_proj_weight,
+        in_proj_bias=in_proj_bias, bias_k=bias_k, bias_v=bias_v, add_zero_attn=add_zero_attn, dropout=dropout_p,
+        training=training, out_proj=lambda x: linear(x, out_proj_weight, out_proj_bias))
+    return MultiheadAttention.forward(weights, query, key, value, key_padding_mask, need_weights, attn_mask,
+                                      average_attn_weights, is_causal)

@@ -29,3 +29,4 @@ for _name in ("max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "
 
 upsample_nearest, upsample_bilinear = _functional_layers.upsample_nearest, _functional_layers.upsample_bilinear
 native_channel_shuffle = _functional_layers.channel_shuffle
+multi_head_attention_forward = _functional_layers.multi_head_attention_forward
