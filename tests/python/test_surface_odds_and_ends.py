@@ -126,3 +126,31 @@ def test_multi_head_attention_forward_matches(separate):
     ours, theirs = run(torch), run(peer)
     assert np.allclose(ours[0].numpy(), theirs[0].numpy(), atol=1e-5)
     assert np.allclose(ours[1].numpy(), theirs[1].numpy(), atol=1e-6)
+
+
+@needs_torch
+def test_adaptive_log_softmax_matches_with_gradients():
+    torch.manual_seed(0)
+    ours = nn.AdaptiveLogSoftmaxWithLoss(16, 20, [5, 12], div_value=2.0, head_bias=True)
+    theirs = peer.nn.AdaptiveLogSoftmaxWithLoss(16, 20, [5, 12], div_value=2.0, head_bias=True)
+    theirs.load_state_dict({k: peer.tensor(v.detach().numpy()) for k, v in ours.state_dict().items()})
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    x = np.random.default_rng(0).standard_normal((6, 16)).astype(np.float32)
+    y = np.array([0, 4, 5, 11, 12, 19])
+    xo, xp = torch.tensor(x, requires_grad=True), peer.tensor(x, requires_grad=True)
+    a, b = ours(xo, torch.tensor(y)), theirs(xp, peer.tensor(y))
+    assert np.allclose(a.output.detach().numpy(), b.output.detach().numpy(), atol=1e-5)
+    a.loss.backward()
+    b.loss.backward()
+    assert np.allclose(xo.grad.numpy(), xp.grad.numpy(), atol=1e-6)
+    for p, q in zip(ours.parameters(), theirs.parameters()):
+        assert np.allclose(p.grad.numpy(), q.grad.numpy(), atol=1e-6)
+    assert np.allclose(ours.log_prob(torch.tensor(x)).detach().numpy(),
+                       theirs.log_prob(peer.tensor(x)).detach().numpy(), atol=1e-5)
+    assert ours.predict(torch.tensor(x)).tolist() == theirs.predict(peer.tensor(x)).tolist()
+    single = ours(torch.tensor(x[0]), torch.tensor(0))
+    assert single.output.shape == () and abs(single.output.item() - a.output[0].item()) < 1e-5
+    with pytest.raises(RuntimeError, match="Target values should be in \\[0, 19\\]"):
+        ours(torch.tensor(x[:1]), torch.tensor([20]))
+    with pytest.raises(ValueError, match="cutoffs should be a sequence of unique"):
+        nn.AdaptiveLogSoftmaxWithLoss(16, 20, [12, 5])

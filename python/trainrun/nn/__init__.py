@@ -205,6 +205,7 @@ globals().update(_lazy.build(_sys.modules[__name__]))  # (LazyConv2d, LazyBatchN
 _parameter.UninitializedParameter, _parameter.UninitializedBuffer = UninitializedParameter, UninitializedBuffer  # noqa
 from trainrun.nn import _reprs  # noqa: E402
 _reprs.install()
+from trainrun.nn._adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: E402,F401
 from trainrun.nn import modules  # noqa: E402,F401  (torch.nn.modules.<file> paths)
 
 

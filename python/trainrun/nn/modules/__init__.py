@@ -14,7 +14,7 @@ _FILES = {
     "module": ["Module"], "linear": ["Linear", "Identity", "Bilinear", "LazyLinear"],
     "conv": ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d",
              "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d"],
-    "lazy": [],
+    "lazy": [], "adaptive": ["AdaptiveLogSoftmaxWithLoss"],
     "batchnorm": ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LazyBatchNorm1d", "LazyBatchNorm2d",
                   "LazyBatchNorm3d"],
     "instancenorm": ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
