@@ -18,7 +18,7 @@ def test_save_state_dict_and_load_state_dict_round_trip(tmp_path):
     fresh = torch.nn.Linear(3, 2)
     state = {"model": fresh.state_dict()}
     with pytest.warns(FutureWarning, match="'load_state_dict' is deprecated"):
-        dcp.load_state_dict(state, storage_reader=dcp.FileSystemReader(tmp_path / "c"), no_dist=True)
+        dcp.load_state_dict(state, dcp.FileSystemReader(tmp_path / "c"), no_dist=True)
     fresh.load_state_dict(state["model"])
     assert torch.equal(fresh.weight, model.weight) and torch.equal(fresh.bias, model.bias)
     from trainrun.distributed.checkpoint.state_dict_loader import load_state_dict

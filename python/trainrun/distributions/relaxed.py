@@ -38,13 +38,8 @@ class LogitRelaxedBernoulli(Distribution):
         return log_temperature + diff - 2 * F.softplus(diff)
 
 
-class RelaxedBernoulli(TransformedDistribution):
-    has_rsample = True
-    arg_constraints = {"probs": "unit_interval", "logits": "real"}
-    support = "unit_interval"
-
-    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        super().__init__(LogitRelaxedBernoulli(temperature, probs, logits), SigmoidTransform(), validate_args)
+class _RelaxedParameters:
+    """temperature, logits and probs of a relaxed family: its base distribution's."""
 
     @property
     def temperature(self):
@@ -57,6 +52,15 @@ class RelaxedBernoulli(TransformedDistribution):
     @property
     def probs(self):
         return self.base_dist.probs
+
+
+class RelaxedBernoulli(_RelaxedParameters, TransformedDistribution):
+    has_rsample = True
+    arg_constraints = {"probs": "unit_interval", "logits": "real"}
+    support = "unit_interval"
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        super().__init__(LogitRelaxedBernoulli(temperature, probs, logits), SigmoidTransform(), validate_args)
 
 
 class ExpRelaxedCategorical(Distribution):
@@ -96,22 +100,10 @@ class ExpRelaxedCategorical(Distribution):
         return score + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(_RelaxedParameters, TransformedDistribution):
     has_rsample = True
     arg_constraints = {"probs": "simplex", "logits": "real_vector"}
     support = "simplex"
 
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
         super().__init__(ExpRelaxedCategorical(temperature, probs, logits), ExpTransform(), validate_args)
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs

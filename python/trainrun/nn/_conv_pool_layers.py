@@ -14,6 +14,23 @@ def _triple(value):
     return tuple(value) if isinstance(value, (tuple, list)) else (value,) * 3
 
 
+def transposed_parameters(module, in_channels, out_channels, kernel_size, groups, bias, device, dtype):
+    """A transposed convolution's weight (in_channels, out_channels // groups, *kernel_size) and bias, with
+    PyTorch's default initialisation (kaiming_uniform_(a=sqrt(5)), whose fan_in for this layout is
+    weight.size(1) * prod(kernel_size))."""
+    if in_channels % groups or out_channels % groups:
+        raise ValueError(f"{type(module).__name__}: in_channels ({in_channels}) and out_channels ({out_channels}) "
+                         f"must be divisible by groups ({groups})")
+    fan_in = out_channels // groups * math.prod(kernel_size)
+    bound = 1.0 / math.sqrt(fan_in)
+    module.weight = Parameter(init.uniform_(_C.empty([in_channels, out_channels // groups, *kernel_size], dtype=dtype,
+                                                     device=device), -bound, bound))
+    if bias:
+        module.bias = Parameter(init.uniform_(_C.empty([out_channels], dtype=dtype, device=device), -bound, bound))
+    else:
+        module.register_parameter("bias", None)
+
+
 def transposed_output_padding(module, input, output_size, n):  # noqa: A002
     """The output_padding that makes a transposed convolution give output_size (its last n entries: the spatial
     sizes), as PyTorch's _ConvTransposeNd._output_padding; the module's own when output_size is None."""
@@ -88,13 +105,7 @@ class ConvTranspose1d(Module):
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k,)
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
         self.groups, self.dilation = groups, dilation
-        self.weight = Parameter(_C.empty([in_channels, out_channels // groups, k], dtype=dtype, device=device))
-        bound = 1.0 / math.sqrt(out_channels // groups * k)  # (PyTorch's fan_in of this layout: weight.size(1) * k)
-        init.uniform_(self.weight, -bound, bound)
-        if bias:
-            self.bias = Parameter(init.uniform_(_C.empty([out_channels], dtype=dtype, device=device), -bound, bound))
-        else:
-            self.register_parameter("bias", None)
+        transposed_parameters(self, in_channels, out_channels, (k,), groups, bias, device, dtype)
 
     def forward(self, input, output_size=None):  # noqa: A002
         return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
@@ -109,20 +120,11 @@ class ConvTranspose3d(Module):
         super().__init__()
         if padding_mode != "zeros":
             raise ValueError('Only "zeros" padding mode is supported for ConvTranspose3d')
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"ConvTranspose3d: in_channels ({in_channels}) and out_channels ({out_channels}) must "
-                             f"be divisible by groups ({groups})")
         k = _triple(kernel_size)
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
         self.stride, self.padding, self.output_padding = _triple(stride), _triple(padding), _triple(output_padding)
         self.groups, self.dilation, self.padding_mode = groups, _triple(dilation), padding_mode
-        self.weight = Parameter(_C.empty([in_channels, out_channels // groups, *k], dtype=dtype, device=device))
-        bound = 1.0 / math.sqrt(out_channels // groups * k[0] * k[1] * k[2])  # (fan_in: weight.size(1) * prod(k))
-        init.uniform_(self.weight, -bound, bound)
-        if bias:
-            self.bias = Parameter(init.uniform_(_C.empty([out_channels], dtype=dtype, device=device), -bound, bound))
-        else:
-            self.register_parameter("bias", None)
+        transposed_parameters(self, in_channels, out_channels, k, groups, bias, device, dtype)
 
     def forward(self, input, output_size=None):  # noqa: A002
         return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,

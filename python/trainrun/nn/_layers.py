@@ -302,24 +302,14 @@ class ConvTranspose2d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
                  bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
+        from trainrun.nn._conv_pool_layers import transposed_parameters
         if padding_mode != "zeros":
             raise NotImplementedError("ConvTranspose2d: only padding_mode='zeros' is supported")
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"ConvTranspose2d: in_channels ({in_channels}) and out_channels ({out_channels}) must "
-                             f"be divisible by groups ({groups})")
         k = kernel_size if isinstance(kernel_size, (tuple, list)) else (kernel_size, kernel_size)
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, tuple(k)
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
         self.groups, self.dilation = groups, dilation
-        self.weight = Parameter(_C.empty([in_channels, out_channels // groups, k[0], k[1]], dtype=dtype,
-                                         device=device))
-        bound = 1.0 / math.sqrt(out_channels // groups * k[0] * k[1])  # fan_in of PyTorch's init: weight.size(1)*k*k
-        init.uniform_(self.weight, -bound, bound)
-        if bias:
-            self.bias = Parameter(init.uniform_(_C.empty([out_channels], dtype=dtype, device=device), -bound,
-                                                bound))
-        else:
-            object.__setattr__(self, "bias", None)
+        transposed_parameters(self, in_channels, out_channels, tuple(k), groups, bias, device, dtype)
 
     def forward(self, input, output_size=None):  # noqa: A002
         from trainrun.nn._conv_pool_layers import transposed_output_padding

@@ -22,12 +22,16 @@ from trainrun.distributed.checkpoint.storage import StorageReader, StorageWriter
 from trainrun.distributed.checkpoint.api import CheckpointException  # noqa: E402,F401
 
 
+def _warn_renamed(old_name, new_name):
+    import warnings
+    warnings.warn(f"'{old_name}' is deprecated and will be removed in future versions. Please use '{new_name}' "
+                  "instead.", FutureWarning, stacklevel=3)
+
+
 def save_state_dict(state_dict, storage_writer, process_group=None, coordinator_rank=0, no_dist=False,
                     planner=None):
     """PyTorch 2.0's name for save (deprecated there since 2.2)."""
-    import warnings
-    warnings.warn("'save_state_dict' is deprecated and will be removed in future versions. Please use 'save' "
-                  "instead.", FutureWarning, stacklevel=2)
+    _warn_renamed("save_state_dict", "save")
     return save(state_dict, storage_writer=storage_writer, process_group=process_group, no_dist=no_dist,
                 planner=planner)
 
@@ -35,11 +39,10 @@ def save_state_dict(state_dict, storage_writer, process_group=None, coordinator_
 def load_state_dict(state_dict, storage_reader, process_group=None, coordinator_rank=0, no_dist=False,
                     planner=None):
     """PyTorch 2.0's name for load (deprecated there since 2.2)."""
-    import warnings
-    warnings.warn("'load_state_dict' is deprecated and will be removed in future versions. Please use 'load' "
-                  "instead.", FutureWarning, stacklevel=2)
+    _warn_renamed("load_state_dict", "load")
     return load(state_dict, storage_reader=storage_reader, process_group=process_group, no_dist=no_dist,
                 planner=planner)
+
 
 # torch.distributed.checkpoint.state_dict_saver.save / state_dict_loader.load: the same functions
 import sys as _sys  # noqa: E402
