@@ -1,4 +1,4 @@
-"""torch.distributed.tensor.experimental: implicit_replication and local_map."""
+"""torch.distributed.tensor.experimental: implicit_replication, local_map and context_parallel (_attention.py)."""
 import contextlib
 import functools
 
@@ -60,4 +60,6 @@ def local_map(func=None, out_placements=None, in_placements=None, in_grad_placem
     return wrapped
 
 
-__all__ = ["implicit_replication", "local_map"]
+from trainrun.distributed.tensor.experimental._attention import context_parallel  # noqa: E402
+
+__all__ = ["context_parallel", "implicit_replication", "local_map"]
