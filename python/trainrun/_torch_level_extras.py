@@ -318,7 +318,11 @@ _METHODS = {"select_scatter": select_scatter, "slice_scatter": slice_scatter, "d
             "hardshrink": lambda self, lambd=0.5: trainrun.nn.functional.hardshrink(self, lambd),
             "prelu": lambda self, weight: trainrun.nn.functional.prelu(self, weight),
             "to_dense": lambda self, dtype=None, *, masked_grad=None: self if dtype is None else self.to(dtype),
-            "cholesky": lambda self, upper=False: trainrun.linalg.cholesky(self, upper=upper)}
+            "cholesky": lambda self, upper=False: trainrun.linalg.cholesky(self, upper=upper),
+            "angle": lambda self: trainrun.angle(self),
+            "cfloat": lambda self: trainrun.complex(self.float(), trainrun.zeros_like(self, dtype=trainrun.float32)),
+            "cdouble": lambda self: trainrun.complex(self.double(),
+                                                     trainrun.zeros_like(self, dtype=trainrun.float64))}
 
 
 def _returning_self(method):

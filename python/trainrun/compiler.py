@@ -131,3 +131,8 @@ def set_stance(stance="default", *, skip_guard_eval_unsafe=False, force_backend=
     if force_backend is not None:
         raise RuntimeError("set_stance: force_backend is not supported (every backend runs trainrun's recordings)")
     return _StanceSetting(stance, _set(stance))
+
+
+def compile(*args, **kwargs):  # noqa: A001  (torch.compiler.compile: trainrun.compile)
+    from trainrun._compile import compile as compile_
+    return compile_(*args, **kwargs)

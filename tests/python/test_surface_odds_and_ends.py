@@ -154,3 +154,13 @@ def test_adaptive_log_softmax_matches_with_gradients():
         ours(torch.tensor(x[:1]), torch.tensor([20]))
     with pytest.raises(ValueError, match="cutoffs should be a sequence of unique"):
         nn.AdaptiveLogSoftmaxWithLoss(16, 20, [12, 5])
+
+
+def test_angle_complex_conversions_and_compiler_compile():
+    x = torch.tensor([-1.0, 2.0])
+    assert torch.allclose(x.angle(), torch.tensor([math.pi, 0.0]))
+    z = x.cfloat()
+    assert z.dtype == torch.complex64 and z.real.tolist() == [-1.0, 2.0] and z.imag.tolist() == [0.0, 0.0]
+    assert x.cdouble().dtype == torch.complex128
+    doubled = torch.compiler.compile(lambda a: a * 2)
+    assert doubled(torch.ones(2)).tolist() == [2.0, 2.0]
