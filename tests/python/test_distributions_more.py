@@ -40,6 +40,11 @@ def test_constraints_check_and_print_as_pytorchs():
     assert D.Normal.support is constraints.real and D.Normal.arg_constraints["scale"] is constraints.positive
     assert isinstance(D.Categorical(logits=torch.zeros(3)).support, constraints.Constraint)
     assert D.Uniform(0.0, 2.0).support.check(torch.tensor([1.0, 3.0])).tolist() == [True, False]
+    assert repr(D.Independent(D.Normal(torch.zeros(3, 2), torch.ones(3, 2)), 1).support) == \
+        "IndependentConstraint(Real(), 1)"
+    squashed = D.TransformedDistribution(D.Normal(torch.zeros(2), torch.ones(2)), [D.transforms.TanhTransform()])
+    assert repr(squashed.support) == "Interval(lower_bound=-1.0, upper_bound=1.0)"
+    assert D.OneHotCategorical(logits=torch.zeros(3)).support is constraints.one_hot
 
 
 class Scaled(D.Distribution):

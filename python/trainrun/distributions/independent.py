@@ -21,6 +21,14 @@ class Independent(Distribution):
         super().__init__(Size(shape[:len(shape) - event_dim]), Size(shape[len(shape) - event_dim:]), validate_args)
 
     @property
+    def support(self):
+        from trainrun.distributions import constraints
+        base = self.base_dist.support
+        if not isinstance(base, constraints.Constraint) or not self.reinterpreted_batch_ndims:
+            return base
+        return constraints.independent(base, self.reinterpreted_batch_ndims)
+
+    @property
     def has_rsample(self):
         return self.base_dist.has_rsample
 

@@ -9,6 +9,7 @@ from trainrun.nn import functional as F
 
 class OneHotCategorical(Distribution):
     has_enumerate_support = True
+    support = "one_hot"
     arg_constraints = {"probs": "simplex", "logits": "real_vector"}
 
     def __init__(self, probs=None, logits=None, validate_args=None):

@@ -19,6 +19,11 @@ class TransformedDistribution(Distribution):
     def has_rsample(self):
         return self.base_dist.has_rsample
 
+    @property
+    def support(self):
+        """Where the last transform lands (the base distribution's support when there is none)."""
+        return self.transforms[-1].codomain if self.transforms else self.base_dist.support
+
     def sample(self, sample_shape=Size()):
         with trainrun.no_grad():
             x = self.base_dist.sample(sample_shape)
