@@ -120,3 +120,19 @@ def no_sync_and_summon_full_params():
 @pytest.mark.parametrize("function", [strategies_train_as_one_process, no_sync_and_summon_full_params])
 def test_on_two_ranks(ranks, function):
     ranks.run_function(2, function)
+
+
+def test_rekey_optim_state_dict_between_ids_and_names():
+    from trainrun.distributed.fsdp import FullyShardedDataParallel as FSDP, OptimStateKeyType
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    optim = torch.optim.Adam(model.parameters())
+    model(torch.randn(4, 2)).sum().backward()
+    optim.step()
+    by_name = FSDP.rekey_optim_state_dict(optim.state_dict(), OptimStateKeyType.PARAM_NAME, model)
+    assert list(by_name["state"]) == ["0.weight", "0.bias", "1.weight", "1.bias"]
+    assert by_name["param_groups"][0]["params"] == ["0.weight", "0.bias", "1.weight", "1.bias"]
+    by_id = FSDP.rekey_optim_state_dict(by_name, OptimStateKeyType.PARAM_ID, model, optim=optim)
+    assert list(by_id["state"]) == [0, 1, 2, 3]
+    fresh = torch.optim.Adam(model.parameters())
+    fresh.load_state_dict(by_id)
+    assert torch.equal(fresh.state_dict()["state"][2]["exp_avg"], optim.state_dict()["state"][2]["exp_avg"])

@@ -11,6 +11,7 @@ from trainrun.distributed.fsdp._fully_shard import (CPUOffloadPolicy, FSDPModule
                                                     register_fsdp_forward_method)
 from trainrun.distributed.fsdp._fully_sharded_data_parallel import (  # noqa: F401
     BackwardPrefetch, CPUOffload, FullOptimStateDictConfig, FullStateDictConfig, FullyShardedDataParallel,
-    LocalOptimStateDictConfig, LocalStateDictConfig, MixedPrecision, OptimStateDictConfig, ShardedOptimStateDictConfig,
-    ShardedStateDictConfig, ShardingStrategy, StateDictConfig, StateDictSettings, StateDictType)
+    LocalOptimStateDictConfig, LocalStateDictConfig, MixedPrecision, OptimStateDictConfig, OptimStateKeyType,
+    ShardedOptimStateDictConfig, ShardedStateDictConfig, ShardingStrategy, StateDictConfig, StateDictSettings,
+    StateDictType)
 from trainrun.distributed.fsdp import wrap  # noqa: F401,E402

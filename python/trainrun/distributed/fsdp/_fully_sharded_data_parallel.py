@@ -44,6 +44,13 @@ class BackwardPrefetch(enum.Enum):
     BACKWARD_POST = enum.auto()
 
 
+class OptimStateKeyType(enum.Enum):
+    """How an optimizer state dict names its parameters: by position (PARAM_ID, an ordinary optimizer's) or by
+    name (PARAM_NAME, FSDP's full optimizer state dict)."""
+    PARAM_NAME = enum.auto()
+    PARAM_ID = enum.auto()
+
+
 class StateDictType(enum.Enum):
     FULL_STATE_DICT = enum.auto()
     LOCAL_STATE_DICT = enum.auto()
@@ -279,6 +286,32 @@ class FullyShardedDataParallel(ModuleWrapper):
         from trainrun.distributed.checkpoint.state_dict import set_optimizer_state_dict
         set_optimizer_state_dict(model, optim, optim_state_dict)
         return None if load_directly else optim.state_dict()
+
+    @staticmethod
+    def rekey_optim_state_dict(optim_state_dict, optim_state_key_type, model, optim_input=None, optim=None):
+        """The state dict with its parameters renamed: to their names (PARAM_NAME) or to their positions
+        (PARAM_ID), positions counting model.named_parameters() in order (an optimizer built over
+        model.parameters()), or over optim's parameter groups when optim is given."""
+        from trainrun.distributed.checkpoint.state_dict import _fqn
+        names = [_fqn(model, name) for name, _ in model.named_parameters()]
+        if optim is not None:
+            def identity(p):  # (a C++ optimizer's groups hand out new Python objects for the same tensors)
+                return getattr(p, "_cdata", id(p))
+            by_id = {identity(p): _fqn(model, name) for name, p in model.named_parameters()}
+            names = [by_id[identity(p)] for group in optim.param_groups for p in group["params"]]
+        if optim_state_key_type == OptimStateKeyType.PARAM_NAME:
+            rename = {i: n for i, n in enumerate(names)}
+        elif optim_state_key_type == OptimStateKeyType.PARAM_ID:
+            rename = {n: i for i, n in enumerate(names)}
+        else:
+            raise ValueError(f"rekey_optim_state_dict: optim_state_key_type must be an OptimStateKeyType, got "
+                             f"{optim_state_key_type!r}")
+
+        def key(k):
+            return rename.get(k, k)
+        return {"state": {key(k): v for k, v in optim_state_dict["state"].items()},
+                "param_groups": [{**g, "params": [key(k) for k in g["params"]]}
+                                 for g in optim_state_dict["param_groups"]]}
 
     @staticmethod
     def full_optim_state_dict(model, optim, optim_input=None, rank0_only=True, group=None):
