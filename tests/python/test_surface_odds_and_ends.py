@@ -164,3 +164,27 @@ def test_angle_complex_conversions_and_compiler_compile():
     assert x.cdouble().dtype == torch.complex128
     doubled = torch.compiler.compile(lambda a: a * 2)
     assert doubled(torch.ones(2)).tolist() == [2.0, 2.0]
+
+
+def test_device_agnostic_and_older_top_level_functions():
+    assert torch.accelerator.is_available() == torch.cuda.is_available()
+    assert torch.get_device_module("cpu") is torch.cpu
+    with pytest.warns(UserWarning, match="torch.range is deprecated"):
+        assert torch.range(1, 4, 0.5).tolist() == [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0]
+    rows, cols = torch.unravel_index(torch.tensor([4, 7, -1, 8]), (2, 4))  # (PyTorch 2.6's values)
+    assert rows.tolist() == [1, 1, 1, 0] and cols.tolist() == [0, 3, 3, 0]
+    assert [c.item() for c in torch.unravel_index(torch.tensor(5), (2, 4))] == [1, 1]
+    a = torch.randn(20, 8, dtype=torch.float64) @ torch.randn(8, 15, dtype=torch.float64)  # (rank 8)
+    u, s, v = torch.svd_lowrank(a, q=8)
+    assert torch.allclose(u @ torch.diag(s) @ v.T, a, atol=1e-8)
+    u, s, v = torch.pca_lowrank(a, q=8)
+    centred = a - a.mean(0, keepdim=True)
+    assert torch.allclose(u @ torch.diag(s) @ v.T, centred, atol=1e-8)
+    assert not torch.is_autocast_cpu_enabled()
+    torch.set_autocast_cpu_enabled(True)
+    try:
+        assert torch.is_autocast_cpu_enabled() and torch.get_autocast_cpu_dtype() == torch.bfloat16
+    finally:
+        torch.set_autocast_cpu_enabled(False)
+    assert torch.GradScaler is torch.amp.GradScaler and torch.OutOfMemoryError is torch.cuda.OutOfMemoryError
+    assert torch.newaxis is None and not torch.is_conj(torch.ones(1)) and torch.get_device(torch.ones(1)) == -1
