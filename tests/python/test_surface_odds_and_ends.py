@@ -188,3 +188,38 @@ def test_device_agnostic_and_older_top_level_functions():
         torch.set_autocast_cpu_enabled(False)
     assert torch.GradScaler is torch.amp.GradScaler and torch.OutOfMemoryError is torch.cuda.OutOfMemoryError
     assert torch.newaxis is None and not torch.is_conj(torch.ones(1)) and torch.get_device(torch.ones(1)) == -1
+
+
+def test_checkpoint_context_fn_and_selective_checkpointing():
+    import contextlib
+    import functools
+    from trainrun.utils.checkpoint import (CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts,
+                                           set_checkpoint_early_stop)
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 4)
+    events = []
+
+    @contextlib.contextmanager
+    def tag(name):
+        events.append(name + "+")
+        yield
+        events.append(name + "-")
+    x = torch.randn(2, 4, requires_grad=True)
+    checkpoint(lambda v: lin(v).tanh(), x, use_reentrant=False, context_fn=lambda: (tag("fwd"), tag("re"))).sum() \
+        .backward()
+    assert events == ["fwd+", "fwd-", "re+", "re-"]  # (the forward in the first, the recomputation in the second)
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op == "mm" else CheckpointPolicy.PREFER_RECOMPUTE
+    lin.zero_grad()
+    y = torch.randn(3, 4, requires_grad=True)
+    with set_checkpoint_early_stop(False):
+        out = checkpoint(lambda v: lin(v).relu(), y, use_reentrant=False,
+                         context_fn=functools.partial(create_selective_checkpoint_contexts, policy))
+    out.pow(2).sum().backward()
+    expected_y, expected_w = torch.autograd.grad(lin(y).relu().pow(2).sum(), [y, lin.weight])
+    assert torch.allclose(y.grad, expected_y) and torch.allclose(lin.weight.grad, expected_w)
+    with pytest.raises(ValueError, match="only supported when use_reentrant=False"):
+        checkpoint(lin, y, use_reentrant=True, context_fn=lambda: (tag("a"), tag("b")))
+    with pytest.raises(TypeError, match="function or a list of ops"):
+        create_selective_checkpoint_contexts(3)

@@ -6,6 +6,7 @@ time, so dropout draws the same mask) and backpropagates through that
 recomputation. Memory for activations drops to the inputs of each
 checkpointed segment, for about one more forward's time."""
 import contextlib
+import enum
 import functools
 import warnings
 
@@ -136,10 +137,12 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
                       "use_reentrant=False is recommended: with True (the default), weights get no gradient when "
                       "no input requires grad.", UserWarning, stacklevel=2)
         use_reentrant = True
-    if context_fn is not None:
-        raise NotImplementedError("checkpoint(context_fn=...) is not supported")
+    if use_reentrant and (context_fn is not None or debug):
+        raise ValueError("Passing `context_fn` or `debug` is only supported when use_reentrant=False.")
+    forward_context, recompute_context = context_fn() if context_fn is not None else (None, None)
     if not _C.is_grad_enabled():
-        return function(*args, **kwargs)
+        with forward_context if forward_context is not None else contextlib.nullcontext():
+            return function(*args, **kwargs)
     hidden, modules = _weights_reached(function, args)
     if use_reentrant:
         hidden = []
@@ -147,7 +150,10 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
             warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", UserWarning,
                           stacklevel=2)
     contexts = [c for c in (make(modules) for make in RECOMPUTE_CONTEXTS) if c is not None]
-    return _Checkpoint.apply(function, preserve_rng_state, kwargs, contexts, len(args), *args, *hidden)
+    if recompute_context is not None:  # (context_fn's second context: around the recomputation)
+        contexts.append(recompute_context)
+    with forward_context if forward_context is not None else contextlib.nullcontext():
+        return _Checkpoint.apply(function, preserve_rng_state, kwargs, contexts, len(args), *args, *hidden)
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):  # noqa: A002
@@ -167,3 +173,49 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
         end = start + size - 1
         input = checkpoint(run(start, end + 1), input, use_reentrant=use_reentrant, **kwargs)
     return run(end + 1, len(functions))(input)
+
+
+class CheckpointError(RuntimeError):
+    """PyTorch's error for a recomputation that differs from the forward."""
+
+
+class CheckpointPolicy(enum.Enum):
+    """What selective activation checkpointing does with an op's output: save it or recompute it."""
+    MUST_SAVE = 0
+    PREFER_SAVE = 1
+    MUST_RECOMPUTE = 2
+    PREFER_RECOMPUTE = 3
+
+
+class SelectiveCheckpointContext:
+    """What a policy function is handed (is_recompute: whether the op runs in the recomputation)."""
+
+    def __init__(self, *, is_recompute):
+        self.is_recompute = is_recompute
+
+
+def create_selective_checkpoint_contexts(policy_fn_or_list, allow_cache_entry_mutation=False):
+    """The (forward, recompute) contexts of selective activation checkpointing, for
+    checkpoint(..., use_reentrant=False, context_fn=partial(create_selective_checkpoint_contexts, policy)).
+    trainrun's checkpoint recomputes every op of the segment: the policy's saves are not kept (ops run below
+    Python here, out of a Python policy's reach), so the values and gradients are the same and the memory is
+    that of full checkpointing."""
+    if isinstance(policy_fn_or_list, (list, tuple)):
+        ops = list(policy_fn_or_list)
+
+        def policy_fn(ctx, op, *args, **kwargs):
+            return CheckpointPolicy.MUST_SAVE if op in ops else CheckpointPolicy.PREFER_RECOMPUTE
+    elif callable(policy_fn_or_list):
+        policy_fn = policy_fn_or_list
+    else:
+        raise TypeError("policy_fn_or_list must be either a function or a list of ops.")
+    forward, recompute = contextlib.nullcontext(), contextlib.nullcontext()
+    forward.policy_fn = recompute.policy_fn = policy_fn
+    return forward, recompute
+
+
+@contextlib.contextmanager
+def set_checkpoint_early_stop(enable):
+    """PyTorch's switch for stopping a recomputation once the needed tensors exist; trainrun's recomputation
+    runs the segment whole, so this only records the choice."""
+    yield
