@@ -247,21 +247,22 @@ def ddp_join_trains_on_uneven_inputs():
     rank, world = dist.get_rank(), dist.get_world_size()
     batches = {r: [torch.randn(2, 4, generator=torch.Generator().manual_seed(10 * r + i)) for i in range(r + 1)]
                for r in range(world)}  # rank r has r + 1 batches
-    model, reference = DDP(_mlp()), _mlp()
-    opt, ref_opt = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD(reference.parameters(), lr=0.1)
-    with Join([model]):
-        for x in batches[rank]:
-            model(x).sum().backward()
-            opt.step()
-            opt.zero_grad()
-    for step in range(world):  # each step: the ranks that still have a batch, averaged over the whole world
-        for r in range(world):
-            if step < len(batches[r]):
-                (reference(batches[r][step]).sum() / world).backward()
-        ref_opt.step()
-        ref_opt.zero_grad()
-    for p, q in zip(model.module.parameters(), reference.parameters()):
-        assert torch.allclose(p, q, atol=1e-5)
+    for use_method in (False, True):  # Join([model]), then PyTorch's shorthand model.join()
+        model, reference = DDP(_mlp()), _mlp()
+        opt, ref_opt = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD(reference.parameters(), lr=0.1)
+        with (model.join() if use_method else Join([model])):
+            for x in batches[rank]:
+                model(x).sum().backward()
+                opt.step()
+                opt.zero_grad()
+        for step in range(world):  # each step: the ranks that still have a batch, averaged over the whole world
+            for r in range(world):
+                if step < len(batches[r]):
+                    (reference(batches[r][step]).sum() / world).backward()
+            ref_opt.step()
+            ref_opt.zero_grad()
+        for p, q in zip(model.module.parameters(), reference.parameters()):
+            assert torch.allclose(p, q, atol=1e-5)
 
 
 def fully_sharded_parameters_initialize_as_pytorchs():

@@ -66,6 +66,12 @@ class DistributedDataParallel(_C.distributed.DistributedDataParallel):
             self._set_sync(previous)
 
     # ---- Join (uneven inputs): what a rank out of inputs runs in place of an iteration ---------------------
+    def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
+        """`with model.join():` training on uneven inputs: PyTorch's shorthand for Join([model], ...)."""
+        from trainrun.distributed.algorithms.join import Join
+        return Join([self], enable, throw_on_early_termination,
+                    divide_by_initial_world_size=divide_by_initial_world_size)
+
     def join_hook(self, divide_by_initial_world_size=True):
         if not divide_by_initial_world_size:
             raise NotImplementedError("DistributedDataParallel.join_hook(divide_by_initial_world_size=False) is "
