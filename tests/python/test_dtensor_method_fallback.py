@@ -64,6 +64,18 @@ def methods_match_the_whole_tensor():
         if x.placements != tuple(placements) or not torch.allclose(x.full_tensor(), expected, atol=1e-5):
             failures.append(f"{placements} in place: wrong values or layout")
     assert not failures, failures
+    # The function forms: torch.flip(dt, ...) is dt.flip(...).
+    index = torch.zeros(4, 1, dtype=torch.int64)
+    functions = {"flip": lambda a: torch.flip(a, [0]), "gather": lambda a: torch.gather(a, 1, index),
+                 "roll": lambda a: torch.roll(a, 1, 0), "diagonal": torch.diagonal, "all": lambda a: torch.all(a > -9),
+                 "masked_select": lambda a: torch.masked_select(a, a > 0), "median": torch.median,
+                 "narrow": lambda a: torch.narrow(a, 1, 0, 2), "isclose": lambda a: torch.isclose(a, a),
+                 "logaddexp": lambda a: torch.logaddexp(a, a), "outer": lambda a: torch.outer(a[0], a[1])}
+    for name, op in functions.items():
+        out = op(distribute_tensor(whole, mesh, [Shard(0)]))
+        if not isinstance(out, DTensor) or not torch.allclose(out.full_tensor().double(), op(whole).double()):
+            failures.append(f"torch.{name}: wrong")
+    assert not failures, failures
     # Shape-changing in place: the DTensor's layout follows.
     x = distribute_tensor(whole, mesh, [Shard(0)])
     x.t_()

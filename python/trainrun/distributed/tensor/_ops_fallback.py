@@ -12,13 +12,13 @@ every Tensor method works on a DTensor:
   in-place op written this way writes each rank's piece of the result back; one that changes the shape
   (squeeze_, t_, ...) replaces the DTensor's piece and layout.
 Some methods have no meaning for a tensor split over ranks (as_strided, set_, resize_, record_stream): those
-raise, naming the method."""
+raise, naming the method. The function forms of the methods added here dispatch to them (torch.flip(dt, ...))."""
 import functools
 
 from trainrun import _C, _op_list
 from trainrun.distributed.tensor import _ops
 from trainrun.distributed.tensor._dtensor import DTensor
-from trainrun.distributed.tensor._ops_coverage import _pointwise_call
+from trainrun.distributed.tensor._ops_coverage import _dispatching, _method_call, _pointwise_call
 from trainrun.distributed.tensor._redistribute import redistribute_local
 from trainrun.distributed.tensor.placement_types import Replicate
 
@@ -174,3 +174,9 @@ def install():
             setattr(DTensor, name, property(lambda self, _n=name: getattr(self._local_tensor, _n)))
             continue
         setattr(DTensor, name, _in_place_by_replication(name) if name.endswith("_") else _by_replication(name))
+    import trainrun
+    for name in sorted(n for n in vars(DTensor) if not n.startswith("_") and callable(vars(DTensor)[n])):
+        # the function forms of the methods added here (torch.flip(dt, ...) -> dt.flip(...)), as _ops_coverage
+        # did for the earlier ones
+        if hasattr(trainrun, name) and callable(getattr(trainrun, name)) and name != "from_local":
+            _dispatching(trainrun, name, _method_call(name))
