@@ -150,12 +150,11 @@ def main():
         y = x @ w
     if comm.get_total_counts() != 0 or not y.placements[0].is_partial():
         failures.append(f"contracting matmul: {comm.get_comm_counts()}, {y.placements}")
-    # An op without a rule is refused by name, not computed locally.
-    try:
-        tr.flip(x, [0])
-        failures.append("flip on a DTensor was accepted")
-    except TypeError:
-        pass
+    # An op without a rule of its own runs on the whole tensor (by replication), never on the local piece alone.
+    flipped = tr.flip(x, [0])
+    if flipped.placements != tuple(Replicate() for _ in range(mesh.ndim)) or \
+            not np.allclose(flipped.full_tensor().numpy(), A[::-1]):
+        failures.append(f"flip on a DTensor: {flipped.placements}")
     # A reshape merging the sharded dim unevenly gathers that mesh dim first, as PyTorch's.
     merged = x.reshape(24)
     if merged.placements[0] != Replicate() or not np.allclose(merged.full_tensor().numpy(), A.reshape(24)):
