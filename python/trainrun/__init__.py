@@ -277,4 +277,4 @@ _torch_level_extras.install(globals())  # (torch.inf, torch.relu_, torch.select_
 from trainrun import _typed_storage  # noqa: E402
 _typed_storage.install(globals())  # (Tensor.storage(), torch.TypedStorage, torch.UntypedStorage, torch.is_storage)
 from trainrun import _torch_level_devices  # noqa: E402
-_torch_level_devices.install(globals())  # (torch.accelerator, torch.range, unravel_index, autocast state functions, ...)
+_torch_level_devices.install(globals())  # (torch.accelerator, torch.range, unravel_index, autocast state, ...)

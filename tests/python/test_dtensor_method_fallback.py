@@ -13,7 +13,8 @@ import trainrun as torch  # noqa: E402
 def _methods():
     """name -> op over one [4, 6] tensor, compared with the whole tensor's."""
     return {
-        "multiply": lambda a: a.multiply(a), "swapaxes": lambda a: a.swapaxes(0, 1), "arccos": lambda a: a.tanh().arccos(),
+        "multiply": lambda a: a.multiply(a), "swapaxes": lambda a: a.swapaxes(0, 1),
+        "arccos": lambda a: a.tanh().arccos(),
         "greater": lambda a: a.greater(0), "bool": lambda a: a.bool(), "long": lambda a: (a * 10).long(),
         "lgamma": lambda a: (a.abs() + 1).lgamma(), "logaddexp": lambda a: a.logaddexp(a * 2),
         "fmax": lambda a: a.fmax(a * -1), "flip": lambda a: a.flip(1), "roll": lambda a: a.roll(1, 0),
@@ -25,7 +26,8 @@ def _methods():
         "cummax(1).values": lambda a: a.cummax(1).values, "outer": lambda a: a[0].outer(a[1]),
         "dot": lambda a: a[0].dot(a[1]), "masked_select": lambda a: a.masked_select(a > 0),
         "unflatten": lambda a: a.unflatten(1, (2, 3)), "ravel": lambda a: a.ravel(), "mT": lambda a: a.mT,
-        "isclose": lambda a: a.isclose(a + 1e-9), "diff": lambda a: a.diff(dim=1), "renorm": lambda a: a.renorm(2, 0, 1.0),
+        "isclose": lambda a: a.isclose(a + 1e-9), "diff": lambda a: a.diff(dim=1),
+        "renorm": lambda a: a.renorm(2, 0, 1.0),
     }
 
 

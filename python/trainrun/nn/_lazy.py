@@ -1,10 +1,10 @@
 """The lazy modules (LazyLinear, LazyConv1d/2d/3d, LazyConvTranspose1d/2d/3d, LazyBatchNorm1d/2d/3d,
-LazyInstanceNorm1d/2d/3d): in_channels / num_features come from the first input (dim 1, or 0 unbatched), or from the shapes of a state dict
-loaded before that. Until then the parameters are UninitializedParameters (not yet the module's parameters: build
-the optimizer after the first call, as PyTorch asks). Then the module holds the real one (Conv2d, BatchNorm2d, ...,
-built with PyTorch's initialisation) and is transparent: its state dict, parameter names, attributes and repr are
-the real module's. (PyTorch turns the object itself into a Conv2d; here the C++ modules cannot change class, so
-isinstance(m, nn.Conv2d) stays False.)"""
+LazyInstanceNorm1d/2d/3d): in_channels / num_features come from the first input (dim 1, or 0 unbatched), or from
+the shapes of a state dict loaded before that. Until then the parameters are UninitializedParameters (not yet the
+module's parameters: build the optimizer after the first call, as PyTorch asks). Then the module holds the real one
+(Conv2d, BatchNorm2d, ..., built with PyTorch's initialisation) and is transparent: its state dict, parameter
+names, attributes and repr are the real module's. (PyTorch turns the object itself into a Conv2d; here the C++
+modules cannot change class, so isinstance(m, nn.Conv2d) stays False.)"""
 from trainrun import _C
 from trainrun.nn._module_wrapper import ModuleWrapper
 from trainrun.nn.parameter import Parameter
