@@ -93,3 +93,30 @@ def test_lp_pool3d_is_the_power_mean_times_the_window():
     expected = (F.avg_pool3d(x.pow(3), 2) * 8).pow(1 / 3)
     assert torch.allclose(F.lp_pool3d(x, 3, 2), expected, atol=1e-5)
     assert torch.allclose(torch.nn.LPPool3d(3, 2)(x), expected, atol=1e-5)
+
+
+@needs_torch
+def test_fractional_max_pool_matches_given_the_samples():
+    rng = np.random.default_rng(0)
+    x2, s2 = rng.standard_normal((2, 3, 9, 11)).astype(np.float32), rng.random((2, 3, 2)).astype(np.float32)
+    for kwargs in ({"kernel_size": 2, "output_size": (5, 6)}, {"kernel_size": (3, 2), "output_ratio": (0.5, 0.7)}):
+        ours = F.fractional_max_pool2d(torch.tensor(x2), return_indices=True, _random_samples=torch.tensor(s2),
+                                       **kwargs)
+        theirs = peer.nn.functional.fractional_max_pool2d(peer.tensor(x2), return_indices=True,
+                                                          _random_samples=peer.tensor(s2), **kwargs)
+        _close(ours[0], theirs[0])
+        assert ours[1].tolist() == theirs[1].tolist()
+    x3, s3 = rng.standard_normal((2, 3, 7, 8, 9)).astype(np.float32), rng.random((2, 3, 3)).astype(np.float32)
+    ours = F.fractional_max_pool3d(torch.tensor(x3), 2, output_size=(4, 5, 6), return_indices=True,
+                                   _random_samples=torch.tensor(s3))
+    theirs = peer.nn.functional.fractional_max_pool3d(peer.tensor(x3), 2, output_size=(4, 5, 6),
+                                                      return_indices=True, _random_samples=peer.tensor(s3))
+    _close(ours[0], theirs[0])
+    assert ours[1].tolist() == theirs[1].tolist()
+    x = torch.tensor(x2, requires_grad=True)
+    pooled = torch.nn.FractionalMaxPool2d(3, output_ratio=(0.5, 0.5))(x)
+    pooled.sum().backward()
+    assert pooled.shape == (2, 3, 4, 5) and x.grad.sum().item() == pooled.numel()
+    assert list(torch.nn.FractionalMaxPool2d(2, output_size=3).state_dict()) == []
+    with pytest.raises(ValueError, match="either an output size, or a pooling ratio"):
+        torch.nn.FractionalMaxPool2d(2)

@@ -190,8 +190,8 @@ from trainrun.nn._layers import (  # noqa: E402,F401
     Softmax2d, Unflatten, Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d,
     ZeroPad3d)
 from trainrun.nn._conv_pool_layers import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, Conv3d,  # noqa
-                                           ConvTranspose1d, ConvTranspose3d, MaxPool3d, MaxUnpool1d, MaxUnpool2d,
-                                           MaxUnpool3d)
+                                           ConvTranspose1d, ConvTranspose3d, FractionalMaxPool2d,
+                                           FractionalMaxPool3d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from trainrun.nn._transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: E402,F401
                                       TransformerEncoder, TransformerEncoderLayer)
 from trainrun.nn._recurrent import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase  # noqa: E402,F401

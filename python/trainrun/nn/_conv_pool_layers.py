@@ -215,3 +215,31 @@ class MaxUnpool3d(MaxUnpool2d):
 
     def forward(self, input, indices, output_size=None):  # noqa: A002
         return F.max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class FractionalMaxPool2d(Module):
+    """Fractional max pooling over (H, W): output_size, or output_ratio of the input's size (see
+    _functional_fractional_pool.py); new random windows every call unless _random_samples are given."""
+    _function = "fractional_max_pool2d"
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False, _random_samples=None):
+        super().__init__()
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{type(self).__name__} requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        ratios = output_ratio if isinstance(output_ratio, (tuple, list)) else [output_ratio]
+        if output_ratio is not None and not all(0 < r < 1 for r in ratios):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+        self.kernel_size, self.output_size, self.output_ratio = kernel_size, output_size, output_ratio
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+
+    def forward(self, input):  # noqa: A002
+        return getattr(F, self._function)(input, self.kernel_size, self.output_size, self.output_ratio,
+                                          self.return_indices, _random_samples=self._random_samples)
+
+
+class FractionalMaxPool3d(FractionalMaxPool2d):
+    """Fractional max pooling over (T, H, W)."""
+    _function = "fractional_max_pool3d"

@@ -8,7 +8,8 @@ and bound here from the op table."""
 from trainrun import _op_table
 from trainrun.nn import (_functional_3d, _functional_activations, _functional_distance,  # noqa: F401
                          _functional_dropout, _functional_embedding, _functional_layers, _functional_losses,
-                         _functional_pooling, _functional_pooling_indices, _functional_sampling)
+                         _functional_pooling, _functional_pooling_indices, _functional_sampling,
+                         _functional_fractional_pool)
 
 globals().update(_op_table.functional())
 
@@ -24,7 +25,7 @@ def _with_indices(name):
 
 
 for _name in ("max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
-              "adaptive_max_pool3d"):
+              "adaptive_max_pool3d", "fractional_max_pool2d", "fractional_max_pool3d"):
     globals()[_name + "_with_indices"] = _with_indices(_name)
 
 upsample_nearest, upsample_bilinear = _functional_layers.upsample_nearest, _functional_layers.upsample_bilinear
