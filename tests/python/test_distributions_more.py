@@ -217,3 +217,26 @@ def test_relaxed_families_match_and_reparameterize():
         getattr(D, name)(torch.tensor(0.7), logits=param).rsample((10,)).pow(2).sum().backward()
         assert param.grad is not None and bool(param.grad.isfinite().all())
     assert math.isclose(D.RelaxedBernoulli(0.5, probs=torch.tensor([0.3])).probs.item(), 0.3, rel_tol=1e-6)
+
+
+@needs_torch
+def test_low_rank_multivariate_normal_matches_with_gradients():
+    rng = np.random.default_rng(0)
+    loc, factor = rng.standard_normal((2, 4)), rng.standard_normal((2, 4, 2))
+    diag, x = rng.random((2, 4)) + 0.5, rng.standard_normal((3, 2, 4))
+    ours_params = [torch.tensor(a, requires_grad=True) for a in (loc, factor, diag)]
+    peer_params = [peer.tensor(a, requires_grad=True) for a in (loc, factor, diag)]
+    ours, theirs = D.LowRankMultivariateNormal(*ours_params), peer.distributions.LowRankMultivariateNormal(
+        *peer_params)
+    for name in ("mean", "variance", "covariance_matrix", "precision_matrix", "scale_tril"):
+        _close(getattr(ours, name), getattr(theirs, name), atol=1e-10)
+    _close(ours.entropy(), theirs.entropy(), atol=1e-10)
+    (ours.log_prob(torch.tensor(x)).sum() + ours.entropy().sum()).backward()
+    (theirs.log_prob(peer.tensor(x)).sum() + theirs.entropy().sum()).backward()
+    for a, b in zip(ours_params, peer_params):
+        _close(a.grad, b.grad, atol=1e-8)
+    torch.manual_seed(0)
+    draws = ours.rsample((20000,))
+    assert draws.shape == (20000, 2, 4)
+    assert np.allclose(np.cov(draws[:, 0].detach().numpy().T), theirs.covariance_matrix[0].detach().numpy(),
+                       atol=0.15)

@@ -30,6 +30,7 @@ from trainrun.distributions.geometric import Geometric
 from trainrun.distributions.gumbel import Gumbel
 from trainrun.distributions.half_normal import HalfNormal
 from trainrun.distributions.inverse_gamma import InverseGamma
+from trainrun.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
 from trainrun.distributions.mixture_same_family import MixtureSameFamily
 from trainrun.distributions.multinomial import Multinomial
 from trainrun.distributions.negative_binomial import NegativeBinomial
@@ -48,4 +49,5 @@ __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Distrib
            "TransformedDistribution", "Uniform", "kl_divergence", "register_kl", "Cauchy", "HalfCauchy", "Chi2",
            "Geometric", "Gumbel", "HalfNormal", "InverseGamma", "MixtureSameFamily", "Multinomial",
            "NegativeBinomial", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "Pareto", "Weibull",
-           "biject_to", "transform_to", "constraints"]
+           "biject_to", "transform_to", "constraints",
+           "LowRankMultivariateNormal"]
