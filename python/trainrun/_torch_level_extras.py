@@ -268,6 +268,18 @@ def compiled_with_cxx11_abi():
     return True
 
 
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):  # noqa: A002
+    """input with source's slices (along dim) reduced into the slices index names: reduce is "prod", "mean",
+    "amax" or "amin" (scatter_reduce with the index spread over the other dims)."""
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    d = dim % input.ndim
+    shape = [1] * source.ndim
+    shape[d] = index.numel()
+    spread = index.reshape(shape).expand(tuple(source.shape))
+    return input.scatter_reduce(d, spread, source, reduce, include_self=include_self)
+
+
 # ---- linear algebra at the top level (PyTorch's older names) ----------------------------------------------------
 def cholesky_solve(B, L, upper=False):  # noqa: N803
     """X with (L L^T) X = B (or U^T U with upper); differentiable."""
@@ -314,6 +326,9 @@ def _nextafter(input, other):  # noqa: A002
 
 _METHODS = {"select_scatter": select_scatter, "slice_scatter": slice_scatter, "diagonal_scatter": diagonal_scatter,
             "as_strided_scatter": as_strided_scatter, "gcd": gcd, "lcm": lcm, "adjoint": adjoint, "new": _new,
+            "index_reduce": index_reduce,
+            "index_reduce_": lambda self, dim, index, source, reduce, *, include_self=True: self.copy_(index_reduce(
+                self, dim, index, source, reduce, include_self=include_self)),
             "is_set_to": _is_set_to, "nextafter": _nextafter, "unsafe_split_with_sizes": unsafe_split_with_sizes,
             "hardshrink": lambda self, lambd=0.5: trainrun.nn.functional.hardshrink(self, lambd),
             "prelu": lambda self, weight: trainrun.nn.functional.prelu(self, weight),
@@ -355,9 +370,12 @@ def install(namespace):
         if name not in ("lu_unpack",) and not hasattr(Tensor, name):
             setattr(Tensor, name, function if name != "lu_solve" else
                     lambda self, LU_data, LU_pivots: function(self, LU_data, LU_pivots))
-    for name in ("zero_", "exponential_", "requires_grad_"):  # (their bindings return a new Python object)
-        if not getattr(getattr(Tensor, name), "_returns_self", False):
-            setattr(Tensor, name, _returning_self(getattr(Tensor, name)))
+    # Every in-place method returns the tensor itself, as PyTorch's (a Parameter stays that Parameter through
+    # w.mul_(2)): the C++ bindings return a new Python object for the same tensor.
+    for name in [n for n in dir(Tensor) if n.endswith("_") and not n.startswith("_")]:
+        method = getattr(Tensor, name)
+        if callable(method) and not getattr(method, "_returns_self", False):
+            setattr(Tensor, name, _returning_self(method))
     own = {name: value for name, value in globals().items() if not name.startswith("_") and callable(value) and
            getattr(value, "__module__", None) == __name__ and name != "install"}
     from trainrun.special._bessel_and_error import kaiser_window

@@ -202,3 +202,36 @@ def test_rnn_utils_unpack_and_invert():
     assert invert_permutation(torch.tensor(perm)).tolist() == \
         peer.nn.utils.rnn.invert_permutation(peer.tensor(perm)).tolist()
     assert invert_permutation(None) is None
+
+
+@needs_torch
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_matches(reduce, include_self):
+    import warnings
+    rng = np.random.default_rng(0)
+    base, source = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+    index = [0, 2, 0, 3, 2]
+    ours = torch.tensor(base).index_reduce(0, torch.tensor(index), torch.tensor(source), reduce,
+                                           include_self=include_self)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (1.13: "index_reduce() is in beta")
+        theirs = peer.tensor(base).index_reduce(0, peer.tensor(index), peer.tensor(source), reduce,
+                                                include_self=include_self)
+    _close(ours, theirs, atol=1e-6)
+    in_place = torch.tensor(base.T.copy())
+    returned = in_place.index_reduce_(1, torch.tensor(index), torch.tensor(source.T.copy()), reduce,
+                                      include_self=include_self)
+    assert returned is in_place
+    _close(in_place, theirs.T, atol=1e-6)
+
+
+def test_in_place_methods_return_the_tensor_itself():
+    x = torch.ones(3)
+    for name, args in (("add_", (1,)), ("mul_", (2.0,)), ("copy_", (torch.zeros(3),)), ("fill_", (2.0,)),
+                       ("masked_fill_", (torch.tensor([True, False, True]), 0.0)), ("clamp_", (0.0, 1.0)),
+                       ("zero_", ()), ("requires_grad_", ())):
+        assert getattr(x, name)(*args) is x, name
+    weight = torch.nn.Linear(2, 2).weight
+    with torch.no_grad():
+        assert weight.mul_(2) is weight and isinstance(weight.add_(1), torch.nn.Parameter)
