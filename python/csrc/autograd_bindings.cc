@@ -29,7 +29,11 @@ void bind_autograd(py::module_& m) {
           "requires_grad", [](const Tensor& t) { return requires_grad(t); },
           [](Tensor& t, bool on) { set_requires_grad(t, on); })
       .def(
-          "requires_grad_", [](Tensor& t, bool on) { return set_requires_grad(t, on); },
+          "requires_grad_",
+          [](py::object self, bool on) {
+            set_requires_grad(self.cast<Tensor&>(), on);
+            return self;  // (the caller's object, as PyTorch's)
+          },
           py::arg("requires_grad") = true)
       .def_property(
           "grad",

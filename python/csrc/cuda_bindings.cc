@@ -169,8 +169,15 @@ void bind_cuda(py::module_& m) {
       py::arg("copy") = false);
   c.def(
       "copy_",
-      [](Tensor& dst, const Tensor& src, bool non_blocking) { return copy_(dst, src, non_blocking); },
-      py::arg("dst"), py::arg("src"), py::arg("non_blocking") = false, release());
+      [](py::object dst, const Tensor& src, bool non_blocking) {
+        Tensor& t = dst.cast<Tensor&>();
+        {
+          py::gil_scoped_release unlocked;
+          copy_(t, src, non_blocking);
+        }
+        return dst;  // (the caller's object, as PyTorch's copy_)
+      },
+      py::arg("dst"), py::arg("src"), py::arg("non_blocking") = false);
 }
 
 }  // namespace python

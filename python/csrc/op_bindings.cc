@@ -39,7 +39,11 @@ void bind_ops(py::module_& m) {
       [](const Tensor& x, int64_t d, const Tensor& i, py::object v) { return scatter(x, d, i, to_scalar(v)); },
       py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("value"));
   o.def(
-      "masked_fill_", [](Tensor& x, const Tensor& mask, py::object v) { return masked_fill_(x, mask, to_scalar(v)); },
+      "masked_fill_",
+      [](py::object x, const Tensor& mask, py::object v) {
+        masked_fill_(x.cast<Tensor&>(), mask, to_scalar(v));
+        return x;  // (the caller's object, as PyTorch's)
+      },
       py::arg("input"), py::arg("mask"), py::arg("value"));
   o.def(
       "nonzero", [](const Tensor& x) { return nonzero(x); }, py::arg("input"), release());

@@ -285,11 +285,31 @@ void bind_tensor(py::module_& m) {
              self.impl()->set_autograd_meta(nullptr);
              return self_obj;
            })
-      .def(
-          "copy_", [](Tensor& t, const Tensor& s) { return copy_(t, s); }, release())
-      .def("fill_", [](Tensor& t, py::object v) { return fill_(t, to_scalar(v)); })
-      .def(
-          "zero_", [](Tensor& t) { return zero_(t); }, release());
+      // In-place methods hand back the caller's own object (x.copy_(y) is x), as
+      // PyTorch's: a Parameter stays that Parameter through w.mul_(2), and the
+      // Python in-place methods that end in copy_ inherit it.
+      .def("copy_",
+           [](py::object self, const Tensor& s) {
+             Tensor& t = self.cast<Tensor&>();
+             {
+               py::gil_scoped_release unlocked;
+               copy_(t, s);
+             }
+             return self;
+           })
+      .def("fill_",
+           [](py::object self, py::object v) {
+             fill_(self.cast<Tensor&>(), to_scalar(v));
+             return self;
+           })
+      .def("zero_", [](py::object self) {
+        Tensor& t = self.cast<Tensor&>();
+        {
+          py::gil_scoped_release unlocked;
+          zero_(t);
+        }
+        return self;
+      });
 
   m.def("from_numpy", &from_numpy, "A tensor sharing the array's memory");
   m.def("from_dlpack", &from_dlpack_object, "A tensor sharing the memory of any DLPack producer (NumPy, PyTorch)");

@@ -340,14 +340,6 @@ _METHODS = {"select_scatter": select_scatter, "slice_scatter": slice_scatter, "d
                                                      trainrun.zeros_like(self, dtype=trainrun.float64))}
 
 
-def _returning_self(method):
-    def in_place(self, *args, **kwargs):
-        method(self, *args, **kwargs)
-        return self
-    in_place.__name__, in_place.__doc__, in_place._returns_self = method.__name__, method.__doc__, True
-    return in_place
-
-
 def _returning_input(function):
     def in_place(input, *args, **kwargs):  # noqa: A002
         function(input, *args, **kwargs)
@@ -361,21 +353,15 @@ def install(namespace):
     for name, method in _METHODS.items():
         if not hasattr(Tensor, name):
             setattr(Tensor, name, method)
-    for name in ("gcd", "lcm", "nextafter", "i0"):
+    for name in ("gcd", "lcm", "nextafter", "i0"):  # (in place: the function's result copied in; i0 takes no other)
         if not hasattr(Tensor, name + "_"):
-            setattr(Tensor, name + "_", lambda self, other, _n=name: self.copy_(getattr(Tensor, _n)(self, other)))
+            setattr(Tensor, name + "_", lambda self, *other, _n=name: self.copy_(getattr(Tensor, _n)(self, *other)))
     Tensor.volatile = property(lambda self: False)
     for name, function in _linear_algebra().items():
         namespace.setdefault(name, function)
         if name not in ("lu_unpack",) and not hasattr(Tensor, name):
             setattr(Tensor, name, function if name != "lu_solve" else
                     lambda self, LU_data, LU_pivots: function(self, LU_data, LU_pivots))
-    # Every in-place method returns the tensor itself, as PyTorch's (a Parameter stays that Parameter through
-    # w.mul_(2)): the C++ bindings return a new Python object for the same tensor.
-    for name in [n for n in dir(Tensor) if n.endswith("_") and not n.startswith("_")]:
-        method = getattr(Tensor, name)
-        if callable(method) and not getattr(method, "_returns_self", False):
-            setattr(Tensor, name, _returning_self(method))
     own = {name: value for name, value in globals().items() if not name.startswith("_") and callable(value) and
            getattr(value, "__module__", None) == __name__ and name != "install"}
     from trainrun.special._bessel_and_error import kaiser_window

@@ -230,7 +230,7 @@ def test_in_place_methods_return_the_tensor_itself():
     x = torch.ones(3)
     for name, args in (("add_", (1,)), ("mul_", (2.0,)), ("copy_", (torch.zeros(3),)), ("fill_", (2.0,)),
                        ("masked_fill_", (torch.tensor([True, False, True]), 0.0)), ("clamp_", (0.0, 1.0)),
-                       ("zero_", ()), ("requires_grad_", ())):
+                       ("zero_", ()), ("i0_", ()), ("requires_grad_", ())):
         assert getattr(x, name)(*args) is x, name
     weight = torch.nn.Linear(2, 2).weight
     with torch.no_grad():
