@@ -14,13 +14,14 @@ __all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "depend
 class Constraint:
     is_discrete = False
     event_dim = 0
+    _bounds = ()  # the attributes the repr shows: "GreaterThan(lower_bound=0.0)"
 
     def check(self, value):
         """A bool tensor of value's batch shape: whether each event satisfies the constraint."""
         raise NotImplementedError
 
     def __repr__(self):
-        return type(self).__name__[1:] + "()"
+        return type(self).__name__[1:] + "(" + ", ".join(f"{b}={getattr(self, b)}" for b in self._bounds) + ")"
 
 
 class _Dependent(Constraint):
@@ -115,6 +116,7 @@ class _OneHot(Constraint):
 
 class _IntegerInterval(Constraint):
     is_discrete = True
+    _bounds = ("lower_bound", "upper_bound")
 
     def __init__(self, lower_bound, upper_bound):
         self.lower_bound, self.upper_bound = lower_bound, upper_bound
@@ -123,12 +125,10 @@ class _IntegerInterval(Constraint):
     def check(self, value):
         return (value % 1 == 0) & (self.lower_bound <= value) & (value <= self.upper_bound)
 
-    def __repr__(self):
-        return f"{type(self).__name__[1:]}(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
-
 
 class _IntegerLessThan(Constraint):
     is_discrete = True
+    _bounds = ("upper_bound",)
 
     def __init__(self, upper_bound):
         self.upper_bound = upper_bound
@@ -137,12 +137,10 @@ class _IntegerLessThan(Constraint):
     def check(self, value):
         return (value % 1 == 0) & (value <= self.upper_bound)
 
-    def __repr__(self):
-        return f"{type(self).__name__[1:]}(upper_bound={self.upper_bound})"
-
 
 class _IntegerGreaterThan(Constraint):
     is_discrete = True
+    _bounds = ("lower_bound",)
 
     def __init__(self, lower_bound):
         self.lower_bound = lower_bound
@@ -151,9 +149,6 @@ class _IntegerGreaterThan(Constraint):
     def check(self, value):
         return (value % 1 == 0) & (value >= self.lower_bound)
 
-    def __repr__(self):
-        return f"{type(self).__name__[1:]}(lower_bound={self.lower_bound})"
-
 
 class _Real(Constraint):
     def check(self, value):
@@ -161,15 +156,13 @@ class _Real(Constraint):
 
 
 class _GreaterThan(Constraint):
+    _bounds = ("lower_bound",)
     def __init__(self, lower_bound):
         self.lower_bound = lower_bound
         super().__init__()
 
     def check(self, value):
         return self.lower_bound < value
-
-    def __repr__(self):
-        return f"{type(self).__name__[1:]}(lower_bound={self.lower_bound})"
 
 
 class _GreaterThanEq(_GreaterThan):
@@ -178,6 +171,7 @@ class _GreaterThanEq(_GreaterThan):
 
 
 class _LessThan(Constraint):
+    _bounds = ("upper_bound",)
     def __init__(self, upper_bound):
         self.upper_bound = upper_bound
         super().__init__()
@@ -185,20 +179,15 @@ class _LessThan(Constraint):
     def check(self, value):
         return value < self.upper_bound
 
-    def __repr__(self):
-        return f"{type(self).__name__[1:]}(upper_bound={self.upper_bound})"
-
 
 class _Interval(Constraint):
+    _bounds = ("lower_bound", "upper_bound")
     def __init__(self, lower_bound, upper_bound):
         self.lower_bound, self.upper_bound = lower_bound, upper_bound
         super().__init__()
 
     def check(self, value):
         return (self.lower_bound <= value) & (value <= self.upper_bound)
-
-    def __repr__(self):
-        return f"{type(self).__name__[1:]}(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
 
 
 class _HalfOpenInterval(_Interval):

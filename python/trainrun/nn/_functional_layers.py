@@ -284,6 +284,16 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
     return out * weight if weight is not None else out
 
 
+def _per_channel_affine(out, weight, bias):
+    """out * weight + bias, the vectors laid along dim 1 (the channels) of out: the affine of the norms."""
+    shape = [1, out.shape[1]] + [1] * (out.ndim - 2)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
 @op(function=False, functional=True)
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):  # noqa: A002
     n, c = input.shape[0], input.shape[1]
@@ -293,12 +303,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):  # noqa: A
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) * (x - mean)).mean(dim=-1, keepdim=True)
     out = ((x - mean) * _C.rsqrt(var + eps)).reshape(list(input.shape))
-    affine = [1, c] + [1] * (input.ndim - 2)
-    if weight is not None:
-        out = out * weight.reshape(affine)
-    if bias is not None:
-        out = out + bias.reshape(affine)
-    return out
+    return _per_channel_affine(out, weight, bias)
 
 
 @op(function=False, functional=True)
@@ -320,12 +325,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         with _no_grad():
             running_mean.copy_(repeated_mean.reshape([n, c]).mean(0))
             running_var.copy_(repeated_var.reshape([n, c]).mean(0))
-    shape = [1, c] + [1] * (input.ndim - 2)
-    if weight is not None:
-        out = out * weight.reshape(shape)
-    if bias is not None:
-        out = out + bias.reshape(shape)
-    return out
+    return _per_channel_affine(out, weight, bias)
 
 
 @op(function=False, functional=True)
@@ -347,11 +347,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     else:
         mean, var = running_mean, running_var
     out = (input - mean.reshape(shape)) * _C.rsqrt(var.reshape(shape) + eps)
-    if weight is not None:
-        out = out * weight.reshape(shape)
-    if bias is not None:
-        out = out + bias.reshape(shape)
-    return out
+    return _per_channel_affine(out, weight, bias)
 
 
 def _no_grad():
