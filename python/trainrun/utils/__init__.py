@@ -3,6 +3,7 @@ checkpointing (trainrun.utils.checkpoint), as torch.utils."""
 from trainrun.utils import data  # noqa: F401
 from trainrun.utils import checkpoint  # noqa: F401
 from trainrun.utils import hooks  # noqa: F401  (RemovableHandle)
+from trainrun.utils import _pytree  # noqa: F401  (torch.utils._pytree, loaded with torch as in PyTorch)
 
 
 def swap_tensors(t1, t2):
