@@ -162,3 +162,29 @@ def install(namespace):
     for name, value in extra.items():
         if name not in namespace:
             namespace[name] = value
+
+
+def _absent_device_module(name, label):
+    """torch.mps / torch.xpu on a machine without that device: the queries answer "none here" and the rest
+    raise naming the device, as PyTorch's do on a build without it."""
+    module = types.ModuleType(f"trainrun.{name}", f"torch.{name}: {label}, which trainrun does not drive")
+    module.is_available = lambda: False
+    module.device_count = lambda: 0
+    module.is_initialized = lambda: False
+
+    def unavailable(*args, **kwargs):
+        raise RuntimeError(f"torch.{name}: no {label} device is available (trainrun drives CPUs and CUDA GPUs)")
+    for fn in ("synchronize", "current_device", "set_device", "get_rng_state", "set_rng_state",
+               "current_allocated_memory", "memory_allocated"):
+        setattr(module, fn, unavailable)
+    for fn in ("manual_seed", "manual_seed_all", "seed", "seed_all", "empty_cache"):  # (PyTorch's are silent too)
+        setattr(module, fn, lambda *args, **kwargs: None)
+    return module
+
+
+def install_absent_devices(namespace):
+    import sys
+    for name, label in (("mps", "Apple's Metal (MPS)"), ("xpu", "Intel's XPU")):
+        module = _absent_device_module(name, label)
+        sys.modules[module.__name__] = module
+        namespace[name] = module

@@ -42,6 +42,7 @@ def install():
     trainrun.cuda.amp = _module("trainrun.cuda.amp", autocast=_CudaAutocast, GradScaler=_CudaGradScaler,
                                 custom_fwd=functools.partial(custom_fwd, device_type="cuda"),
                                 custom_bwd=functools.partial(custom_bwd, device_type="cuda"))
-    trainrun.cpu = _module("trainrun.cpu", amp=_module("trainrun.cpu.amp", autocast=_CpuAutocast))
+    from trainrun import cpu as _cpu  # noqa: F401  (loads trainrun.cpu)
+    trainrun.cpu.amp = _module("trainrun.cpu.amp", autocast=_CpuAutocast, GradScaler=GradScaler)
     trainrun.autocast = autocast
     trainrun.is_autocast_enabled = is_autocast_enabled

@@ -63,7 +63,7 @@ all_reduce, broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatte
         _on_local_pieces(f) for f in (all_reduce, broadcast, reduce, all_gather, all_gather_into_tensor,
                                       reduce_scatter, reduce_scatter_tensor, all_to_all, all_to_all_single,
                                       gather, scatter, send, recv, isend, irecv))
-default_pg_timeout = _datetime.timedelta(minutes=30)
+from trainrun.distributed.constants import default_pg_timeout  # noqa: E402
 
 
 # ---- src/dst are default-group ranks, as PyTorch's ---------------------------
@@ -568,6 +568,8 @@ def __getattr__(name):
         from trainrun.nn.parallel import GradBucket
         return GradBucket
     if name in ("DeviceMesh", "init_device_mesh"):  # (torch.distributed re-exports them since 2.4)
-        from trainrun.distributed import device_mesh
-        return getattr(device_mesh, name)
+        return getattr(__getattr__("device_mesh"), name)
+    if name == "device_mesh":  # (the submodule, reachable once torch is imported, as in PyTorch)
+        import importlib
+        return importlib.import_module(__name__ + ".device_mesh")
     raise AttributeError(f"module 'trainrun.distributed' has no attribute '{name}'")

@@ -308,3 +308,16 @@ from trainrun.optim import lr_scheduler  # noqa: E402,F401
 from trainrun.optim.adadelta_rprop_asgd import ASGD, Adadelta, Rprop  # noqa: E402,F401
 from trainrun.optim.lbfgs import LBFGS  # noqa: E402,F401
 from trainrun.optim.adafactor import Adafactor  # noqa: E402,F401
+
+
+def _optimizer_module_paths():
+    """torch.optim.adam, torch.optim.sgd, ...: the per-optimizer modules PyTorch scripts import classes from."""
+    from trainrun._module_paths import module_at
+    for module, cls in (("adadelta", "Adadelta"), ("adagrad", "Adagrad"), ("adam", "Adam"), ("adamax", "Adamax"),
+                        ("adamw", "AdamW"), ("asgd", "ASGD"), ("lbfgs", "LBFGS"), ("nadam", "NAdam"),
+                        ("radam", "RAdam"), ("rmsprop", "RMSprop"), ("rprop", "Rprop"), ("sgd", "SGD"),
+                        ("_adafactor", "Adafactor")):
+        module_at(f"{__name__}.{module}", f"torch.optim.{module}", **{cls: globals()[cls], "Optimizer": Optimizer})
+
+
+_optimizer_module_paths()

@@ -1,7 +1,7 @@
 """DataLoader: batches from a dataset through a sampler and a collate function."""
 import trainrun
 from trainrun._generator import default_generator
-from trainrun.utils.data._collate import default_collate, default_convert
+from trainrun.utils.data._utils.collate import default_collate, default_convert
 from trainrun.utils.data.dataset import IterableDataset
 from trainrun.utils.data.sampler import BatchSampler, RandomSampler, SequentialSampler
 

@@ -1,0 +1,2 @@
+"""trainrun.signal, as torch.signal: window functions (trainrun.signal.windows)."""
+from trainrun.signal import windows  # noqa: F401

@@ -1,0 +1,143 @@
+"""The import paths PyTorch scripts use for things trainrun keeps elsewhere: each path imports, holds the same
+objects as the primary location, and those objects work (torch.cpu's device interface, torch.mps/xpu reporting
+no device, torch.types' aliases, collate with a user's collate_fn_map, the legacy autograd profiler, ...)."""
+import collections
+import importlib
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
+
+import trainrun as torch  # noqa: E402
+
+
+@pytest.mark.parametrize("module,name,target", [
+    ("trainrun.optim.adam", "Adam", "optim.Adam"), ("trainrun.optim.adamw", "AdamW", "optim.AdamW"),
+    ("trainrun.optim.sgd", "SGD", "optim.SGD"), ("trainrun.optim.rmsprop", "RMSprop", "optim.RMSprop"),
+    ("trainrun.optim.lbfgs", "LBFGS", "optim.LBFGS"), ("trainrun.optim.nadam", "NAdam", "optim.NAdam"),
+    ("trainrun.optim.adam", "Optimizer", "optim.Optimizer"),
+    ("trainrun.autograd.gradcheck", "gradcheck", "autograd.gradcheck"),
+    ("trainrun.autograd.profiler", "record_function", "profiler.record_function"),
+    ("trainrun.profiler.profiler", "profile", "profiler.profile"),
+    ("trainrun.storage", "UntypedStorage", "UntypedStorage"),
+    ("trainrun.nn.utils.spectral_norm", "spectral_norm", "nn.utils.spectral_norm"),
+    ("trainrun.nn.utils.weight_norm", "remove_weight_norm", "nn.utils.remove_weight_norm"),
+    ("trainrun.nn.utils.init", "skip_init", "nn.utils.skip_init"),
+    ("trainrun.nn.utils.convert_parameters", "parameters_to_vector", "nn.utils.parameters_to_vector"),
+    ("trainrun.nn.utils.memory_format", "convert_conv2d_weight_memory_format",
+     "nn.utils.convert_conv2d_weight_memory_format"),
+    ("trainrun.distributed.tensor.device_mesh", "init_device_mesh", "distributed.device_mesh.init_device_mesh"),
+    ("trainrun.utils.data._utils.collate", "default_collate", "utils.data.default_collate"),
+])
+def test_path_holds_the_primary_object(module, name, target):
+    obj = torch
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    assert getattr(importlib.import_module(module), name) is obj
+
+
+def test_submodules_that_pytorch_shadows_with_functions_stay_functions():
+    import trainrun.nn.utils.spectral_norm  # noqa: F401
+    import trainrun.autograd.gradcheck  # noqa: F401
+    assert callable(torch.nn.utils.spectral_norm) and callable(torch.autograd.gradcheck)
+    assert torch.optim.adam.Adam is torch.optim.Adam  # (no function of that name: the module is the attribute)
+
+
+def test_optimizer_from_its_module_path_trains():
+    from trainrun.optim.sgd import SGD
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    opt = SGD([w], lr=0.5)
+    (w * w).sum().backward()
+    opt.step()
+    assert w.tolist() == [0.0, 0.0]
+
+
+def test_cpu_device_module():
+    cpu = torch.cpu
+    assert cpu.is_available() and cpu.device_count() == 1 and cpu.current_device() == "cpu"
+    assert torch.get_device_module("cpu") is cpu
+    cpu.synchronize()
+    s = cpu.Stream()
+    with cpu.stream(s):
+        assert cpu.current_stream() is s
+    assert cpu.current_stream() is not s
+    event = s.record_event()
+    assert event.query() and isinstance(event, cpu.Event)
+    s.wait_stream(cpu.current_stream())
+    from trainrun.cpu.amp import autocast
+    with autocast():
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+
+
+def test_absent_devices_say_so():
+    for module in (torch.mps, torch.xpu):
+        assert not module.is_available() and module.device_count() == 0
+        module.manual_seed(0)  # (silent, as PyTorch's on a machine without the device)
+        with pytest.raises(RuntimeError, match="no .* device is available"):
+            module.synchronize()
+    import trainrun.xpu  # noqa: F401
+
+
+def test_type_aliases():
+    from trainrun.types import Device, Number, _size
+    from trainrun.nn.common_types import _size_2_t, _ratio_any_t
+
+    def f(x: torch.Tensor, size: _size, k: _size_2_t, r: _ratio_any_t, d: Device) -> Number:
+        return 1
+    assert f.__annotations__["return"] is Number
+    assert int in Number.__args__ and torch.device in Device.__args__
+    assert int in _size_2_t.__args__
+
+
+def test_constants_and_backends():
+    from trainrun.distributed.constants import default_pg_timeout
+    assert default_pg_timeout == timedelta(minutes=30) and torch.distributed.default_pg_timeout is default_pg_timeout
+    assert torch.backends.cpu.get_cpu_capability() == "AVX2"
+    assert torch.backends.opt_einsum.is_available() is False
+
+
+def test_collate_with_a_users_map():
+    from trainrun.utils.data._utils.collate import collate, default_collate_fn_map
+
+    class Tokens:
+        def __init__(self, ids):
+            self.ids = ids
+
+    def collate_tokens(batch, *, collate_fn_map=None):
+        return torch.tensor([t.ids for t in batch])
+    batch = [{"tok": Tokens([1, 2]), "y": 1.5}, {"tok": Tokens([3, 4]), "y": 2.5}]
+    out = collate(batch, collate_fn_map={Tokens: collate_tokens, **default_collate_fn_map})
+    assert out["tok"].tolist() == [[1, 2], [3, 4]] and out["y"].dtype == torch.float64
+    with pytest.raises(TypeError, match="found .*Tokens"):
+        torch.utils.data.default_collate(batch)
+    # mappings keep their type (a defaultdict its factory); bools stay bool; numpy scalars become tensors
+    dd = torch.utils.data.default_collate([collections.defaultdict(list, a=1), collections.defaultdict(list, a=2)])
+    assert isinstance(dd, collections.defaultdict) and dd.default_factory is list and dd["a"].tolist() == [1, 2]
+    assert torch.utils.data.default_collate([True, False]).dtype == torch.bool
+    assert torch.utils.data.default_collate([np.float32(1), np.float32(2)]).dtype == torch.float32
+
+
+def test_collate_matches_pytorch_1_13():
+    pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed: no oracle")
+    from torch.utils.data._utils.collate import default_collate as theirs
+    samples = [{"x": np.ones(2, np.float32), "n": 3, "s": "a", "t": (1.0, [2, True])},
+               {"x": np.zeros(2, np.float32), "n": 4, "s": "b", "t": (2.0, [3, False])}]
+    ours, ref = torch.utils.data.default_collate(samples), theirs(samples)
+    assert ours["x"].tolist() == ref["x"].tolist() and ours["s"] == ref["s"]
+    assert ours["t"][1][0].tolist() == ref["t"][1][0].tolist() and ours["t"][1][1].tolist() == ref["t"][1][1].tolist()
+    assert type(ours["t"]) is type(ref["t"]) is list
+
+
+def test_legacy_autograd_profiler():
+    from trainrun.autograd.profiler import profile, record_function
+    x = torch.randn(8, 8)
+    with profile(True) as prof:
+        with record_function("my_block"):
+            (x @ x).sum()
+    names = {e.key for e in prof.key_averages()}
+    assert "my_block" in names and any("mm" in n for n in names)
+    with profile(enabled=False) as off:
+        (x @ x).sum()
+    assert len(off.key_averages()) == 0
