@@ -141,3 +141,11 @@ def test_legacy_autograd_profiler():
     with profile(enabled=False) as off:
         (x @ x).sum()
     assert len(off.key_averages()) == 0
+
+
+def test_pipelining_schedules_module_names():
+    from trainrun.distributed.pipelining.schedules import (BACKWARD_INPUT, FORWARD, ScheduleInterleavedZeroBubble,
+                                                           ScheduleZBVZeroBubble, _Action)
+    assert ScheduleInterleavedZeroBubble is torch.distributed.pipelining.ScheduleInterleavedZeroBubble
+    assert ScheduleZBVZeroBubble is torch.distributed.pipelining.ScheduleZBVZeroBubble
+    assert repr(_Action(2, FORWARD, 0)) == "2F0" and _Action(1, BACKWARD_INPUT, 3) == _Action.from_str("1I3")

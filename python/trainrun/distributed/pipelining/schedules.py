@@ -14,6 +14,29 @@ from trainrun.distributed.pipelining.microbatch import merge_chunks, split_args_
 
 F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B = "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"
 UNSHARD, RESHARD = "UNSHARD", "RESHARD"  # a fully_shard stage's gather issued ahead, its parameters let go
+
+
+class _ComputationType(str, __import__("enum").Enum):
+    """PyTorch's names for the computations; each is its letter, so `_Action(0, FORWARD, 1)` is the action "0F1"."""
+    FORWARD = F
+    FULL_BACKWARD = B
+    BACKWARD_INPUT = I
+    BACKWARD_WEIGHT = W
+    UNSHARD = UNSHARD
+    RESHARD = RESHARD
+    SEND_F = SEND_F
+    RECV_F = RECV_F
+    SEND_B = SEND_B
+    RECV_B = RECV_B
+
+    def __str__(self):
+        return self.value
+
+    __format__ = lambda self, spec: format(self.value, spec)  # noqa: E731  (prints as its letter)
+
+
+FORWARD, FULL_BACKWARD = _ComputationType.FORWARD, _ComputationType.FULL_BACKWARD
+BACKWARD_INPUT, BACKWARD_WEIGHT = _ComputationType.BACKWARD_INPUT, _ComputationType.BACKWARD_WEIGHT
 BACKWARDS = (B, I)  # what sends the input's gradient to the previous stage
 WEIGHT_PASSES = (B, W)  # what computes the weights' gradients
 
@@ -410,3 +433,10 @@ def get_schedule_class(name):
         if key.lower() == name.lower():
             return cls
     raise ValueError(f"unknown schedule {name!r} (trainrun has {sorted(schedules)})")
+
+
+def __getattr__(name):
+    if name in ("ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble"):  # (zero_bubble.py builds on this module)
+        from trainrun.distributed.pipelining import zero_bubble
+        return getattr(zero_bubble, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
