@@ -88,6 +88,59 @@ def powersgd_rank_one_trains():
     assert final["powersgd"] < 3 * final["plain"] + 1e-3, final
 
 
-@pytest.mark.parametrize("function", [powersgd_matches_averaging_at_full_rank, powersgd_rank_one_trains])
+def _one_step_grads(model, x):
+    model.module.zero_grad()
+    model(x).pow(2).sum().backward()
+    return [p.grad.clone() for p in model.module.parameters()]
+
+
+def comm_hook_wrappers_and_registration_by_type():
+    """fp16_compress_wrapper around a Python averaging hook gives what the built-in fp16_compress_hook gives
+    (the mean of float16-rounded gradients); register_ddp_comm_hook by DDPCommHookType registers the named hook
+    (POWER_SGD averages exactly before its start_powerSGD_iter of 1000); NOOP leaves each rank's own gradient."""
+    from trainrun import distributed as dist
+    from trainrun.distributed.algorithms.ddp_comm_hooks import (DDPCommHookType, default_hooks,
+                                                                register_ddp_comm_hook)
+    from trainrun.nn.parallel import DistributedDataParallel as DDP
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    inputs = _inputs(world, 3)
+    expected = _reference_grads(_model(), inputs)
+    seen_dtypes, fp16_grads = [], None
+
+    def averaging_hook(state, bucket):
+        seen_dtypes.append(bucket.buffer().dtype)
+        tensor = bucket.buffer().div_(world)
+        return dist.all_reduce(tensor, async_op=True).get_future().then(lambda fut: fut.value()[0])
+
+    for wrapper, dtype in ((default_hooks.fp16_compress_wrapper, torch.float16),
+                           (default_hooks.bf16_compress_wrapper, torch.bfloat16)):
+        wrapped, builtin = DDP(_model()), DDP(_model())
+        wrapped.register_comm_hook(None, wrapper(averaging_hook))
+        builtin.register_comm_hook(None, default_hooks.fp16_compress_hook if dtype == torch.float16
+                                   else default_hooks.bf16_compress_hook)
+        got, want = _one_step_grads(wrapped, inputs[rank]), _one_step_grads(builtin, inputs[rank])
+        fp16_grads = want if dtype == torch.float16 else fp16_grads
+        assert seen_dtypes[-1] == dtype and all(g.dtype == torch.float32 for g in got)
+        for g, w, e in zip(got, want, expected):
+            assert torch.allclose(g, w, atol=1e-6), (dtype, (g - w).abs().max())
+            assert torch.allclose(g, e, atol=1e-2) and not torch.equal(g, e)  # (rounded, so close, not equal)
+    for hook_type, check in ((DDPCommHookType.POWER_SGD, expected), (DDPCommHookType.ALLREDUCE, expected),
+                             (DDPCommHookType.FP16_COMPRESS, fp16_grads)):
+        model = DDP(_model())
+        register_ddp_comm_hook(hook_type, model)
+        for g, e in zip(_one_step_grads(model, inputs[rank]), check):
+            assert torch.allclose(g, e, atol=1e-5), (hook_type, (g - e).abs().max())
+    model = DDP(_model())
+    register_ddp_comm_hook(DDPCommHookType.NOOP, model)
+    local = _reference_grads(_model(), [inputs[rank]])
+    for g, e in zip(_one_step_grads(model, inputs[rank]), local):
+        assert torch.allclose(g, e, atol=1e-6)
+    with pytest.raises(TypeError, match="DDPCommHookType"):
+        register_ddp_comm_hook("fp16", model)
+
+
+@pytest.mark.parametrize("function", [powersgd_matches_averaging_at_full_rank, powersgd_rank_one_trains,
+                                      comm_hook_wrappers_and_registration_by_type])
 def test_on_two_ranks(ranks, function):
     ranks.run_function(2, function)

@@ -174,5 +174,6 @@ class GradBucket:
         return views
 
     def set_buffer(self, buffer):
-        with no_grad():
-            self._buffer.copy_(buffer)
+        """Replaces the bucket's tensor (a hook may swap in a compressed copy, as fp16_compress_wrapper does); DDP
+        takes the reduced values from the future the hook returns."""
+        self._buffer = buffer
