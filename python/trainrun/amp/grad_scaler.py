@@ -13,6 +13,11 @@ import warnings
 import trainrun
 
 
+def _local_piece(grad):
+    """A DTensor gradient's local piece (its own elements), a plain tensor itself."""
+    return grad.to_local() if hasattr(grad, "to_local") else grad
+
+
 class OptState(enum.Enum):
     READY = 0
     UNSCALED = 1
@@ -72,11 +77,16 @@ class GradScaler:
                 for p in group["params"]:
                     if p.grad is None:
                         continue
-                    p.grad.mul_(inverse)
-                    if not found_inf and not bool(trainrun.isfinite(p.grad).all()):
+                    grad = _local_piece(p.grad)  # (a sharded gradient: this rank's piece, no communication)
+                    grad.mul_(inverse)
+                    if not found_inf and not bool(trainrun.isfinite(grad).all()):
                         found_inf = True
-        state["found_inf"] = found_inf
+        state["found_inf"] = self._found_inf_anywhere(found_inf)
         state["stage"] = OptState.UNSCALED
+
+    def _found_inf_anywhere(self, found_inf_here):
+        """Whether any gradient the step depends on was inf or NaN (here: this process's)."""
+        return found_inf_here
 
     def step(self, optimizer, *args, **kwargs):
         """optimizer.step(...) on unscaled gradients, skipped (returning None) if any was inf or NaN."""

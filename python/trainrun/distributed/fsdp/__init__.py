@@ -15,3 +15,4 @@ from trainrun.distributed.fsdp._fully_sharded_data_parallel import (  # noqa: F4
     ShardedOptimStateDictConfig, ShardedStateDictConfig, ShardingStrategy, StateDictConfig, StateDictSettings,
     StateDictType)
 from trainrun.distributed.fsdp import wrap  # noqa: F401,E402
+from trainrun.distributed.fsdp import sharded_grad_scaler  # noqa: F401,E402  (ShardedGradScaler)
