@@ -92,9 +92,10 @@ size_t num_events() {
   return r.events.size();
 }
 
-void add_event(std::string name, int64_t start_ns, int64_t end_ns, int64_t thread, int64_t memory) {
+void add_event(std::string name, int64_t start_ns, int64_t end_ns, int64_t thread, int64_t memory,
+               std::vector<IntList> shapes, std::vector<IntList> concrete) {
   if (!active()) return;
-  push(Event{std::move(name), start_ns, end_ns, thread, {}, memory});
+  push(Event{std::move(name), start_ns, end_ns, thread, std::move(shapes), memory, std::move(concrete)});
 }
 
 int64_t current_thread() { return this_thread(); }
@@ -127,7 +128,8 @@ OpRange::~OpRange() {
   if (op_ == nullptr) return;
   const int64_t end = now_ns();
   t_open_op = outer_;
-  push(Event{event_name(*op_), start_, end, this_thread(), std::move(shapes_), detail::t_net_bytes - bytes_});
+  push(Event{event_name(*op_), start_, end, this_thread(), std::move(shapes_), detail::t_net_bytes - bytes_,
+             std::move(concrete_)});
 }
 
 }  // namespace trainrun::profiling

@@ -27,6 +27,10 @@ struct Event {
   int64_t thread = 0;                // the OS thread id (gettid), as Python's threading.get_native_id
   std::vector<IntList> shapes;       // per argument (empty for a non-tensor); only with record_shapes
   int64_t memory = 0;                // with profile_memory: bytes allocated less bytes freed on its thread meanwhile
+  // Per argument, with record_shapes: an int list's values, an integer's (or a bool's) value as one element,
+  // empty otherwise
+  // (PyTorch's "concrete inputs": a convolution's stride and padding, which its FLOP count needs).
+  std::vector<IntList> concrete;
 };
 
 namespace detail {
@@ -54,8 +58,10 @@ std::vector<Event> events(size_t from = 0);
 size_t num_events();
 // An event whose times are known (a range measured elsewhere: Python's record_function, a profiler step, an
 // asynchronous collective ended on its backend's thread and shown on the caller's `thread`), with `memory` bytes
-// allocated less freed meanwhile.
-void add_event(std::string name, int64_t start_ns, int64_t end_ns, int64_t thread, int64_t memory = 0);
+// allocated less freed meanwhile, and (an op run outside the dispatcher: a Python custom op) its arguments' shapes
+// and integer values as an op event keeps them.
+void add_event(std::string name, int64_t start_ns, int64_t end_ns, int64_t thread, int64_t memory = 0,
+               std::vector<IntList> shapes = {}, std::vector<IntList> concrete = {});
 // This thread's id as events carry it.
 int64_t current_thread();
 // Bytes this thread has allocated less freed while memory was profiled (a range's is the difference).
@@ -86,6 +92,8 @@ class OpRange {
     if (shapes_wanted()) {
       shapes_.reserve(sizeof...(Args));
       (shapes_.push_back(shape_of(args)), ...);
+      concrete_.reserve(sizeof...(Args));
+      (concrete_.push_back(concrete_of(args)), ...);
     }
   }
   ~OpRange();
@@ -103,10 +111,17 @@ class OpRange {
   static IntList shape_of(const T&) {
     return {};
   }
+  static IntList concrete_of(const IntList& values) { return values; }
+  static IntList concrete_of(int64_t value) { return {value}; }
+  static IntList concrete_of(bool value) { return {value ? 1 : 0}; }
+  template <typename T>
+  static IntList concrete_of(const T&) {
+    return {};
+  }
   const OpTable* op_ = nullptr;
   const OpTable* outer_ = nullptr;
   int64_t start_ = 0, bytes_ = 0;
-  std::vector<IntList> shapes_;
+  std::vector<IntList> shapes_, concrete_;
 };
 
 }  // namespace profiling

@@ -271,10 +271,22 @@ class CustomOpDef:
         if _C._capture_active():  # inside trainrun.compile's recording: one opaque node
             return self._call_recorded(args, kwargs)
         if _C._profiler_active():  # one profiler event named "ns::name", as a dispatcher op's
-            from trainrun.profiler import record_function
-            with record_function(self._qualname):
-                return self._call(args, kwargs)
+            return self._call_profiled(args, kwargs)
         return self._call(args, kwargs)
+
+    def _call_profiled(self, args, kwargs):
+        """The call as one profiler event with its arguments' shapes and integer values, as an op's."""
+        start, before = _C._profiler_now_ns(), _C._profiler_net_bytes()
+        try:
+            return self._call(args, kwargs)
+        finally:
+            values = [*args, *kwargs.values()]
+            shapes = [list(v.shape) if isinstance(v, _C.Tensor) else [] for v in values]
+            concrete = [[int(v)] if isinstance(v, int) else
+                        list(v) if isinstance(v, (list, tuple)) and all(isinstance(i, int) for i in v) else []
+                        for v in values]
+            _C._profiler_add_event(self._qualname, start, _C._profiler_now_ns(), _C._profiler_net_bytes() - before,
+                                   shapes, concrete)
 
     def _call_recorded(self, args, kwargs):
         """Runs the op as one node of the recording: its inner ops (and what they read into Python) are its own;

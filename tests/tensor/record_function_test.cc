@@ -5,6 +5,7 @@
 #include "tensor/record_function.h"
 
 #include "tensor/dispatcher.h"
+#include "tensor/nn_functional.h"
 #include "tests/tensor/test_util.h"
 
 namespace trainrun {
@@ -58,6 +59,20 @@ TEST(RecordFunction, AnOpsOwnRedispatchIsNotASecondEvent) {
   ASSERT_GE(events[0].shapes.size(), 3u);  // (add's alpha: not a tensor)
   EXPECT_EQ(events[0].shapes[0], IntList{2});
   EXPECT_EQ(events[0].shapes[2], IntList{});
+}
+
+TEST(RecordFunction, RecordShapesKeepsIntegerArgumentsValues) {
+  // A convolution's stride, padding, dilation and groups (its FLOP count needs the output's size).
+  Tensor x = full({1, 2, 5, 5}, 1.0, TensorOptions(DType::Float32));
+  Tensor w = full({4, 1, 3, 3}, 1.0, TensorOptions(DType::Float32));
+  profiling::start(/*record_shapes=*/true);
+  Tensor y = conv2d(x, w, {}, {2, 2}, {1, 1}, {1, 1}, 2);
+  profiling::stop();
+  const std::vector<profiling::Event> events = profiling::events();
+  ASSERT_EQ(names(events), (std::vector<std::string>{"aten::conv2d"}));
+  EXPECT_EQ(events[0].shapes[0], (IntList{1, 2, 5, 5}));
+  EXPECT_EQ(events[0].concrete, (std::vector<IntList>{{}, {}, {}, {2, 2}, {1, 1}, {1, 1}, {2}}));
+  EXPECT_EQ(y.sizes(), (IntList{1, 4, 3, 3}));
 }
 
 TEST(RecordFunction, ProfileMemoryGivesEachEventItsNetAllocation) {

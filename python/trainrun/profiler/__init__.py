@@ -164,8 +164,8 @@ class profile:  # noqa: N801  (PyTorch's name)
         if self._function_events is None:
             origin = self._origin_ns
             events = [FunctionEvent(i, name, thread, (start - origin) / 1e3, (end - origin) / 1e3,
-                                    [list(s) for s in shapes], memory)
-                      for i, (name, start, end, thread, shapes, memory) in enumerate(self._raw)]
+                                    [list(s) for s in shapes], memory, concrete_inputs=concrete)
+                      for i, (name, start, end, thread, shapes, memory, concrete) in enumerate(self._raw)]
             link_tree(events)
             events.sort(key=lambda e: e.time_range.start)
             self._function_events = EventList(events)

@@ -65,11 +65,13 @@ class FunctionEvent(_DeviceFields):
     sizes of its tensor arguments (with record_shapes), and where it sits in its thread's tree."""
 
     def __init__(self, id, name, thread, start_us, end_us, input_shapes=None,  # noqa: A002  (PyTorch's name)
-                 cpu_memory_usage=0):
+                 cpu_memory_usage=0, concrete_inputs=None):
         self.id, self.name, self.thread = id, name, thread
         self.time_range = Interval(start_us, end_us)
         self.cpu_memory_usage = cpu_memory_usage  # (profile_memory) bytes allocated less freed while it ran
         self.input_shapes = input_shapes if input_shapes is not None else []
+        # (record_shapes) per argument: an int list's values, an integer as one element, [] for anything else
+        self.concrete_inputs = [list(c) for c in concrete_inputs] if concrete_inputs is not None else []
         self.cpu_children, self.cpu_parent = [], None
         self.count = 1
         self.stack = []
