@@ -3,6 +3,8 @@ gradients of the module's outputs are known and may replace them; register_full_
 grad_input, grad_output)) runs when the gradients of its positional inputs are (None for an input that is not a
 tensor or needs none) and may replace grad_input. Built as PyTorch builds them: the call's tensor inputs and
 outputs pass through identity autograd functions whose backward passes see those gradients."""
+import collections
+
 from trainrun import _C
 from trainrun.autograd import Function
 
@@ -16,8 +18,12 @@ class _CallState:
         self.input_hooked = False
 
 
+# Backward hooks on every module (register_module_full_backward_pre_hook / _hook): run before the module's own.
+GLOBAL_HOOKS = {"_backward_pre_hooks_py": collections.OrderedDict(), "_backward_hooks_py": collections.OrderedDict()}
+
+
 def _hooks(module, table):
-    return list(module.__dict__.get(table, {}).values())
+    return list(GLOBAL_HOOKS[table].values()) + list(module.__dict__.get(table, {}).values())
 
 
 def _replaced(result, expected, what):
@@ -71,7 +77,8 @@ class _InputHook(_Identity):
 
 
 def has_backward_hooks(module):
-    return bool(module.__dict__.get("_backward_hooks_py") or module.__dict__.get("_backward_pre_hooks_py"))
+    return bool(module.__dict__.get("_backward_hooks_py") or module.__dict__.get("_backward_pre_hooks_py")
+                or GLOBAL_HOOKS["_backward_hooks_py"] or GLOBAL_HOOKS["_backward_pre_hooks_py"])
 
 
 def wrap_inputs(module, args):

@@ -49,7 +49,10 @@ _HOOK_TABLES = ("_forward_pre_hooks_py", "_forward_hooks_py", "_backward_pre_hoo
 
 def hooks_state(module):
     """Which hooks the module has (their handles' ids per table): part of what compiled calls guard on."""
-    return tuple(tuple(module.__dict__[t]) if t in module.__dict__ else () for t in _HOOK_TABLES)
+    own = tuple(tuple(module.__dict__[t]) if t in module.__dict__ else () for t in _HOOK_TABLES)
+    every_module = (tuple(_global_forward_pre_hooks), tuple(_global_forward_hooks),
+                    *(tuple(table) for table in _backward_hooks.GLOBAL_HOOKS.values()))
+    return own + every_module
 
 
 def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
@@ -115,9 +118,57 @@ def _compile_in_place(self, **kwargs):
         self.__dict__["_compiled_call"] = compiled
 
 
+# Hooks on every module's calls (torch.nn.modules.module.register_module_forward_hook and friends): they run
+# before the module's own, as PyTorch's. A module tracker or a FLOP counter registers them for a while.
+_global_forward_pre_hooks = collections.OrderedDict()
+_global_forward_hooks = collections.OrderedDict()
+
+
+def register_module_forward_pre_hook(hook):
+    """hook(module, args) -> None or new args, before every module's forward."""
+    handle = _ModuleHookHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[handle.id] = (hook, False)
+    _state_changed()
+    return handle
+
+
+def register_module_full_backward_pre_hook(hook):
+    """hook(module, grad_output) -> None or new grad_output, in every module's backward."""
+    table = _backward_hooks.GLOBAL_HOOKS["_backward_pre_hooks_py"]
+    handle = _ModuleHookHandle(table)
+    table[handle.id] = hook
+    _state_changed()
+    return handle
+
+
+def register_module_full_backward_hook(hook):
+    """hook(module, grad_input, grad_output) -> None or new grad_input, in every module's backward."""
+    table = _backward_hooks.GLOBAL_HOOKS["_backward_hooks_py"]
+    handle = _ModuleHookHandle(table)
+    table[handle.id] = hook
+    _state_changed()
+    return handle
+
+
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    """hook(module, args, output) -> None or a new output, after every module's forward."""
+    handle = _ModuleHookHandle(_global_forward_hooks)
+    _global_forward_hooks[handle.id] = (hook, with_kwargs)
+    _state_changed()
+    return handle
+
+
+def _with_global(own, global_table):
+    if not global_table:
+        return own
+    merged = collections.OrderedDict(global_table)
+    merged.update(own or {})
+    return merged
+
+
 def _call_eager(self, *args, **kwargs):
-    pre = self.__dict__.get("_forward_pre_hooks_py")
-    post = self.__dict__.get("_forward_hooks_py")
+    pre = _with_global(self.__dict__.get("_forward_pre_hooks_py"), _global_forward_pre_hooks)
+    post = _with_global(self.__dict__.get("_forward_hooks_py"), _global_forward_hooks)
     backward_hooked = _backward_hooks.has_backward_hooks(self)
     if pre or post or backward_hooked or "_forward_override" in self.__dict__:  # Python a replay would not run
         kind = "backward" if backward_hooked and not (pre or post) else "forward"

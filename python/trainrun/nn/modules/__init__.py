@@ -81,6 +81,11 @@ def _build():
             setattr(module, base, _abstract(base, [m for m in members if hasattr(nn, m)],
                                             f"PyTorch's {base}: the layers of that kind are its (virtual) "
                                             "subclasses"))
+        if file == "module":  # (the hooks on every module's calls live in torch.nn.modules.module)
+            from trainrun.nn import _module
+            for hook in ("register_module_forward_pre_hook", "register_module_forward_hook",
+                         "register_module_full_backward_pre_hook", "register_module_full_backward_hook"):
+                setattr(module, hook, getattr(_module, hook))
         if file == "lazy":
             from trainrun.nn._lazy import LazyModuleMixin
             module.LazyModuleMixin = LazyModuleMixin
