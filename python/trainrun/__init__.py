@@ -280,5 +280,8 @@ from trainrun import _torch_level_devices  # noqa: E402
 _torch_level_devices.install(globals())  # (torch.accelerator, torch.range, unravel_index, autocast state, ...)
 _torch_level_devices.install_absent_devices(globals())  # (torch.mps, torch.xpu: not here)
 from trainrun import signal  # noqa: E402,F401  (torch.signal.windows)
+from trainrun import hub  # noqa: E402,F401  (torch.hub)
 from trainrun import _module_paths  # noqa: E402
 _module_paths.install()  # (torch.autograd.profiler, torch.storage, torch.nn.utils.weight_norm, ... as modules)
+from trainrun import _torch_level_more  # noqa: E402
+_torch_level_more.install(globals())  # (torch.view_copy, torch.sym_int, torch.kl_div, torch.bitwise_left_shift, ...)
