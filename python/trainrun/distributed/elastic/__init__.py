@@ -4,4 +4,5 @@ written for the launcher) and `metrics` (put_metric and its handlers); and
 trainrun's `drain_requested()` / `DRAIN_EXIT_CODE` (the agent's Drain)."""
 from trainrun.distributed.elastic import metrics, multiprocessing  # noqa: F401
 from trainrun.distributed.elastic.drain import DRAIN_EXIT_CODE, drain_requested  # noqa: F401
-from trainrun.distributed.elastic.multiprocessing.errors import record  # noqa: F401
+from trainrun.distributed.elastic.multiprocessing.errors import (ChildFailedError, ProcessFailure,  # noqa: F401
+                                                               record)
