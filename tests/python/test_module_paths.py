@@ -149,3 +149,15 @@ def test_pipelining_schedules_module_names():
     assert ScheduleInterleavedZeroBubble is torch.distributed.pipelining.ScheduleInterleavedZeroBubble
     assert ScheduleZBVZeroBubble is torch.distributed.pipelining.ScheduleZBVZeroBubble
     assert repr(_Action(2, FORWARD, 0)) == "2F0" and _Action(1, BACKWARD_INPUT, 3) == _Action.from_str("1I3")
+
+
+def test_nn_module_files_hold_every_layer_of_their_kind():
+    from trainrun.nn.modules.container import Container
+    from trainrun.nn.modules.loss import NLLLoss2d, _WeightedLoss
+    from trainrun.nn.modules.padding import CircularPad3d, ReflectionPad3d, ZeroPad1d
+    from trainrun.nn.modules.pooling import AdaptiveMaxPool1d
+    from trainrun.nn.modules.rnn import RNNCellBase
+    assert CircularPad3d is torch.nn.CircularPad3d and ZeroPad1d is torch.nn.ZeroPad1d
+    assert ReflectionPad3d is torch.nn.ReflectionPad3d and AdaptiveMaxPool1d is torch.nn.AdaptiveMaxPool1d
+    assert RNNCellBase is torch.nn.RNNCellBase and Container is torch.nn.Container
+    assert NLLLoss2d is torch.nn.NLLLoss2d and isinstance(NLLLoss2d(), _WeightedLoss)

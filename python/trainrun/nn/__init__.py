@@ -206,7 +206,6 @@ _parameter.UninitializedParameter, _parameter.UninitializedBuffer = Uninitialize
 from trainrun.nn import _reprs  # noqa: E402
 _reprs.install()
 from trainrun.nn._adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: E402,F401
-from trainrun.nn import modules  # noqa: E402,F401  (torch.nn.modules.<file> paths)
 
 
 class Container(Module):  # noqa: E302
@@ -223,3 +222,6 @@ class Container(Module):  # noqa: E302
 
 class NLLLoss2d(globals()["NLLLoss"]):  # noqa: E302  (PyTorch's deprecated name: NLLLoss over (N, C, H, W))
     pass
+
+
+from trainrun.nn import modules  # noqa: E402,F401  (torch.nn.modules.<file> paths: after every layer is defined)
