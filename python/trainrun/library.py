@@ -268,6 +268,10 @@ class CustomOpDef:
         return self._kernels.get(device_type, self._kernels.get(None, self._init_fn))
 
     def __call__(self, *args, **kwargs):
+        for a in (*args, *kwargs.values()):  # a tensor subclass that handles custom ops itself (DTensor's sharding)
+            handler = getattr(type(a), "_handle_custom_op", None)
+            if handler is not None:
+                return handler(self, args, kwargs)
         if _C._capture_active():  # inside trainrun.compile's recording: one opaque node
             return self._call_recorded(args, kwargs)
         if _C._profiler_active():  # one profiler event named "ns::name", as a dispatcher op's

@@ -39,6 +39,12 @@ def _check_placements(mesh, placements, ndim):
 class DTensor:
     """PyTorch's torch.distributed.tensor.DTensor: build it with distribute_tensor or DTensor.from_local."""
     __slots__ = ("_local_tensor", "_spec", "_is_param", "__weakref__")  # _is_param: nn.Parameter(dtensor)
+
+    @staticmethod
+    def _handle_custom_op(op, args, kwargs):
+        """A custom op (trainrun.library) called with DTensors: run by its registered sharding rule."""
+        from trainrun.distributed.tensor.experimental._register_sharding import run_with_sharding
+        return run_with_sharding(op, args, kwargs)
     _is_tensor_like = True  # torch.is_tensor(dtensor) is True
 
     def __init__(self, local_tensor, spec):

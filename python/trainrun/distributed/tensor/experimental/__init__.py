@@ -1,4 +1,5 @@
-"""torch.distributed.tensor.experimental: implicit_replication, local_map and context_parallel (_attention.py)."""
+"""torch.distributed.tensor.experimental: implicit_replication, local_map, context_parallel (_attention.py) and
+register_sharding (_register_sharding.py: how a custom op runs on DTensors)."""
 import contextlib
 import functools
 
@@ -61,5 +62,6 @@ def local_map(func=None, out_placements=None, in_placements=None, in_grad_placem
 
 
 from trainrun.distributed.tensor.experimental._attention import context_parallel  # noqa: E402
+from trainrun.distributed.tensor.experimental._register_sharding import register_sharding  # noqa: E402
 
-__all__ = ["context_parallel", "implicit_replication", "local_map"]
+__all__ = ["context_parallel", "implicit_replication", "local_map", "register_sharding"]
