@@ -43,6 +43,7 @@ from trainrun.distributions.transforms import (AbsTransform, AffineTransform, Co
                                                SoftplusTransform, StickBreakingTransform, TanhTransform, Transform,
                                                identity_transform)
 from trainrun.distributions.weibull import Pareto, Weibull
+from trainrun.distributions import _kl_pairs  # noqa: E402,F401  (registers the remaining KL pairs)
 
 __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Distribution", "Exponential", "Gamma",
            "Independent", "Laplace", "LogNormal", "MultivariateNormal", "Normal", "OneHotCategorical", "Poisson",
