@@ -161,3 +161,23 @@ def test_nn_module_files_hold_every_layer_of_their_kind():
     assert ReflectionPad3d is torch.nn.ReflectionPad3d and AdaptiveMaxPool1d is torch.nn.AdaptiveMaxPool1d
     assert RNNCellBase is torch.nn.RNNCellBase and Container is torch.nn.Container
     assert NLLLoss2d is torch.nn.NLLLoss2d and isinstance(NLLLoss2d(), _WeightedLoss)
+
+
+def test_causal_bias_masks_for_sdpa():
+    from trainrun.nn.attention.bias import CausalVariant, causal_lower_right, causal_upper_left
+    F = torch.nn.functional
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    lower = causal_lower_right(3, 5)
+    assert lower.variant == CausalVariant.LOWER_RIGHT and lower.shape == (3, 5)
+    assert lower._materialize().tolist() == [[True, True, True, False, False], [True, True, True, True, False],
+                                             [True, True, True, True, True]]
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=lower)
+    scores = (q @ k.transpose(-2, -1)) / 2.0
+    ref = scores.masked_fill(~lower._materialize(), float("-inf")).softmax(-1) @ v
+    assert torch.allclose(out, ref, atol=1e-6)
+    square = torch.randn(1, 2, 4, 4)
+    assert torch.allclose(F.scaled_dot_product_attention(square, square, square, attn_mask=causal_upper_left(4, 4)),
+                          F.scaled_dot_product_attention(square, square, square, is_causal=True), atol=1e-6)
+    with pytest.raises(ValueError, match="seq_len_q, seq_len_kv"):
+        causal_upper_left(3)

@@ -251,6 +251,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         value = value.repeat_interleave(groups, dim=-3)
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention(): give attn_mask or is_causal, not both")
+    if hasattr(attn_mask, "_materialize"):  # (nn.attention.bias.CausalBias)
+        attn_mask = attn_mask._materialize(query.device)
     s = (1.0 / math.sqrt(query.shape[-1])) if scale is None else scale
     scores = _C.matmul(query, key.transpose(-2, -1)) * s
     if is_causal:

@@ -26,4 +26,6 @@ def sdpa_kernel(backends, set_priority=False):
     yield
 
 
+from trainrun.nn.attention import bias  # noqa: E402,F401  (causal_lower_right, causal_upper_left)
+
 __all__ = ["SDPBackend", "sdpa_kernel"]
