@@ -181,3 +181,18 @@ def test_causal_bias_masks_for_sdpa():
                           F.scaled_dot_product_attention(square, square, square, is_causal=True), atol=1e-6)
     with pytest.raises(ValueError, match="seq_len_q, seq_len_kv"):
         causal_upper_left(3)
+
+
+def test_checkpoint_module_helpers():
+    from trainrun.utils.checkpoint import (checkpoint, detach_variable, get_device_states, noop_context_fn,
+                                           set_checkpoint_debug_enabled)
+    x = torch.ones(2, requires_grad=True)
+    detached = detach_variable((x, 3))
+    assert detached[0] is not x and detached[0].requires_grad and detached[0].grad_fn is None and detached[1] == 3
+    with pytest.raises(RuntimeError, match="Only tuple of tensors"):
+        detach_variable([x])
+    assert get_device_states(x) == ([], [])  # (no CUDA tensor: no device state to keep)
+    with set_checkpoint_debug_enabled(True):
+        y = checkpoint(lambda t: t * 3, x, use_reentrant=False, context_fn=noop_context_fn)
+    y.sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]

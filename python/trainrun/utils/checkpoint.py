@@ -219,3 +219,51 @@ def set_checkpoint_early_stop(enable):
     """PyTorch's switch for stopping a recomputation once the needed tensors exist; trainrun's recomputation
     runs the segment whole, so this only records the choice."""
     yield
+
+
+@contextlib.contextmanager
+def set_checkpoint_debug_enabled(enabled):
+    """PyTorch's switch for printing the ops of a forward and its recomputation when they differ (a
+    CheckpointError then carries them); trainrun's recomputation replays the segment whole, so this only
+    records the choice (None restores the default)."""
+    previous = _DEBUG[0]
+    _DEBUG[0] = enabled
+    try:
+        yield
+    finally:
+        _DEBUG[0] = previous
+
+
+_DEBUG = [None]
+
+
+def noop_context_fn():
+    """checkpoint's default context_fn: nothing around the forward or the recomputation."""
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def detach_variable(inputs):
+    """The tensors of a tuple detached, each keeping its requires_grad (what reentrant checkpointing feeds the
+    recomputation); other values pass through."""
+    if not isinstance(inputs, tuple):
+        raise RuntimeError(f"Only tuple of tensors is supported. Got Unsupported input type: {type(inputs).__name__}")
+    return tuple(_detached_inputs(inputs))
+
+
+def check_backward_validity(inputs):
+    if not any(isinstance(i, _C.Tensor) and i.requires_grad for i in inputs):
+        warnings.warn("None of the inputs have requires_grad=True. Gradients will be None")
+
+
+def get_device_states(*args):
+    """(devices, their random states) of the CUDA devices the tensors in args are on (none on the CPU)."""
+    devices = sorted({a.device.index or 0 for a in args if isinstance(a, _C.Tensor) and a.device.type == "cuda"})
+    return devices, [trainrun.cuda.get_rng_state(d) for d in devices]
+
+
+def set_device_states(devices, states, *, device_type=None):
+    for device, state in zip(devices, states):
+        trainrun.cuda.set_rng_state(state, device)
+
+
+CheckpointFunction = _Checkpoint  # (PyTorch's name for the reentrant checkpoint's autograd Function)
