@@ -12,7 +12,8 @@ import contextlib
 
 from trainrun import _C
 
-__all__ = ["saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks", "increment_version", "Node"]
+__all__ = ["saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks", "increment_version", "Node",
+           "register_multi_grad_hook"]
 
 
 class saved_tensors_hooks:  # noqa: N801  (PyTorch's name)
@@ -68,6 +69,74 @@ def increment_version(tensor):
     tensors = tensor if isinstance(tensor, (list, tuple)) else [tensor]
     for t in tensors:
         _C._unsafe_set_version(t, t._version + 1)
+
+
+class _MultiGradHook:
+    """The state of one register_multi_grad_hook over one backward pass at a time."""
+
+    def __init__(self, tensors, fn, mode):
+        self.fn, self.mode, self.count = fn, mode, len(tensors)
+        self.grads, self.fired, self.armed = [None] * len(tensors), False, False
+        self.handles = [t.register_hook(self._hook_for(i)) for i, t in enumerate(tensors)]
+
+    def _reset(self):
+        self.grads, self.fired, self.armed = [None] * self.count, False, False
+
+    def _arm(self):
+        """The first gradient of a backward pass: the state resets when the pass ends (and in "all" mode the
+        hook runs then, with None for the tensors that got no gradient, if it has not run already)."""
+        if not self.armed:
+            self.armed = True
+            _C._queue_callback(self._end_of_backward)
+
+    def _end_of_backward(self):
+        if self.mode == "all" and not self.fired:
+            self.fired = True
+            self.fn(tuple(self.grads))
+        self._reset()
+
+    def _hook_for(self, index):
+        def hook(grad):
+            self._arm()
+            if self.mode == "any":
+                if not self.fired:
+                    self.fired = True
+                    self.fn(grad)
+                return None
+            self.grads[index] = grad
+            if not self.fired and all(g is not None for g in self.grads):
+                self.fired = True
+                self.fn(tuple(self.grads))
+            return None
+        return hook
+
+
+class _MultiHandle:
+    def __init__(self, handles):
+        self.handles = handles
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """fn over the gradients of several tensors, once per backward pass: mode "all" calls fn(grads) (a tuple,
+    None where a tensor got no gradient) when every tensor's gradient is known, or when the pass ends if some
+    get none; mode "any" calls fn(grad) with the first gradient computed. Returns a handle whose remove() takes
+    the hooks off."""
+    if mode not in ("all", "any"):
+        raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
+    tensors = list(tensors)
+    if not all(isinstance(t, _C.Tensor) and t.requires_grad for t in tensors):
+        raise RuntimeError("register_multi_grad_hook: every tensor must require grad")
+    return _MultiHandle(_MultiGradHook(tensors, fn, mode).handles)
 
 
 def __getattr__(name):
