@@ -63,7 +63,9 @@ def test_function_from_the_calling_script(tmp_path):
             print("RESULT", elastic_launch(config, greet)("hi"))
     """))
     import os
-    env = dict(os.environ)
+    import trainrun
+    package_root = os.path.dirname(os.path.dirname(trainrun.__file__))  # (the script imports this trainrun)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert "RESULT {0: 'hi-0', 1: 'hi-1'}" in out.stdout, out.stdout + out.stderr
 

@@ -111,9 +111,11 @@ def launch_agent(config, entrypoint, args):
                    f"--max-restarts={config.max_restarts}", f"--monitor-interval={config.monitor_interval}",
                    f"--role={config.role}", *([f"--local-addr={config.local_addr}"] if config.local_addr else []),
                    "-m", "trainrun.distributed.launcher._entry", payload_file, work]
-        package_root = str(pathlib.Path(__file__).resolve().parents[3])  # (the workers import this trainrun)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [package_root, *filter(None, [os.environ.get("PYTHONPATH")])]))
+        # The workers import what this process can: this trainrun, and the caller's sys.path (as spawn passes it).
+        package_root = str(pathlib.Path(__file__).resolve().parents[3])
+        paths = [package_root, *(p for p in sys.path if p and os.path.isdir(p)),
+                 *filter(None, [os.environ.get("PYTHONPATH")])]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(paths)))
         returncode = subprocess.run(command, env=env).returncode
         results, failures = {}, {}
         for entry in os.listdir(work):
