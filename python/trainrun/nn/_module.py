@@ -124,38 +124,31 @@ _global_forward_pre_hooks = collections.OrderedDict()
 _global_forward_hooks = collections.OrderedDict()
 
 
+def _add_global_hook(table, entry):
+    handle = _ModuleHookHandle(table)
+    table[handle.id] = entry
+    _state_changed()
+    return handle
+
+
 def register_module_forward_pre_hook(hook):
     """hook(module, args) -> None or new args, before every module's forward."""
-    handle = _ModuleHookHandle(_global_forward_pre_hooks)
-    _global_forward_pre_hooks[handle.id] = (hook, False)
-    _state_changed()
-    return handle
-
-
-def register_module_full_backward_pre_hook(hook):
-    """hook(module, grad_output) -> None or new grad_output, in every module's backward."""
-    table = _backward_hooks.GLOBAL_HOOKS["_backward_pre_hooks_py"]
-    handle = _ModuleHookHandle(table)
-    table[handle.id] = hook
-    _state_changed()
-    return handle
-
-
-def register_module_full_backward_hook(hook):
-    """hook(module, grad_input, grad_output) -> None or new grad_input, in every module's backward."""
-    table = _backward_hooks.GLOBAL_HOOKS["_backward_hooks_py"]
-    handle = _ModuleHookHandle(table)
-    table[handle.id] = hook
-    _state_changed()
-    return handle
+    return _add_global_hook(_global_forward_pre_hooks, (hook, False))
 
 
 def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
     """hook(module, args, output) -> None or a new output, after every module's forward."""
-    handle = _ModuleHookHandle(_global_forward_hooks)
-    _global_forward_hooks[handle.id] = (hook, with_kwargs)
-    _state_changed()
-    return handle
+    return _add_global_hook(_global_forward_hooks, (hook, with_kwargs))
+
+
+def register_module_full_backward_pre_hook(hook):
+    """hook(module, grad_output) -> None or new grad_output, in every module's backward."""
+    return _add_global_hook(_backward_hooks.GLOBAL_HOOKS["_backward_pre_hooks_py"], hook)
+
+
+def register_module_full_backward_hook(hook):
+    """hook(module, grad_input, grad_output) -> None or new grad_input, in every module's backward."""
+    return _add_global_hook(_backward_hooks.GLOBAL_HOOKS["_backward_hooks_py"], hook)
 
 
 def _with_global(own, global_table):
