@@ -235,19 +235,39 @@ def _apply_(self, callable):  # noqa: A002
     return self
 
 
-def _map_(self, tensor, callable):  # noqa: A002
-    """Every element replaced by callable(element, tensor's element), tensor broadcast to self, in place."""
+def _map_elements(self, others, callable, name):  # noqa: A002
+    """Every element replaced by callable(element, each other tensor's element), the others broadcast to self,
+    in place (CPU tensors, as PyTorch's; Python per element)."""
     if self.device.type != "cpu":
-        raise TypeError("map_ is only implemented on CPU tensors")
-    other = tensor.expand(list(self.shape)).reshape([-1]).tolist()
-    values = [callable(a, b) for a, b in zip(self.reshape([-1]).tolist(), other)]
+        raise TypeError(f"{name} is only implemented on CPU tensors")
+    columns = [o.expand(list(self.shape)).reshape([-1]).tolist() for o in others]
+    values = [callable(*row) for row in zip(self.reshape([-1]).tolist(), *columns)]
     self.copy_(trainrun.tensor(values, dtype=self.dtype).reshape(list(self.shape)))
     return self
+
+
+def _map_(self, tensor, callable):  # noqa: A002
+    return _map_elements(self, [tensor], callable, "map_")
+
+
+def _map2_(self, x, y, callable):  # noqa: A002
+    return _map_elements(self, [x, y], callable, "map2_")
+
+
+def _resize(self, *sizes):
+    """PyTorch's deprecated out-of-place resize: the tensor's values in a new shape of the same size."""
+    import warnings
+    warnings.warn("non-inplace resize is deprecated")
+    sizes = sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)) else sizes
+    return self.contiguous().view(list(sizes))
 
 
 _C.Tensor.fill_diagonal_ = _fill_diagonal_
 _C.Tensor.apply_ = _apply_
 _C.Tensor.map_ = _map_
+_C.Tensor.map2_ = _map2_
+_C.Tensor.resize = _resize
+_C.Tensor.resize_as = lambda self, tensor: _resize(self, list(tensor.shape))
 
 
 def _running_extreme(input, dim, name, better):  # noqa: A002

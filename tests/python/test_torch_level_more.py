@@ -160,3 +160,17 @@ def test_tensor_queries_and_build_flags():
     assert not torch.is_autocast_cache_enabled()
     torch.set_autocast_cache_enabled(True)
     assert math.isfinite(torch.tensor(1.0).item())
+
+
+def test_map2_and_deprecated_resize():
+    x = torch.tensor([1.0, 2.0, 3.0])
+    assert x.map2_(torch.tensor([10.0, 20.0, 30.0]), torch.tensor(100.0), lambda a, b, c: a + b + c) is x
+    assert x.tolist() == [111.0, 122.0, 133.0]
+    with pytest.warns(UserWarning, match="non-inplace resize is deprecated"):
+        assert torch.arange(6.0).resize(2, 3).shape == (2, 3)
+    with pytest.warns(UserWarning):
+        assert torch.arange(6.0).resize_as(torch.zeros(3, 2)).tolist() == [[0, 1], [2, 3], [4, 5]]
+    ref = ref_torch()
+    r = ref.tensor([1.0, 2.0, 3.0])
+    r.map2_(ref.tensor([10.0, 20.0, 30.0]), ref.tensor(100.0), lambda a, b, c: a + b + c)
+    assert r.tolist() == [111.0, 122.0, 133.0]
