@@ -196,3 +196,25 @@ def test_checkpoint_module_helpers():
         y = checkpoint(lambda t: t * 3, x, use_reentrant=False, context_fn=noop_context_fn)
     y.sum().backward()
     assert x.grad.tolist() == [3.0, 3.0]
+
+
+def test_fx_shape_prop_records_each_nodes_output():
+    from trainrun.fx.passes.shape_prop import ShapeProp, TensorMetadata
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1, self.l2 = torch.nn.Linear(4, 8), torch.nn.Linear(8, 2)
+
+        def forward(self, x):
+            h = self.l1(x).clamp(min=0)
+            return self.l2(h), h.sum(1)
+    gm = torch.fx.symbolic_trace(M())
+    x = torch.randn(5, 4)
+    out = ShapeProp(gm).propagate(x)
+    assert torch.allclose(out[0], gm(x)[0])
+    meta = {n.name: n.meta.get("tensor_meta") for n in gm.graph.nodes}
+    assert meta["l1"].shape == (5, 8) and meta["l1"].dtype == torch.float32 and meta["l1"].stride == (8, 1)
+    assert meta["x"].requires_grad is False and meta["l2"].requires_grad is True
+    assert isinstance(meta["output"], tuple) and meta["output"][1].shape == (5,)
+    assert all(isinstance(m, TensorMetadata) for k, m in meta.items() if k != "output")
