@@ -294,7 +294,14 @@ Tensor.absolute = lambda self: self.abs()
 Tensor.absolute_ = lambda self: self.abs_()
 Tensor.conj_physical = lambda self: self
 Tensor.conj_physical_ = lambda self: self
-Tensor.short = lambda self, memory_format=None: self.to(_C.dtype.int16)
+
+
+def _short(self, memory_format=None):
+    raise TypeError("Tensor.short(): int16 is not a trainrun dtype (its integer dtypes are uint8, int8, int32 and "
+                    "int64); use .int() for int32")
+
+
+Tensor.short = _short
 Tensor.adjoint = lambda self: self.transpose(-2, -1)
 Tensor.narrow_copy = lambda self, dim, start, length: self.narrow(dim, start, length).clone()
 Tensor.unsafe_chunk = lambda self, chunks, dim=0: self.chunk(chunks, dim)
