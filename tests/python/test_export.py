@@ -88,8 +88,12 @@ def test_export_refuses_what_it_cannot_capture_by_name():
         def forward(self, x, scale):
             return x * scale
 
-    with pytest.raises(TypeError, match="input 'scale' is a dict; inputs must be tensors or numbers"):
-        torch.export.export(TwoInputs(), (torch.ones(2), {"s": 2.0}))
+    class Opaque:
+        pass
+    with pytest.raises(TypeError, match="input 'scale' is a Opaque; inputs must be tensors or numbers"):
+        torch.export.export(TwoInputs(), (torch.ones(2), Opaque()))
+    with pytest.raises(TypeError, match="input 'scale_s' is a Opaque"):  # (a dict's leaves are inputs, named by path)
+        torch.export.export(TwoInputs(), (torch.ones(2), {"s": Opaque()}))
     ep = torch.export.export(TwoInputs(), (torch.ones(2, 3), torch.ones(3)))
     with pytest.raises(ValueError, match="input 'scale' has shape \\[2\\]; the program was exported for \\[3\\]"):
         ep(torch.ones(2, 3), torch.ones(2))

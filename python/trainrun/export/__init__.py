@@ -23,7 +23,10 @@ import types
 
 from trainrun import _C, _ops
 from trainrun._compile import _unflatten
+from trainrun.export import _structured
 from trainrun.export._recording import _no_grad, _record
+from trainrun.export._structured import register_dataclass  # noqa: F401
+from trainrun.utils import _pytree
 from trainrun.export._specialized import (_SpecializedCall, _check_specialized, _specialized_inputs,
                                           _without_specialized)
 from trainrun.export.dynamic_shapes import _NO_MAX, Dim, ValueRange, _dynamic_dims, _generalize, dims  # noqa: F401
@@ -118,6 +121,8 @@ class ExportedProgram:
         self.example_inputs = example_inputs
         # Non-tensor inputs, fixed at export: (position or None for a keyword, name, value); see _specialized.py.
         self._specialized = []
+        self._in_spec = None  # the inputs' structure when they hold containers (_structured.py)
+        self._example_tensors = example_inputs  # (the program's own inputs: the leaves, less specialized values)
 
     def _check(self, tensors):
         if len(tensors) != len(self._input_names):
@@ -133,6 +138,8 @@ class ExportedProgram:
                 raise InputMismatchError(f"ExportedProgram: input '{name}' is {t.dtype}; the program was exported for {dtype}")
 
     def __call__(self, *args, **kwargs):
+        if self._in_spec is not None:  # (exported with containers: the call's leaves, by the exported structure)
+            args, kwargs = tuple(_structured.flatten_call(self._in_spec, args, kwargs)), {}
         if self._specialized:
             args, kwargs = _check_specialized(self._specialized, args, kwargs)
         tensors = list(args) + [kwargs[n] for n in self._input_names[len(args):] if n in kwargs]
@@ -283,11 +290,17 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
         raise TypeError(f"export: args must be a tuple of example inputs, got {type(args).__name__}")
     kwargs = dict(kwargs or {})
     names = _input_names(mod, args, kwargs)
+    call, in_spec, example_inputs = mod, None, (args, kwargs)
+    if _structured.is_structured(args, kwargs):  # containers of tensors: the program takes their leaves
+        dynamic_shapes = _structured.flat_dynamic_shapes(dynamic_shapes, names, args, kwargs)
+        leaf_names = _structured.leaf_names(names, args, kwargs)
+        leaves, in_spec = _pytree.tree_flatten((args, kwargs))
+        call = _structured.StructuredCall(mod, in_spec)
+        args, kwargs, names = tuple(leaves), {}, leaf_names
     specialized = _specialized_inputs(names, list(args) + list(kwargs.values()), len(args))
-    call = mod
     if specialized:  # the program takes the tensors; `call` puts the other values back into each call of mod
         dynamic_shapes = _without_specialized(dynamic_shapes, names, specialized)
-        call = _SpecializedCall(mod, args, kwargs, specialized)
+        call = _SpecializedCall(call, args, kwargs, specialized)
         args = tuple(a for a in args if isinstance(a, _C.Tensor))
         kwargs = {k: v for k, v in kwargs.items() if isinstance(v, _C.Tensor)}
         names = [n for n in names if n not in {name for _, name, _ in specialized}]
@@ -352,9 +365,9 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
     signature = ExportGraphSignature(names, [f"output{i}" for i in range(len(out_leaves))], params, buffers,
                                      _mutated_buffers(recorded._table(), constant_names, buffers))
     meta = [(tuple(t.shape), t.dtype) for t in tensors]
-    ep = ExportedProgram(graph, source, fusion_note, names, meta, constant_names, state_dict,
-                         out_spec, signature, (args, kwargs), dynamic, recorded)
-    ep._specialized = specialized
+    ep = ExportedProgram(graph, source, fusion_note, names, meta, constant_names, state_dict, out_spec, signature,
+                         example_inputs if in_spec is not None else (args, kwargs), dynamic, recorded)
+    ep._specialized, ep._in_spec, ep._example_tensors = specialized, in_spec, (args, kwargs)
     return ep
 
 
@@ -408,13 +421,16 @@ class AOTModel:
     outputs come back as the module returned them when the package knows their structure (an archive does),
     otherwise as one tensor or a list."""
 
-    def __init__(self, path, out_spec=None, keep_alive=None):
+    def __init__(self, path, out_spec=None, keep_alive=None, in_spec=None):
         self._model = _C._AotModel(str(path))
         self.input_names = self._model.input_names
-        self._out_spec = out_spec
+        self._out_spec, self._in_spec = out_spec, in_spec
         self._keep_alive = keep_alive  # the folder an archive was unpacked into, removed with the model
 
     def __call__(self, *args, **kwargs):
+        if self._in_spec is not None:  # (an archive of a program exported with containers: their tensors, in order)
+            args = tuple(t for t in _structured.flatten_call(self._in_spec, args, kwargs) if isinstance(t, _C.Tensor))
+            kwargs = {}
         unknown = [n for n in kwargs if n not in self.input_names]
         if unknown:
             raise TypeError(f"AOTModel: unknown keyword input(s) {unknown}; the inputs are {self.input_names}")
@@ -433,7 +449,8 @@ def aot_load(path):
     trainrun._inductor.aoti_compile_and_package wrote), ready to call."""
     if _is_archive(path):
         folder, meta = _unpack(path)
-        return AOTModel(folder.name, _spec_from_json(meta["out_spec"]), folder)
+        in_spec = _pytree.treespec_loads(meta["in_spec"]) if meta.get("in_spec") else None
+        return AOTModel(folder.name, _spec_from_json(meta["out_spec"]), folder, in_spec)
     return AOTModel(path)
 
 

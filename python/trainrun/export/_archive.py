@@ -8,6 +8,7 @@ import zipfile
 
 from trainrun import _C
 from trainrun.export import ExportedProgram, ExportGraphSignature, aot_compile
+from trainrun.utils._pytree import treespec_dumps, treespec_loads
 
 # A zip (PyTorch's .pt2 is one too) of the package's model.so and weights.safetensors, kernels.cpp (the loops'
 # source, for aot_compile again), example_inputs.safetensors, and program.json: the inputs' names, shapes and
@@ -64,7 +65,7 @@ def _write_archive(ep, f, extra_files=None):
     import trainrun
     with tempfile.TemporaryDirectory() as d:
         aot_compile(ep, d)
-        args, kwargs = ep.example_inputs
+        args, kwargs = ep._example_tensors
         examples = {f"arg{i}": t for i, t in enumerate(args)}
         examples.update({f"kwarg.{k}": t for k, t in kwargs.items()})
         trainrun.save({k: v.contiguous() for k, v in examples.items()}, os.path.join(d, "example_inputs.safetensors"))
@@ -77,6 +78,7 @@ def _write_archive(ep, f, extra_files=None):
                 "constant_names": ep._constant_names, "out_spec": _spec_to_json(ep._out_spec),
                 "fusion_note": ep._fusion_note, "num_args": len(args), "kwarg_names": list(kwargs),
                 "specialized": [list(entry) for entry in ep._specialized],
+                "in_spec": None if ep._in_spec is None else treespec_dumps(ep._in_spec),
                 "signature": {"user_inputs": sig.user_inputs, "user_outputs": sig.user_outputs,
                               "parameters": sig.parameters, "buffers": sig.buffers,
                               "mutated_buffers": sig.mutated_buffers}}
@@ -173,5 +175,7 @@ def load(f, *, extra_files=None, expected_opset_version=None):
                          meta["constant_names"], constants, _spec_from_json(meta["out_spec"]), signature,
                          (args, kwargs), model.dynamic)
     ep._specialized = [tuple(entry) for entry in meta.get("specialized", [])]
+    if meta.get("in_spec"):  # (exported with containers: calls are flattened by that structure again)
+        ep._in_spec = treespec_loads(meta["in_spec"])
     ep._keep_alive = (folder, model)  # the unpacked model.so backs the program's loops
     return ep
