@@ -214,6 +214,7 @@ def cumprod(input, dim, *, dtype=None):  # noqa: A002
 median_result = collections.namedtuple("median", ["values", "indices"])
 kthvalue_result = collections.namedtuple("kthvalue", ["values", "indices"])
 mode_result = collections.namedtuple("mode", ["values", "indices"])
+nanmedian_result = collections.namedtuple("nanmedian", ["values", "indices"])
 for _t in (median_result, kthvalue_result, mode_result):
     _t.__module__ = "trainrun.return_types"
 
@@ -262,8 +263,8 @@ def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
     if dim is None:
         return _nan_median_along(input.reshape([-1]), 0, False)[0]
     if input.ndim == 0:
-        return median_result(input.clone(), _C.zeros([], dtype=_C.dtype.int64, device=input.device))
-    return median_result(*_nan_median_along(input, dim, keepdim))
+        return nanmedian_result(input.clone(), _C.zeros([], dtype=_C.dtype.int64, device=input.device))
+    return nanmedian_result(*_nan_median_along(input, dim, keepdim))
 
 
 @op(method=True)

@@ -94,7 +94,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None): 
 
 def _with_info(fn, name, fields):
     import collections
-    result_type = collections.namedtuple(name, fields)
+    result_type = collections.namedtuple(f"linalg_{name}", fields)  # (PyTorch's result names: linalg_inv_ex)
 
     def ex(*args, check_errors=False, out=None, **kwargs):
         value = fn(*args, **kwargs)

@@ -242,7 +242,7 @@ def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
     """The least-squares solution of A X = B, as PyTorch's CPU default (driver 'gelsy'): (solution, residuals
     (empty), rank, singular_values (empty)); differentiable for a full-column-rank A (the normal equations)."""
     import collections
-    result = collections.namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
+    result = collections.namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
     vector = B.dim() == A.dim() - 1
     b = B.unsqueeze(-1) if vector else B
     At = A.transpose(-2, -1)

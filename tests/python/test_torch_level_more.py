@@ -174,3 +174,17 @@ def test_map2_and_deprecated_resize():
     r = ref.tensor([1.0, 2.0, 3.0])
     r.map2_(ref.tensor([10.0, 20.0, 30.0]), ref.tensor(100.0), lambda a, b, c: a + b + c)
     assert r.tolist() == [111.0, 122.0, 133.0]
+
+
+def test_named_tuple_results_carry_pytorchs_names():
+    ref = ref_torch()
+    x = torch.randn(4, 4)
+    a = x @ x.T + 4 * torch.eye(4)
+    ra = ref.tensor(a.tolist())
+    pairs = [(torch.nanmedian(x, 1), ref.nanmedian(ref.tensor(x.tolist()), 1)),
+             (torch.linalg.lstsq(a, x), ref.linalg.lstsq(ra, ref.tensor(x.tolist()))),
+             (torch.linalg.cholesky_ex(a), ref.linalg.cholesky_ex(ra)), (torch.linalg.inv_ex(a), ref.linalg.inv_ex(ra)),
+             (torch.linalg.solve_ex(a, x), ref.linalg.solve_ex(ra, ref.tensor(x.tolist())))]
+    for ours, theirs in pairs:
+        assert type(ours).__name__ == type(theirs).__name__
+        assert all(hasattr(theirs, field) for field in ours._fields) and len(ours) == len(theirs)
