@@ -101,7 +101,9 @@ def test_errors():
     with pytest.raises(ValueError, match="Expected parameter scale"):
         D.Normal(torch.zeros(2), torch.tensor([1.0, -1.0]), validate_args=True)
     with pytest.raises(NotImplementedError, match="No KL"):
-        D.kl_divergence(D.Normal(0.0, 1.0), D.Uniform(0.0, 1.0))
+        D.kl_divergence(D.Normal(0.0, 1.0), D.Categorical(torch.tensor([0.5, 0.5])))
+    # (Normal || Uniform is registered, as PyTorch's: infinite, the uniform being zero outside its interval)
+    assert D.kl_divergence(D.Normal(0.0, 1.0), D.Uniform(0.0, 1.0)).item() == float("inf")
     with pytest.raises(NotImplementedError, match="rsample"):
         D.Categorical(logits=torch.zeros(2)).rsample()
     with pytest.raises(ValueError, match="to be within the support"):
