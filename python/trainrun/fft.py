@@ -16,7 +16,7 @@ from trainrun import _C
 from trainrun._complex import ComplexTensor
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",
-           "rfftn", "irfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+           "rfftn", "irfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift", "hfft2", "hfftn", "ihfft2", "ihfftn"]
 
 _DIRECT_UP_TO = 64  # lengths transformed by one matrix product
 
@@ -186,13 +186,16 @@ def hfft(input, n=None, dim=-1, norm=None):  # noqa: A002
     """The real spectrum of a Hermitian-symmetric signal given by its first half (irfft of the conjugate, with
     the norm's scale mirrored)."""
     re, im = _parts(input, "hfft")
-    flipped = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}.get(norm, norm)
-    return irfft(_complex(re, -im if im is not None else None), n, dim, flipped)
+    return irfft(_complex(re, -im if im is not None else None), n, dim, _mirrored(norm))
 
 
 def ihfft(input, n=None, dim=-1, norm=None):  # noqa: A002
-    flipped = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}.get(norm, norm)
-    return rfft(input, n, dim, flipped).conj()
+    return rfft(input, n, dim, _mirrored(norm)).conj()
+
+
+def _mirrored(norm):
+    """hfft's norm as the irfft it is computed by sees it (the scale moves to the other direction)."""
+    return {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}.get(norm, norm)
 
 
 # ---- several dims -----------------------------------------------------------------------------------------
@@ -252,6 +255,29 @@ def irfftn(input, s=None, dim=None, norm=None):  # noqa: A002
 
 def irfft2(input, s=None, dim=(-2, -1), norm=None):  # noqa: A002
     return _irfftn(input, s, dim, norm, "irfft2", False)
+
+
+def _conj(input, where):  # noqa: A002
+    re, im = _parts(input, where)
+    return _complex(re, -im if im is not None else None)
+
+
+def hfftn(input, s=None, dim=None, norm=None):  # noqa: A002
+    """The n-d real spectrum of a Hermitian-symmetric signal given by its half along the last dim."""
+    return _irfftn(_conj(input, "hfftn"), s, dim, _mirrored(norm), "hfftn", True)
+
+
+def hfft2(input, s=None, dim=(-2, -1), norm=None):  # noqa: A002
+    return _irfftn(_conj(input, "hfft2"), s, dim, _mirrored(norm), "hfft2", False)
+
+
+def ihfftn(input, s=None, dim=None, norm=None):  # noqa: A002
+    """The inverse of hfftn: the half spectrum (last dim) of a real signal, conjugated."""
+    return _rfftn(input, s, dim, _mirrored(norm), "ihfftn", True).conj()
+
+
+def ihfft2(input, s=None, dim=(-2, -1), norm=None):  # noqa: A002
+    return _rfftn(input, s, dim, _mirrored(norm), "ihfft2", False).conj()
 
 
 # ---- frequencies and shifts -------------------------------------------------------------------------------

@@ -39,6 +39,9 @@ CASES_2D = [
     ("ifftn", lambda F, x: F.ifftn(x)), ("rfftn", lambda F, x: F.rfftn(x)),
     ("irfftn", lambda F, x: F.irfftn(F.rfftn(x), s=(10, 12))), ("ifft2 complex", lambda F, x: F.ifft2(F.fft2(x))),
     ("fftshift", lambda F, x: F.fftshift(x, dim=(1, 2))), ("ifftshift", lambda F, x: F.ifftshift(F.fftshift(x))),
+    ("ihfftn", lambda F, x: F.ihfftn(x)), ("ihfft2 ortho", lambda F, x: F.ihfft2(x, norm="ortho")),
+    ("hfftn", lambda F, x: F.hfftn(F.rfftn(x)[..., :5])), ("hfft2 s", lambda F, x: F.hfft2(F.rfft2(x), s=(10, 9))),
+    ("hfftn forward", lambda F, x: F.hfftn(F.ihfftn(x), s=(2, 10, 12), norm="forward")),
 ]
 
 
