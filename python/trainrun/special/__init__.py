@@ -95,3 +95,10 @@ def round(input, *, decimals=0):  # noqa: A001,A002
 
 from trainrun.special._bessel_and_error import erfcx, erfinv, i0, i0e, i1, i1e, ndtri  # noqa: E402,F401
 from trainrun.special._incomplete_gamma import gammainc, gammaincc  # noqa: E402,F401
+from trainrun.special._polynomials import (chebyshev_polynomial_t, chebyshev_polynomial_u,  # noqa: E402,F401
+                                           chebyshev_polynomial_v, chebyshev_polynomial_w, hermite_polynomial_h,
+                                           hermite_polynomial_he, laguerre_polynomial_l, legendre_polynomial_p,
+                                           shifted_chebyshev_polynomial_t, shifted_chebyshev_polynomial_u,
+                                           shifted_chebyshev_polynomial_v, shifted_chebyshev_polynomial_w)
+from trainrun.special._zeta import spherical_bessel_j0, zeta  # noqa: E402,F401
+modified_bessel_i0, modified_bessel_i1 = i0, i1  # noqa: E305  (PyTorch's other names for the same functions)
