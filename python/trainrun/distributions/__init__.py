@@ -43,6 +43,10 @@ from trainrun.distributions.transforms import (AbsTransform, AffineTransform, Co
                                                SoftplusTransform, StickBreakingTransform, TanhTransform, Transform,
                                                identity_transform)
 from trainrun.distributions.weibull import Pareto, Weibull
+from trainrun.distributions.continuous_bernoulli import ContinuousBernoulli  # noqa: E402
+from trainrun.distributions.fishersnedecor import FisherSnedecor  # noqa: E402
+from trainrun.distributions.kumaraswamy import Kumaraswamy  # noqa: E402
+from trainrun.distributions.one_hot_categorical import OneHotCategoricalStraightThrough  # noqa: E402
 from trainrun.distributions import _kl_pairs  # noqa: E402,F401  (registers the remaining KL pairs)
 
 __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Distribution", "Exponential", "Gamma",
@@ -51,4 +55,5 @@ __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Distrib
            "Geometric", "Gumbel", "HalfNormal", "InverseGamma", "MixtureSameFamily", "Multinomial",
            "NegativeBinomial", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "Pareto", "Weibull",
            "biject_to", "transform_to", "constraints",
-           "LowRankMultivariateNormal"]
+           "LowRankMultivariateNormal", "ContinuousBernoulli", "FisherSnedecor", "Kumaraswamy",
+           "OneHotCategoricalStraightThrough"]

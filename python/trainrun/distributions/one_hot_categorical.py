@@ -53,3 +53,14 @@ class OneHotCategorical(Distribution):
         if expand:
             values = values.expand((n,) + tuple(self.batch_shape) + (n,))
         return values
+
+
+class OneHotCategoricalStraightThrough(OneHotCategorical):
+    """A OneHotCategorical whose rsample is the straight-through estimator: the one-hot draw forward, the
+    probabilities' gradient backward (draw + probs - probs.detach())."""
+    has_rsample = True
+
+    def rsample(self, sample_shape=Size()):
+        draws = self.sample(sample_shape)
+        probs = self._categorical.probs
+        return draws + (probs - probs.detach())
