@@ -78,3 +78,27 @@ def test_straight_through_one_hot():
     expected = probs * (weights - (probs * weights).sum(-1, keepdim=True))  # (softmax's Jacobian times weights)
     assert torch.allclose(logits.grad, expected, atol=1e-6)
     assert isinstance(dist, D.OneHotCategorical) and dist.has_rsample
+
+
+def test_exponential_family_base():
+    from trainrun.distributions.exp_family import ExponentialFamily
+    from trainrun.distributions.kl import _kl_expfamily_expfamily as bregman
+    for cls in (D.Normal, D.Bernoulli, D.Beta, D.Dirichlet, D.Exponential, D.Gamma, D.Chi2, D.Poisson,
+                D.ContinuousBernoulli):
+        assert issubclass(cls, ExponentialFamily) and D.ExponentialFamily is ExponentialFamily
+    assert not issubclass(D.Laplace, ExponentialFamily)
+    pairs = [(D.Normal(torch.tensor([0.3, -1.0]), torch.tensor([1.2, 0.5])),
+              D.Normal(torch.tensor([0.0, 1.0]), torch.tensor([2.0, 0.7]))),
+             (D.Bernoulli(torch.tensor([0.3, 0.8])), D.Bernoulli(torch.tensor([0.5, 0.1]))),
+             (D.Gamma(torch.tensor([2.0, 0.7]), torch.tensor([1.5, 3.0])),
+              D.Gamma(torch.tensor([1.0, 2.0]), torch.tensor([2.5, 0.9]))),
+             (D.Beta(torch.tensor([2.0, 0.7]), torch.tensor([1.5, 3.0])),
+              D.Beta(torch.tensor([1.0, 2.0]), torch.tensor([2.5, 0.9]))),
+             (D.Dirichlet(torch.tensor([[2.0, 0.7, 1.0]])), D.Dirichlet(torch.tensor([[1.0, 2.0, 3.0]]))),
+             (D.Poisson(torch.tensor([2.0, 0.5])), D.Poisson(torch.tensor([1.0, 3.0])))]
+    for p, q in pairs:  # the Bregman divergence equals each family's closed-form KL
+        assert torch.allclose(bregman(p, q), D.kl_divergence(p, q), atol=1e-5), type(p).__name__
+    for p, _ in pairs[:3]:  # and the generic entropy the closed form (families whose carrier measure is 0)
+        assert torch.allclose(ExponentialFamily.entropy(p), p.entropy(), atol=1e-5)
+    with pytest.raises(NotImplementedError, match="different exponential families"):
+        D.kl_divergence(D.Bernoulli(torch.tensor(0.3)), D.Normal(0.0, 1.0))

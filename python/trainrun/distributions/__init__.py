@@ -44,6 +44,7 @@ from trainrun.distributions.transforms import (AbsTransform, AffineTransform, Co
                                                identity_transform)
 from trainrun.distributions.weibull import Pareto, Weibull
 from trainrun.distributions.continuous_bernoulli import ContinuousBernoulli  # noqa: E402
+from trainrun.distributions.exp_family import ExponentialFamily  # noqa: E402
 from trainrun.distributions.fishersnedecor import FisherSnedecor  # noqa: E402
 from trainrun.distributions.kumaraswamy import Kumaraswamy  # noqa: E402
 from trainrun.distributions.one_hot_categorical import OneHotCategoricalStraightThrough  # noqa: E402
@@ -56,4 +57,4 @@ __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Distrib
            "NegativeBinomial", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "Pareto", "Weibull",
            "biject_to", "transform_to", "constraints",
            "LowRankMultivariateNormal", "ContinuousBernoulli", "FisherSnedecor", "Kumaraswamy",
-           "OneHotCategoricalStraightThrough"]
+           "OneHotCategoricalStraightThrough", "ExponentialFamily"]

@@ -2,9 +2,20 @@
 import trainrun
 from trainrun import Size
 from trainrun.distributions.distribution import Distribution, broadcast_all
+from trainrun.distributions.exp_family import ExponentialFamily
 
 
-class Bernoulli(Distribution):
+class Bernoulli(ExponentialFamily):
+    # The exponential-family form (exp_family.py): natural parameters, log normalizer, E[k(x)].
+    @property
+    def _natural_params(self):
+        return (self.logits,)
+
+    def _log_normalizer(self, x):
+        return trainrun.log1p(trainrun.exp(x))
+
+    _mean_carrier_measure = 0
+
     has_enumerate_support = True
     arg_constraints = {"probs": "unit_interval", "logits": "real"}
     support = "boolean"

@@ -2,6 +2,7 @@
 import trainrun
 from trainrun import Size
 from trainrun.distributions.distribution import Distribution, broadcast_all
+from trainrun.distributions.exp_family import ExponentialFamily
 from trainrun.distributions.gamma import standard_gamma
 
 
@@ -9,7 +10,16 @@ def _log_beta(a, b):
     return trainrun.lgamma(a) + trainrun.lgamma(b) - trainrun.lgamma(a + b)
 
 
-class Beta(Distribution):
+class Beta(ExponentialFamily):
+    # The exponential-family form (exp_family.py): natural parameters and log normalizer (its entropy is its own).
+    @property
+    def _natural_params(self):
+        return (self.concentration1, self.concentration0)
+
+    def _log_normalizer(self, x, y):
+        return trainrun.lgamma(x) + trainrun.lgamma(y) - trainrun.lgamma(x + y)
+
+
     arg_constraints = {"concentration1": "positive", "concentration0": "positive"}
     support = "unit_interval"
 

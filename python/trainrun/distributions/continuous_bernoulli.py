@@ -7,9 +7,10 @@ import math
 import trainrun
 from trainrun import Size
 from trainrun.distributions.distribution import Distribution, broadcast_all
+from trainrun.distributions.exp_family import ExponentialFamily
 
 
-class ContinuousBernoulli(Distribution):
+class ContinuousBernoulli(ExponentialFamily):
     arg_constraints = {"probs": "unit_interval", "logits": "real"}
     support = "unit_interval"
     has_rsample = True
@@ -33,6 +34,12 @@ class ContinuousBernoulli(Distribution):
 
     def _support_ok(self, value):
         return (value >= 0) & (value <= 1)
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self):
+        return (self.logits,)
 
     def _outside_unstable_region(self):
         return (self.probs <= self._lims[0]) | (self.probs > self._lims[1])

@@ -3,10 +3,20 @@ event)."""
 import trainrun
 from trainrun import Size
 from trainrun.distributions.distribution import Distribution
+from trainrun.distributions.exp_family import ExponentialFamily
 from trainrun.distributions.gamma import standard_gamma
 
 
-class Dirichlet(Distribution):
+class Dirichlet(ExponentialFamily):
+    # The exponential-family form (exp_family.py): natural parameters and log normalizer (its entropy is its own).
+    @property
+    def _natural_params(self):
+        return (self.concentration,)
+
+    def _log_normalizer(self, x):
+        return trainrun.lgamma(x).sum(-1) - trainrun.lgamma(x.sum(-1))
+
+
     arg_constraints = {"concentration": "independent(positive, 1)"}
     support = "simplex"
 

@@ -4,6 +4,7 @@ to the parameters here (rsample raises): the implicit-reparameterization gradien
 import trainrun
 from trainrun import Size
 from trainrun.distributions.distribution import Distribution, broadcast_all
+from trainrun.distributions.exp_family import ExponentialFamily
 
 
 def standard_gamma(concentration, shape):
@@ -33,7 +34,17 @@ def standard_gamma(concentration, shape):
         return out.clamp(min=tiny).to(concentration.dtype)
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
+    # The exponential-family form (exp_family.py): natural parameters, log normalizer, E[k(x)].
+    @property
+    def _natural_params(self):
+        return (self.concentration - 1, -self.rate)
+
+    def _log_normalizer(self, x, y):
+        return trainrun.lgamma(x + 1) + (x + 1) * trainrun.log(-y.reciprocal())
+
+    _mean_carrier_measure = 0
+
     arg_constraints = {"concentration": "positive", "rate": "positive"}
     support = "nonnegative"
 

@@ -130,3 +130,24 @@ def _kl_multivariate_normal(p, q):
     diff = trainrun.linalg.solve(q.scale_tril, (q.loc - p.loc).unsqueeze(-1)).squeeze(-1)
     return (q._half_log_det() - p._half_log_det() +
             0.5 * (between.pow(2).sum(dim=(-2, -1)) + diff.pow(2).sum(dim=-1) - k))
+
+
+from trainrun.distributions.exp_family import ExponentialFamily  # noqa: E402
+
+
+@register_kl(ExponentialFamily, ExponentialFamily)
+def _kl_expfamily_expfamily(p, q):
+    """Two members of one exponential family: the Bregman divergence of the log normalizer F,
+    F(theta_q) - F(theta_p) - <theta_q - theta_p, grad F(theta_p)>."""
+    if type(p) is not type(q):
+        raise NotImplementedError("The cross KL-divergence between different exponential families cannot be "
+                                  "computed using Bregman divergences")
+    p_params = [t.detach().requires_grad_() for t in p._natural_params]
+    q_params = q._natural_params
+    with trainrun.enable_grad():
+        p_normalizer = p._log_normalizer(*p_params)
+        grads = trainrun.autograd.grad(p_normalizer.sum(), p_params, create_graph=True)
+    result = q._log_normalizer(*q_params) - p_normalizer
+    for pp, qp, g in zip(p_params, q_params, grads):
+        result = result - _sum_rightmost((qp - pp) * g, len(q.event_shape))
+    return result

@@ -4,9 +4,20 @@ import math
 import trainrun
 from trainrun import Size
 from trainrun.distributions.distribution import LocScale
+from trainrun.distributions.exp_family import ExponentialFamily
 
 
-class Normal(LocScale):
+class Normal(LocScale, ExponentialFamily):
+    # The exponential-family form (exp_family.py): natural parameters, log normalizer, E[k(x)].
+    @property
+    def _natural_params(self):
+        return (self.loc / self.scale.pow(2), -0.5 * self.scale.pow(2).reciprocal())
+
+    def _log_normalizer(self, x, y):
+        return -0.25 * x.pow(2) / y + 0.5 * trainrun.log(-math.pi / y)
+
+    _mean_carrier_measure = 0
+
     has_rsample = True
     support = "real"
 

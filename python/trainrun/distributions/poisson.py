@@ -5,9 +5,18 @@ import numpy as np
 import trainrun
 from trainrun import Size
 from trainrun.distributions.distribution import Distribution, broadcast_all
+from trainrun.distributions.exp_family import ExponentialFamily
 
 
-class Poisson(Distribution):
+class Poisson(ExponentialFamily):
+    # The exponential-family form (exp_family.py): natural parameters and log normalizer (its entropy is its own).
+    @property
+    def _natural_params(self):
+        return (trainrun.log(self.rate),)
+
+    def _log_normalizer(self, x):
+        return trainrun.exp(x)
+
     arg_constraints = {"rate": "nonnegative"}
     support = "nonnegative_integer"
 
