@@ -1,5 +1,6 @@
-"""The probs/logits pair of the two-outcome families (Geometric, NegativeBinomial, RelaxedBernoulli): given one,
-the other, as PyTorch's distributions.utils does (probs clamped away from 0 and 1 for the logits)."""
+"""The probs/logits pair of the two-outcome families (Bernoulli, ContinuousBernoulli, Geometric, NegativeBinomial,
+RelaxedBernoulli): given one, the other, as PyTorch's distributions.utils does (probs clamped away from 0 and 1
+for the logits)."""
 import trainrun
 from trainrun.distributions.distribution import broadcast_all
 

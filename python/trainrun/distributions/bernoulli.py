@@ -1,7 +1,7 @@
 """torch.distributions.Bernoulli(probs=None, logits=None): draws of 0 or 1."""
 import trainrun
 from trainrun import Size
-from trainrun.distributions.distribution import Distribution, broadcast_all
+from trainrun.distributions._probs_or_logits import probs_and_logits
 from trainrun.distributions.exp_family import ExponentialFamily
 
 
@@ -21,16 +21,7 @@ class Bernoulli(ExponentialFamily):
     support = "boolean"
 
     def __init__(self, probs=None, logits=None, validate_args=None):
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            (self.probs,) = broadcast_all(probs)
-            eps = trainrun.finfo(self.probs.dtype).eps
-            clamped = self.probs.clamp(min=eps, max=1 - eps)
-            self.logits = trainrun.log(clamped) - trainrun.log1p(-clamped)
-        else:
-            (self.logits,) = broadcast_all(logits)
-            self.probs = trainrun.sigmoid(self.logits)
+        self.probs, self.logits = probs_and_logits(probs, logits)
         super().__init__(self.probs.shape, Size(), validate_args)
         if probs is not None:
             self._check_parameter("probs", (self.probs >= 0) & (self.probs <= 1), "Interval(lower_bound=0.0, "

@@ -15,7 +15,8 @@ def _ddp_comm_hook_wrapper(comm_hook, model, state):
     model.register_comm_hook(state, comm_hook)
 
 
-def _powerSGD_comm_hook_wrapper(comm_hook, model, state, matrix_approximation_rank, start_powerSGD_iter=1_000):  # noqa: N802
+def _powerSGD_comm_hook_wrapper(comm_hook, model, state, matrix_approximation_rank,  # noqa: N802
+                                start_powerSGD_iter=1_000):
     """`state` is a process group (or None), as for the other hooks; the PowerSGD state is made around it."""
     powerSGD_state = powerSGD.PowerSGDState(process_group=state, matrix_approximation_rank=matrix_approximation_rank,
                                             start_powerSGD_iter=start_powerSGD_iter)
