@@ -102,3 +102,19 @@ def test_exponential_family_base():
         assert torch.allclose(ExponentialFamily.entropy(p), p.entropy(), atol=1e-5)
     with pytest.raises(NotImplementedError, match="different exponential families"):
         D.kl_divergence(D.Bernoulli(torch.tensor(0.3)), D.Normal(0.0, 1.0))
+
+
+def test_logistic_normal_and_event_changing_transforms():
+    """A transform whose events span more dims than the base's (stick-breaking: a vector, n -> n + 1) makes the
+    transformed distribution's event shape, as PyTorch's TransformedDistribution does."""
+    ref = ref_torch()
+    for loc, scale, values in (([0.1, -0.3, 0.5], [1.0, 0.7, 1.3], [0.2, 0.3, 0.1, 0.4]),
+                               ([[0.0] * 3] * 2, [[1.0] * 3] * 2, [[0.2, 0.3, 0.1, 0.4], [0.1, 0.1, 0.1, 0.7]])):
+        ours = D.LogisticNormal(torch.tensor(loc), torch.tensor(scale))
+        theirs = ref.distributions.LogisticNormal(ref.tensor(loc), ref.tensor(scale))
+        assert tuple(ours.batch_shape) == tuple(theirs.batch_shape) and tuple(ours.event_shape) == (4,)
+        close(ours.log_prob(torch.tensor(values)), theirs.log_prob(ref.tensor(values)), atol=1e-5)
+    draws = D.LogisticNormal(torch.zeros(3), torch.ones(3)).rsample((6,))
+    assert draws.shape == (6, 4) and torch.allclose(draws.sum(-1), torch.ones(6), atol=1e-5) and bool((draws > 0).all())
+    scalar = D.LogisticNormal(torch.tensor(0.5), torch.tensor(2.0))
+    assert tuple(scalar.event_shape) == (2,) and scalar.loc.shape == (1,)

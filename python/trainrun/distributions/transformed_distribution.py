@@ -6,14 +6,38 @@ from trainrun.distributions.distribution import Distribution
 from trainrun.distributions.transforms import ComposeTransform, Transform
 
 
+def _sum_rightmost(value, dims):
+    return value.reshape(list(value.shape[:value.dim() - dims]) + [-1]).sum(-1) if dims > 0 else value
+
+
 class TransformedDistribution(Distribution):
     def __init__(self, base_distribution, transforms, validate_args=None):
         if isinstance(transforms, Transform):
             transforms = [transforms]
         if not all(isinstance(t, Transform) for t in transforms):
             raise ValueError("transforms must be a Transform or a list of Transforms")
-        self.base_dist, self.transforms = base_distribution, list(transforms)
-        super().__init__(base_distribution.batch_shape, base_distribution.event_shape, validate_args=False)
+        self.transforms = list(transforms)
+        # The shapes, as PyTorch's: the chain's events may span more dims than the base's (a base batch dim then
+        # becomes part of its event: Independent) or change size (StickBreakingTransform: n -> n + 1).
+        base_shape = tuple(base_distribution.batch_shape) + tuple(base_distribution.event_shape)
+        base_event_dim = len(base_distribution.event_shape)
+        chain = ComposeTransform(self.transforms)
+        if len(base_shape) < chain.domain.event_dim:
+            raise ValueError(f"base_distribution needs to have shape with size at least {chain.domain.event_dim}, "
+                             f"but got {base_shape}.")
+        forward_shape = chain.forward_shape(base_shape)
+        expanded_base_shape = chain.inverse_shape(forward_shape)
+        if base_shape != tuple(expanded_base_shape):
+            base_distribution = base_distribution.expand(expanded_base_shape[:len(expanded_base_shape) -
+                                                                             base_event_dim])
+        reinterpreted = chain.domain.event_dim - base_event_dim
+        if reinterpreted > 0:
+            from trainrun.distributions.independent import Independent
+            base_distribution = Independent(base_distribution, reinterpreted)
+        self.base_dist = base_distribution
+        event_dim = chain.codomain.event_dim + max(base_event_dim - chain.domain.event_dim, 0)
+        cut = len(forward_shape) - event_dim
+        super().__init__(Size(forward_shape[:cut]), Size(forward_shape[cut:]), validate_args=False)
 
     @property
     def has_rsample(self):
@@ -38,17 +62,18 @@ class TransformedDistribution(Distribution):
         return x
 
     def log_prob(self, value):
+        """The base's log_prob at the inverse image, less each transform's log|det J| summed over the event dims
+        it does not already cover."""
         event_dim = len(self.event_shape)
         log_prob = 0.0
         y = value
         for transform in reversed(self.transforms):
             x = transform.inv(y)
-            term = transform.log_abs_det_jacobian(x, y)
-            if event_dim:
-                term = term.reshape(list(term.shape[:term.dim() - event_dim]) + [-1]).sum(-1)
-            log_prob = log_prob - term
+            event_dim += transform.domain.event_dim - transform.codomain.event_dim
+            log_prob = log_prob - _sum_rightmost(transform.log_abs_det_jacobian(x, y),
+                                                 event_dim - transform.domain.event_dim)
             y = x
-        return log_prob + self.base_dist.log_prob(y)
+        return log_prob + _sum_rightmost(self.base_dist.log_prob(y), event_dim - len(self.base_dist.event_shape))
 
     def cdf(self, value):
         for transform in reversed(self.transforms):

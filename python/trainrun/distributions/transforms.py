@@ -210,11 +210,36 @@ class ComposeTransform(Transform):
 
     @property
     def domain(self):
-        return self.parts[0].domain if self.parts else constraints.real
+        """The first part's domain, over as many rightmost dims as the chain's events span (PyTorch's rule)."""
+        if not self.parts:
+            return constraints.real
+        domain = self.parts[0].domain
+        event_dim = self.parts[-1].codomain.event_dim
+        for part in reversed(self.parts):
+            event_dim = max(event_dim + part.domain.event_dim - part.codomain.event_dim, part.domain.event_dim)
+        return constraints.independent(domain, event_dim - domain.event_dim) if event_dim > domain.event_dim \
+            else domain
 
     @property
     def codomain(self):
-        return self.parts[-1].codomain if self.parts else constraints.real
+        if not self.parts:
+            return constraints.real
+        codomain = self.parts[-1].codomain
+        event_dim = self.parts[0].domain.event_dim
+        for part in self.parts:
+            event_dim = max(event_dim + part.codomain.event_dim - part.domain.event_dim, part.codomain.event_dim)
+        return constraints.independent(codomain, event_dim - codomain.event_dim) if event_dim > codomain.event_dim \
+            else codomain
+
+    def forward_shape(self, shape):
+        for part in self.parts:
+            shape = part.forward_shape(shape)
+        return shape
+
+    def inverse_shape(self, shape):
+        for part in reversed(self.parts):
+            shape = part.inverse_shape(shape)
+        return shape
 
     @property
     def bijective(self):
