@@ -118,3 +118,19 @@ def test_logistic_normal_and_event_changing_transforms():
     assert draws.shape == (6, 4) and torch.allclose(draws.sum(-1), torch.ones(6), atol=1e-5) and bool((draws > 0).all())
     scalar = D.LogisticNormal(torch.tensor(0.5), torch.tensor(2.0))
     assert tuple(scalar.event_shape) == (2,) and scalar.loc.shape == (1,)
+
+
+def test_expand():
+    ref = ref_torch()
+    cases = [(lambda m: m.distributions.Normal(m.tensor(0.5), m.tensor(2.0)), [3, 2]),
+             (lambda m: m.distributions.MultivariateNormal(m.zeros(2), m.eye(2)), [4]),
+             (lambda m: m.distributions.Independent(m.distributions.Normal(m.zeros(3), m.ones(3)), 1), [2]),
+             (lambda m: m.distributions.OneHotCategorical(m.tensor([0.2, 0.8])), [5]),
+             (lambda m: m.distributions.Gamma(m.tensor([1.0, 2.0]), m.tensor([1.0, 3.0])), [4, 2])]
+    for make, shape in cases:
+        ours, theirs = make(torch).expand(shape), make(ref).expand(shape)
+        assert tuple(ours.batch_shape) == tuple(theirs.batch_shape)
+        assert tuple(ours.event_shape) == tuple(theirs.event_shape)
+        assert tuple(ours.sample().shape) == tuple(theirs.sample().shape)
+        value = theirs.sample()
+        close(ours.log_prob(torch.tensor(value.tolist())), theirs.log_prob(value), atol=1e-5)

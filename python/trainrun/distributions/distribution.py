@@ -62,6 +62,21 @@ class Distribution:
     def _extended_shape(self, sample_shape=Size()):
         return Size(tuple(sample_shape) + tuple(self._batch_shape) + tuple(self._event_shape))
 
+    def expand(self, batch_shape, _instance=None):
+        """The same distribution over a larger batch: every parameter (each tensor whose leading dims are the
+        batch, and each inner distribution) expanded, as views, to batch_shape; the event is unchanged."""
+        batch_shape = Size(batch_shape)
+        old = tuple(self._batch_shape)
+        new = type(self).__new__(type(self)) if _instance is None else _instance
+        new.__dict__.update(self.__dict__)
+        for name, value in self.__dict__.items():
+            if isinstance(value, trainrun.Tensor) and tuple(value.shape[:len(old)]) == old:
+                new.__dict__[name] = value.expand(list(batch_shape) + list(value.shape[len(old):]))
+            elif isinstance(value, Distribution) and tuple(value.batch_shape) == old:
+                new.__dict__[name] = value.expand(batch_shape)
+        new._batch_shape = batch_shape
+        return new
+
     def sample(self, sample_shape=Size()):
         with trainrun.no_grad():
             return self.rsample(sample_shape)

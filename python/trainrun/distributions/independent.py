@@ -20,6 +20,12 @@ class Independent(Distribution):
         self.base_dist, self.reinterpreted_batch_ndims = base_distribution, reinterpreted_batch_ndims
         super().__init__(Size(shape[:len(shape) - event_dim]), Size(shape[len(shape) - event_dim:]), validate_args)
 
+    def expand(self, batch_shape, _instance=None):
+        """The base expanded to batch_shape plus the batch dims this reinterprets as its event."""
+        reinterpreted = tuple(self.base_dist.batch_shape)[len(self.base_dist.batch_shape) -
+                                                          self.reinterpreted_batch_ndims:]
+        return Independent(self.base_dist.expand(tuple(batch_shape) + reinterpreted), self.reinterpreted_batch_ndims)
+
     @property
     def support(self):
         from trainrun.distributions import constraints
