@@ -218,3 +218,25 @@ def test_fx_shape_prop_records_each_nodes_output():
     assert meta["x"].requires_grad is False and meta["l2"].requires_grad is True
     assert isinstance(meta["output"], tuple) and meta["output"][1].shape == (5,)
     assert all(isinstance(m, TensorMetadata) for k, m in meta.items() if k != "output")
+
+
+def test_nn_grad_convolution_gradients_match_pytorch():
+    ref = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed: no oracle")
+    import numpy as np
+    from trainrun.nn import grad as ours
+    rng = np.random.RandomState(0)
+    for dims, kw in ((1, dict(stride=2, padding=1)), (2, dict(stride=1, padding=1, dilation=2)),
+                     (2, dict(groups=2)), (3, dict(stride=1))):
+        x = rng.randn(2, 4, *([7] * dims)).astype(np.float32)
+        w = rng.randn(6, 4 // kw.get("groups", 1), *([3] * dims)).astype(np.float32)
+        conv = getattr(ref.nn.functional, f"conv{dims}d")
+        out = conv(ref.tensor(x), ref.tensor(w), **kw)
+        g = rng.randn(*out.shape).astype(np.float32)
+        theirs_in = getattr(ref.nn.grad, f"conv{dims}d_input")(x.shape, ref.tensor(w), ref.tensor(g), **kw)
+        theirs_w = getattr(ref.nn.grad, f"conv{dims}d_weight")(ref.tensor(x), w.shape, ref.tensor(g), **kw)
+        got_in = getattr(ours, f"conv{dims}d_input")(x.shape, torch.tensor(w), torch.tensor(g), **kw)
+        got_w = getattr(ours, f"conv{dims}d_weight")(torch.tensor(x), w.shape, torch.tensor(g), **kw)
+        assert np.allclose(np.array(got_in.tolist()), theirs_in.numpy(), atol=1e-4)
+        assert np.allclose(np.array(got_w.tolist()), theirs_w.numpy(), atol=1e-4)
+    with pytest.raises(ValueError, match="grad_output has shape"):
+        ours.conv2d_input((1, 1, 5, 5), torch.ones(1, 1, 3, 3), torch.ones(1, 1, 4, 4))

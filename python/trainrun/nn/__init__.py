@@ -225,3 +225,4 @@ class NLLLoss2d(globals()["NLLLoss"]):  # noqa: E302  (PyTorch's deprecated name
 
 
 from trainrun.nn import modules  # noqa: E402,F401  (torch.nn.modules.<file> paths: after every layer is defined)
+from trainrun.nn import common_types, grad  # noqa: E402,F401  (torch.nn.common_types, torch.nn.grad)
