@@ -134,3 +134,22 @@ def test_expand():
         assert tuple(ours.sample().shape) == tuple(theirs.sample().shape)
         value = theirs.sample()
         close(ours.log_prob(torch.tensor(value.tolist())), theirs.log_prob(value), atol=1e-5)
+
+
+def test_von_mises():
+    ref = ref_torch()
+    loc, k = [0.5, -2.0, 3.0], [0.2, 2.0, 50.0]
+    ours = D.VonMises(torch.tensor(loc, dtype=torch.float64), torch.tensor(k, dtype=torch.float64))
+    theirs = ref.distributions.VonMises(ref.tensor(loc, dtype=ref.float64), ref.tensor(k, dtype=ref.float64))
+    x = [0.1, -2.5, 3.1]
+    # (1.13's log I0 is a polynomial fit good to ~1e-7; trainrun's is the scaled Bessel function)
+    close(ours.log_prob(torch.tensor(x, dtype=torch.float64)), theirs.log_prob(ref.tensor(x, dtype=ref.float64)),
+          atol=1e-6)
+    close(ours.variance, theirs.variance, atol=1e-6)
+    torch.manual_seed(0)
+    draws = ours.sample((20000,))
+    assert draws.shape == (20000, 3) and bool((draws >= -3.1416).all()) and bool((draws < 3.1416).all())
+    mean_direction = torch.atan2(draws.sin().mean(0), draws.cos().mean(0))
+    resultant = (draws.cos().mean(0).pow(2) + draws.sin().mean(0).pow(2)).sqrt()
+    assert torch.allclose(mean_direction[1:], ours.loc[1:], atol=0.05)  # (k = 0.2: too flat to place well)
+    assert torch.allclose(resultant, 1 - ours.variance, atol=0.02)  # (E[cos(x - loc)] = I1(k) / I0(k))

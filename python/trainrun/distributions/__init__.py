@@ -48,6 +48,7 @@ from trainrun.distributions.exp_family import ExponentialFamily  # noqa: E402
 from trainrun.distributions.fishersnedecor import FisherSnedecor  # noqa: E402
 from trainrun.distributions.kumaraswamy import Kumaraswamy  # noqa: E402
 from trainrun.distributions.logistic_normal import LogisticNormal  # noqa: E402
+from trainrun.distributions.von_mises import VonMises  # noqa: E402
 from trainrun.distributions.one_hot_categorical import OneHotCategoricalStraightThrough  # noqa: E402
 from trainrun.distributions import _kl_pairs  # noqa: E402,F401  (registers the remaining KL pairs)
 
@@ -58,4 +59,4 @@ __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Distrib
            "NegativeBinomial", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "Pareto", "Weibull",
            "biject_to", "transform_to", "constraints",
            "LowRankMultivariateNormal", "ContinuousBernoulli", "FisherSnedecor", "Kumaraswamy",
-           "OneHotCategoricalStraightThrough", "ExponentialFamily", "LogisticNormal"]
+           "OneHotCategoricalStraightThrough", "ExponentialFamily", "LogisticNormal", "VonMises"]
