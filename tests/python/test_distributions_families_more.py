@@ -153,3 +153,25 @@ def test_von_mises():
     resultant = (draws.cos().mean(0).pow(2) + draws.sin().mean(0).pow(2)).sqrt()
     assert torch.allclose(mean_direction[1:], ours.loc[1:], atol=0.05)  # (k = 0.2: too flat to place well)
     assert torch.allclose(resultant, 1 - ours.variance, atol=0.02)  # (E[cos(x - loc)] = I1(k) / I0(k))
+
+
+def test_wishart():
+    ref = ref_torch()
+    cov = [[2.0, 0.3, 0.1], [0.3, 1.5, -0.2], [0.1, -0.2, 1.0]]
+    for df in (4.0, 7.5):
+        ours = D.Wishart(torch.tensor(df, dtype=torch.float64), covariance_matrix=torch.tensor(cov, dtype=torch.float64))
+        theirs = ref.distributions.Wishart(ref.tensor(df, dtype=ref.float64),
+                                           covariance_matrix=ref.tensor(cov, dtype=ref.float64))
+        value = ref.tensor([[3.0, 0.5, 0.2], [0.5, 2.0, -0.1], [0.2, -0.1, 1.5]], dtype=ref.float64)
+        close(ours.log_prob(torch.tensor(value.tolist(), dtype=torch.float64)), theirs.log_prob(value))
+        close(ours.entropy(), theirs.entropy(), atol=1e-9)
+        for attr in ("mean", "variance", "mode"):
+            close(getattr(ours, attr), getattr(theirs, attr))
+    assert isinstance(ours, D.ExponentialFamily)
+    torch.manual_seed(0)
+    draws = D.Wishart(torch.tensor(6.0, dtype=torch.float64),
+                      scale_tril=torch.linalg.cholesky(torch.tensor(cov, dtype=torch.float64))).sample((20000,))
+    assert draws.shape == (20000, 3, 3) and torch.allclose(draws, draws.transpose(-2, -1))
+    assert torch.allclose(draws.mean(0), 6.0 * torch.tensor(cov, dtype=torch.float64), atol=0.15)
+    with pytest.raises(ValueError, match="Exactly one of"):
+        D.Wishart(torch.tensor(5.0))

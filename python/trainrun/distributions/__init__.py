@@ -49,6 +49,7 @@ from trainrun.distributions.fishersnedecor import FisherSnedecor  # noqa: E402
 from trainrun.distributions.kumaraswamy import Kumaraswamy  # noqa: E402
 from trainrun.distributions.logistic_normal import LogisticNormal  # noqa: E402
 from trainrun.distributions.von_mises import VonMises  # noqa: E402
+from trainrun.distributions.wishart import Wishart  # noqa: E402
 from trainrun.distributions.one_hot_categorical import OneHotCategoricalStraightThrough  # noqa: E402
 from trainrun.distributions import _kl_pairs  # noqa: E402,F401  (registers the remaining KL pairs)
 
@@ -59,4 +60,4 @@ __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Distrib
            "NegativeBinomial", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "Pareto", "Weibull",
            "biject_to", "transform_to", "constraints",
            "LowRankMultivariateNormal", "ContinuousBernoulli", "FisherSnedecor", "Kumaraswamy",
-           "OneHotCategoricalStraightThrough", "ExponentialFamily", "LogisticNormal", "VonMises"]
+           "OneHotCategoricalStraightThrough", "ExponentialFamily", "LogisticNormal", "VonMises", "Wishart"]

@@ -353,7 +353,8 @@ _BY_NAME = {"real": real, "positive": positive, "nonnegative": nonnegative, "uni
             "simplex": simplex, "boolean": boolean, "nonnegative_integer": nonnegative_integer,
             "positive_integer": positive_integer, "real_vector": real_vector, "lower_cholesky": lower_cholesky,
             "dependent": dependent, "independent(positive, 1)": independent(positive, 1),
-            "one_hot": one_hot, "integer": integer_interval(-float("inf"), float("inf"))}
+            "one_hot": one_hot, "integer": integer_interval(-float("inf"), float("inf")),
+            "positive_definite": positive_definite}
 
 
 def from_name(name):
