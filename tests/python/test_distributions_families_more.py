@@ -175,3 +175,22 @@ def test_wishart():
     assert torch.allclose(draws.mean(0), 6.0 * torch.tensor(cov, dtype=torch.float64), atol=0.15)
     with pytest.raises(ValueError, match="Exactly one of"):
         D.Wishart(torch.tensor(5.0))
+
+
+def test_lkj_cholesky():
+    ref = ref_torch()
+    for dim, c in ((2, 0.5), (3, 1.0), (4, 2.5)):
+        theirs = ref.distributions.LKJCholesky(dim, ref.tensor([c, 2 * c], dtype=ref.float64))
+        ours = D.LKJCholesky(dim, torch.tensor([c, 2 * c], dtype=torch.float64))
+        value = theirs.sample()
+        close(ours.log_prob(torch.tensor(value.tolist(), dtype=torch.float64)), theirs.log_prob(value))
+        assert tuple(ours.batch_shape) == (2,) and tuple(ours.event_shape) == (dim, dim)
+    torch.manual_seed(0)
+    factors = D.LKJCholesky(3, torch.tensor(2.0)).sample((5000,))
+    corr = factors @ factors.transpose(-2, -1)
+    assert torch.allclose(corr.diagonal(dim1=-2, dim2=-1), torch.ones(5000, 3), atol=1e-5)
+    assert bool((factors.triu(1) == 0).all())
+    off = corr[:, 0, 1]
+    assert abs(off.mean().item()) < 0.03 and abs(off.var().item() - 1 / (2 * 2.0 + 3 - 1)) < 0.015  # 1/(2 eta + d - 1)
+    with pytest.raises(ValueError, match="greater than or equal to 2"):
+        D.LKJCholesky(1)

@@ -47,6 +47,7 @@ from trainrun.distributions.continuous_bernoulli import ContinuousBernoulli  # n
 from trainrun.distributions.exp_family import ExponentialFamily  # noqa: E402
 from trainrun.distributions.fishersnedecor import FisherSnedecor  # noqa: E402
 from trainrun.distributions.kumaraswamy import Kumaraswamy  # noqa: E402
+from trainrun.distributions.lkj_cholesky import LKJCholesky  # noqa: E402
 from trainrun.distributions.logistic_normal import LogisticNormal  # noqa: E402
 from trainrun.distributions.von_mises import VonMises  # noqa: E402
 from trainrun.distributions.wishart import Wishart  # noqa: E402
@@ -60,4 +61,4 @@ __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Distrib
            "NegativeBinomial", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "Pareto", "Weibull",
            "biject_to", "transform_to", "constraints",
            "LowRankMultivariateNormal", "ContinuousBernoulli", "FisherSnedecor", "Kumaraswamy",
-           "OneHotCategoricalStraightThrough", "ExponentialFamily", "LogisticNormal", "VonMises", "Wishart"]
+           "OneHotCategoricalStraightThrough", "ExponentialFamily", "LogisticNormal", "VonMises", "Wishart", "LKJCholesky"]
