@@ -194,3 +194,23 @@ def test_lkj_cholesky():
     assert abs(off.mean().item()) < 0.03 and abs(off.var().item() - 1 / (2 * 2.0 + 3 - 1)) < 0.015  # 1/(2 eta + d - 1)
     with pytest.raises(ValueError, match="greater than or equal to 2"):
         D.LKJCholesky(1)
+
+
+def test_corr_cholesky_transform():
+    """biject_to(corr_cholesky): reals -> Cholesky factors of correlation matrices, equal to 1.13's, invertible,
+    with 1.13's log-determinant; an LKJCholesky over the transformed reals is what probabilistic programs build."""
+    ref = ref_torch()
+    x = np.random.RandomState(0).randn(2, 6)
+    ours, theirs = D.biject_to(D.constraints.corr_cholesky), ref.distributions.biject_to(
+        ref.distributions.constraints.corr_cholesky)
+    assert isinstance(ours, D.CorrCholeskyTransform)
+    y, ry = ours(torch.tensor(x)), theirs(ref.tensor(x))
+    close(y, ry, atol=1e-12)
+    assert np.allclose(np.array(ours.inv(y).tolist()), x, atol=1e-10)
+    close(ours.log_abs_det_jacobian(torch.tensor(x), y), theirs.log_abs_det_jacobian(ref.tensor(x), ry), atol=1e-10)
+    corr = y @ y.transpose(-2, -1)
+    assert torch.allclose(corr.diagonal(dim1=-2, dim2=-1), torch.ones(2, 4, dtype=torch.float64))
+    assert ours.forward_shape((2, 6)) == (2, 4, 4) and ours.inverse_shape((2, 4, 4)) == (2, 6)
+    with pytest.raises(ValueError, match="not a flattend lower-diagonal number"):
+        ours.forward_shape((5,))
+    assert torch.isfinite(D.LKJCholesky(4, 2.0).log_prob(y)).all()

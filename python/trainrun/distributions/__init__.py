@@ -37,11 +37,11 @@ from trainrun.distributions.negative_binomial import NegativeBinomial
 from trainrun.distributions.relaxed import RelaxedBernoulli, RelaxedOneHotCategorical
 from trainrun.distributions.student_t import StudentT
 from trainrun.distributions.transforms import (AbsTransform, AffineTransform, ComposeTransform,  # noqa: F401
-                                               CumulativeDistributionTransform, ExpTransform, IndependentTransform,
-                                               LowerCholeskyTransform, PositiveDefiniteTransform, PowerTransform,
-                                               ReshapeTransform, SigmoidTransform, SoftmaxTransform,
-                                               SoftplusTransform, StickBreakingTransform, TanhTransform, Transform,
-                                               identity_transform)
+                                               CorrCholeskyTransform, CumulativeDistributionTransform, ExpTransform,
+                                               IndependentTransform, LowerCholeskyTransform,
+                                               PositiveDefiniteTransform, PowerTransform, ReshapeTransform,
+                                               SigmoidTransform, SoftmaxTransform, SoftplusTransform,
+                                               StickBreakingTransform, TanhTransform, Transform, identity_transform)
 from trainrun.distributions.weibull import Pareto, Weibull
 from trainrun.distributions.continuous_bernoulli import ContinuousBernoulli  # noqa: E402
 from trainrun.distributions.exp_family import ExponentialFamily  # noqa: E402

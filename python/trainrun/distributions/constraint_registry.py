@@ -78,6 +78,7 @@ for _registry in (biject_to, transform_to):
     _registry.register(constraints._Interval, _interval)
     _registry.register(constraints._HalfOpenInterval, _interval)
     _registry.register(constraints._LowerCholesky, lambda c: transforms.LowerCholeskyTransform())
+    _registry.register(constraints._CorrCholesky, lambda c: transforms.CorrCholeskyTransform())
     _registry.register(constraints._PositiveDefinite, lambda c: transforms.PositiveDefiniteTransform())
     _registry.register(constraints._PositiveSemidefinite, lambda c: transforms.PositiveDefiniteTransform())
 biject_to.register(constraints._Simplex, lambda c: transforms.StickBreakingTransform())

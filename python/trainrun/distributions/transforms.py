@@ -335,6 +335,51 @@ class StickBreakingTransform(Transform):
         return tuple(shape[:-1]) + (shape[-1] - 1,)
 
 
+class CorrCholeskyTransform(Transform):
+    """A vector of D(D-1)/2 reals -> the lower Cholesky factor of a D x D correlation matrix (rows of unit norm,
+    positive diagonal): tanh into (-1, 1), then stick breaking along each row on the squared values (Stan's
+    construction). log_abs_det_jacobian is that of x and the factor's strictly lower part."""
+    domain = constraints.real_vector
+    codomain = constraints.corr_cholesky
+
+    def _call(self, x):
+        from trainrun.distributions.utils import vec_to_tril_matrix
+        eps = trainrun.finfo(x.dtype).eps
+        r = vec_to_tril_matrix(x.tanh().clamp(min=-1 + eps, max=1 - eps), diag=-1)
+        remaining = (1 - r.pow(2)).sqrt().cumprod(-1)  # (what each row has left, before the next entry)
+        r = r + trainrun.eye(r.shape[-1], dtype=r.dtype)
+        return r * F.pad(remaining[..., :-1], [1, 0], value=1)
+
+    def _inverse(self, y):
+        from trainrun.distributions.utils import tril_matrix_to_vec
+        left = F.pad((1 - (y * y).cumsum(-1))[..., :-1], [1, 0], value=1)
+        t = tril_matrix_to_vec(y, diag=-1) / tril_matrix_to_vec(left, diag=-1).sqrt()
+        return (t.log1p() - (-t).log1p()) / 2
+
+    def log_abs_det_jacobian(self, x, y):
+        from trainrun.distributions.utils import tril_matrix_to_vec
+        left = tril_matrix_to_vec(1 - (y * y).cumsum(-1), diag=-2)  # (diag -2: no shift needed)
+        stick_breaking = 0.5 * left.log().sum(-1)
+        tanh = -2 * (x + F.softplus(-2 * x) - math.log(2.0)).sum(-1)
+        return stick_breaking + tanh
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        n = shape[-1]
+        d = round((0.25 + 2 * n) ** 0.5 + 0.5)
+        if d * (d - 1) // 2 != n:
+            raise ValueError("Input is not a flattend lower-diagonal number")
+        return tuple(shape[:-1]) + (d, d)
+
+    def inverse_shape(self, shape):
+        if len(shape) < 2:
+            raise ValueError("Too few dimensions on input")
+        if shape[-2] != shape[-1]:
+            raise ValueError("Input is not square")
+        return tuple(shape[:-2]) + (shape[-1] * (shape[-1] - 1) // 2,)
+
+
 class LowerCholeskyTransform(Transform):
     """An unconstrained square matrix -> a lower-triangular one with a positive diagonal (exp of x's)."""
     domain = constraints.independent(constraints.real, 2)
