@@ -214,3 +214,26 @@ def test_corr_cholesky_transform():
     with pytest.raises(ValueError, match="not a flattend lower-diagonal number"):
         ours.forward_shape((5,))
     assert torch.isfinite(D.LKJCholesky(4, 2.0).log_prob(y)).all()
+
+
+def test_cat_and_stack_transforms():
+    ref = ref_torch()
+    x = np.random.RandomState(0).rand(4, 5) + 0.1
+
+    def cat(m):
+        T = m.distributions.transforms
+        return T.CatTransform([T.ExpTransform(), T.AffineTransform(1.0, 2.0)], dim=1, lengths=[2, 3])
+
+    def stack(m):
+        T = m.distributions.transforms
+        return T.StackTransform([T.ExpTransform(), T.PowerTransform(m.tensor(2.0, dtype=m.float64)),
+                                 T.SigmoidTransform(), T.TanhTransform()], dim=0)
+    for make in (cat, stack):
+        ours, theirs = make(torch), make(ref)
+        y, ry = ours(torch.tensor(x)), theirs(ref.tensor(x))
+        close(y, ry, atol=1e-12)
+        close(ours.log_abs_det_jacobian(torch.tensor(x), y), theirs.log_abs_det_jacobian(ref.tensor(x), ry),
+              atol=1e-12)
+        assert np.allclose(np.array(ours.inv(y).tolist()), x, atol=1e-12) and ours.bijective
+    with pytest.raises(ValueError, match="the transforms take 5"):
+        cat(torch)(torch.ones(4, 6, dtype=torch.float64))

@@ -36,7 +36,8 @@ from trainrun.distributions.multinomial import Multinomial
 from trainrun.distributions.negative_binomial import NegativeBinomial
 from trainrun.distributions.relaxed import RelaxedBernoulli, RelaxedOneHotCategorical
 from trainrun.distributions.student_t import StudentT
-from trainrun.distributions.transforms import (AbsTransform, AffineTransform, ComposeTransform,  # noqa: F401
+from trainrun.distributions.transforms import (AbsTransform, AffineTransform, CatTransform,  # noqa: F401
+                                               ComposeTransform, StackTransform,
                                                CorrCholeskyTransform, CumulativeDistributionTransform, ExpTransform,
                                                IndependentTransform, LowerCholeskyTransform,
                                                PositiveDefiniteTransform, PowerTransform, ReshapeTransform,

@@ -3,11 +3,7 @@ log_prob(y) = base.log_prob(x) - sum of log|det J| along the way back (x the inv
 import trainrun
 from trainrun import Size
 from trainrun.distributions.distribution import Distribution
-from trainrun.distributions.transforms import ComposeTransform, Transform
-
-
-def _sum_rightmost(value, dims):
-    return value.reshape(list(value.shape[:value.dim() - dims]) + [-1]).sum(-1) if dims > 0 else value
+from trainrun.distributions.transforms import ComposeTransform, Transform, _sum_rightmost
 
 
 class TransformedDistribution(Distribution):
