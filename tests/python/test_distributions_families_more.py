@@ -237,3 +237,17 @@ def test_cat_and_stack_transforms():
         assert np.allclose(np.array(ours.inv(y).tolist()), x, atol=1e-12) and ours.bijective
     with pytest.raises(ValueError, match="the transforms take 5"):
         cat(torch)(torch.ones(4, 6, dtype=torch.float64))
+
+
+def test_family_module_paths():
+    from trainrun.distributions.half_cauchy import HalfCauchy
+    from trainrun.distributions.pareto import Pareto
+    from trainrun.distributions.relaxed_bernoulli import LogitRelaxedBernoulli, RelaxedBernoulli
+    from trainrun.distributions.relaxed_categorical import ExpRelaxedCategorical, RelaxedOneHotCategorical
+    from trainrun.distributions.studentT import StudentT
+    from trainrun.distributions.von_mises import VonMises
+    from trainrun.distributions.lkj_cholesky import LKJCholesky
+    assert HalfCauchy is D.HalfCauchy and Pareto is D.Pareto and RelaxedBernoulli is D.RelaxedBernoulli
+    assert RelaxedOneHotCategorical is D.RelaxedOneHotCategorical and StudentT is D.StudentT
+    assert VonMises is D.VonMises and LKJCholesky is D.LKJCholesky
+    assert LogitRelaxedBernoulli.__name__ == "LogitRelaxedBernoulli" and ExpRelaxedCategorical is not None

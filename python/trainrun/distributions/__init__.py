@@ -63,3 +63,20 @@ __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Dirichlet", "Distrib
            "biject_to", "transform_to", "constraints",
            "LowRankMultivariateNormal", "ContinuousBernoulli", "FisherSnedecor", "Kumaraswamy",
            "OneHotCategoricalStraightThrough", "ExponentialFamily", "LogisticNormal", "VonMises", "Wishart", "LKJCholesky"]
+
+
+def _module_paths():
+    """PyTorch's module names for the families kept in files of other names here."""
+    from trainrun._module_paths import module_at
+    from trainrun.distributions import cauchy, relaxed, student_t, weibull
+    module_at(__name__ + ".half_cauchy", "torch.distributions.half_cauchy", HalfCauchy=cauchy.HalfCauchy)
+    module_at(__name__ + ".pareto", "torch.distributions.pareto", Pareto=weibull.Pareto)
+    module_at(__name__ + ".relaxed_bernoulli", "torch.distributions.relaxed_bernoulli",
+              RelaxedBernoulli=relaxed.RelaxedBernoulli, LogitRelaxedBernoulli=relaxed.LogitRelaxedBernoulli)
+    module_at(__name__ + ".relaxed_categorical", "torch.distributions.relaxed_categorical",
+              RelaxedOneHotCategorical=relaxed.RelaxedOneHotCategorical,
+              ExpRelaxedCategorical=relaxed.ExpRelaxedCategorical)
+    module_at(__name__ + ".studentT", "torch.distributions.studentT", StudentT=student_t.StudentT)
+
+
+_module_paths()
