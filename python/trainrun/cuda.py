@@ -145,3 +145,104 @@ def ipc_collect():
         client.report()
     held, opened = _cuda._ipc_counts()
     return {"leases_held": held, "allocations_open": opened}
+
+
+# ---- more of torch.cuda's surface, over the functions above -----------------------------------------------------
+has_half = True  # (float16 kernels are built)
+has_magma = False  # (linear algebra runs through cuSOLVER-free paths, not MAGMA)
+
+
+def is_bf16_supported(including_emulation=True):
+    """Whether bfloat16 tensors run here: on any GPU trainrun drives (its kernels compute bfloat16 in float)."""
+    return is_available()
+
+
+def init():
+    """Initializes CUDA (it is initialized on first use anyway); raises, saying why, when there is no GPU."""
+    if not is_available():
+        raise RuntimeError(unavailable_reason())
+
+
+def is_initialized():
+    return is_available()
+
+
+def set_stream(stream):
+    """Makes `stream` the current stream of its device (None: nothing)."""
+    if stream is not None:
+        _cuda.set_stream(stream)
+
+
+class device_of(device):  # noqa: N801  (PyTorch's name)
+    """`with trainrun.cuda.device_of(tensor):` makes the tensor's GPU current (nothing for a CPU tensor)."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if getattr(obj, "is_cuda", False) else -1)
+
+    def __enter__(self):
+        if self.index >= 0:
+            super().__enter__()
+
+    def __exit__(self, *exc):
+        if self.index >= 0:
+            return super().__exit__(*exc)
+        return False
+
+
+def memory_stats_as_nested_dict(device=None):
+    """memory_stats with its dotted keys as nested dicts ({"allocated_bytes": {"all": {"current": ...}}})."""
+    nested = {}
+    for key, value in memory_stats(device).items():
+        *path, leaf = key.split(".")
+        node = nested
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
+def _renamed(old, new_fn, new_name):
+    def fn(device=None):
+        import warnings
+        warnings.warn(f"`torch.cuda.{old}` has been renamed to `torch.cuda.{new_name}`", FutureWarning, stacklevel=2)
+        return new_fn(device)
+    fn.__name__ = old
+    return fn
+
+
+memory_cached = _renamed("memory_cached", memory_reserved, "memory_reserved")
+max_memory_cached = _renamed("max_memory_cached", max_memory_reserved, "max_memory_reserved")
+reset_max_memory_allocated = _renamed("reset_max_memory_allocated", reset_peak_memory_stats,
+                                      "reset_peak_memory_stats")
+reset_max_memory_cached = _renamed("reset_max_memory_cached", reset_peak_memory_stats, "reset_peak_memory_stats")
+
+
+def memory_summary(device=None, abbreviated=False):
+    """The caching allocator's statistics for `device` as a table (current and peak bytes, block counts, device
+    allocations and frees, retries and out-of-memory errors)."""
+    stats = memory_stats(device)
+    index = current_device() if device is None else (device if isinstance(device, int) else
+                                                      getattr(device, "index", None) or 0)
+
+    def size(n):
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if abs(n) < 1024 or unit == "GiB":
+                return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+            n /= 1024
+
+    rows = [("Allocated memory", size(stats["allocated_bytes.all.current"]), size(stats["allocated_bytes.all.peak"])),
+            ("Requested memory", size(stats["requested_bytes.all.current"]), ""),
+            ("GPU reserved memory", size(stats["reserved_bytes.all.current"]), size(stats["reserved_bytes.all.peak"])),
+            ("Active allocations", str(stats["active.all.current"]), ""),
+            ("Cached blocks", str(stats["inactive_split.all.current"]), ""),
+            ("GPU reserved segments", str(stats["segment.all.current"]), "")]
+    width = 75
+    lines = ["|" + "=" * width + "|", "|" + f" trainrun CUDA memory summary, device ID {index} ".center(width) + "|",
+             "|" + "-" * width + "|", "|" + f" {'Metric':<30}|{'Cur Usage':>21} |{'Peak Usage':>19} " + "|",
+             "|" + "-" * width + "|"]
+    lines += ["|" + f" {name:<30}|{cur:>21} |{peak:>19} " + "|" for name, cur, peak in rows]
+    lines += ["|" + "-" * width + "|",
+              "|" + f" Allocs from the device: {stats['num_device_alloc']:<8} frees: {stats['num_device_free']:<8} "
+              f"retries: {stats['num_alloc_retries']:<6} OOMs: {stats['num_ooms']}".ljust(width)[:width] + "|",
+              "|" + "=" * width + "|"]
+    return "\n".join(lines)

@@ -240,3 +240,28 @@ def test_nn_grad_convolution_gradients_match_pytorch():
         assert np.allclose(np.array(got_w.tolist()), theirs_w.numpy(), atol=1e-4)
     with pytest.raises(ValueError, match="grad_output has shape"):
         ours.conv2d_input((1, 1, 5, 5), torch.ones(1, 1, 3, 3), torch.ones(1, 1, 4, 4))
+
+
+def test_cuda_surface_without_and_with_statistics(monkeypatch):
+    cuda = torch.cuda
+    assert cuda.has_half is True and cuda.has_magma is False
+    with cuda.device_of(torch.ones(2)):  # (a CPU tensor: nothing to switch)
+        pass
+    if not cuda.is_available():
+        assert cuda.is_bf16_supported() is False
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            cuda.init()
+    stats = {"allocated_bytes.all.current": 3 << 20, "allocated_bytes.all.peak": 5 << 20,
+             "requested_bytes.all.current": 3 << 20, "reserved_bytes.all.current": 8 << 20,
+             "reserved_bytes.all.peak": 8 << 20, "active.all.current": 4, "inactive_split.all.current": 1,
+             "segment.all.current": 2, "num_device_alloc": 2, "num_device_free": 0, "num_alloc_retries": 0,
+             "num_ooms": 0}
+    monkeypatch.setattr(cuda, "memory_stats", lambda device=None: stats)
+    monkeypatch.setattr(cuda, "memory_reserved", lambda device=None: 8 << 20)
+    nested = cuda.memory_stats_as_nested_dict()
+    assert nested["allocated_bytes"]["all"]["peak"] == 5 << 20 and nested["num_ooms"] == 0
+    summary = cuda.memory_summary(0)
+    assert "device ID 0" in summary and "3.00 MiB" in summary and "5.00 MiB" in summary and "8.00 MiB" in summary
+    assert all(len(line) == 77 for line in summary.splitlines())
+    with pytest.warns(FutureWarning, match="renamed to `torch.cuda.memory_reserved`"):
+        cuda.memory_cached()
