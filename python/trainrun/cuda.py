@@ -201,20 +201,19 @@ def memory_stats_as_nested_dict(device=None):
     return nested
 
 
-def _renamed(old, new_fn, new_name):
+def _renamed(old, new_name):
     def fn(device=None):
         import warnings
         warnings.warn(f"`torch.cuda.{old}` has been renamed to `torch.cuda.{new_name}`", FutureWarning, stacklevel=2)
-        return new_fn(device)
+        return globals()[new_name](device)
     fn.__name__ = old
     return fn
 
 
-memory_cached = _renamed("memory_cached", memory_reserved, "memory_reserved")
-max_memory_cached = _renamed("max_memory_cached", max_memory_reserved, "max_memory_reserved")
-reset_max_memory_allocated = _renamed("reset_max_memory_allocated", reset_peak_memory_stats,
-                                      "reset_peak_memory_stats")
-reset_max_memory_cached = _renamed("reset_max_memory_cached", reset_peak_memory_stats, "reset_peak_memory_stats")
+memory_cached = _renamed("memory_cached", "memory_reserved")
+max_memory_cached = _renamed("max_memory_cached", "max_memory_reserved")
+reset_max_memory_allocated = _renamed("reset_max_memory_allocated", "reset_peak_memory_stats")
+reset_max_memory_cached = _renamed("reset_max_memory_cached", "reset_peak_memory_stats")
 
 
 def memory_summary(device=None, abbreviated=False):
