@@ -5,7 +5,7 @@
 - the `sym_*` helpers of shape code (sym_int, sym_max, sym_ite, ...; shapes here are plain ints);
 - the ATen-level losses at torch.* (torch.kl_div, torch.margin_ranking_loss, ...) whose reduction is an int
   (0 none, 1 mean, 2 sum) or PyTorch's string;
-- bitwise shifts, igamma/igammac, nonzero_static, triangular_solve, histogramdd, put, threshold,
+- bitwise shifts, igamma/igammac, nonzero_static, triangular_solve, histogramdd, put, threshold, geqrf/orgqr/ormqr,
   constant_pad_nd, and the Tensor methods to match (x.bitwise_left_shift_(1), x.igamma(a), x.cauchy_(), ...);
 - the build flags PyTorch reports (has_lapack, has_mkl, ...) and the autocast cache switches."""
 import builtins
@@ -299,7 +299,11 @@ def install(namespace):
         set_autocast_cache_enabled=lambda enabled: _autocast_cache.__setitem__(0, bool(enabled)),
         clear_autocast_cache=lambda: None,  # (trainrun's autocast keeps no cache of cast weights)
     )
+    from trainrun import _linalg_householder as householder
+    for name in ("geqrf", "orgqr", "ormqr"):
+        namespace.setdefault(name, getattr(householder, name))
     T = _C.Tensor
+    T.geqrf, T.orgqr, T.ormqr = householder.geqrf, householder.orgqr, householder.ormqr
     T.bitwise_left_shift = bitwise_left_shift
     T.bitwise_right_shift = bitwise_right_shift
     T.bitwise_left_shift_ = _in_place_of(bitwise_left_shift)

@@ -255,5 +255,6 @@ def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
     return result(x.squeeze(-1) if vector else x, empty, rank, empty)
 
 
+from trainrun._linalg_householder import householder_product  # noqa: E402,F401
 from trainrun._linalg_decompositions import (LinAlgError, cholesky, eig, eigh, eigvals, eigvalsh,  # noqa: E402,F401
                                              lu, lu_factor, lu_factor_ex, lu_solve, tensorinv, tensorsolve)

@@ -188,3 +188,31 @@ def test_named_tuple_results_carry_pytorchs_names():
     for ours, theirs in pairs:
         assert type(ours).__name__ == type(theirs).__name__
         assert all(hasattr(theirs, field) for field in ours._fields) and len(ours) == len(theirs)
+
+
+def test_geqrf_householder_product_and_ormqr_match_pytorch():
+    ref = ref_torch()
+    A = np.random.RandomState(0).randn(2, 5, 3)
+    a, tau = torch.geqrf(torch.tensor(A))
+    ra, rtau = ref.geqrf(ref.tensor(A))
+    assert np.allclose(np.array(a.tolist()), ra.numpy(), atol=1e-12) and np.allclose(np.array(tau.tolist()),
+                                                                                   rtau.numpy(), atol=1e-12)
+    q = torch.linalg.householder_product(a, tau)
+    assert np.allclose(np.array(q.tolist()), ref.linalg.householder_product(ra, rtau).numpy(), atol=1e-12)
+    assert torch.allclose(q @ a.triu()[..., :3, :], torch.tensor(A), atol=1e-12)  # (Q R = A)
+    assert torch.equal(torch.orgqr(a, tau), q) and torch.equal(a.orgqr(tau), q)
+    rng = np.random.RandomState(1)
+    for left, transpose, shape in ((True, False, (2, 5, 4)), (True, True, (2, 5, 4)), (False, False, (2, 4, 5)),
+                                   (False, True, (2, 4, 5))):
+        c = rng.randn(*shape)
+        got = torch.ormqr(a, tau, torch.tensor(c), left, transpose)
+        assert np.allclose(np.array(got.tolist()), ref.ormqr(ra, rtau, ref.tensor(c), left, transpose).numpy(),
+                           atol=1e-12)
+    # householder_product is differentiable (a product of core ops), as PyTorch's
+    a0 = a[0].detach().clone().requires_grad_()
+    torch.linalg.householder_product(a0, tau[0]).pow(2).sum().backward()
+    ra0 = ra[0].detach().clone().requires_grad_()
+    ref.linalg.householder_product(ra0, rtau[0]).pow(2).sum().backward()
+    assert np.allclose(np.array(a0.grad.tolist()), ra0.grad.numpy(), atol=1e-10)
+    with pytest.raises(RuntimeError, match="must be greater than or equal"):
+        torch.linalg.householder_product(torch.ones(2, 3), torch.ones(1))
