@@ -279,6 +279,7 @@ _typed_storage.install(globals())  # (Tensor.storage(), torch.TypedStorage, torc
 from trainrun import _torch_level_devices  # noqa: E402
 _torch_level_devices.install(globals())  # (torch.accelerator, torch.range, unravel_index, autocast state, ...)
 _torch_level_devices.install_absent_devices(globals())  # (torch.mps, torch.xpu: not here)
+_torch_level_devices.install_generic_streams(globals())  # (torch.Stream, torch.Event)
 from trainrun import signal  # noqa: E402,F401  (torch.signal.windows)
 from trainrun import hub  # noqa: E402,F401  (torch.hub)
 from trainrun import _module_paths  # noqa: E402

@@ -182,6 +182,11 @@ def _absent_device_module(name, label):
     return module
 
 
+def install_generic_streams(namespace):
+    from trainrun._generic_streams import Event, Stream
+    namespace["Stream"], namespace["Event"] = Stream, Event
+
+
 def install_absent_devices(namespace):
     import sys
     for name, label in (("mps", "Apple's Metal (MPS)"), ("xpu", "Intel's XPU")):

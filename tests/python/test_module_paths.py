@@ -265,3 +265,20 @@ def test_cuda_surface_without_and_with_statistics(monkeypatch):
     assert all(len(line) == 77 for line in summary.splitlines())
     with pytest.warns(FutureWarning, match="renamed to `torch.cuda.memory_reserved`"):
         cuda.memory_cached()
+
+
+def test_generic_stream_and_event():
+    s = torch.Stream("cpu")
+    assert repr(s) == "torch.Stream device_type=cpu, device_index=-1, stream_id=0"  # (PyTorch 2.6's)
+    assert s.query() and s.device == torch.device("cpu") and s.device_index == -1 and s.device_type == 0
+    s.synchronize()
+    e = torch.Event("cpu")
+    assert e.query() and repr(e).startswith("torch.Event device_type=cpu")
+    e.record(s)
+    e.wait(s)
+    s.wait_event(e)
+    s.wait_stream(torch.Stream("cpu"))
+    with pytest.raises(RuntimeError, match="cpu backend doesn't support events"):
+        s.record_event()
+    if not torch.cuda.is_available():
+        assert torch.Stream().device == torch.device("cpu")  # (no accelerator: the CPU's)
