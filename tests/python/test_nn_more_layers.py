@@ -357,3 +357,28 @@ def test_ctc_and_multilabel_margin_losses_match_pytorch(reduction):
           lambda x: peer.nn.functional.multilabel_margin_loss(x, labels, reduction=reduction), peer.randn(3, 4))
     _both(lambda x: nn.MultiLabelMarginLoss(reduction=reduction)(x, _ours(labels[0])),
           lambda x: peer.nn.MultiLabelMarginLoss(reduction=reduction)(x, labels[0]), peer.randn(4))
+
+
+@needs_torch
+def test_cross_map_lrn2d_values_match_pytorch_and_its_gradient_is_its_own():
+    """Values equal 1.13's (its legacy running-sum window, not LocalResponseNorm's); the gradient is the
+    forward's own (checked by finite differences), which PyTorch's hand-written backward is not."""
+    x = np.random.RandomState(0).randn(2, 7, 3, 3)
+    for size in (1, 2, 4, 9):
+        mine = nn.CrossMapLRN2d(size, 0.3, 0.75, 1.5)(torch.tensor(x))
+        theirs = peer.nn.CrossMapLRN2d(size, 0.3, 0.75, 1.5)(peer.tensor(x))
+        assert np.allclose(np.array(mine.tolist()), theirs.numpy(), atol=1e-12)
+    layer = nn.CrossMapLRN2d(3, alpha=0.3, beta=0.75, k=1.5)
+    assert isinstance(layer, nn.modules.normalization.CrossMapLRN2d) and "3, alpha=0.3" in repr(layer)
+    xt = torch.tensor(x, requires_grad=True)
+    weights = torch.tensor(np.random.RandomState(1).randn(*x.shape))
+    (layer(xt) * weights).sum().backward()
+    eps, probe = 1e-6, (1, 3, 2, 0)
+    shifted = x.copy()
+    shifted[probe] += eps
+    up = (layer(torch.tensor(shifted)) * weights).sum().item()
+    shifted[probe] -= 2 * eps
+    down = (layer(torch.tensor(shifted)) * weights).sum().item()
+    assert abs(xt.grad[probe].item() - (up - down) / (2 * eps)) < 1e-6
+    with pytest.raises(ValueError, match="4-D input"):
+        layer(torch.ones(2, 3))

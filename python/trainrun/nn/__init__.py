@@ -220,6 +220,9 @@ class Container(Module):  # noqa: E302
             self.add_module(key, value)
 
 
+from trainrun.nn._cross_map_lrn import CrossMapLRN2d  # noqa: E402,F401  (Lua Torch's LRN, kept by PyTorch)
+
+
 class NLLLoss2d(globals()["NLLLoss"]):  # noqa: E302  (PyTorch's deprecated name: NLLLoss over (N, C, H, W))
     pass
 

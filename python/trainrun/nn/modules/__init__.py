@@ -19,7 +19,7 @@ _FILES = {
                   "LazyBatchNorm3d"],
     "instancenorm": ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
                      "LazyInstanceNorm3d"],
-    "normalization": ["LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm"],
+    "normalization": ["LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm", "CrossMapLRN2d"],
     "container": ["Container", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"],
     "dropout": ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"],
     "pooling": ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
