@@ -19,7 +19,7 @@ they stay as recorded, as the module docstring of trainrun._compile says."""
 import types
 
 from trainrun import _C
-from trainrun.nn._module import hooks_state
+from trainrun.nn._module_hooks import hooks_state
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 _CALLABLE = (types.FunctionType, types.BuiltinFunctionType)
@@ -153,7 +153,7 @@ class PythonGuard:
     the recording, as torch.compile lifts them: a replay reads the tensor the name holds now."""
 
     def __init__(self, fn, module):
-        from trainrun.nn import _module as nn_module
+        from trainrun.nn import _state_version as nn_module
         self._nn = nn_module
         self._module = module
         functions = [fn]

@@ -8,7 +8,8 @@ from trainrun import _C
 from trainrun._size import Size
 from trainrun.nn import functional  # noqa: F401
 from trainrun.nn.parameter import Buffer, Parameter  # noqa: F401
-from trainrun.nn._module import Module, RemovableHandle, _is_buffer  # noqa: F401
+from trainrun.nn._module import Module, _is_buffer  # noqa: F401
+from trainrun.utils.hooks import RemovableHandle  # noqa: F401
 from trainrun.nn import _state_dict_hooks
 
 from trainrun.nn._cpp_layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv2d, Embedding,  # noqa

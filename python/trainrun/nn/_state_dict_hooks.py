@@ -12,7 +12,7 @@
 Each returns a handle whose remove() unregisters the hook. Submodules' hooks run with their prefixes: state_dict
 post hooks children first, as PyTorch's recursion does."""
 from trainrun import _C
-from trainrun.nn._module import _add_hook
+from trainrun.nn._module_hooks import _add_hook
 
 
 def _add(module, kind, hook):

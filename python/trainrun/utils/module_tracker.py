@@ -79,11 +79,11 @@ class ModuleTracker:
             self._in_backward[name] = count
 
     def __enter__(self):
-        from trainrun.nn import _module
-        self._handles = [_module.register_module_forward_pre_hook(self._fw_pre_hook),
-                         _module.register_module_forward_hook(self._fw_post_hook),
-                         _module.register_module_full_backward_pre_hook(self._bw_pre_hook),
-                         _module.register_module_full_backward_hook(self._bw_hook)]
+        from trainrun.nn import _module_hooks as hooks
+        self._handles = [hooks.register_module_forward_pre_hook(self._fw_pre_hook),
+                         hooks.register_module_forward_hook(self._fw_post_hook),
+                         hooks.register_module_full_backward_pre_hook(self._bw_pre_hook),
+                         hooks.register_module_full_backward_hook(self._bw_hook)]
         return self
 
     def __exit__(self, *args):

@@ -84,10 +84,10 @@ def _build():
                                             f"PyTorch's {base}: the layers of that kind are its (virtual) "
                                             "subclasses"))
         if file == "module":  # (the hooks on every module's calls live in torch.nn.modules.module)
-            from trainrun.nn import _module
+            from trainrun.nn import _module_hooks
             for hook in ("register_module_forward_pre_hook", "register_module_forward_hook",
                          "register_module_full_backward_pre_hook", "register_module_full_backward_hook"):
-                setattr(module, hook, getattr(_module, hook))
+                setattr(module, hook, getattr(_module_hooks, hook))
         if file == "lazy":
             from trainrun.nn._lazy import LazyModuleMixin
             module.LazyModuleMixin = LazyModuleMixin
