@@ -32,6 +32,10 @@ py::object ivalue_to_py(IValue& v);
 void bind_listed_ops(py::module_& m);
 // Tensor's operators (+, *, <, &, ...) as direct CPython methods (tensor_operators.cc).
 void bind_tensor_operators(py::module_& m);
+// The metaclass Tensor is bound with: isinstance(dtensor, Tensor) holds (tensor_metaclass.cc); bind_tensor
+// tells it which class is Tensor, which also defines _C._is_cpp_tensor (the check without tensor-likes).
+py::object tensor_metaclass();
+void note_tensor_type(py::module_& m, py::handle tensor_type);
 
 // A Python callable that C++ keeps (a backward formula, a hook) and may drop
 // on any thread, or while the GIL is released: the last reference is let go

@@ -158,7 +158,9 @@ void bind_tensor(py::module_& m) {
   dtypes.def_property_readonly("is_floating_point", [](DType d) { return is_floating(d); })
       .def_property_readonly("itemsize", [](DType d) { return element_size(d); });
 
-  py::class_<Tensor>(m, "Tensor", py::dynamic_attr())
+  py::class_<Tensor> tensor_class(m, "Tensor", py::dynamic_attr(), py::metaclass(tensor_metaclass()));
+  note_tensor_type(m, tensor_class);
+  tensor_class
       // Tensor(t): another handle on t's data (what nn.Parameter builds on).
       .def(py::init([](const Tensor& t) { return Tensor(t); }))
       // (The operators, + * < & and the rest, are direct CPython methods: tensor_operators.cc.)

@@ -110,7 +110,7 @@ def _mapped(t, where):
 
 def _to_device(value, where):
     """Every tensor inside dicts, lists and tuples moved as map_location says."""
-    if isinstance(value, Tensor):
+    if _C._is_cpp_tensor(value):
         return _mapped(value, where)
     if isinstance(value, dict):
         return type(value)((k, _to_device(v, where)) for k, v in value.items())

@@ -7,9 +7,9 @@ from trainrun._autograd import enable_grad
 
 
 def _as_tuple(x, arg, fn):
-    if isinstance(x, _C.Tensor):
+    if _C._is_cpp_tensor(x):
         return (x,), False
-    if isinstance(x, (tuple, list)) and all(isinstance(t, _C.Tensor) for t in x):
+    if isinstance(x, (tuple, list)) and all(_C._is_cpp_tensor(t) for t in x):
         return tuple(x), True
     raise TypeError(f"The {arg} given to {fn} must be either a Tensor or a tuple of Tensors but the value at "
                     f"index 0 has type {type(x).__name__}.")

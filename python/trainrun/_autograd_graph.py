@@ -134,7 +134,7 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
     if mode not in ("all", "any"):
         raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
     tensors = list(tensors)
-    if not all(isinstance(t, _C.Tensor) and t.requires_grad for t in tensors):
+    if not all(_C._is_cpp_tensor(t) and t.requires_grad for t in tensors):
         raise RuntimeError("register_multi_grad_hook: every tensor must require grad")
     return _MultiHandle(_MultiGradHook(tensors, fn, mode).handles)
 

@@ -65,7 +65,7 @@ class GraphBreakError(RuntimeError):
 def _flatten(tree, tensors):
     """A spec to rebuild nested tuples, lists and dicts from their tensors, which go into `tensors` in order (the
     other leaves stay in the spec: constants of the recording, parts of the guards)."""
-    if isinstance(tree, _C.Tensor):
+    if _C._is_cpp_tensor(tree):
         tensors.append(tree)
         return ("T",)
     if isinstance(tree, tuple) and hasattr(tree, "_fields"):

@@ -81,7 +81,7 @@ def call_backend(backend, graph, tensors, module):
 def run_compiled(compiled, tensors, num_outputs):
     """The outputs of a backend's callable, as a list of num_outputs."""
     result = compiled(*tensors)
-    outputs = [result] if isinstance(result, _C.Tensor) else list(result)
+    outputs = [result] if _C._is_cpp_tensor(result) else list(result)
     if len(outputs) != num_outputs:
         raise ValueError(f"compile: the backend's callable gave {len(outputs)} outputs; the recorded program has "
                          f"{num_outputs}")

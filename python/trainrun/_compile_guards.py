@@ -89,14 +89,14 @@ _TENSOR = ("tensor",)  # a guard's mark for a value that is a tensor: the tensor
 def _value(value, tensors):
     """value as a guard: a tensor goes to `tensors` (an input of the recording, guarded by its metadata like the
     arguments) and reads as _TENSOR; the rest as _plain says."""
-    if isinstance(value, _C.Tensor):
+    if _C._is_cpp_tensor(value):
         tensors.append(value)
         return _TENSOR
     return _plain(value)
 
 
 def _guarded(value):
-    return isinstance(value, _C.Tensor) or _plain(value) is not _SKIP
+    return _C._is_cpp_tensor(value) or _plain(value) is not _SKIP
 
 
 def _module_state(module):

@@ -75,7 +75,7 @@ class ComplexTensor:
     def __mul__(self, other):
         a, b = self.real, self.imag
         if not isinstance(other, (ComplexTensor, builtins.complex)):
-            return ComplexTensor(self._pairs * (other.unsqueeze(-1) if isinstance(other, _C.Tensor) else other))
+            return ComplexTensor(self._pairs * (other.unsqueeze(-1) if _C._is_cpp_tensor(other) else other))
         c, d = self._parts(other)
         return self._combine(a * c - b * d, a * d + b * c)
 
@@ -99,7 +99,7 @@ class ComplexTensor:
 
     def __truediv__(self, other):
         if not isinstance(other, (ComplexTensor, builtins.complex)):
-            return ComplexTensor(self._pairs / (other.unsqueeze(-1) if isinstance(other, _C.Tensor) else other))
+            return ComplexTensor(self._pairs / (other.unsqueeze(-1) if _C._is_cpp_tensor(other) else other))
         c, d = self._parts(other)
         denominator = c * c + d * d
         return self._combine((self.real * c + self.imag * d) / denominator,

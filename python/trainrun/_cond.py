@@ -20,9 +20,9 @@ def cond(pred, true_fn, false_fn, operands=()):
     if not isinstance(operands, (tuple, list)):
         raise RuntimeError(f"cond: operands must be a tuple or list of tensors, got {type(operands).__name__}")
     for i, o in enumerate(operands):
-        if not isinstance(o, _C.Tensor):
+        if not _C._is_cpp_tensor(o):
             raise RuntimeError(f"cond: operands[{i}] is a {type(o).__name__}; operands must be tensors")
-    if isinstance(pred, _C.Tensor):
+    if _C._is_cpp_tensor(pred):
         if pred.numel() != 1:
             raise RuntimeError(f"cond: pred must be a bool or a tensor of one element, got a tensor of shape "
                                f"{list(pred.shape)}")

@@ -44,7 +44,7 @@ def _level(level, where):
 def make_dual(tensor, tangent, *, level=None):
     """A tensor with tensor's values that carries tangent as its forward gradient."""
     duals = _level(level, "make_dual")
-    if not isinstance(tensor, _C.Tensor) or not isinstance(tangent, _C.Tensor):
+    if not _C._is_cpp_tensor(tensor) or not _C._is_cpp_tensor(tangent):
         raise TypeError("make_dual: expected tensor and tangent to be Tensors")
     if tuple(tensor.shape) != tuple(tangent.shape):
         raise RuntimeError(f"Trying to set a forward gradient that has a different size than that of the original "
@@ -65,7 +65,7 @@ def unpack_dual(tensor, *, level=None):
     if id(tensor) in duals and duals[id(tensor)][0] is tensor:
         _, primal, tangent = duals[id(tensor)]
         return UnpackedDualTensor(primal, tangent)
-    if not isinstance(tensor, _C.Tensor) or not tensor.requires_grad or not duals:
+    if not _C._is_cpp_tensor(tensor) or not tensor.requires_grad or not duals:
         return UnpackedDualTensor(tensor, None)
     from trainrun import autograd
     from trainrun._autograd import enable_grad

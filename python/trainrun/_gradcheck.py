@@ -11,11 +11,11 @@ class GradcheckError(RuntimeError):
 
 
 def _tensors(values):
-    return (values,) if isinstance(values, _C.Tensor) else tuple(values)
+    return (values,) if _C._is_cpp_tensor(values) else tuple(values)
 
 
 def _differentiable_outputs(func, inputs):
-    return [o for o in _tensors(func(*inputs)) if isinstance(o, _C.Tensor) and o.is_floating_point()]
+    return [o for o in _tensors(func(*inputs)) if _C._is_cpp_tensor(o) and o.is_floating_point()]
 
 
 def _numerical_jacobian(func, inputs, index, output_count, eps):
@@ -66,7 +66,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     matches finite differences within atol + rtol * |numerical|; otherwise raises GradcheckError (or returns
     False with raise_exception=False)."""
     inputs = _tensors(inputs)
-    wanted = [i for i, t in enumerate(inputs) if isinstance(t, _C.Tensor) and t.requires_grad]
+    wanted = [i for i, t in enumerate(inputs) if _C._is_cpp_tensor(t) and t.requires_grad]
     if not wanted:
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of the them "
                          "have requires_grad=True.")
@@ -103,7 +103,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     if grad_outputs is None:
         grad_outputs = [trainrun.randn(list(o.shape), dtype=o.dtype).requires_grad_() for o in outputs]
     grad_outputs = list(_tensors(grad_outputs))
-    wanted = [i for i, t in enumerate(inputs) if isinstance(t, _C.Tensor) and t.requires_grad]
+    wanted = [i for i, t in enumerate(inputs) if _C._is_cpp_tensor(t) and t.requires_grad]
     n = len(inputs)
 
     def first_derivatives(*values):

@@ -21,7 +21,7 @@ Tensor = _C.Tensor
 
 
 def _as_index_tensor(i, device):
-    if isinstance(i, Tensor):
+    if _C._is_cpp_tensor(i):
         return i
     import trainrun
     return trainrun.tensor(i, device=device)
@@ -30,7 +30,7 @@ def _as_index_tensor(i, device):
 def is_advanced(index):
     """Whether an index (or an entry of an index tuple) needs advanced indexing."""
     items = index if isinstance(index, tuple) else (index,)
-    return builtins.any(isinstance(i, (list, np.ndarray)) or (isinstance(i, Tensor) and (i.ndim > 0 or i.dtype ==
+    return builtins.any(isinstance(i, (list, np.ndarray)) or (_C._is_cpp_tensor(i) and (i.ndim > 0 or i.dtype ==
                                                                                           _C.dtype.bool))
                         for i in items)
 
@@ -42,7 +42,7 @@ def _split(self, index):
     for i in items:  # masks become one integer index per dim they cover
         if isinstance(i, (list, np.ndarray)):
             i = _as_index_tensor(i, self.device)
-        if isinstance(i, Tensor) and i.dtype == _C.dtype.bool:
+        if _C._is_cpp_tensor(i) and i.dtype == _C.dtype.bool:
             if i.ndim == 0:
                 raise IndexError("a 0-dim boolean index is not supported")
             expanded.extend(_C._ops.nonzero(i).unbind(1))
@@ -67,7 +67,7 @@ def _split(self, index):
                 raise ValueError("slice step must be positive")
             result = result.slice(dim, i.start, i.stop, step)
             dim += 1
-        elif isinstance(i, Tensor) and i.ndim > 0:
+        elif _C._is_cpp_tensor(i) and i.ndim > 0:
             if i.is_floating_point():
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
             size = result.shape[dim]
@@ -76,7 +76,7 @@ def _split(self, index):
                 raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
             advanced.append((dim, i.to(_C.dtype.int64) % size if size else i.to(_C.dtype.int64)))
             dim += 1
-        elif isinstance(i, (builtins.int, np.integer)) or (isinstance(i, Tensor) and not i.is_floating_point()):
+        elif isinstance(i, (builtins.int, np.integer)) or (_C._is_cpp_tensor(i) and not i.is_floating_point()):
             size = result.shape[dim]
             k = builtins.int(i)
             if k < -size or k >= size:
@@ -123,7 +123,7 @@ def setitem(self, index, value):
     order, shape, linear, at, others = _layout(view, advanced)
     moved = view.permute(*order)  # still a view of self
     rest = [view.shape[d] for d in others]
-    if not isinstance(value, Tensor):
+    if not _C._is_cpp_tensor(value):
         import trainrun
         value = trainrun.tensor(value, dtype=self.dtype, device=self.device)
     b = len(shape)

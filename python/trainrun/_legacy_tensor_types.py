@@ -11,7 +11,7 @@ LEGACY_TYPES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": 
 
 class _LegacyTensorType(type):
     def __instancecheck__(cls, obj):
-        return isinstance(obj, _C.Tensor) and obj.dtype == cls.dtype and obj.device.type == "cpu"
+        return _C._is_cpp_tensor(obj) and obj.dtype == cls.dtype and obj.device.type == "cpu"
 
     def __repr__(cls):
         return f"<class 'torch.{cls.__name__}'>"
@@ -30,7 +30,7 @@ def _make(cls, *args, device=None):
         return empty(*sizes, dtype=cls.dtype)
     if len(args) == 1:
         data = args[0]
-        if isinstance(data, _C.Tensor):
+        if _C._is_cpp_tensor(data):
             return data.to(cls.dtype)
         return tensor(data, dtype=cls.dtype)
     raise TypeError(f"new(): invalid arguments to torch.{cls.__name__}: {', '.join(type(a).__name__ for a in args)}"

@@ -17,7 +17,7 @@ def opcheck(op, args, kwargs=None, *, test_utils=("test_schema", "test_autograd_
     results = {}
 
     def clone(v):
-        return v.detach().clone().requires_grad_(v.requires_grad) if isinstance(v, _C.Tensor) else v
+        return v.detach().clone().requires_grad_(v.requires_grad) if _C._is_cpp_tensor(v) else v
 
     def run(name, check):
         try:
@@ -30,7 +30,7 @@ def opcheck(op, args, kwargs=None, *, test_utils=("test_schema", "test_autograd_
 
     def schema():  # the call checks the arguments; the inputs not in mutates_args must come back unchanged
         given = [clone(a) for a in args]
-        before = [a.detach().clone() if isinstance(a, _C.Tensor) else None for a in given]
+        before = [a.detach().clone() if _C._is_cpp_tensor(a) else None for a in given]
         target(*given, **kwargs)
         names = list(target._signature.parameters)
         for i, (a, b) in enumerate(zip(given, before)):
@@ -40,17 +40,17 @@ def opcheck(op, args, kwargs=None, *, test_utils=("test_schema", "test_autograd_
                                    f"declare it (mutates_args={{'{name}'}}) so that callers and autograd know")
 
     def autograd_registration():
-        differentiable = any(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
+        differentiable = any(_C._is_cpp_tensor(a) and a.requires_grad for a in args)
         if differentiable and target._backward is None and not target._mutated:
             out = target(*[clone(a) for a in args], **kwargs)
             outs = out if isinstance(out, (tuple, list)) else [out]
-            if any(isinstance(o, _C.Tensor) and o.dtype.is_floating_point for o in outs):
+            if any(_C._is_cpp_tensor(o) and o.dtype.is_floating_point for o in outs):
                 raise RuntimeError("the op's outputs require grad but it has no autograd formula "
                                    "(register_autograd)")
 
     def faketensor():
         real = target(*[clone(a) for a in args], **kwargs)
-        meta = [trainrun.empty(list(a.shape), dtype=a.dtype, device="meta") if isinstance(a, _C.Tensor) else a
+        meta = [trainrun.empty(list(a.shape), dtype=a.dtype, device="meta") if _C._is_cpp_tensor(a) else a
                 for a in args]
         ctx = FakeImplCtx(for_opcheck=True)
         _opcheck_fake_ctx.append(ctx)
@@ -63,9 +63,9 @@ def opcheck(op, args, kwargs=None, *, test_utils=("test_schema", "test_autograd_
         if len(reals) != len(fakes):
             raise RuntimeError(f"the fake returned {len(fakes)} outputs, the kernel {len(reals)}")
         for i, (r, f) in enumerate(zip(reals, fakes)):
-            if not isinstance(r, _C.Tensor):
+            if not _C._is_cpp_tensor(r):
                 continue
-            if not isinstance(f, _C.Tensor):
+            if not _C._is_cpp_tensor(f):
                 raise RuntimeError(f"output {i}: the kernel gives a tensor, the fake a {type(f).__name__}")
             # (a fake with data-dependent sizes (get_ctx().new_dynamic_size()) is checked for rank and dtype)
             shapes_differ = (r.dim() != f.dim() if ctx.dynamic_sizes_made else tuple(r.shape) != tuple(f.shape))

@@ -41,7 +41,7 @@ def _float32_under_autocast(fn):
     import functools
 
     def cast(a):
-        if isinstance(a, _C.Tensor) and a.is_floating_point() and a.dtype != _float32 and \
+        if _C._is_cpp_tensor(a) and a.is_floating_point() and a.dtype != _float32 and \
                 _C._get_autocast(a.device.type)[0]:
             return a.float()
         return a

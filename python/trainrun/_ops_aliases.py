@@ -57,7 +57,7 @@ def _hypot(input, other):  # noqa: A002
 def _atan2(input, other):  # noqa: A002
     """The angle of the point (other, input): atan(input / other) in the quadrant the signs give, in (-pi, pi]."""
     from trainrun._complex import _atan2 as angle
-    input, other = trainrun.broadcast_tensors(*(t if isinstance(t, _C.Tensor) else trainrun.tensor(float(t))
+    input, other = trainrun.broadcast_tensors(*(t if _C._is_cpp_tensor(t) else trainrun.tensor(float(t))
                                                 for t in (input, other)))
     if not input.is_floating_point():
         input, other = input.float(), other.float()
@@ -66,7 +66,7 @@ def _atan2(input, other):  # noqa: A002
 
 def _ldexp(input, other):  # noqa: A002
     """input * 2 ** other."""
-    exponent = other if isinstance(other, _C.Tensor) else trainrun.tensor(other)
+    exponent = other if _C._is_cpp_tensor(other) else trainrun.tensor(other)
     scale = trainrun.pow(2.0, exponent.to(input.dtype if input.is_floating_point() else trainrun.float32))
     return input * scale
 
@@ -90,7 +90,7 @@ def _signbit(input):  # noqa: A002
 
 
 def _copysign(input, other):  # noqa: A002
-    other = other if isinstance(other, _C.Tensor) else trainrun.tensor(float(other))
+    other = other if _C._is_cpp_tensor(other) else trainrun.tensor(float(other))
     return trainrun.where(_signbit(other), -input.abs(), input.abs())
 
 
@@ -100,8 +100,8 @@ def _heaviside(input, values):  # noqa: A002
 
 
 def _float_power(input, exponent):  # noqa: A002
-    base = input.double() if isinstance(input, _C.Tensor) else input
-    return trainrun.pow(base, exponent.double() if isinstance(exponent, _C.Tensor) else exponent)
+    base = input.double() if _C._is_cpp_tensor(input) else input
+    return trainrun.pow(base, exponent.double() if _C._is_cpp_tensor(exponent) else exponent)
 
 
 def _fmax(input, other):  # noqa: A002
@@ -286,14 +286,14 @@ def _left_shift(input, other):  # noqa: A002
     """input << other for integer tensors: input * 2^other."""
     if input.is_floating_point():
         raise TypeError("bitwise shifts need integer tensors")
-    return input * (trainrun.full_like(input, 2) ** other if isinstance(other, _C.Tensor) else 2 ** int(other))
+    return input * (trainrun.full_like(input, 2) ** other if _C._is_cpp_tensor(other) else 2 ** int(other))
 
 
 def _right_shift(input, other):  # noqa: A002
     """input >> other for integer tensors: floor(input / 2^other), the arithmetic shift."""
     if input.is_floating_point():
         raise TypeError("bitwise shifts need integer tensors")
-    divisor = trainrun.full_like(input, 2) ** other if isinstance(other, _C.Tensor) else 2 ** int(other)
+    divisor = trainrun.full_like(input, 2) ** other if _C._is_cpp_tensor(other) else 2 ** int(other)
     return trainrun.div(input, divisor, rounding_mode="floor")
 
 
@@ -316,7 +316,7 @@ def _index_put_(input, indices, values, accumulate=False):  # noqa: A002
         flat = flat * shape[k] + (i % shape[k])
     trailing = shape[len(index):]
     rows = input.reshape([-1] + trailing) if trailing else input.reshape([-1])
-    update = trainrun.broadcast_to(values, list(index[0].shape) + trailing) if isinstance(values, _C.Tensor) else \
+    update = trainrun.broadcast_to(values, list(index[0].shape) + trailing) if _C._is_cpp_tensor(values) else \
         trainrun.full(list(index[0].shape) + trailing, float(values), dtype=input.dtype)
     summed = rows.index_add(0, flat.reshape([-1]), update.reshape([-1] + trailing).to(input.dtype))
     return input.copy_(summed.reshape(shape))
@@ -384,7 +384,7 @@ def _install():
     # a // b, b // a, a //= b and a @ b from the right: PyTorch's operators
     _C.Tensor.__floordiv__ = _floor_divide
     _C.Tensor.__rfloordiv__ = lambda self, other: _floor_divide(
-        trainrun.full_like(self, other) if not isinstance(other, _C.Tensor) else other, self)
+        trainrun.full_like(self, other) if not _C._is_cpp_tensor(other) else other, self)
     _C.Tensor.__ifloordiv__ = lambda self, other: self.copy_(_floor_divide(self, other))
     _C.Tensor.__rmatmul__ = lambda self, other: trainrun.matmul(other, self)
     _C.Tensor.__lshift__ = _left_shift

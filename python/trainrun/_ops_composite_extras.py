@@ -12,10 +12,10 @@ from trainrun._op_table import op, wrap_dim
 @op()
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
     """Whether each element of `elements` is among `test_elements` (a tensor or a number)."""
-    if not isinstance(test_elements, _C.Tensor):
+    if not _C._is_cpp_tensor(test_elements):
         test_elements = trainrun.tensor([test_elements]) if not isinstance(test_elements, (list, tuple)) else \
             trainrun.tensor(list(test_elements))
-    if not isinstance(elements, _C.Tensor):
+    if not _C._is_cpp_tensor(elements):
         elements = trainrun.tensor(elements)
     found = (elements.unsqueeze(-1) == test_elements.reshape(-1)).any(-1) if test_elements.numel() else \
         trainrun.zeros(list(elements.shape), dtype=_C.dtype.bool)
@@ -138,7 +138,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, name):  # noqa:
     if interpolation not in _INTERPOLATIONS:
         raise ValueError(f"{name}() interpolation must be one of {', '.join(_INTERPOLATIONS)}. Got "
                          f"'{interpolation}'")
-    scalar_q = not isinstance(q, _C.Tensor)
+    scalar_q = not _C._is_cpp_tensor(q)
     qs = trainrun.tensor([float(q)], dtype=input.dtype) if scalar_q else q.reshape(-1).to(input.dtype)
     if bool(((qs < 0) | (qs > 1)).any()):
         raise RuntimeError(f"{name}() q values must be in the range [0, 1]")
@@ -307,7 +307,7 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     from trainrun import return_types
     a = input.detach().cpu().numpy().reshape(-1)
     w = None if weight is None else weight.detach().cpu().numpy().reshape(-1)
-    edges_arg = bins.detach().cpu().numpy() if isinstance(bins, _C.Tensor) else int(bins)
+    edges_arg = bins.detach().cpu().numpy() if _C._is_cpp_tensor(bins) else int(bins)
     hist, edges = np.histogram(a, bins=edges_arg, range=range, weights=w, density=density)
     back = lambda v: _C.from_numpy(np.ascontiguousarray(v)).to(input.dtype)  # noqa: E731
     return return_types.histogram(back(hist), back(edges))

@@ -36,7 +36,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):  # noqa: A
     """input with src (or a scalar value) written at index along dim; reduce="add"/"multiply" combines."""
     if src is None and value is None:
         raise TypeError("scatter(): give src (a tensor) or value (a number)")
-    if src is not None and not isinstance(src, _C.Tensor):
+    if src is not None and not _C._is_cpp_tensor(src):
         src, value = None, src
     if reduce is not None:
         if reduce == "add":
@@ -106,7 +106,7 @@ def _slice_mask(input, dim, index):  # noqa: A002
 @op(method=True, inplace=True)
 def index_fill(input, dim, index, value):  # noqa: A002
     """input with the slices index picks along dim set to value."""
-    if isinstance(value, _C.Tensor):
+    if _C._is_cpp_tensor(value):
         value = value.item()
     return _C.masked_fill(input, _slice_mask(input, dim, index), value)
 
@@ -141,11 +141,10 @@ def masked_scatter(input, mask, source):  # noqa: A002
 @op(method=True)
 def masked_fill(input, mask, value):  # noqa: A002
     """input with value (a number or a 0-dim tensor) where mask (broadcast) is true."""
-    return _C.masked_fill(input, mask, value.item() if isinstance(value, _C.Tensor) else value)
+    return _C.masked_fill(input, mask, value.item() if _C._is_cpp_tensor(value) else value)
 
 
-_C.Tensor.masked_fill_ = lambda self, mask, value: _ops.masked_fill_(self, mask, value.item() if isinstance(
-    value, _C.Tensor) else value)
+_C.Tensor.masked_fill_ = lambda self, mask, value: _ops.masked_fill_(self, mask, value.item() if _C._is_cpp_tensor(value) else value)
 
 
 @op(method=True)
@@ -173,7 +172,7 @@ _where = _C.where
 
 
 def _as_tensor_like(value, like):
-    if isinstance(value, _C.Tensor):
+    if _C._is_cpp_tensor(value):
         return value
     dtype = like.dtype
     if isinstance(value, float) and not like.is_floating_point():
@@ -189,8 +188,8 @@ def where(condition, input=None, other=None, *, out=None):  # noqa: A002
         return nonzero(condition, as_tuple=True)
     if input is None or other is None:
         raise TypeError("where(): give both input and other, or neither")
-    like = input if isinstance(input, _C.Tensor) else other if isinstance(other, _C.Tensor) else condition
-    if not isinstance(like, _C.Tensor) or like is condition:
+    like = input if _C._is_cpp_tensor(input) else other if _C._is_cpp_tensor(other) else condition
+    if not _C._is_cpp_tensor(like) or like is condition:
         like = _C.full([], 0.0 if isinstance(input, float) or isinstance(other, float) else 0,
                        dtype=_C.dtype.float32 if isinstance(input, float) or isinstance(other, float) else
                        _C.dtype.int64, device=condition.device)
@@ -254,7 +253,7 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
     """For each value, the index in sorted_sequence (last dim) where it would be inserted."""
     side = side or ("right" if right else "left")
     seq = _host(sorted_sequence)
-    vals = _host(values) if isinstance(values, _C.Tensor) else np.asarray(values)
+    vals = _host(values) if _C._is_cpp_tensor(values) else np.asarray(values)
     if seq.ndim == 1:
         out = np.searchsorted(seq, vals, side=side)
     else:

@@ -87,7 +87,7 @@ def einsum(equation, *operands):
     program = _einsum_program(equation, tuple(tuple(t.shape) for t in operands))
     values = list(operands)
     # (tensor-likes such as DTensor: through trainrun.bmm, which hands them to their own rules)
-    bmm = _C.bmm if all(isinstance(t, _C.Tensor) for t in operands) else _trainrun.bmm
+    bmm = _C.bmm if all(_C._is_cpp_tensor(t) for t in operands) else _trainrun.bmm
     for call, inputs, args in program:
         if call == "bmm":
             values.append(bmm(values[inputs[0]], values[inputs[1]]))

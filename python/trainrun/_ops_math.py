@@ -69,9 +69,9 @@ def frac(input):  # noqa: A002
 def fmod(input, other):  # noqa: A002
     """The C remainder: the sign of the dividend (Python's % is remainder())."""
     if not input.is_floating_point() and not (isinstance(other, float) or
-                                              (isinstance(other, _C.Tensor) and other.is_floating_point())):
+                                              (_C._is_cpp_tensor(other) and other.is_floating_point())):
         r = _C.remainder(input, other)
-        other_t = other if isinstance(other, _C.Tensor) else _C.full([], other, dtype=input.dtype, device=input.device)
+        other_t = other if _C._is_cpp_tensor(other) else _C.full([], other, dtype=input.dtype, device=input.device)
         fix = (r != 0) & ((input < 0) != (other_t < 0))
         return _C.where(fix, r - other_t, r)
     q = input / other
@@ -84,7 +84,7 @@ def tan(input):  # noqa: A002
 
 
 def _float_operand(input, name):
-    if not isinstance(input, _C.Tensor):
+    if not _C._is_cpp_tensor(input):
         raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
     return input if input.is_floating_point() else input.to(_C._ops.get_default_dtype())
 
@@ -132,12 +132,12 @@ def clamp(input, min=None, max=None):  # noqa: A002
     """Each element limited to [min, max]; either bound may be a number or a tensor (or None)."""
     if min is None and max is None:
         raise ValueError("clamp(): at least one of min and max must not be None")
-    if isinstance(min, _C.Tensor) or isinstance(max, _C.Tensor):
+    if _C._is_cpp_tensor(min) or _C._is_cpp_tensor(max):
         out = input
         if min is not None:
-            out = _C.maximum(out, min if isinstance(min, _C.Tensor) else _C.full([], min, dtype=input.dtype, device=input.device))
+            out = _C.maximum(out, min if _C._is_cpp_tensor(min) else _C.full([], min, dtype=input.dtype, device=input.device))
         if max is not None:
-            out = _C.minimum(out, max if isinstance(max, _C.Tensor) else _C.full([], max, dtype=input.dtype, device=input.device))
+            out = _C.minimum(out, max if _C._is_cpp_tensor(max) else _C.full([], max, dtype=input.dtype, device=input.device))
         return out
     return _C.clamp(input, min, max)
 
@@ -327,9 +327,9 @@ def logaddexp(input, other):  # noqa: A002
 @op(method=True)
 def xlogy(input, other):  # noqa: A002
     """input * log(other), 0 where input is 0 (and other is not NaN)."""
-    if not isinstance(other, _C.Tensor):
+    if not _C._is_cpp_tensor(other):
         other = _C.full([], float(other), dtype=input.dtype if input.is_floating_point() else _C.dtype.float32)
-    if not isinstance(input, _C.Tensor):
+    if not _C._is_cpp_tensor(input):
         input = _C.full([], float(input), dtype=other.dtype)  # noqa: A001
     zero = input == 0
     safe = _C.where(zero, _C.ones([], dtype=other.dtype, device=other.device), other)

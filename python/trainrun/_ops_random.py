@@ -55,8 +55,8 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, de
     """normal(mean, std) with tensors (shapes broadcast), or normal(mean, std, size) with numbers."""
     if out is not None:
         raise NotImplementedError("normal(out=...) is not supported")
-    if isinstance(mean, _C.Tensor) or isinstance(std, _C.Tensor):
-        like = mean if isinstance(mean, _C.Tensor) else std
+    if _C._is_cpp_tensor(mean) or _C._is_cpp_tensor(std):
+        like = mean if _C._is_cpp_tensor(mean) else std
         shape = list(np.broadcast_shapes(tuple(getattr(mean, "shape", ())), tuple(getattr(std, "shape", ()))))
         z = _standard_normal(shape, like.dtype, like.device, generator)
         return z * std + mean

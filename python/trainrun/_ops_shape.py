@@ -101,13 +101,13 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # no
     if dim is None:
         input, dim = input.flatten(), 0
     d = wrap_dim(dim, input.ndim, "repeat_interleave")
-    if isinstance(repeats, _C.Tensor) and repeats.numel() != 1:
+    if _C._is_cpp_tensor(repeats) and repeats.numel() != 1:
         counts = np.asarray(repeats.cpu().tolist(), dtype=np.int64).reshape(-1)
         if len(counts) != input.shape[d]:
             raise ValueError(f"repeat_interleave(): repeats has {len(counts)} counts but dim {d} has "
                              f"{input.shape[d]} elements")
         return _C.index_select(input, d, _index(np.repeat(np.arange(len(counts)), counts), input.device))
-    r = int(repeats.item() if isinstance(repeats, _C.Tensor) else repeats)
+    r = int(repeats.item() if _C._is_cpp_tensor(repeats) else repeats)
     shape = list(input.shape)
     expanded = shape[:d + 1] + [r] + shape[d + 1:]
     return input.unsqueeze(d + 1).expand(expanded).reshape(shape[:d] + [shape[d] * r] + shape[d + 1:])
@@ -175,7 +175,7 @@ def tensor_split(input, indices_or_sections, dim=0):  # noqa: A002
     """Views split like numpy.array_split: n sections (the first n % size get one more), or at indices."""
     d = wrap_dim(dim, input.ndim, "tensor_split")
     size = input.shape[d]
-    if isinstance(indices_or_sections, _C.Tensor):
+    if _C._is_cpp_tensor(indices_or_sections):
         indices_or_sections = indices_or_sections.tolist()
     if isinstance(indices_or_sections, int):
         n = indices_or_sections
@@ -387,7 +387,7 @@ def flatten(input, start_dim=0, end_dim=-1):  # noqa: A002
 
 @op(method=True)
 def narrow(input, dim, start, length):  # noqa: A002
-    if isinstance(start, _C.Tensor):
+    if _C._is_cpp_tensor(start):
         start = int(start.item())
     return _original["narrow"](input, dim, start, length)
 

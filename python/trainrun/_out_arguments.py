@@ -31,7 +31,7 @@ def _can_cast(source, target):
 
 
 def _write(name, out, result):
-    if not isinstance(out, _C.Tensor):
+    if not _C._is_cpp_tensor(out):
         raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
     if not _can_cast(result.dtype, out.dtype):
         raise RuntimeError(f"{name}(): result type {result.dtype.name} can't be cast to the desired output type "
@@ -53,7 +53,7 @@ def _write(name, out, result):
 
 def _requires_grad(values):
     for v in values:
-        if isinstance(v, _C.Tensor):
+        if _C._is_cpp_tensor(v):
             if v.requires_grad:
                 return True
         elif isinstance(v, (list, tuple)) and _requires_grad(v):
@@ -72,7 +72,7 @@ def with_out(fn, name):
             raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
                                "differentiation, but one of the arguments requires grad.")
         result = fn(*args, **kwargs)
-        if isinstance(result, _C.Tensor):
+        if _C._is_cpp_tensor(result):
             if len(outs) != 1:
                 raise TypeError(f"{name}(): out must be a Tensor, got a sequence of {len(outs)}")
             return _write(name, outs[0], result)

@@ -12,7 +12,7 @@ def _extreme(name, reduce_all, along, pairwise, result):
             if keepdim:
                 raise TypeError(f"{name}(): keepdim needs a dim")
             return reduce_all(input, [], False)
-        if isinstance(dim, _C.Tensor):  # max(input, other): elementwise
+        if _C._is_cpp_tensor(dim):  # max(input, other): elementwise
             return pairwise(input, dim)
         if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
             raise TypeError(f"{name}(): dim must be an int or a tensor (other), got {type(dim).__name__}")

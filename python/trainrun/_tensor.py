@@ -17,7 +17,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     array or a tensor), on `device` when given. Python floats become the
     default dtype (float32 unless set_default_dtype changed it) and ints
     int64, as in PyTorch; asked for float64, they keep their full precision."""
-    if isinstance(data, Tensor):
+    if _C._is_cpp_tensor(data):
         t = data.detach().clone()
     else:
         array = np.array(data)
@@ -42,7 +42,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 
 
 def _is_number(x):
-    return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, Tensor)
+    return isinstance(x, (numbers.Number, np.generic)) and not _C._is_cpp_tensor(x)
 
 
 def _number(x):
@@ -64,7 +64,7 @@ def _inplace_operand(self, *others):
     """self, or a copy of it while autograd records: the in-place forms here compute out of place and copy_ the
     result back, and the op may have saved its input for backward, which copy_ then overwrites (PyTorch's native
     in-place ops save what they overwrite the same way)."""
-    if _C.is_grad_enabled() and (self.requires_grad or any(isinstance(o, Tensor) and o.requires_grad
+    if _C.is_grad_enabled() and (self.requires_grad or any(_C._is_cpp_tensor(o) and o.requires_grad
                                                            for o in others)):
         return self.clone()
     return self
@@ -135,7 +135,7 @@ def _to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, me
     for a in args:
         if isinstance(a, _C.dtype):
             dtype = a
-        elif isinstance(a, Tensor):
+        elif _C._is_cpp_tensor(a):
             dtype, device = a.dtype, a.device
         else:
             device = a
@@ -309,7 +309,7 @@ def _getitem(self, index):
         return _select(self, 0, index)
     if isinstance(index, (list, np.ndarray)):
         index = tensor(index)
-    if isinstance(index, Tensor) and index.ndim > 0 or (isinstance(index, Tensor) and index.dtype == _C.dtype.bool):
+    if _C._is_cpp_tensor(index) and index.ndim > 0 or (_C._is_cpp_tensor(index) and index.dtype == _C.dtype.bool):
         if index.dtype == _C.dtype.bool and index.ndim == self.ndim:
             return _C.masked_select(self, index)
         if index.dtype != _C.dtype.bool:
@@ -323,17 +323,17 @@ def _getitem(self, index):
 def _setitem(self, index, value):
     if isinstance(index, (list, np.ndarray)):
         index = tensor(index)
-    if _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)) and \
+    if _C.is_grad_enabled() and (self.requires_grad or (_C._is_cpp_tensor(value) and value.requires_grad)) and \
             _is_whole(self):  # (a view written under autograd stays refused: its base would miss the write)
         return _setitem_recorded(self, index, value)
-    if isinstance(index, Tensor) and index.dtype == _C.dtype.bool:
+    if _C._is_cpp_tensor(index) and index.dtype == _C.dtype.bool:
         # A mask over the leading dims selects whole rows: widen it to self's shape.
         mask = index.reshape(list(index.shape) + [1] * (self.ndim - index.ndim)).expand(*self.shape) \
             if index.ndim < self.ndim else index
         if _is_number(value):
             self.copy_(_C.masked_fill(self, mask, _number(value)))
             return
-        value = value if isinstance(value, Tensor) else tensor(value, dtype=self.dtype)
+        value = value if _C._is_cpp_tensor(value) else tensor(value, dtype=self.dtype)
         # x[mask] = v: v broadcasts to the selection's shape (count, *trailing), as in PyTorch.
         selected = [int(index.sum().item())] + list(self.shape[index.ndim:])
         self.masked_scatter_(mask, value.to(self.dtype).expand(*selected).contiguous())
@@ -345,7 +345,7 @@ def _setitem(self, index, value):
     if _is_number(value):
         view.fill_(_number(value))
     else:
-        view.copy_(value if isinstance(value, Tensor) else tensor(value, dtype=self.dtype))
+        view.copy_(value if _C._is_cpp_tensor(value) else tensor(value, dtype=self.dtype))
 
 
 def _is_whole(t):
@@ -361,7 +361,7 @@ def _setitem_recorded(self, index, value):
     if self.requires_grad and self.is_leaf:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     positions = _C.arange(self.numel(), device=self.device).reshape(list(self.shape))[index]
-    if isinstance(value, Tensor):
+    if _C._is_cpp_tensor(value):
         values = value.to(self.dtype).expand(*positions.shape)
     else:
         values = _C.full(list(positions.shape), _number(value), dtype=self.dtype, device=self.device)

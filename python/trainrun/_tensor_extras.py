@@ -141,7 +141,7 @@ Tensor.nansum = lambda self, dim=None, keepdim=False, *, dtype=None: _C.sum(
 # ---- module-level helpers -------------------------------------------------------------------------------
 def is_tensor(obj):
     """True for tensors and tensor subclasses written in Python over one (DTensor), as PyTorch's."""
-    return isinstance(obj, Tensor) or getattr(type(obj), "_is_tensor_like", False)
+    return _C._is_cpp_tensor(obj) or getattr(type(obj), "_is_tensor_like", False)
 
 
 def is_floating_point(input):  # noqa: A002
@@ -174,7 +174,7 @@ def detach(input):  # noqa: A002
 def as_tensor(data, dtype=None, device=None):
     """data as a tensor, sharing memory when it already is one (or a NumPy array) of that dtype and device."""
     from trainrun._tensor import tensor
-    if isinstance(data, Tensor):
+    if _C._is_cpp_tensor(data):
         out = data if dtype is None else data.to(dtype)
         return out if device is None else out.to(device)
     if isinstance(data, np.ndarray) and data.dtype.kind in "fiub" and data.dtype != np.float64 or \
@@ -203,7 +203,7 @@ def can_cast(from_, to):
 
 def result_type(tensor1, tensor2):
     def kind(x):
-        if isinstance(x, Tensor):
+        if _C._is_cpp_tensor(x):
             return x.dtype
         if isinstance(x, builtins.bool):
             return _C.dtype.bool
@@ -212,10 +212,10 @@ def result_type(tensor1, tensor2):
         return get_default_dtype()
     a, b = kind(tensor1), kind(tensor2)
     # A Python number does not widen a tensor of the same kind (PyTorch's rule for wrapped numbers).
-    if isinstance(tensor1, Tensor) and not isinstance(tensor2, Tensor):
+    if _C._is_cpp_tensor(tensor1) and not _C._is_cpp_tensor(tensor2):
         return a if (a.is_floating_point or not b.is_floating_point) and not (a == _C.dtype.bool and b != a) \
             else promote_types(a, b)
-    if isinstance(tensor2, Tensor) and not isinstance(tensor1, Tensor):
+    if _C._is_cpp_tensor(tensor2) and not _C._is_cpp_tensor(tensor1):
         return result_type(tensor2, tensor1)
     return promote_types(a, b)
 
@@ -318,7 +318,7 @@ def isneginf(input):  # noqa: A002
 
 def isreal(input):  # noqa: A002
     """True everywhere for a real tensor (a complex value is real when its imaginary part is 0)."""
-    if not isinstance(input, Tensor) and input.is_complex():  # (a ComplexTensor)
+    if not _C._is_cpp_tensor(input) and input.is_complex():  # (a ComplexTensor)
         return input.imag == 0
     return _C.full(list(input.shape), True, dtype=_C.dtype.bool, device=input.device)
 
@@ -360,7 +360,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
     import numpy as np
 
     from trainrun import as_tensor, tensor
-    if isinstance(obj, Tensor):
+    if _C._is_cpp_tensor(obj):
         out = obj
         if (dtype is not None and dtype != obj.dtype) or (device is not None and str(device) != str(obj.device)):
             if copy is False:

@@ -167,7 +167,7 @@ class _TorchPickler(pickle._Pickler):  # the Python pickler: its dispatch table 
         return None
 
     def reducer_override(self, obj):
-        if not isinstance(obj, _C.Tensor):
+        if not _C._is_cpp_tensor(obj):
             return NotImplemented
         t = obj.detach().cpu().contiguous()
         name = t.dtype.name

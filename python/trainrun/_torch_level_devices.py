@@ -76,7 +76,7 @@ def torch_range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None,
 
 def unravel_index(indices, shape):
     """The coordinates (a tuple, one tensor per dim) of flat indices into a tensor of `shape` (row-major)."""
-    if not isinstance(indices, _C.Tensor):
+    if not _C._is_cpp_tensor(indices):
         indices = trainrun.tensor(indices)
     if indices.is_floating_point() or indices.dtype == trainrun.bool:
         raise TypeError(f"expected 'indices' to be integer dtype, but got {indices.dtype}")

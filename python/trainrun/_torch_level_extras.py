@@ -77,12 +77,12 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None, r
 
 def rsub(input, other, *, alpha=1):  # noqa: A002
     """other - alpha * input."""
-    return trainrun.sub(other, input, alpha=alpha) if isinstance(other, _C.Tensor) else \
+    return trainrun.sub(other, input, alpha=alpha) if _C._is_cpp_tensor(other) else \
         (-alpha) * input + other
 
 
 def fill(input, value):  # noqa: A002
-    return trainrun.full_like(input, value.item() if isinstance(value, _C.Tensor) else value)
+    return trainrun.full_like(input, value.item() if _C._is_cpp_tensor(value) else value)
 
 
 def chain_matmul(*matrices, out=None):
@@ -114,9 +114,9 @@ def unsafe_split_with_sizes(input, split_sizes, dim=0):  # noqa: A002
 # ---- integer functions -------------------------------------------------------------------------------------
 def gcd(input, other):  # noqa: A002
     """The greatest common divisor, elementwise (integers; gcd(0, 0) = 0)."""
-    if input.is_floating_point() or (isinstance(other, _C.Tensor) and other.is_floating_point()):
+    if input.is_floating_point() or (_C._is_cpp_tensor(other) and other.is_floating_point()):
         raise RuntimeError(f"\"gcd_cpu\" not implemented for '{str(input.dtype).replace('trainrun.', '')}'")
-    a, b = trainrun.broadcast_tensors(input.abs(), other.abs() if isinstance(other, _C.Tensor) else
+    a, b = trainrun.broadcast_tensors(input.abs(), other.abs() if _C._is_cpp_tensor(other) else
                                       trainrun.tensor(abs(other), dtype=input.dtype))
     a, b = a.clone(), b.clone()
     while bool((b != 0).any()):  # Euclid, on every element at once until each remainder is 0
@@ -157,7 +157,7 @@ def _gradient_along(f, d, spacing, edge_order):
 
     def at(start, length):
         return f.narrow(d, start, length)
-    if isinstance(spacing, _C.Tensor):  # coordinates along d (1-D, n of them)
+    if _C._is_cpp_tensor(spacing):  # coordinates along d (1-D, n of them)
         if edge_order != 1:
             raise NotImplementedError("torch.gradient: edge_order=2 with coordinate tensors is not supported")
         shape = [-1] + [1] * (f.ndim - 1 - d)
@@ -320,7 +320,7 @@ def _is_set_to(self, other):
 def _nextafter(input, other):  # noqa: A002
     """The next representable float after input towards other (no gradient, as PyTorch's)."""
     a = input.detach().numpy()
-    b = other.detach().numpy() if isinstance(other, _C.Tensor) else np.asarray(other, dtype=a.dtype)
+    b = other.detach().numpy() if _C._is_cpp_tensor(other) else np.asarray(other, dtype=a.dtype)
     return trainrun.from_numpy(np.nextafter(a, b.astype(a.dtype)).copy())
 
 

@@ -156,11 +156,11 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
 
 # ---- elementwise and indexing ------------------------------------------------------------------------------------
 def bitwise_left_shift(input, other, *, out=None):  # noqa: A002
-    return _into(out, input << other if isinstance(input, _C.Tensor) else trainrun.tensor(input) << other)
+    return _into(out, input << other if _C._is_cpp_tensor(input) else trainrun.tensor(input) << other)
 
 
 def bitwise_right_shift(input, other, *, out=None):  # noqa: A002
-    return _into(out, input >> other if isinstance(input, _C.Tensor) else trainrun.tensor(input) >> other)
+    return _into(out, input >> other if _C._is_cpp_tensor(input) else trainrun.tensor(input) >> other)
 
 
 def igamma(input, other, *, out=None):  # noqa: A002
@@ -211,9 +211,9 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density=False):  # n
     histogramdd (bins: a count for all dimensions, one per dimension, or the edges themselves)."""
     import numpy as np
     points = input.detach().reshape(-1, input.shape[-1]).double().numpy()
-    if isinstance(bins, _C.Tensor):
+    if _C._is_cpp_tensor(bins):
         bins = bins.tolist()
-    elif isinstance(bins, (list, tuple)) and bins and isinstance(bins[0], _C.Tensor):
+    elif isinstance(bins, (list, tuple)) and bins and _C._is_cpp_tensor(bins[0]):
         bins = [b.double().numpy() for b in bins]
     if range is not None:  # (PyTorch's flat [min0, max0, min1, max1, ...])
         range = [(range[2 * i], range[2 * i + 1]) for i in builtins.range(len(range) // 2)]

@@ -7,7 +7,7 @@ from trainrun._anomaly_mode import (detect_anomaly, is_anomaly_check_nan_enabled
 
 
 def _as_list(tensors):
-    return [tensors] if isinstance(tensors, _C.Tensor) else list(tensors)
+    return [tensors] if _C._is_cpp_tensor(tensors) else list(tensors)
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None, inputs=None):
@@ -113,26 +113,26 @@ class Function(metaclass=_FunctionMeta):
         if kwargs or cls._new_style:  # (bound to forward's parameters, defaults too, as PyTorch's apply does)
             args = cls._bind(args, kwargs)
         ctx = FunctionCtx()
-        ctx.needs_input_grad = tuple(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
+        ctx.needs_input_grad = tuple(_C._is_cpp_tensor(a) and a.requires_grad for a in args)
         with no_grad():
             if cls._new_style:
                 result = cls.forward(*args)
                 cls.setup_context(ctx, args, result)
             else:
                 result = cls.forward(ctx, *args)
-        inputs = [a for a in args if isinstance(a, _C.Tensor)]
+        inputs = [a for a in args if _C._is_cpp_tensor(a)]
         if not _C.is_grad_enabled() or not any(t.requires_grad for t in inputs):
             return result
         single = not isinstance(result, tuple)
         outputs = [result] if single else list(result)
-        positions = [i for i, a in enumerate(args) if isinstance(a, _C.Tensor)]
+        positions = [i for i, a in enumerate(args) if _C._is_cpp_tensor(a)]
         non_differentiable = getattr(ctx, "_non_differentiable", ())
-        differentiable = [k for k, o in enumerate(outputs) if isinstance(o, _C.Tensor) and
+        differentiable = [k for k, o in enumerate(outputs) if _C._is_cpp_tensor(o) and
                           not any(o is n for n in non_differentiable)]
         dirty = list(getattr(ctx, "_dirty", ()))
         # The gradients backward gets for the outputs without one: zeros of their shapes (only their shapes are
         # kept: a backward holding the outputs would make a cycle through C++ that keeps them alive).
-        others = {k: (list(o.shape), o.dtype, o.device) if isinstance(o, _C.Tensor) else None
+        others = {k: (list(o.shape), o.dtype, o.device) if _C._is_cpp_tensor(o) else None
                   for k, o in enumerate(outputs) if k not in differentiable}
 
         def backward(*grads):
@@ -231,7 +231,7 @@ from trainrun._tensor_extras import inference_mode  # noqa: E402,F401
 
 class _VariableMeta(type):
     def __instancecheck__(cls, obj):
-        return isinstance(obj, _C.Tensor)
+        return _C._is_cpp_tensor(obj)
 
 
 class Variable(metaclass=_VariableMeta):

@@ -25,7 +25,7 @@ def _parts(input, where):  # noqa: A002
     """(real part, imaginary part or None) as floating tensors."""
     if isinstance(input, ComplexTensor):
         return input.real, input.imag
-    if not isinstance(input, _C.Tensor):
+    if not _C._is_cpp_tensor(input):
         raise TypeError(f"{where}(): expected a tensor, got {type(input).__name__}")
     if not input.is_floating_point():
         input = input.to(_C._ops.get_default_dtype())

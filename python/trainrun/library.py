@@ -235,11 +235,11 @@ class CustomOpDef:
             expected_tensor = base.startswith("Tensor")
             values = value if base.endswith("[]") and isinstance(value, (list, tuple)) else [value]
             for v in values:
-                if expected_tensor and not isinstance(v, _C.Tensor):
+                if expected_tensor and not _C._is_cpp_tensor(v):
                     raise RuntimeError(f"{self._qualname}() Expected a value of type '{type_name}' for argument "
                                     f"'{name}' but instead found type '{type(v).__name__}'. Declaration: "
                                     f"{self._qualname}{self._schema}")
-                if isinstance(v, _C.Tensor):
+                if _C._is_cpp_tensor(v):
                     tensors.append((name, v))
                     devices.add(v.device.type)
         if len(devices) > 1:
@@ -285,7 +285,7 @@ class CustomOpDef:
             return self._call(args, kwargs)
         finally:
             values = [*args, *kwargs.values()]
-            shapes = [list(v.shape) if isinstance(v, _C.Tensor) else [] for v in values]
+            shapes = [list(v.shape) if _C._is_cpp_tensor(v) else [] for v in values]
             concrete = [[int(v)] if isinstance(v, int) else
                         list(v) if isinstance(v, (list, tuple)) and all(isinstance(i, int) for i in v) else []
                         for v in values]
@@ -299,12 +299,12 @@ class CustomOpDef:
         slots = []  # (argument name, index in its list or None): where each tensor argument sits
         inputs = []
         for name, value in bound.arguments.items():
-            if isinstance(value, _C.Tensor):
+            if _C._is_cpp_tensor(value):
                 slots.append((name, None))
                 inputs.append(value)
             elif isinstance(value, (list, tuple)):
                 for i, v in enumerate(value):
-                    if isinstance(v, _C.Tensor):
+                    if _C._is_cpp_tensor(v):
                         slots.append((name, i))
                         inputs.append(v)
         _C._external_begin()
@@ -314,7 +314,7 @@ class CustomOpDef:
             _C._external_abort()
             raise
         flat = list(result) if isinstance(result, (tuple, list)) else [result]
-        outputs = [o for o in flat if isinstance(o, _C.Tensor)]
+        outputs = [o for o in flat if _C._is_cpp_tensor(o)]
         arguments = dict(bound.arguments)
         signature = self._signature
 
@@ -330,7 +330,7 @@ class CustomOpDef:
             call = inspect.BoundArguments(signature, new)
             out = self._call(call.args, call.kwargs)
             out = list(out) if isinstance(out, (tuple, list)) else [out]
-            return [o for o in out if isinstance(o, _C.Tensor)]
+            return [o for o in out if _C._is_cpp_tensor(o)]
 
         others = {k: v for k, v in arguments.items() if (k, None) not in slots}  # (what a replay keeps as is)
         _C._external_end(self._qualname, replay, inputs, outputs, key=f"{self._qualname}{_text_of(others)}")
@@ -358,7 +358,7 @@ class CustomOpDef:
         outputs = list(output) if isinstance(output, (tuple, list)) else [output]
         inputs = [t for _, t in tensors]
         for o in outputs:
-            if isinstance(o, _C.Tensor) and any(o is t or _same_memory(o, t) for t in inputs):
+            if _C._is_cpp_tensor(o) and any(o is t or _same_memory(o, t) for t in inputs):
                 raise RuntimeError(f"{self._qualname}: The output of this custom operator (1) must not also be an "
                                    "input to this custom operator and (2) may not alias any inputs to this custom "
                                    "operator or other returns. Return a copy (x.clone()) instead.")
@@ -367,12 +367,12 @@ class CustomOpDef:
         return self._attach_backward(bound, inputs, output, outputs)
 
     def _attach_backward(self, bound, inputs, output, outputs):
-        tensor_outputs = [o for o in outputs if isinstance(o, _C.Tensor) and o.dtype.is_floating_point]
+        tensor_outputs = [o for o in outputs if _C._is_cpp_tensor(o) and o.dtype.is_floating_point]
         if not tensor_outputs:
             return output
         op, ctx = self, _Ctx()
-        positions = [i for i, v in enumerate(bound.args) if isinstance(v, _C.Tensor)]
-        ctx.needs_input_grad = tuple(isinstance(v, _C.Tensor) and v.requires_grad for v in bound.args)
+        positions = [i for i, v in enumerate(bound.args) if _C._is_cpp_tensor(v)]
+        ctx.needs_input_grad = tuple(_C._is_cpp_tensor(v) and v.requires_grad for v in bound.args)
         if self._setup_context is not None:
             self._setup_context(ctx, tuple(bound.args), output)
 
@@ -389,7 +389,7 @@ class CustomOpDef:
 
         attached = _C._attach_function_node(self._qualname.replace("::", "_"), inputs, tensor_outputs, backward)
         replaced = iter(attached)
-        new = [next(replaced) if isinstance(o, _C.Tensor) and o.dtype.is_floating_point else o for o in outputs]
+        new = [next(replaced) if _C._is_cpp_tensor(o) and o.dtype.is_floating_point else o for o in outputs]
         # Outputs setup_context marked non-differentiable keep no history (their gradients reach backward as zeros).
         marked = getattr(ctx, "_non_differentiable", ())
         new = [n.detach() if any(n is m or o is m for m in marked) else n for n, o in zip(new, outputs)]
@@ -449,7 +449,7 @@ def get_ctx():
 def _text_of(arguments):
     """The custom op's non-tensor arguments as text (tensors, in lists too, as T): what two recordings compare."""
     def text(v):
-        if isinstance(v, _C.Tensor):
+        if _C._is_cpp_tensor(v):
             return "T"
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(text(x) for x in v) + "]"

@@ -101,10 +101,10 @@ def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=Non
         actual = _C.from_numpy(np.require(actual, requirements="C"))
     if isinstance(expected, np.ndarray):
         expected = _C.from_numpy(np.require(expected, requirements="C"))
-    if isinstance(actual, _C.Tensor) and isinstance(expected, _C.Tensor):
+    if _C._is_cpp_tensor(actual) and _C._is_cpp_tensor(expected):
         return _compare_tensors(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, check_stride,
                                 msg, _path)
-    if isinstance(actual, _C.Tensor) or isinstance(expected, _C.Tensor):
+    if _C._is_cpp_tensor(actual) or _C._is_cpp_tensor(expected):
         raise AssertionError(f"The values for attribute 'type' do not match{' for item ' + _path if _path else ''}:"
                              f" {type(actual)} != {type(expected)}.")
     if isinstance(actual, (bool, int, float)) and isinstance(expected, (bool, int, float)):
@@ -134,9 +134,9 @@ def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=Non
 def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
     """The deprecated spelling: dtypes may differ."""
     import trainrun
-    if not isinstance(actual, _C.Tensor):
+    if not _C._is_cpp_tensor(actual):
         actual = trainrun.tensor(actual)
-    if not isinstance(expected, _C.Tensor):
+    if not _C._is_cpp_tensor(expected):
         expected = trainrun.tensor(expected, dtype=actual.dtype)
     assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, check_dtype=False,
                  msg=msg or None)

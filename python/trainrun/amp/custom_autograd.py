@@ -9,7 +9,7 @@ from trainrun.amp.autocast_mode import autocast, get_autocast_dtype, is_autocast
 
 
 def _cast(value, dtype):
-    if isinstance(value, _C.Tensor) and value.is_floating_point():
+    if _C._is_cpp_tensor(value) and value.is_floating_point():
         return value.to(dtype)
     if isinstance(value, (list, tuple)):
         return type(value)(_cast(v, dtype) for v in value)

@@ -54,7 +54,7 @@ class GradScaler:
         """outputs (a tensor or nested lists/tuples of them) times the current scale."""
         if not self._enabled:
             return outputs
-        if isinstance(outputs, trainrun.Tensor):
+        if trainrun._C._is_cpp_tensor(outputs):
             return outputs * self._scale
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
@@ -109,7 +109,7 @@ class GradScaler:
         if not self._enabled:
             return
         if new_scale is not None:
-            self._scale = float(new_scale.item() if isinstance(new_scale, trainrun.Tensor) else new_scale)
+            self._scale = float(new_scale.item() if trainrun._C._is_cpp_tensor(new_scale) else new_scale)
         else:
             if not self._per_optimizer_states:
                 raise AssertionError("No inf checks were recorded prior to update.")

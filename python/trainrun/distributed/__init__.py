@@ -35,7 +35,7 @@ def _local_piece(x):
     """A DTensor (not a Tensor, has to_local) as this rank's piece; lists of them piece by piece."""
     if isinstance(x, (list, tuple)):
         return type(x)(_local_piece(v) for v in x)
-    return x.to_local() if not isinstance(x, _C.Tensor) and hasattr(x, "to_local") else x
+    return x.to_local() if not _C._is_cpp_tensor(x) and hasattr(x, "to_local") else x
 
 
 def _on_local_pieces(collective):

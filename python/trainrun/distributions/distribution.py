@@ -44,7 +44,7 @@ class Distribution:
             if constraints.is_dependent(constraint) or name not in self.__dict__:
                 continue
             value = self.__dict__[name]
-            if not isinstance(value, trainrun.Tensor):
+            if not trainrun._C._is_cpp_tensor(value):
                 continue
             if not bool(constraint.check(value).all()):
                 raise ValueError(f"Expected parameter {name} ({type(value).__name__} of shape {tuple(value.shape)}) "
@@ -70,7 +70,7 @@ class Distribution:
         new = type(self).__new__(type(self)) if _instance is None else _instance
         new.__dict__.update(self.__dict__)
         for name, value in self.__dict__.items():
-            if isinstance(value, trainrun.Tensor) and tuple(value.shape[:len(old)]) == old:
+            if trainrun._C._is_cpp_tensor(value) and tuple(value.shape[:len(old)]) == old:
                 new.__dict__[name] = value.expand(list(batch_shape) + list(value.shape[len(old):]))
             elif isinstance(value, Distribution) and tuple(value.batch_shape) == old:
                 new.__dict__[name] = value.expand(batch_shape)
@@ -130,7 +130,7 @@ class Distribution:
         """With validate_args: value must broadcast with batch_shape + event_shape and lie in the support."""
         if not self._validate_args:
             return
-        if not isinstance(value, trainrun.Tensor):
+        if not trainrun._C._is_cpp_tensor(value):
             raise ValueError(f"The value argument to log_prob must be a Tensor, got {type(value).__name__}")
         shape = tuple(self._batch_shape) + tuple(self._event_shape)
         actual = tuple(value.shape)
@@ -171,8 +171,8 @@ class LocScale(Distribution):
 def broadcast_all(*values):
     """The values as tensors of one broadcast shape (numbers become tensors of the default dtype, or of the first
     tensor's dtype and device)."""
-    like = next((v for v in values if isinstance(v, trainrun.Tensor)), None)
-    tensors = [v if isinstance(v, trainrun.Tensor) else
+    like = next((v for v in values if trainrun._C._is_cpp_tensor(v)), None)
+    tensors = [v if trainrun._C._is_cpp_tensor(v) else
                trainrun.tensor(float(v), dtype=like.dtype if like is not None else None,
                                device=like.device if like is not None else None) for v in values]
     return trainrun.broadcast_tensors(*tensors)

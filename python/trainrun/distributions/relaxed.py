@@ -33,7 +33,7 @@ class LogitRelaxedBernoulli(Distribution):
 
     def log_prob(self, value):
         diff = self.logits - value * self.temperature
-        log_temperature = self.temperature.log() if isinstance(self.temperature, trainrun.Tensor) else \
+        log_temperature = self.temperature.log() if trainrun._C._is_cpp_tensor(self.temperature) else \
             math.log(self.temperature)
         return log_temperature + diff - 2 * F.softplus(diff)
 
@@ -92,7 +92,7 @@ class ExpRelaxedCategorical(Distribution):
 
     def log_prob(self, value):
         k = self._event_shape[0]
-        temperature = self.temperature if isinstance(self.temperature, trainrun.Tensor) else \
+        temperature = self.temperature if trainrun._C._is_cpp_tensor(self.temperature) else \
             trainrun.tensor(float(self.temperature), dtype=self.logits.dtype)
         log_scale = math.lgamma(k) - temperature.log().mul(-(k - 1))
         score = self.logits - value * temperature

@@ -131,7 +131,7 @@ class AffineTransform(Transform):
 
     @property
     def sign(self):
-        return self.scale.sign() if isinstance(self.scale, trainrun.Tensor) else (1 if self.scale > 0 else -1)
+        return self.scale.sign() if trainrun._C._is_cpp_tensor(self.scale) else (1 if self.scale > 0 else -1)
 
     def _call(self, x):
         return self.loc + self.scale * x
@@ -141,7 +141,7 @@ class AffineTransform(Transform):
 
     def log_abs_det_jacobian(self, x, y):
         scale = self.scale
-        result = scale.abs().log() if isinstance(scale, trainrun.Tensor) else \
+        result = scale.abs().log() if trainrun._C._is_cpp_tensor(scale) else \
             trainrun.full_like(x, math.log(abs(scale)))
         result = result.expand(x.shape) if tuple(result.shape) != tuple(x.shape) else result
         if self.event_dim:
@@ -193,7 +193,7 @@ class PowerTransform(Transform):
         return y.pow(1 / self.exponent)
 
     def log_abs_det_jacobian(self, x, y):
-        exponent = self.exponent if isinstance(self.exponent, trainrun.Tensor) else trainrun.tensor(
+        exponent = self.exponent if trainrun._C._is_cpp_tensor(self.exponent) else trainrun.tensor(
             float(self.exponent), dtype=x.dtype)
         return (exponent * y / x).abs().log()
 

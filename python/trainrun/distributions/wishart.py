@@ -39,7 +39,7 @@ class Wishart(ExponentialFamily):
         else:
             tril = trainrun.linalg.cholesky(trainrun.linalg.inv(precision_matrix))
         p = matrix.shape[-1]
-        df = df if isinstance(df, trainrun.Tensor) else trainrun.tensor(float(df), dtype=matrix.dtype)
+        df = df if trainrun._C._is_cpp_tensor(df) else trainrun.tensor(float(df), dtype=matrix.dtype)
         batch = trainrun.broadcast_shapes(tuple(tril.shape[:-2]), tuple(df.shape))
         self.df = df.to(matrix.dtype).expand(list(batch))
         self._unbroadcasted_scale_tril = tril

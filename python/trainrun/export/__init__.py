@@ -129,7 +129,7 @@ class ExportedProgram:
             raise InputMismatchError(f"ExportedProgram: {len(tensors)} inputs given, the program takes "
                              f"{len(self._input_names)} ({', '.join(self._input_names)})")
         for name, t, (shape, dtype) in zip(self._input_names, tensors, self._input_meta):
-            if not isinstance(t, _C.Tensor):
+            if not _C._is_cpp_tensor(t):
                 raise TypeError(f"ExportedProgram: input '{name}' is a {type(t).__name__}, not a tensor")
             if self._dynamic is None and tuple(t.shape) != shape:
                 raise InputMismatchError(f"ExportedProgram: input '{name}' has shape {list(t.shape)}; the program was "
@@ -301,8 +301,8 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True, preserve
     if specialized:  # the program takes the tensors; `call` puts the other values back into each call of mod
         dynamic_shapes = _without_specialized(dynamic_shapes, names, specialized)
         call = _SpecializedCall(call, args, kwargs, specialized)
-        args = tuple(a for a in args if isinstance(a, _C.Tensor))
-        kwargs = {k: v for k, v in kwargs.items() if isinstance(v, _C.Tensor)}
+        args = tuple(a for a in args if _C._is_cpp_tensor(a))
+        kwargs = {k: v for k, v in kwargs.items() if _C._is_cpp_tensor(v)}
         names = [n for n in names if n not in {name for _, name, _ in specialized}]
     tensors = [t.contiguous() for t in list(args) + list(kwargs.values())]
     dims, input_dims = _dynamic_dims(dynamic_shapes, names, tensors)
@@ -429,7 +429,7 @@ class AOTModel:
 
     def __call__(self, *args, **kwargs):
         if self._in_spec is not None:  # (an archive of a program exported with containers: their tensors, in order)
-            args = tuple(t for t in _structured.flatten_call(self._in_spec, args, kwargs) if isinstance(t, _C.Tensor))
+            args = tuple(t for t in _structured.flatten_call(self._in_spec, args, kwargs) if _C._is_cpp_tensor(t))
             kwargs = {}
         unknown = [n for n in kwargs if n not in self.input_names]
         if unknown:

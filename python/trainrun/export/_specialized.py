@@ -11,7 +11,7 @@ def _specialized_inputs(names, given, num_args):
     that is neither a tensor nor such a value."""
     out = []
     for i, (name, value) in enumerate(zip(names, given)):
-        if isinstance(value, _C.Tensor):
+        if _C._is_cpp_tensor(value):
             continue
         if not isinstance(value, _SPECIALIZABLE):
             raise TypeError(f"export: input '{name}' is a {type(value).__name__}; inputs must be tensors or numbers, "

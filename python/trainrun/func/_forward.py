@@ -9,7 +9,7 @@ from trainrun.func._grad import jacrev
 
 
 def _as_tuple(x, what):
-    if isinstance(x, (tuple, list)) and all(isinstance(t, _C.Tensor) for t in x):
+    if isinstance(x, (tuple, list)) and all(_C._is_cpp_tensor(t) for t in x):
         return tuple(x)
     raise RuntimeError(f"jvp: Expected {what} to be a tuple of Tensors, got {type(x).__name__}")
 
@@ -49,7 +49,7 @@ def linearize(func, *primals):
 
     def jvp_fn(*tangents):
         return jvp(func, primals, tangents)[1]
-    return (output.detach() if isinstance(output, _C.Tensor) else output), jvp_fn
+    return (output.detach() if _C._is_cpp_tensor(output) else output), jvp_fn
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
@@ -69,7 +69,7 @@ def hessian(func, argnums=0):
             full = list(args)
             full[argnums] = x
             out = func(*full)
-            return out.reshape([]) if isinstance(out, _C.Tensor) and out.numel() == 1 else out
+            return out.reshape([]) if _C._is_cpp_tensor(out) and out.numel() == 1 else out
         with trainrun.enable_grad():
             return functional.hessian(bound, args[argnums])
     return wrapper

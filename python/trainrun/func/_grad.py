@@ -6,7 +6,7 @@ from trainrun import _C
 
 
 def _flatten(tree):
-    if isinstance(tree, _C.Tensor):
+    if _C._is_cpp_tensor(tree):
         return [tree], lambda leaves: leaves[0]
     if isinstance(tree, (tuple, list)):
         parts = [_flatten(t) for t in tree]
@@ -28,7 +28,7 @@ def _flatten(tree):
 
 def _detached(tree):
     """aux with its tensors detached (what func returned beside the output, seen from outside the transform)."""
-    if isinstance(tree, _C.Tensor):
+    if _C._is_cpp_tensor(tree):
         return tree.detach()
     if isinstance(tree, (tuple, list)):
         return type(tree)(_detached(t) for t in tree)
@@ -74,10 +74,10 @@ def grad_and_value(func, argnums=0, has_aux=False):
             if has_aux and not (isinstance(result, tuple) and len(result) == 2):
                 raise RuntimeError("grad_and_value(f)(*args): output of function f should be a tuple: (output, aux) "
                                    "if has_aux is True")
-            if not isinstance(output, _C.Tensor) or output.numel() != 1:
+            if not _C._is_cpp_tensor(output) or output.numel() != 1:
                 raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got "
                                    f"{type(output).__name__}" + (f" of shape {list(output.shape)}"
-                                                                 if isinstance(output, _C.Tensor) else ""))
+                                                                 if _C._is_cpp_tensor(output) else ""))
             leaves = [leaf for fresh, _ in tracked for leaf in fresh]
             outer = any(leaf.requires_grad for a in args for leaf in _flatten_or_empty(a))  # (a transform above)
             grads = trainrun.autograd.grad(output, leaves, create_graph=outer, allow_unused=True)
@@ -144,7 +144,7 @@ def jacrev(func, argnums=0, has_aux=False):
             return func(*full)
         result = vjp(bound, args[argnums], has_aux=has_aux)
         output, fn = result[0], result[1]
-        if not isinstance(output, _C.Tensor):
+        if not _C._is_cpp_tensor(output):
             raise NotImplementedError("jacrev: func must return one tensor")
         rows = []
         flat = output.reshape(-1)

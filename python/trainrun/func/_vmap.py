@@ -12,7 +12,7 @@ def _size_along(tree, dims):
     def walk(value, dim):
         if dim is None:
             return
-        if isinstance(value, _C.Tensor):
+        if _C._is_cpp_tensor(value):
             if not -value.dim() <= dim < value.dim():
                 raise ValueError(f"vmap: in_dim={dim} is out of bounds for a tensor of {value.dim()} dims")
             sizes.add(value.shape[dim])
@@ -29,7 +29,7 @@ def _size_along(tree, dims):
 def _slice(value, dim, i):
     if dim is None:
         return value
-    if isinstance(value, _C.Tensor):
+    if _C._is_cpp_tensor(value):
         return value.select(dim, i)
     if isinstance(value, (tuple, list)):
         dims = dim if isinstance(dim, (tuple, list)) else [dim] * len(value)
@@ -41,7 +41,7 @@ def _slice(value, dim, i):
 
 def _stack(results, out_dims):
     first = results[0]
-    if isinstance(first, _C.Tensor):
+    if _C._is_cpp_tensor(first):
         if out_dims is None:
             return first
         return trainrun.stack(results, dim=out_dims)

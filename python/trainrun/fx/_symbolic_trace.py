@@ -139,9 +139,9 @@ class Tracer:
             return type(a)(made) if not hasattr(a, "_fields") else type(a)(*made)
         if isinstance(a, dict):
             return {k: self.create_arg(v) for k, v in a.items()}
-        if isinstance(a, _C.Tensor) or hasattr(a, "to_local"):
+        if _C._is_cpp_tensor(a) or hasattr(a, "to_local"):
             for name, t in list(self.root.named_parameters()) + list(self.root.named_buffers()):
-                if t is a or (isinstance(a, _C.Tensor) and isinstance(t, _C.Tensor) and t._cdata == a._cdata):
+                if t is a or (_C._is_cpp_tensor(a) and _C._is_cpp_tensor(t) and t._cdata == a._cdata):
                     return self.graph.get_attr(name)
             name = f"_tensor_constant{len(self._constants)}"
             self._constants[name] = a

@@ -65,7 +65,7 @@ def _register_buffer(self, name, tensor, persistent=True):
         object.__setattr__(self, name, tensor)
         return None
     self.__dict__.get("_none_buffers", set()).discard(name)
-    if not isinstance(tensor, _C.Tensor):
+    if not _C._is_cpp_tensor(tensor):
         raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (torch Tensor or None "
                         "required)")
     self.__dict__.pop(name, None)  # (a None placeholder gives way to the registered tensor)

@@ -84,7 +84,7 @@ def has_backward_hooks(module):
 def wrap_inputs(module, args):
     """The call's state and its positional arguments, tensors passed through the input hook when grad mode is on
     and one of them requires grad."""
-    positions = [i for i, a in enumerate(args) if isinstance(a, _C.Tensor) and a.requires_grad]
+    positions = [i for i, a in enumerate(args) if _C._is_cpp_tensor(a) and a.requires_grad]
     state = _CallState(module, len(args), positions)
     if positions and _C.is_grad_enabled():
         wrapped = _InputHook.apply(state, *(args[i] for i in positions))
@@ -102,7 +102,7 @@ def wrap_outputs(state, output):
     if not _C.is_grad_enabled():
         return output
     items = list(output) if isinstance(output, (tuple, list)) else [output]
-    positions = [i for i, o in enumerate(items) if isinstance(o, _C.Tensor) and o.requires_grad]
+    positions = [i for i, o in enumerate(items) if _C._is_cpp_tensor(o) and o.requires_grad]
     if not positions:
         return output
     wrapped = _OutputHook.apply(state, *(items[i] for i in positions))

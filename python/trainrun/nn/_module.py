@@ -76,12 +76,12 @@ def _call_eager(self, *args, **kwargs):
     if override is not None:
         output = override(*args, **kwargs)
     elif type(self).forward is _C.nn.Module.forward and "forward" not in self.__dict__ and \
-            set(kwargs) <= {"input"} and all(isinstance(a, _C.Tensor) for a in args):
+            set(kwargs) <= {"input"} and all(_C._is_cpp_tensor(a) for a in args):
         if kwargs:  # layer(input=x): PyTorch's name for a C++ layer's one argument
             args = args + (kwargs["input"],)
         output = _cpp_call(self, *args)  # a C++ module: tensors in, a tensor (or a tuple) out, C++ hooks run
     elif "forward" not in self.__dict__ and not kwargs and \
-            any(not isinstance(a, _C.Tensor) and hasattr(a, "to_local") for a in args) and \
+            any(not _C._is_cpp_tensor(a) and hasattr(a, "to_local") for a in args) and \
             _cpp_layers_functional.has_functional_form(self):
         output = _cpp_layers_functional.functional_forward(self, args)  # a C++ layer given DTensors
     else:
@@ -111,7 +111,7 @@ def _fills_buffer(module, name, value):
 
 def _registers_itself(value):
     """A parameter of another kind than a tensor (nn.Parameter(dtensor)): its class registers it."""
-    return not isinstance(value, _C.Tensor) and getattr(value, "_is_param", False) is True and \
+    return not _C._is_cpp_tensor(value) and getattr(value, "_is_param", False) is True and \
         hasattr(type(value), "_register_as_parameter")
 
 
@@ -129,9 +129,9 @@ def _register_parameter(self, name, param, requires_grad=None):
         self.__dict__.setdefault("_none_parameters", set()).add(name)  # (module._parameters lists it as None)
         return None
     register = getattr(type(param), "_register_as_parameter", None)
-    if register is not None and not isinstance(param, _C.Tensor):
+    if register is not None and not _C._is_cpp_tensor(param):
         return register(param, self, name)
-    if not isinstance(param, _C.Tensor):
+    if not _C._is_cpp_tensor(param):
         raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
                         "(nn.Parameter or None required)")
     if self.__dict__.get(name, 0) is None:
@@ -153,7 +153,7 @@ def _assigns_registered(module, name, value):
         module.register_parameter(name, value)
     elif getattr(value, "_is_buffer", False) is True:  # nn.Buffer(t, persistent=...)
         module.register_buffer(name, value, persistent=value.persistent)
-    elif not isinstance(value, _C.Tensor):
+    elif not _C._is_cpp_tensor(value):
         return False
     elif _fills_buffer(module, name, value):
         pass
@@ -214,7 +214,7 @@ def _to(self, *args, device=None, dtype=None, non_blocking=False, memory_format=
     for a in args:
         if isinstance(a, _C.dtype):
             dtype = a
-        elif isinstance(a, _C.Tensor):
+        elif _C._is_cpp_tensor(a):
             device, dtype = a.device, a.dtype
         else:
             device = a

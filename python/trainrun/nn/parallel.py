@@ -46,7 +46,7 @@ class DistributedDataParallel(_C.distributed.DistributedDataParallel):
         if self.__dict__.get("_join_config") is not None and self._join_config.enable:
             from trainrun.distributed.algorithms.join import Join
             Join.notify_join_context(self)
-        if inputs and not kwargs and all(isinstance(a, _C.Tensor) for a in inputs):
+        if inputs and not kwargs and all(_C._is_cpp_tensor(a) for a in inputs):
             return super().forward(*inputs)
         if self._broadcast_buffers and self.training:
             from trainrun import distributed as dist

@@ -243,7 +243,7 @@ class _GroupsMixin:
         for entry, param in zip(per_param, params):
             for key, value in list(entry.items()):
                 value = entry[key] = local_state(value, param, self._layouts())
-                if not isinstance(value, _C.Tensor):
+                if not _C._is_cpp_tensor(value):
                     entry[key] = _C.full([], float(value), dtype=_C.dtype.float64)
                 elif key == "step":
                     entry[key] = value.to(_C.dtype.float64)
@@ -263,7 +263,7 @@ class _GroupsMixin:
 def _set_defaults(optimizer, params, defaults):
     """Options the C++ constructor does not take (dampening, maximize): set on every group that did not
     give its own."""
-    params = list(params) if not isinstance(params, _C.Tensor) else [params]
+    params = list(params) if not _C._is_cpp_tensor(params) else [params]
     given = [g if isinstance(g, dict) else {} for g in params] if params and isinstance(params[0], dict) else [{}]
     for i, group in enumerate(optimizer.param_groups):
         own = given[i] if i < len(given) else {}
@@ -278,7 +278,7 @@ class SGD(_GroupsMixin, _C.optim.SGD):
                  maximize=False, foreach=None, differentiable=False, fused=None):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
-        params = list(params) if not isinstance(params, _C.Tensor) else [params]
+        params = list(params) if not _C._is_cpp_tensor(params) else [params]
         self._init_groups(params, lambda p: _C.optim.SGD.__init__(self, p, lr, momentum, weight_decay, nesterov))
         _set_defaults(self, params, {"dampening": dampening, "maximize": maximize})
 
@@ -286,7 +286,7 @@ class SGD(_GroupsMixin, _C.optim.SGD):
 class Adam(_GroupsMixin, _C.optim.Adam):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None):
-        params = list(params) if not isinstance(params, _C.Tensor) else [params]
+        params = list(params) if not _C._is_cpp_tensor(params) else [params]
         self._init_groups(params, lambda p: _C.optim.Adam.__init__(self, p, lr, tuple(betas), eps, weight_decay,
                                                                    amsgrad))
         _set_defaults(self, params, {"maximize": maximize})
@@ -295,7 +295,7 @@ class Adam(_GroupsMixin, _C.optim.Adam):
 class AdamW(_GroupsMixin, _C.optim.AdamW):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
                  maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
-        params = list(params) if not isinstance(params, _C.Tensor) else [params]
+        params = list(params) if not _C._is_cpp_tensor(params) else [params]
         self._init_groups(params, lambda p: _C.optim.AdamW.__init__(self, p, lr, tuple(betas), eps, weight_decay,
                                                                     amsgrad))
         _set_defaults(self, params, {"maximize": maximize})

@@ -3,14 +3,14 @@ from trainrun import _C
 
 
 def _is_dtensor(p):
-    return not isinstance(p, (_C.Tensor, dict)) and hasattr(p, "to_local")
+    return not _C._is_cpp_tensor(p) and not isinstance(p, dict) and hasattr(p, "to_local")
 
 
 def local_params(params, layouts=None):
     """The tensors an optimizer updates: a DTensor parameter (tensor parallelism, fully_shard) is its local
     piece, the tensor its module holds, so updating it updates the module. layouts: a dict that records, by
     local tensor, the DTensor spec it came from (state_dict() shows that parameter's state as DTensors)."""
-    if isinstance(params, _C.Tensor) or hasattr(params, "to_local"):
+    if _C._is_cpp_tensor(params) or hasattr(params, "to_local"):
         params = [params]
     out = []
     for p in params:
@@ -37,7 +37,7 @@ def state_as_dtensors(state, params, layouts):
         if spec is None:
             continue
         for key, value in entry.items():
-            if isinstance(value, _C.Tensor) and value.ndim > 0 and tuple(value.shape) == tuple(p.shape):
+            if _C._is_cpp_tensor(value) and value.ndim > 0 and tuple(value.shape) == tuple(p.shape):
                 entry[key] = DTensor(value, spec)
     return state
 

@@ -141,7 +141,7 @@ class Optimizer(metaclass=abc.ABCMeta):
             if saved:
                 param = params[position]
                 values = {k: local_state(v, param, self.__dict__.get("_layouts")) for k, v in saved.items()}
-                self.state[param] = {k: (v.clone() if isinstance(v, _C.Tensor) else v) for k, v in values.items()}
+                self.state[param] = {k: (v.clone() if _C._is_cpp_tensor(v) else v) for k, v in values.items()}
         for mine, given in zip(self.param_groups, groups):
             for key, value in given.items():
                 if key != "params":

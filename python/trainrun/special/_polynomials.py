@@ -7,8 +7,8 @@ import trainrun
 
 
 def _operands(input, n):  # noqa: A002
-    x = input if isinstance(input, trainrun.Tensor) else trainrun.tensor(float(input))
-    degree = n if isinstance(n, trainrun.Tensor) else trainrun.tensor(n)
+    x = input if trainrun._C._is_cpp_tensor(input) else trainrun.tensor(float(input))
+    degree = n if trainrun._C._is_cpp_tensor(n) else trainrun.tensor(n)
     if not x.is_floating_point():
         x = x.to(trainrun.get_default_dtype())
     degree = degree.to(x.dtype).trunc()
@@ -54,7 +54,7 @@ def chebyshev_polynomial_w(input, n, *, out=None):  # noqa: A002
 
 def _shifted(polynomial):
     def shifted(input, n, *, out=None):  # noqa: A002
-        x = input if isinstance(input, trainrun.Tensor) else trainrun.tensor(float(input))
+        x = input if trainrun._C._is_cpp_tensor(input) else trainrun.tensor(float(input))
         return polynomial(2 * x - 1, n, out=out)
     shifted.__name__ = "shifted_" + polynomial.__name__
     shifted.__doc__ = f"{polynomial.__name__} on [0, 1]: at 2x - 1."

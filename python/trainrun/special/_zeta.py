@@ -11,8 +11,8 @@ _A = [12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7
 
 
 def zeta(input, other, *, out=None):  # noqa: A002
-    x = input if isinstance(input, trainrun.Tensor) else trainrun.tensor(float(input))
-    q = other if isinstance(other, trainrun.Tensor) else trainrun.tensor(float(other))
+    x = input if trainrun._C._is_cpp_tensor(input) else trainrun.tensor(float(input))
+    q = other if trainrun._C._is_cpp_tensor(other) else trainrun.tensor(float(other))
     dtype = trainrun.promote_types(x.dtype, q.dtype)
     dtype = dtype if dtype.is_floating_point else trainrun.get_default_dtype()
     x, q = trainrun.broadcast_tensors(x.double(), q.double())

@@ -12,7 +12,7 @@ def swap_tensors(t1, t2):
     dtype is fixed when it is made.)"""
     from trainrun import _C
     from trainrun._autograd import no_grad
-    if not (isinstance(t1, _C.Tensor) and isinstance(t2, _C.Tensor)):
+    if not (_C._is_cpp_tensor(t1) and _C._is_cpp_tensor(t2)):
         raise TypeError("swap_tensors: expected two tensors")
     if t1.dtype != t2.dtype:
         raise TypeError(f"swap_tensors: the tensors must have one dtype here (got {t1.dtype} and {t2.dtype})")

@@ -18,7 +18,7 @@ from trainrun.autograd import Function
 def _detached_inputs(args):
     out = []
     for a in args:
-        if isinstance(a, _C.Tensor):
+        if _C._is_cpp_tensor(a):
             d = a.detach()
             d.requires_grad_(a.requires_grad)
             out.append(d)
@@ -67,13 +67,13 @@ class _Checkpoint(Function):
                     _C._set_autocast(device, *state)
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         pairs = [(o, g) for o, g in zip(outputs, grads)
-                 if isinstance(o, _C.Tensor) and o.requires_grad and g is not None]
+                 if _C._is_cpp_tensor(o) and o.requires_grad and g is not None]
         none = (None, None, None, None, None)
         if not ctx.weights:  # reentrant: the recomputation's own backward accumulates the weights' gradients
             if pairs:
                 trainrun.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-            return none + tuple(i.grad if isinstance(i, _C.Tensor) and i.requires_grad else None for i in inputs)
-        wanted = [t for t in list(inputs) + list(ctx.weights) if isinstance(t, _C.Tensor) and t.requires_grad]
+            return none + tuple(i.grad if _C._is_cpp_tensor(i) and i.requires_grad else None for i in inputs)
+        wanted = [t for t in list(inputs) + list(ctx.weights) if _C._is_cpp_tensor(t) and t.requires_grad]
         found = trainrun.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True) \
             if pairs and wanted else [None] * len(wanted)
         by_id = {id(t): g for t, g in zip(wanted, found)}
@@ -87,7 +87,7 @@ def _weights_reached(function, args):
     found, seen, given, modules = [], set(), {id(a) for a in args}, []
 
     def add(t):
-        if isinstance(t, _C.Tensor) and t.requires_grad and id(t) not in seen and id(t) not in given:
+        if _C._is_cpp_tensor(t) and t.requires_grad and id(t) not in seen and id(t) not in given:
             seen.add(id(t))
             found.append(t)
 
@@ -98,7 +98,7 @@ def _weights_reached(function, args):
             modules.append(obj)
             for p in obj.parameters():
                 add(p)
-        elif isinstance(obj, _C.Tensor):
+        elif _C._is_cpp_tensor(obj):
             add(obj)
         elif isinstance(obj, functools.partial):
             for o in (obj.func, *obj.args, *obj.keywords.values()):
@@ -119,7 +119,7 @@ def _weights_reached(function, args):
             if code is not None and namespace is not None:  # the globals its code names (a module-level model)
                 for name in code.co_names:
                     value = namespace.get(name)
-                    if isinstance(value, (_C.nn.Module, _C.Tensor)):
+                    if isinstance(value, _C.nn.Module) or _C._is_cpp_tensor(value):
                         visit(value, depth + 1)
 
     visit(function)
@@ -146,7 +146,7 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
     hidden, modules = _weights_reached(function, args)
     if use_reentrant:
         hidden = []
-        if not any(isinstance(a, _C.Tensor) and a.requires_grad for a in args):
+        if not any(_C._is_cpp_tensor(a) and a.requires_grad for a in args):
             warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", UserWarning,
                           stacklevel=2)
     contexts = [c for c in (make(modules) for make in RECOMPUTE_CONTEXTS) if c is not None]
@@ -251,13 +251,13 @@ def detach_variable(inputs):
 
 
 def check_backward_validity(inputs):
-    if not any(isinstance(i, _C.Tensor) and i.requires_grad for i in inputs):
+    if not any(_C._is_cpp_tensor(i) and i.requires_grad for i in inputs):
         warnings.warn("None of the inputs have requires_grad=True. Gradients will be None")
 
 
 def get_device_states(*args):
     """(devices, their random states) of the CUDA devices the tensors in args are on (none on the CPU)."""
-    devices = sorted({a.device.index or 0 for a in args if isinstance(a, _C.Tensor) and a.device.type == "cuda"})
+    devices = sorted({a.device.index or 0 for a in args if _C._is_cpp_tensor(a) and a.device.type == "cuda"})
     return devices, [trainrun.cuda.get_rng_state(d) for d in devices]
 
 

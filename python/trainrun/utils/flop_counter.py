@@ -23,7 +23,7 @@ __all__ = ["FlopCounterMode", "register_flop_formula"]
 
 
 def get_shape(i):
-    return list(i.shape) if isinstance(i, _C.Tensor) else i
+    return list(i.shape) if _C._is_cpp_tensor(i) else i
 
 
 # ---- PyTorch's formulas, on shapes ---------------------------------------------------------------------------

@@ -106,7 +106,7 @@ def _plan_from_pytorch(folder, leaves):
         if not isinstance(v, (DTensor, _C.Tensor)):
             values.append((leaf, saved))
             continue
-        if not isinstance(saved, _C.Tensor):
+        if not _C._is_cpp_tensor(saved):
             raise TypeError(f"load: '{leaf.fqn}' is a value in PyTorch checkpoint '{folder}' but a tensor here")
         local, shape, offsets, _ = _chunks.local_piece(v)
         if tuple(saved.shape) != tuple(shape) or saved.dtype != local.dtype:

@@ -134,7 +134,7 @@ def lookup(full, fqn):
     parts = fqn.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         prefix = ".".join(parts[:cut])
-        if prefix in full and not isinstance(full[prefix], _C.Tensor):
+        if prefix in full and not _C._is_cpp_tensor(full[prefix]):
             value = full[prefix]
             for key in parts[cut:]:
                 if isinstance(value, list) and key.isdigit() and int(key) < len(value):

@@ -322,7 +322,7 @@ def _cast_inputs(group, args, kwargs):
         from trainrun import _C
 
         def cast(x):
-            return x.to(dtype) if isinstance(x, _C.Tensor) and x.is_floating_point() else x
+            return x.to(dtype) if _C._is_cpp_tensor(x) and x.is_floating_point() else x
         args = tuple(cast(a) for a in args)
         kwargs = {k: cast(v) for k, v in kwargs.items()}
     return args, kwargs
@@ -338,7 +338,7 @@ def _post_forward(group, output):
     group.reshard()
     replaced = None
     dtype = group.mp_policy.output_dtype
-    if dtype is not None and isinstance(output, _C.Tensor) and output.is_floating_point():
+    if dtype is not None and _C._is_cpp_tensor(output) and output.is_floating_point():
         output = replaced = output.to(dtype)
     if not is_grad_enabled():
         group.gathered = None  # no graph holds the gathered parameters: their memory goes now
@@ -364,7 +364,7 @@ def _wrap_for_backward(group, output):
     """output with its tensors that need a gradient passed through RegatherBeforeBackward (None when none)."""
     from trainrun import _C
     outputs = output if isinstance(output, (tuple, list)) else (output,)
-    needs_grad = [i for i, o in enumerate(outputs) if isinstance(o, _C.Tensor) and o.requires_grad]
+    needs_grad = [i for i, o in enumerate(outputs) if _C._is_cpp_tensor(o) and o.requires_grad]
     if not needs_grad:
         return None
     wrapped = RegatherBeforeBackward.apply(group, *[outputs[i] for i in needs_grad])
@@ -372,6 +372,6 @@ def _wrap_for_backward(group, output):
     rebuilt = list(outputs)
     for i, w in zip(needs_grad, wrapped):
         rebuilt[i] = w
-    if isinstance(output, _C.Tensor):
+    if _C._is_cpp_tensor(output):
         return rebuilt[0]
     return type(output)(rebuilt) if isinstance(output, list) else tuple(rebuilt)

@@ -193,7 +193,7 @@ class FullyShardedDataParallel(ModuleWrapper):
         mp = MixedPrecisionPolicy(param_dtype=policy.param_dtype, reduce_dtype=policy.reduce_dtype,
                                   cast_forward_inputs=policy.cast_forward_inputs or policy.cast_root_forward_inputs)
         ignored_params = [p for m in ignored for p in m.parameters()] + \
-            [s for s in (ignored_states or ()) if isinstance(s, _C.Tensor)]
+            [s for s in (ignored_states or ()) if _C._is_cpp_tensor(s)]
         mesh = _mesh(strategy, process_group, device_mesh, device_type)
         reshard = strategy in (ShardingStrategy.FULL_SHARD, ShardingStrategy.HYBRID_SHARD)
         fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp,
@@ -226,7 +226,7 @@ class FullyShardedDataParallel(ModuleWrapper):
             if getattr(config, "rank0_only", False) and dist.get_rank() != 0:
                 return {}
         if config.offload_to_cpu:
-            converted = {k: v.cpu() if isinstance(v, _C.Tensor) else v for k, v in converted.items()}
+            converted = {k: v.cpu() if _C._is_cpp_tensor(v) else v for k, v in converted.items()}
         if converted is not state:
             state.clear()
             state.update(converted)
@@ -275,7 +275,7 @@ class FullyShardedDataParallel(ModuleWrapper):
         if full and getattr(config, "rank0_only", False) and dist.get_rank() != 0:
             return {}
         if config.offload_to_cpu:
-            state["state"] = {name: {k: v.cpu() if isinstance(v, _C.Tensor) else v for k, v in entries.items()}
+            state["state"] = {name: {k: v.cpu() if _C._is_cpp_tensor(v) else v for k, v in entries.items()}
                               for name, entries in state["state"].items()}
         return state
 

@@ -15,7 +15,7 @@ class TensorChunkSpec:
 def split_args_kwargs_into_chunks(args, kwargs, chunks, args_chunk_spec=None, kwargs_chunk_spec=None):
     """(list of args tuples, list of kwargs dicts), one per microbatch."""
     def split(value, spec):
-        if isinstance(value, _C.Tensor):
+        if _C._is_cpp_tensor(value):
             dim = spec.split_dim if spec is not None else 0
             if value.shape[dim] < chunks:
                 raise ValueError(f"pipelining: a tensor of {value.shape[dim]} rows along dim {dim} cannot make "
@@ -31,7 +31,7 @@ def split_args_kwargs_into_chunks(args, kwargs, chunks, args_chunk_spec=None, kw
 def merge_chunks(chunks):
     """The microbatches' outputs joined along dim 0 (tuples element-wise)."""
     first = chunks[0]
-    if isinstance(first, _C.Tensor):
+    if _C._is_cpp_tensor(first):
         return _C.cat(list(chunks), 0)
     if isinstance(first, (tuple, list)):
         return type(first)(merge_chunks([c[i] for c in chunks]) for i in range(len(first)))

@@ -70,7 +70,7 @@ def _meta_like(t):
 
 
 def _map_tensors(value, fn):
-    if isinstance(value, _C.Tensor):
+    if _C._is_cpp_tensor(value):
         return fn(value)
     if isinstance(value, (tuple, list)):
         return type(value)(_map_tensors(v, fn) for v in value)
@@ -81,7 +81,7 @@ def _map_tensors(value, fn):
 
 def _crossing(args, kwargs):
     """The tensors among a module's arguments, in order (positional, then keyword)."""
-    return [a for a in list(args) + list(kwargs.values()) if isinstance(a, _C.Tensor)]
+    return [a for a in list(args) + list(kwargs.values()) if _C._is_cpp_tensor(a)]
 
 
 def _own_tensors(module):
@@ -294,7 +294,7 @@ def _install_boundary_hooks(stage_module):
                                      f"point, but the stage was given {len(received)}")
                 info["started"] = True
                 _use_buffers(info, real=True)
-                take = lambda v: received.pop(0) if isinstance(v, _C.Tensor) else v  # noqa: E731
+                take = lambda v: received.pop(0) if _C._is_cpp_tensor(v) else v  # noqa: E731
                 return tuple(take(a) for a in args), {k: take(v) for k, v in kwargs.items()}
             target.register_forward_pre_hook(take_received, with_kwargs=True, prepend=True)
         else:
@@ -304,15 +304,15 @@ def _install_boundary_hooks(stage_module):
                 info["started"] = True
                 _use_buffers(info, real=True)
                 received = tuple(info["received"])
-                return received[0] if isinstance(trace.outputs[path], _C.Tensor) and len(received) == 1 else received
+                return received[0] if _C._is_cpp_tensor(trace.outputs[path]) and len(received) == 1 else received
             target.register_forward_hook(give_received)
     if info["end"] is not None:
         _, path, point = info["end"]
         target = _submodule(runner, path)
 
         def stop(value):
-            tensors = [value] if isinstance(value, _C.Tensor) else \
-                [v for v in (value if isinstance(value, (tuple, list)) else []) if isinstance(v, _C.Tensor)]
+            tensors = [value] if _C._is_cpp_tensor(value) else \
+                [v for v in (value if isinstance(value, (tuple, list)) else []) if _C._is_cpp_tensor(v)]
             raise _Reached(tensors[0] if len(tensors) == 1 else tuple(tensors))
         if point == SplitPoint.BEGINNING:
             target.register_forward_pre_hook(lambda mod, args, kwargs: stop(tuple(_crossing(args, kwargs)))
@@ -349,7 +349,7 @@ def _run_stage(stage_module, args, kwargs):
         info.pop("received", None)
     if not info["started"]:
         raise RuntimeError(f"pipeline stage {stage}: the forward never reached its split point {info['start'][1]!r}")
-    if any(isinstance(t, _C.Tensor) and t.is_meta for t in (out if isinstance(out, tuple) else (out,))):
+    if any(_C._is_cpp_tensor(t) and t.is_meta for t in (out if isinstance(out, tuple) else (out,))):
         raise RuntimeError(f"pipeline stage {stage}: its output was computed from another stage's tensors (a value "
                            "that skips past a split point); split the model by hand")
     return out

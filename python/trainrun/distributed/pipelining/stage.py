@@ -188,7 +188,7 @@ class PipelineStage:
             _C._backward_roots(roots, grads or [None] * len(roots))
             return
         args, _ = self.inputs[m]
-        wanted = [a for a in args if isinstance(a, _C.Tensor) and a.requires_grad]
+        wanted = [a for a in args if _C._is_cpp_tensor(a) and a.requires_grad]
         got, self.weight_passes[m] = _C._backward_inputs(roots, wanted, grads)
         self.input_grads[m] = {id(a): g for a, g in zip(wanted, got)}
 
@@ -201,7 +201,7 @@ class PipelineStage:
         computed = self.input_grads.pop(m, None)
         grads = []
         for a in args:
-            if isinstance(a, _C.Tensor) and a.is_floating_point():
+            if _C._is_cpp_tensor(a) and a.is_floating_point():
                 g = computed.get(id(a)) if computed is not None else a.grad
                 grads.append(g if g is not None else _C.zeros(list(a.shape), dtype=a.dtype))
         self._send(grads, self.prev_rank, self._tag(self.stage_index - 1, backward=True))

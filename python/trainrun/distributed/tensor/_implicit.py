@@ -8,7 +8,7 @@ def replicated_like(x, dtensor):
     from trainrun import _C
     from trainrun.distributed.tensor._dtensor import DTensor
     from trainrun.distributed.tensor.placement_types import Replicate
-    if not _STATE["on"] or not isinstance(x, _C.Tensor):
+    if not _STATE["on"] or not _C._is_cpp_tensor(x):
         return x
     mesh = dtensor.device_mesh
     return DTensor.from_local(x, mesh, [Replicate()] * mesh.ndim)

@@ -22,7 +22,7 @@ def _number_or_dtensor(x, op, dtensor):
     x = replicated_like(x, dtensor)  # under experimental.implicit_replication
     if isinstance(x, DTensor):
         return x
-    if isinstance(x, _C.Tensor) and x.ndim == 0:
+    if _C._is_cpp_tensor(x) and x.ndim == 0:
         return x.item()
     raise TypeError(f"DTensor: {op} mixes a DTensor with a {type(x).__name__}; convert it with "
                     "DTensor.from_local or distribute_tensor")
@@ -109,8 +109,10 @@ for _name in _op_list.pointwise_methods(1) + ["gelu", "silu", "square", "recipro
 for _name in ("neg", "clone", "detach", "contiguous", "float", "double", "half", "bfloat16"):
     setattr(DTensor, _name, _unary(_name, getattr(_C.Tensor, _name)))
 DTensor.__neg__ = DTensor.neg
-# Comparisons as operators (== and != stay identity, as DTensors are dict keys and set members here).
+# Comparisons as operators, elementwise as a tensor's; hashing stays identity (dict keys and set members find a
+# DTensor by identity before they compare), as PyTorch's.
 DTensor.__gt__, DTensor.__lt__, DTensor.__ge__, DTensor.__le__ = DTensor.gt, DTensor.lt, DTensor.ge, DTensor.le
+DTensor.__eq__, DTensor.__ne__, DTensor.__hash__ = DTensor.eq, DTensor.ne, object.__hash__
 DTensor.to = _to
 DTensor.__matmul__ = lambda self, other: rules.matmul("matmul", self, other)
 DTensor.matmul = DTensor.__matmul__
@@ -136,7 +138,7 @@ def _operand_piece(self, other, op):
         if tuple(other.shape) != tuple(self.shape):
             raise ValueError(f"DTensor {op}: the operand's shape {list(other.shape)} is not {list(self.shape)}")
         return other.redistribute(self.device_mesh, self.placements).to_local()
-    if isinstance(other, _C.Tensor) and other.ndim > 0:
+    if _C._is_cpp_tensor(other) and other.ndim > 0:
         if tuple(other.shape) != tuple(self.shape):
             raise ValueError(f"DTensor {op}: a plain operand must have the whole tensor's shape "
                              f"{list(self.shape)}, got {list(other.shape)}")

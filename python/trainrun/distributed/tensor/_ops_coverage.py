@@ -32,7 +32,7 @@ def _pointwise_call(name):
     plain tensors refused (or replicated under implicit_replication)."""
     def handler(original, *args, **kwargs):
         first = next(a for a in args if isinstance(a, DTensor))
-        operands = [a if isinstance(a, DTensor) or not isinstance(a, _C.Tensor) else
+        operands = [a if isinstance(a, DTensor) or not _C._is_cpp_tensor(a) else
                     _ops._number_or_dtensor(a, name, first) for a in args]
         return rules.pointwise(name, lambda *pieces: original(*pieces, **kwargs), operands)
     return handler

@@ -53,7 +53,7 @@ def _whole(value):
 
 
 def _replicated(value, mesh):
-    if isinstance(value, _C.Tensor):
+    if _C._is_cpp_tensor(value):
         return DTensor.from_local(value, mesh, [Replicate()] * mesh.ndim)
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # (named tuples: values, indices)
         return type(value)(*(_replicated(v, mesh) for v in value))

@@ -186,6 +186,11 @@ def _decide_matmul(op, a, b):
 
 
 def linear(x, weight, bias=None):
+    x, weight = replicated_like(x, weight), replicated_like(weight, x)  # (under experimental.implicit_replication)
+    for name, value in (("input", x), ("weight", weight)):
+        if not isinstance(value, DTensor):  # (a module never distributed, called on a DTensor: PyTorch refuses it too)
+            raise TypeError(f"DTensor: linear mixes a DTensor with a {type(value).__name__} {name}; distribute the "
+                            "module (parallelize_module, distribute_module) or convert it with distribute_tensor")
     out = matmul("linear", x, transpose(weight, 0, 1))
     return pointwise("add", lambda a, b: a + b, [out, bias]) if bias is not None else out
 

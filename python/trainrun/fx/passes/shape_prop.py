@@ -31,7 +31,7 @@ def _extract_tensor_metadata(result, include_contiguity=True):
 
 
 def _map_tensors(value, fn):
-    if isinstance(value, trainrun.Tensor):
+    if trainrun._C._is_cpp_tensor(value):
         return fn(value)
     if isinstance(value, (list, tuple)):
         mapped = [_map_tensors(v, fn) for v in value]

@@ -69,7 +69,7 @@ def _dense_mask(mask_mod, B, H, L, S, device):
     """mask_mod over the whole grid, as a bool tensor of shape [B, H, L, S]."""
     b, h, q, kv = _index_grid(B, H, L, S, device)
     keep = mask_mod(b, h, q, kv)
-    if not isinstance(keep, _C.Tensor):
+    if not _C._is_cpp_tensor(keep):
         keep = _C.full([], bool(keep), dtype=_C.dtype.bool, device=device)
     if keep.dtype != _C.dtype.bool:
         raise TypeError(f"mask_mod must return booleans, got {keep.dtype}")
@@ -209,9 +209,9 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     log-sum-exp of the scores, [B, Hq, L], with return_lse=True). enable_gqa: Hq a multiple of Hkv, each group
     of query heads sharing one key/value head."""
     for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, _C.Tensor) or t.dim() != 4:
+        if not _C._is_cpp_tensor(t) or t.dim() != 4:
             raise ValueError(f"flex_attention: {name} must be a 4-D tensor [B, H, seq, dim], got "
-                             f"{list(t.shape) if isinstance(t, _C.Tensor) else type(t).__name__}")
+                             f"{list(t.shape) if _C._is_cpp_tensor(t) else type(t).__name__}")
     if not (query.dtype == key.dtype == value.dtype):
         raise ValueError(f"flex_attention: query, key and value must have one dtype, got {query.dtype}, "
                          f"{key.dtype} and {value.dtype}")

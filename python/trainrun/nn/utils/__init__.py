@@ -60,15 +60,32 @@ def _local(p):
 
 
 def _grads(parameters):
-    if isinstance(parameters, trainrun.Tensor) or hasattr(parameters, "to_local"):
+    if trainrun._C._is_cpp_tensor(parameters) or hasattr(parameters, "to_local"):
         parameters = [parameters]
     return [_local(p).grad for p in parameters if _local(p).grad is not None]
 
 
 def _shard_reducer(parameters):
-    if isinstance(parameters, trainrun.Tensor) or hasattr(parameters, "to_local"):
+    if trainrun._C._is_cpp_tensor(parameters) or hasattr(parameters, "to_local"):
         parameters = [parameters]
     return [_SHARDED.get(_key(_local(p))) for p in parameters if _local(p).grad is not None]
+
+
+def _grad_norms(parameters, grads, reducers, norm_type):
+    """Each gradient's norm (float64, shape [1]). A registered shard's is its local piece's (the caller combines
+    them over the ranks); any other DTensor parameter's is its whole gradient's, which the DTensor's own norm
+    reduces over the mesh (a parameter sharded by hand, not by fully_shard or tensor parallelism)."""
+    if trainrun._C._is_cpp_tensor(parameters) or hasattr(parameters, "to_local"):
+        parameters = [parameters]
+    with_grads = [p for p in parameters if _local(p).grad is not None]
+    norms = []
+    for p, g, r in zip(with_grads, grads, reducers):
+        if r is None and hasattr(p, "to_local") and not all(q.is_replicate() for q in p.placements):
+            whole = p.grad.detach().norm(float(norm_type), dtype=trainrun.float64).full_tensor()
+            norms.append(whole.reshape(1))
+        else:
+            norms.append(g.detach().to(trainrun.float64).norm(float(norm_type)).reshape(1))
+    return norms
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
@@ -76,14 +93,15 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     returns that norm (before clipping) as a tensor."""
     if max_norm < 0:
         raise ValueError(f"clip_grad_norm_: max_norm must be non-negative, got {max_norm}")
-    parameters = list(parameters) if not isinstance(parameters, trainrun.Tensor) else parameters
+    norm_type = float(norm_type)  # (PyTorch takes "inf" too)
+    parameters = list(parameters) if not trainrun._C._is_cpp_tensor(parameters) else parameters
     grads = _grads(parameters)
     if not grads:
         return trainrun.tensor(0.0)
     reducers = _shard_reducer(parameters)
-    over_stages = _pipeline_reducers(parameters if not isinstance(parameters, trainrun.Tensor) else [parameters])
+    over_stages = _pipeline_reducers(parameters if not trainrun._C._is_cpp_tensor(parameters) else [parameters])
     with trainrun.no_grad():
-        norms = [g.detach().to(trainrun.float64).norm(float(norm_type)).reshape(1) for g in grads]
+        norms = _grad_norms(parameters, grads, reducers, norm_type)
         if math.isinf(norm_type):
             parts = [n for n, r in zip(norms, reducers) if r is None]
             for r in {id(r): r for r in reducers if r is not None}.values():  # a shard's max, over its ranks
@@ -116,7 +134,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 def _as_parameters_kind(total, parameters):
     """The total norm as PyTorch returns it: a DTensor when the gradients are DTensors (FSDP2, tensor
     parallel), replicated over the first one's mesh (every rank holds the whole norm), else a plain tensor."""
-    first = next((p for p in ([parameters] if isinstance(parameters, trainrun.Tensor) else parameters)
+    first = next((p for p in ([parameters] if trainrun._C._is_cpp_tensor(parameters) else parameters)
                   if hasattr(p, "to_local")), None)
     if first is None:
         return total
@@ -127,7 +145,8 @@ def _as_parameters_kind(total, parameters):
 
 def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """The norm of the norms of tensors (PyTorch 2.6's first half of clip_grad_norm_), as a tensor."""
-    tensors = [tensors] if isinstance(tensors, trainrun.Tensor) else [t for t in tensors if t is not None]
+    tensors = [tensors] if trainrun._C._is_cpp_tensor(tensors) else [t for t in tensors if t is not None]
+    norm_type = float(norm_type)  # (PyTorch takes "inf" too)
     if not tensors:
         return trainrun.tensor(0.0)
     with trainrun.no_grad():

@@ -199,7 +199,7 @@ def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization
     "matrix_exp", "cayley" or "householder" (default: matrix_exp for square weights, householder otherwise).
     The current weight is orthogonalized (by QR) and becomes the starting point."""
     weight = getattr(module, name, None)
-    if not isinstance(weight, _C.Tensor):
+    if not _C._is_cpp_tensor(weight):
         raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
     if weight.ndim < 2:
         raise ValueError(f"Expected a matrix or batch of matrices. Got a tensor of {weight.ndim} dimensions.")

@@ -128,7 +128,7 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
     if not unsafe:
         with no_grad():
             probe = parametrization(original)
-        if not isinstance(probe, _C.Tensor) or probe.dtype != original.dtype or \
+        if not _C._is_cpp_tensor(probe) or probe.dtype != original.dtype or \
                 tuple(probe.shape) != tuple(original.shape):
             raise ValueError(f"Registering a parametrization may not change the shape or dtype of the tensor "
                              f"(unsafe=False): {tuple(original.shape)} {original.dtype} became "

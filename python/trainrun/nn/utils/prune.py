@@ -58,7 +58,7 @@ class BasePruningMethod(ABC):
             container.add_pruning_method(method)
             method = container
         orig = getattr(module, name + "_orig") if previous is not None else getattr(module, name)
-        if not isinstance(orig, trainrun.Tensor):
+        if not trainrun._C._is_cpp_tensor(orig):
             raise AttributeError(f"Parameter '{name}' of module {module} has to be a tensor to be pruned")
         scores = importance_scores if importance_scores is not None else orig
         if tuple(scores.shape) != tuple(orig.shape):

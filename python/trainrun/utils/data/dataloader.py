@@ -116,7 +116,7 @@ class DataLoader:
         GPU is usable; without one PyTorch ignores the option too)."""
         if not self.pin_memory or not trainrun.cuda.is_available():
             return batch
-        if isinstance(batch, trainrun.Tensor):
+        if trainrun._C._is_cpp_tensor(batch):
             return batch.pin_memory()
         if isinstance(batch, dict):
             return type(batch)((k, self._pinned(v)) for k, v in batch.items())
