@@ -13,6 +13,7 @@ float FusedKernel::scalar_value(const Tensor& t) {
     case DType::Float64: return static_cast<float>(*t.data<double>());
     case DType::Int64: return static_cast<float>(*t.data<int64_t>());
     case DType::Int32: return static_cast<float>(*t.data<int32_t>());
+    case DType::Int16: return static_cast<float>(*t.data<int16_t>());
     case DType::Bool: return *t.data<bool>() ? 1.0f : 0.0f;
     default: throw ValueError(fmt::format("fused kernel: a {} scalar input", dtype_name(t.dtype())));
   }

@@ -15,7 +15,7 @@ DLDataType to_dl_dtype(DType t) {
   switch (t) {
     case DType::Bool: d.code = kDLBoolCode; break;
     case DType::UInt8: d.code = kDLUInt; break;
-    case DType::Int8: case DType::Int32: case DType::Int64: d.code = kDLInt; break;
+    case DType::Int8: case DType::Int16: case DType::Int32: case DType::Int64: d.code = kDLInt; break;
     case DType::BFloat16: d.code = kDLBfloat; break;
     default: d.code = kDLFloat; break;
   }
@@ -29,6 +29,7 @@ DType from_dl_dtype(DLDataType d) {
     case kDLUInt: if (d.bits == 8) return DType::UInt8; break;
     case kDLInt:
       if (d.bits == 8) return DType::Int8;
+      if (d.bits == 16) return DType::Int16;
       if (d.bits == 32) return DType::Int32;
       if (d.bits == 64) return DType::Int64;
       break;

@@ -9,7 +9,7 @@ namespace trainrun {
 int64_t element_size(DType t) {
   switch (t) {
     case DType::Bool: case DType::UInt8: case DType::Int8: return 1;
-    case DType::Float16: case DType::BFloat16: return 2;
+    case DType::Int16: case DType::Float16: case DType::BFloat16: return 2;
     case DType::Int32: case DType::Float32: return 4;
     case DType::Int64: case DType::Float64: return 8;
   }
@@ -21,6 +21,7 @@ const char* dtype_name(DType t) {
     case DType::Bool: return "bool";
     case DType::UInt8: return "uint8";
     case DType::Int8: return "int8";
+    case DType::Int16: return "int16";
     case DType::Int32: return "int32";
     case DType::Int64: return "int64";
     case DType::Float16: return "float16";
@@ -35,6 +36,7 @@ DType dtype_from_name(const std::string& n) {
   if (n == "bool") return DType::Bool;
   if (n == "uint8") return DType::UInt8;
   if (n == "int8") return DType::Int8;
+  if (n == "int16" || n == "short") return DType::Int16;
   if (n == "int32" || n == "int") return DType::Int32;
   if (n == "int64" || n == "long") return DType::Int64;
   if (n == "float16" || n == "half") return DType::Float16;
@@ -49,7 +51,7 @@ bool is_floating(DType t) {
 }
 
 bool is_integral(DType t, bool include_bool) {
-  return t == DType::UInt8 || t == DType::Int8 || t == DType::Int32 || t == DType::Int64 ||
+  return t == DType::UInt8 || t == DType::Int8 || t == DType::Int16 || t == DType::Int32 || t == DType::Int64 ||
          (include_bool && t == DType::Bool);
 }
 
@@ -58,20 +60,20 @@ bool is_signed(DType t) { return t != DType::Bool && t != DType::UInt8; }
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   using D = DType;
-  constexpr D b1 = D::Bool, u1 = D::UInt8, i1 = D::Int8, i4 = D::Int32, i8 = D::Int64,
+  constexpr D b1 = D::Bool, u1 = D::UInt8, i1 = D::Int8, i2 = D::Int16, i4 = D::Int32, i8 = D::Int64,
               f2 = D::Float16, bf = D::BFloat16, f4 = D::Float32, f8 = D::Float64;
-  // Rows and columns in enum order: b1 u1 i1 i4 i8 f2 bf f4 f8 (as PyTorch's
-  // table, with int32 standing in for int16 at (u1, i1)).
+  // Rows and columns in enum order: b1 u1 i1 i2 i4 i8 f2 bf f4 f8 (PyTorch's table).
   static constexpr D table[kNumDTypes][kNumDTypes] = {
-      /* b1 */ {b1, u1, i1, i4, i8, f2, bf, f4, f8},
-      /* u1 */ {u1, u1, i4, i4, i8, f2, bf, f4, f8},
-      /* i1 */ {i1, i4, i1, i4, i8, f2, bf, f4, f8},
-      /* i4 */ {i4, i4, i4, i4, i8, f2, bf, f4, f8},
-      /* i8 */ {i8, i8, i8, i8, i8, f2, bf, f4, f8},
-      /* f2 */ {f2, f2, f2, f2, f2, f2, f4, f4, f8},
-      /* bf */ {bf, bf, bf, bf, bf, f4, bf, f4, f8},
-      /* f4 */ {f4, f4, f4, f4, f4, f4, f4, f4, f8},
-      /* f8 */ {f8, f8, f8, f8, f8, f8, f8, f8, f8},
+      /* b1 */ {b1, u1, i1, i2, i4, i8, f2, bf, f4, f8},
+      /* u1 */ {u1, u1, i2, i2, i4, i8, f2, bf, f4, f8},
+      /* i1 */ {i1, i2, i1, i2, i4, i8, f2, bf, f4, f8},
+      /* i2 */ {i2, i2, i2, i2, i4, i8, f2, bf, f4, f8},
+      /* i4 */ {i4, i4, i4, i4, i4, i8, f2, bf, f4, f8},
+      /* i8 */ {i8, i8, i8, i8, i8, i8, f2, bf, f4, f8},
+      /* f2 */ {f2, f2, f2, f2, f2, f2, f2, f4, f4, f8},
+      /* bf */ {bf, bf, bf, bf, bf, bf, f4, bf, f4, f8},
+      /* f4 */ {f4, f4, f4, f4, f4, f4, f4, f4, f4, f8},
+      /* f8 */ {f8, f8, f8, f8, f8, f8, f8, f8, f8, f8},
   };
   return table[static_cast<int>(a)][static_cast<int>(b)];
 }

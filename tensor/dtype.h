@@ -8,9 +8,9 @@
 namespace trainrun {
 
 enum class DType : int8_t {
-  Bool, UInt8, Int8, Int32, Int64, Float16, BFloat16, Float32, Float64,
+  Bool, UInt8, Int8, Int16, Int32, Int64, Float16, BFloat16, Float32, Float64,
 };
-constexpr int kNumDTypes = 9;
+constexpr int kNumDTypes = 10;
 
 // Bytes per element.
 int64_t element_size(DType t);
@@ -23,7 +23,6 @@ bool is_integral(DType t, bool include_bool);
 bool is_signed(DType t);
 
 // The dtype two tensors of these dtypes promote to (torch.promote_types).
-// PyTorch has int16 for (uint8, int8); trainrun has no int16 and uses int32.
 DType promote_types(DType a, DType b);
 // torch.can_cast: may a result of `from` be written into a tensor of `to`?
 bool can_cast(DType from, DType to);
@@ -36,6 +35,7 @@ template <typename T> struct dtype_of;
 template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
 template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::UInt8; };
 template <> struct dtype_of<int8_t> { static constexpr DType value = DType::Int8; };
+template <> struct dtype_of<int16_t> { static constexpr DType value = DType::Int16; };
 template <> struct dtype_of<int32_t> { static constexpr DType value = DType::Int32; };
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
 template <> struct dtype_of<Half> { static constexpr DType value = DType::Float16; };

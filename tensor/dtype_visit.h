@@ -12,6 +12,7 @@ decltype(auto) visit_dtype(DType t, const char* op, F&& f) {
     case DType::Bool: return f(bool{});
     case DType::UInt8: return f(uint8_t{});
     case DType::Int8: return f(int8_t{});
+    case DType::Int16: return f(int16_t{});
     case DType::Int32: return f(int32_t{});
     case DType::Int64: return f(int64_t{});
     case DType::Float16: return f(Half{});
@@ -42,6 +43,7 @@ decltype(auto) visit_integral_dtype(DType t, const char* op, bool with_bool, F&&
     case DType::Bool: if (with_bool) return f(bool{}); break;
     case DType::UInt8: return f(uint8_t{});
     case DType::Int8: return f(int8_t{});
+    case DType::Int16: return f(int16_t{});
     case DType::Int32: return f(int32_t{});
     case DType::Int64: return f(int64_t{});
     default: break;
@@ -55,6 +57,7 @@ decltype(auto) visit_numeric_dtype(DType t, const char* op, F&& f) {
   switch (t) {
     case DType::UInt8: return f(uint8_t{});
     case DType::Int8: return f(int8_t{});
+    case DType::Int16: return f(int16_t{});
     case DType::Int32: return f(int32_t{});
     case DType::Int64: return f(int64_t{});
     case DType::Float16: return f(Half{});

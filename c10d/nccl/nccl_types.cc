@@ -11,6 +11,7 @@ ncclDataType_t nccl_dtype(DType dt, const char* op) {
     case DType::Bool: return ncclUint8;
     case DType::UInt8: return ncclUint8;
     case DType::Int8: return ncclInt8;
+    case DType::Int16: break;  // (NCCL has no 16-bit integer type; PyTorch's NCCL refuses int16 too)
     case DType::Int32: return ncclInt32;
     case DType::Int64: return ncclInt64;
     case DType::Float16: return ncclFloat16;

@@ -33,6 +33,8 @@ const char* numpy_format(DType d) {
       return "int64";
     case DType::Int32:
       return "int32";
+    case DType::Int16:
+      return "int16";
     case DType::Int8:
       return "int8";
     case DType::UInt8:
@@ -53,10 +55,11 @@ DType dtype_of_numpy(const py::dtype& d) {
   if (kind == 'f' && size == 2) return DType::Float16;
   if (kind == 'i' && size == 8) return DType::Int64;
   if (kind == 'i' && size == 4) return DType::Int32;
+  if (kind == 'i' && size == 2) return DType::Int16;
   if (kind == 'i' && size == 1) return DType::Int8;
   if (kind == 'u' && size == 1) return DType::UInt8;
   if (kind == 'b') return DType::Bool;
-  throw TypeError(fmt::format("NumPy dtype {} is not supported (float16/32/64, int8/32/64, uint8, bool)",
+  throw TypeError(fmt::format("NumPy dtype {} is not supported (float16/32/64, int8/16/32/64, uint8, bool)",
                               std::string(py::str(static_cast<const py::handle&>(d)))));
 }
 
@@ -151,11 +154,13 @@ Tensor from_dlpack_object(py::object obj) {
 
 void bind_tensor(py::module_& m) {
   py::enum_<DType> dtypes(m, "dtype");
-  for (DType d : {DType::Bool, DType::UInt8, DType::Int8, DType::Int32, DType::Int64, DType::Float16, DType::BFloat16,
-                  DType::Float32, DType::Float64})
+  for (DType d : {DType::Bool, DType::UInt8, DType::Int8, DType::Int16, DType::Int32, DType::Int64, DType::Float16,
+                  DType::BFloat16, DType::Float32, DType::Float64})
     dtypes.value(dtype_name(d), d);
   // (The package sets repr and str to "trainrun.float32".)
   dtypes.def_property_readonly("is_floating_point", [](DType d) { return is_floating(d); })
+      .def_property_readonly("is_signed", [](DType d) { return is_signed(d); })
+      .def_property_readonly("is_complex", [](DType) { return false; })  // (complex dtypes are Python's: _complex.py)
       .def_property_readonly("itemsize", [](DType d) { return element_size(d); });
 
   py::class_<Tensor> tensor_class(m, "Tensor", py::dynamic_attr(), py::metaclass(tensor_metaclass()));

@@ -43,9 +43,9 @@ from trainrun._ops import ops  # noqa: E402,F401  (trainrun.ops.<namespace>.<nam
 dtype = _C.dtype
 dtype.__repr__ = dtype.__str__ = lambda self: "trainrun." + self.name
 bool = _C.dtype.bool  # noqa: A001  (PyTorch's name)
-uint8, int8, int32, int64 = _C.dtype.uint8, _C.dtype.int8, _C.dtype.int32, _C.dtype.int64
+uint8, int8, int16, int32, int64 = _C.dtype.uint8, _C.dtype.int8, _C.dtype.int16, _C.dtype.int32, _C.dtype.int64
 float16, bfloat16, float32, float64 = _C.dtype.float16, _C.dtype.bfloat16, _C.dtype.float32, _C.dtype.float64
-half, float, double, long, int = float16, float32, float64, int64, int32  # noqa: A001
+half, float, double, long, int, short = float16, float32, float64, int64, int32, int16  # noqa: A001
 
 device = _C.device
 from trainrun._default_device import get_default_device, set_default_device  # noqa: E402,F401  (device's `with`)
@@ -282,6 +282,7 @@ _torch_level_devices.install_absent_devices(globals())  # (torch.mps, torch.xpu:
 _torch_level_devices.install_generic_streams(globals())  # (torch.Stream, torch.Event)
 from trainrun import signal  # noqa: E402,F401  (torch.signal.windows)
 from trainrun import hub  # noqa: E402,F401  (torch.hub)
+from trainrun import _utils  # noqa: E402,F401  (torch._utils: private helpers scripts import by this path)
 from trainrun import _module_paths  # noqa: E402
 _module_paths.install()  # (torch.autograd.profiler, torch.storage, torch.nn.utils.weight_norm, ... as modules)
 from trainrun import _torch_level_more  # noqa: E402

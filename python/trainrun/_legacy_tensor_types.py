@@ -40,7 +40,7 @@ def _make(cls, *args, device=None):
 def _define():
     types = {}
     for dtype_name, type_name in LEGACY_TYPES.items():
-        if not hasattr(_C.dtype, dtype_name):  # (a dtype trainrun does not have: int16, int8)
+        if not hasattr(_C.dtype, dtype_name):  # (a dtype the core does not have)
             continue
         cls = _LegacyTensorType(type_name, (), {"dtype": getattr(_C.dtype, dtype_name), "__new__": _make,
                                                 "__module__": "trainrun"})

@@ -260,16 +260,19 @@ def _view(self, *shape, size=None, dtype=None):
 def _view_as_dtype(self, dtype):
     if dtype == self.dtype:
         return _original_view(self, list(self.shape))
-    if self.device.type != "cpu":
-        raise NotImplementedError(f"view(dtype): reading a {self.device.type} tensor's memory as another dtype is "
-                                  "supported on the CPU only")
     if self.requires_grad and _C.is_grad_enabled():
         raise RuntimeError("view(dtype): a tensor that requires grad cannot be viewed as another dtype (the result "
                            "has no gradient); detach() it first")
+    old, new = self.element_size(), _C.empty([0], dtype=dtype).element_size()
+    if old == new:  # the same elements' bytes read as the other dtype, on any device (bfloat16 as int16, ...)
+        return _C._tensor_on_storage(self.untyped_storage(), dtype, list(self.shape), list(self.stride()),
+                                     self.storage_offset())
+    if self.device.type != "cpu":
+        raise NotImplementedError(f"view(dtype): reading a {self.device.type} tensor's memory as a dtype of another "
+                                  "element size is supported on the CPU only")
     if _C.dtype.bfloat16 in (self.dtype, dtype):
         raise NotImplementedError("view(dtype): bfloat16 has no NumPy dtype to read the memory through; view it as "
-                                  "int16 on the other side, or convert with .to()")
-    old, new = self.element_size(), _C.empty([0], dtype=dtype).element_size()
+                                  "int16 or float16 first, or convert with .to()")
     if old != new and (self.dim() == 0 or self.stride(-1) != 1):
         raise RuntimeError(f"view(dtype): viewing a {self.dtype} tensor as {dtype} changes the element size, so the "
                            "last dim must be contiguous (stride 1) and the tensor at least 1-D")

@@ -237,7 +237,8 @@ class finfo:  # noqa: N801  (PyTorch's name)
 
 class iinfo:  # noqa: N801
     def __init__(self, type):  # noqa: A002
-        info = np.iinfo({"uint8": np.uint8, "int8": np.int8, "int32": np.int32, "int64": np.int64}[type.name])
+        info = np.iinfo({"uint8": np.uint8, "int8": np.int8, "int16": np.int16, "int32": np.int32,
+                         "int64": np.int64}[type.name])
         self.bits, self.max, self.min, self.dtype = info.bits, int(info.max), int(info.min), type.name
 
 
@@ -297,8 +298,7 @@ Tensor.conj_physical_ = lambda self: self
 
 
 def _short(self, memory_format=None):
-    raise TypeError("Tensor.short(): int16 is not a trainrun dtype (its integer dtypes are uint8, int8, int32 and "
-                    "int64); use .int() for int32")
+    return self.to(_C.dtype.int16) if memory_format is None else self.to(_C.dtype.int16, memory_format=memory_format)
 
 
 Tensor.short = _short

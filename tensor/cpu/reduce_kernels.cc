@@ -21,6 +21,7 @@ template <typename T> struct acc_type { using type = opmath_t<T>; };
 template <> struct acc_type<bool> { using type = int64_t; };
 template <> struct acc_type<uint8_t> { using type = int64_t; };
 template <> struct acc_type<int8_t> { using type = int64_t; };
+template <> struct acc_type<int16_t> { using type = int64_t; };
 template <> struct acc_type<int32_t> { using type = int64_t; };
 template <typename T> using acc_t = typename acc_type<T>::type;
 

@@ -27,7 +27,8 @@ DType sort_key_dtype(DType dt) {
   switch (dt) {
     case DType::Bool:
     case DType::UInt8:
-    case DType::Int8: return DType::Int32;
+    case DType::Int8:
+    case DType::Int16: return DType::Int32;
     case DType::Float16:
     case DType::BFloat16: return DType::Float32;
     default: return dt;

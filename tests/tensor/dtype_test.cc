@@ -19,7 +19,25 @@ TEST(DType, PromotionTableMatchesPyTorch) {
   EXPECT_EQ(promote_types(DType::Int64, DType::Float16), DType::Float16);
   EXPECT_EQ(promote_types(DType::Float16, DType::BFloat16), DType::Float32);
   EXPECT_EQ(promote_types(DType::Float32, DType::Float64), DType::Float64);
-  EXPECT_EQ(promote_types(DType::UInt8, DType::Int8), DType::Int32);  // int16 in PyTorch; we have no int16
+  EXPECT_EQ(promote_types(DType::UInt8, DType::Int8), DType::Int16);
+  EXPECT_EQ(promote_types(DType::Int16, DType::UInt8), DType::Int16);
+  EXPECT_EQ(promote_types(DType::Int16, DType::Int32), DType::Int32);
+  EXPECT_EQ(promote_types(DType::Int16, DType::BFloat16), DType::BFloat16);
+}
+
+TEST(DType, Int16IsASignedTwoByteInteger) {
+  EXPECT_EQ(element_size(DType::Int16), 2);
+  EXPECT_STREQ(dtype_name(DType::Int16), "int16");
+  EXPECT_EQ(dtype_from_name("short"), DType::Int16);
+  EXPECT_TRUE(is_integral(DType::Int16, false) && is_signed(DType::Int16) && !is_floating(DType::Int16));
+  // Arithmetic wraps as int16_t does; sums accumulate (and return) in int64, as PyTorch's.
+  Tensor t = add(full({2}, 32767, DType::Int16), 1);
+  EXPECT_EQ(t.dtype(), DType::Int16);
+  EXPECT_EQ(t.data<int16_t>()[0], -32768);
+  Tensor s = sum(full({3}, 30000, DType::Int16));
+  EXPECT_EQ(s.dtype(), DType::Int64);
+  EXPECT_EQ(s.data<int64_t>()[0], 90000);
+  EXPECT_EQ(add(ones({2}, DType::UInt8), ones({2}, DType::Int8)).dtype(), DType::Int16);
 }
 
 TEST(DType, ResultTypeTreatsNumbersByCategory) {

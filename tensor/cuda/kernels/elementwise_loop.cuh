@@ -162,6 +162,7 @@ int visit_cuda_dtype(DType dt, F f) {
     case DType::Bool: return f(bool{});
     case DType::UInt8: return f(uint8_t{});
     case DType::Int8: return f(int8_t{});
+    case DType::Int16: return f(int16_t{});
     case DType::Int32: return f(int32_t{});
     case DType::Int64: return f(int64_t{});
     case DType::Float16: return f(__half{});

@@ -14,7 +14,7 @@ import numpy as np
 from trainrun import _C
 
 _SAFETENSORS_DTYPES = {"float32": "F32", "float64": "F64", "float16": "F16", "bfloat16": "BF16", "int64": "I64",
-                       "int32": "I32", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
+                       "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
 
 
 def dtype_name(dtype):

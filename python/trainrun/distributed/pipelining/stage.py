@@ -18,7 +18,7 @@ from trainrun import _C
 from trainrun import distributed as dist
 
 _DTYPES = [_C.dtype.float32, _C.dtype.float64, _C.dtype.float16, _C.dtype.bfloat16, _C.dtype.int64,
-           _C.dtype.int32, _C.dtype.int8, _C.dtype.uint8, _C.dtype.bool]
+           _C.dtype.int32, _C.dtype.int8, _C.dtype.uint8, _C.dtype.bool, _C.dtype.int16]  # (appended: indices are sent)
 _MAX_TENSORS, _MAX_DIMS = 8, 8
 _ENTRY = 2 + _MAX_DIMS  # per tensor: dtype index, ndim, sizes
 _HEADER = 1 + _MAX_TENSORS * _ENTRY  # one message describes all of a send's tensors: count, then the entries

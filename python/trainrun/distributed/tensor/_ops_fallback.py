@@ -32,7 +32,8 @@ _ELEMENTWISE = ("acosh", "asinh", "atanh", "deg2rad", "rad2deg", "digamma", "lga
                 "logaddexp", "logaddexp2", "fmax", "fmin", "ldexp", "polygamma", "mvlgamma", "isclose", "isposinf",
                 "isneginf", "isreal", "nextafter", "gcd", "lcm", "where", "sgn", "sign", "remainder", "float_power",
                 "copysign", "heaviside", "hypot", "xlogy", "logit", "nan_to_num", "exp2", "erf", "erfc", "frac")
-_CONVERSIONS = {"bool": "bool", "byte": "uint8", "char": "int8", "int": "int32", "long": "int64"}
+_CONVERSIONS = {"bool": "bool", "byte": "uint8", "char": "int8", "short": "int16", "int": "int32",
+                "long": "int64"}
 _DESCRIBE_LOCAL = ("is_contiguous", "data_ptr", "is_signed", "is_inference", "is_conj", "is_neg", "is_nested",
                    "is_pinned", "is_quantized", "is_sparse", "is_sparse_csr", "is_mkldnn", "is_mps", "is_xpu",
                    "is_ipu", "is_vulkan", "is_shared", "get_device", "storage_offset", "element_size",
