@@ -2,7 +2,9 @@
 group per line of each dimension (PyTorch 2.x's torch.distributed.device_mesh).
 init_device_mesh creates every group once, on every rank in the same order;
 slicing (mesh["tp"], mesh["dp", "tp"]) reuses them and creates none;
-_flatten() merges dimensions into one (creating that dimension's groups)."""
+_flatten() merges dimensions into one (creating that dimension's groups); the mesh the dims came from
+then slices by the flattened name too (root["dp_shard_cp"], root["dp_replicate", "dp_shard_cp"]), as
+PyTorch 2.6's does."""
 import itertools
 
 import numpy as np
@@ -61,6 +63,9 @@ class DeviceMesh:
         if names is not None and (len(names) != array.ndim or len(set(names)) != len(names)):
             raise ValueError(f"DeviceMesh: mesh_dim_names {names} must name each of the {array.ndim} dims once")
         self.device_type, self._mesh, self._names = device_type, array, names
+        # The mesh this one was sliced or flattened from (None: it is a root), and on a root, the names _flatten
+        # gave to merged dims -> those dims.
+        self._root, self._flattened = None, {}
         if _init_backend:
             _create_groups(array, range(array.ndim))
         self._hash = hash((tuple(array.reshape(-1).tolist()), array.shape, names))
@@ -164,15 +169,22 @@ class DeviceMesh:
 
     # ---- slicing and flattening -------------------------------------------------------------------
     def __getitem__(self, names):
-        """The sub-mesh of the named dims through this rank (its groups already exist)."""
+        """The sub-mesh of the named dims through this rank (its groups already exist). A name _flatten gave
+        stands for the dims it merged, which become one dim of the sub-mesh."""
         names = (names,) if isinstance(names, str) else tuple(names)
         if self._names is None:
             raise KeyError("DeviceMesh: only a mesh with mesh_dim_names can be sliced")
-        dims = [self._dim(n) for n in names]
-        if dims != sorted(dims):
-            raise KeyError(f"DeviceMesh: slice the dims {names} in the mesh's order {self._names}")
+        merged = [list(self._flattened[n]) if n in self._flattened and n not in self._names else [self._dim(n)]
+                  for n in names]
+        dims = [d for group in merged for d in group]
+        if dims != sorted(set(dims)):
+            raise KeyError(f"DeviceMesh: slice the dims {names} in the mesh's order {self._names}, each once")
         index = [slice(None) if d in dims else c for d, c in enumerate(self._coordinate)]
-        return DeviceMesh(self.device_type, self._mesh[tuple(index)], mesh_dim_names=names, _init_backend=False)
+        shape = [int(np.prod([self._mesh.shape[d] for d in group])) for group in merged]
+        sub = DeviceMesh(self.device_type, self._mesh[tuple(index)].reshape(shape), mesh_dim_names=names,
+                         _init_backend=False)
+        sub._root = self._root or self
+        return sub
 
     def _flatten(self, mesh_dim_name=None):
         """This mesh as 1-D (row-major over its dims), with that dimension's groups created."""
@@ -183,7 +195,17 @@ class DeviceMesh:
             key = tuple(int(r) for r in other.reshape(-1))
             if key != tuple(range(dist.get_world_size())) and key not in _GROUPS:
                 _GROUPS[key] = dist.new_group(list(key))
-        return DeviceMesh(self.device_type, flat, mesh_dim_names=(name,), _init_backend=False)
+        root = self._root or self
+        if self._names and root._names and all(n in root._names for n in self._names):
+            known = root._flattened.get(name)
+            dims = tuple(root._names.index(n) for n in self._names)
+            if (name in root._names and dims != (root._names.index(name),)) or known not in (None, dims):
+                raise ValueError(f"DeviceMesh._flatten: the name {name!r} already names other dims of {root}")
+            if name not in root._names:
+                root._flattened[name] = dims  # root[name] is this flattened mesh from now on
+        out = DeviceMesh(self.device_type, flat, mesh_dim_names=(name,), _init_backend=False)
+        out._root = root
+        return out
 
     def __repr__(self):
         names = f", mesh_dim_names={self._names}" if self._names else ""
