@@ -104,6 +104,11 @@ def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=Non
     if _C._is_cpp_tensor(actual) and _C._is_cpp_tensor(expected):
         return _compare_tensors(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, check_stride,
                                 msg, _path)
+    if hasattr(actual, "full_tensor") and hasattr(expected, "full_tensor"):  # DTensors: their global values (a
+        # collective, as each rank compares), whatever their placements
+        return assert_close(actual.full_tensor(), expected.full_tensor(), allow_subclasses=allow_subclasses, rtol=rtol,
+                            atol=atol, equal_nan=equal_nan, check_device=check_device, check_dtype=check_dtype,
+                            check_layout=check_layout, check_stride=check_stride, msg=msg, _path=_path)
     if _C._is_cpp_tensor(actual) or _C._is_cpp_tensor(expected):
         raise AssertionError(f"The values for attribute 'type' do not match{' for item ' + _path if _path else ''}:"
                              f" {type(actual)} != {type(expected)}.")

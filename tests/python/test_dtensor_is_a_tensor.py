@@ -1,5 +1,6 @@
 """A DTensor is a torch.Tensor to the code that asks, as PyTorch's (a Tensor subclass there): isinstance and
-issubclass say so, pytree's tree_map_only(torch.Tensor, ...) visits DTensors, and == and != are elementwise
+issubclass say so, pytree's tree_map_only(torch.Tensor, ...) visits DTensors, == and != are elementwise, testing.assert_close
+compares two DTensors' global values
 (hashing stays identity, so DTensors remain dict keys). trainrun's own code still tells the core's tensors from
 DTensors (_C._is_cpp_tensor): an optimizer, a C++ layer and clip_grad_norm_ given DTensors take their DTensor
 paths, and clip_grad_norm_ of a parameter sharded by hand is the whole gradient's norm. On 2 ranks through the launcher; the single-process checks need no group."""
@@ -53,6 +54,13 @@ def dtensor_is_a_tensor():
     assert torch.equal((x == 0.0).full_tensor(), whole == 0.0)
     table = {x: "x"}
     assert table[x] == "x" and x in {x} and x in [x] and hash(x) == object.__hash__(x)
+
+    # testing.assert_close compares DTensors' global values, whatever their placements (== is elementwise now).
+    torch.testing.assert_close(x, distribute_tensor(whole, mesh, [Replicate()]))
+    with pytest.raises(AssertionError, match="not close"):
+        torch.testing.assert_close(x, x * 2)
+    with pytest.raises(AssertionError, match="type"):
+        torch.testing.assert_close(x, whole)
 
     # pytree over "every tensor": DTensors included, plain tensors too, others left.
     doubled = tree_map_only(torch.Tensor, lambda t: t * 2, {"w": x, "b": whole, "n": 3})
