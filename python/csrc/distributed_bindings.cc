@@ -267,6 +267,10 @@ void bind_distributed(py::module_& m) {
   d.def("is_initialized", &c10d::is_initialized);
   // The default group itself (None before init_process_group): dist.group.WORLD.
   d.def("_default_group", []() -> GroupPtr { return c10d::is_initialized() ? c10d::default_group() : nullptr; });
+  // The store the default group rendezvoused through (None before init_process_group): distributed_c10d's
+  // _get_default_store(), which scripts use as a key-value store shared by the ranks.
+  d.def("_default_store",
+        []() -> std::shared_ptr<Store> { return c10d::is_initialized() ? c10d::default_store() : nullptr; });
   d.def("available_backends", &c10d::available_backends);
   d.def("get_rank", &c10d::get_rank);
   d.def("get_world_size", &c10d::get_world_size);

@@ -5,6 +5,8 @@ pipeline() split by pipe_split() markers trains as one process; DCP's DefaultLoa
 and the refusal of other planners; pipeline schedules without a loss_fn run forwards only;
 DeviceMesh.from_group; distribute_module over C++ layers given DTensors; DDP with a Python communication hook
 (GradBucket, Work.get_future().then()) and Join over uneven inputs equal single-process training."""
+import datetime
+
 import pytest
 
 import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)
@@ -166,8 +168,12 @@ def mesh_from_group_and_distribute_module():
 
     world = dist.group.WORLD  # the default group's ProcessGroup, as PyTorch's
     assert world is dist.group.WORLD and world.size() == 2 and world.rank() == dist.get_rank()
-    from trainrun.distributed.distributed_c10d import _get_default_group
+    from trainrun.distributed.distributed_c10d import _get_default_group, _get_default_store
     assert _get_default_group() is world and dist.get_process_group_ranks(world) == [0, 1]
+    store = _get_default_store()  # the rendezvous store, shared by the ranks (scripts use it as a key-value store)
+    store.set(f"surface/{dist.get_rank()}", str(dist.get_rank()))
+    store.wait([f"surface/{1 - dist.get_rank()}"], datetime.timedelta(seconds=30))
+    assert store.get(f"surface/{1 - dist.get_rank()}") == str(1 - dist.get_rank()).encode()
     mesh = DeviceMesh.from_group(world, "cpu")
     assert mesh.get_group() is world and mesh.get_group().size() == 2
     # C++ layers (Linear, LayerNorm) with replicated DTensor parameters and a batch-sharded DTensor input: their

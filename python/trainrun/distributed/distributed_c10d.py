@@ -14,5 +14,14 @@ def _get_default_group():
     return group.WORLD
 
 
+def _get_default_store():
+    """The store the default group rendezvoused through: a key-value store every rank of the job shares."""
+    if not _is_initialized():
+        raise ValueError("Default process group has not been initialized, please make sure to call "
+                         "init_process_group.")
+    from trainrun import _C
+    return _C.distributed._default_store()
+
+
 def _get_group_size(g):
     return _get_world_size(g)
