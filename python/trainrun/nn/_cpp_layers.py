@@ -204,10 +204,10 @@ class _BatchNormArguments:
 
     def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None,
                  dtype=None):
+        with _built_on(device):  # (momentum=None: the C++ layer's own is unused, _batch_norm_forward averages)
+            super().__init__(num_features, eps, 0.1 if momentum is None else momentum, affine, track_running_stats)
         if momentum is None:
-            raise NotImplementedError(f"{type(self).__name__}(momentum=None) (a cumulative average) is not supported")
-        with _built_on(device):
-            super().__init__(num_features, eps, momentum, affine, track_running_stats)
+            self.__dict__["_cumulative_average"] = True
         _absent(self, "weight", "bias")
         if not track_running_stats:
             for name in ("running_mean", "running_var", "num_batches_tracked"):
@@ -250,10 +250,20 @@ _BatchNormArguments.reset_running_stats = _reset_running_stats
 
 
 def _batch_norm_forward(self, input):  # noqa: A002
-    """With track_running_stats turned off after construction: batch statistics in training and eval alike."""
+    """With track_running_stats turned off after construction: batch statistics in training and eval alike.
+    With momentum=None: the running statistics are the cumulative average of the batches' (each training call
+    weighs its batch by 1 / num_batches_tracked), as PyTorch's."""
+    from trainrun.nn import functional as F
     if "_batch_statistics_only" in self.__dict__:
-        from trainrun.nn import functional as F
         return F.batch_norm(input, None, None, self.weight, self.bias, True, 0.0, self.eps)
+    if "_cumulative_average" in self.__dict__ and self.track_running_stats:
+        factor = 0.0
+        if self.training:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            factor = 1.0 / float(self.num_batches_tracked)
+        return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias, self.training,
+                            factor, self.eps)
     return super(_BatchNormArguments, self).forward(input)
 
 

@@ -502,11 +502,10 @@ class _InstanceNorm(Module):
         if x.shape[1] != self.num_features and self.affine:
             raise ValueError(f"{type(self).__name__}: expected {self.num_features} channels, got {x.shape[1]}")
         w, b = (self.weight, self.bias) if self.affine else (None, None)
-        if self.track_running_stats and self.training:
-            self.num_batches_tracked.add_(1)
+        # (num_batches_tracked stays as loaded: PyTorch's instance norms never count batches)
         out = F.instance_norm(x, self.running_mean, self.running_var, w, b,
                               self.training or not self.track_running_stats,
-                              self.momentum if self.momentum is not None else 0.1, self.eps)
+                              self.momentum if self.momentum is not None else 0.0, self.eps)
         return out if batched else out.squeeze(0)
 
     def extra_repr(self):
