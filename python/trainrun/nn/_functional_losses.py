@@ -183,9 +183,11 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,  # noqa: A002
                      reduce=None, reduction="mean"):
     reduction = legacy_reduction("poisson_nll_loss", size_average, reduce, reduction)
-    if full:
-        raise NotImplementedError("poisson_nll_loss(full=True) is not supported")
     loss = _C.exp(input) - target * input if log_input else input - target * _C.log(input + eps)
+    if full:  # Stirling's approximation of log(target!), for targets above 1 (PyTorch's)
+        import math
+        stirling = target * _C.log(target) - target + 0.5 * _C.log(target * (2 * math.pi))
+        loss = loss + stirling.masked_fill(target <= 1, 0.0)
     return _reduce(loss, reduction, "poisson_nll_loss")
 
 
