@@ -125,11 +125,32 @@ def _addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
 
 
 def _cov(input, *, correction=1, fweights=None, aweights=None):  # noqa: A002
-    if fweights is not None or aweights is not None:
-        raise NotImplementedError("cov: fweights and aweights are not supported")
+    """The covariance of the rows (variables) over the columns (observations); fweights (integer repeat counts)
+    and aweights (importance) weigh the observations, as NumPy's and PyTorch's cov do."""
     x = input if input.dim() == 2 else input.reshape([1, -1])
-    centred = x - x.mean(dim=1, keepdim=True)
-    out = centred @ centred.t() / max(x.shape[1] - correction, 0)
+    n = x.shape[1]
+    for name, w in (("fweights", fweights), ("aweights", aweights)):
+        if w is not None and (w.dim() > 1 or w.numel() != n):
+            raise RuntimeError(f"cov(): expected {name} to have one dimension of size {n}, got shape {list(w.shape)}")
+    if fweights is not None and fweights.is_floating_point():
+        raise RuntimeError(f"cov(): expected fweights to have integral dtype but got fweights with {fweights.dtype} "
+                           "dtype")
+    if fweights is None and aweights is None:
+        centred = x - x.mean(dim=1, keepdim=True)
+        out = centred @ centred.t() / max(n - correction, 0)
+        return out.reshape([]) if input.dim() < 2 else out
+    w = fweights if aweights is None else (aweights if fweights is None else fweights * aweights)
+    w = w.to(x.dtype)
+    w_sum = w.sum()
+    avg = (x * w).sum(dim=1, keepdim=True) / w_sum
+    if correction == 0:
+        norm = w_sum
+    elif aweights is None:
+        norm = w_sum - correction
+    else:
+        norm = w_sum - correction * (w * aweights).sum() / w_sum
+    centred = x - avg
+    out = (centred * w) @ centred.t() / norm.clamp(min=0)
     return out.reshape([]) if input.dim() < 2 else out
 
 

@@ -152,10 +152,19 @@ def diag(input, diagonal=0):  # noqa: A002
 
 @op(method=True)
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002
-    if (offset, dim1, dim2) != (0, -2, -1):
-        raise NotImplementedError("diag_embed(): only offset=0, dim1=-2, dim2=-1 are supported")
+    """Matrices (at dims dim1, dim2 of the result) whose offset-th diagonal is input's last dim, zeros elsewhere
+    (built from core ops: differentiable)."""
     n = input.shape[-1]
-    return input.unsqueeze(-1) * _C.eye(n, dtype=input.dtype, device=input.device)
+    out = input.unsqueeze(-1) * _C.eye(n, dtype=input.dtype, device=input.device)
+    if offset:  # shift the diagonal: pad columns before and rows after (above it), or the other way
+        k = abs(offset)
+        from trainrun.nn import functional as F
+        out = F.pad(out, (k, 0, 0, k) if offset > 0 else (0, k, k, 0))
+    ndim = input.dim() + 1
+    d1, d2 = dim1 % ndim, dim2 % ndim
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return out if (d1, d2) == (ndim - 2, ndim - 1) else out.movedim((-2, -1), (d1, d2))
 
 
 @op(method=True)

@@ -1,8 +1,9 @@
 """trainrun.linalg: norms (differentiable compositions of core ops), and
-inv, det, slogdet and solve with their gradients; cross, matrix_power,
-matrix_exp, pinv and lstsq composed of those (differentiable; pinv and lstsq
-for full-rank inputs); cholesky, qr, svd, eigh and the rest run on the host
-(NumPy's LAPACK) without a gradient and say so when one is asked for."""
+inv, det and solve with their gradients; svd, svdvals, qr and slogdet
+with theirs (_linalg_svd_qr.py); cross, matrix_power, matrix_exp, pinv and
+lstsq composed of those (differentiable; pinv and lstsq for full-rank
+inputs); the factorizations run on the host (NumPy's LAPACK); what has no
+gradient says so when one is asked for."""
 import numpy as np
 
 import trainrun
@@ -72,16 +73,6 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):  # noqa
     return vector_norm(A, 2 if ord is None else ord, dims, keepdim, dtype=dtype)
 
 
-def _no_grad_op(name, fn):
-    def op(A, *args, **kwargs):  # noqa: N803
-        if _C.is_grad_enabled() and A.requires_grad:
-            raise NotImplementedError(f"linalg.{name} has no gradient in trainrun; call it under no_grad() or "
-                                      "on a detached tensor")
-        return fn(A, *args, **kwargs)
-    op.__name__ = name
-    return op
-
-
 class _Inv(Function):
     @staticmethod
     def forward(ctx, A):  # noqa: N803
@@ -139,37 +130,15 @@ def det(A):  # noqa: N803
 
 
 def solve(A, B, *, left=True, out=None):  # noqa: N803
+    """X with A X = B, or X A = B when left=False (then A^T X^T = B^T); differentiable."""
     if not left:
-        raise NotImplementedError("linalg.solve(left=False) is not supported")
+        vector = B.dim() == A.dim() - 1
+        x = _Solve.apply(A.transpose(-2, -1), B if vector else B.transpose(-2, -1))
+        return x if vector else x.transpose(-2, -1)
     return _Solve.apply(A, B)
 
 
-def _svdvals(A):  # noqa: N803
-    return _back(np.linalg.svd(_host(A), compute_uv=False), A)
-
-
-svdvals = _no_grad_op("svdvals", _svdvals)
-
-
-def _tuple_op(name, fields, compute):
-    import collections
-    result_type = collections.namedtuple(f"linalg_{name}", fields)
-
-    def op(A, *args, **kwargs):  # noqa: N803
-        if _C.is_grad_enabled() and A.requires_grad:
-            raise NotImplementedError(f"linalg.{name} has no gradient in trainrun; call it under no_grad() or "
-                                      "on a detached tensor")
-        return result_type(*(_back(v, A) for v in compute(_host(A), *args, **kwargs)))
-    op.__name__ = name
-    return op
-
-
-qr = _tuple_op("qr", ["Q", "R"], lambda a, mode="reduced": np.linalg.qr(a, mode=mode))
-svd = _tuple_op("svd", ["U", "S", "Vh"], lambda a, full_matrices=True, driver=None:
-                np.linalg.svd(a, full_matrices=full_matrices))
-
-
-slogdet = _tuple_op("slogdet", ["sign", "logabsdet"], lambda a: np.linalg.slogdet(a))
+from trainrun._linalg_svd_qr import qr, slogdet, svd, svdvals  # noqa: E402,F401  (differentiable)
 
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None):  # noqa: N803
