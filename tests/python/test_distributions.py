@@ -185,9 +185,13 @@ def test_more_families_sample_their_distribution():
     first = D.Poisson(torch.tensor([2.0])).sample((5,))
     torch.manual_seed(3)
     assert torch.equal(first, D.Poisson(torch.tensor([2.0])).sample((5,)))  # the seed decides the counts
-    cov = torch.tensor([[2.0, 0.3], [0.3, 1.0]], requires_grad=True)
-    with pytest.raises(NotImplementedError, match="parameterize by scale_tril"):
-        D.MultivariateNormal(torch.zeros(2), covariance_matrix=cov)
+    # A covariance or precision matrix that requires grad: gradients through the Cholesky factor (and the inverse).
+    root = torch.tensor([[1.2, 0.0], [0.3, 0.9]], dtype=torch.float64, requires_grad=True)
+    x = torch.tensor([[0.5, -1.0], [2.0, 0.1]], dtype=torch.float64)
+    for kind in ("covariance_matrix", "precision_matrix"):
+        assert torch.autograd.gradcheck(lambda r: D.MultivariateNormal(
+            torch.zeros(2, dtype=torch.float64), **{kind: r @ r.t() + torch.eye(2, dtype=torch.float64)}).log_prob(
+            x).sum(), (root,))
     with pytest.raises(NotImplementedError, match="use sample"):
         D.Gamma(torch.tensor([1.0]), torch.tensor([1.0])).rsample()
     tril = torch.tensor([[1.0, 0.0], [0.5, 2.0]], requires_grad=True)

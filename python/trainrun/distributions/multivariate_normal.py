@@ -1,7 +1,7 @@
 """torch.distributions.MultivariateNormal(loc, covariance_matrix=None, precision_matrix=None,
 scale_tril=None): parameterized internally by the lower Cholesky factor L (covariance = L L^T). Gradients
-flow through loc and scale_tril; trainrun's Cholesky has no gradient yet, so a covariance or precision matrix
-that requires grad is refused (pass scale_tril)."""
+flow through loc, scale_tril and a covariance or precision matrix (through the Cholesky factorization's and
+the inverse's gradients)."""
 import math
 
 import trainrun
@@ -10,9 +10,6 @@ from trainrun.distributions.distribution import Distribution
 
 
 def _cholesky(matrix, what):
-    if matrix.requires_grad and trainrun.is_grad_enabled():
-        raise NotImplementedError(f"MultivariateNormal({what}=...) that requires grad: trainrun's Cholesky "
-                                  "factorization has no gradient yet; parameterize by scale_tril")
     return trainrun.linalg.cholesky(matrix)
 
 
