@@ -3,7 +3,7 @@ import trainrun
 from trainrun import Size
 from trainrun.distributions.distribution import Distribution, broadcast_all
 from trainrun.distributions.exp_family import ExponentialFamily
-from trainrun.distributions.gamma import standard_gamma
+from trainrun.distributions.gamma import standard_gamma, standard_gamma_rsample
 
 
 def _log_beta(a, b):
@@ -50,9 +50,13 @@ class Beta(ExponentialFamily):
         x, y = standard_gamma(self.concentration1, shape), standard_gamma(self.concentration0, shape)
         return x / (x + y)
 
+    has_rsample = True
+
     def rsample(self, sample_shape=Size()):
-        raise NotImplementedError("Beta.rsample: gradients through gamma draws are not supported in trainrun; use "
-                                  "sample()")
+        """x / (x + y) of gamma draws, differentiable in both concentrations (implicit gradients)."""
+        shape = self._extended_shape(sample_shape)
+        x, y = standard_gamma_rsample(self.concentration1, shape), standard_gamma_rsample(self.concentration0, shape)
+        return x / (x + y)
 
     def log_prob(self, value):
         self._check_sample(value)

@@ -4,7 +4,7 @@ import trainrun
 from trainrun import Size
 from trainrun.distributions.distribution import Distribution
 from trainrun.distributions.exp_family import ExponentialFamily
-from trainrun.distributions.gamma import standard_gamma
+from trainrun.distributions.gamma import standard_gamma, standard_gamma_rsample
 
 
 class Dirichlet(ExponentialFamily):
@@ -50,9 +50,12 @@ class Dirichlet(ExponentialFamily):
         draws = standard_gamma(self.concentration, self._extended_shape(sample_shape))
         return draws / draws.sum(dim=-1, keepdim=True)
 
+    has_rsample = True
+
     def rsample(self, sample_shape=Size()):
-        raise NotImplementedError("Dirichlet.rsample: gradients through gamma draws are not supported in trainrun; "
-                                  "use sample()")
+        """Normalized gamma draws, differentiable in the concentration (each gamma's implicit gradient)."""
+        draws = standard_gamma_rsample(self.concentration, self._extended_shape(sample_shape))
+        return draws / draws.sum(dim=-1, keepdim=True)
 
     def log_prob(self, value):
         self._check_sample(value)

@@ -3,7 +3,7 @@ draws (here the ratio of Gamma(df/2, df/2) draws)."""
 import trainrun
 from trainrun import Size
 from trainrun.distributions.distribution import Distribution, broadcast_all
-from trainrun.distributions.gamma import standard_gamma
+from trainrun.distributions.gamma import standard_gamma, standard_gamma_rsample
 
 
 class FisherSnedecor(Distribution):
@@ -42,9 +42,14 @@ class FisherSnedecor(Distribution):
             tiny = trainrun.finfo(x2.dtype).tiny
             return (x1 / x2).clamp(min=tiny)
 
+    has_rsample = True
+
     def rsample(self, sample_shape=Size()):
-        raise NotImplementedError("FisherSnedecor.rsample: gradients through gamma draws are not supported in "
-                                  "trainrun; use sample()")
+        """The ratio of scaled gamma draws, differentiable in both degrees of freedom (implicit gradients)."""
+        shape = self._extended_shape(sample_shape)
+        x1 = standard_gamma_rsample(0.5 * self.df1, shape) / (0.5 * self.df1)
+        x2 = standard_gamma_rsample(0.5 * self.df2, shape) / (0.5 * self.df2)
+        return (x1 / x2).clamp(min=trainrun.finfo(x2.dtype).tiny)
 
     def log_prob(self, value):
         self._check_sample(value)

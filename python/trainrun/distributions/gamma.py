@@ -1,8 +1,11 @@
 """torch.distributions.Gamma(concentration, rate), and the standard-gamma draws Beta and Dirichlet build on
-(Marsaglia and Tsang's method, vectorized: each round redraws the rejected elements). Draws carry no gradient
-to the parameters here (rsample raises): the implicit-reparameterization gradient is not implemented."""
+(Marsaglia and Tsang's method, vectorized: each round redraws the rejected elements). rsample differentiates
+the draws with respect to the concentration by implicit reparameterization, as PyTorch's does: a draw x of
+Gamma(a, 1) moves with a along its CDF's level set, dx/da = -(dF/da) / (dF/dx), F(a, x) the regularized lower
+incomplete gamma function (dF/dx is its density; dF/da a central difference of F in float64)."""
 import trainrun
 from trainrun import Size
+from trainrun.autograd import Function
 from trainrun.distributions.distribution import Distribution, broadcast_all
 from trainrun.distributions.exp_family import ExponentialFamily
 
@@ -32,6 +35,45 @@ def standard_gamma(concentration, shape):
         out = trainrun.where(boost, out * u.pow(1.0 / a), out)
         tiny = trainrun.finfo(concentration.dtype).tiny
         return out.clamp(min=tiny).to(concentration.dtype)
+
+
+def standard_gamma_grad(x, concentration):
+    """dx/da for draws x of Gamma(a, 1) (PyTorch's torch._standard_gamma_grad), in float64."""
+    with trainrun.no_grad():
+        a = concentration.to(trainrun.float64)
+        x = x.to(trainrun.float64).clamp(min=1e-300)
+        h = 1e-5 * a.clamp(min=1.0)
+        lower = (a - h).clamp(min=1e-12)  # (a one-sided step where a itself is tiny)
+        dF_da = (trainrun.igamma(a + h, x) - trainrun.igamma(lower, x)) / (a + h - lower)  # noqa: N806
+        log_density = (a - 1) * trainrun.log(x) - x - trainrun.lgamma(a)
+        return -dF_da / trainrun.exp(log_density)
+
+
+class _StandardGammaDraw(Function):
+    """Gamma(concentration, 1) draws of `shape`, differentiable in the concentration (implicit gradient)."""
+
+    @staticmethod
+    def forward(ctx, concentration, shape):
+        x = standard_gamma(concentration, shape)
+        ctx.save_for_backward(x, concentration)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        x, concentration = ctx.saved_tensors
+        grad = g * standard_gamma_grad(x, concentration.expand(list(x.shape))).to(g.dtype)
+        # (reduce over the dims the concentration was broadcast along to the draw's shape)
+        lead = grad.dim() - concentration.dim()
+        grad = grad.sum(dim=list(range(lead))) if lead else grad
+        dims = [d for d, n in enumerate(concentration.shape) if n == 1 and grad.shape[d] != 1]
+        return (grad.sum(dim=dims, keepdim=True) if dims else grad), None
+
+
+def standard_gamma_rsample(concentration, shape):
+    """standard_gamma's draws, carrying the implicit gradient to `concentration` when it requires grad."""
+    if trainrun.is_grad_enabled() and concentration.requires_grad:
+        return _StandardGammaDraw.apply(concentration, list(shape))
+    return standard_gamma(concentration, shape)
 
 
 class Gamma(ExponentialFamily):
@@ -73,9 +115,12 @@ class Gamma(ExponentialFamily):
         shape = self._extended_shape(sample_shape)
         return standard_gamma(self.concentration, shape) / self.rate.detach()
 
+    has_rsample = True
+
     def rsample(self, sample_shape=Size()):
-        raise NotImplementedError("Gamma.rsample: gradients through gamma draws (implicit reparameterization) are "
-                                  "not supported in trainrun; use sample()")
+        """Draws differentiable in the concentration (implicit reparameterization) and the rate."""
+        shape = self._extended_shape(sample_shape)
+        return standard_gamma_rsample(self.concentration, shape) / self.rate
 
     def log_prob(self, value):
         self._check_sample(value)
@@ -83,7 +128,8 @@ class Gamma(ExponentialFamily):
         return trainrun.xlogy(a, b) + trainrun.xlogy(a - 1, value) - b * value - trainrun.lgamma(a)
 
     def cdf(self, value):
-        raise NotImplementedError("Gamma.cdf needs the incomplete gamma function, which trainrun lacks")
+        self._check_sample(value)
+        return trainrun.special.gammainc(self.concentration, self.rate * value)
 
     def entropy(self):
         a = self.concentration

@@ -5,7 +5,7 @@ import math
 import trainrun
 from trainrun import Size
 from trainrun.distributions.distribution import Distribution, broadcast_all
-from trainrun.distributions.gamma import standard_gamma
+from trainrun.distributions.gamma import standard_gamma, standard_gamma_rsample
 
 
 class StudentT(Distribution):
@@ -39,6 +39,16 @@ class StudentT(Distribution):
             x = trainrun.randn(*shape, dtype=self.df.dtype, device=self.df.device)
             chi2 = 2 * standard_gamma(0.5 * self.df, shape)
             return self.loc + self.scale * x * (self.df / chi2).sqrt()
+
+    has_rsample = True
+
+    def rsample(self, sample_shape=Size()):
+        """loc + scale * z * sqrt(df / chi2): differentiable in loc, scale and df (the chi-square's implicit
+        gradient)."""
+        shape = self._extended_shape(sample_shape)
+        x = trainrun.randn(*shape, dtype=self.df.dtype, device=self.df.device)
+        chi2 = 2 * standard_gamma_rsample(0.5 * self.df, shape)
+        return self.loc + self.scale * x * (self.df / chi2).sqrt()
 
     def log_prob(self, value):
         self._check_sample(value)
