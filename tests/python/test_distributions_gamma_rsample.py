@@ -57,3 +57,26 @@ def test_gamma_cdf_is_the_regularized_incomplete_gamma():
     ours = D.Gamma(torch.tensor(2.0), torch.tensor(3.0)).cdf(values)
     theirs = peer.special.gammainc(peer.tensor(2.0), 3.0 * peer.tensor([0.1, 0.5, 1.0, 4.0]))
     assert np.allclose(ours.numpy(), theirs.numpy(), atol=1e-6)
+
+
+@needs_torch
+def test_cdf_and_icdf_through_transforms_equal_pytorch():
+    value, u = [0.3, 0.7, 2.5], [0.1, 0.3, 0.9]
+    for name, make, support in [
+            ("LogNormal", lambda t: t.distributions.LogNormal(t.tensor(0.1), t.tensor(0.5)), value),
+            ("Kumaraswamy", lambda t: t.distributions.Kumaraswamy(t.tensor(2.0), t.tensor(3.0)), [0.1, 0.3, 0.9])]:
+        ours, theirs = make(torch), make(peer)
+        assert np.allclose(ours.cdf(torch.tensor(support)).numpy(), theirs.cdf(peer.tensor(support)).numpy(),
+                           atol=1e-6), name
+        assert np.allclose(ours.icdf(torch.tensor(u)).numpy(), theirs.icdf(peer.tensor(u)).numpy(), atol=1e-5), name
+
+
+def test_a_decreasing_transform_turns_the_cdf_around():
+    # InverseGamma = 1 / Gamma: P(1/X <= v) = P(X >= 1/v) = 1 - gammainc(a, rate / v) (PyTorch 2.x's 0.4559)
+    inverse = D.InverseGamma(torch.tensor([3.0]), torch.tensor([2.0]))
+    expected = 1 - torch.special.gammainc(torch.tensor(3.0), torch.tensor(2.0 / 0.7)).item()
+    assert abs(inverse.cdf(torch.tensor([0.7])).item() - expected) < 1e-6 and abs(expected - 0.4559) < 1e-4
+    assert inverse.has_rsample
+    rate, = _f64(2.0)
+    D.InverseGamma(torch.tensor(3.0, dtype=torch.float64), rate).rsample((50_000,)).mean().backward()
+    assert abs(rate.grad.item() - 0.5) < 0.02  # mean rate / (a - 1)

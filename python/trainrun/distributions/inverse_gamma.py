@@ -10,7 +10,7 @@ from trainrun.distributions.transforms import PowerTransform
 class InverseGamma(TransformedDistribution):
     arg_constraints = {"concentration": "positive", "rate": "positive"}
     support = "positive"
-    has_rsample = False
+    has_rsample = True  # (the base Gamma's implicit-reparameterization draws, inverted)
 
     def __init__(self, concentration, rate, validate_args=None):
         base = Gamma(concentration, rate, validate_args=validate_args)

@@ -46,6 +46,13 @@ class Kumaraswamy(Distribution):
         u = trainrun.rand(*shape, dtype=self.concentration1.dtype).clamp(min=finfo.tiny, max=1 - finfo.eps)
         return (1 - u.pow(self.concentration0.reciprocal())).pow(self.concentration1.reciprocal())
 
+    def cdf(self, value):
+        self._check_sample(value)
+        return 1 - (1 - value.pow(self.concentration1)).pow(self.concentration0)
+
+    def icdf(self, value):
+        return (1 - (1 - value).pow(self.concentration0.reciprocal())).pow(self.concentration1.reciprocal())
+
     def log_prob(self, value):
         self._check_sample(value)
         a, b = self.concentration1, self.concentration0

@@ -31,6 +31,13 @@ class LogNormal(LocScale):
         eps = trainrun.randn(*shape, dtype=self.loc.dtype, device=self.loc.device)
         return trainrun.exp(self.loc + eps * self.scale)
 
+    def cdf(self, value):
+        self._check_sample(value)
+        return 0.5 * (1 + trainrun.erf((trainrun.log(value) - self.loc) / (self.scale * math.sqrt(2))))
+
+    def icdf(self, value):
+        return trainrun.exp(self.loc + self.scale * trainrun.erfinv(2 * value - 1) * math.sqrt(2))
+
     def log_prob(self, value):
         self._check_sample(value)
         log_value = trainrun.log(value)

@@ -71,13 +71,22 @@ class TransformedDistribution(Distribution):
             y = x
         return log_prob + _sum_rightmost(self.base_dist.log_prob(y), event_dim - len(self.base_dist.event_shape))
 
+    def _monotonize_cdf(self, value):
+        """The base's CDF turned into this one's: 1 - F where the transforms, together, decrease."""
+        sign = 1
+        for transform in self.transforms:
+            sign = sign * transform.sign
+        if isinstance(sign, int) and sign == 1:
+            return value
+        return sign * (value - 0.5) + 0.5
+
     def cdf(self, value):
         for transform in reversed(self.transforms):
             value = transform.inv(value)
-        return self.base_dist.cdf(value)
+        return self._monotonize_cdf(self.base_dist.cdf(value))
 
     def icdf(self, value):
-        x = self.base_dist.icdf(value)
+        x = self.base_dist.icdf(self._monotonize_cdf(value))
         for transform in self.transforms:
             x = transform(x)
         return x

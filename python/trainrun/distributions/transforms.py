@@ -96,6 +96,10 @@ class _InverseTransform(Transform):
     def log_abs_det_jacobian(self, x, y):
         return -self._inv.log_abs_det_jacobian(y, x)
 
+    @property
+    def sign(self):
+        return self._inv.sign
+
 
 class ExpTransform(Transform):
     codomain = constraints.positive
@@ -186,6 +190,12 @@ class PowerTransform(Transform):
     def with_cache(self, cache_size=1):
         return PowerTransform(self.exponent, cache_size)
 
+    @property
+    def sign(self):
+        """+1 where the power increases, -1 where it decreases (a negative exponent)."""
+        e = self.exponent
+        return e.sign() if trainrun._C._is_cpp_tensor(e) else (1 if e > 0 else -1 if e < 0 else 0)
+
     def _call(self, x):
         return x.pow(self.exponent)
 
@@ -207,6 +217,13 @@ class ComposeTransform(Transform):
 
     def with_cache(self, cache_size=1):
         return ComposeTransform(self.parts, cache_size)
+
+    @property
+    def sign(self):
+        sign = 1
+        for part in self.parts:
+            sign = sign * part.sign
+        return sign
 
     @property
     def domain(self):
