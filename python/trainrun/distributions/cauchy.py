@@ -24,7 +24,7 @@ class Cauchy(LocScale):
 
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
-        u = trainrun.rand(*shape, dtype=self.loc.dtype, device=self.loc.device)
+        u = trainrun.rand(tuple(shape), dtype=self.loc.dtype, device=self.loc.device)
         return self.loc + self.scale * trainrun.tan(math.pi * (u - 0.5))
 
     def log_prob(self, value):

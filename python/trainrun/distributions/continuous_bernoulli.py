@@ -72,7 +72,7 @@ class ContinuousBernoulli(ExponentialFamily):
 
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
-        u = trainrun.rand(*shape, dtype=self.probs.dtype)
+        u = trainrun.rand(tuple(shape), dtype=self.probs.dtype)
         return self.icdf(u)
 
     def log_prob(self, value):

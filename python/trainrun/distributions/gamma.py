@@ -20,9 +20,9 @@ def standard_gamma(concentration, shape):
         out = trainrun.zeros_like(a)
         pending = trainrun.ones_like(a, dtype=trainrun.bool)
         for _ in range(200):  # each round accepts > 95% of what is pending
-            x = trainrun.randn(*shape, dtype=trainrun.float64, device=a.device)
+            x = trainrun.randn(tuple(shape), dtype=trainrun.float64, device=a.device)
             v = (1 + c * x) ** 3
-            u = trainrun.rand(*shape, dtype=trainrun.float64, device=a.device)
+            u = trainrun.rand(tuple(shape), dtype=trainrun.float64, device=a.device)
             ok = (v > 0) & (trainrun.log(u) < 0.5 * x * x + d - d * v + d * trainrun.log(v.clamp(min=1e-300)))
             take = pending & ok
             out = trainrun.where(take, d * v, out)
@@ -31,7 +31,7 @@ def standard_gamma(concentration, shape):
                 break
         if bool(pending.any()):
             raise RuntimeError("standard_gamma: rejection sampling did not finish (concentration out of range?)")
-        u = trainrun.rand(*shape, dtype=trainrun.float64, device=a.device)
+        u = trainrun.rand(tuple(shape), dtype=trainrun.float64, device=a.device)
         out = trainrun.where(boost, out * u.pow(1.0 / a), out)
         tiny = trainrun.finfo(concentration.dtype).tiny
         return out.clamp(min=tiny).to(concentration.dtype)

@@ -35,7 +35,7 @@ class Geometric(Distribution):
         shape = self._extended_shape(sample_shape)
         with trainrun.no_grad():
             tiny = trainrun.finfo(self.probs.dtype).tiny
-            u = trainrun.rand(*shape, dtype=self.probs.dtype, device=self.probs.device).clamp(min=tiny)
+            u = trainrun.rand(tuple(shape), dtype=self.probs.dtype, device=self.probs.device).clamp(min=tiny)
             return (u.log() / (-self.probs.expand(shape)).log1p()).floor()
 
     def log_prob(self, value):

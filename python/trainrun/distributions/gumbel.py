@@ -31,7 +31,7 @@ class Gumbel(LocScale):
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
         finfo = trainrun.finfo(self.loc.dtype)
-        u = trainrun.rand(*shape, dtype=self.loc.dtype, device=self.loc.device).clamp(min=finfo.tiny,
+        u = trainrun.rand(tuple(shape), dtype=self.loc.dtype, device=self.loc.device).clamp(min=finfo.tiny,
                                                                                       max=1 - finfo.eps)
         return self.loc - self.scale * (-u.log()).log()
 

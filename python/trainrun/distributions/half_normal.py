@@ -30,7 +30,7 @@ class HalfNormal(Distribution):
 
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
-        return (trainrun.randn(*shape, dtype=self.scale.dtype, device=self.scale.device) * self.scale).abs()
+        return (trainrun.randn(tuple(shape), dtype=self.scale.dtype, device=self.scale.device) * self.scale).abs()
 
     def log_prob(self, value):
         self._check_sample(value)

@@ -43,7 +43,7 @@ class Kumaraswamy(Distribution):
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
         finfo = trainrun.finfo(self.concentration1.dtype)
-        u = trainrun.rand(*shape, dtype=self.concentration1.dtype).clamp(min=finfo.tiny, max=1 - finfo.eps)
+        u = trainrun.rand(tuple(shape), dtype=self.concentration1.dtype).clamp(min=finfo.tiny, max=1 - finfo.eps)
         return (1 - u.pow(self.concentration0.reciprocal())).pow(self.concentration1.reciprocal())
 
     def cdf(self, value):

@@ -29,7 +29,7 @@ class Laplace(LocScale):
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
         tiny = trainrun.finfo(self.loc.dtype).eps
-        u = trainrun.rand(*shape, dtype=self.loc.dtype, device=self.loc.device) * (2 - 2 * tiny) - (1 - tiny)
+        u = trainrun.rand(tuple(shape), dtype=self.loc.dtype, device=self.loc.device) * (2 - 2 * tiny) - (1 - tiny)
         return self.loc - self.scale * u.sign() * trainrun.log1p(-u.abs())
 
     def log_prob(self, value):

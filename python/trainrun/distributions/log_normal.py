@@ -28,7 +28,7 @@ class LogNormal(LocScale):
 
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
-        eps = trainrun.randn(*shape, dtype=self.loc.dtype, device=self.loc.device)
+        eps = trainrun.randn(tuple(shape), dtype=self.loc.dtype, device=self.loc.device)
         return trainrun.exp(self.loc + eps * self.scale)
 
     def cdf(self, value):

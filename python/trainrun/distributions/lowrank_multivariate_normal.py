@@ -67,7 +67,7 @@ class LowRankMultivariateNormal(Distribution):
         shape = self._extended_shape(sample_shape)
         rank = self.cov_factor.shape[-1]
         eps_w = trainrun.randn(*(tuple(shape[:-1]) + (rank,)), dtype=self.loc.dtype)
-        eps_d = trainrun.randn(*shape, dtype=self.loc.dtype)
+        eps_d = trainrun.randn(tuple(shape), dtype=self.loc.dtype)
         return self.loc + (self.cov_factor @ eps_w.unsqueeze(-1)).squeeze(-1) + self.cov_diag.sqrt() * eps_d
 
     def _log_det(self):

@@ -63,7 +63,7 @@ class MultivariateNormal(Distribution):
 
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
-        eps = trainrun.randn(*shape, dtype=self.loc.dtype, device=self.loc.device)
+        eps = trainrun.randn(tuple(shape), dtype=self.loc.dtype, device=self.loc.device)
         return self.loc + (self.scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
 
     def _half_log_det(self):

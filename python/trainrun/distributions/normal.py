@@ -39,7 +39,7 @@ class Normal(LocScale, ExponentialFamily):
 
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
-        eps = trainrun.randn(*shape, dtype=self.loc.dtype, device=self.loc.device)
+        eps = trainrun.randn(tuple(shape), dtype=self.loc.dtype, device=self.loc.device)
         return self.loc + eps * self.scale
 
     def log_prob(self, value):

@@ -44,7 +44,7 @@ class Poisson(ExponentialFamily):
         shape = list(self._extended_shape(sample_shape))
         seed = int(trainrun.randint(0, 2 ** 31 - 1, (1,)).item())
         rates = np.broadcast_to(np.asarray(self.rate.detach().to("cpu").double().tolist(), dtype=np.float64), shape)
-        counts = np.random.default_rng(seed).poisson(rates).astype(np.float64)
+        counts = np.asarray(np.random.default_rng(seed).poisson(rates), dtype=np.float64)  # (a 0-d draw is an int)
         return trainrun.tensor(counts.tolist(), dtype=self.rate.dtype).reshape(shape).to(self.rate.device)
 
     def log_prob(self, value):

@@ -27,7 +27,7 @@ class LogitRelaxedBernoulli(Distribution):
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
         finfo = trainrun.finfo(self.logits.dtype)
-        u = trainrun.rand(*shape, dtype=self.logits.dtype, device=self.logits.device).clamp(min=finfo.tiny,
+        u = trainrun.rand(tuple(shape), dtype=self.logits.dtype, device=self.logits.device).clamp(min=finfo.tiny,
                                                                                             max=1 - finfo.eps)
         return (u.log() - (-u).log1p() + self.logits) / self.temperature
 
@@ -85,7 +85,7 @@ class ExpRelaxedCategorical(Distribution):
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
         finfo = trainrun.finfo(self.logits.dtype)
-        u = trainrun.rand(*shape, dtype=self.logits.dtype, device=self.logits.device).clamp(min=finfo.tiny,
+        u = trainrun.rand(tuple(shape), dtype=self.logits.dtype, device=self.logits.device).clamp(min=finfo.tiny,
                                                                                             max=1 - finfo.eps)
         scores = (self.logits - (-u.log()).log()) / self.temperature
         return scores - scores.logsumexp(-1, keepdim=True)

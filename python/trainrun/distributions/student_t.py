@@ -36,7 +36,7 @@ class StudentT(Distribution):
     def sample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
         with trainrun.no_grad():
-            x = trainrun.randn(*shape, dtype=self.df.dtype, device=self.df.device)
+            x = trainrun.randn(tuple(shape), dtype=self.df.dtype, device=self.df.device)
             chi2 = 2 * standard_gamma(0.5 * self.df, shape)
             return self.loc + self.scale * x * (self.df / chi2).sqrt()
 
@@ -46,7 +46,7 @@ class StudentT(Distribution):
         """loc + scale * z * sqrt(df / chi2): differentiable in loc, scale and df (the chi-square's implicit
         gradient)."""
         shape = self._extended_shape(sample_shape)
-        x = trainrun.randn(*shape, dtype=self.df.dtype, device=self.df.device)
+        x = trainrun.randn(tuple(shape), dtype=self.df.dtype, device=self.df.device)
         chi2 = 2 * standard_gamma_rsample(0.5 * self.df, shape)
         return self.loc + self.scale * x * (self.df / chi2).sqrt()
 

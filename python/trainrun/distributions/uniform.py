@@ -39,7 +39,7 @@ class Uniform(Distribution):
 
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
-        u = trainrun.rand(*shape, dtype=self.low.dtype, device=self.low.device)
+        u = trainrun.rand(tuple(shape), dtype=self.low.dtype, device=self.low.device)
         return self.low + u * (self.high - self.low)
 
     def log_prob(self, value):
