@@ -125,7 +125,7 @@ def _init_state(optimizer):
             for p in group["params"]:
                 saved_grads.append(p.grad)
                 if p.grad is None:
-                    p.grad = p.detach().new_zeros(*p.shape)
+                    p.grad = p.detach().new_zeros(tuple(p.shape))
     optimizer.step()
     grads = iter(saved_grads)
     for group, lr in zip(optimizer.param_groups, saved_lrs):
