@@ -2,6 +2,7 @@
 
 #include "autograd/accumulate_grad.h"
 #include "autograd/grad_mode.h"
+#include "autograd/view_history.h"
 #include "tensor/dispatcher.h"
 #include "tensor/graph_break.h"
 #include "tensor/ops.h"
@@ -137,6 +138,7 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
 Edge gradient_edge(const Tensor& t) {
   AutogradMeta* m = autograd_meta(t);
   if (m == nullptr) return {};
+  if (m->view_base.defined()) refresh_view_history(t);  // (a view whose root was written in place since)
   if (m->grad_fn) return {m->grad_fn, m->output_nr};
   if (m->requires_grad) return {grad_accumulator(t), 0};
   return {};

@@ -22,6 +22,10 @@ struct AutogradMeta final : AutogradMetaInterface {
   std::vector<std::function<Tensor(const Tensor&)>> leaf_hooks;
   std::vector<std::function<void(const Tensor&)>> post_accumulate_grad_hooks;
   std::shared_ptr<Tensor> retained_grad;  // set by retain_grad() on a non-leaf
+  // A view made while autograd records: the tensor whose storage it reads (the root of a chain of views), and
+  // the shared version counter's value when this view's history was last set (view_history.h).
+  Tensor view_base;
+  uint64_t view_version = 0;
 };
 
 // The tensor's metadata, or null when it has none.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "autograd/view_history.h"
 #include "tensor/ops.h"
 
 namespace trainrun {
@@ -86,7 +87,11 @@ Tensor record_out(const char* name, const Tensor& out, const TensorList& inputs,
            "{}: a leaf tensor that requires grad is used in an in-place operation; update parameters under "
            "NoGradGuard (as optimizers do), or clone() the tensor first",
            name);
-  TR_CHECK(!out.impl()->shares_version(), NotImplementedError,
+  const bool through_view = view_base(out).defined();  // (a recorded view: its root is rebased, view_history.h)
+  // A recorded tensor (it has a history) may share its memory: its views follow it (view_history.h) and a copy
+  // saved for backward is checked by version. A tensor without one that shares memory may be an alias made
+  // outside autograd of another tensor, whose history would not see the write: refused.
+  TR_CHECK(through_view || grad_fn(out) != nullptr || !out.impl()->shares_version(), NotImplementedError,
            "{}: in-place under autograd on a tensor that shares its memory with another tensor (a view, its base, or "
            "an output saved for backward) is not supported: the other tensor's gradient would go wrong. Use the "
            "out-of-place form, or clone() first",
@@ -109,6 +114,14 @@ Tensor record_out(const char* name, const Tensor& out, const TensorList& inputs,
            "{}: result dtype {} cannot be written in place into a tensor of dtype {}", name, dtype_name(result.dtype()),
            dtype_name(out.dtype()));
   if (result.dtype() != out.dtype()) result = result.to(out.dtype());  // recorded: the gradient casts back
+  if (through_view) {
+    write_through_view(out, result, [&] {
+      ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+      Tensor dst = out;
+      copy_(dst, result);
+    });
+    return out;
+  }
   {
     ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
     Tensor dst = out;

@@ -3,6 +3,7 @@
 // dims, scatter into zeros for select/slice). copy_ (behind contiguous,
 // clone and to) passes the gradient to its source.
 #include "autograd/functions/record.h"
+#include "autograd/view_history.h"
 #include "tensor/op_schemas.h"
 #include "tensor/ops.h"
 
@@ -12,8 +13,10 @@ namespace {
 // Views that only change the shape: the gradient is reshaped back.
 Tensor shape_view(const char* node, const Tensor& x, const std::function<Tensor()>& forward) {
   IntList shape = x.sizes();
-  return record(node, {x}, {}, false, forward,
+  Tensor out = record(node, {x}, {}, false, forward,
                 [shape](const Tensor& g, const TensorList&) -> TensorList { return {reshape(g, shape)}; });
+  note_view(out, x);  // (its root takes in-place writes through it: view_history.h)
+  return out;
 }
 
 Tensor view_autograd(const Tensor& x, const IntList& sizes) {
@@ -41,16 +44,20 @@ Tensor permute_autograd(const Tensor& x, const IntList& dims) {
   static const auto& op = ops::permute::handle();
   IntList inverse(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) inverse[wrap_dim(dims[i], x.dim(), "permute")] = static_cast<int64_t>(i);
-  return record(
+  Tensor out = record(
       "PermuteBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, dims); },
       [inverse](const Tensor& g, const TensorList&) -> TensorList { return {permute(g, inverse)}; });
+  note_view(out, x);  // (its root takes in-place writes through it: view_history.h)
+  return out;
 }
 Tensor expand_autograd(const Tensor& x, const IntList& sizes) {
   static const auto& op = ops::expand::handle();
   IntList shape = x.sizes();
-  return record(
+  Tensor out = record(
       "ExpandBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, sizes); },
       [shape](const Tensor& g, const TensorList&) -> TensorList { return {sum_to(g, shape)}; });
+  note_view(out, x);  // (its root takes in-place writes through it: view_history.h)
+  return out;
 }
 OpKernel<ops::permute> reg_permute(DispatchKey::Autograd, &permute_autograd);
 OpKernel<ops::expand> reg_expand(DispatchKey::Autograd, &expand_autograd);
@@ -69,33 +76,39 @@ Tensor select_autograd(const Tensor& x, int64_t dim, int64_t index) {
   static const auto& op = ops::select::handle();
   IntList shape = x.sizes();
   DType dt = x.dtype();
-  return record(
+  Tensor out = record(
       "SelectBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, dim, index); },
       [=](const Tensor& g, const TensorList&) -> TensorList {
         return {scatter_into_zeros(shape, dt, [&](Tensor& z) { return select(z, dim, index); }, g)};
       });
+  note_view(out, x);  // (its root takes in-place writes through it: view_history.h)
+  return out;
 }
 Tensor slice_autograd(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
                       int64_t step) {
   static const auto& op = ops::slice::handle();
   IntList shape = x.sizes();
   DType dt = x.dtype();
-  return record(
+  Tensor out = record(
       "SliceBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, dim, start, end, step); },
       [=](const Tensor& g, const TensorList&) -> TensorList {
         return {scatter_into_zeros(shape, dt, [&](Tensor& z) { return slice(z, dim, start, end, step); }, g)};
       });
+  note_view(out, x);  // (its root takes in-place writes through it: view_history.h)
+  return out;
 }
 // diagonal: the gradient goes onto the same diagonal of zeros.
 Tensor diagonal_autograd(const Tensor& x, int64_t offset, int64_t d1, int64_t d2) {
   static const auto& op = ops::diagonal::handle();
   IntList shape = x.sizes();
   DType dt = x.dtype();
-  return record(
+  Tensor out = record(
       "DiagonalBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, offset, d1, d2); },
       [=](const Tensor& g, const TensorList&) -> TensorList {
         return {scatter_into_zeros(shape, dt, [&](Tensor& z) { return diagonal(z, offset, d1, d2); }, g)};
       });
+  note_view(out, x);  // (its root takes in-place writes through it: view_history.h)
+  return out;
 }
 OpKernel<ops::diagonal> reg_diagonal(DispatchKey::Autograd, &diagonal_autograd);
 
@@ -113,7 +126,7 @@ Tensor as_strided_autograd(const Tensor& x, const IntList& sizes, const IntList&
   IntList x_sizes = x.sizes(), x_strides = x.strides();
   const int64_t x_offset = x.storage_offset(), view_offset = offset.value_or(x_offset);
   DType dt = x.dtype();
-  return record(
+  Tensor out = record(
       "AsStridedBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, sizes, strides, offset); },
       [=](const Tensor& g, const TensorList&) -> TensorList {
         TensorOptions values(g.dtype(), g.device());
@@ -127,6 +140,8 @@ Tensor as_strided_autograd(const Tensor& x, const IntList& sizes, const IntList&
         if (amax(uses).item<double>() > 1) flat = div(flat, clamp(uses, 1, std::nullopt));
         return {cast_to(contiguous(as_strided(flat, x_sizes, x_strides, x_offset)), dt)};
       });
+  note_view(out, x);  // (its root takes in-place writes through it: view_history.h)
+  return out;
 }
 OpKernel<ops::as_strided> reg_as_strided(DispatchKey::Autograd, &as_strided_autograd);
 
@@ -135,11 +150,23 @@ OpKernel<ops::as_strided> reg_as_strided(DispatchKey::Autograd, &as_strided_auto
 Tensor& fill_autograd(Tensor& x, const Scalar& value) {
   static const auto& op = ops::fill_::handle();
   const bool rebase = GradMode::is_enabled() && requires_grad(x);
+  if (rebase && view_base(x).defined()) {  // a recorded view: its root's history is rebased (CopySlices)
+    Tensor values;
+    {
+      NoGradGuard no_grad;
+      values = full_like(x, value);
+    }
+    write_through_view(x, values, [&] {
+      ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+      op.call(keys_of(x), x, value);
+    });
+    return x;
+  }
   if (rebase) {
     TR_CHECK(!is_leaf(x), ValueError,
              "fill_: a leaf tensor that requires grad is used in an in-place operation; fill it under NoGradGuard "
              "(as init functions do), or clone() it first");
-    TR_CHECK(!x.impl()->shares_version(), NotImplementedError,
+    TR_CHECK(grad_fn(x) != nullptr || !x.impl()->shares_version(), NotImplementedError,
              "fill_: in-place under autograd on a tensor that shares its memory with another tensor (a view or its "
              "base) is not supported; use full_like() instead");
   }
@@ -171,13 +198,21 @@ Tensor& copy_autograd(Tensor& dst, const Tensor& src) {
   // gradient, as PyTorch's.
   const bool record_it =
       GradMode::is_enabled() && !is_integral(dst.dtype(), true) && (requires_grad(src) || requires_grad(dst));
+  if (record_it && view_base(dst).defined()) {  // a recorded view: its root's history is rebased (CopySlices)
+    write_through_view(dst, src, [&] {
+      ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+      op.call(keys_of(dst, src), dst, src);
+    });
+    return dst;
+  }
   if (record_it) {
     TR_CHECK(!(is_leaf(dst) && requires_grad(dst)), ValueError,
              "copy_: a leaf tensor that requires grad is used in an in-place operation; update parameters under "
              "NoGradGuard (as optimizers do), or clone() the tensor first");
     const bool whole = dst.storage_offset() == 0 && dst.is_contiguous() &&
                        static_cast<size_t>(dst.numel()) * element_size(dst.dtype()) == dst.impl()->storage()->nbytes();
-    TR_CHECK(whole && !dst.impl()->shares_version(), NotImplementedError,
+    // (a recorded dst may share its memory: its views follow it, a copy saved for backward is checked by version)
+    TR_CHECK(whole && (grad_fn(dst) != nullptr || !dst.impl()->shares_version()), NotImplementedError,
              "copy_: copying under autograd into a view of another tensor (or a tensor that has views) is not "
              "supported yet; build the result with an op that has a formula (cat, stack, where, scatter)");
   }

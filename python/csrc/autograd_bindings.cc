@@ -10,6 +10,7 @@
 #include "autograd/saved_tensor_hooks.h"
 #include "compile/graph_capture.h"
 #include "autograd/variable.h"
+#include "autograd/view_history.h"
 #include "python/csrc/bindings.h"
 #include "tensor/graph_break.h"
 #include "tensor/ops.h"
@@ -50,6 +51,13 @@ void bind_autograd(py::module_& m) {
                                auto fn = grad_fn(t);
                                return fn ? py::cast(fn->name()) : py::none();
                              })
+      // The tensor a view (made while autograd records) reads the storage of, as PyTorch's t._base; None otherwise.
+      .def_property_readonly("_base",
+                             [](const Tensor& t) -> py::object {
+                               Tensor base = view_base(t);
+                               return base.defined() ? py::cast(base) : py::none();
+                             })
+      .def("_is_view", [](const Tensor& t) { return view_base(t).defined(); })
       .def("retain_grad", [](const Tensor& t) { retain_grad(t); })
       .def_property_readonly("retains_grad",
                              [](const Tensor& t) {

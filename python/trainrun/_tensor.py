@@ -369,6 +369,9 @@ def _setitem_recorded(self, index, value):
     else:
         values = _C.full(list(positions.shape), _number(value), dtype=self.dtype, device=self.device)
     written = self.reshape([-1]).scatter(0, positions.reshape([-1]), values.reshape([-1]))
+    if self._is_view():  # written through the view: its base's history is rebased too (C++ copy_, CopySlices)
+        self.copy_(written.reshape(list(self.shape)))
+        return
     _overwrite(self, written.reshape(list(self.shape)))
 
 
