@@ -151,9 +151,8 @@ def initial_seed():
     return default_generator.initial_seed()
 
 
-arange = _C.arange
-from trainrun._factories import (empty, empty_like, empty_strided, full, full_like, linspace, ones,  # noqa
-                                 ones_like, rand, rand_like, randint, randn, randn_like, zeros, zeros_like)
+from trainrun._factories import (arange, empty, empty_like, empty_strided, eye, full, full_like, linspace,  # noqa
+                                 ones, ones_like, rand, rand_like, randint, randn, randn_like, zeros, zeros_like)
 # The op list's functions whose bindings are generated from it (with PyTorch's arguments and out=), then
 # the rest bound from C++ by hand (Python wraps some of them further down).
 from trainrun import _op_list  # noqa: E402
@@ -161,7 +160,7 @@ for _op in _op_list.ops():
     if "function" in _op.python and (_op.binding == "generated" or "pointwise" in _op.tags):
         globals()[_op.python_name] = getattr(_C, _op.python_name)
 for _name in ("matmul", "cat", "stack", "masked_fill", "softmax", "log_softmax", "scatter", "norm",
-              "bmm", "chunk", "split", "eye", "dot", "outer"):
+              "bmm", "chunk", "split", "dot", "outer"):
     globals()[_name] = getattr(_C, _name)
 del _name, _op
 from trainrun import return_types  # noqa: E402,F401
