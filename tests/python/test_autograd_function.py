@@ -164,8 +164,12 @@ def test_writing_into_part_of_a_tensor_under_autograd_is_pytorchs_copy_slices():
         leaf[0] = 2.0
 
 
-def test_writing_into_a_view_under_autograd_stays_refused():
-    base = torch.ones(2, 3, requires_grad=True) * 1
+def test_writing_into_a_view_under_autograd_reaches_the_base():
+    leaf = torch.ones(2, 3, requires_grad=True)
+    base = leaf * 1
     row = base[0]
-    with pytest.raises(NotImplementedError, match="copying under autograd into a view"):
-        row[1] = torch.tensor(5.0, requires_grad=True)
+    value = torch.tensor(5.0, requires_grad=True)
+    row[1] = value  # (PyTorch's CopySlices: the base's history is rebased)
+    (base * torch.arange(6.0).reshape(2, 3)).sum().backward()
+    assert base[0, 1].item() == 5.0 and value.grad.item() == 1.0
+    assert leaf.grad.tolist() == [[0.0, 0.0, 2.0], [3.0, 4.0, 5.0]]
