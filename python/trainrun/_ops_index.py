@@ -144,7 +144,8 @@ def masked_fill(input, mask, value):  # noqa: A002
     return _C.masked_fill(input, mask, value.item() if _C._is_cpp_tensor(value) else value)
 
 
-_C.Tensor.masked_fill_ = lambda self, mask, value: _ops.masked_fill_(self, mask, value.item() if _C._is_cpp_tensor(value) else value)
+_C.Tensor.masked_fill_ = lambda self, mask, value: _ops.masked_fill_(
+    self, mask, value.item() if _C._is_cpp_tensor(value) else value)
 
 
 @op(method=True)

@@ -135,9 +135,11 @@ def clamp(input, min=None, max=None):  # noqa: A002
     if _C._is_cpp_tensor(min) or _C._is_cpp_tensor(max):
         out = input
         if min is not None:
-            out = _C.maximum(out, min if _C._is_cpp_tensor(min) else _C.full([], min, dtype=input.dtype, device=input.device))
+            out = _C.maximum(out, min if _C._is_cpp_tensor(min) else
+                             _C.full([], min, dtype=input.dtype, device=input.device))
         if max is not None:
-            out = _C.minimum(out, max if _C._is_cpp_tensor(max) else _C.full([], max, dtype=input.dtype, device=input.device))
+            out = _C.minimum(out, max if _C._is_cpp_tensor(max) else
+                             _C.full([], max, dtype=input.dtype, device=input.device))
         return out
     return _C.clamp(input, min, max)
 

@@ -131,7 +131,8 @@ def load_torch_checkpoint(path, weights_only=True):
 
 # ---- writing ---------------------------------------------------------------------------------------------
 _STORAGE_NAMES = {"float64": "DoubleStorage", "float32": "FloatStorage", "float16": "HalfStorage",
-                  "int64": "LongStorage", "int32": "IntStorage", "int16": "ShortStorage", "int8": "CharStorage", "uint8": "ByteStorage",
+                  "int64": "LongStorage", "int32": "IntStorage", "int16": "ShortStorage", "int8": "CharStorage",
+                  "uint8": "ByteStorage",
                   "bool": "BoolStorage", "bfloat16": "BFloat16Storage"}
 
 

@@ -1,9 +1,9 @@
 """A DTensor is a torch.Tensor to the code that asks, as PyTorch's (a Tensor subclass there): isinstance and
-issubclass say so, pytree's tree_map_only(torch.Tensor, ...) visits DTensors, == and != are elementwise, testing.assert_close
-compares two DTensors' global values
-(hashing stays identity, so DTensors remain dict keys). trainrun's own code still tells the core's tensors from
-DTensors (_C._is_cpp_tensor): an optimizer, a C++ layer and clip_grad_norm_ given DTensors take their DTensor
-paths, and clip_grad_norm_ of a parameter sharded by hand is the whole gradient's norm. On 2 ranks through the launcher; the single-process checks need no group."""
+issubclass say so, pytree's tree_map_only(torch.Tensor, ...) visits DTensors, == and != are elementwise (hashing
+stays identity, so DTensors remain dict keys) and testing.assert_close compares two DTensors' global values.
+trainrun's own code still tells the core's tensors from DTensors (_C._is_cpp_tensor): an optimizer, a C++ layer
+and clip_grad_norm_ given DTensors take their DTensor paths, and clip_grad_norm_ of a parameter sharded by hand
+is the whole gradient's norm. On 2 ranks through the launcher; the single-process checks need no group."""
 import pytest
 
 import built_tree  # noqa: F401  (trainrun from the source tree; skips when not built)

@@ -1,7 +1,7 @@
 """int16 (torch.short) as PyTorch has it: the dtype, its promotion with every other dtype (the whole table equal to
-PyTorch 1.13's), arithmetic that wraps as int16 does, sums in int64, conversions, view(dtype) between same-size dtypes (bfloat16
-memory as int16), NumPy, torch.save interchange
-with PyTorch, and Gloo collectives and a distributed checkpoint of int16 tensors on 2 ranks."""
+PyTorch 1.13's), arithmetic that wraps as int16 does, sums in int64, conversions, view(dtype) between same-size
+dtypes (bfloat16 memory as int16), NumPy, torch.save interchange with PyTorch, and Gloo collectives and a
+distributed checkpoint of int16 tensors on 2 ranks."""
 import tempfile
 
 import numpy as np
