@@ -327,7 +327,7 @@ def _setitem(self, index, value):
     if isinstance(index, (list, np.ndarray)):
         index = tensor(index)
     if _C.is_grad_enabled() and (self.requires_grad or (_C._is_cpp_tensor(value) and value.requires_grad)) and \
-            _is_whole(self):  # (a view written under autograd stays refused: its base would miss the write)
+            _is_whole(self):  # (a part of a tensor is written through its view below: C++ copy_'s CopySlices)
         return _setitem_recorded(self, index, value)
     if _C._is_cpp_tensor(index) and index.dtype == _C.dtype.bool:
         # A mask over the leading dims selects whole rows: widen it to self's shape.

@@ -59,33 +59,24 @@ def _local(p):
     return p.to_local() if hasattr(p, "to_local") else p  # a DTensor: its local piece
 
 
+def _with_grads(parameters):
+    """The parameters (one tensor, or an iterable of them) that have a gradient, as a list."""
+    if trainrun._C._is_cpp_tensor(parameters) or hasattr(parameters, "to_local"):
+        parameters = [parameters]
+    return [p for p in parameters if _local(p).grad is not None]
+
+
 def _grads(parameters):
-    if trainrun._C._is_cpp_tensor(parameters) or hasattr(parameters, "to_local"):
-        parameters = [parameters]
-    return [_local(p).grad for p in parameters if _local(p).grad is not None]
+    return [_local(p).grad for p in _with_grads(parameters)]
 
 
-def _shard_reducer(parameters):
-    if trainrun._C._is_cpp_tensor(parameters) or hasattr(parameters, "to_local"):
-        parameters = [parameters]
-    return [_SHARDED.get(_key(_local(p))) for p in parameters if _local(p).grad is not None]
-
-
-def _grad_norms(parameters, grads, reducers, norm_type):
-    """Each gradient's norm (float64, shape [1]). A registered shard's is its local piece's (the caller combines
-    them over the ranks); any other DTensor parameter's is its whole gradient's, which the DTensor's own norm
-    reduces over the mesh (a parameter sharded by hand, not by fully_shard or tensor parallelism)."""
-    if trainrun._C._is_cpp_tensor(parameters) or hasattr(parameters, "to_local"):
-        parameters = [parameters]
-    with_grads = [p for p in parameters if _local(p).grad is not None]
-    norms = []
-    for p, g, r in zip(with_grads, grads, reducers):
-        if r is None and hasattr(p, "to_local") and not all(q.is_replicate() for q in p.placements):
-            whole = p.grad.detach().norm(float(norm_type), dtype=trainrun.float64).full_tensor()
-            norms.append(whole.reshape(1))
-        else:
-            norms.append(g.detach().to(trainrun.float64).norm(float(norm_type)).reshape(1))
-    return norms
+def _grad_norm(p, reducer, norm_type):
+    """p's gradient norm (float64, shape [1]). A registered shard's is its local piece's (the caller combines them
+    over the ranks); any other DTensor parameter's is its whole gradient's, which the DTensor's own norm reduces
+    over the mesh (a parameter sharded by hand, not by fully_shard or tensor parallelism)."""
+    if reducer is None and hasattr(p, "to_local") and not all(q.is_replicate() for q in p.placements):
+        return p.grad.detach().norm(norm_type, dtype=trainrun.float64).full_tensor().reshape(1)
+    return _local(p).grad.detach().to(trainrun.float64).norm(norm_type).reshape(1)
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
@@ -94,14 +85,16 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     if max_norm < 0:
         raise ValueError(f"clip_grad_norm_: max_norm must be non-negative, got {max_norm}")
     norm_type = float(norm_type)  # (PyTorch takes "inf" too)
-    parameters = list(parameters) if not trainrun._C._is_cpp_tensor(parameters) else parameters
-    grads = _grads(parameters)
-    if not grads:
+    single = trainrun._C._is_cpp_tensor(parameters) or hasattr(parameters, "to_local")  # (a tensor or a DTensor)
+    parameters = [parameters] if single else list(parameters)
+    with_grads = _with_grads(parameters)
+    if not with_grads:
         return trainrun.tensor(0.0)
-    reducers = _shard_reducer(parameters)
-    over_stages = _pipeline_reducers(parameters if not trainrun._C._is_cpp_tensor(parameters) else [parameters])
+    grads = [_local(p).grad for p in with_grads]
+    reducers = [_SHARDED.get(_key(_local(p))) for p in with_grads]
+    over_stages = _pipeline_reducers(parameters)
     with trainrun.no_grad():
-        norms = _grad_norms(parameters, grads, reducers, norm_type)
+        norms = [_grad_norm(p, r, norm_type) for p, r in zip(with_grads, reducers)]
         if math.isinf(norm_type):
             parts = [n for n, r in zip(norms, reducers) if r is None]
             for r in {id(r): r for r in reducers if r is not None}.values():  # a shard's max, over its ranks
@@ -132,10 +125,9 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 
 
 def _as_parameters_kind(total, parameters):
-    """The total norm as PyTorch returns it: a DTensor when the gradients are DTensors (FSDP2, tensor
+    """The total norm (of the list `parameters`) as PyTorch returns it: a DTensor when the gradients are DTensors (FSDP2, tensor
     parallel), replicated over the first one's mesh (every rank holds the whole norm), else a plain tensor."""
-    first = next((p for p in ([parameters] if trainrun._C._is_cpp_tensor(parameters) else parameters)
-                  if hasattr(p, "to_local")), None)
+    first = next((p for p in parameters if hasattr(p, "to_local")), None)
     if first is None:
         return total
     from trainrun.distributed.tensor import Replicate
