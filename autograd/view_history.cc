@@ -12,55 +12,48 @@
 namespace trainrun {
 namespace {
 
-// Where a tensor's elements sit, as flat positions from the root's first element (shape: the tensor's).
-struct Layout {
-  IntList sizes, strides;
-  int64_t offset;  // relative to the root's storage offset
-};
+Geometry geometry_of(const Tensor& t) { return {t.sizes(), t.strides(), t.storage_offset()}; }
 
-Layout layout_of(const Tensor& t, int64_t root_offset) {
-  return {t.sizes(), t.strides(), t.storage_offset() - root_offset};
+int64_t storage_numel(const Tensor& t) {
+  return static_cast<int64_t>(t.impl()->storage()->nbytes() / element_size(t.dtype()));
 }
 
-// How many flat positions the root's elements span (from its first one).
-int64_t extent(const Layout& root) {
-  int64_t last = 0;
-  for (size_t d = 0; d < root.sizes.size(); ++d) {
-    if (root.sizes[d] == 0) return 0;
-    last += (root.sizes[d] - 1) * root.strides[d];
-  }
-  return last + 1;
+// The storage positions of a geometry's elements, as a 1-D int64 index.
+Tensor positions(const Geometry& at, int64_t numel, Device device) {
+  Tensor all = arange(numel, TensorOptions(DType::Int64, device));
+  return reshape(contiguous(as_strided(all, at.sizes, at.strides, at.offset)), {-1});
 }
 
-// The flat positions of `l`'s elements, as a 1-D int64 index.
-Tensor positions(const Layout& l, int64_t n, Device device) {
-  Tensor all = arange(n, TensorOptions(DType::Int64, device));
-  return reshape(contiguous(as_strided(all, l.sizes, l.strides, l.offset)), {-1});
+// g's values placed at a geometry's positions in a zero storage of numel elements (summed where it repeats one).
+Tensor spread(const Tensor& g, const Geometry& at, int64_t numel) {
+  return index_add(zeros({numel}, TensorOptions(g.dtype(), g.device())), 0, positions(at, numel, g.device()),
+                   reshape(contiguous(g), {-1}));
 }
 
-// The view's history through the root: its gradient lands on the root's elements it covers (summed where the
-// view repeats an element, as an expanded view does).
-std::shared_ptr<Node> through_root(const Layout& root, const Layout& view, DType root_dtype) {
-  const int64_t n = extent(root);
-  return std::make_shared<FormulaNode>("AsStridedBackward", [=](const Tensor& g, const TensorList&) -> TensorList {
-    NoGradGuard no_grad;
-    Tensor flat = index_add(zeros({n}, TensorOptions(g.dtype(), g.device())), 0, positions(view, n, g.device()),
-                            reshape(contiguous(g), {-1}));
-    Tensor at_root = reshape(index_select(flat, 0, positions(root, n, g.device())), root.sizes);
-    return {cast_to(at_root, root_dtype)};
-  });
-}
-
+// The view's history through its root: as_strided's backward onto the root.
 void set_history_through_root(const Tensor& view, AutogradMeta& m) {
   const Tensor& root = m.view_base;
-  auto node = through_root(layout_of(root, root.storage_offset()), layout_of(view, root.storage_offset()),
-                           root.dtype());
+  const int64_t numel = storage_numel(root);
+  const Geometry at_root = geometry_of(root), at_view = geometry_of(view);
+  const DType root_dtype = root.dtype();
+  auto node = std::make_shared<FormulaNode>("AsStridedBackward", [=](const Tensor& g, const TensorList&) {
+    NoGradGuard no_grad;
+    return TensorList{as_strided_backward(g, numel, at_root, at_view, root_dtype)};
+  });
   node->set_next_edges({gradient_edge(root)});
   set_history(view, node);
   m.view_version = view.impl()->version();
 }
 
 }  // namespace
+
+Tensor as_strided_backward(const Tensor& g, int64_t storage_numel, const Geometry& x, const Geometry& view,
+                           DType x_dtype) {
+  Tensor flat = spread(g, view, storage_numel);
+  Tensor uses = spread(ones(x.sizes, TensorOptions(g.dtype(), g.device())), x, storage_numel);
+  if (amax(uses).item<double>() > 1) flat = div(flat, clamp(uses, 1, std::nullopt));
+  return cast_to(contiguous(as_strided(flat, x.sizes, x.strides, x.offset)), x_dtype);
+}
 
 void note_view(const Tensor& view, const Tensor& source) {
   AutogradMeta* m = autograd_meta(view);
@@ -96,23 +89,22 @@ void write_through_view(const Tensor& view, const Tensor& src, const std::functi
   const Edge root_edge = gradient_edge(root), src_edge = gradient_edge(src);
   write();
 
-  const Layout root_layout = layout_of(root, root.storage_offset());
-  const Layout view_layout = layout_of(view, root.storage_offset());
-  const int64_t n = extent(root_layout);
+  const int64_t numel = storage_numel(root);
+  const Geometry at_root = geometry_of(root), at_view = geometry_of(view);
   const DType root_dtype = root.dtype(), src_dtype = src.dtype();
   const IntList src_shape = src.sizes();
   const Device src_device = src.device();
   // The root's gradient passes on to its old history, zero at the written elements; theirs goes to src.
   auto node = std::make_shared<FormulaNode>("CopySlices", [=](const Tensor& g, const TensorList&) -> TensorList {
     NoGradGuard no_grad;
-    const Tensor root_pos = positions(root_layout, n, g.device()), view_pos = positions(view_layout, n, g.device());
-    Tensor flat = index_add(zeros({n}, TensorOptions(g.dtype(), g.device())), 0, root_pos,
-                            reshape(contiguous(g), {-1}));
+    const Tensor view_pos = positions(at_view, numel, g.device());
+    Tensor flat = spread(g, at_root, numel);
     Tensor written = index_select(flat, 0, view_pos);
-    flat = index_add(flat, 0, view_pos, neg(written));
-    Tensor to_src = cast_to(sum_to(reshape(written, view_layout.sizes), src_shape), src_dtype);
+    flat = index_add(flat, 0, view_pos, neg(written));  // (zero there: x - x is exactly 0)
+    Tensor to_src = cast_to(sum_to(reshape(written, at_view.sizes), src_shape), src_dtype);
     if (to_src.defined() && to_src.device() != src_device) to_src = to_src.to(src_device);
-    return {cast_to(reshape(index_select(flat, 0, root_pos), root_layout.sizes), root_dtype), to_src};
+    return {cast_to(contiguous(as_strided(flat, at_root.sizes, at_root.strides, at_root.offset)), root_dtype),
+            to_src};
   });
   node->set_next_edges({root_edge, src_edge});
   set_history(root, node);

@@ -12,6 +12,17 @@
 
 namespace trainrun {
 
+// Where a tensor's elements sit in its storage.
+struct Geometry {
+  IntList sizes, strides;
+  int64_t offset;
+};
+// as_strided's backward: the gradient g of a view reading a storage of storage_numel elements through `view`,
+// summed onto the positions it reads and read back through x's geometry (an equal part each where x itself
+// repeats a position, as an expanded tensor does: the parts add back up in x's own backward, PyTorch's rule).
+Tensor as_strided_backward(const Tensor& g, int64_t storage_numel, const Geometry& x, const Geometry& view,
+                           DType x_dtype);
+
 // Called by the view ops' autograd kernels on their output (recorded: it has a history) and their input.
 void note_view(const Tensor& view, const Tensor& source);
 // The root base of a recorded view; undefined for anything else.

@@ -129,16 +129,8 @@ Tensor as_strided_autograd(const Tensor& x, const IntList& sizes, const IntList&
   Tensor out = record(
       "AsStridedBackward", {x}, {}, false, [&] { return op.call(keys_of(x), x, sizes, strides, offset); },
       [=](const Tensor& g, const TensorList&) -> TensorList {
-        TensorOptions values(g.dtype(), g.device());
-        Tensor storage_index = arange(storage_numel, TensorOptions(DType::Int64, g.device()));
-        auto storage_sum = [&](const IntList& sz, const IntList& st, int64_t off, const Tensor& v) {
-          Tensor positions = reshape(contiguous(as_strided(storage_index, sz, st, off)), {-1});
-          return index_add(zeros({storage_numel}, values), 0, positions, reshape(contiguous(v), {-1}));
-        };
-        Tensor flat = storage_sum(sizes, strides, view_offset, g);
-        Tensor uses = storage_sum(x_sizes, x_strides, x_offset, ones(x_sizes, values));
-        if (amax(uses).item<double>() > 1) flat = div(flat, clamp(uses, 1, std::nullopt));
-        return {cast_to(contiguous(as_strided(flat, x_sizes, x_strides, x_offset)), dt)};
+        return {as_strided_backward(g, storage_numel, {x_sizes, x_strides, x_offset}, {sizes, strides, view_offset},
+                                    dt)};
       });
   note_view(out, x);  // (its root takes in-place writes through it: view_history.h)
   return out;
