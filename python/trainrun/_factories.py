@@ -162,15 +162,14 @@ def linspace(start, end, steps, *, out=None, dtype=None, device=None, requires_g
     return _finish(_C.linspace(float(start), float(end), int(steps), dtype, device), requires_grad)
 
 
-def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None, requires_grad=False,
-           pin_memory=False):
+def arange(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """Values from start (0 when only one bound is given) up to end, step apart; PyTorch's keywords."""
     if out is not None:
         raise NotImplementedError("arange(out=...) is not supported; assign the result")
     return _finish(_C.arange(start, end, step, dtype, device), requires_grad)
 
 
-def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
     """The n x m (m = n by default) identity; PyTorch's keywords."""
     if out is not None:
         raise NotImplementedError("eye(out=...) is not supported; assign the result")

@@ -9,9 +9,8 @@ def _get_available_device_type():
     return "cuda" if trainrun.cuda.is_available() else None
 
 
-def _get_device_module(device_type=None):
-    """trainrun.cuda for "cuda" (the default: the available accelerator's), trainrun.cpu for "cpu"."""
-    device_type = device_type or _get_available_device_type() or "cuda"
+def _get_device_module(device_type="cuda"):
+    """trainrun.cuda for "cuda" (PyTorch's default), trainrun.cpu for "cpu"."""
     module = getattr(trainrun, device_type, None)
     if module is None:
         raise RuntimeError(f"_get_device_module: trainrun has no device module '{device_type}'")
