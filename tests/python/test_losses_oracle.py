@@ -15,6 +15,11 @@ BITS = (_rng.random((4, 5)) > 0.5).astype(np.float32)
 CTC_LOGITS = _rng.standard_normal((6, 2, 4)).astype(np.float32)
 CLASS_WEIGHT = np.arange(1, 6, dtype=np.float32)
 
+def _softmax(z):
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)).astype(np.float32)
+
+
 # name -> (input array, loss of (torch module, functional module, input tensor))
 CASES = {
     "cross_entropy label_smoothing ignore_index weight": (Y * 2, lambda t, F, x: F.cross_entropy(
@@ -57,6 +62,11 @@ CASES = {
     "ctc sum zero_infinity": (CTC_LOGITS, lambda t, F, x: F.ctc_loss(
         t.log_softmax(x, 2), t.tensor(np.array([[1, 2, 3], [3, 3, 0]])), t.tensor(np.array([6, 5])),
         t.tensor(np.array([3, 2])), reduction="sum", zero_infinity=True)),
+    # log_probs as the leaf: PyTorch's gradient is the one with respect to log_softmax's logits
+    "ctc leaf log_probs, short input, blank 3": (np.log(_softmax(CTC_LOGITS)), lambda t, F, x: F.ctc_loss(
+        x, t.tensor(np.array([1, 2, 1])), [6, 4], [2, 1], blank=3)),
+    "ctc leaf log_probs unbatched": (np.log(_softmax(CTC_LOGITS[:, 0])), lambda t, F, x: F.ctc_loss(
+        x, t.tensor(np.array([1, 2])), [6], [2], reduction="sum")),
 }
 
 

@@ -100,11 +100,9 @@ def _pool3d(input, kernel_size, stride, padding, pool2d, reduce, fill, where):  
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
                return_indices=False):
     from trainrun.nn._functional_pooling import max_pool2d
-    if return_indices or _triple(dilation, "max_pool3d", "dilation") != [1, 1, 1]:
+    if return_indices or ceil_mode or _triple(dilation, "max_pool3d", "dilation") != [1, 1, 1]:
         from trainrun.nn._functional_pooling_indices import max_pool3d_with_indices
         return max_pool3d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
-    if ceil_mode:
-        raise NotImplementedError("max_pool3d(): ceil_mode is not supported")
     return _pool3d(input, kernel_size, stride, padding, max_pool2d, "max", float("-inf"), "max_pool3d")
 
 

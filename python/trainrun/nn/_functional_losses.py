@@ -250,6 +250,18 @@ def _log_add(*terms):
     return _C.where(hopeless, _C.full([], float("-inf"), dtype=result.dtype, device=result.device), result)
 
 
+def _softmax_gradient_term(lp, in_lens):
+    """Per sample, zero whose gradient is exp(log_probs) over its first input_length steps. PyTorch's ctc_loss
+    backward returns the true gradient plus this term: the gradient with respect to the logits of a log_softmax
+    that made log_probs (whose backward removes exactly this term), not with respect to log_probs. Adding it
+    makes log_probs' gradients equal PyTorch's, and the logits' gradients stay right."""
+    steps, batch = lp.shape[0], lp.shape[1]
+    live = np.arange(steps)[:, None] < np.asarray(in_lens)[None, :]  # (T, N)
+    mask = _C.from_numpy(live.astype(np.float32)).to(device=lp.device, dtype=lp.dtype)
+    weighted = (lp.detach().exp() * mask.unsqueeze(-1) * lp).sum(dim=(0, 2))
+    return weighted - weighted.detach()
+
+
 @op(function=True, functional=True)
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",  # noqa: C901
              zero_infinity=False):
@@ -310,6 +322,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         ends = [final[2 * tgt_lens[n]]] + ([final[2 * tgt_lens[n] - 1]] if tgt_lens[n] > 0 else [])
         losses.append(-_log_add(*ends) if len(ends) > 1 else -ends[0])
     loss = _C.stack(losses, 0)
+    if lp.requires_grad:
+        loss = loss + _softmax_gradient_term(lp, in_lens)
     if zero_infinity:
         loss = _C.where(loss == float("inf"), _C.zeros([], dtype=loss.dtype, device=loss.device), loss)
     if reduction == "mean":

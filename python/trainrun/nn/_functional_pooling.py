@@ -14,30 +14,56 @@ def _pool_args(where, kernel_size, stride, padding):
     return k, s, _pair(padding, where, "padding")
 
 
+def pool_output_size(size, k, s, p, d, ceil_mode):
+    """PyTorch's pooled length along one dim: floor((size + 2p - d(k-1) - 1) / s) + 1, or with ceil_mode the
+    ceiling, less the last window when it would start past the input and its left padding."""
+    out = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def ceil_mode_padding(sizes, k, s, p, d):
+    """Per pooled dim, how far ceil_mode's last window reaches past the padded input: padding the input's far end
+    by this much with -inf makes the floor-mode kernels give ceil_mode's windows (a max never picks the -inf)."""
+    return [max(0, (pool_output_size(n, k[i], s[i], p[i], d[i], True) - 1) * s[i] + d[i] * (k[i] - 1) + 1
+                - (n + 2 * p[i])) for i, n in enumerate(sizes)]
+
+
+def pad_far_end(x, extra):
+    """x padded with -inf after its last len(extra) dims' ends by `extra` (pad() lists the last dim first)."""
+    if not any(extra):
+        return x
+    widths = []
+    for e in reversed(extra):
+        widths += [0, e]
+    return pad(x, widths, value=float("-inf"))
+
+
 @op(function=False, functional=True)
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
                return_indices=False):
-    if return_indices:
-        return _max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
-    if _pair(dilation, "max_pool2d", "dilation") != [1, 1] or ceil_mode:
-        raise NotImplementedError("max_pool2d(): dilation and ceil_mode are not supported")
+    if return_indices or _pair(dilation, "max_pool2d", "dilation") != [1, 1]:
+        out = _max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+        return out if return_indices else out[0]
     k, s, p = _pool_args("max_pool2d", kernel_size, stride, padding)
+    if ceil_mode:
+        input = pad_far_end(input, ceil_mode_padding(input.shape[-2:], k, s, p, [1, 1]))  # noqa: A001
     return _C.max_pool2d(input, k, s, p)
 
 
 def _max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode):  # noqa: A002
     """(values, indices): each window's maximum and its flat position in the input plane (row * W + col; the
     first of equal maxima), what max_unpool2d takes. Windows come from unfold over the input padded with -inf."""
-    if ceil_mode:
-        raise NotImplementedError("max_pool2d(return_indices=True): ceil_mode is not supported")
     unbatched = input.dim() == 3
     x = input.unsqueeze(0) if unbatched else input
     k, s, p = _pool_args("max_pool2d", kernel_size, stride, padding)
     d = _pair(dilation, "max_pool2d", "dilation")
     n, c, height, width = x.shape
-    padded = pad(x, [p[1], p[1], p[0], p[0]], value=float("-inf")) if any(p) else x
-    out_h = (height + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
-    out_w = (width + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    extra = ceil_mode_padding([height, width], k, s, p, d) if ceil_mode else [0, 0]
+    padded = pad(x, [p[1], p[1] + extra[1], p[0], p[0] + extra[0]], value=float("-inf")) if any(p + extra) else x
+    out_h = pool_output_size(height, k[0], s[0], p[0], d[0], ceil_mode)
+    out_w = pool_output_size(width, k[1], s[1], p[1], d[1], ceil_mode)
     columns = unfold(padded, k, dilation=d, stride=s).reshape([n, c, k[0] * k[1], out_h * out_w])
     values, which = columns.max(dim=2)
     position = _C.arange(out_h * out_w, dtype=_C.dtype.int64).to(x.device)
@@ -176,9 +202,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         out = max_pool2d(_as_rows(input, "max_pool1d"), [1, k], [1, s], [0, p], [1, _single(
             dilation, "max_pool1d", "dilation")], ceil_mode, return_indices=True)
         return (out[0].squeeze(-2), out[1].squeeze(-2)) if return_indices else out[0].squeeze(-2)
-    if ceil_mode:
-        raise NotImplementedError("max_pool1d(): ceil_mode is not supported")
-    return max_pool2d(_as_rows(input, "max_pool1d"), [1, k], [1, s], [0, p]).squeeze(-2)
+    return max_pool2d(_as_rows(input, "max_pool1d"), [1, k], [1, s], [0, p], ceil_mode=ceil_mode).squeeze(-2)
 
 
 @op(function=True, functional=True)

@@ -11,6 +11,7 @@ from trainrun import _C
 from trainrun._op_table import op
 from trainrun.nn._functional_3d import _batched, _triple
 from trainrun.nn._functional_layers import pad
+from trainrun.nn._functional_pooling import ceil_mode_padding, pool_output_size
 
 
 def _int64(values, device):
@@ -19,18 +20,18 @@ def _int64(values, device):
 
 def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
                             return_indices=True):
-    if ceil_mode:
-        raise NotImplementedError("max_pool3d(return_indices=True): ceil_mode is not supported")
     x, unbatched = _batched(input, "max_pool3d")
     k = _triple(kernel_size, "max_pool3d", "kernel_size")
     s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else \
         _triple(stride, "max_pool3d", "stride")
     p, d = _triple(padding, "max_pool3d", "padding"), _triple(dilation, "max_pool3d", "dilation")
     sizes = list(x.shape[2:])
-    out = [(sizes[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(3)]
+    out = [pool_output_size(sizes[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(3)]
     if min(out) <= 0:
         raise ValueError(f"max_pool3d: the kernel {k} (dilation {d}) does not fit the padded input {sizes}")
-    padded = pad(x, [p[2], p[2], p[1], p[1], p[0], p[0]], value=float("-inf")) if any(p) else x
+    e = ceil_mode_padding(sizes, k, s, p, d) if ceil_mode else [0, 0, 0]
+    padded = pad(x, [p[2], p[2] + e[2], p[1], p[1] + e[1], p[0], p[0] + e[0]], value=float("-inf")) \
+        if any(p + e) else x
     taps = list(itertools.product(range(k[0]), range(k[1]), range(k[2])))
     windows = [padded[:, :, a * d[0]:a * d[0] + s[0] * (out[0] - 1) + 1:s[0],
                       b * d[1]:b * d[1] + s[1] * (out[1] - 1) + 1:s[1],
