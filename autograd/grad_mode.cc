@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "tensor/dispatcher.h"
+#include "tensor/storage.h"
 
 namespace trainrun {
 namespace {
@@ -12,15 +13,21 @@ thread_local bool t_inference = false;
 bool GradMode::is_enabled() { return t_grad_enabled; }
 void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
 
-InferenceMode::InferenceMode() : saved_grad_(t_grad_enabled), saved_inference_(t_inference) {
-  t_grad_enabled = false;
-  t_inference = true;
+InferenceMode::InferenceMode(bool enabled) : saved_grad_(t_grad_enabled), saved_inference_(t_inference) {
+  if (enabled) t_grad_enabled = false;
+  t_inference = enabled;
+  set_allocating_inference_tensors(enabled);
 }
 InferenceMode::~InferenceMode() {
   t_grad_enabled = saved_grad_;
   t_inference = saved_inference_;
+  set_allocating_inference_tensors(saved_inference_);
 }
 bool InferenceMode::is_enabled() { return t_inference; }
+void InferenceMode::set_enabled(bool enabled) {
+  t_inference = enabled;
+  set_allocating_inference_tensors(enabled);
+}
 
 namespace {
 // An op without a backward formula must not hand back a result that

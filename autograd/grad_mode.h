@@ -29,16 +29,19 @@ struct EnableGradGuard : AutoGradMode {
   EnableGradGuard() : AutoGradMode(true) {}
 };
 
-// torch.inference_mode's scope: no recording, and is_enabled() tells code
-// inside that it may skip training-only work. Unlike PyTorch's, tensors made
-// inside are ordinary tensors (not marked as inference tensors).
+// torch.inference_mode's scope: no recording, is_enabled() tells code inside
+// that it may skip training-only work, and tensors allocated inside are
+// inference tensors (StorageImpl::is_inference). InferenceMode(false) is
+// torch.inference_mode(False): the mode off (grad mode as it was).
 class InferenceMode {
  public:
-  InferenceMode();
+  explicit InferenceMode(bool enabled = true);
   ~InferenceMode();
   InferenceMode(const InferenceMode&) = delete;
   InferenceMode& operator=(const InferenceMode&) = delete;
   static bool is_enabled();
+  // The mode alone (grad mode untouched): for Python's context manager, which pairs it with no_grad.
+  static void set_enabled(bool enabled);
 
  private:
   bool saved_grad_, saved_inference_;

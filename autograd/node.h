@@ -37,6 +37,9 @@ class Node : public std::enable_shared_from_this<Node> {
   // Gradients of the inputs (one per next edge) from those of the outputs.
   virtual TensorList apply(TensorList&& grad_outputs) = 0;
   virtual std::string name() const = 0;
+  // The name PyTorch gives this kind of node (grad_fn.name() and a tensor's repr in Python): built-in formulas
+  // add the number of PyTorch's first overload ("MulBackward0"); other nodes keep their own name.
+  virtual std::string pytorch_name() const { return name(); }
   // Drops saved tensors once backward no longer needs them (retain_graph=false).
   virtual void release_variables() {}
 

@@ -47,16 +47,18 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& owner) const {
   const std::string node = owner->name();
   // RuntimeError, as PyTorch's (scripts catch that): the graph is spent or stale, not an argument wrong.
   TR_CHECK(!released_, Error,
-           "{}: trying to backward through the graph a second time (its saved tensors were freed); pass "
-           "retain_graph=true to the first backward",
+           "Trying to backward through the graph a second time (or directly access saved tensors after they have "
+           "already been freed): {}'s saved tensors were freed by the first backward; pass retain_graph=True to "
+           "the first backward",
            node);
   // (a packed tensor whose counter is gone can no longer be written: its version stands)
   const auto counter = counter_.lock();
   const uint64_t now = hooks_ ? (counter ? *counter : version_) : data_.impl()->version();
   TR_CHECK(now == version_, Error,
-           "{}: a tensor of shape {} saved for backward was modified in place (version {} now, {} when saved); "
-           "make a copy before modifying it",
-           node, hooks_ ? shape_ : data_.shape_str(), now, version_);
+           "one of the variables needed for gradient computation has been modified by an inplace operation: a "
+           "tensor of shape {} saved by {} is at version {}; expected version {} instead (it was modified in "
+           "place after being saved: make a copy before modifying it)",
+           hooks_ ? shape_ : data_.shape_str(), node, now, version_);
   Tensor data = data_;
   if (hooks_) {
     data = hooks_->unpack(packed_);

@@ -30,8 +30,10 @@ Tensor& set_requires_grad(Tensor& t, bool requires) {
   TR_CHECK(!requires || is_floating(t.dtype()), Error,  // (RuntimeError in Python, as PyTorch's)
            "only Tensors of floating point dtype can require gradients (this one is {})", dtype_name(t.dtype()));
   AutogradMeta& m = materialize(t);
-  TR_CHECK(m.grad_fn == nullptr || requires, ValueError,
-           "set_requires_grad(false) on a non-leaf tensor (made by {}); use detach() instead", m.grad_fn ? m.grad_fn->name() : "");
+  TR_CHECK(m.grad_fn == nullptr || requires, Error,
+           "you can only change requires_grad flags of leaf variables (this one was made by {}); to use a computed "
+           "tensor in a subgraph that doesn't require differentiation, use var.detach()",
+           m.grad_fn ? m.grad_fn->name() : "");
   m.requires_grad = requires;
   if (requires)
     t.impl()->add_key(DispatchKey::Autograd);

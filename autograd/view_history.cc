@@ -78,9 +78,9 @@ void write_through_view(const Tensor& view, const Tensor& src, const std::functi
   AutogradMeta* m = autograd_meta(view);
   TR_CHECK(m != nullptr && m->view_base.defined(), ValueError, "write_through_view: not a recorded view");
   const Tensor root = m->view_base;
-  TR_CHECK(!(is_leaf(root) && requires_grad(root)), ValueError,
-           "a view of a leaf tensor that requires grad is used in an in-place operation; write under no_grad() "
-           "(as init functions do), or clone() the tensor first");
+  TR_CHECK(!(is_leaf(root) && requires_grad(root)), Error,
+           "a view of a leaf Variable that requires grad is being used in an in-place operation; write under "
+           "no_grad() (as init functions do), or clone() the tensor first");
   for (int64_t d = 0; d < view.dim(); ++d)
     TR_CHECK(view.stride(d) != 0 || view.size(d) <= 1, Error,
              "unsupported operation: more than one element of the written-to tensor refers to a single memory "

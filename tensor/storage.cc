@@ -7,6 +7,13 @@
 
 namespace trainrun {
 
+namespace {
+thread_local bool t_allocating_inference_tensors = false;
+}  // namespace
+
+bool allocating_inference_tensors() { return t_allocating_inference_tensors; }
+void set_allocating_inference_tensors(bool on) { t_allocating_inference_tensors = on; }
+
 void StorageImpl::resize(size_t nbytes) {
   if (nbytes == nbytes_) return;
   TR_CHECK(shared_segment_ == nullptr, Error,

@@ -50,10 +50,16 @@ class Allocator {
   virtual DataPtr allocate(size_t nbytes, Device device) { (void)device; return allocate(nbytes); }
 };
 
+// Whether this thread is in inference mode (torch.inference_mode; set by autograd's InferenceMode): memory
+// allocated then belongs to inference tensors, as PyTorch marks them.
+bool allocating_inference_tensors();
+void set_allocating_inference_tensors(bool on);
+
 // A refcounted block of memory shared by every view of it.
 class StorageImpl : public RefCounted {
  public:
-  StorageImpl(DataPtr data, size_t nbytes) : data_(std::move(data)), nbytes_(nbytes) {}
+  StorageImpl(DataPtr data, size_t nbytes)
+      : data_(std::move(data)), nbytes_(nbytes), inference_(allocating_inference_tensors()) {}
   void* data() const { return data_.get(); }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return data_.device(); }
@@ -69,10 +75,14 @@ class StorageImpl : public RefCounted {
   size_t shared_offset() const { return shared_offset_; }
   // Replaces the memory (same size) with a block of a shared segment.
   void set_shared(DataPtr data, std::shared_ptr<SharedSegment> segment, size_t offset);
+  // Allocated in inference mode: every tensor on it is an inference tensor (Tensor.is_inference(); a view
+  // of one is one too, and a view made in inference mode of a normal tensor is normal, as in PyTorch).
+  bool is_inference() const { return inference_; }
 
  private:
   DataPtr data_;
   size_t nbytes_;
+  bool inference_;
   std::shared_ptr<SharedSegment> shared_segment_;
   size_t shared_offset_ = 0;
 };

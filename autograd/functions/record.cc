@@ -12,9 +12,16 @@ FormulaNode::FormulaNode(std::string name, Formula formula)
         return f(grads.at(0), saved);
       }) {}
 
-FormulaNode::FormulaNode(std::string name, MultiFormula formula, uint32_t num_outputs)
-    : name_(std::move(name)), formula_(std::move(formula)) {
+FormulaNode::FormulaNode(std::string name, MultiFormula formula, uint32_t num_outputs, bool numbered)
+    : name_(std::move(name)), numbered_(numbered), formula_(std::move(formula)) {
   set_num_inputs(num_outputs);
+}
+
+std::string FormulaNode::pytorch_name() const {
+  const std::string suffix = "Backward";
+  const bool backward = name_.size() >= suffix.size() && name_.compare(name_.size() - suffix.size(), suffix.size(),
+                                                                      suffix) == 0;
+  return numbered_ && backward ? name_ + "0" : name_;
 }
 
 TensorList FormulaNode::apply(TensorList&& grads) {
@@ -83,9 +90,9 @@ Tensor record_out(const char* name, const Tensor& out, const TensorList& inputs,
            "{}: the out= form does not support autograd when an input requires grad (nor does PyTorch's); use the "
            "functional form",
            name);
-  TR_CHECK(!(is_leaf(out) && requires_grad(out)), ValueError,
-           "{}: a leaf tensor that requires grad is used in an in-place operation; update parameters under "
-           "NoGradGuard (as optimizers do), or clone() the tensor first",
+  TR_CHECK(!(is_leaf(out) && requires_grad(out)), Error,  // (RuntimeError, PyTorch's words: scripts match them)
+           "a leaf Variable that requires grad is being used in an in-place operation ({}); update parameters "
+           "under no_grad() (as optimizers do), or clone() the tensor first",
            name);
   const bool through_view = view_base(out).defined();  // (a recorded view: its root is rebased, view_history.h)
   // A recorded tensor (it has a history) may share its memory: its views follow it (view_history.h) and a copy

@@ -23,9 +23,11 @@ using MultiFormula = std::function<TensorList(const TensorList& grads, const Ten
 class FormulaNode final : public Node {
  public:
   FormulaNode(std::string name, Formula formula);
-  FormulaNode(std::string name, MultiFormula formula, uint32_t num_outputs);
+  // numbered: a built-in op's node, named as PyTorch numbers them (a Python autograd.Function's is not)
+  FormulaNode(std::string name, MultiFormula formula, uint32_t num_outputs, bool numbered = true);
   TensorList apply(TensorList&& grads) override;
   std::string name() const override { return name_; }
+  std::string pytorch_name() const override;
   void release_variables() override {
     for (auto& s : saved_) s.reset();
   }
@@ -33,6 +35,7 @@ class FormulaNode final : public Node {
 
  private:
   std::string name_;
+  bool numbered_ = true;
   MultiFormula formula_;
   std::vector<SavedVariable> saved_;
 };

@@ -155,9 +155,9 @@ Tensor& fill_autograd(Tensor& x, const Scalar& value) {
     return x;
   }
   if (rebase) {
-    TR_CHECK(!is_leaf(x), ValueError,
-             "fill_: a leaf tensor that requires grad is used in an in-place operation; fill it under NoGradGuard "
-             "(as init functions do), or clone() it first");
+    TR_CHECK(!is_leaf(x), Error,
+             "a leaf Variable that requires grad is being used in an in-place operation (fill_); fill it under "
+             "no_grad() (as init functions do), or clone() it first");
     TR_CHECK(grad_fn(x) != nullptr || !x.impl()->shares_version(), NotImplementedError,
              "fill_: in-place under autograd on a tensor that shares its memory with another tensor (a view or its "
              "base) is not supported; use full_like() instead");
@@ -198,9 +198,9 @@ Tensor& copy_autograd(Tensor& dst, const Tensor& src) {
     return dst;
   }
   if (record_it) {
-    TR_CHECK(!(is_leaf(dst) && requires_grad(dst)), ValueError,
-             "copy_: a leaf tensor that requires grad is used in an in-place operation; update parameters under "
-             "NoGradGuard (as optimizers do), or clone() the tensor first");
+    TR_CHECK(!(is_leaf(dst) && requires_grad(dst)), Error,
+             "a leaf Variable that requires grad is being used in an in-place operation (copy_); update parameters "
+             "under no_grad() (as optimizers do), or clone() the tensor first");
     const bool whole = dst.storage_offset() == 0 && dst.is_contiguous() &&
                        static_cast<size_t>(dst.numel()) * element_size(dst.dtype()) == dst.impl()->storage()->nbytes();
     // (a recorded dst may share its memory: its views follow it, a copy saved for backward is checked by version)

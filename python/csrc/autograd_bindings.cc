@@ -177,7 +177,8 @@ void bind_autograd(py::module_& m) {
       return out;
     };
     auto node =
-        std::make_shared<FormulaNode>(name + "Backward", std::move(formula), static_cast<uint32_t>(outputs.size()));
+        std::make_shared<FormulaNode>(name + "Backward", std::move(formula), static_cast<uint32_t>(outputs.size()),
+                                      /*numbered=*/false);  // (PyTorch names a Function's node ClassNameBackward)
     connect(*node, inputs, {});
     for (size_t k = 0; k < outputs.size(); ++k)
       if (is_floating(outputs[k].dtype())) set_history(outputs[k], node, static_cast<uint32_t>(k));
@@ -237,7 +238,7 @@ void bind_autograd(py::module_& m) {
       .def(py::init<>())
       .def("remove", [](HookFlag& f) { f.active = false; });
   py::class_<Node, std::shared_ptr<Node>>(m, "Node", py::dynamic_attr())
-      .def("name", &Node::name)
+      .def("name", &Node::pytorch_name)
       .def_property_readonly("next_functions",
                              [](const Node& n) {
                                py::list out;
@@ -286,13 +287,16 @@ void bind_autograd(py::module_& m) {
       .def("__eq__", [](const Node& a, const Node& b) { return &a == &b; })
       .def("__hash__", [](const Node& n) { return std::hash<const void*>()(&n); })
       .def("__repr__", [](const Node& n) {
-        return fmt::format("<{} object at {}>", n.name(), static_cast<const void*>(&n));
+        return fmt::format("<{} object at {}>", n.pytorch_name(), static_cast<const void*>(&n));
       });
   m.def("_grad_fn_node", [](const Tensor& t) -> py::object {
     auto fn = grad_fn(t);
     return fn ? py::cast(fn) : py::none();
   });
   m.def("is_grad_enabled", [] { return GradMode::is_enabled(); });
+  m.def("_is_inference_mode_enabled", [] { return InferenceMode::is_enabled(); });
+  m.def("_set_inference_mode", [](bool on) { InferenceMode::set_enabled(on); });
+  m.def("_is_inference", [](const Tensor& t) { return t.impl()->storage()->is_inference(); });
   m.def("set_grad_enabled", [](bool on) { GradMode::set_enabled(on); });
 }
 

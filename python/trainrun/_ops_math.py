@@ -168,12 +168,19 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002
 
 @op(method=True)
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):  # noqa: A002
-    """The p-norm over dim (an int, a tuple, or every dim); "fro" is the 2-norm of the flattened dims."""
+    """The p-norm over dim (an int, a tuple, or every dim); "fro" is the 2-norm of the flattened dims; "nuc" the
+    nuclear norm (sum of singular values) of the matrices over two dims (the last two when dim is None)."""
+    x = input if dtype is None else input.to(dtype)
+    if p == "nuc":
+        from trainrun.linalg import matrix_norm
+        dims = (-2, -1) if dim is None else tuple(dim) if not isinstance(dim, int) else (dim,)
+        if len(dims) != 2 or (dim is None and x.dim() != 2):
+            raise ValueError(f"norm(p='nuc') takes a matrix or two dims, got {x.dim()}-D input and dim={dim}")
+        return matrix_norm(x, "nuc", dim=dims, keepdim=keepdim)
     if p == "fro" or p is None:
         p = 2.0
     elif isinstance(p, str):
-        raise NotImplementedError(f"norm(p={p!r}) is not supported (numbers, inf and 'fro' are)")
-    x = input if dtype is None else input.to(dtype)
+        raise ValueError(f"norm(): p must be a number, inf, 'fro' or 'nuc', got {p!r}")
     dims = [] if dim is None else [dim] if isinstance(dim, int) else list(dim)
     return _C.norm(x, float(p), dims, keepdim)
 

@@ -409,12 +409,11 @@ _plain_repr = Tensor.__repr__
 
 def _repr(self):
     """tensor([...]) with PyTorch's autograd suffix: requires_grad=True on a leaf that requires grad, or the
-    node that made it (grad_fn=<MulBackward0>; trainrun's node names get PyTorch's first-overload 0)."""
+    node that made it (grad_fn=<MulBackward0>: the node's PyTorch name)."""
     from trainrun import _printoptions
     grad_fn = self.grad_fn
     if grad_fn is not None:
-        name = grad_fn.name()
-        suffixes = [f"grad_fn=<{name}0>" if name.endswith("Backward") else f"grad_fn=<{name}>"]
+        suffixes = [f"grad_fn=<{grad_fn.name()}>"]
     else:
         suffixes = ["requires_grad=True"] if self.requires_grad else []
     text = _plain_repr(self, suffixes)

@@ -242,28 +242,29 @@ class iinfo:  # noqa: N801
         self.bits, self.max, self.min, self.dtype = info.bits, int(info.max), int(info.min), type.name
 
 
-_inference = {"on": False}
-
-
 class inference_mode(contextlib.ContextDecorator):  # noqa: N801
-    """No graph is recorded inside (trainrun's inference mode is no_grad)."""
+    """No graph is recorded inside, and tensors allocated inside are inference tensors (is_inference()), per
+    thread, as PyTorch's. inference_mode(False) turns the mode off inside an enclosing one."""
 
     def __init__(self, mode=True):
         self.mode = mode
 
     def __enter__(self):
         self._guard = no_grad() if self.mode else contextlib.nullcontext()
-        self._saved = _inference["on"]
-        _inference["on"] = self.mode
+        self._saved = _C._is_inference_mode_enabled()
+        _C._set_inference_mode(bool(self.mode))
         self._guard.__enter__()
 
     def __exit__(self, *exc):
-        _inference["on"] = self._saved
+        _C._set_inference_mode(self._saved)
         return self._guard.__exit__(*exc)
+
+    def clone(self):
+        return self.__class__(self.mode)
 
 
 def is_inference_mode_enabled():
-    return _inference["on"]
+    return _C._is_inference_mode_enabled()
 
 
 # ---- what a real, dense, strided CPU or CUDA tensor says about itself (PyTorch's attributes) --------------
@@ -282,7 +283,7 @@ Tensor.is_cpu = property(lambda self: self.device.type == "cpu")
 for _flag in ("is_sparse", "is_sparse_csr", "is_quantized", "is_nested", "is_mkldnn", "is_mps", "is_xpu",
               "is_vulkan", "is_ipu"):
     setattr(Tensor, _flag, property(lambda self: False))
-Tensor.is_inference = lambda self: False
+Tensor.is_inference = lambda self: _C._is_inference(self)
 Tensor.real = property(lambda self: self)  # (a real tensor is its own real part, as PyTorch's)
 
 

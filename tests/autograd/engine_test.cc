@@ -195,11 +195,24 @@ TEST(Engine, RetainGradDetachAndGradModes) {
     EnableGradGuard enable;
     EXPECT_TRUE(requires_grad(mul(x, 2.0)));
   }
+  Tensor made_inside, view_inside;
   {
     InferenceMode inference;
     EXPECT_TRUE(InferenceMode::is_enabled());
     EXPECT_FALSE(requires_grad(mul(x, 2.0)));
+    made_inside = mul(x, 2.0);
+    view_inside = x.view({-1});
+    InferenceMode off(false);
+    EXPECT_FALSE(InferenceMode::is_enabled());
+    EXPECT_FALSE(mul(x, 2.0).impl()->storage()->is_inference());
   }
+  // Memory allocated in inference mode makes inference tensors (and their views); a view of a normal tensor
+  // made inside stays normal.
+  EXPECT_FALSE(InferenceMode::is_enabled());
+  EXPECT_TRUE(made_inside.impl()->storage()->is_inference());
+  EXPECT_TRUE(made_inside.view({-1}).impl()->storage()->is_inference());
+  EXPECT_FALSE(view_inside.impl()->storage()->is_inference());
+  EXPECT_FALSE(mul(x, 2.0).impl()->storage()->is_inference());
   EXPECT_TRUE(requires_grad(mul(x, 2.0)));
   // Integer results of graph tensors simply do not require grad.
   EXPECT_FALSE(requires_grad(argmax(x)));

@@ -93,7 +93,7 @@ def test_writing_over_an_output_saved_for_backward_fails_at_backward():
     y.add_(1)  # (relu saved y for its backward)
     with pytest.raises(RuntimeError, match="saved for backward was modified"):
         y.sum().backward()
-    with pytest.raises(ValueError, match="a view of a leaf tensor that requires grad"):
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
         x[0].mul_(2)
     with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
         (x * 1)[0].unsqueeze(0).expand(4, 2).mul_(2)

@@ -22,6 +22,8 @@ CASES = {
     "svd U only": ((3, 5), lambda t, a: t.linalg.svd(a, full_matrices=False).U),
     "svdvals": ((3, 5), lambda t, a: t.linalg.svdvals(a)),
     "nuclear norm": ((4, 4), lambda t, a: t.linalg.matrix_norm(a, ord="nuc")),
+    "torch.norm nuc": ((3, 5), lambda t, a: t.norm(a, p="nuc")),
+    "Tensor.norm nuc over dims keepdim": ((2, 4, 3), lambda t, a: a.norm(p="nuc", dim=(0, 2), keepdim=True)),
     "spectral norm": ((5, 3), lambda t, a: t.linalg.matrix_norm(a, ord=2)),
     "qr tall": ((5, 3), lambda t, a: t.linalg.qr(a)),
     "qr square": ((4, 4), lambda t, a: t.linalg.qr(a)),

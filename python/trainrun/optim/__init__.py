@@ -321,3 +321,4 @@ def _optimizer_module_paths():
 
 
 _optimizer_module_paths()
+from trainrun.optim import swa_utils  # noqa: E402,F401
