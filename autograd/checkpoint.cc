@@ -10,8 +10,8 @@ namespace {
 
 class CheckpointBackward final : public Node {
  public:
-  CheckpointBackward(CheckpointFunction fn, TensorList inputs, bool restore_rng, uint64_t seed, uint64_t offset)
-      : fn_(std::move(fn)), inputs_(std::move(inputs)), restore_rng_(restore_rng), seed_(seed), offset_(offset) {}
+  CheckpointBackward(CheckpointFunction fn, TensorList inputs, bool restore_rng, Generator::Snapshot rng)
+      : fn_(std::move(fn)), inputs_(std::move(inputs)), restore_rng_(restore_rng), rng_(std::move(rng)) {}
   std::string name() const override { return "CheckpointBackward"; }
   void release_variables() override {
     inputs_.clear();
@@ -23,11 +23,8 @@ class CheckpointBackward final : public Node {
              "CheckpointBackward: trying to backward through a checkpoint a second time; pass retain_graph=true");
     // Recompute with the generator where the forward found it, then put it back.
     Generator& gen = default_generator();
-    const uint64_t now_seed = gen.seed(), now_offset = gen.offset();
-    if (restore_rng_) {
-      gen.manual_seed(seed_);
-      gen.set_offset(offset_);
-    }
+    const Generator::Snapshot now = restore_rng_ ? gen.snapshot() : Generator::Snapshot{};
+    if (restore_rng_) gen.restore(rng_);
     TensorList detached, wanted;
     std::vector<size_t> wanted_index;
     for (size_t i = 0; i < inputs_.size(); ++i) {
@@ -44,10 +41,7 @@ class CheckpointBackward final : public Node {
       EnableGradGuard enable;
       outputs = fn_(detached);
     }
-    if (restore_rng_) {
-      gen.manual_seed(now_seed);
-      gen.set_offset(now_offset);
-    }
+    if (restore_rng_) gen.restore(now);
     TensorList roots, grads;
     for (size_t i = 0; i < outputs.size() && i < grad_outputs.size(); ++i) {
       if (!grad_outputs[i].defined() || !requires_grad(outputs[i])) continue;
@@ -65,7 +59,7 @@ class CheckpointBackward final : public Node {
   CheckpointFunction fn_;
   TensorList inputs_;
   bool restore_rng_;
-  uint64_t seed_, offset_;
+  Generator::Snapshot rng_;
   bool released_ = false;
 };
 
@@ -75,14 +69,13 @@ TensorList checkpoint(const CheckpointFunction& fn, const TensorList& inputs, bo
   bool needs = false;
   for (const Tensor& t : inputs) needs = needs || (t.defined() && requires_grad(t));
   if (!GradMode::is_enabled() || !needs) return fn(inputs);
-  Generator& gen = default_generator();
-  const uint64_t seed = gen.seed(), offset = gen.offset();
+  Generator::Snapshot rng = preserve_rng_state ? default_generator().snapshot() : Generator::Snapshot{};
   TensorList outputs;
   {
     NoGradGuard no_grad;
     outputs = fn(inputs);
   }
-  auto node = std::make_shared<CheckpointBackward>(fn, inputs, preserve_rng_state, seed, offset);
+  auto node = std::make_shared<CheckpointBackward>(fn, inputs, preserve_rng_state, std::move(rng));
   std::vector<Edge> edges;
   for (const Tensor& t : inputs) edges.push_back(t.defined() ? gradient_edge(t) : Edge{});
   node->set_next_edges(std::move(edges));

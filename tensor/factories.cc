@@ -1,10 +1,12 @@
 #include "tensor/graph_break.h"
 #include "tensor/factories.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "tensor/allocator.h"
+#include "tensor/cpu/pytorch_cpu_draws.h"
 #include "tensor/dispatcher.h"
 #include "tensor/elementwise.h"
 #include "tensor/op_schemas.h"
@@ -194,18 +196,27 @@ namespace {
 
 using Distribution = RandomDistribution;
 
-// Draws into `out` on its own device (tensor/random_draw.h: the values are
-// the same on every device for the same seed).
+// Draws into `out` on its own device: on the CPU from gen's Mersenne Twister as PyTorch draws
+// (tensor/cpu/pytorch_cpu_draws.h), elsewhere from its Philox counters (tensor/random_draw.h). The counters are
+// reserved either way: a compiled replay asks for the same draw by them.
 void fill_random(Tensor& out, Distribution dist, double a, double b, Generator* gen) {
   if (gen == nullptr) gen = &default_generator();
-  Tensor target = out.is_contiguous() ? out : empty_like(out);
+  // A strided CPU tensor is drawn in the order PyTorch's iterator walks it: memory order (dims by decreasing
+  // stride), through a contiguous tensor of its dims so ordered.
+  std::vector<int64_t> order(static_cast<size_t>(out.dim()));
+  for (int64_t d = 0; d < out.dim(); ++d) order[static_cast<size_t>(d)] = d;
+  if (!out.is_contiguous() && out.device().is_cpu())
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return out.stride(x) > out.stride(y); });
+  Tensor walked = out.is_contiguous() ? out : permute(out, order);
+  Tensor target = out.is_contiguous() ? out : empty(walked.sizes(), TensorOptions(out.dtype(), out.device()));
   const uint64_t first = gen->reserve(static_cast<uint64_t>(target.numel()));
   const uint64_t key = gen->seed();
   {
     ExcludeDispatchKeyGuard no_autograd(DispatchKey::Autograd);  // a fill, not a graph op
+    CpuDrawScope scope(gen, out.is_contiguous());
     ops::random_fill_::call(keys_of(target), target, static_cast<int64_t>(dist), a, b, key, first);
   }
-  if (!target.is_same(out)) copy_(out, target);
+  if (!target.is_same(out)) copy_(walked, target);
 }
 
 }  // namespace
@@ -228,6 +239,21 @@ Tensor& bernoulli_(Tensor& t, double p, Generator* gen) {
   TR_CHECK(p >= 0 && p <= 1, ValueError, "bernoulli_: expects 0 <= p <= 1, got {}", p);
   fill_random(t, Distribution::Bernoulli, p, 0, gen);
   return t;
+}
+
+Tensor& random_(Tensor& t, int64_t low, int64_t high, Generator* gen) {
+  TR_CHECK(low < high, ValueError, "random_: expects from < to, got from={} to={}", low, high);
+  fill_random(t, Distribution::RandInt, static_cast<double>(low), static_cast<double>(high), gen);
+  return t;
+}
+
+Tensor randperm(int64_t n, Generator* gen) {
+  TR_CHECK(n >= 0, ValueError, "randperm: n must be non-negative, got {}", n);
+  if (gen == nullptr) gen = &default_generator();
+  Tensor out = empty({n}, TensorOptions(DType::Int64));
+  std::lock_guard<std::mutex> lock(gen->mutex());
+  permutation_pytorch_cpu(gen->cpu_engine(), n, static_cast<int64_t*>(out.data_ptr()));
+  return out;
 }
 
 Tensor& random_piece_(Tensor& t, bool normal, double a, double b, const IntList& global_sizes, const IntList& offsets,
@@ -257,6 +283,16 @@ Tensor& random_piece_(Tensor& t, bool normal, double a, double b, const IntList&
   }
   hi += lo;
   const auto dist = normal ? Distribution::Normal : Distribution::Uniform;
+  if (t.device().is_cpu()) {  // the span [lo, hi) of the whole draw from the Mersenne Twister, which moves past it all
+    Tensor span = empty({hi - lo}, TensorOptions(t.dtype(), t.device()));
+    DrawRequest request{dist, a, b, t.dtype(), total, /*contiguous=*/true};
+    {
+      std::lock_guard<std::mutex> lock(gen->mutex());
+      draw_pytorch_cpu(gen->cpu_engine(), request, lo, hi, span.data_ptr());
+    }
+    copy_(t, as_strided(span, t.sizes(), whole_strides, 0));
+    return t;
+  }
   const int64_t lanes = random_uses_two_words(dist, t.dtype() == DType::Float64, a, b) ? 2 : 4;
   const int64_t skip = lo % lanes;
   Tensor span = empty({hi - lo + skip}, TensorOptions(t.dtype(), t.device()));
@@ -282,8 +318,7 @@ Tensor randn(const IntList& sizes, TensorOptions opts, Generator* gen) {
 Tensor randint(int64_t low, int64_t high, const IntList& sizes, TensorOptions opts, Generator* gen) {
   TR_CHECK(low < high, ValueError, "randint: expects low < high, got low={} high={}", low, high);
   Tensor t = empty(sizes, opts);
-  fill_random(t, Distribution::RandInt, static_cast<double>(low), static_cast<double>(high), gen);
-  return t;
+  return random_(t, low, high, gen);
 }
 
 Tensor rand_like(const Tensor& t, Generator* gen) { return rand(t.sizes(), TensorOptions(t.dtype(), t.device()), gen); }

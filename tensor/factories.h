@@ -43,7 +43,8 @@ Tensor ones_like(const Tensor& t, std::optional<DType> dtype = std::nullopt);
 Tensor full_like(const Tensor& t, const Scalar& v, std::optional<DType> dtype = std::nullopt);
 
 // Random factories draw from `gen` (default: the global generator). Results
-// depend on the seed only, never on the number of threads.
+// depend on the seed only, never on the number of threads; on the CPU they
+// are PyTorch's for the same seed (tensor/cpu/pytorch_cpu_draws.h).
 Tensor rand(const IntList& sizes, TensorOptions opts = {}, Generator* gen = nullptr);
 Tensor randn(const IntList& sizes, TensorOptions opts = {}, Generator* gen = nullptr);
 Tensor randint(int64_t low, int64_t high, const IntList& sizes, TensorOptions opts = DType::Int64,
@@ -54,6 +55,10 @@ Tensor& uniform_(Tensor& t, double from = 0, double to = 1, Generator* gen = nul
 Tensor& normal_(Tensor& t, double mean = 0, double std = 1, Generator* gen = nullptr);
 // Each element becomes 1 with probability p, else 0.
 Tensor& bernoulli_(Tensor& t, double p, Generator* gen = nullptr);
+// Each element an integer in [low, high) (Tensor.random_(low, high)).
+Tensor& random_(Tensor& t, int64_t low, int64_t high, Generator* gen = nullptr);
+// 0..n-1 in a random order (on the CPU: PyTorch's randperm for the same seed).
+Tensor randperm(int64_t n, Generator* gen = nullptr);
 // One rank's piece of uniform_(whole, a, b) (normal: normal_(whole, a, b)),
 // where t is the box [offsets, offsets + t.sizes()) of a tensor `whole` of
 // `global_sizes`: t gets exactly the values those elements of the whole

@@ -59,12 +59,15 @@ void bind_ops(py::module_& m) {
       [](const Tensor& a, const Tensor& b, double rtol, double atol, bool nan) { return allclose(a, b, rtol, atol, nan); },
       py::arg("input"), py::arg("other"), py::arg("rtol") = 1e-5, py::arg("atol") = 1e-8, py::arg("equal_nan") = false,
       release());
+  // Random fills: from `generator` (a trainrun Generator's C++ object), or the default one when None.
   o.def(
-      "uniform_", [](Tensor& t, double from, double to) { return uniform_(t, from, to); }, py::arg("input"),
-      py::arg("from") = 0.0, py::arg("to") = 1.0, release());
+      "uniform_",
+      [](Tensor& t, double from, double to, std::shared_ptr<Generator> g) { return uniform_(t, from, to, g.get()); },
+      py::arg("input"), py::arg("from") = 0.0, py::arg("to") = 1.0, py::arg("generator") = nullptr, release());
   o.def(
-      "normal_", [](Tensor& t, double mean, double std) { return normal_(t, mean, std); }, py::arg("input"),
-      py::arg("mean") = 0.0, py::arg("std") = 1.0, release());
+      "normal_",
+      [](Tensor& t, double mean, double std, std::shared_ptr<Generator> g) { return normal_(t, mean, std, g.get()); },
+      py::arg("input"), py::arg("mean") = 0.0, py::arg("std") = 1.0, py::arg("generator") = nullptr, release());
   o.def(
       "random_piece_",
       [](Tensor& t, bool normal, double a, double b, const IntList& global_sizes, const IntList& offsets) {
@@ -73,8 +76,15 @@ void bind_ops(py::module_& m) {
       py::arg("input"), py::arg("normal"), py::arg("a"), py::arg("b"), py::arg("global_sizes"), py::arg("offsets"),
       release());
   o.def(
-      "bernoulli_", [](Tensor& t, double p) { return bernoulli_(t, p); }, py::arg("input"), py::arg("p") = 0.5,
-      release());
+      "bernoulli_", [](Tensor& t, double p, std::shared_ptr<Generator> g) { return bernoulli_(t, p, g.get()); },
+      py::arg("input"), py::arg("p") = 0.5, py::arg("generator") = nullptr, release());
+  o.def(
+      "random_",
+      [](Tensor& t, int64_t low, int64_t high, std::shared_ptr<Generator> g) { return random_(t, low, high, g.get()); },
+      py::arg("input"), py::arg("low"), py::arg("high"), py::arg("generator") = nullptr, release());
+  o.def(
+      "randperm", [](int64_t n, std::shared_ptr<Generator> g) { return randperm(n, g.get()); }, py::arg("n"),
+      py::arg("generator") = nullptr, release());
   o.def(
       "rms_norm",
       [](const Tensor& x, const IntList& shape, const Tensor& w, double eps) {

@@ -329,15 +329,47 @@ void bind_tensor(py::module_& m) {
       "load", [](const std::string& path) { return load_safetensors(path); }, py::arg("path"),
       py::call_guard<py::gil_scoped_release>());
   m.def("manual_seed", [](uint64_t s) { manual_seed(s); });
-  // The default generator's state, (seed, offset): trainrun.get_rng_state / set_rng_state.
-  m.def("_rng_state", [] { return py::make_tuple(default_generator().seed(), default_generator().offset()); });
-  m.def(
-      "_set_rng_state",
-      [](uint64_t seed, uint64_t offset) {
-        default_generator().manual_seed(seed);
-        default_generator().set_offset(offset);
-      },
-      py::arg("seed"), py::arg("offset"));
+  // A random generator (tensor/generator.h): trainrun.Generator holds one; _default_generator() is the one
+  // trainrun.manual_seed seeds. get_state/set_state: the CPU engine in PyTorch's layout (5056 bytes);
+  // philox_state: the (seed, offset) of CUDA draws.
+  py::class_<Generator, std::shared_ptr<Generator>>(m, "_Generator")
+      .def(py::init<>())
+      .def("manual_seed", [](Generator& g, uint64_t seed) { g.manual_seed(seed); }, py::arg("seed"))
+      .def("initial_seed", [](Generator& g) {
+        std::lock_guard<std::mutex> lock(g.mutex());
+        return g.cpu_engine().initial_seed();
+      })
+      .def("get_state", [](Generator& g) {
+        std::vector<uint8_t> bytes;
+        {
+          std::lock_guard<std::mutex> lock(g.mutex());
+          bytes = g.cpu_engine().serialize();
+        }
+        return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      })
+      .def("set_state", [](Generator& g, const py::bytes& state) {
+        const std::string bytes = state;
+        std::lock_guard<std::mutex> lock(g.mutex());
+        g.cpu_engine().deserialize(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+      }, py::arg("state"))
+      .def("random32", [](Generator& g, int64_t count) {
+        std::vector<uint32_t> out(static_cast<size_t>(std::max<int64_t>(count, 0)));
+        std::lock_guard<std::mutex> lock(g.mutex());
+        for (uint32_t& x : out) x = g.cpu_engine().random();
+        return out;
+      }, py::arg("count"), "The engine's next `count` 32-bit outputs.")
+      .def("random64", [](Generator& g) {
+        std::lock_guard<std::mutex> lock(g.mutex());
+        return g.cpu_engine().random64();
+      }, "Two outputs, the first as the high half (PyTorch's 64-bit draw).")
+      .def("philox_state", [](Generator& g) { return py::make_tuple(g.seed(), g.offset()); })
+      .def("set_philox_state", [](Generator& g, uint64_t seed, uint64_t offset) {
+        const Generator::Snapshot cpu = g.snapshot();  // (manual_seed reseeds the CPU engine too: keep it)
+        g.manual_seed(seed);
+        g.set_offset(offset);
+        g.restore(Generator::Snapshot{seed, offset, cpu.cpu_engine});
+      }, py::arg("seed"), py::arg("offset"));
+  m.def("_default_generator", [] { return std::shared_ptr<Generator>(&default_generator(), [](Generator*) {}); });
   m.def("set_num_threads", &set_num_threads, py::arg("num"),
         "Threads for intra-op parallelism (kernels and OpenBLAS), process-wide.");
   m.def("get_num_threads", &get_num_threads);

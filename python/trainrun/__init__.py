@@ -143,7 +143,6 @@ def manual_seed(seed):
     shuffling); returns the default Generator, as PyTorch does."""
     if _C._capture_active():  # (a replay would not reseed: the call runs eagerly, reseeding each time)
         _C._note_graph_break("manual_seed() was called (a replay would draw on without reseeding)")
-    _C.manual_seed(seed)
     return default_generator.manual_seed(seed)
 
 

@@ -35,13 +35,14 @@ def _finish(t, requires_grad):
     return t
 
 
-def _drawn(generator, draw, shape, dtype, device, default_dtype):
-    """A tensor of values drawn from a trainrun.Generator's own stream (its mt19937 engine): reproducible
-    per generator and seed, independent of the global one (the values differ from PyTorch's draws)."""
-    import numpy as np
-    values = np.ascontiguousarray(draw(generator._engine, tuple(shape)))
-    t = _C.from_numpy(values).to(dtype if dtype is not None else default_dtype)
-    return t.to(device if device is not None else _C._get_default_device())
+def _drawn(generator, fill, shape, dtype, device, default_dtype):
+    """A new tensor filled by fill(tensor, C++ generator) from a trainrun.Generator (PyTorch's draws for its
+    seed, as the default generator's)."""
+    from trainrun._generator import _cpp_of
+    t = _C.empty(shape, dtype if dtype is not None else default_dtype,
+                 device if device is not None else _C._get_default_device())
+    fill(t, _cpp_of(generator, "random factory"))
+    return t
 
 
 def zeros(*args, size=None, out=None, dtype=None, device=None, requires_grad=False):
@@ -93,15 +94,15 @@ def full(size, fill_value, *, out=None, dtype=None, device=None, requires_grad=F
 
 def rand(*args, size=None, generator=None, out=None, dtype=None, device=None, requires_grad=False):
     if generator is not None:
-        return _finish(_drawn(generator, lambda e, s: e.random_sample(s), _size(args, "rand", size), dtype, device,
-                              _C._ops.get_default_dtype()), requires_grad)
+        return _finish(_drawn(generator, lambda t, g: _C._ops.uniform_(t, 0.0, 1.0, g), _size(args, "rand", size),
+                              dtype, device, _C._ops.get_default_dtype()), requires_grad)
     return _finish(_C.rand(_size(args, "rand", size), dtype, device), requires_grad)
 
 
 def randn(*args, size=None, generator=None, out=None, dtype=None, device=None, requires_grad=False):
     if generator is not None:
-        return _finish(_drawn(generator, lambda e, s: e.standard_normal(s), _size(args, "randn", size), dtype, device,
-                              _C._ops.get_default_dtype()), requires_grad)
+        return _finish(_drawn(generator, lambda t, g: _C._ops.normal_(t, 0.0, 1.0, g), _size(args, "randn", size),
+                              dtype, device, _C._ops.get_default_dtype()), requires_grad)
     return _finish(_C.randn(_size(args, "randn", size), dtype, device), requires_grad)
 
 
@@ -116,7 +117,7 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     else:
         raise TypeError("randint(): expected (high, size) or (low, high, size)")
     if generator is not None:
-        return _finish(_drawn(generator, lambda e, s: e.randint(int(low), int(high), size=s, dtype="int64"),
+        return _finish(_drawn(generator, lambda t, g: _C._ops.random_(t, int(low), int(high), g),
                               _size((size,), "randint"), dtype, device, _C.dtype.int64), requires_grad)
     return _finish(_C.randint(int(low), int(high), _size((size,), "randint"), dtype, device), requires_grad)
 

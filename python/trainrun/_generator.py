@@ -1,13 +1,13 @@
-"""trainrun.Generator and trainrun.randperm: PyTorch's CPU generator for
-permutations. A Generator is the Mersenne Twister (mt19937) PyTorch's CPU
-generator is, seeded the same way, and randperm draws from it exactly as
-PyTorch's CPU randperm does (a Fisher-Yates pass taking one 32-bit draw per
-position). So `torch.Generator().manual_seed(s)` and `trainrun.Generator().
-manual_seed(s)` give the same permutations, the same shuffles from
-DataLoader/RandomSampler/random_split and the same DistributedSampler
-indices. Tensor random ops (rand, randn, dropout, ...) use trainrun's own
-Philox generator, seeded by trainrun.manual_seed; a Generator drives
-permutations and sampling only."""
+"""trainrun.Generator and trainrun.randperm, as PyTorch's CPU generator.
+
+A Generator holds a C++ generator (tensor/generator.h): the Mersenne Twister
+PyTorch's CPU generator is, seeded the same way, from which CPU draws are
+made as PyTorch's CPU kernels make them (rand, randn, randint, randperm,
+bernoulli, dropout, the nn.init fills, multinomial, ...). So after
+`manual_seed(s)` trainrun and PyTorch draw the same values, initialise the
+same weights and shuffle data in the same order. `default_generator` is the
+one trainrun.manual_seed seeds. get_state() is PyTorch's state layout
+(5056 bytes): torch.get_rng_state() and trainrun's are interchangeable."""
 import random as _random
 
 import numpy as np
@@ -15,38 +15,27 @@ import numpy as np
 from trainrun import _C
 
 _DEFAULT_SEED = 67280421310721  # what torch.Generator() starts from
-_STATE_BYTES = 8 + 624 * 4 + 8 + 8  # get_state's tensor: seed, mt19937 words, position and flag, cached Gaussian
 
 
 class Generator:
     """A CPU random generator with PyTorch's seeding and draw order."""
 
-    def __init__(self, device="cpu"):
+    def __init__(self, device="cpu", *, _cpp=None):
         if str(device) != "cpu":
             raise ValueError(f"Generator: only device='cpu' is supported, got {device!r}")
         self.device = _C.device("cpu")
-        self.manual_seed(_DEFAULT_SEED)
+        self._cpp = _cpp if _cpp is not None else _C._Generator()
+        if _cpp is None:
+            self.manual_seed(_DEFAULT_SEED)
 
     def manual_seed(self, seed):
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
             raise TypeError(f"manual_seed expected an int, got {type(seed).__name__}")
-        self._seed = int(seed) % (1 << 64)
-        # mt19937 keeps the low 32 bits of the seed, as PyTorch's CPU generator does.
-        self._state = np.random.RandomState(self._seed & 0xFFFFFFFF)
+        self._cpp.manual_seed(int(seed) % (1 << 64))
         return self
 
-    @property
-    def _engine(self):
-        """The mt19937 engine every draw from this generator reads. It draws in Python, which a compiled call's
-        recording cannot replay (a replay would repeat the recorded values): reading it while a call records
-        breaks the recording, so that call runs eagerly and draws anew each time."""
-        if _C._capture_active():
-            _C._note_graph_break("a draw from a trainrun.Generator (randperm, or a generator= argument) runs in "
-                                 "Python, which a replay would not repeat")
-        return self._state
-
     def initial_seed(self):
-        return self._seed
+        return self._cpp.initial_seed()
 
     def seed(self):
         """Seeds from the operating system's entropy; returns the seed."""
@@ -55,72 +44,63 @@ class Generator:
         return s
 
     def get_state(self):
-        """The generator's state as a uint8 tensor, as PyTorch's ByteTensor (its layout is trainrun's: the seed,
-        then the mt19937 engine's 624 words, position and cached Gaussian); set_state takes it back."""
-        _, keys, pos, has_gauss, gauss = self._state.get_state()
-        parts = [np.array([self._seed], dtype=np.uint64).view(np.uint8), np.asarray(keys, dtype=np.uint32).view(
-            np.uint8), np.array([pos, has_gauss], dtype=np.int32).view(np.uint8),
-            np.array([gauss], dtype=np.float64).view(np.uint8)]
-        return _C.from_numpy(np.concatenate(parts))
+        """The engine's state as a uint8 tensor in PyTorch's layout; set_state takes it (or PyTorch's) back."""
+        return _C.from_numpy(np.frombuffer(self._cpp.get_state(), dtype=np.uint8).copy())
 
     def set_state(self, new_state):
-        if isinstance(new_state, tuple):  # (the form earlier trainrun versions gave)
-            self._seed, engine_state = new_state
-        else:
-            data = np.asarray(new_state.detach().cpu().numpy() if hasattr(new_state, "numpy") else new_state,
-                              dtype=np.uint8)
-            if data.ndim != 1 or data.size != _STATE_BYTES:
-                raise RuntimeError(f"Generator.set_state: expected a uint8 tensor of {_STATE_BYTES} bytes "
-                                   f"(what get_state gives), got {list(data.shape)}")
-            self._seed = int(data[:8].view(np.uint64)[0])
-            keys = data[8:8 + 624 * 4].view(np.uint32)
-            pos, has_gauss = data[8 + 624 * 4:16 + 624 * 4].view(np.int32)
-            gauss = float(data[16 + 624 * 4:].view(np.float64)[0])
-            engine_state = ("MT19937", keys.copy(), int(pos), int(has_gauss), gauss)
-        self._state = np.random.RandomState()
-        self._state.set_state(engine_state)
+        data = np.asarray(new_state.detach().cpu().numpy() if hasattr(new_state, "numpy") else new_state,
+                          dtype=np.uint8)
+        if data.ndim != 1:
+            raise RuntimeError(f"Generator.set_state: expected a 1-D uint8 tensor, got shape {list(data.shape)}")
+        self._cpp.set_state(data.tobytes())
         return self
+
+    def _note_draw(self):
+        """Draws made from Python (a sampler's) cannot be replayed by a compiled call's recording: reading the
+        engine while a call records breaks the recording, so that call runs eagerly and draws anew each time."""
+        if _C._capture_active():
+            _C._note_graph_break("a draw from a trainrun.Generator in Python (a sampler's, or randperm) runs "
+                                 "outside the recorded ops, which a replay would not repeat")
 
     def _random32(self, count):
         """The next `count` 32-bit outputs of the engine, as Python ints."""
-        if count <= 0:
-            return []
-        return self._engine.randint(0, 1 << 32, size=count, dtype=np.uint64).tolist()
+        self._note_draw()
+        return self._cpp.random32(count) if count > 0 else []
 
     def _random63(self):
         """A non-negative 63-bit draw: PyTorch's int64 random_() (two 32-bit outputs, high first)."""
-        hi, lo = self._random32(2)
-        return ((hi << 32) | lo) % (1 << 63)
+        self._note_draw()
+        return self._cpp.random64() % (1 << 63)
 
 
-default_generator = Generator()
+default_generator = Generator(_cpp=_C._default_generator())
 
 
-def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
-    """A random permutation of 0..n-1 (trainrun.int64 unless dtype says otherwise)."""
+def _cpp_of(generator, where):
+    """The C++ generator behind `generator` (None: the default one)."""
+    if generator is None:
+        return None
+    if not isinstance(generator, Generator):
+        raise TypeError(f"{where}(): generator must be a trainrun.Generator, not {type(generator).__name__}")
+    return generator._cpp
+
+
+def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False,
+             requires_grad=False):
+    """A random permutation of 0..n-1 (trainrun.int64 unless dtype says otherwise), PyTorch's for the seed."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"randperm(): argument 'n' must be int, not {type(n).__name__}")
     if n < 0:
         raise ValueError(f"randperm(): n must be non-negative, got {n}")
-    g = default_generator if generator is None else generator
-    if not isinstance(g, Generator):
-        raise TypeError(f"randperm(): generator must be a trainrun.Generator, not {type(g).__name__}")
-    order = _permutation(int(n), g)
-    out = _C.from_numpy(np.asarray(order, dtype=np.int64))
+    cpp = _cpp_of(generator, "randperm")
+    (generator or default_generator)._note_draw()
+    result = _C._ops.randperm(int(n), cpp)
     if dtype is not None:
-        out = out.to(dtype)
+        result = result.to(dtype)
     if device is not None:
-        out = out.to(device)
+        result = result.to(device)
+    if out is not None:
+        return out.resize_(list(result.shape)).copy_(result)
     if requires_grad:
-        out.requires_grad_(True)
-    return out
-
-
-def _permutation(n, generator):
-    """PyTorch's CPU randperm: for i in 0..n-2 swap i with i + draw % (n - i)."""
-    order = list(range(n))
-    draws = generator._random32(n - 1)
-    for i, z in enumerate(draws):
-        j = i + z % (n - i)
-        order[i], order[j] = order[j], order[i]
-    return order
+        result.requires_grad_(True)
+    return result

@@ -82,44 +82,65 @@ for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
         getattr(Tensor, _name)))
 
 
-def _refuse_generator(where, generator):
-    if generator is not None:
-        raise NotImplementedError(f"{where}(generator=...): random fills draw from trainrun's default generator "
-                                  "(seed it with trainrun.manual_seed)")
+def _generator(where, generator):
+    from trainrun._generator import _cpp_of
+    return _cpp_of(generator, where)
 
 
 def _uniform_(self, from_=0.0, to=1.0, *, generator=None):
-    _refuse_generator("uniform_", generator)
     with no_grad():
-        _ops.uniform_(self, from_, to)
+        _ops.uniform_(self, from_, to, _generator("uniform_", generator))
     return self
 
 
 def _normal_(self, mean=0.0, std=1.0, *, generator=None):
-    _refuse_generator("normal_", generator)
     with no_grad():
-        _ops.normal_(self, mean, std)
+        _ops.normal_(self, mean, std, _generator("normal_", generator))
     return self
 
 
 def _bernoulli_(self, p=0.5, *, generator=None):
-    _refuse_generator("bernoulli_", generator)
+    """1 with probability p per element: a number p as PyTorch's scalar kernel draws (53-bit uniforms), a tensor
+    p as its tensor kernel (24-bit uniforms, one per element)."""
     with no_grad():
-        _ops.bernoulli_(self, float(p))
+        if _C._is_cpp_tensor(p):
+            u = _ops.uniform_(_C.empty(list(self.shape), dtype=_C.dtype.float32, device=self.device), 0.0, 1.0,
+                              _generator("bernoulli_", generator))
+            return self.copy_((u < p.to(_C.dtype.float32)).to(self.dtype))
+        _ops.bernoulli_(self, float(p), _generator("bernoulli_", generator))
     return self
 
 
 def _random_(self, from_=0, to=None, *, generator=None):
-    _refuse_generator("random_", generator)
-    low, high = (0, from_) if to is None else (from_, to)
+    """Integers in [from_, to), or [0, from_) with one bound; with none, PyTorch's full range for the dtype
+    (int64: [0, 2^63), others up to 2^mantissa or their largest value)."""
+    if to is None and from_ == 0:
+        if self.dtype.name == "int64":  # a 64-bit draw modulo 2^63 each (the range does not fit an int64)
+            from trainrun._generator import default_generator
+            draws = [(generator or default_generator)._random63() for _ in range(self.numel())]
+            with no_grad():
+                return self.copy_(_C.from_numpy(np.asarray(draws, dtype=np.int64).reshape(list(self.shape))))
+        full = {"int32": 1 << 31, "int16": 1 << 15, "int8": 1 << 7, "uint8": 1 << 8, "bool": 2,
+                "float64": (1 << 53) + 1, "float32": (1 << 24) + 1, "float16": (1 << 11) + 1,
+                "bfloat16": (1 << 8) + 1}
+        low, high = 0, full[self.dtype.name]
+    else:
+        low, high = (0, from_) if to is None else (from_, to)
     with no_grad():
-        return self.copy_(_C.randint(low, high, list(self.shape), dtype=self.dtype, device=self.device))
+        if self.dtype.name == "int64":
+            _ops.random_(self, int(low), int(high), _generator("random_", generator))
+        else:
+            target = _C.empty(list(self.shape), dtype=_C.dtype.int64, device=self.device)
+            _ops.random_(target, int(low), int(high), _generator("random_", generator))
+            self.copy_(target.to(self.dtype))
+    return self
 
 
 def _exponential_(self, lambd=1.0, *, generator=None):
-    _refuse_generator("exponential_", generator)
+    """-log(1 - u) / lambd from PyTorch's serial double uniforms (one 64-bit draw per element)."""
     with no_grad():
-        u = _ops.uniform_(_C.empty(list(self.shape), dtype=self.dtype, device=self.device), 0.0, 1.0)
+        u = _ops.uniform_(_C.empty(list(self.shape), dtype=_C.dtype.float64, device=self.device), 0.0, 1.0,
+                          _generator("exponential_", generator))
         return self.copy_(-_C.log1p(-u) / lambd)
 
 

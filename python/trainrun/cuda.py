@@ -98,8 +98,7 @@ matmul = _Matmul()
 
 
 def manual_seed(seed):
-    """Seeds the random ops of every device: trainrun's CUDA draws come from the same counter-based
-    generator as the CPU's (so a seed gives the same numbers on either)."""
+    """Seeds the random ops of every device (one default generator holds the CPU and the CUDA engines)."""
     import trainrun
     trainrun.manual_seed(seed)
 
@@ -121,13 +120,14 @@ def initial_seed():
 
 
 def get_rng_state(device="cuda"):
+    """The CUDA draws' (seed, counter offset) as a uint8 tensor."""
     import trainrun.random
-    return trainrun.random.get_rng_state()
+    return trainrun.random._counter_state()
 
 
 def set_rng_state(new_state, device="cuda"):
     import trainrun.random
-    trainrun.random.set_rng_state(new_state)
+    trainrun.random._set_counter_state(new_state)
 
 
 get_rng_state_all = lambda: [get_rng_state()]  # noqa: E731

@@ -1,13 +1,12 @@
-"""trainrun.random: the default generators' seed and state, as torch.random.
+"""trainrun.random: the default generator's seed and state, as torch.random.
 
-The state covers both of trainrun's default generators: the counter-based
-one behind random ops (rand, randn, dropout, multinomial) and the Mersenne
-Twister that reproduces PyTorch's permutations and shuffles."""
+The default generator has PyTorch's two engines: the Mersenne Twister behind
+CPU draws (its state is get_rng_state(), in PyTorch's layout, so a state
+saved by torch.get_rng_state() restores here and the other way) and the
+counters behind CUDA draws (trainrun.cuda.get_rng_state())."""
 import contextlib
 import os
-import pickle
-
-import numpy as np
+import struct
 
 from trainrun import _C
 from trainrun._generator import default_generator
@@ -31,22 +30,39 @@ def initial_seed():
 
 
 def get_rng_state():
-    """The default generators' state as a uint8 tensor (for set_rng_state)."""
-    state = pickle.dumps((_C._rng_state(), default_generator.get_state().numpy().tobytes()))
-    return _C.from_numpy(np.frombuffer(state, dtype=np.uint8).copy())
+    """The CPU engine's state as a uint8 tensor of PyTorch's layout (for set_rng_state, here or in PyTorch)."""
+    return default_generator.get_state()
 
 
 def set_rng_state(new_state):
     if _C._capture_active():  # (a replay would not restore the state: the call runs eagerly)
         _C._note_graph_break("set_rng_state() was called (a replay would draw on without restoring the state)")
-    try:
-        (seed_value, offset), python_state = pickle.loads(bytes(new_state.numpy().tobytes()))
-    except Exception as e:  # noqa: BLE001  (anything unpickling can raise)
-        raise RuntimeError(f"set_rng_state: not a state from trainrun.get_rng_state() ({e})") from None
-    _C._set_rng_state(seed_value, offset)
-    if isinstance(python_state, bytes):
-        python_state = np.frombuffer(python_state, dtype=np.uint8)
-    default_generator.set_state(python_state)
+    default_generator.set_state(new_state)
+
+
+def _counter_state():
+    """The CUDA draws' (seed, offset) as a uint8 tensor (trainrun.cuda.get_rng_state)."""
+    import numpy as np
+    seed_value, offset = default_generator._cpp.philox_state()
+    return _C.from_numpy(np.frombuffer(struct.pack("<QQ", seed_value, offset), dtype=np.uint8).copy())
+
+
+def _set_counter_state(new_state):
+    data = bytes(new_state.detach().cpu().numpy().tobytes()) if hasattr(new_state, "numpy") else bytes(new_state)
+    if len(data) != 16:
+        raise RuntimeError(f"set_rng_state: expected the 16 bytes trainrun.cuda.get_rng_state() gives, got "
+                           f"{len(data)}")
+    default_generator._cpp.set_philox_state(*struct.unpack("<QQ", data))
+
+
+def _all_states():
+    """Both engines' states: what fork_rng and checkpoint recomputation restore."""
+    return get_rng_state(), _counter_state()
+
+
+def _set_all_states(states):
+    set_rng_state(states[0])
+    _set_counter_state(states[1])
 
 
 @contextlib.contextmanager
@@ -55,8 +71,8 @@ def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="device
     if not enabled:
         yield
         return
-    saved = get_rng_state()
+    saved = _all_states()
     try:
         yield
     finally:
-        set_rng_state(saved)
+        _set_all_states(saved)

@@ -91,7 +91,7 @@ def test_writing_over_an_output_saved_for_backward_fails_at_backward():
     x = trainrun.ones(3, 2, requires_grad=True)
     y = trainrun.relu(x * 2)
     y.add_(1)  # (relu saved y for its backward)
-    with pytest.raises(RuntimeError, match="saved for backward was modified"):
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
     with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
         x[0].mul_(2)

@@ -171,7 +171,7 @@ def test_errors_are_python_exceptions():
         tr.ones([2]) + "a"
     with pytest.raises(ValueError, match="one-element"):
         float(tr.ones([2]))
-    with pytest.raises(ValueError, match="leaf"):
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
         w = tr.ones([2]).requires_grad_()
         w += 1
 

@@ -20,8 +20,11 @@ def _channel_dropout(input, p, training, inplace, spatial, where):  # noqa: A002
     if not training or p == 0.0:
         return input
     shape = list(input.shape[:-spatial]) + [1] * spatial  # one draw per channel
-    keep = (_C.rand(shape, input.dtype, input.device) >= p).to(input.dtype)
-    out = input * keep * (0.0 if p == 1.0 else 1.0 / (1.0 - p))
+    if p == 1.0:
+        out = input * 0.0
+    else:  # PyTorch's feature noise: bernoulli(1 - p) per channel, divided by 1 - p
+        noise = _C.empty(shape, input.dtype, input.device).bernoulli_(1.0 - p)
+        out = input * noise.div_(1.0 - p)
     return input.copy_(out) if inplace else out
 
 
@@ -55,7 +58,7 @@ def _alpha_dropout(input, p, training, inplace, shape, where):  # noqa: A002
     saturation = -_SELU_ALPHA * _SELU_SCALE
     a = 1.0 / math.sqrt((saturation * saturation * p + 1) * (1 - p))
     b = -a * saturation * p
-    keep = (_C.rand(shape, input.dtype, input.device) >= p).to(input.dtype)
+    keep = _C.empty(shape, input.dtype, input.device).bernoulli_(1.0 - p)  # (PyTorch's draws)
     out = (input * keep + saturation * (1.0 - keep)) * a + b
     return input.copy_(out) if inplace else out
 

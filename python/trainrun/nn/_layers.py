@@ -174,11 +174,12 @@ class NonDynamicallyQuantizableLinear(Module):
 
     def __init__(self, embed_dim, bias, device, dtype):
         super().__init__()
-        bound = 1.0 / math.sqrt(embed_dim)
-        self.weight = Parameter(init.uniform_(_C.empty([embed_dim, embed_dim], dtype=dtype, device=device), -bound,
-                                              bound))
+        # nn.Linear's initialisation, draw for draw (MultiheadAttention then zeroes the bias, as PyTorch's)
+        self.weight = Parameter(init.kaiming_uniform_(_C.empty([embed_dim, embed_dim], dtype=dtype, device=device),
+                                                      a=math.sqrt(5)))
         if bias:
-            self.bias = Parameter(_C.zeros([embed_dim], dtype=dtype, device=device))
+            bound = 1.0 / math.sqrt(embed_dim)
+            self.bias = Parameter(init.uniform_(_C.empty([embed_dim], dtype=dtype, device=device), -bound, bound))
         else:
             object.__setattr__(self, "bias", None)
 
@@ -203,28 +204,44 @@ class MultiheadAttention(Module):
         self.vdim = vdim if vdim is not None else embed_dim
         self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
 
-        def matrix(rows, cols):
-            return Parameter(init.xavier_uniform_(_C.empty([rows, cols], dtype=dtype, device=device)))
+        def empty(*shape):
+            return Parameter(_C.empty(list(shape), dtype=dtype, device=device))
         if self._qkv_same_embed_dim:  # one packed matrix, as PyTorch's
-            self.in_proj_weight = matrix(3 * embed_dim, embed_dim)
+            self.in_proj_weight = empty(3 * embed_dim, embed_dim)
             for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
                 self.register_parameter(name, None)
         else:  # keys and values of other sizes: a matrix each
-            self.q_proj_weight = matrix(embed_dim, embed_dim)
-            self.k_proj_weight = matrix(embed_dim, self.kdim)
-            self.v_proj_weight = matrix(embed_dim, self.vdim)
+            self.q_proj_weight = empty(embed_dim, embed_dim)
+            self.k_proj_weight = empty(embed_dim, self.kdim)
+            self.v_proj_weight = empty(embed_dim, self.vdim)
             self.register_parameter("in_proj_weight", None)
         if bias:
-            self.in_proj_bias = Parameter(_C.zeros([3 * embed_dim], dtype=dtype, device=device))
+            self.in_proj_bias = empty(3 * embed_dim)
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, bias, device, dtype)
         if add_bias_kv:  # a learned key and value appended to every sequence
-            self.bias_k = Parameter(init.xavier_normal_(_C.empty([1, 1, embed_dim], dtype=dtype, device=device)))
-            self.bias_v = Parameter(init.xavier_normal_(_C.empty([1, 1, embed_dim], dtype=dtype, device=device)))
+            self.bias_k, self.bias_v = empty(1, 1, embed_dim), empty(1, 1, embed_dim)
         else:
             self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        """PyTorch's initialisation, in its order (after out_proj's own): Xavier-uniform projections, zero biases,
+        Xavier-normal bias_k and bias_v. The same seed gives PyTorch's weights."""
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            for weight in (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+                init.xavier_uniform_(weight)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+        if self.bias_v is not None:
+            init.xavier_normal_(self.bias_v)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):

@@ -76,11 +76,11 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         raise ValueError(f"trunc_normal_(): needs std > 0 and a <= b, got std={std}, a={a}, b={b}")
     lo, hi = _normal_cdf((a - mean) / std), _normal_cdf((b - mean) / std)
     with no_grad():
-        u = _C.empty(list(local.shape), dtype=_C.dtype.float64, device=local.device)
+        u = _C.empty(list(local.shape), dtype=local.dtype, device=local.device)  # (drawn as PyTorch: the dtype's)
         _C._ops.random_piece_(u, False, 2 * lo - 1, 2 * hi - 1, shape, offsets)
         if local.is_meta:
             return tensor
-        x = _erfinv(u) * (std * math.sqrt(2.0)) + mean
+        x = _erfinv(u.to(_C.dtype.float64)) * (std * math.sqrt(2.0)) + mean
         local.copy_(_C.clamp(x, a, b).to(local.dtype))
     return tensor
 

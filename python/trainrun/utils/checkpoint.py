@@ -43,7 +43,7 @@ class _Checkpoint(Function):
         ctx.weights = args_and_weights[num_args:]
         ctx.recompute_contexts = recompute_contexts
         ctx.run_function, ctx.kwargs = run_function, kwargs
-        ctx.rng_state = trainrun.random.get_rng_state() if preserve_rng_state else None
+        ctx.rng_state = trainrun.random._all_states() if preserve_rng_state else None
         ctx.inputs = args
         ctx.autocast = [_C._get_autocast(d) for d in ("cpu", "cuda")]
         return run_function(*args, **kwargs)
@@ -53,7 +53,7 @@ class _Checkpoint(Function):
         inputs = _detached_inputs(ctx.inputs)
         with trainrun.random.fork_rng(enabled=ctx.rng_state is not None):
             if ctx.rng_state is not None:
-                trainrun.random.set_rng_state(ctx.rng_state)
+                trainrun.random._set_all_states(ctx.rng_state)
             previous = [_C._get_autocast(d) for d in ("cpu", "cuda")]
             for device, state in zip(("cpu", "cuda"), ctx.autocast):  # the forward's autocast state
                 _C._set_autocast(device, *state)

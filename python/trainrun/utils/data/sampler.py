@@ -1,4 +1,6 @@
 """Samplers: the order in which a DataLoader reads a map-style dataset."""
+import numpy as np
+
 from trainrun._generator import Generator, default_generator, randperm
 
 
@@ -73,7 +75,7 @@ class SubsetRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self):
-        for i in randperm(len(self.indices), generator=_seeded_generator(self.generator)).tolist():
+        for i in randperm(len(self.indices), generator=self.generator).tolist():  # (the default one when None)
             yield self.indices[i]
 
     def __len__(self):
@@ -81,8 +83,8 @@ class SubsetRandomSampler(Sampler):
 
 
 class WeightedRandomSampler(Sampler):
-    """num_samples indices drawn with probabilities proportional to weights (with replacement by default).
-    The draws follow trainrun's generator: the same seed gives the same indices here, not PyTorch's."""
+    """num_samples indices drawn with probabilities proportional to weights (with replacement by default), by
+    multinomial as PyTorch's: the same seed gives PyTorch's indices."""
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
         if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
@@ -101,10 +103,9 @@ class WeightedRandomSampler(Sampler):
         self.weights, self.num_samples, self.replacement, self.generator = w, num_samples, replacement, generator
 
     def __iter__(self):
-        engine = _seeded_generator(self.generator)._engine
-        draws = engine.choice(len(self.weights), size=self.num_samples, replace=self.replacement,
-                              p=self.weights / self.weights.sum())
-        yield from (int(i) for i in draws)
+        import trainrun
+        weights = trainrun.from_numpy(np.asarray(self.weights, dtype=np.float64))
+        yield from trainrun.multinomial(weights, self.num_samples, self.replacement, generator=self.generator).tolist()
 
     def __len__(self):
         return self.num_samples
