@@ -5,7 +5,10 @@ file torch.load reads. Reading, without running foreign code: The pickle inside 
 what torch.load(weights_only=True) allows for tensors: the tensor and
 parameter rebuild functions, the typed storages, OrderedDict, and plain
 containers and numbers; any other global is refused, naming it. Storages are
-read from the archive's data/ records (little-endian, as torch writes them)."""
+read from the archive's data/ records (little-endian, as torch writes them).
+As torch.save, a storage is written once however many tensors view it, whole,
+and loaded tensors that shared it share one storage again (views stay views,
+with their strides and offsets)."""
 import collections
 import io
 import pickle
@@ -22,30 +25,31 @@ _STORAGE_DTYPES = {
 }
 
 
+_STORAGE_DTYPE_NAMES = {name: "bfloat16" if d == "bfloat16" else np.dtype(d).name for name, d in _STORAGE_DTYPES.items()}
+
+
 class _StorageType:
     def __init__(self, name):
         self.name = name
 
 
 def _rebuild_tensor(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None):
-    array, is_bfloat16 = storage
-    itemsize = 2 if is_bfloat16 else array.itemsize
-    view = np.lib.stride_tricks.as_strided(array[storage_offset:], shape=tuple(size),
-                                           strides=tuple(s * itemsize for s in stride))
-    data = np.array(view)  # a writable copy: the tensor owns its memory
-    if is_bfloat16:  # raw bits: widen to float32 (bfloat16 is float32's top half), then narrow exactly
-        t = _C.from_numpy((data.astype(np.uint32) << 16).view(np.float32)).to(_C.dtype.bfloat16)
-    else:
-        t = _C.from_numpy(data)
+    """A tensor on a loaded storage ((untyped storage, dtype) from persistent_load), as torch's
+    _rebuild_tensor_v2: its offset and strides count elements of the dtype."""
+    untyped, dtype = storage
+    needed = storage_offset + sum((n - 1) * st for n, st in zip(size, stride)) + 1 if all(size) else 0
+    if needed * dtype.itemsize > untyped.nbytes():
+        raise pickle.UnpicklingError(f"trainrun.load: a tensor of size {list(size)}, stride {list(stride)} and offset "
+                                     f"{storage_offset} reaches past its storage of {untyped.nbytes()} bytes")
+    t = _C._tensor_on_storage(untyped, dtype, list(size), list(stride), storage_offset)
     if requires_grad:
         t.requires_grad_(True)
     return t
 
 
 def _rebuild_parameter(data, requires_grad, backward_hooks):
-    if requires_grad:
-        data.requires_grad_(True)
-    return data
+    from trainrun.nn import Parameter
+    return Parameter(data, requires_grad=requires_grad)
 
 
 _ALLOWED = {
@@ -99,14 +103,11 @@ class _RestrictedUnpickler(pickle.Unpickler):
         _, storage_type, key, _location, numel = pid[:5]
         if not isinstance(storage_type, _StorageType):
             raise pickle.UnpicklingError(f"trainrun.load: {storage_type!r} is not a storage type")
-        if key not in self._storages:
-            raw = self._archive.read(f"{self._prefix}data/{key}")
-            dtype = _STORAGE_DTYPES[storage_type.name]
-            if dtype == "bfloat16":
-                self._storages[key] = (np.frombuffer(raw, dtype="<u2")[:numel], True)
-            else:
-                self._storages[key] = (np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<"))[:numel], False)
-        return self._storages[key]
+        dtype = getattr(_C.dtype, _STORAGE_DTYPE_NAMES[storage_type.name])
+        if key not in self._storages:  # one storage per record, shared by every tensor that views it
+            raw = self._archive.read(f"{self._prefix}data/{key}")[:numel * dtype.itemsize]
+            self._storages[key] = _C.from_numpy(np.frombuffer(raw, dtype=np.uint8).copy()).untyped_storage()
+        return self._storages[key], dtype
 
 
 def is_torch_checkpoint(f):
@@ -155,12 +156,16 @@ class _StorageRecord:
         self.key, self.storage_name, self.numel = key, storage_name, numel
 
 
+_REBUILD_PARAMETER = _TorchGlobal("torch._utils", "_rebuild_parameter")
+
+
 class _TorchPickler(pickle._Pickler):  # the Python pickler: its dispatch table and save_global can be extended
     dispatch = dict(pickle._Pickler.dispatch)
 
     def __init__(self, file):
         super().__init__(file, protocol=2)
-        self.records = []  # (key, bytes) of each tensor's storage
+        self.records = []  # (key, bytes) of each storage, once
+        self._storage_records = {}  # (storage address, bytes, dtype) -> its _StorageRecord
 
     def persistent_id(self, obj):
         if isinstance(obj, _StorageRecord):
@@ -170,23 +175,31 @@ class _TorchPickler(pickle._Pickler):  # the Python pickler: its dispatch table 
     def reducer_override(self, obj):
         if not _C._is_cpp_tensor(obj):
             return NotImplemented
-        t = obj.detach().cpu().contiguous()
-        name = t.dtype.name
-        if name not in _STORAGE_NAMES:
+        from trainrun.nn import Parameter
+        if isinstance(obj, Parameter):  # as torch pickles a Parameter: its data, rebuilt as a Parameter
+            return (_REBUILD_PARAMETER, (obj.detach(), bool(obj.requires_grad), collections.OrderedDict()))
+        t = obj.detach()
+        if t.dtype.name not in _STORAGE_NAMES:
             raise TypeError(f"trainrun.save: tensors of {t.dtype} cannot be written in PyTorch's format")
-        if name == "bfloat16":  # the top half of each float32's bits
-            raw = (t.float().numpy().view(np.uint32) >> 16).astype("<u2").tobytes()
-        else:
-            raw = t.numpy().astype(t.numpy().dtype.newbyteorder("<"), copy=False).tobytes()
+        storage = self._storage_record(t)
+        return (_REBUILD_TENSOR, (storage, t.storage_offset(), tuple(t.shape), tuple(t.stride()),
+                                  bool(obj.requires_grad), collections.OrderedDict()))
+
+    def _storage_record(self, t):
+        """The record of t's whole storage (its raw little-endian bytes, as torch writes them), written once for
+        every tensor of that dtype on it."""
+        untyped = t.untyped_storage()
+        address = untyped.data_ptr()
+        cache_key = (address, untyped.nbytes(), t.dtype.name) if address else None
+        if cache_key in self._storage_records:
+            return self._storage_records[cache_key]
+        raw = _C._tensor_on_storage(untyped, _C.dtype.uint8, [untyped.nbytes()], [1], 0).cpu().numpy().tobytes()
         key = str(len(self.records))
         self.records.append((key, raw))
-        strides, step = [], 1
-        for size in reversed(list(t.shape)):
-            strides.insert(0, step)
-            step *= max(size, 1)
-        storage = _StorageRecord(key, _STORAGE_NAMES[name], t.numel())
-        return (_REBUILD_TENSOR, (storage, 0, tuple(t.shape), tuple(strides), bool(obj.requires_grad),
-                                  collections.OrderedDict()))
+        record = _StorageRecord(key, _STORAGE_NAMES[t.dtype.name], untyped.nbytes() // t.dtype.itemsize)
+        if cache_key is not None:
+            self._storage_records[cache_key] = record
+        return record
 
     def _save_torch_global(self, obj):
         self.write(pickle.GLOBAL + obj.module.encode() + b"\n" + obj.name.encode() + b"\n")
