@@ -51,13 +51,20 @@ PYBIND11_MODULE(_C, m) {
   static PyObject* backend_timeout = new_exception(
       m, "DistBackendTimeoutError",
       py::make_tuple(py::handle(dist_backend_error), py::handle(PyExc_TimeoutError)).ptr());
+  // An op's argument errors are ValueError/TypeError, and also RuntimeError: PyTorch raises RuntimeError for
+  // most of them (shapes that do not broadcast, a view that cannot be taken, mismatched dtypes), and scripts
+  // catch that.
+  static PyObject* value_error = new_exception(
+      m, "ValueError", py::make_tuple(py::handle(PyExc_ValueError), py::handle(PyExc_RuntimeError)).ptr());
+  static PyObject* type_error = new_exception(
+      m, "TypeError", py::make_tuple(py::handle(PyExc_TypeError), py::handle(PyExc_RuntimeError)).ptr());
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const trainrun::ValueError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      PyErr_SetString(value_error, e.what());
     } catch (const trainrun::TypeError& e) {
-      PyErr_SetString(PyExc_TypeError, e.what());
+      PyErr_SetString(type_error, e.what());
     } catch (const trainrun::IndexError& e) {
       PyErr_SetString(PyExc_IndexError, e.what());
     } catch (const trainrun::NotImplementedError& e) {

@@ -83,7 +83,8 @@ Tensor.__itruediv__ = _inplace(Tensor.__truediv__)
 Tensor.add_ = lambda self, other, alpha=1: self.copy_(_C.add(self, other, alpha=alpha))
 Tensor.sub_ = lambda self, other, alpha=1: self.copy_(_C.sub(self, other, alpha=alpha))
 Tensor.mul_ = _inplace(Tensor.__mul__)
-Tensor.div_ = _inplace(Tensor.__truediv__)
+Tensor.div_ = lambda self, other, *, rounding_mode=None: self.copy_(
+    _inplace_operand(self, other).div(other, rounding_mode=rounding_mode))
 
 
 # --- conversions --------------------------------------------------------------

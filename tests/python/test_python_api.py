@@ -176,6 +176,20 @@ def test_errors_are_python_exceptions():
         w += 1
 
 
+def test_argument_errors_are_also_runtime_errors_as_pytorchs_are():
+    # PyTorch raises RuntimeError for these; trainrun's ValueError/TypeError subclass it too.
+    with pytest.raises(RuntimeError, match="cannot be broadcast"):
+        tr.ones([2, 3]) + tr.ones([4])
+    with pytest.raises(RuntimeError):
+        tr.arange(6.0).view(2, 3).t().view(6)
+    with pytest.raises(RuntimeError):
+        tr.ones([2, 2]) @ tr.ones([2, 2], dtype=tr.float64)
+    try:
+        tr.ones([3]).view(2, 2)
+    except RuntimeError as e:
+        assert isinstance(e, ValueError) and type(e).__module__ == "trainrun._C"
+
+
 def test_product_shapes_are_checked_on_every_entry_point():
     # The generated bindings (tr.mm, Tensor.addmm, ...) and the meta device reach the kernels without the C++
     # fronts: each kernel checks, so BLAS never sees mismatched sizes.
