@@ -569,7 +569,10 @@ def __getattr__(name):
         return GradBucket
     if name in ("DeviceMesh", "init_device_mesh"):  # (torch.distributed re-exports them since 2.4)
         return getattr(__getattr__("device_mesh"), name)
-    if name == "device_mesh":  # (the submodule, reachable once torch is imported, as in PyTorch)
-        import importlib
-        return importlib.import_module(__name__ + ".device_mesh")
+    # The submodules (device_mesh, tensor, fsdp, checkpoint, pipelining, algorithms, ...), reachable as
+    # attributes once trainrun is imported, as PyTorch's are (torch.distributed.tensor.DTensor), imported
+    # when first asked for.
+    import importlib.util
+    if not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'trainrun.distributed' has no attribute '{name}'")

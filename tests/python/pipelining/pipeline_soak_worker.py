@@ -81,6 +81,7 @@ def memory(rank, world):
         stage = stages[0]
         x, y = tr.randn(rows * m, width), tr.randn(rows * m, width)
         run_step(schedule, stages, x, y)  # a first step: the caches warm
+        dist.barrier()  # every stage starts the measured step together (a late peer leaves messages in flight)
         base = _C._cpu_memory_allocated()
         _C._cpu_reset_peak_memory_stats()
         run_step(schedule, stages, x, y)
@@ -105,7 +106,9 @@ def memory(rank, world):
     # it); one microbatch more than the bound would be a microbatch kept too long.
     if live[("1F1B", n_micro)] > S - s + 0.75:
         failures.append(f"1F1B keeps {live[('1F1B', n_micro)]:.2f} microbatches alive on stage {s}, more than {S - s}")
-    if live[("GPipe", n_micro)] < n_micro - 0.5:
+    # GPipe's count is taken against its one-microbatch run, whose peak may hold a message in flight too: up to
+    # one microbatch below M is that (1F1B's counts stay at most S - s + 3/4, well below).
+    if live[("GPipe", n_micro)] < n_micro - 1:
         failures.append(f"GPipe keeps {live[('GPipe', n_micro)]:.2f} microbatches alive at its peak, not {n_micro}")
     return failures
 
