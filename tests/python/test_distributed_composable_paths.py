@@ -47,3 +47,45 @@ def test_composable_checkpoint_recomputes_and_keeps_the_module():
     assert torch.allclose(x.grad, x2.grad)
     for a, b in zip(checkpointed.parameters(), plain.parameters()):
         assert torch.allclose(a.grad, b.grad)
+
+
+def replicate_trains_as_one_process():
+    """On each rank: replicate(module) gives every rank rank 0's weights, keeps the module's class, and three
+    SGD steps on the rank's half of a batch give the weights one process gets from the whole batch."""
+    import numpy as np
+    from trainrun import distributed as dist
+    from trainrun.distributed._composable import replicate
+    from trainrun.distributed._composable.replicate import replicate as replicate_path
+    assert replicate is replicate_path
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
+    torch.manual_seed(rank + 10)  # different weights on purpose: replicate starts every rank from rank 0's
+    model = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
+    if rank == 0:
+        model.load_state_dict(reference.state_dict())
+    assert replicate(model) is model and type(model) is torch.nn.Sequential and replicate.state(model) is not None
+    try:
+        replicate(model)
+        raise AssertionError("replicating twice was accepted")
+    except RuntimeError:
+        pass
+    x = torch.arange(24.0).reshape(8, 3).sin()
+    y = torch.arange(16.0).reshape(8, 2).cos()
+    mine = slice(rank * 8 // world, (rank + 1) * 8 // world)
+    opt, opt_ref = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(3):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x[mine]), y[mine]).backward()
+        opt.step()
+        opt_ref.zero_grad()
+        torch.nn.functional.mse_loss(reference(x), y).backward()
+        opt_ref.step()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert np.allclose(p.detach().numpy(), q.detach().numpy(), atol=1e-6), (p, q)
+    dist.destroy_process_group()
+
+
+def test_replicate_trains_as_one_process(ranks):
+    ranks.run_function(2, replicate_trains_as_one_process)
