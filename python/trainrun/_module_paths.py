@@ -70,3 +70,15 @@ def _attach_quietly(name, doc, **attrs):
     shadowing = getattr(sys.modules[parent], leaf)
     module_at(name, doc, **attrs)
     setattr(sys.modules[parent], leaf, shadowing)
+
+
+def submodule_getattr(package_name):
+    """A module __getattr__ (PEP 562) for package `package_name` that imports a submodule the first time it is read
+    as an attribute (torch.distributed.tensor.parallel after import torch), as PyTorch's packages have theirs."""
+    def __getattr__(name):
+        import importlib
+        import importlib.util
+        if not name.startswith("__") and importlib.util.find_spec(f"{package_name}.{name}") is not None:
+            return importlib.import_module(f"{package_name}.{name}")
+        raise AttributeError(f"module '{package_name}' has no attribute '{name}'")
+    return __getattr__

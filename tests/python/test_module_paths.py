@@ -282,3 +282,21 @@ def test_generic_stream_and_event():
         s.record_event()
     if not torch.cuda.is_available():
         assert torch.Stream().device == torch.device("cpu")  # (no accelerator: the CPU's)
+
+
+def test_distributed_submodules_are_attributes_after_import():
+    """As in PyTorch, a script may reach them without importing them (each is imported when first read), in a
+    fresh interpreter."""
+    import subprocess
+    import sys
+    code = ("import trainrun as torch\n"
+            "assert torch.distributed.tensor.DTensor is not None\n"
+            "assert torch.distributed.tensor.parallel.loss_parallel is not None\n"
+            "assert torch.distributed.fsdp.fully_shard is not None\n"
+            "assert torch.distributed.checkpoint.state_dict.get_state_dict is not None\n"
+            "assert torch.distributed.algorithms._checkpoint.checkpoint_wrapper.checkpoint_wrapper is not None\n"
+            "assert torch.distributed._composable.replicate is not None\n"
+            "assert not hasattr(torch.distributed, 'no_such_module')\n")
+    env = dict(__import__("os").environ, PYTHONPATH=str(built_tree.ROOT / "python"))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr

@@ -572,7 +572,8 @@ def __getattr__(name):
     # The submodules (device_mesh, tensor, fsdp, checkpoint, pipelining, algorithms, ...), reachable as
     # attributes once trainrun is imported, as PyTorch's are (torch.distributed.tensor.DTensor), imported
     # when first asked for.
-    import importlib.util
-    if not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module 'trainrun.distributed' has no attribute '{name}'")
+    return _submodule(name)
+
+
+from trainrun._module_paths import submodule_getattr as _submodule_getattr  # noqa: E402
+_submodule = _submodule_getattr(__name__)

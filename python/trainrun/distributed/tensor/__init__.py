@@ -83,3 +83,7 @@ def _replicate_the_rest(module, mesh):
 
 
 del _C
+
+
+from trainrun._module_paths import submodule_getattr as _submodule_getattr  # noqa: E402
+__getattr__ = _submodule_getattr(__name__)  # (its submodules as attributes, imported when first read)
