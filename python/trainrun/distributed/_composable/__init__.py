@@ -4,3 +4,7 @@ forward recompute its activations in backward (what `checkpoint_wrapper` does, w
 `replicate(module)` is data parallelism applied in place (DistributedDataParallel's gradient sync)."""
 from trainrun.distributed._composable.checkpoint_activation import checkpoint  # noqa: F401
 from trainrun.distributed._composable.replicate import replicate  # noqa: F401
+
+
+from trainrun._module_paths import submodule_getattr as _submodule_getattr  # noqa: E402
+__getattr__ = _submodule_getattr(__name__)  # (its submodules as attributes, imported when first read)

@@ -59,3 +59,7 @@ __all__ = ["DefaultLoadPlanner", "DefaultSavePlanner", "FileSystemReader", "File
            "Metadata", "SavePlanner", "Stateful", "async_save", "load", "save", "save_state_dict", "load_state_dict",
            "StorageReader", "StorageWriter", "CheckpointException", "BytesStorageMetadata",
            "ChunkStorageMetadata", "TensorStorageMetadata"]
+
+
+from trainrun._module_paths import submodule_getattr as _submodule_getattr  # noqa: E402
+__getattr__ = _submodule_getattr(__name__)  # (its submodules as attributes, imported when first read)

@@ -6,3 +6,7 @@ from trainrun.distributed.elastic import metrics, multiprocessing  # noqa: F401
 from trainrun.distributed.elastic.drain import DRAIN_EXIT_CODE, drain_requested  # noqa: F401
 from trainrun.distributed.elastic.multiprocessing.errors import (ChildFailedError, ProcessFailure,  # noqa: F401
                                                                record)
+
+
+from trainrun._module_paths import submodule_getattr as _submodule_getattr  # noqa: E402
+__getattr__ = _submodule_getattr(__name__)  # (its submodules as attributes, imported when first read)

@@ -16,3 +16,7 @@ from trainrun.distributed.fsdp._fully_sharded_data_parallel import (  # noqa: F4
     StateDictType)
 from trainrun.distributed.fsdp import wrap  # noqa: F401,E402
 from trainrun.distributed.fsdp import sharded_grad_scaler  # noqa: F401,E402  (ShardedGradScaler)
+
+
+from trainrun._module_paths import submodule_getattr as _submodule_getattr  # noqa: E402
+__getattr__ = _submodule_getattr(__name__)  # (its submodules as attributes, imported when first read)

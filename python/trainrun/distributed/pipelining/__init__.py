@@ -13,3 +13,7 @@ from trainrun.distributed.pipelining.schedules import (PipelineScheduleMulti, Pi
 from trainrun.distributed.pipelining.stage import PipelineStage  # noqa: F401
 from trainrun.distributed.pipelining.zero_bubble import ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble  # noqa
 from trainrun.distributed.pipelining.split import Pipe, SplitPoint, build_stage, pipe_split, pipeline  # noqa: F401
+
+
+from trainrun._module_paths import submodule_getattr as _submodule_getattr  # noqa: E402
+__getattr__ = _submodule_getattr(__name__)  # (its submodules as attributes, imported when first read)

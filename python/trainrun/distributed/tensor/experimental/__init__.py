@@ -65,3 +65,7 @@ from trainrun.distributed.tensor.experimental._attention import context_parallel
 from trainrun.distributed.tensor.experimental._register_sharding import register_sharding  # noqa: E402
 
 __all__ = ["context_parallel", "implicit_replication", "local_map", "register_sharding"]
+
+
+from trainrun._module_paths import submodule_getattr as _submodule_getattr  # noqa: E402
+__getattr__ = _submodule_getattr(__name__)  # (its submodules as attributes, imported when first read)

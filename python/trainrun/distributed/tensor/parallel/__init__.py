@@ -6,3 +6,7 @@ from trainrun.distributed.tensor.parallel.loss import loss_parallel  # noqa: F40
 from trainrun.distributed.tensor.parallel.style import (ColwiseParallel, ParallelStyle,  # noqa: F401
                                                          PrepareModuleInput, PrepareModuleOutput,
                                                          RowwiseParallel, SequenceParallel)
+
+
+from trainrun._module_paths import submodule_getattr as _submodule_getattr  # noqa: E402
+__getattr__ = _submodule_getattr(__name__)  # (its submodules as attributes, imported when first read)
