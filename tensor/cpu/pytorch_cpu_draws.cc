@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "base/error.h"
+#include "tensor/cpu/vec_math.h"
 #include "tensor/dtype_visit.h"
 #include "tensor/half.h"
 
@@ -92,13 +93,20 @@ void draw_sequence(MersenneTwister& engine, const DrawRequest& r, Emit&& emit) {
   // The block path: every element's uniform first (drawn block by block here: the same order), Box-Muller
   // over each block of 16, then the last 16 again from fresh uniforms when 16 does not divide n.
   auto block = [&](int64_t start) {
-    double u[16];
-    for (double& x : u) x = uniform<T>(engine, 0.0, 1.0);
-    for (int j = 0; j < 8; ++j) {
-      const double radius = std::sqrt(-2.0 * std::log(1.0 - u[j]));
-      const double theta = kTwoPi * u[j + 8];
-      emit(start + j, radius * std::cos(theta) * r.b + r.a);
-      emit(start + j + 8, radius * std::sin(theta) * r.b + r.a);
+    if constexpr (std::is_same_v<T, float>) {  // PyTorch's AVX2 path: float arithmetic, eight lanes
+      float u[16];
+      for (float& x : u) x = static_cast<float>(uniform<T>(engine, 0.0, 1.0));
+      vec::box_muller16(u, static_cast<float>(r.a), static_cast<float>(r.b), u);
+      for (int j = 0; j < 16; ++j) emit(start + j, u[j]);
+    } else {
+      double u[16];
+      for (double& x : u) x = uniform<T>(engine, 0.0, 1.0);
+      for (int j = 0; j < 8; ++j) {
+        const double radius = std::sqrt(-2.0 * std::log(1.0 - u[j]));
+        const double theta = kTwoPi * u[j + 8];
+        emit(start + j, radius * std::cos(theta) * r.b + r.a);
+        emit(start + j + 8, radius * std::sin(theta) * r.b + r.a);
+      }
     }
   };
   const int64_t whole_blocks = n / 16;

@@ -74,6 +74,16 @@ void erf(const float* x, float* y, int64_t n) { apply<Sleef_erff8_u10avx2> (x, y
 void sin(const float* x, float* y, int64_t n) { apply<Sleef_sinf8_u10avx2> (x, y, n); }
 void cos(const float* x, float* y, int64_t n) { apply<Sleef_cosf8_u10avx2> (x, y, n); }
 
+void box_muller16(const float* u, float mean, float std, float* out) {
+  const __m256 u1 = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_loadu_ps(u));
+  const __m256 u2 = _mm256_loadu_ps(u + 8);
+  const __m256 radius = _mm256_sqrt_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), Sleef_logf8_u10avx2(u1)));
+  const Sleef___m256_2 sin_cos = Sleef_sincosf8_u10avx2(_mm256_mul_ps(_mm256_set1_ps(6.2831853071795864f), u2));
+  const __m256 m = _mm256_set1_ps(mean), s = _mm256_set1_ps(std);
+  _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_mul_ps(radius, sin_cos.y), s, m));
+  _mm256_storeu_ps(out + 8, _mm256_fmadd_ps(_mm256_mul_ps(radius, sin_cos.x), s, m));
+}
+
 float max(const float* x, int64_t n) {
   __m256 acc = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   __m256 nan = _mm256_setzero_ps();  // lanes that saw a NaN

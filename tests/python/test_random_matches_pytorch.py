@@ -50,6 +50,25 @@ def _cases():
                 *[p for _, p in lstm.named_parameters()], *[p for _, p in attention.named_parameters()],
                 *[p for _, p in block.named_parameters()]]
 
+    def more_layers(t):
+        nn = t.nn
+        encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 8, dropout=0.3), 2)  # (deepcopies: no draw)
+        return [nn.Conv1d(2, 3, 3).weight, nn.Conv2d(2, 4, 3, groups=2).weight, nn.ConvTranspose2d(3, 2, 2).weight,
+                nn.Embedding(4, 3, padding_idx=1).weight, nn.EmbeddingBag(5, 2).weight, nn.Bilinear(2, 3, 2).weight,
+                *[p for _, p in nn.GRU(3, 2, num_layers=2, bidirectional=True).named_parameters()],
+                *[p for _, p in nn.MultiheadAttention(4, 2, kdim=3, vdim=5, add_bias_kv=True).named_parameters()],
+                *[p for _, p in nn.Transformer(4, 2, 1, 1, 6).named_parameters()],
+                encoder(t.randn(3, 2, 4)), t.randn(2)]
+
+    def activations_and_distributions(t):
+        F, d = t.nn.functional, t.distributions
+        x = t.tensor([[-1.0, 2.0, -3.0], [0.0, -0.5, 4.0]], requires_grad=True)
+        y = F.rrelu(x, 0.1, 0.3, training=True)
+        y.sum().backward()
+        return [y, x.grad, F.gumbel_softmax(t.zeros(2, 3), tau=1.0), d.Normal(0.0, 1.0).sample((3,)),
+                d.Uniform(0.0, 2.0).sample((2,)), d.Bernoulli(0.3).sample((4,)),
+                d.Categorical(t.tensor([0.2, 0.8])).sample((5,)), d.Normal(t.zeros(2), 1.0).rsample()]
+
     def init_functions(t):
         init = t.nn.init
         return [init.xavier_uniform_(t.empty(3, 4)), init.xavier_normal_(t.empty(3, 4)),
@@ -70,8 +89,8 @@ def _cases():
         nn = t.nn
         m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 2))
         return [m(t.randn(4, 8))]
-    return {f.__name__: f for f in (factories, fills, masks, sampling, generators, layers, init_functions, data,
-                                     model)}
+    return {f.__name__: f for f in (factories, fills, masks, sampling, generators, layers, more_layers,
+                                     activations_and_distributions, init_functions, data, model)}
 
 
 CASES = _cases()

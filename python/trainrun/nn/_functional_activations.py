@@ -182,9 +182,11 @@ def prelu(input, weight):  # noqa: A002
 
 @op(function=False, functional=True)
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):  # noqa: A002
-    if training:  # a slope drawn per element from U(lower, upper) for the negative inputs
-        slope = _C.rand(list(input.shape), input.dtype, input.device) * (upper - lower) + lower
-        return _apply(input, inplace, lambda input: _C.where(input >= 0, input, input * slope))
+    if training:  # a slope from U(lower, upper) for each input <= 0, drawn in order as PyTorch's (a double each)
+        negative = input.detach() <= 0
+        draws = _C.empty([int(negative.sum().item())], _C.dtype.float64, input.device).uniform_(lower, upper)
+        slope = _C.ones(list(input.shape), input.dtype, input.device).masked_scatter(negative, draws.to(input.dtype))
+        return _apply(input, inplace, lambda input: input * slope)
     return leaky_relu(input, (lower + upper) / 2, inplace)
 
 

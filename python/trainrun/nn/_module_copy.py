@@ -66,8 +66,13 @@ def _rebuild_module(cls, init, state):
         module = cls.__new__(cls)
         Module.__init__(module)
     else:
+        # Built again, its weights then replaced from the state; its constructor's random draws are undone, as
+        # PyTorch's copies draw none (TransformerEncoder's deepcopied layers, then the data, match PyTorch's).
+        from trainrun import random
+        generators = random._all_states()
         with no_grad():
             module = cls(*init[0], **init[1])
+        random._set_all_states(generators)
     own_params = {name for name, _ in module._named_local_parameters(False)}
     own_buffers = {name for name, _ in module.named_buffers(False)}
     for name, p, requires_grad in state["params"]:
