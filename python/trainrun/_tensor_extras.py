@@ -4,6 +4,7 @@ default dtype, finfo/iinfo, and the small module-level helpers (is_tensor,
 numel, as_tensor, inference_mode)."""
 import builtins
 import contextlib
+import weakref
 
 import numpy as np
 
@@ -60,6 +61,36 @@ def _grad_fn(self):
 
 
 Tensor.grad_fn = property(_grad_fn)
+
+
+# ---- .grad: one Python object per gradient, as PyTorch's (p.grad is p.grad) --------------------------------
+_cpp_grad = Tensor.grad
+# The tensor (by its C++ address) -> the Python object last handed out for its gradient, held weakly: never
+# keeping a gradient's memory, and keyed by the tensor so that every Python handle of it agrees.
+_grad_objects = weakref.WeakValueDictionary()
+
+
+def _get_grad(self):
+    """The gradient, as the same Python object for as long as it is the same tensor and someone holds it."""
+    g = _cpp_grad.fget(self)
+    if g is None:
+        return None
+    held = _grad_objects.get(self._cdata)
+    if held is not None and held._cdata == g._cdata:
+        return held
+    _grad_objects[self._cdata] = g
+    return g
+
+
+def _set_grad(self, value):
+    _cpp_grad.fset(self, value)
+    if value is None:
+        _grad_objects.pop(self._cdata, None)
+    elif _C._is_cpp_tensor(value):
+        _grad_objects[self._cdata] = value  # (p.grad = g; p.grad is g)
+
+
+Tensor.grad = property(_get_grad, _set_grad, doc=_cpp_grad.__doc__)
 Tensor.nelement = lambda self: self.numel()
 Tensor.ndimension = lambda self: self.ndim
 

@@ -89,3 +89,25 @@ def test_inference_mode_is_per_thread():
         worker.start()
         worker.join(timeout=30)
     assert seen == {"mode": False, "tensor": False}
+
+
+def test_grad_is_one_python_object_while_it_is_one_tensor():
+    model = torch.nn.Linear(2, 2)
+    model(torch.ones(1, 2)).sum().backward()
+    assert model.weight.grad is model.weight.grad  # (through two handles of the parameter too)
+    g = model.weight.grad
+    model(torch.ones(1, 2)).sum().backward()  # accumulates into the same tensor
+    assert model.weight.grad is g and g[0, 0].item() == 2.0
+    replacement = torch.zeros(2, 2)
+    model.weight.grad = replacement
+    assert model.weight.grad is replacement
+    torch.optim.SGD(model.parameters(), lr=0.1).zero_grad()
+    assert model.weight.grad is None
+    import gc
+    import weakref
+    x = torch.ones(3, requires_grad=True)
+    (x * 2).sum().backward()
+    watcher = weakref.ref(x.grad)
+    x.grad = None
+    gc.collect()
+    assert watcher() is None  # (the identity cache never keeps a gradient alive)
