@@ -21,6 +21,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         t = data.detach().clone()
     else:
         array = np.array(data)
+        if array.dtype.kind == "c" or getattr(dtype, "is_complex", False):
+            return _complex_tensor(array, dtype, device, requires_grad, isinstance(data, (np.ndarray, np.generic)))
         if array.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
             wanted = dtype if dtype is not None and dtype.is_floating_point else _C._ops.get_default_dtype()
             if wanted != _C.dtype.float64:
@@ -39,6 +41,27 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     if requires_grad:
         t.requires_grad = True
     return t
+
+
+def _complex_tensor(array, dtype, device, requires_grad, from_numpy):
+    """tensor() of complex values (or of real ones with a complex dtype): a ComplexTensor (trainrun/_complex.py).
+    Python numbers become complex64 (complex128 under a float64 default dtype), NumPy data keeps its width, as
+    PyTorch's."""
+    from trainrun import _complex
+    if dtype is None:
+        wide = array.dtype == np.complex128 if from_numpy else _C._ops.get_default_dtype() == _C.dtype.float64
+        dtype = _complex.complex128 if wide else _complex.complex64
+    if not getattr(dtype, "is_complex", False):
+        raise TypeError(f"tensor(): complex values cannot become {dtype} (take .real, or ask for a complex dtype)")
+    values = np.asarray(array, dtype=np.complex128)
+    pairs = np.stack([values.real, values.imag], axis=-1).astype(
+        np.float64 if dtype is _complex.complex128 else np.float32)
+    out = _complex.view_as_complex(_C.from_numpy(np.ascontiguousarray(pairs)))
+    if device is not None:
+        out = out.to(device)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
 
 
 def _is_number(x):

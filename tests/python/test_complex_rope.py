@@ -96,3 +96,16 @@ def test_a_module_keeps_a_complex_table():
     module = Attention()
     assert isinstance(module.freqs_cis, torch.ComplexTensor) and list(module.state_dict()) == ["wq.weight", "wq.bias"]
     assert tuple(module.freqs_cis[:4].shape) == (4, 4) and module.freqs_cis.to("cpu").dtype is torch.complex64
+
+
+def test_tensor_of_complex_numbers_is_a_complex_tensor():
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    assert z.dtype == torch.complex64 and list(z.shape) == [2]
+    assert z.real.tolist() == [1.0, 3.0] and z.imag.tolist() == [2.0, -1.0]
+    assert torch.view_as_real(z * z).tolist() == [[-3.0, 4.0], [8.0, -6.0]]
+    assert torch.tensor(np.array([1 + 1j])).dtype == torch.complex128  # (NumPy's width, as PyTorch)
+    assert torch.tensor(2 - 3j).imag.item() == -3.0
+    w = torch.tensor([1.0, 2.0], dtype=torch.complex64)
+    assert w.real.tolist() == [1.0, 2.0] and w.imag.tolist() == [0.0, 0.0]
+    with pytest.raises(TypeError, match="complex values cannot become"):
+        torch.tensor([1j], dtype=torch.float32)
