@@ -273,8 +273,9 @@ Tensor& random_piece_(Tensor& t, bool normal, double a, double b, const IntList&
   for (int64_t s : global_sizes) total *= s;
   const uint64_t first = gen->reserve(static_cast<uint64_t>(total));  // what the whole tensor's draw takes
   if (t.numel() == 0) return t;
-  // The whole's elements are numbered row-major; the piece spans [lo, hi). Element g of a draw reads block
-  // first + g / lanes, so a span drawn from a lane-aligned start reproduces the whole's values.
+  // The whole's elements are numbered row-major; the piece spans [lo, hi). On the CPU the engine runs through
+  // the whole draw, keeping that span. With counters, element g of a draw reads block first + g / lanes, so a
+  // span drawn from a lane-aligned start reproduces the whole's values.
   const IntList whole_strides = contiguous_strides(global_sizes);
   int64_t lo = 0, hi = 1;
   for (int64_t d = 0; d < t.dim(); ++d) {

@@ -91,6 +91,16 @@ def _set_grad(self, value):
 
 
 Tensor.grad = property(_get_grad, _set_grad, doc=_cpp_grad.__doc__)
+
+
+def _module_load(self, other, assign=False):
+    """What load_state_dict puts in a parameter's place (PyTorch 2.3's hook for subclasses): other itself with
+    assign=True, else self holding other's values."""
+    with no_grad():
+        return other.detach() if assign else self.copy_(other).detach()
+
+
+Tensor.module_load = _module_load
 Tensor.nelement = lambda self: self.numel()
 Tensor.ndimension = lambda self: self.ndim
 

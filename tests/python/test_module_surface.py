@@ -191,3 +191,13 @@ def test_load_whole_objects_only_when_asked(tmp_path):
 @__import__("dataclasses").dataclass
 class Config:
     lr: float = 0.1
+
+
+def test_module_load_is_pytorchs_default():
+    import trainrun
+    weight = trainrun.nn.Parameter(trainrun.zeros(2))
+    loaded = weight.module_load(trainrun.ones(2))
+    assert loaded.tolist() == [1.0, 1.0] and weight.tolist() == [1.0, 1.0] and not loaded.requires_grad
+    other = trainrun.full((2,), 3.0)
+    assigned = weight.module_load(other, assign=True)
+    assert assigned.tolist() == [3.0, 3.0] and weight.tolist() == [1.0, 1.0]
