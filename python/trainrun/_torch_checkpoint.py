@@ -25,7 +25,8 @@ _STORAGE_DTYPES = {
 }
 
 
-_STORAGE_DTYPE_NAMES = {name: "bfloat16" if d == "bfloat16" else np.dtype(d).name for name, d in _STORAGE_DTYPES.items()}
+_STORAGE_DTYPE_NAMES = {name: "bfloat16" if d == "bfloat16" else np.dtype(d).name
+                        for name, d in _STORAGE_DTYPES.items()}
 
 
 class _StorageType:

@@ -101,7 +101,8 @@ TEST(PyTorchCpuDraws, APieceIsThatPartOfTheWholeDrawAndTheEngineMovesPastItAll) 
     MersenneTwister whole_engine(3), piece_engine(3);
     const auto whole = drawn(D::Normal, 1, 2, DType::Float32, n, whole_engine);
     const auto piece = drawn(D::Normal, 1, 2, DType::Float32, n, piece_engine, n / 3, n - 2);
-    for (int64_t i = n / 3; i < n - 2; ++i) ASSERT_EQ(piece[static_cast<size_t>(i - n / 3)], whole[static_cast<size_t>(i)]);
+    for (int64_t i = n / 3; i < n - 2; ++i)
+      ASSERT_EQ(piece[static_cast<size_t>(i - n / 3)], whole[static_cast<size_t>(i)]);
     EXPECT_EQ(piece_engine.random(), whole_engine.random()) << n;
   }
 }
