@@ -364,10 +364,7 @@ void bind_tensor(py::module_& m) {
       }, "Two outputs, the first as the high half (PyTorch's 64-bit draw).")
       .def("philox_state", [](Generator& g) { return py::make_tuple(g.seed(), g.offset()); })
       .def("set_philox_state", [](Generator& g, uint64_t seed, uint64_t offset) {
-        const Generator::Snapshot cpu = g.snapshot();  // (manual_seed reseeds the CPU engine too: keep it)
-        g.manual_seed(seed);
-        g.set_offset(offset);
-        g.restore(Generator::Snapshot{seed, offset, cpu.cpu_engine});
+        g.restore(Generator::Snapshot{seed, offset, g.snapshot().cpu_engine});  // (the CPU engine as it is)
       }, py::arg("seed"), py::arg("offset"));
   m.def("_default_generator", [] { return std::shared_ptr<Generator>(&default_generator(), [](Generator*) {}); });
   m.def("set_num_threads", &set_num_threads, py::arg("num"),

@@ -99,8 +99,9 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
         result = result.to(dtype)
     if device is not None:
         result = result.to(device)
-    if out is not None:
-        return out.resize_(list(result.shape)).copy_(result)
+    if out is not None:  # (PyTorch's out= rules: resized to n, an empty out included)
+        from trainrun._out_arguments import _write
+        return _write("randperm", out, result)
     if requires_grad:
         result.requires_grad_(True)
     return result

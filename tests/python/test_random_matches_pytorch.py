@@ -151,3 +151,9 @@ def test_fork_rng_and_checkpoint_recompute_restore_the_draws():
     y = checkpoint(lambda a: trainrun.nn.functional.dropout(a, 0.5) * 3, x, use_reentrant=False)
     y.sum().backward()
     assert np.array_equal((x.grad.numpy() != 0), (y.detach().numpy() != 0))  # the recompute drew the same mask
+
+
+def test_randperm_out_takes_the_permutation_as_pytorchs():
+    trainrun.manual_seed(0)
+    out = trainrun.empty(0, dtype=trainrun.int64)
+    assert trainrun.randperm(5, out=out) is out and out.tolist() == [4, 0, 1, 3, 2]  # (PyTorch 1.13's for seed 0)
