@@ -50,15 +50,26 @@ py::dict stats_dict(const cuda::MemoryStats& s) {
   return d;
 }
 
+Device with_index(Device d, int index) {
+  if (index < 0) throw py::value_error(fmt::format("torch.device: device index must not be negative, got {}", index));
+  d.index = static_cast<int16_t>(index);
+  return d;
+}
+
 }  // namespace
 
 void bind_cuda(py::module_& m) {
   py::class_<Device>(m, "device")
+      .def(py::init([](const Device& d) { return d; }), py::arg("type"))
       .def(py::init([](const std::string& spec) { return Device(spec); }), py::arg("type"))
+      // An int alone is an accelerator index, as PyTorch reads torch.device(1): cuda:1.
+      .def(py::init([](int index) { return with_index(Device(DeviceType::CUDA), index); }), py::arg("type"))
       .def(py::init([](const std::string& type, int index) {
-             Device d(type);
-             d.index = static_cast<int16_t>(index);
-             return d;
+             if (type.find(':') != std::string::npos)
+               throw py::value_error(fmt::format(
+                   "torch.device: type (string) must not include an index because index was passed "
+                   "explicitly: {}", type));
+             return with_index(Device(type), index);
            }),
            py::arg("type"), py::arg("index"))
       .def_property_readonly("type", &Device::type_name)

@@ -26,6 +26,12 @@ def test_devices_parse_print_and_compare():
     assert trainrun.device("cuda").index is None
     with pytest.raises(ValueError, match="invalid device string 'gpu'"):
         trainrun.device("gpu")
+    # As PyTorch's constructor: a device (a copy), an int (a CUDA index); a bad index is refused by name.
+    assert trainrun.device(trainrun.device("cuda", 2)) == "cuda:2" and trainrun.device(1) == "cuda:1"
+    with pytest.raises(ValueError, match="device index must not be negative, got -1"):
+        trainrun.device("cuda", -1)
+    with pytest.raises(ValueError, match="must not include an index because index was passed explicitly: cpu:0"):
+        trainrun.device("cpu:0", 1)
     x = trainrun.ones([2, 3])
     assert x.device == "cpu" and not x.is_cuda
     assert x.to("cpu") is x and x.cpu().device == "cpu"
