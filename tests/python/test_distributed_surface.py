@@ -387,7 +387,31 @@ def state_dict_api_names_parameters_without_wrappers():
     dist.barrier()
 
 
-@pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, dtensor_reductions_indexing_and_where,
+def init_process_group_binds_device_id():
+    """PyTorch's FSDP2 example: init_process_group(backend=None or the device's default, device_id=device)."""
+    from trainrun import distributed as dist
+    dist.init_process_group(device_id=torch.device("cpu"))  # no backend: the cpu device's, gloo
+    assert dist.get_backend() == "gloo" and dist.get_backend_config() == "cpu:gloo"
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full([2], 2.0))
+    dist.destroy_process_group()
+
+
+def test_init_process_group_refuses_a_device_id_it_cannot_bind():
+    from trainrun import distributed as dist
+    with pytest.raises(ValueError, match="device_id must be a cuda device with an index, e.g. cuda:0"):
+        dist.init_process_group("nccl", device_id=torch.device("cuda"))
+    with pytest.raises(TypeError, match="device_id must be a torch.device or an int, not list"):
+        dist.init_process_group(device_id=[0])
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device_id=0 names an accelerator index, but this machine has no CUDA"):
+            dist.init_process_group(device_id=0)
+    assert not dist.is_initialized()
+
+
+@pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, init_process_group_binds_device_id,
+                                      dtensor_reductions_indexing_and_where,
                                       hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
                                       mesh_from_group_and_distribute_module,
                                       schedules_without_a_loss_run_forwards_only, ddp_python_comm_hook_and_futures,

@@ -165,7 +165,7 @@ class group(metaclass=_WorldOfTheDefaultGroup):  # noqa: N801  (PyTorch's name)
 
 
 GroupMember = group
-_state = {"backend": None, "groups_created": 0}
+_state = {"backend": None, "groups_created": 0, "bound_device_id": None}
 
 
 def _seconds(timeout, where):
@@ -221,14 +221,37 @@ def get_default_backend_for_device(device):
     return defaults[kind]
 
 
+def _bound_device(device_id):
+    """init_process_group's device_id as a device: a device (cuda ones with an index), or an int, the index of
+    a CUDA device (the accelerator PyTorch takes an int for)."""
+    from trainrun import device as _device, cuda
+    if isinstance(device_id, bool) or not isinstance(device_id, (int, str, _device)):
+        raise TypeError(f"init_process_group: device_id must be a torch.device or an int, not "
+                        f"{type(device_id).__name__}")
+    if isinstance(device_id, int):
+        if not cuda.is_available():
+            raise ValueError(f"init_process_group: device_id={device_id} names an accelerator index, but this "
+                             "machine has no CUDA device (pass torch.device('cpu') or leave it None)")
+        device_id = _device("cuda", device_id)
+    device_id = _device(device_id)
+    if device_id.type != "cpu" and device_id.index is None:
+        raise ValueError(f"init_process_group: device_id must be a {device_id.type} device with an index, e.g. "
+                         f"{device_id.type}:0, not just {device_id.type}")
+    return device_id
+
+
 def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
-                       group_name="", pg_options=None):
+                       group_name="", pg_options=None, device_id=None):
     """Starts the default group, as torch.distributed.init_process_group:
-    env:// (the launcher's variables), tcp://, file:// or a given store."""
+    env:// (the launcher's variables), tcp://, file:// or a given store. device_id binds this process to a
+    device: with no backend given, the backend is that device's default (gloo for cpu, nccl for cuda)."""
     if store is not None and init_method is not None:
         raise ValueError("init_process_group: cannot specify both init_method and store")
     if pg_options is not None:
         raise NotImplementedError("init_process_group(pg_options=...): backend options are not supported")
+    bound = _bound_device(device_id) if device_id is not None else None
+    if backend is None and bound is not None:
+        backend = get_default_backend_for_device(bound)
     name = Backend(backend if backend is not None else "gloo")
     seconds = _seconds(timeout, "init_process_group")
     _d.init_process_group(backend=str(name), init_method=init_method if init_method is not None else "env://",
@@ -236,6 +259,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
                           timeout=seconds if seconds is not None else default_pg_timeout.total_seconds(), store=store)
     _state["backend"] = str(name)
     _state["groups_created"] = 1
+    _state["bound_device_id"] = bound
 
 
 def destroy_process_group(group=None):
