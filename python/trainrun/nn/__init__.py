@@ -8,9 +8,10 @@ from trainrun import _C
 from trainrun._size import Size
 from trainrun.nn import functional  # noqa: F401
 from trainrun.nn.parameter import Buffer, Parameter  # noqa: F401
+from trainrun.nn import _module
 from trainrun.nn._module import Module, _is_buffer  # noqa: F401
 from trainrun.utils.hooks import RemovableHandle  # noqa: F401
-from trainrun.nn import _state_dict_hooks
+from trainrun.nn import _state_assign, _state_dict_hooks
 
 from trainrun.nn._cpp_layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv2d, Embedding,  # noqa
                                      Flatten, LayerNorm, Linear, MaxPool2d, RMSNorm)
@@ -70,8 +71,10 @@ def _register_buffer(self, name, tensor, persistent=True):
                         "required)")
     self.__dict__.pop(name, None)  # (a None placeholder gives way to the registered tensor)
     if _is_buffer(self, name):
-        return self._replace_buffer(name, tensor)  # registered again: the new tensor, as PyTorch's
-    return _cpp_register_buffer(self, name, tensor)
+        self._replace_buffer(name, tensor)  # registered again: the new tensor, as PyTorch's
+    else:
+        _cpp_register_buffer(self, name, tensor)
+    _module.remember(tensor)
 
 
 _C.nn.Module.register_buffer = _register_buffer
@@ -138,10 +141,10 @@ def _load_error(module, errors):
 
 
 def _load_state_dict(self, state_dict, strict=True, assign=False):
-    """Copies the dict's tensors into the module's. With strict, a missing or unexpected key is PyTorch's
-    RuntimeError naming them (after the load-state-dict post hooks saw them); a shape that differs always is, and
-    then nothing is loaded. Returns (missing_keys, unexpected_keys). The caller's dict is not changed by the
-    pre hooks, which see a copy (_state_dict_hooks.py)."""
+    """Copies the dict's tensors into the module's (assign: the module takes them, _state_assign.py). With
+    strict, a missing or unexpected key is PyTorch's RuntimeError naming them (after the load-state-dict post
+    hooks saw them); a shape that differs always is, and then nothing is loaded. Returns (missing_keys,
+    unexpected_keys). The caller's dict is not changed by the pre hooks, which see a copy (_state_dict_hooks.py)."""
     state_dict = collections.OrderedDict(state_dict)
     missing, unexpected, errors = [], [], []
     _state_dict_hooks.run_load_pre_hooks(self, state_dict, strict, missing, unexpected, errors)
@@ -156,7 +159,12 @@ def _load_state_dict(self, state_dict, strict=True, assign=False):
     if errors:
         raise _load_error(self, errors)
     extras = {prefix + "_extra_state": m for prefix, m in _modules_with_extra_state(self)}
-    _cpp_load_state_dict(self, {k: v for k, v in state_dict.items() if k in own and k not in extras}, False)
+    entries = {k: v for k, v in state_dict.items() if k in own and k not in extras}
+    if assign:
+        _state_assign.assign_entries(self, entries)
+    else:
+        _state_assign.warn_meta_no_ops(own, entries)
+        _cpp_load_state_dict(self, entries, False)
     for key, module in extras.items():
         if key in state_dict:
             module.set_extra_state(state_dict[key])

@@ -137,8 +137,10 @@ def _register_parameter(self, name, param, requires_grad=None):
     if self.__dict__.get(name, 0) is None:
         del self.__dict__[name]  # the None placeholder gives way to the parameter
         self.__dict__.get("_none_parameters", set()).discard(name)
-    return _cpp_register_parameter(self, name, param, param.requires_grad if requires_grad is None else
-                                   requires_grad)
+    registered = _cpp_register_parameter(self, name, param, param.requires_grad if requires_grad is None else
+                                         requires_grad)
+    remember(param)
+    return registered
 
 
 _C.nn.Module.register_parameter = _register_parameter
@@ -159,8 +161,10 @@ def _assigns_registered(module, name, value):
         pass
     elif not isinstance(value, Parameter) and _is_buffer(module, name):
         module._replace_buffer(name, value)
+        remember(value)
     elif name in dict(module._named_local_parameters(False)):
         module._replace_parameter(name, value)
+        remember(value)
     elif isinstance(value, Parameter):
         module.register_parameter(name, value, value.requires_grad)
     else:
@@ -305,10 +309,24 @@ def _apply_fn(self, fn):
     return self
 
 
-# Called as hook(modules, replaced) after to_empty gave `modules` new tensors (replaced: the old tensor's
-# _cdata -> its new tensor): the layers above nn that hold on to parameters (DTensor views, fully_shard's
-# shards) re-point at the new ones.
-TO_EMPTY_HOOKS = []
+# Called as hook(modules, replaced) after `modules` were given new tensors (replaced: the old tensor's _cdata ->
+# its new tensor) by to_empty or load_state_dict(assign=True): the layers above nn that hold on to parameters
+# (DTensor views, fully_shard's shards) re-point at the new ones.
+TENSORS_REPLACED_HOOKS = []
+
+
+def replace_tensors(modules, replaced):
+    """Every parameter and buffer of `modules` whose tensor is a key of `replaced` becomes its new tensor (one
+    tensor tied to several modules stays one), then the hooks above run."""
+    for m in modules:
+        for name, p in list(m._named_local_parameters("", False)):
+            if p._cdata in replaced:
+                m._replace_parameter(name, replaced[p._cdata])
+        for name, b in list(m.named_buffers("", False)):
+            if b._cdata in replaced:
+                m._replace_buffer(name, replaced[b._cdata])
+    for hook in TENSORS_REPLACED_HOOKS:
+        hook(modules, replaced)
 
 
 def _to_empty(self, *, device, recurse=True):
@@ -318,24 +336,16 @@ def _to_empty(self, *, device, recurse=True):
     (fully_shard, tensor parallelism) keeps its layout: only this rank's shard is allocated."""
     from trainrun.nn import utils as nn_utils
     replaced = {}
-
-    def fresh(t):
-        new = replaced.get(t._cdata)
-        if new is None:
-            new = _C.empty(list(t.shape), dtype=t.dtype, device=device)
-            if t.requires_grad:
-                new.requires_grad_(True)
-            replaced[t._cdata] = new
-            nn_utils._moved(t, new)
-        return new
     modules = list(self.modules()) if recurse else [self]
     for m in modules:
-        for name, p in list(m._named_local_parameters("", False)):
-            m._replace_parameter(name, fresh(p))
-        for name, b in list(m.named_buffers("", False)):
-            m._replace_buffer(name, fresh(b))
-    for hook in TO_EMPTY_HOOKS:
-        hook(modules, replaced)
+        for t in [p for _, p in m._named_local_parameters("", False)] + [b for _, b in m.named_buffers("", False)]:
+            if t._cdata not in replaced:
+                new = _C.empty(list(t.shape), dtype=t.dtype, device=device)
+                if t.requires_grad:
+                    new.requires_grad_(True)
+                replaced[t._cdata] = new
+                nn_utils._moved(t, new)
+    replace_tensors(modules, replaced)
     return self
 
 
@@ -445,6 +455,13 @@ for _name, _dtype in (("half", _C.dtype.float16), ("float", _C.dtype.float32), (
 # module.weight, and a dict keyed by parameters (optimizer-in-backward, param -> name maps) finds them again, as in
 # PyTorch. (The C++ registry hands out a new handle per read.)
 _handed_out = weakref.WeakValueDictionary()
+
+
+def remember(t):
+    """t was just registered (module.weight = t, register_parameter, register_buffer): reading it back gives t
+    itself, as in PyTorch (`model.head.weight = w; model.head.weight is w`), while t lives."""
+    if _C._is_cpp_tensor(t):
+        _handed_out[t._cdata] = t
 
 
 def _as_parameter(t):

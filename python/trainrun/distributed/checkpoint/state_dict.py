@@ -71,29 +71,55 @@ def get_model_state_dict(model, *, submodules=None, options=None):
     return state
 
 
+def _local_of(value):
+    return value.to_local() if isinstance(value, DTensor) else value
+
+
+def _broadcast_from_rank0(own, model_state_dict, device):
+    """Every rank's copy of rank 0's full state dict: tensors shaped as the model's whole ones (allocated on
+    `device`, filled by rank 0 and broadcast), other values (extra state) as rank 0's objects."""
+    from trainrun import empty
+    from trainrun._autograd import no_grad
+    rank0 = dist.get_rank() == 0
+    full = {}
+    with no_grad():
+        for key, value in own.items():
+            if not hasattr(value, "shape"):
+                continue
+            target = empty(tuple(value.shape), dtype=value.dtype, device=device)
+            if rank0 and key in model_state_dict:
+                target.copy_(model_state_dict[key])
+            dist.broadcast(target, 0)
+            full[key] = target
+    others = [{k: v for k, v in model_state_dict.items() if k in own and not hasattr(own[k], "shape")}
+              if rank0 else None]
+    dist.broadcast_object_list(others, 0)
+    full.update(others[0])
+    return full
+
+
 def set_model_state_dict(model, model_state_dict, *, options=None):
     """Loads a sharded or full state dict into the model, whatever its sharding. broadcast_from_rank0: only
-    rank 0 passes the (full) values; the others pass {} and receive them."""
+    rank 0 passes the (full) values; the others pass {} and receive them. A model on the meta device (built
+    under `with torch.device("meta")`, sharded, not materialised) takes the loaded tensors as its own (load_state_dict
+    with assign=True), on the process group's device, as PyTorch's does."""
     options = options or StateDictOptions()
     _unsupported(options, "set_model_state_dict")
+    own = get_model_state_dict(model)  # this rank's pieces (DTensors for sharded ones): no communication
+    on_meta = any(getattr(_local_of(v), "is_meta", False) for v in own.values())
     if options.broadcast_from_rank0 and dist.is_initialized():
-        from trainrun._autograd import no_grad
-        full = {k: v.detach().clone() for k, v in
-                get_model_state_dict(model, options=StateDictOptions(full_state_dict=True)).items()}
-        with no_grad():
-            for key, target in full.items():
-                if dist.get_rank() == 0 and key in model_state_dict:
-                    target.copy_(model_state_dict[key])
-                dist.broadcast(target, 0)
         if options.strict and dist.get_rank() == 0:
-            missing = sorted(set(full) - set(model_state_dict))
+            missing = sorted(set(own) - set(model_state_dict))
             if missing:
                 raise KeyError(f"set_model_state_dict: rank 0's state dict has no {missing[:5]}")
-        model_state_dict = full
+        meta_device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+        devices = {_local_of(v).device for v in own.values() if hasattr(v, "shape") and not _local_of(v).is_meta}
+        model_state_dict = _broadcast_from_rank0(own, model_state_dict,
+                                                 next(iter(devices)) if len(devices) == 1 else meta_device)
     with _sharded_fsdp1(model):
         actual = {_fqn(model, k): k for k in model.state_dict()}  # (the model's own keys, wrappers' names in them)
     model_state_dict = {actual.get(k, k): v for k, v in model_state_dict.items()}
-    return model.load_state_dict(model_state_dict, strict=options.strict)
+    return model.load_state_dict(model_state_dict, strict=options.strict, assign=on_meta)
 
 
 # ---- optimizers ------------------------------------------------------------------------------------------
@@ -132,6 +158,9 @@ def _init_state(optimizer):
         group["lr"] = lr
         for p in group["params"]:
             p.grad = next(grads)
+
+
+_init_optim_state = _init_state  # PyTorch's name, which its FSDP2 example imports
 
 
 def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None):

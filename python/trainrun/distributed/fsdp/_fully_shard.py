@@ -11,7 +11,7 @@ from trainrun.distributed.fsdp import _recompute  # noqa: F401  (checkpoint reco
 from trainrun.distributed.fsdp._param_group import ParamGroup, RegatherBeforeBackward
 from trainrun.distributed.fsdp._schedule import ACTIVE_FORWARDS
 from trainrun.distributed.tensor._module_views import DTENSOR_PARAMS
-from trainrun.nn._module import TO_EMPTY_HOOKS
+from trainrun.nn._module import TENSORS_REPLACED_HOOKS
 from trainrun.profiler import record_function
 
 _GROUP = "_fsdp_group"
@@ -165,14 +165,15 @@ def _key(tensor):
     return local.data_ptr(), tuple(local.shape)
 
 
-def _shards_after_to_empty(modules, replaced):
-    """Module.to_empty gave the modules new tensors: each group's shards are the new ones."""
+def _shards_replaced(modules, replaced):
+    """to_empty or load_state_dict(assign=True) gave the modules new tensors: each group's shards are the new
+    ones."""
     groups = {id(g): g for g in (m.__dict__.get(_GROUP) for m in modules) if g is not None}
     for group in groups.values():
         group.replace_shards(replaced)
 
 
-TO_EMPTY_HOOKS.append(_shards_after_to_empty)
+TENSORS_REPLACED_HOOKS.append(_shards_replaced)
 
 
 def _owned_parameters(module, ignored):

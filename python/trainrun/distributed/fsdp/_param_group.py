@@ -114,8 +114,8 @@ class ParamGroup:
             nn_utils.register_sharded_parameter(p.shard, self.norm_reducer(p))
 
     def replace_shards(self, replaced):
-        """Module.to_empty made new tensors for the shards (old tensor's _cdata -> new): every slot and view
-        takes them (to_empty moved their clip_grad_norm_ registration)."""
+        """to_empty or load_state_dict(assign=True) made new tensors for the shards (old tensor's _cdata -> new):
+        every slot and view takes them (the caller moved their clip_grad_norm_ registration)."""
         for p in self.params:
             new = replaced.get(p.shard._cdata)
             if new is None:

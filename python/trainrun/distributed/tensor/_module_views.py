@@ -3,7 +3,7 @@ fully_shard keep each parameter's local shard in the module's registry (so
 optimizers, state_dict and C++ code see ordinary tensors) and record the
 DTensor over it here; `module.weight` then returns that DTensor."""
 from trainrun import _C
-from trainrun.nn._module import TO_EMPTY_HOOKS
+from trainrun.nn._module import TENSORS_REPLACED_HOOKS, replace_tensors
 
 DTENSOR_PARAMS = "_dtensor_params"
 VIEWS_OFF = "_dtensor_views_off"  # set while fully_shard has the full parameters in place (in forward)
@@ -60,8 +60,9 @@ def views_off(module, off):
     object.__setattr__(module, VIEWS_OFF, off)
 
 
-def _views_after_to_empty(modules, replaced):
-    """Module.to_empty gave the modules new local tensors: their DTensor views wrap the new ones."""
+def _views_replaced(modules, replaced):
+    """to_empty or load_state_dict(assign=True) gave the modules new local tensors: their DTensor views wrap the
+    new ones."""
     from trainrun.distributed.tensor._dtensor import DTensor
     for m in modules:
         table = m.__dict__.get(DTENSOR_PARAMS) or {}
@@ -71,7 +72,7 @@ def _views_after_to_empty(modules, replaced):
                 table[name] = DTensor(new, view._spec)
 
 
-TO_EMPTY_HOOKS.append(_views_after_to_empty)
+TENSORS_REPLACED_HOOKS.append(_views_replaced)
 
 _original_getattr = _C.nn.Module.__getattr__
 
@@ -143,14 +144,25 @@ def _state_dict(self, *args, **kwargs):
     return out
 
 
+def _assigned_piece(old, piece):
+    """load_state_dict(assign=True): the tensor that becomes a sharded parameter's local piece (the state dict's
+    own memory, as PyTorch assigns it), with the old piece's requires_grad and clip_grad_norm_ registration."""
+    from trainrun.nn import utils as nn_utils
+    new = piece.detach().contiguous()
+    new.requires_grad_(old.requires_grad)
+    nn_utils._moved(old, new)
+    return new
+
+
 def _load_state_dict(self, state_dict, strict=True, assign=False):
     """Takes DTensors in any layout over the same mesh (redistributed to this module's), or full tensors
-    (each rank keeps its piece), for the sharded parameters; plain tensors for the rest."""
+    (each rank keeps its piece), for the sharded parameters; plain tensors for the rest. assign: the loaded
+    pieces become the parameters' (fully_shard's shards included), as a model built on the meta device needs."""
     from trainrun.distributed.tensor._dtensor import DTensor
     from trainrun.distributed.tensor._redistribute import redistribute_local
     from trainrun.distributed.tensor.placement_types import Replicate
     views = _views_by_key(self)
-    local = {}
+    local, replaced = {}, {}
     for key, value in state_dict.items():
         view = views.get(key)
         if view is not None and isinstance(value, DTensor):
@@ -161,8 +173,12 @@ def _load_state_dict(self, state_dict, strict=True, assign=False):
                                        view.placements)
         elif isinstance(value, DTensor):
             value = value.full_tensor()
+        if assign and view is not None and tuple(value.shape) == tuple(view._local_tensor.shape):
+            value = replaced[view._local_tensor._cdata] = _assigned_piece(view._local_tensor, value)
         local[key] = value
-    return _original_load_state_dict(self, local, strict)  # nn's: checks the keys, returns them
+    if replaced:
+        replace_tensors(list(self.modules()), replaced)
+    return _original_load_state_dict(self, local, strict, assign)  # nn's: checks the keys, returns them
 
 
 _C.nn.Module.state_dict = _state_dict
