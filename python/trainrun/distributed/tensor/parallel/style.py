@@ -8,6 +8,7 @@ takes a replicated input (its gradient is summed over the ranks) and gives
 an output sharded on the last dim; Rowwise takes that sharded input and
 all-reduces (or reduce-scatters) its partial output before adding the bias."""
 from trainrun import _C
+from trainrun._complex import ComplexTensor
 from trainrun.distributed.tensor import _redistribute
 from trainrun.distributed.tensor._dtensor import DTensor, DTensorSpec, distribute_tensor
 from trainrun.distributed.tensor._module_views import set_view, sum_gradient_over
@@ -16,6 +17,11 @@ from trainrun.nn import functional as F
 from trainrun.nn import utils as nn_utils
 from trainrun.nn._module import _cpp_call
 
+
+
+def _pairs_layout(layout):
+    """A complex tensor's layout as its real pairs' (trainrun/_complex.py)."""
+    return Shard(layout.dim - 1) if layout.is_shard() and layout.dim < 0 else layout
 
 
 def _as_dtensor(x, mesh, layout):
@@ -232,6 +238,10 @@ class PrepareModuleInput(ParallelStyle):
         self.use_local_output = use_local_output
 
     def _convert(self, x, mesh, layout, desired):
+        if isinstance(x, ComplexTensor) and layout is not None and desired is not None:
+            # (a rotary table: its real pairs carry one more dim, last, that a negative Shard dim skips)
+            pairs = self._convert(x._pairs, mesh, _pairs_layout(layout), _pairs_layout(desired))
+            return ComplexTensor(pairs)
         if layout is None or desired is None or not isinstance(x, (DTensor, _C.Tensor)):
             return x
         d = _as_dtensor(x, mesh, layout).redistribute(placements=[desired])
