@@ -1,6 +1,7 @@
 #include "c10d/distributed.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -38,10 +39,13 @@ std::string env_or_empty(const char* name) {
   return v == nullptr ? std::string() : std::string(v);
 }
 
+// Spaces around the number are allowed, as Python's int() (PyTorch's parser) allows them: PyTorch's own
+// tutorials set MASTER_PORT = "12355 ".
 int parse_int(const std::string& text, const char* what, const std::string& where) {
   try {
     size_t used = 0;
-    int v = std::stoi(text, &used);
+    int v = std::stoi(text, &used);  // (skips leading space)
+    while (used < text.size() && std::isspace(static_cast<unsigned char>(text[used]))) ++used;
     if (used == text.size()) return v;
   } catch (const std::exception&) {
   }

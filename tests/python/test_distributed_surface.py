@@ -398,6 +398,25 @@ def init_process_group_binds_device_id():
     dist.destroy_process_group()
 
 
+def test_env_variables_may_carry_spaces_as_pythons_int_reads_them(monkeypatch):
+    """PyTorch's own tutorials set MASTER_PORT = "12355 " (PyTorch parses it with int())."""
+    import socket
+    from trainrun import distributed as dist
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", f"{port} ")
+    dist.init_process_group("gloo", rank=0, world_size=1, timeout=datetime.timedelta(seconds=30))
+    try:
+        assert dist.get_world_size() == 1
+    finally:
+        dist.destroy_process_group()
+    monkeypatch.setenv("MASTER_PORT", f"{port}x")
+    with pytest.raises(ValueError, match=f"MASTER_PORT '{port}x' \\(from the environment\\) is not an integer"):
+        dist.init_process_group("gloo", rank=0, world_size=1)
+
+
 def test_init_process_group_refuses_a_device_id_it_cannot_bind():
     from trainrun import distributed as dist
     with pytest.raises(ValueError, match="device_id must be a cuda device with an index, e.g. cuda:0"):
