@@ -87,6 +87,26 @@ def test_converters_refuse_what_they_cannot_convert(tmp_path):
         torch_save_to_dcp(tmp_path / "tensor.pt", tmp_path / "out")
 
 
+def test_the_command_line_converts_both_ways(tmp_path):
+    """`python -m torch.distributed.checkpoint.format_utils MODE SRC DST`, as PyTorch's DCP tutorial runs it."""
+    import subprocess
+    import trainrun as tr
+    tr.save({"w": tr.arange(6.0).view(2, 3), "step": 3}, str(tmp_path / "model.pt"))
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(tr.__file__).resolve().parents[1]))
+
+    def convert(*args):
+        return subprocess.run([sys.executable, "-m", "trainrun.distributed.checkpoint.format_utils", *map(str, args)],
+                              capture_output=True, text=True, env=env, timeout=120)
+    out = convert("torch_to_dcp", tmp_path / "model.pt", tmp_path / "dcp")
+    assert out.returncode == 0 and "using method: 'torch_to_dcp'" in out.stdout, out.stderr
+    assert convert("dcp_to_torch", tmp_path / "dcp", tmp_path / "again.pt").returncode == 0
+    again = tr.load(str(tmp_path / "again.pt"))
+    assert tr.equal(again["w"], tr.arange(6.0).view(2, 3)) and again["step"] == 3
+    missing = convert("dcp_to_torch", tmp_path / "nothing", tmp_path / "x.pt")
+    assert missing.returncode == 0 and "No checkpoint found at" in missing.stdout
+    assert convert("sideways", tmp_path / "dcp", tmp_path / "x.pt").returncode == 2  # argparse names the choices
+
+
 class _Loader:
     """A Stateful data loader position: different on every rank."""
 

@@ -69,3 +69,25 @@ def torch_save_to_dcp(torch_save_path, dcp_checkpoint_dir):
     if not isinstance(state, dict):
         raise TypeError(f"torch_save_to_dcp: {torch_save_path} holds a {type(state).__name__}, not a state dict")
     save(state, checkpoint_id=str(dcp_checkpoint_dir), no_dist=True)
+
+
+def main(argv=None):
+    """`python -m torch.distributed.checkpoint.format_utils {torch_to_dcp,dcp_to_torch} SRC DST`, PyTorch's
+    command line (a source that is not there is reported and skipped, as PyTorch's does)."""
+    import argparse
+    import os
+    parser = argparse.ArgumentParser(description="Converts between torch.save files and distributed checkpoints.")
+    parser.add_argument("mode", choices=["torch_to_dcp", "dcp_to_torch"], help="Conversion mode")
+    parser.add_argument("src", help="Path to the source model")
+    parser.add_argument("dst", help="Path to the destination model")
+    args = parser.parse_args(argv)
+    print(f"Converting checkpoint from {args.src} to {args.dst} using method: '{args.mode}'")
+    to_dcp = args.mode == "torch_to_dcp"
+    if not (os.path.isfile(args.src) if to_dcp else os.path.isdir(args.src)):
+        print(f"No checkpoint found at {args.src}. Skipping conversion.")
+        return
+    (torch_save_to_dcp if to_dcp else dcp_to_torch_save)(args.src, args.dst)
+
+
+if __name__ == "__main__":
+    main()
