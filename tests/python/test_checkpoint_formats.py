@@ -87,6 +87,47 @@ def test_converters_refuse_what_they_cannot_convert(tmp_path):
         torch_save_to_dcp(tmp_path / "tensor.pt", tmp_path / "out")
 
 
+def load_torch_save_file_into_fsdp(path):
+    """PyTorch's way to load one torch.save file into a sharded model: BroadcastingTorchSaveReader (rank 0
+    reads, every rank keeps its shard) with DynamicMetaLoadPlanner. A file that cannot fill the state dict is
+    an error on both ranks."""
+    import trainrun as tr
+    import trainrun.distributed as dist
+    import trainrun.distributed.checkpoint as dcp
+    from trainrun.distributed.checkpoint.format_utils import BroadcastingTorchSaveReader, DynamicMetaLoadPlanner
+    dist.init_process_group("gloo")
+    model = _fsdp_model(expected_values=False)
+    state = {"model": model.state_dict(), "step": 0}
+    dcp.load(state, checkpoint_id=path, storage_reader=BroadcastingTorchSaveReader(),
+             planner=DynamicMetaLoadPlanner())
+    assert state["step"] == 5
+    for name, p in model.named_parameters():
+        np.testing.assert_array_equal(p.full_tensor().detach().numpy(), _expected(name, tuple(p.shape)),
+                                      err_msg=name)
+    for bad, message in (({"model": {}}, "it has no \\['model.0.weight'\\] \\(it holds no entries\\)"),
+                         ({"model": {"0.weight": tr.zeros(2, 2)}}, "'model.0.weight' is \\(2, 2\\) in the file")):
+        if dist.get_rank() == 0:
+            tr.save(bad, path + ".bad")
+        dist.barrier()
+        try:
+            dcp.load({"model": {"0.weight": model.state_dict()["0.weight"]}}, checkpoint_id=path + ".bad",
+                     storage_reader=BroadcastingTorchSaveReader(), planner=DynamicMetaLoadPlanner())
+            raise AssertionError("a file that cannot fill the state dict loaded")
+        except RuntimeError as e:
+            import re
+            assert re.search(message, str(e)), str(e)
+        dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_a_torch_save_file_loads_into_a_sharded_model(ranks, tmp_path):
+    import trainrun as tr
+    model = _model()
+    _set_expected(model)
+    tr.save({"model": model.state_dict(), "step": 5}, str(tmp_path / "whole.pt"))
+    ranks.run_function(2, load_torch_save_file_into_fsdp, str(tmp_path / "whole.pt"))
+
+
 def test_the_command_line_converts_both_ways(tmp_path):
     """`python -m torch.distributed.checkpoint.format_utils MODE SRC DST`, as PyTorch's DCP tutorial runs it."""
     import subprocess

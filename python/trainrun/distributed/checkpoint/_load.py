@@ -123,9 +123,17 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     """Loads checkpoint_id into state_dict in place: tensors (DTensor shards too) get their values whatever
     the sharding was at save time; other values and Stateful objects are replaced and reloaded. Keys of the
     checkpoint that state_dict does not have are ignored; keys it lacks are an error naming them."""
+    from trainrun.distributed.checkpoint.default_planner import DefaultLoadPlanner, check_planner
+    from trainrun.distributed.checkpoint.format_utils import BroadcastingTorchSaveReader, DynamicMetaLoadPlanner
+    if isinstance(storage_reader, BroadcastingTorchSaveReader):  # one torch.save file, read by one rank
+        if planner is not None and type(planner) not in (DynamicMetaLoadPlanner, DefaultLoadPlanner):
+            raise NotImplementedError(f"dcp.load: BroadcastingTorchSaveReader plans with DynamicMetaLoadPlanner, "
+                                      f"not {type(planner).__name__}")
+        from trainrun.distributed.checkpoint._torch_save_broadcast import load_broadcast
+        return load_broadcast(state_dict, checkpoint_id if checkpoint_id is not None else
+                              storage_reader.checkpoint_id, storage_reader.coordinator_rank, process_group)
     from trainrun.distributed.checkpoint.filesystem import FileSystemReader, folder_of
     checkpoint_id = folder_of(checkpoint_id, storage_reader, FileSystemReader, "load")
-    from trainrun.distributed.checkpoint.default_planner import DefaultLoadPlanner, check_planner
     partial = check_planner(planner, DefaultLoadPlanner, "load")
     from trainrun._autograd import no_grad
     folder = _metadata.committed_folder(str(checkpoint_id))  # (a save over it that died mid-commit: the old one)

@@ -15,6 +15,8 @@ import json
 from trainrun import _C
 from trainrun.distributed.checkpoint import _metadata, _pytorch_dcp
 from trainrun.distributed.checkpoint._state_dict_tree import unflatten
+from trainrun.distributed.checkpoint.default_planner import DefaultLoadPlanner
+from trainrun.distributed.checkpoint.storage import StorageReader
 
 
 def _dtype(name):
@@ -52,6 +54,24 @@ def load_whole(dcp_checkpoint_dir):
     if not all(paths.values()):
         return template
     return unflatten([(tuple(json.loads(paths[name])), value) for name, value in template.items()])
+
+
+class BroadcastingTorchSaveReader(StorageReader):
+    """dcp.load's reader of one torch.save file, as PyTorch's: the coordinator rank reads it and broadcasts each
+    tensor; every rank keeps its piece of the state dict it loads into (a sharded model loads a whole file):
+
+        dcp.load(model_state, checkpoint_id="model.pt", storage_reader=BroadcastingTorchSaveReader(),
+                 planner=DynamicMetaLoadPlanner())
+    """
+
+    def __init__(self, checkpoint_id=None, coordinator_rank=0):
+        self.checkpoint_id = checkpoint_id
+        self.coordinator_rank = coordinator_rank
+
+
+class DynamicMetaLoadPlanner(DefaultLoadPlanner):
+    """The load planner for BroadcastingTorchSaveReader, as PyTorch's: the plan comes from the state dict being
+    loaded (a torch.save file has no checkpoint metadata)."""
 
 
 def dcp_to_torch_save(dcp_checkpoint_dir, torch_save_path):
