@@ -123,9 +123,9 @@ def pipe_split_marks_the_stages():
     if dist.get_rank() == 0:
         schedule.step(x)
     else:
-        losses = []
+        losses = ["from an earlier step"]
         schedule.step(target=y, losses=losses)
-        assert len(losses) == 2
+        assert len(losses) == 2 and all(isinstance(v, torch.Tensor) for v in losses)  # (cleared first)
     # scale_grads=True (the default): the gradient of the microbatches' mean loss
     ((loss(reference(x[:2]), y[:2]) + loss(reference(x[2:]), y[2:])) / 2).backward()
     for name, p in stage.submod.named_parameters():

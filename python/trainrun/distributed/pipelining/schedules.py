@@ -340,7 +340,8 @@ class _PipelineSchedule:
             from trainrun.distributed.pipelining.timeline import Timeline
             self.timeline = Timeline({self._rank: events}, 1, n, row_name="rank")
         if last is not None:
-            if losses is not None:
+            if losses is not None:  # this step's losses only, as PyTorch's (the container is cleared first)
+                losses.clear()
                 losses.extend(microbatch_losses[m].detach() for m in range(n) if m in microbatch_losses)
             return merge_chunks([outputs[m] for m in range(n)])
         return None
