@@ -176,12 +176,18 @@ TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
            options_.timeout.count());
   if (options_.num_workers) TR_CHECK(*options_.num_workers >= 1, ValueError,
                                      "TCPStore: num_workers must be positive, got {}", *options_.num_workers);
+  TR_CHECK(!options_.master_listen_fd || !options_.use_libuv, NotImplementedError,
+           "TCPStore(master_listen_fd=...) is not supported by the libuv backend; pass use_libuv=False to listen on "
+           "the socket handed in");
+  TR_CHECK(!options_.master_listen_fd || options_.is_master, ValueError,
+           "TCPStore: master_listen_fd is for the master (is_master=True)");
   if (!options_.auth_token) options_.auth_token = store_token_from_env();
   if (options_.is_master) {
     TCPStoreServer::Options so;
     so.host = host_;
     so.port = port_;
     so.auth_token = options_.auth_token;
+    so.listen_fd = options_.master_listen_fd;
     server_ = std::make_unique<TCPStoreServer>(std::move(so));
     port_ = server_->port();
   }

@@ -31,6 +31,11 @@ struct TCPStoreOptions {
   // Shared secret for trainrun servers that require one; unset: taken from
   // TRAINRUN_STORE_TOKEN when that is set.
   std::optional<std::string> auth_token;
+  // The master's server listens on this already-bound socket instead of binding host:port (and owns it).
+  std::optional<int> master_listen_fd;
+  // PyTorch's choice between its libuv server and its legacy one. trainrun has one server, which serves both;
+  // as PyTorch's libuv server, it refuses master_listen_fd unless use_libuv is false.
+  bool use_libuv = true;
 };
 
 class TCPStore final : public Store {
@@ -53,6 +58,7 @@ class TCPStore final : public Store {
   void multi_set(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
 
   const std::string& host() const { return host_; }
+  bool use_libuv() const { return options_.use_libuv; }
   uint16_t port() const { return port_; }
   // The protocol the server turned out to speak.
   wire::Dialect dialect() const;

@@ -517,6 +517,20 @@ struct TCPStoreServer::Impl {
   }
 
   // Runs the loop until every handle is closed (used on failed start-up).
+  // Reads the port the listener is on and runs the loop on its own thread.
+  void start_loop() {
+    sockaddr_storage bound{};
+    int len = sizeof(bound);
+    uv_tcp_getsockname(&listener, reinterpret_cast<sockaddr*>(&bound), &len);
+    port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                             : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    uv_async_init(&loop, &stop_async, Impl::on_stop);
+    stop_async.data = this;
+    uv_idle_init(&loop, &spin);
+    spin.data = this;
+    thread = std::thread([this] { uv_run(&loop, UV_RUN_DEFAULT); });
+  }
+
   void close_all_and_drain() {
     uv_walk(&loop, [](uv_handle_t* h, void*) { if (!uv_is_closing(h)) uv_close(h, nullptr); }, nullptr);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -537,6 +551,17 @@ TCPStoreServer::TCPStoreServer(Options options) : impl_(std::make_unique<Impl>()
   uv_tcp_init(&s.loop, &s.listener);
   s.listener.data = &s;
 
+  if (s.options.listen_fd) {
+    int rc = uv_tcp_open(&s.listener, *s.options.listen_fd);
+    if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&s.listener), s.options.backlog, Impl::on_connection);
+    if (rc != 0) {
+      s.close_all_and_drain();
+      throw DistBackendError(
+          fmt::format("TCPStoreServer: cannot listen on socket {}: {}", *s.options.listen_fd, uv_strerror(rc)));
+    }
+    s.start_loop();
+    return;
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -564,16 +589,7 @@ TCPStoreServer::TCPStoreServer(Options options) : impl_(std::make_unique<Impl>()
     s.close_all_and_drain();
     throw DistBackendError(fmt::format("TCPStoreServer: cannot listen on {}: {}", where, uv_strerror(rc)));
   }
-  sockaddr_storage bound{};
-  int len = sizeof(bound);
-  uv_tcp_getsockname(&s.listener, reinterpret_cast<sockaddr*>(&bound), &len);
-  s.port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                             : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  uv_async_init(&s.loop, &s.stop_async, Impl::on_stop);
-  s.stop_async.data = &s;
-  uv_idle_init(&s.loop, &s.spin);
-  s.spin.data = &s;
-  s.thread = std::thread([&s] { uv_run(&s.loop, UV_RUN_DEFAULT); });
+  s.start_loop();
 }
 
 TCPStoreServer::~TCPStoreServer() {

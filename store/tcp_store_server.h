@@ -34,6 +34,9 @@ class TCPStoreServer {
     // or "::" (every interface) only when asked for.
     std::string host = "127.0.0.1";
     uint16_t port = 0;  // 0: the kernel picks a free port; see port()
+    // A socket the caller already bound (PyTorch's master_listen_fd): the server listens on it and owns it
+    // (closes it) instead of binding host:port.
+    std::optional<int> listen_fd;
     // Sized for thousands of ranks connecting at once (the kernel caps it at
     // net.core.somaxconn).
     int backlog = 16384;

@@ -222,22 +222,21 @@ void bind_distributed(py::module_& m) {
       .def(py::init([seconds](const std::string& host, int port, std::optional<int> world_size, bool is_master,
                               py::object timeout, bool wait_for_workers, bool multi_tenant,
                               std::optional<int> master_listen_fd, bool use_libuv) {
-             TR_CHECK(!master_listen_fd, NotImplementedError,
-                      "TCPStore(master_listen_fd=...): a listening socket handed in is not supported; give the port");
              TCPStoreOptions o;
+             o.master_listen_fd = master_listen_fd;
+             o.use_libuv = use_libuv;
              o.is_master = is_master;
              if (world_size) o.num_workers = *world_size;
              o.timeout = seconds(timeout);
              o.wait_for_workers = wait_for_workers;
              (void)multi_tenant;  // (each TCPStore here has its own server or connection: nothing to share)
-             (void)use_libuv;     // (the server is libuv's always)
              py::gil_scoped_release nogil;
              return std::make_shared<TCPStore>(host, static_cast<uint16_t>(port), o);
            }),
            py::arg("host_name"), py::arg("port"), py::arg("world_size") = py::none(), py::arg("is_master") = false,
            py::arg("timeout") = 300.0, py::arg("wait_for_workers") = true, py::arg("multi_tenant") = false,
            py::arg("master_listen_fd") = py::none(), py::arg("use_libuv") = true)
-      .def_property_readonly("libuvBackend", [](const TCPStore&) { return true; })
+      .def_property_readonly("libuvBackend", &TCPStore::use_libuv)
       .def_property_readonly("port", &TCPStore::port)
       .def_property_readonly("host", &TCPStore::host);
 

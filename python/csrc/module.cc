@@ -3,6 +3,8 @@
 #include "base/error.h"
 #include "python/csrc/bindings.h"
 
+#include <string>
+
 namespace trainrun {
 namespace python {
 
@@ -51,6 +53,8 @@ PYBIND11_MODULE(_C, m) {
   static PyObject* backend_timeout = new_exception(
       m, "DistBackendTimeoutError",
       py::make_tuple(py::handle(dist_backend_error), py::handle(PyExc_TimeoutError)).ptr());
+  for (const char* name : {"DistError", "DistBackendError", "DistStoreError", "DistNetworkError"})
+    m.attr(("_" + std::string(name)).c_str()) = m.attr(name);  // PyTorch's torch._C._DistStoreError, ...
   // An op's argument errors are ValueError/TypeError, and also RuntimeError: PyTorch raises RuntimeError for
   // most of them (shapes that do not broadcast, a view that cannot be taken, mismatched dtypes), and scripts
   // catch that.

@@ -71,6 +71,28 @@ def test_src_and_dst_are_global_ranks_on_subgroups(ranks):
     ranks.run_function(4, global_ranks_on_a_subgroup)
 
 
+def test_master_listen_fd_as_pytorchs_tcpstore_tutorial():
+    """PyTorch's libuv TCPStore tutorial: a socket handed in is refused by the libuv backend (the default) and
+    served with use_libuv=False; a wait that times out raises torch._C._DistStoreError, a RuntimeError."""
+    import socket
+    import trainrun
+    from trainrun import distributed as dist
+    listen_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listen_sock.bind(("localhost", 0))
+    addr, port, *_ = listen_sock.getsockname()
+    listen_fd = listen_sock.detach()
+    with pytest.raises(NotImplementedError, match="pass use_libuv=False"):
+        dist.TCPStore(addr, port, 1, True, master_listen_fd=listen_fd)
+    store = dist.TCPStore(addr, port, 1, True, master_listen_fd=listen_fd, use_libuv=False)
+    assert store.port == port and not store.libuvBackend
+    client = dist.TCPStore(addr, port, is_master=False, timeout=datetime.timedelta(seconds=5))
+    client.set("a", "b")
+    assert store.get("a") == b"b"
+    assert dist.DistStoreError is trainrun._C._DistStoreError and issubclass(dist.DistStoreError, RuntimeError)
+    with pytest.raises(trainrun._C._DistStoreError):
+        store.wait(["never"], datetime.timedelta(milliseconds=100))
+
+
 def test_stores_take_timedeltas_and_have_pytorchs_methods(tmp_path):
     from trainrun import distributed as dist
     server = dist.TCPStore("127.0.0.1", 0, world_size=1, is_master=True, timeout=datetime.timedelta(seconds=10),

@@ -1,7 +1,10 @@
 // TCPStoreServer and TCPStore together: every operation, waiter wake-ups,
 // timeouts, connecting and reconnecting, many processes, and authentication.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -70,6 +73,34 @@ TEST(TCPStore, EveryOperationRoundTrips) {
   s.set(std::string(300, 'k'), big);
   EXPECT_EQ(s.get_string(std::string(300, 'k')), big);
   EXPECT_EQ(server.num_keys(), 5);
+}
+
+// PyTorch's master_listen_fd: the master serves on a socket bound by someone else (and only without libuv,
+// as PyTorch's libuv server refuses it).
+TEST(TCPStore, MasterListensOnASocketHandedIn) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const uint16_t port = ntohs(addr.sin_port);
+  TCPStoreOptions mo = client_options();
+  mo.is_master = true;
+  mo.master_listen_fd = fd;
+  EXPECT_THROW(TCPStore("127.0.0.1", port, mo), NotImplementedError);  // use_libuv (the default)
+  mo.use_libuv = false;
+  TCPStore master("127.0.0.1", port, mo);
+  EXPECT_EQ(master.port(), port);
+  TCPStore client("127.0.0.1", port, client_options());
+  client.set("k", std::string("v"));
+  EXPECT_EQ(master.get_string("k"), "v");
+  TCPStoreOptions not_master = client_options();
+  not_master.master_listen_fd = fd;
+  not_master.use_libuv = false;
+  EXPECT_THROW(TCPStore("127.0.0.1", port, not_master), ValueError);
 }
 
 TEST(TCPStore, MasterStartsTheServerAndWaitsForWorkers) {
