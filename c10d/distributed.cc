@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "base/error.h"
+#include "c10d/device_backends_process_group.h"
 #include "c10d/flight_recorder.h"
 #include "c10d/process_group_wrapper.h"
 #include "c10d/worker_handler.h"
@@ -52,7 +53,7 @@ int parse_int(const std::string& text, const char* what, const std::string& wher
   throw ValueError(fmt::format("init_process_group: {} '{}' (from {}) is not an integer", what, text, where));
 }
 
-// "?rank=1&world_size=4" at the end of a URL: values for rank/world_size
+// "?rank=1&world_size=4" at the end of a URL (and PyTorch's use_libuv=0/1): values for rank/world_size
 // when not given; returns the URL without it.
 std::string take_query(const std::string& url, int& rank, int& world_size) {
   size_t q = url.find('?');
@@ -69,6 +70,9 @@ std::string take_query(const std::string& url, int& rank, int& world_size) {
       rank = parse_int(value, "rank", url);
     else if (key == "world_size" && world_size < 0)
       world_size = parse_int(value, "world_size", url);
+    else if (key == "use_libuv")  // PyTorch's choice of TCPStore server: trainrun's one server serves both
+      TR_CHECK(value == "0" || value == "1", ValueError, "init_process_group: use_libuv={} in '{}' is not 0 or 1",
+               value, url);
     else if (key != "rank" && key != "world_size")
       throw ValueError(fmt::format("init_process_group: unknown parameter '{}' in '{}'", key, url));
     if (amp == std::string::npos) break;
@@ -137,20 +141,34 @@ std::map<std::string, BackendFactory>& backends() {
   return *registry;
 }
 
-std::shared_ptr<ProcessGroup> make_group(const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
-                                         const std::string& name, Milliseconds timeout) {
+BackendFactory factory_of(const std::string& backend) {
   {
     std::lock_guard<std::mutex> lock(backends_mutex());
     auto it = backends().find(backend);
-    if (it != backends().end()) {
-      // Every group gets the laggard report, and the signature check in debug mode.
-      auto group = it->second(store, rank, size, name, timeout);
-      return std::make_shared<ProcessGroupWrapper>(std::move(group), std::move(store),
-                                                   ProcessGroupWrapper::detail_debug_from_env());
-    }
+    if (it != backends().end()) return it->second;
   }
   throw ValueError(fmt::format("init_process_group: backend '{}' is not available (this program has: {})", backend,
                                fmt::join(available_backends(), ", ")));
+}
+
+// One backend ("gloo"), or one per device ("cpu:gloo,cuda:nccl": device_backends_process_group.h).
+std::shared_ptr<ProcessGroup> make_group(const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
+                                         const std::string& name, Milliseconds timeout) {
+  std::shared_ptr<ProcessGroup> group;
+  if (backend.find(':') == std::string::npos) {
+    group = factory_of(backend)(store, rank, size, name, timeout);
+  } else {
+    auto device_backends = DeviceBackendsProcessGroup::parse(backend);
+    for (const auto& [device, name_of_backend] : device_backends) factory_of(name_of_backend);  // (all known)
+    group = std::make_shared<DeviceBackendsProcessGroup>(
+        rank, size, name, timeout, backend, std::move(device_backends),
+        [store, rank, size, name, timeout](const std::string& one_backend, const std::string& device) {
+          return factory_of(one_backend)(std::make_shared<PrefixStore>(device, store), rank, size, name, timeout);
+        });
+  }
+  // Every group gets the laggard report, and the signature check in debug mode.
+  return std::make_shared<ProcessGroupWrapper>(std::move(group), std::move(store),
+                                               ProcessGroupWrapper::detail_debug_from_env());
 }
 
 }  // namespace

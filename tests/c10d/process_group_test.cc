@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "c10d/device_backends_process_group.h"
 #include "c10d/distributed.h"
 #include "c10d/gloo/process_group_gloo.h"
 #include "store/hash_store.h"
@@ -134,6 +135,39 @@ TEST(ProcessGroupGloo, SingleRankGroupAndBadArguments) {
   expect_error<ValueError>([&] { pg.reduce_scatter_tensor(out, t); }, {"reduce_scatter_tensor", "must hold"});
   expect_error<ValueError>([] { ProcessGroupGloo(std::make_shared<HashStore>(), 2, 2, "bad", {}); },
                            {"rank 2", "[0, 2)"});
+}
+
+// backend="cpu:gloo,cuda:nccl": each device's backend group is made at its first collective; a device without
+// a backend, or a malformed map, is named.
+TEST(DeviceBackendsProcessGroup, CollectivesGoToTheirDevicesBackendMadeAtFirstUse) {
+  expect_error<ValueError>([] { DeviceBackendsProcessGroup::parse("cpu:gloo,gloo"); }, {"'gloo'", "device:backend"});
+  expect_error<ValueError>([] { DeviceBackendsProcessGroup::parse("tpu:gloo"); }, {"device 'tpu'", "cpu or cuda"});
+  expect_error<ValueError>([] { DeviceBackendsProcessGroup::parse("cpu:gloo,cpu:nccl"); },
+                           {"names device 'cpu' twice"});
+  auto map = DeviceBackendsProcessGroup::parse("cpu:gloo,cuda:nccl");
+  EXPECT_EQ(map.at("cpu"), "gloo");
+  EXPECT_EQ(map.at("cuda"), "nccl");
+  std::vector<std::string> made;
+  auto store = std::make_shared<HashStore>();
+  DeviceBackendsProcessGroup pg(0, 1, "solo", std::chrono::seconds(30), "cpu:gloo", {{"cpu", "gloo"}},
+                                [&](const std::string& backend, const std::string& device) {
+                                  made.push_back(device + ":" + backend);
+                                  return std::make_shared<ProcessGroupGloo>(store, 0, 1, "solo",
+                                                                            ProcessGroupGloo::Options{});
+                                });
+  EXPECT_TRUE(made.empty());  // (nothing made before a collective needs it)
+  EXPECT_EQ(pg.backend_name(), "cpu:gloo");
+  Tensor t = full({3}, 2.0);
+  pg.allreduce(t, ReduceOp::SUM)->wait();
+  pg.broadcast(t, 0)->wait();
+  pg.barrier()->wait();
+  EXPECT_EQ(made, std::vector<std::string>{"cpu:gloo"});  // made once
+  EXPECT_EQ(t.select(0, 0).item<double>(), 2.0);
+  DeviceBackendsProcessGroup cuda_only(0, 1, "gpus", std::chrono::seconds(30), "cuda:nccl", {{"cuda", "nccl"}},
+                                       [&](const std::string&, const std::string&) -> std::shared_ptr<ProcessGroup> {
+                                         throw std::logic_error("not reached");
+                                       });
+  expect_error<ValueError>([&] { cuda_only.allreduce(t); }, {"allreduce", "'gpus'", "no backend for cpu tensors"});
 }
 
 TEST(InitProcessGroup, ClearErrorsForMissingOrMalformedSettings) {

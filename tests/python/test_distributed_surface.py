@@ -398,6 +398,24 @@ def init_process_group_binds_device_id():
     dist.destroy_process_group()
 
 
+def one_backend_per_device():
+    """backend="cpu:gloo,cuda:nccl" (PyTorch's device map): CPU collectives go to gloo, in the default group and
+    in new groups; the backend string is the group's."""
+    from trainrun import distributed as dist
+    dist.init_process_group(backend="cpu:gloo,cuda:nccl")
+    assert dist.get_backend() == "cpu:gloo,cuda:nccl" and dist.get_backend_config() == "cpu:gloo,cuda:nccl"
+    t = torch.full([3], float(dist.get_rank() + 1))
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full([3], 3.0))
+    gathered = [None, None]
+    dist.all_gather_object(gathered, {"rank": dist.get_rank()})
+    assert gathered == [{"rank": 0}, {"rank": 1}]
+    sub = dist.new_group([0, 1])
+    dist.broadcast(t, src=1, group=sub)
+    dist.barrier(group=sub)
+    dist.destroy_process_group()
+
+
 def test_env_variables_may_carry_spaces_as_pythons_int_reads_them(monkeypatch):
     """PyTorch's own tutorials set MASTER_PORT = "12355 " (PyTorch parses it with int())."""
     import socket
@@ -412,6 +430,13 @@ def test_env_variables_may_carry_spaces_as_pythons_int_reads_them(monkeypatch):
         assert dist.get_world_size() == 1
     finally:
         dist.destroy_process_group()
+    dist.init_process_group("cpu:gloo", init_method=f"tcp://127.0.0.1:{port}?use_libuv=0", rank=0, world_size=1)
+    try:  # (PyTorch's init_method option for its TCPStore server: trainrun's one server serves both)
+        assert dist.get_backend() == "cpu:gloo"
+    finally:
+        dist.destroy_process_group()
+    with pytest.raises(ValueError, match="Invalid backend: 'cpu:mpi'"):
+        dist.init_process_group("cpu:mpi", rank=0, world_size=1)
     monkeypatch.setenv("MASTER_PORT", f"{port}x")
     with pytest.raises(ValueError, match=f"MASTER_PORT '{port}x' \\(from the environment\\) is not an integer"):
         dist.init_process_group("gloo", rank=0, world_size=1)
@@ -430,6 +455,7 @@ def test_init_process_group_refuses_a_device_id_it_cannot_bind():
 
 
 @pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, init_process_group_binds_device_id,
+                                      one_backend_per_device,
                                       dtensor_reductions_indexing_and_where,
                                       hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
                                       mesh_from_group_and_distribute_module,

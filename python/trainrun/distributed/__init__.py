@@ -138,14 +138,19 @@ broadcast, reduce, gather, scatter, send, isend, recv, irecv = _wrap_rooted(
 
 
 class Backend(str):
-    """Backend names, as torch.distributed.Backend."""
+    """Backend names, as torch.distributed.Backend: "gloo", "nccl", or one backend per device, "cpu:gloo,cuda:nccl"
+    (a group whose collectives go to the backend of their tensors' device)."""
     GLOO = "gloo"
     NCCL = "nccl"
+    default_device_backend_map = {"cpu": GLOO, "cuda": NCCL}
 
     def __new__(cls, name):
         value = str(name).lower()
-        if value not in (cls.GLOO, cls.NCCL):
-            raise ValueError(f"Invalid backend: '{name}' (trainrun has 'gloo' and 'nccl')")
+        names = [entry.partition(":")[2] for entry in value.split(",")] if ":" in value else [value]
+        for one in names:
+            if one not in (cls.GLOO, cls.NCCL):
+                raise ValueError(f"Invalid backend: '{name}' (trainrun has 'gloo' and 'nccl', or a device map "
+                                 "such as 'cpu:gloo,cuda:nccl')")
         return super().__new__(cls, value)
 
 
@@ -278,6 +283,8 @@ def get_pg_count():
 def get_backend_config(group=None):
     """The backend configuration string, "cpu:gloo" or "cuda:nccl", as PyTorch's."""
     backend = get_backend(group)
+    if ":" in backend:
+        return backend
     return f"{'cuda' if backend == 'nccl' else 'cpu'}:{backend}"
 
 
