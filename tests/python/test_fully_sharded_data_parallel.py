@@ -117,7 +117,46 @@ def no_sync_and_summon_full_params():
     dist.barrier()
 
 
-@pytest.mark.parametrize("function", [strategies_train_as_one_process, no_sync_and_summon_full_params])
+def wrap_annotations_and_repr():
+    """enable_wrap/wrap as PyTorch's FSDP recipes use them, and FSDP's repr: the wrapped module prints as itself."""
+    from trainrun import distributed as dist
+    from trainrun.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
+    from trainrun.distributed.fsdp.wrap import enable_wrap, wrap
+    dist.init_process_group("gloo")
+    with enable_wrap(wrapper_cls=FSDP, sharding_strategy=ShardingStrategy.SHARD_GRAD_OP):
+        inner = wrap(nn.Linear(3, 4))
+        overridden = wrap(nn.Linear(3, 4), sharding_strategy=ShardingStrategy.FULL_SHARD)
+        with pytest.raises(NotImplementedError, match="do not nest"):
+            with enable_wrap(wrapper_cls=FSDP):
+                pass
+    assert isinstance(inner, FSDP) and inner.sharding_strategy == ShardingStrategy.SHARD_GRAD_OP
+    assert overridden.sharding_strategy == ShardingStrategy.FULL_SHARD
+    assert type(wrap(nn.Linear(3, 4))) is nn.Linear  # outside enable_wrap: the module itself
+    model = FSDP(nn.Sequential(inner, nn.ReLU()))
+    assert repr(model) == ("FullyShardedDataParallel(\n  (_fsdp_wrapped_module): Sequential(\n"
+                           "    (0): FullyShardedDataParallel(\n"
+                           "      (_fsdp_wrapped_module): Linear(in_features=3, out_features=4, bias=True)\n"
+                           "    )\n    (1): ReLU()\n  )\n)"), repr(model)
+    assert model(torch.ones(2, 3)).shape == (2, 4)
+    dist.barrier()
+
+
+def test_size_based_policy_defaults_are_pytorchs():
+    """Containers are never wrapped themselves and MultiheadAttention is a leaf, unless told otherwise; a module
+    is only entered when it is large enough."""
+    from trainrun.distributed.fsdp.wrap import _or_policy, size_based_auto_wrap_policy
+    big = 10 ** 9
+    assert not size_based_auto_wrap_policy(nn.ModuleList([nn.Linear(2, 2)]), False, big)
+    assert size_based_auto_wrap_policy(nn.ModuleList([nn.Linear(2, 2)]), False, big, exclude_wrap_modules=set())
+    assert not size_based_auto_wrap_policy(nn.MultiheadAttention(4, 2), True, big)
+    assert size_based_auto_wrap_policy(nn.Linear(2, 2), True, big) and not \
+        size_based_auto_wrap_policy(nn.Linear(2, 2), True, 10, min_num_params=100)
+    by_size = functools.partial(size_based_auto_wrap_policy, min_num_params=100)
+    assert _or_policy(nn.Linear(2, 2), False, 150, policies=[by_size, lambda **kw: False])
+
+
+@pytest.mark.parametrize("function", [strategies_train_as_one_process, no_sync_and_summon_full_params,
+                                      wrap_annotations_and_repr])
 def test_on_two_ranks(ranks, function):
     ranks.run_function(2, function)
 

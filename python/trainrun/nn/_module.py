@@ -419,7 +419,7 @@ def _repr(self):
     extra = self.extra_repr()
     extra_lines = extra.split("\n") if extra else []
     child_lines = [f"({name}): " + repr(child).replace("\n", "\n  ") for name, child in self.named_children()]
-    head = f"{type(self).__name__}("
+    head = f"{self._get_name()}("
     if len(extra_lines) == 1 and not child_lines:
         return head + extra_lines[0] + ")"
     if not extra_lines and not child_lines:
@@ -428,6 +428,7 @@ def _repr(self):
 
 
 _C.nn.Module.named_modules = named_modules
+_C.nn.Module._get_name = lambda self: type(self).__name__  # (what repr() prints: PyTorch's hook for wrappers)
 _C.nn.Module.modules = lambda self: (m for _, m in named_modules(self))
 _C.nn.Module.children = lambda self: (m for _, m in self.named_children())
 _C.nn.Module.apply = _apply_fn

@@ -196,8 +196,10 @@ class FullyShardedDataParallel(ModuleWrapper):
             [s for s in (ignored_states or ()) if _C._is_cpp_tensor(s)]
         mesh = _mesh(strategy, process_group, device_mesh, device_type)
         reshard = strategy in (ShardingStrategy.FULL_SHARD, ShardingStrategy.HYBRID_SHARD)
+        name = module._get_name()
         fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp,
                     ignored_params=ignored_params or None)
+        type(module)._get_name = lambda self: name  # (prints as itself, as in PyTorch's FSDP, not as FSDPNet)
         self.sharding_strategy, self.mixed_precision, self.cpu_offload = strategy, mixed_precision, cpu_offload
         self._state_dict_settings = StateDictSettings(StateDictType.FULL_STATE_DICT, FullStateDictConfig(),
                                                       FullOptimStateDictConfig())
