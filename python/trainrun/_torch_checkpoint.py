@@ -9,6 +9,7 @@ read from the archive's data/ records (little-endian, as torch writes them).
 As torch.save, a storage is written once however many tensors view it, whole,
 and loaded tensors that shared it share one storage again (views stay views,
 with their strides and offsets)."""
+import _compat_pickle
 import collections
 import io
 import pickle
@@ -84,12 +85,23 @@ class _RestrictedUnpickler(pickle.Unpickler):
         self._storages = {}
 
     def find_class(self, module, name):
+        # Protocol 2 (torch.save's) writes Python 2's names for builtins (__builtin__.set): read them as Python 3's,
+        # as the default unpickler does.
+        if (module, name) in _compat_pickle.NAME_MAPPING:
+            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
         if module == "torch" and name in _STORAGE_DTYPES:
             return _StorageType(name)
         if (module, name) in _ALLOWED:
             return _ALLOWED[(module, name)]
         if (module, name) in SAFE_GLOBALS:
             return SAFE_GLOBALS[(module, name)]
+        if (module, name) == ("trainrun.nn._module_copy", "_rebuild_module"):
+            # How trainrun pickles a whole module: the class it rebuilds and every value of its state come
+            # through this unpickler too, so a weights_only load takes a module exactly when its class was allowed
+            # (serialization.add_safe_globals / safe_globals), as PyTorch's does.
+            from trainrun.nn._module_copy import _rebuild_module
+            return _rebuild_module
         if not self._weights_only:
             return _resolve(module, name)
         raise pickle.UnpicklingError(

@@ -3,6 +3,7 @@ activations and the losses. Each is declared once, in the two tables below,
 with PyTorch's constructor signature; the classes are generated from them,
 so `nn.LeakyReLU(0.2, inplace=True)` keeps `negative_slope` and `inplace` as
 attributes and calls F.leaky_relu(x, negative_slope=0.2, inplace=True)."""
+import functools
 import inspect
 
 from trainrun.nn import functional as F
@@ -148,6 +149,7 @@ class _WeightedLoss(_Loss):
     pass
 
 
+@functools.lru_cache(maxsize=None)  # one class per name: nn.Dropout is the class nn.Transformer's layers use
 def declared():
     out = {name: _declare(name, fn, params, 1, Module) for name, (fn, params) in ACTIVATIONS.items()}
     for name, (fn, params, inputs) in LOSSES.items():
