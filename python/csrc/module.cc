@@ -12,6 +12,13 @@ Scalar to_scalar(py::handle value) {
   if (py::isinstance<py::bool_>(value)) return Scalar(value.cast<bool>());
   if (py::isinstance<py::int_>(value)) return Scalar(value.cast<int64_t>());
   if (py::isinstance<py::float_>(value)) return Scalar(value.cast<double>());
+  // A 0-dim tensor stands for its value, as PyTorch's argument parser reads it (x.fill_(t.argmax()),
+  // torch.full(size, t)).
+  if (py::isinstance<Tensor>(value)) {
+    const Tensor& t = value.cast<const Tensor&>();
+    if (t.dim() == 0) return to_scalar(value.attr("item")());
+    throw TypeError(fmt::format("expected a number or a 0-dim tensor, got a tensor with {} dimensions", t.dim()));
+  }
   // NumPy scalars (np.float32(2), np.int64(3), np.bool_): their Python value.
   if (py::hasattr(value, "dtype") && py::hasattr(value, "item") && !py::isinstance<py::sequence>(value) &&
       py::len(value.attr("shape")) == 0)

@@ -62,9 +62,12 @@ inline Tensor operand_arg(py::handle h, const char* fn, const char* arg, int pos
   throw_argument_error(fn, arg, position, "Tensor or a number", h);
 }
 
+// A number, or a 0-dim tensor standing for its value (as PyTorch's parser takes alpha=torch.tensor(3)).
 inline Scalar scalar_arg(py::handle h, const char* fn, const char* arg, int position) {
-  if (!is_number(h)) throw_argument_error(fn, arg, position, "a number", h);
-  return to_scalar(h);
+  if (is_number(h)) return to_scalar(h);
+  py::detail::make_caster<Tensor> caster;
+  if (caster.load(h, /*convert=*/false) && py::detail::cast_op<Tensor&>(caster).dim() == 0) return to_scalar(h);
+  throw_argument_error(fn, arg, position, "a number", h);
 }
 
 inline std::optional<Scalar> optional_scalar_arg(py::handle h, const char* fn, const char* arg, int position) {

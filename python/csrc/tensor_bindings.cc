@@ -168,6 +168,12 @@ void bind_tensor(py::module_& m) {
   tensor_class
       // Tensor(t): another handle on t's data (what nn.Parameter builds on).
       .def(py::init([](const Tensor& t) { return Tensor(t); }))
+      // torch.Tensor(2, 3), torch.Tensor([1, 2]), torch.Tensor(): PyTorch's legacy constructor, a CPU tensor of the
+      // default dtype (_legacy_tensor_types.py, as torch.FloatTensor(...) and the other legacy types).
+      .def(py::init([](py::args args, py::kwargs kwargs) {
+        static auto* make = new py::object(py::module_::import("trainrun._legacy_tensor_types").attr("make_default"));
+        return (*make)(*args, **kwargs).cast<Tensor>();
+      }))
       // (The operators, + * < & and the rest, are direct CPython methods: tensor_operators.cc.)
       // (A running capture hears of shape reads: a shape that depends on the data must not be baked in.)
       .def_property_readonly("shape", [](const Tensor& t) {

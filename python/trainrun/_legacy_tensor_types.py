@@ -17,6 +17,17 @@ class _LegacyTensorType(type):
         return f"<class 'torch.{cls.__name__}'>"
 
 
+def make_default(*args, device=None):
+    """torch.Tensor(...) called as a constructor, PyTorch's legacy form: a CPU tensor of the default dtype
+    (`torch.Tensor(2, 3)` uninitialized, `torch.Tensor([1, 2])` from data, `torch.Tensor()` empty)."""
+    from trainrun import get_default_dtype
+
+    class _Default:  # (the default dtype at the time of the call)
+        dtype = get_default_dtype()
+        __name__ = "Tensor"
+    return _make(_Default, *args, device=device)
+
+
 def _make(cls, *args, device=None):
     from trainrun import Size, empty, tensor
     if device is not None and _C.device(device).type != "cpu":
