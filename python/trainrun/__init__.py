@@ -280,6 +280,7 @@ _torch_level_devices.install_absent_devices(globals())  # (torch.mps, torch.xpu:
 _torch_level_devices.install_generic_streams(globals())  # (torch.Stream, torch.Event)
 from trainrun import signal  # noqa: E402,F401  (torch.signal.windows)
 from trainrun import hub  # noqa: E402,F401  (torch.hub)
+from trainrun import onnx  # noqa: E402,F401  (torch.onnx: its names; trainrun writes no ONNX)
 from trainrun import _utils  # noqa: E402,F401  (torch._utils: private helpers scripts import by this path)
 from trainrun import _module_paths  # noqa: E402
 _module_paths.install()  # (torch.autograd.profiler, torch.storage, torch.nn.utils.weight_norm, ... as modules)

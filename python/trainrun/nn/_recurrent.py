@@ -79,6 +79,12 @@ class RNNBase(Module):
         if device is not None:
             self.to(device)
 
+    def flatten_parameters(self):
+        """PyTorch's: packs the weights into one contiguous buffer for cuDNN. The recurrence here reads the
+        parameters where they are, on every device, so there is nothing to pack; scripts call it after loading or
+        moving a model, and it returns None as PyTorch's does."""
+        return None
+
     def reset_parameters(self):
         bound = 1.0 / math.sqrt(self.hidden_size)
         for name in self._flat_weights_names:
