@@ -49,6 +49,8 @@ std::vector<std::string> command_line(const LaunchOptions& o) {
     if (o.module) argv.push_back("-m");
   }
   argv.push_back(o.program);
+  // (WorkerGroup puts each worker's local rank for the macro, as torchrun's ${local_rank})
+  if (o.legacy_launch && !o.use_env) argv.push_back("--local-rank=" + std::string(kLocalRankMacro));
   argv.insert(argv.end(), o.program_args.begin(), o.program_args.end());
   return argv;
 }

@@ -68,6 +68,11 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_flag(names("--no-python"), o.no_python, "Run the program directly, not under Python")
       ->envname("PET_NO_PYTHON");
   app.add_flag(names("--run-path"), o.run_path, "Run the script with runpy.run_path")->envname("PET_RUN_PATH");
+  app.add_flag("--legacy-launch", o.legacy_launch,
+               "torch.distributed.launch's way (python -m trainrun.distributed.launch sets it): each worker also "
+               "gets --local-rank=N as its first argument, unless --use-env");
+  app.add_flag(names("--use-env"), o.use_env,
+               "With --legacy-launch: workers read LOCAL_RANK from the environment only (torchrun's way, always)");
   app.add_option(names("--agent-port"), o.agent_port,
                  "Serve the agent's gRPC health and status service on this port (0: a free one, printed)")
       ->envname("TRAINRUN_AGENT_PORT");
@@ -172,6 +177,9 @@ void resolve(LaunchOptions& o) {
   TR_CHECK(o.monitor_interval > 0, ValueError, "--monitor-interval: must be positive, got {}", o.monitor_interval);
   TR_CHECK(o.grace_period >= 0, ValueError, "--grace-period: must be >= 0, got {}", o.grace_period);
   TR_CHECK(!(o.module && o.no_python), ValueError, "--module and --no-python cannot be combined");
+  TR_CHECK(!(o.legacy_launch && o.no_python && !o.use_env), ValueError,
+           "When using the '--no-python' flag, you must also set the '--use-env' flag (the program would get "
+           "--local-rank=N as an argument)");
   if (!o.rdzv_endpoint.empty() && o.rdzv_backend == "static") {
     // torchrun accepts the endpoint as the master address for static jobs too.
     const size_t c = o.rdzv_endpoint.rfind(':');

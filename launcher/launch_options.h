@@ -30,6 +30,8 @@ struct LaunchOptions {
   bool module = false;
   bool no_python = false;
   bool run_path = false;
+  bool legacy_launch = false;  // torch.distributed.launch: --local-rank=N for each worker unless use_env
+  bool use_env = false;
   std::string log_dir;
   std::string redirects = "0";
   std::string tee = "0";

@@ -53,6 +53,14 @@ Clock::duration seconds(double s) {
 
 }  // namespace
 
+std::vector<std::string> with_local_rank(std::vector<std::string> argv, int local_rank) {
+  const std::string macro = kLocalRankMacro;
+  for (std::string& a : argv)
+    for (size_t at = a.find(macro); at != std::string::npos; at = a.find(macro, at))
+      a.replace(at, macro.size(), std::to_string(local_rank));
+  return argv;
+}
+
 WorkerGroup::WorkerGroup(const WorkerGroupSpec& spec) {
   try {
     start(spec);
@@ -80,7 +88,8 @@ void WorkerGroup::start(const WorkerGroupSpec& spec) {
     env["TRAINRUN_RESTART_COUNT"] = env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(spec.restart_count);
     env["TRAINRUN_ERROR_FILE"] = env["TORCHELASTIC_ERROR_FILE"] = w.error_file;
     int out = -1, err = -1;
-    w.process = std::make_unique<WorkerProcess>(WorkerSpec{spec.argv, environment(env)}, &out, &err);
+    w.process = std::make_unique<WorkerProcess>(WorkerSpec{with_local_rank(spec.argv, lr), environment(env)}, &out,
+                                                &err);
     const bool shown =
         spec.shown_local_ranks.empty() ||
         std::find(spec.shown_local_ranks.begin(), spec.shown_local_ranks.end(), lr) != spec.shown_local_ranks.end();

@@ -31,6 +31,12 @@ struct Worker {
   bool reaped = false;
 };
 
+// In a worker's command line, its local rank (torchrun's ${local_rank} macro): torch.distributed.launch passes
+// --local-rank=${local_rank}.
+constexpr const char* kLocalRankMacro = "${local_rank}";
+// argv with every kLocalRankMacro replaced by local_rank.
+std::vector<std::string> with_local_rank(std::vector<std::string> argv, int local_rank);
+
 struct WorkerGroupSpec {
   std::vector<std::string> argv;           // the program and its arguments
   std::map<std::string, std::string> env;  // what every worker gets (WORLD_SIZE, MASTER_ADDR, ...)
