@@ -137,6 +137,12 @@ class _Namespace(types.ModuleType):
             packet = OpOverloadPacket("aten", name, fn)
             setattr(self, name, packet)
             return packet
+        if self._ns == "c10d_functional":
+            from trainrun.distributed._c10d_functional_ops import OPS
+            if name in OPS:
+                packet = OpOverloadPacket("c10d_functional", name, OPS[name])
+                setattr(self, name, packet)  # (one object per op: CommDebugMode's counts are keyed by it)
+                return packet
         if self._ns == "higher_order" and name in _HIGHER_ORDER:
             op = HigherOrderOperator(name, _HIGHER_ORDER[name]())
             setattr(self, name, op)

@@ -416,6 +416,29 @@ def one_backend_per_device():
     dist.destroy_process_group()
 
 
+def comm_debug_mode_counts_by_pytorchs_ops():
+    """CommDebugMode's counts are keyed by torch.ops.c10d_functional's ops, which are callable with PyTorch's
+    signatures (the group as its ranks)."""
+    dist = _setup()
+    from trainrun.distributed.tensor import Replicate, Shard, distribute_tensor, init_device_mesh
+    from trainrun.distributed.tensor.debug import CommDebugMode
+    funcol = torch.ops.c10d_functional
+    mesh = init_device_mesh("cpu", (2,))
+    x = distribute_tensor(torch.arange(8.0).view(4, 2), mesh, [Shard(0)])
+    with CommDebugMode() as comm_mode:
+        full = x.redistribute(placements=[Replicate()])
+    assert comm_mode.get_comm_counts() == {funcol.all_gather_into_tensor: 1}, comm_mode.get_comm_counts()
+    assert comm_mode.get_total_counts() == 1 and torch.equal(full.to_local(), torch.arange(8.0).view(4, 2))
+    rank = dist.get_rank()
+    summed = funcol.wait_tensor(funcol.all_reduce(torch.full([2], float(rank + 1)), "sum", "", [0, 1], 2))
+    assert summed.tolist() == [3.0, 3.0]
+    assert funcol.all_gather_into_tensor(torch.full([1], float(rank)), "", [0, 1], 2).tolist() == [0.0, 1.0]
+    assert funcol.reduce_scatter_tensor(torch.ones(2), "sum", "", [0, 1], 2).tolist() == [2.0]
+    assert funcol.broadcast(torch.full([1], float(rank)), 1, "", [0, 1], 2).tolist() == [1.0]
+    assert repr(funcol.all_reduce) == "c10d_functional.all_reduce"
+    dist.barrier()
+
+
 def test_env_variables_may_carry_spaces_as_pythons_int_reads_them(monkeypatch):
     """PyTorch's own tutorials set MASTER_PORT = "12355 " (PyTorch parses it with int())."""
     import socket
@@ -455,7 +478,7 @@ def test_init_process_group_refuses_a_device_id_it_cannot_bind():
 
 
 @pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, init_process_group_binds_device_id,
-                                      one_backend_per_device,
+                                      one_backend_per_device, comm_debug_mode_counts_by_pytorchs_ops,
                                       dtensor_reductions_indexing_and_where,
                                       hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
                                       mesh_from_group_and_distribute_module,

@@ -256,14 +256,14 @@ def fsdp_module_methods_and_arguments():
     handle.wait()
     with CommDebugMode() as comm:
         out = model(x)
-    assert comm.get_comm_counts().get("all_gather", 0) == 0, comm.get_comm_counts()
+    assert comm.get_comm_counts().get(tr.ops.c10d_functional.all_gather_into_tensor, 0) == 0, comm.get_comm_counts()
     np.testing.assert_array_equal(out.detach().numpy(), reference(x).detach().numpy())
     out.sum().backward()
     model.set_reshard_after_backward(False)  # kept gathered after backward: the next forward gathers nothing
     model(x).sum().backward()
     with CommDebugMode() as comm:
         model(x).sum().backward()
-    assert comm.get_comm_counts().get("all_gather", 0) == 0, comm.get_comm_counts()
+    assert comm.get_comm_counts().get(tr.ops.c10d_functional.all_gather_into_tensor, 0) == 0, comm.get_comm_counts()
     errors = [(lambda: fully_shard(Net(), shard_placement_fn=lambda p: Replicate()), "Shard(dim) or None"),
               (lambda: fully_shard(Net(), reshard_after_forward=3), "a factor of the shard dim's size 2"),
               (lambda: register_fsdp_forward_method(Net(), "doubled"), "not a fully_shard module")]

@@ -199,7 +199,9 @@ def main():
         # Resharded blocks gather again in backward; the root keeps its parameters for backward.
         gathers = groups + (4 if reshard else 0) + (1 if mode == "tiedgroup" else 0)  # the pair is not the root
         counted = ("plain", "tied", "noreshard", "tiedgroup", "reshard2", "explicit", "dim1")
-        if mode in counted and (counts.get("all_gather") != gathers or counts.get("reduce_scatter") != groups):
+        funcol = tr.ops.c10d_functional  # (PyTorch's keys)
+        if mode in counted and (counts.get(funcol.all_gather_into_tensor) != gathers or
+                                counts.get(funcol.reduce_scatter_tensor) != groups):
             failures.append(f"step {step}: collectives {counts}, expected {gathers} all-gathers and {groups} "
                             "reduce-scatters")
         norm_ref = nn.utils.clip_grad_norm_(reference.parameters(), 1.0)

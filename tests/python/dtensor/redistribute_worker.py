@@ -19,11 +19,12 @@ from trainrun.distributed.tensor.debug import CommDebugMode  # noqa: E402
 from trainrun.distributed.tensor.placement_types import chunk_sizes  # noqa: E402
 
 CHOICES = [Shard(0), Shard(1), Replicate(), Partial()]
-EXPECTED = {  # (src, dst) on one mesh dim -> the collectives it takes
-    ("S0", "R"): {"all_gather": 1}, ("S1", "R"): {"all_gather": 1}, ("P", "R"): {"all_reduce": 1},
-    ("P", "S0"): {"reduce_scatter": 1}, ("P", "S1"): {"reduce_scatter": 1}, ("R", "S0"): {}, ("R", "S1"): {},
-    ("S0", "S1"): {"all_to_all": 1}, ("S1", "S0"): {"all_to_all": 1}, ("R", "P"): {},
-    ("S0", "P"): {"all_gather": 1}, ("S1", "P"): {"all_gather": 1},
+EXPECTED = {  # (src, dst) on one mesh dim -> the collectives it takes (names of torch.ops.c10d_functional)
+    ("S0", "R"): {"all_gather_into_tensor": 1}, ("S1", "R"): {"all_gather_into_tensor": 1},
+    ("P", "R"): {"all_reduce": 1}, ("P", "S0"): {"reduce_scatter_tensor": 1},
+    ("P", "S1"): {"reduce_scatter_tensor": 1}, ("R", "S0"): {}, ("R", "S1"): {},
+    ("S0", "S1"): {"all_to_all_single": 1}, ("S1", "S0"): {"all_to_all_single": 1}, ("R", "P"): {},
+    ("S0", "P"): {"all_gather_into_tensor": 1}, ("S1", "P"): {"all_gather_into_tensor": 1},
 }
 
 
@@ -66,7 +67,7 @@ def main():
             for dst in combos:
                 with CommDebugMode() as comm:
                     y = x.redistribute(placements=dst)
-                counts = comm.get_comm_counts()
+                counts = {op._name: n for op, n in comm.get_comm_counts().items()}  # (op -> count, as PyTorch's)
                 full = y.full_tensor().numpy()
                 checked += 1
                 label = f"{tensor_shape} {[short(p) for p in src]} -> {[short(p) for p in dst]}"

@@ -1,10 +1,12 @@
 """CommDebugMode (PyTorch's trainrun.distributed.tensor.debug.CommDebugMode):
-counts the collectives DTensor issues while it is active, by kind."""
+counts the collectives DTensor and fully_shard issue while it is active, by op."""
 from trainrun.distributed.tensor import _redistribute
 
 
 class CommDebugMode:
-    """with CommDebugMode() as comm: ...; comm.get_total_counts(), comm.get_comm_counts() (kind -> count)."""
+    """with CommDebugMode() as comm: ...; comm.get_total_counts(), and comm.get_comm_counts(): op -> count, the
+    ops being PyTorch's torch.ops.c10d_functional.<op> (all_reduce, all_gather_into_tensor,
+    reduce_scatter_tensor, all_to_all_single, broadcast), as in `counts[torch.ops.c10d_functional.all_reduce]`."""
 
     def __init__(self):
         self._counts = {}
@@ -22,7 +24,8 @@ class CommDebugMode:
         return sum(self._counts.values())
 
     def get_comm_counts(self):
-        return dict(self._counts)
+        from trainrun.distributed._c10d_functional_ops import op_of_kind
+        return {op_of_kind(kind): n for kind, n in self._counts.items()}
 
 
 def visualize_sharding(dtensor, header=""):
