@@ -134,3 +134,30 @@ def test_symbolic_trace_records_the_python_program_and_runs_it():
         torch.fx.symbolic_trace(branchy)
     traced = torch.fx.symbolic_trace(lambda x: torch.relu(x) + 1)
     assert traced(torch.tensor([-1.0, 2.0])).tolist() == [1.0, 3.0]
+
+
+def _wrapped_leaf(x):
+    """A leaf for symbolic tracing (wrapped below): its Python body would not trace (a branch on the data)."""
+    return x * 2 if float(x.sum()) > 0 else x
+
+
+torch.fx.wrap(_wrapped_leaf)
+torch.fx.wrap("len")
+
+
+def test_fx_wrap_records_a_function_as_one_call():
+    class UsesLeaf(torch.nn.Module):
+        def forward(self, x):
+            return _wrapped_leaf(x) + len(x)
+
+    traced = torch.fx.symbolic_trace(UsesLeaf())
+    calls = [n.target for n in traced.graph.nodes if n.op == "call_function"]
+    assert _wrapped_leaf in calls and len in calls, calls
+    x = torch.tensor([1.0, -3.0])
+    assert torch.equal(traced(x), UsesLeaf()(x))
+    assert _wrapped_leaf(x).tolist() == [1.0, -3.0] and len([1, 2]) == 2  # (outside tracing: the functions)
+    with pytest.raises(NotImplementedError, match="top level of a module"):
+        torch.fx.wrap(abs)
+    # torch.fx.proxy.GraphAppendingTracer and torch.fx.node.Target, by the paths PyTorch's examples use
+    tracer = torch.fx.proxy.GraphAppendingTracer(traced.graph)
+    assert tracer.graph is traced.graph and torch.fx.node.Target is not None

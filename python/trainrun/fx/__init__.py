@@ -7,7 +7,8 @@ from trainrun.fx.graph import Graph
 from trainrun.fx.graph_module import GraphModule
 from trainrun.fx.interpreter import Interpreter, Transformer
 from trainrun.fx.node import Node, map_arg
-from trainrun.fx._symbolic_trace import Proxy, TraceError, Tracer, symbolic_trace
+from trainrun.fx._symbolic_trace import Proxy, TraceError, Tracer, symbolic_trace, wrap
+from trainrun.fx import node, proxy  # noqa: F401  (torch.fx.node.Target, torch.fx.proxy.GraphAppendingTracer)
 
 __all__ = ["Graph", "GraphModule", "Interpreter", "Node", "Proxy", "TraceError", "Tracer", "Transformer", "map_arg",
-           "symbolic_trace"]
+           "symbolic_trace", "wrap"]

@@ -14,7 +14,26 @@ from trainrun import _C
 from trainrun.fx.graph import Graph
 from trainrun.fx.graph_module import GraphModule
 
-__all__ = ["Proxy", "Tracer", "TraceError", "symbolic_trace"]
+__all__ = ["Proxy", "Tracer", "TraceError", "symbolic_trace", "wrap"]
+
+# (the globals dict of the module that called wrap(), the name there) for every wrap(): while tracing, a call of
+# that name from that module's code with a traced argument is one call_function node.
+_WRAPPED = []
+
+
+def wrap(fn_or_name):
+    """PyTorch's torch.fx.wrap, called at module scope: the function (or a name such as "len") is a leaf of
+    symbolic tracing: called with traced values it is recorded as one call_function node, not traced through.
+    Returns its argument, so it also works as a decorator."""
+    import sys
+    caller = sys._getframe(1)
+    if caller.f_code.co_name != "<module>":
+        raise NotImplementedError("wrap must be called at the top level of a module")
+    name = fn_or_name if isinstance(fn_or_name, str) else getattr(fn_or_name, "__name__", None)
+    if not name or name == "<lambda>":
+        raise ValueError(f"wrap: {fn_or_name!r} has no name to look it up by when tracing")
+    _WRAPPED.append((caller.f_globals, name))
+    return fn_or_name
 
 
 class TraceError(ValueError):
@@ -197,6 +216,10 @@ class Tracer:
                 if callable(value) and not isinstance(value, type) and not name.startswith("_") and \
                         not inspect.ismodule(value):
                     wrap(namespace, name, value)
+        for module_globals, name in _WRAPPED:  # fx.wrap()'s: in the globals of the module that wrapped them
+            original = module_globals.get(name, getattr(builtins, name, None))
+            if callable(original):
+                wrap(_GlobalsNamespace(module_globals), name, original)
         module_call = _C.nn.Module.__call__
 
         def traced_call(m, *a, **k):
@@ -211,6 +234,21 @@ class Tracer:
                 setattr(namespace, name, original)
         self.graph.output(self.create_arg(result))
         return self.graph
+
+
+class _GlobalsNamespace:
+    """A module's globals dict as setattr/delattr targets (what tracing patches and restores); a name that was
+    a builtin (len) is removed again rather than left as a global."""
+
+    def __init__(self, globals_dict):
+        object.__setattr__(self, "_globals", globals_dict)
+        object.__setattr__(self, "_had", set(globals_dict))
+
+    def __setattr__(self, name, value):
+        if name not in self._had and getattr(builtins, name, None) is value:
+            self._globals.pop(name, None)  # (restoring a builtin: it was never a global)
+        else:
+            self._globals[name] = value
 
 
 def symbolic_trace(root, concrete_args=None):

@@ -1,6 +1,12 @@
 """A node of a trainrun.fx Graph, as torch.fx.Node: op ('placeholder', 'call_function', 'output'), name, target,
 args and kwargs (other nodes where values flow), users, and meta ('val': a meta-device tensor of the value's
 shape and dtype; 'device': where the value lives)."""
+import typing
+
+# PyTorch's annotations of a node's target (a callable or a name) and of its arguments.
+Target = typing.Union[typing.Callable[..., typing.Any], str]
+Argument = typing.Optional[typing.Union[tuple, list, dict, slice, range, "Node", str, int, float, bool, complex,
+                                        "typing.Any"]]
 
 
 class Node:
