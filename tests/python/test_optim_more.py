@@ -162,3 +162,26 @@ def test_a_python_optimizers_state_survives_copies():
     clone = copy.deepcopy(opt)
     assert len(clone.state) == 2 and sorted(opt.state[model.weight]) == ["square_avg", "step"]
     assert model.bias in opt.state and opt.state.get(model.bias) is opt.state[model.bias]
+
+
+def test_lr_schedulers_take_the_deprecated_verbose_argument():
+    """verbose= (deprecated since PyTorch 2.2; older scripts pass it): accepted by every scheduler, with
+    PyTorch's warning when given."""
+    import warnings
+    import trainrun
+    opt = trainrun.optim.SGD([trainrun.nn.Parameter(trainrun.ones(1))], lr=0.1)
+    lrs = trainrun.optim.lr_scheduler
+    cases = [(lrs.StepLR, dict(step_size=1)), (lrs.LinearLR, {}), (lrs.CosineAnnealingLR, dict(T_max=3)),
+             (lrs.LambdaLR, dict(lr_lambda=lambda e: 1)), (lrs.ExponentialLR, dict(gamma=0.9)),
+             (lrs.MultiStepLR, dict(milestones=[1])), (lrs.ConstantLR, {}), (lrs.PolynomialLR, {}),
+             (lrs.CosineAnnealingWarmRestarts, dict(T_0=2)), (lrs.OneCycleLR, dict(max_lr=1, total_steps=5)),
+             (lrs.MultiplicativeLR, dict(lr_lambda=lambda e: 1)), (lrs.CyclicLR, dict(base_lr=0.01, max_lr=0.1)),
+             (lrs.ReduceLROnPlateau, {})]
+    for cls, kwargs in cases:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cls(opt, verbose=False, **kwargs)
+        assert any("The verbose parameter is deprecated" in str(w.message) for w in caught), cls.__name__
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            cls(opt, **kwargs)  # (the default warns nothing)

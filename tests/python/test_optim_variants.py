@@ -57,3 +57,33 @@ def test_state_dict_round_trip_and_refusals():
         trainrun.optim.Adamax([w], lr=-1)
     with pytest.raises(ValueError, match="Invalid momentum_decay value"):
         trainrun.optim.NAdam([w], momentum_decay=-1)
+
+
+@pytest.mark.parametrize("name", ["NAdam", "RAdam"])
+def test_decoupled_weight_decay_shrinks_the_weight_as_adamw(name):
+    """decoupled_weight_decay=True (NAdamW, RAdamW, PyTorch 2.x): each step first multiplies the weight by
+    1 - lr * weight_decay and then takes the undecayed update."""
+    lr, wd = 0.05, 0.1
+    decoupled = trajectory(trainrun, name, steps=1, lr=lr, weight_decay=wd, decoupled_weight_decay=True)
+    plain = trajectory(trainrun, name, steps=1, lr=lr)
+    start = np.array([1.0, -2.0, 3.0])
+    np.testing.assert_allclose(decoupled, plain - lr * wd * start, rtol=1e-6, atol=1e-7)
+    # (not L2 decay through the gradient: after a few steps, with momentum, the two part)
+    assert not np.allclose(trajectory(trainrun, name, steps=4, lr=lr, weight_decay=wd, decoupled_weight_decay=True),
+                           trajectory(trainrun, name, steps=4, lr=lr, weight_decay=wd))
+
+
+@pytest.mark.parametrize("name", ["NAdam", "RAdam", "Adamax"])
+def test_maximize_ascends(name):
+    """maximize=True climbs the objective: the step is the one minimizing its negation takes."""
+    w = trainrun.tensor([1.0, -2.0], requires_grad=True)
+    v = trainrun.tensor([1.0, -2.0], requires_grad=True)
+    up = getattr(trainrun.optim, name)([w], lr=0.1, maximize=True)
+    down = getattr(trainrun.optim, name)([v], lr=0.1)
+    for _ in range(3):
+        for opt, value in ((up, -((w - 0.5) ** 2).sum()), (down, ((v - 0.5) ** 2).sum())):
+            opt.zero_grad()
+            value.backward()
+            opt.step()
+    np.testing.assert_allclose(np.array(w.tolist()), np.array(v.tolist()), rtol=1e-6)
+    assert getattr(trainrun.optim, name)([w], capturable=False).defaults["lr"] > 0  # (PyTorch's flag, accepted)

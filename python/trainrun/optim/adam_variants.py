@@ -1,6 +1,7 @@
 """Adamax, NAdam and RAdam with PyTorch's arguments, defaults and update
 rules, written in Python on trainrun.optim.Optimizer (state: step, exp_avg,
-exp_inf or exp_avg_sq, and NAdam's mu_product)."""
+exp_inf or exp_avg_sq, and NAdam's mu_product). NAdam and RAdam take
+decoupled_weight_decay (AdamW's decay: NAdamW, RAdamW) and maximize."""
 import math
 
 from trainrun import _C
@@ -26,7 +27,10 @@ def _begin_step(p, grad, state, group, *buffers):
             state[name] = _zeros_like(p)
     state["step"].add_(1)
     if group["weight_decay"]:
-        grad = grad + p * group["weight_decay"]
+        if group.get("decoupled_weight_decay", False):  # AdamW's way: the weight shrinks, the gradient is kept
+            p.mul_(1 - group["lr"] * group["weight_decay"])
+        else:
+            grad = grad + p * group["weight_decay"]
     return state["step"].item(), grad
 
 
@@ -34,7 +38,7 @@ class Adamax(_PerParameterOptimizer):
     """Adam with the infinity norm: exp_inf = max(beta2 * exp_inf, |grad| + eps)."""
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
-                 maximize=False, differentiable=False):
+                 maximize=False, differentiable=False, capturable=False):
         _check("Adamax", lr, eps, betas, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       maximize=maximize))
@@ -53,12 +57,14 @@ class NAdam(_PerParameterOptimizer):
     mu_product * mu_next, as PyTorch 2.x has it (1.13 multiplied in mu twice)."""
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
-                 foreach=None, *, differentiable=False):
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False):
         _check("NAdam", lr, eps, betas, weight_decay)
         if momentum_decay < 0:
             raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      momentum_decay=momentum_decay))
+                                      momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
+                                      maximize=maximize))
 
     def _update(self, p, grad, state, group):
         step, grad = _begin_step(p, grad, state, group, "exp_avg", "exp_avg_sq")
@@ -81,10 +87,11 @@ class NAdam(_PerParameterOptimizer):
 class RAdam(_PerParameterOptimizer):
     """Adam whose adaptive step is switched on (and rectified) once the variance estimate is reliable."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
-                 differentiable=False):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, decoupled_weight_decay=False,
+                 *, foreach=None, maximize=False, capturable=False, differentiable=False):
         _check("RAdam", lr, eps, betas, weight_decay)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize))
 
     def _update(self, p, grad, state, group):
         step, grad = _begin_step(p, grad, state, group, "exp_avg", "exp_avg_sq")

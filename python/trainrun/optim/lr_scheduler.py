@@ -13,13 +13,24 @@ import math
 from trainrun import _C
 
 
+def _deprecated_verbose(verbose):
+    """PyTorch's verbose argument, deprecated since 2.2: anything but its default warns as PyTorch's does."""
+    if verbose == "deprecated":
+        return False
+    import warnings
+    warnings.warn("The verbose parameter is deprecated. Please use get_last_lr() to access the learning rate.",
+                  UserWarning, stacklevel=3)
+    return verbose
+
+
 class LRScheduler(abc.ABC):
     """PyTorch's base class: the constructor records each group's 'initial_lr' (base_lrs) and takes the first
     step; step() advances last_epoch and sets each group's lr to get_lr()'s value. The C++ schedulers count as
     LRSchedulers too (isinstance)."""
 
-    def __init__(self, optimizer, last_epoch=-1):
+    def __init__(self, optimizer, last_epoch=-1, verbose="deprecated"):
         self.optimizer = optimizer
+        self.verbose = _deprecated_verbose(verbose)
         groups = optimizer.param_groups
         if last_epoch == -1:
             for group in groups:
@@ -81,9 +92,9 @@ class _ClosedFormLR(LRScheduler):
 
 
 class StepLR(_ClosedFormLR):
-    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1, verbose="deprecated"):
         self.step_size, self.gamma = step_size, gamma
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def lr_at(self, base_lr, epoch):
         return base_lr * self.gamma ** (epoch // self.step_size)
@@ -95,13 +106,14 @@ class StepLR(_ClosedFormLR):
 class LinearLR(_ClosedFormLR):
     """Scales the lr linearly from start_factor to end_factor over total_iters steps (warm-up)."""
 
-    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1,
+                 verbose="deprecated"):
         if not 0 < start_factor <= 1:
             raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1.")
         if not 0 <= end_factor <= 1:
             raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
         self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def lr_at(self, base_lr, epoch):
         done = min(self.total_iters, epoch) / self.total_iters if self.total_iters else 1.0
@@ -117,9 +129,10 @@ class LinearLR(_ClosedFormLR):
 
 
 class CosineAnnealingLR(_ClosedFormLR):
-    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):  # noqa: N803  (PyTorch's names)
+    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1,  # noqa: N803  (PyTorch's names)
+                 verbose="deprecated"):
         self.T_max, self.eta_min = T_max, eta_min
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def lr_at(self, base_lr, epoch):
         return self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * epoch / self.T_max)) / 2
@@ -138,12 +151,12 @@ class CosineAnnealingLR(_ClosedFormLR):
 class LambdaLR(_ClosedFormLR):
     """lr = base lr * lr_lambda(epoch) (one function, or one per group)."""
 
-    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1, verbose="deprecated"):
         groups = optimizer.param_groups
         self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * len(groups)
         if len(self.lr_lambdas) != len(groups):
             raise ValueError(f"Expected {len(groups)} lr_lambdas, but got {len(self.lr_lambdas)}")
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def get_lr(self):
         return [base * fn(self.last_epoch) for base, fn in zip(self.base_lrs, self.lr_lambdas)]
@@ -156,7 +169,7 @@ class LambdaLR(_ClosedFormLR):
 class SequentialLR(LRScheduler):
     """schedulers[i] drives the lr from milestones[i-1] on (restarting its count there), as PyTorch's."""
 
-    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1, verbose="deprecated"):
         schedulers = list(schedulers)
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(f"Sequential Schedulers expects number of schedulers provided to be one more than the "
@@ -167,6 +180,7 @@ class SequentialLR(LRScheduler):
                 raise ValueError(f"Sequential Schedulers expects all schedulers to belong to the same optimizer, "
                                  f"but got scheduler {type(sch).__name__} at index {i} to be different")
         self._schedulers, self._milestones = schedulers, list(milestones)
+        self.verbose = _deprecated_verbose(verbose)
         self.optimizer, self.last_epoch = optimizer, last_epoch + 1
         for group in optimizer.param_groups:  # undo the schedulers' first steps: the first one starts afresh
             group["lr"] = group["initial_lr"]
@@ -198,9 +212,9 @@ class SequentialLR(LRScheduler):
 
 
 class ExponentialLR(_ClosedFormLR):
-    def __init__(self, optimizer, gamma, last_epoch=-1):
+    def __init__(self, optimizer, gamma, last_epoch=-1, verbose="deprecated"):
         self.gamma = gamma
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def lr_at(self, base_lr, epoch):
         return base_lr * self.gamma ** epoch
@@ -210,9 +224,9 @@ class ExponentialLR(_ClosedFormLR):
 
 
 class MultiStepLR(_ClosedFormLR):
-    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1, verbose="deprecated"):
         self.milestones, self.gamma = sorted(milestones), gamma
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def lr_at(self, base_lr, epoch):
         return base_lr * self.gamma ** sum(1 for m in self.milestones if m <= epoch)
@@ -222,11 +236,11 @@ class MultiStepLR(_ClosedFormLR):
 
 
 class ConstantLR(_ClosedFormLR):
-    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
+    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1, verbose="deprecated"):
         if not 0 < factor <= 1:
             raise ValueError(f"ConstantLR: factor must be in (0, 1], got {factor}")
         self.factor, self.total_iters = factor, total_iters
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def lr_at(self, base_lr, epoch):
         return base_lr * (self.factor if epoch < self.total_iters else 1.0)
@@ -238,9 +252,9 @@ class ConstantLR(_ClosedFormLR):
 
 
 class PolynomialLR(_ClosedFormLR):
-    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1, verbose="deprecated"):
         self.total_iters, self.power = total_iters, power
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def lr_at(self, base_lr, epoch):
         return base_lr * (1.0 - min(epoch, self.total_iters) / self.total_iters) ** self.power
@@ -252,12 +266,13 @@ class PolynomialLR(_ClosedFormLR):
 
 
 class CosineAnnealingWarmRestarts(_ClosedFormLR):
-    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):  # noqa: N803  (PyTorch's names)
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1,  # noqa: N803  (PyTorch's names)
+                 verbose="deprecated"):
         if T_0 <= 0 or not isinstance(T_mult, int) or T_mult < 1:
             raise ValueError(f"CosineAnnealingWarmRestarts: T_0 must be positive and T_mult an int >= 1, got "
                              f"{T_0}, {T_mult}")
         self.T_0, self.T_mult, self.eta_min = T_0, T_mult, eta_min
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def lr_at(self, base_lr, epoch):
         t, period = epoch, self.T_0
@@ -276,7 +291,7 @@ class OneCycleLR(_ClosedFormLR):
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
                  anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95,
-                 div_factor=25.0, final_div_factor=1e4, three_phase=False, last_epoch=-1):
+                 div_factor=25.0, final_div_factor=1e4, three_phase=False, last_epoch=-1, verbose="deprecated"):
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
                 raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
@@ -302,6 +317,7 @@ class OneCycleLR(_ClosedFormLR):
         if self.cycle_momentum:
             self._set_momentum(max_momentum)
         self.optimizer, self.base_lrs, self.last_epoch = optimizer, self.initial, last_epoch
+        self.verbose = _deprecated_verbose(verbose)
         self._last_lr = list(self.initial)
         self.step()
 
@@ -341,12 +357,12 @@ class OneCycleLR(_ClosedFormLR):
 class MultiplicativeLR(LRScheduler):
     """Each step multiplies every group's lr by lr_lambda(epoch) (one function, or one per group)."""
 
-    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1, verbose="deprecated"):
         groups = optimizer.param_groups
         self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * len(groups)
         if len(self.lr_lambdas) != len(groups):
             raise ValueError(f"MultiplicativeLR: expected {len(groups)} lr_lambdas, got {len(self.lr_lambdas)}")
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def get_lr(self):
         groups = self.optimizer.param_groups
@@ -364,7 +380,7 @@ class CyclicLR(LRScheduler):
 
     def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None, mode="triangular",
                  gamma=1.0, scale_fn=None, scale_mode="cycle", cycle_momentum=True, base_momentum=0.8,
-                 max_momentum=0.9, last_epoch=-1):
+                 max_momentum=0.9, last_epoch=-1, verbose="deprecated"):
         groups = optimizer.param_groups
         per_group = lambda v: list(v) if isinstance(v, (list, tuple)) else [v] * len(groups)  # noqa: E731
         base_lrs = per_group(base_lr)
@@ -390,7 +406,7 @@ class CyclicLR(LRScheduler):
             if last_epoch == -1:
                 for m, group in zip(self.max_momentums, groups):
                     self._set_momentum(group, m)
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
         self.base_lrs = base_lrs
 
     def _set_momentum(self, group, value):
@@ -461,7 +477,8 @@ class ReduceLROnPlateau:
     epochs (PyTorch's rules for mode, threshold_mode, cooldown, min_lr and eps)."""
 
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4, threshold_mode="rel",
-                 cooldown=0, min_lr=0, eps=1e-8):
+                 cooldown=0, min_lr=0, eps=1e-8, verbose="deprecated"):
+        self.verbose = _deprecated_verbose(verbose)
         if factor >= 1.0:
             raise ValueError("ReduceLROnPlateau: factor should be < 1.0")
         if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
