@@ -439,6 +439,35 @@ def comm_debug_mode_counts_by_pytorchs_ops():
     dist.barrier()
 
 
+def builtin_comm_hooks_run_from_python_and_groups_take_pytorchs_arguments():
+    """allreduce_hook and fp16/bf16_compress_hook called from another hook (a compress wrapper's, a user's)
+    return Futures, as PyTorch's, and every variant averages the gradient as DDP does; new_group and
+    new_subgroups take group_desc (and new_group device_id)."""
+    dist = _setup()
+    from trainrun.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from trainrun.nn.parallel import DistributedDataParallel as DDP
+    rank = dist.get_rank()
+    variants = [None, default_hooks.allreduce_hook, default_hooks.fp16_compress_hook,
+                default_hooks.fp16_compress_wrapper(default_hooks.allreduce_hook),
+                default_hooks.bf16_compress_wrapper(default_hooks.allreduce_hook),
+                lambda state, bucket: default_hooks.bf16_compress_hook(state, bucket)]
+    for hook in variants:
+        torch.manual_seed(0)
+        model = DDP(nn.Linear(4, 2))
+        if hook is not None:
+            model.register_comm_hook(None, hook)
+        model(torch.full([3, 4], float(rank + 1))).sum().backward()
+        assert torch.allclose(model.module.weight.grad, torch.full([2, 4], 4.5)), hook  # the mean of 3 and 6
+    sub = dist.new_group([0, 1], group_desc="both ranks", device_id=torch.device("cpu"))
+    mine, _ = dist.new_subgroups(group_size=1, group_desc="each alone")
+    alone, _ = dist.new_subgroups_by_enumeration([[0], [1]], group_desc="each alone again")
+    for group in (sub, mine, alone):
+        t = torch.ones(1)
+        dist.all_reduce(t, group=group)
+        assert t.item() == dist.get_world_size(group)
+    dist.barrier()
+
+
 def test_env_variables_may_carry_spaces_as_pythons_int_reads_them(monkeypatch):
     """PyTorch's own tutorials set MASTER_PORT = "12355 " (PyTorch parses it with int())."""
     import socket
@@ -479,6 +508,7 @@ def test_init_process_group_refuses_a_device_id_it_cannot_bind():
 
 @pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, init_process_group_binds_device_id,
                                       one_backend_per_device, comm_debug_mode_counts_by_pytorchs_ops,
+                                      builtin_comm_hooks_run_from_python_and_groups_take_pytorchs_arguments,
                                       dtensor_reductions_indexing_and_where,
                                       hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
                                       mesh_from_group_and_distribute_module,

@@ -219,3 +219,29 @@ def test_checkpoint_wrappers_are_invisible_to_state_dicts_and_keep_gradients():
     offloaded = offload_wrapper(Block())
     offloaded(x).sum().backward()
     assert all(p.grad is not None for p in offloaded.parameters())
+
+
+def test_record_takes_an_error_handler_and_schedules_are_found_by_name():
+    from trainrun.distributed.elastic.multiprocessing.errors import ErrorHandler, record
+    from trainrun.distributed.pipelining.schedules import Schedule1F1B, get_schedule_class
+    calls = []
+
+    class Remember(ErrorHandler):
+        def initialize(self):
+            calls.append("initialize")
+
+        def record_exception(self, e):
+            calls.append(f"recorded {type(e).__name__}: {e}")
+
+    @record
+    def fine():
+        return 3
+
+    def fails():
+        raise KeyError("no batch")
+
+    assert fine() == 3
+    with pytest.raises(KeyError):
+        record(fails, error_handler=Remember())()
+    assert calls == ["initialize", "recorded KeyError: 'no batch'"]
+    assert get_schedule_class(schedule_name="1f1b") is Schedule1F1B

@@ -303,10 +303,14 @@ def get_world_size(group=None):
     return _d.get_world_size() if group is None else group.size()
 
 
-def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False):
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
+              group_desc=None, device_id=None):
     """A group of the given default-group ranks (all of them when None). Every rank of the default group
     calls it, in the same order; a rank outside `ranks` gets None. timeout: the group's own (default: the
-    default group's)."""
+    default group's). group_desc (a description for logs) and device_id (the device the group binds to, as
+    init_process_group's) are accepted as PyTorch's."""
+    if device_id is not None:
+        _bound_device(device_id)  # (checked as init_process_group checks it)
     if use_local_synchronization:
         raise NotImplementedError("new_group(use_local_synchronization=True) is not supported: every rank calls "
                                   "new_group")
@@ -354,7 +358,7 @@ def get_group_rank(group, global_rank):
     return ranks.index(global_rank)
 
 
-def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None):
+def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None, group_desc=None):
     """Splits the default group into consecutive subgroups of group_size ranks (default: the ranks of one
     node, LOCAL_WORLD_SIZE); returns (this rank's subgroup, all subgroups)."""
     import os
@@ -369,7 +373,8 @@ def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_op
                                         timeout, backend, pg_options)
 
 
-def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None, pg_options=None):
+def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None, pg_options=None,
+                                 group_desc=None):
     """One group per list of ranks (disjoint); returns (this rank's subgroup or None, all subgroups)."""
     seen, mine, subgroups = set(), None, []
     for ranks in ranks_per_subgroup_list:

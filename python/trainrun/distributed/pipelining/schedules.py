@@ -391,12 +391,19 @@ class PipelineScheduleMulti(_PipelineSchedule):
     _order = staticmethod(looped_bfs_order)
 
     def __init__(self, stages, n_microbatches, loss_fn=None, args_chunk_spec=None, kwargs_chunk_spec=None,
-                 output_merge_spec=None, scale_grads=True):
+                 output_merge_spec=None, stage_index_to_group_rank=None, use_full_backward=None, scale_grads=True):
         stages = sorted(stages, key=lambda st: st.stage_index)
         if not stages:
             raise ValueError(f"{type(self).__name__}: give this rank's stages (at least one)")
         num_stages = stages[0].num_stages
         ranks = stages[0].group_size
+        if stage_index_to_group_rank is not None:  # PyTorch's explicit placement: here, the schedule's own one
+            own = {s: self._stage_rank(s, ranks) for s in range(num_stages)}
+            if dict(stage_index_to_group_rank) != own:
+                raise NotImplementedError(f"{type(self).__name__}: stage_index_to_group_rank "
+                                          f"{dict(stage_index_to_group_rank)} is not this schedule's placement {own}")
+        # (use_full_backward: deprecated in PyTorch; backward here splits into input and weight parts by the
+        # schedule's own actions)
         rank = self._stage_rank(stages[0].stage_index, ranks)
         expected = [s for s in range(num_stages) if self._stage_rank(s, ranks) == rank]
         if [st.stage_index for st in stages] != expected:
@@ -424,16 +431,16 @@ class ScheduleInterleaved1F1B(PipelineScheduleMulti):
     _order = staticmethod(interleaved_1f1b_order)
 
 
-def get_schedule_class(name):
+def get_schedule_class(schedule_name):
     from trainrun.distributed.pipelining.zero_bubble import ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble
     schedules = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B, "LoopedBFS": ScheduleLoopedBFS,
                  "Interleaved1F1B": ScheduleInterleaved1F1B, "InterleavedZeroBubble": ScheduleInterleavedZeroBubble,
                  "ZBVZeroBubble": ScheduleZBVZeroBubble, "PipelineScheduleSingle": PipelineScheduleSingle,
                  "PipelineScheduleMulti": PipelineScheduleMulti}
     for key, cls in schedules.items():
-        if key.lower() == name.lower():
+        if key.lower() == schedule_name.lower():
             return cls
-    raise ValueError(f"unknown schedule {name!r} (trainrun has {sorted(schedules)})")
+    raise ValueError(f"unknown schedule {schedule_name!r} (trainrun has {sorted(schedules)})")
 
 
 def __getattr__(name):

@@ -167,8 +167,9 @@ def skip_init(module_cls, *args, **kwargs):
     return module_cls(*args, device="meta", **kwargs).to_empty(device=device)
 
 
-def clip_grad_value_(parameters, clip_value):
-    """Clamps every gradient element to [-clip_value, clip_value]."""
+def clip_grad_value_(parameters, clip_value, foreach=None):
+    """Clamps every gradient element to [-clip_value, clip_value] (foreach: PyTorch's choice of kernel,
+    accepted)."""
     with trainrun.no_grad():
         for g in _grads(parameters):
             g.copy_(g.clamp(-clip_value, clip_value))

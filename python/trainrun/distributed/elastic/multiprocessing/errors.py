@@ -7,15 +7,36 @@ import traceback
 from trainrun import _C
 
 
-def record(fn):
+class ErrorHandler:
+    """What record() calls, as PyTorch's: initialize() before the function runs, record_exception(e) when it
+    raises (writes the error file the launcher reads). Subclass it to record elsewhere as well."""
+
+    def initialize(self):
+        pass
+
+    def record_exception(self, e):
+        _C.distributed.record_error(f"{type(e).__name__}: {e}",
+                                    "".join(traceback.format_exception(type(e), e, e.__traceback__)))
+
+
+def get_error_handler():
+    return ErrorHandler()
+
+
+def record(fn, error_handler=None):
+    """@record on a worker's main: its exception is written to the error file before it propagates, so the
+    launcher names the root cause (error_handler: an ErrorHandler to record with)."""
+    handler = error_handler or get_error_handler()
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        handler.initialize()
         try:
             return fn(*args, **kwargs)
         except SystemExit:
             raise
         except BaseException as e:
-            _C.distributed.record_error(f"{type(e).__name__}: {e}", traceback.format_exc())
+            handler.record_exception(e)
             raise
     return wrapper
 
