@@ -182,6 +182,13 @@ class DataParallel(nn.Module):
         return self.module(*inputs, **kwargs)
 
 
+def data_parallel(module, inputs, device_ids=None, output_device=None, dim=0, module_kwargs=None):
+    """PyTorch's functional DataParallel: module on the inputs (a tuple, or one input), on one device here."""
+    inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+    return DataParallel(module, device_ids, output_device, dim)(*inputs, **(module_kwargs or {}))
+
+
 if not hasattr(nn, "DataParallel"):
     from trainrun.nn import parallel as _parallel
     nn.DataParallel = _parallel.DataParallel = DataParallel
+    _parallel.data_parallel = data_parallel

@@ -138,6 +138,10 @@ def wrap_annotations_and_repr():
                            "      (_fsdp_wrapped_module): Linear(in_features=3, out_features=4, bias=True)\n"
                            "    )\n    (1): ReLU()\n  )\n)"), repr(model)
     assert model(torch.ones(2, 3)).shape == (2, 4)
+    assert FSDP.fsdp_modules(model) == [model, inner] and FSDP.fsdp_modules(model, root_only=True) == [model]
+    assert model.check_is_root() and not inner.check_is_root()
+    assert torch.nn.parallel.data_parallel(nn.Linear(3, 4), torch.ones(2, 3)).shape == (2, 4)
+    assert dist.supports_complex(dist.ReduceOp.SUM) and not dist.supports_complex(dist.ReduceOp.MAX)
     dist.barrier()
 
 

@@ -295,6 +295,12 @@ def get_backend(group=None):
     return _state["backend"]
 
 
+def supports_complex(reduceOp):  # noqa: N803  (PyTorch's name)
+    """Whether reduceOp is defined on complex numbers (sums and averages are; orderings and bitwise ops not)."""
+    return reduceOp not in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.PRODUCT, ReduceOp.BAND, ReduceOp.BOR,
+                            ReduceOp.BXOR)
+
+
 def get_rank(group=None):
     return _d.get_rank() if group is None else group.rank()
 

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import enum
 import os
+import weakref
 from typing import NamedTuple, Optional
 
 from trainrun import _C, nn
@@ -151,6 +152,9 @@ def _mesh(strategy, process_group, device_mesh, device_type):
     return init_device_mesh(device_type, (world,))
 
 
+_WRAPPERS = weakref.WeakSet()  # every wrapper made in this process (check_is_root looks for one holding another)
+
+
 class FullyShardedDataParallel(ModuleWrapper):
     _child_name = _WRAPPED
 
@@ -159,6 +163,7 @@ class FullyShardedDataParallel(ModuleWrapper):
                  param_init_fn=None, device_id=None, sync_module_states=False, forward_prefetch=False,
                  limit_all_gathers=True, use_orig_params=False, ignored_states=None, device_mesh=None):
         super().__init__()
+        _WRAPPERS.add(self)
         if not dist.is_initialized():
             raise RuntimeError("FullyShardedDataParallel: the default process group is not initialized (call "
                                "init_process_group first)")
@@ -248,6 +253,20 @@ class FullyShardedDataParallel(ModuleWrapper):
         for wrapper in wrappers:
             wrapper._state_dict_settings = settings
         return previous
+
+    @staticmethod
+    def fsdp_modules(module, root_only=False):
+        """The FullyShardedDataParallel wrappers under module (itself included), or only the outermost ones."""
+        wrappers = [m for m in module.modules() if isinstance(m, FullyShardedDataParallel)]
+        if root_only:
+            inner = {id(w) for outer in wrappers for w in outer.modules() if w is not outer}
+            wrappers = [w for w in wrappers if id(w) not in inner]
+        return wrappers
+
+    def check_is_root(self):
+        """Whether this wrapper is outermost: no FullyShardedDataParallel holds it (checked over the wrappers
+        this process made)."""
+        return not any(self is not w and any(m is self for m in w.modules()) for w in _WRAPPERS)
 
     @staticmethod
     def get_state_dict_type(module):
