@@ -201,3 +201,19 @@ def test_module_load_is_pytorchs_default():
     other = trainrun.full((2,), 3.0)
     assigned = weight.module_load(other, assign=True)
     assert assigned.tolist() == [3.0, 3.0] and weight.tolist() == [1.0, 1.0]
+
+
+def test_losses_and_activations_take_their_inputs_by_keyword():
+    """PyTorch's forward names: criterion(input=..., target=...), CTCLoss(log_probs=, targets=, ...),
+    PoissonNLLLoss(log_input=, target=); ConstantPad1d(padding=, value=)."""
+    import inspect
+    x, y = torch.tensor([0.5, -1.0]), torch.tensor([0.0, 1.0])
+    assert torch.equal(nn.MSELoss()(input=x, target=y), nn.MSELoss()(x, y))
+    assert torch.equal(nn.ReLU()(input=x), nn.ReLU()(x))
+    assert torch.equal(nn.PoissonNLLLoss()(log_input=x, target=y), nn.PoissonNLLLoss()(x, y))
+    assert list(inspect.signature(nn.CTCLoss.forward).parameters) == ["self", "log_probs", "targets", "input_lengths",
+                                                                      "target_lengths"]
+    with pytest.raises(TypeError, match="MSELoss.forward\\(\\): missing a required argument: 'target'"):
+        nn.MSELoss()(x)
+    pad = nn.ConstantPad1d(padding=1, value=2.5)
+    assert pad(torch.zeros(1, 1)).tolist() == [[2.5, 0.0, 2.5]]

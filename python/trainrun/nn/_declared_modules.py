@@ -93,6 +93,10 @@ def _signature(params):
                               for n, d in params])
 
 
+# A module's forward whose argument names are not its functional's first ones (PyTorch's names).
+_FORWARD_NAMES = {"PoissonNLLLoss": ("log_input", "target")}
+
+
 def _declare(name, function, params, inputs, base):
     signature = _signature(params)
     names = [n for n, _ in params]
@@ -114,9 +118,17 @@ def _declare(name, function, params, inputs, base):
             if key not in ("size_average", "reduce"):
                 setattr(self, key, value)
 
-    def forward(self, *tensors):
-        if len(tensors) != inputs:
-            raise TypeError(f"{name}.forward() takes {inputs} tensor(s), got {len(tensors)}")
+    input_names = _FORWARD_NAMES.get(name) or tuple(inspect.signature(function).parameters)[:inputs]
+    forward_signature = inspect.Signature([inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                                           for n in ("self",) + tuple(input_names)])
+
+    def forward(self, *tensors, **named):
+        if named or len(tensors) != inputs:  # (by keyword, as PyTorch's: criterion(input=..., target=...))
+            try:
+                bound = forward_signature.bind(self, *tensors, **named)
+            except TypeError as e:
+                raise TypeError(f"{name}.forward(): {e}") from None
+            tensors = tuple(bound.arguments[n] for n in input_names)
         options = {n: getattr(self, n) for n in names if n not in ("size_average", "reduce")}
         if takes_training:
             options["training"] = self.training
@@ -134,6 +146,7 @@ def _declare(name, function, params, inputs, base):
             return ""
 
     __init__.__signature__ = signature
+    forward.__signature__ = forward_signature
     cls = type(name, (base,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr,
                                "__doc__": f"nn.{name}: calls F.{function.__name__} with the options it was built "
                                           f"with{signature}."})

@@ -147,8 +147,12 @@ class _Pad(Module):
 
 
 def _pad_class(name, mode, dims, has_value):
-    def __init__(self, padding, *rest):
-        _Pad.__init__(self, padding, *(rest if has_value else ()))
+    if has_value:  # ConstantPadNd(padding, value), as PyTorch's (value by keyword too)
+        def __init__(self, padding, value):
+            _Pad.__init__(self, padding, value)
+    else:
+        def __init__(self, padding):
+            _Pad.__init__(self, padding)
     return type(name, (_Pad,), {"mode": mode, "dims": dims, "__init__": __init__, "__module__": "trainrun.nn"})
 
 
