@@ -130,3 +130,43 @@ def fsdp_meta_model_loads_full_checkpoints():
 
 def test_fsdp_meta_model_loads_full_checkpoints_on_two_ranks(ranks):
     ranks.run_function(2, fsdp_meta_model_loads_full_checkpoints)
+
+
+def _reset_after_scribbling(lib, seed=1):
+    nn = lib.nn
+    lib.manual_seed(0)
+    mods = {"gn": nn.GroupNorm(2, 4), "bil": nn.Bilinear(2, 3, 4), "bn": nn.BatchNorm1d(3),
+            "inorm": nn.InstanceNorm1d(3, affine=True, track_running_stats=True),
+            "ct2": nn.ConvTranspose2d(2, 4, 3, groups=2), "ct1": nn.ConvTranspose1d(2, 3, 2)}
+    with lib.no_grad():
+        for m in mods.values():
+            for t in list(m.parameters()) + [b for b in m.buffers() if b.dtype.is_floating_point]:
+                t.fill_(7.0)
+    lib.manual_seed(seed)
+    out = {}
+    for name, m in mods.items():
+        m.reset_parameters()
+        out[name] = [t.detach().reshape(-1).tolist() for t in list(m.parameters()) + list(m.buffers())]
+    return out
+
+
+def test_reset_parameters_restores_every_default():
+    """What a meta-device model calls after to_empty(): BatchNorm's and InstanceNorm's running statistics come
+    back to 0 and 1, affine norms to ones and zeros, PReLU to its init, and the drawn weights are drawn again."""
+    out = _reset_after_scribbling(tr)
+    assert out["bn"] == [[1.0] * 3, [0.0] * 3, [0.0] * 3, [1.0] * 3, [0]]
+    assert out["inorm"] == out["bn"] and out["gn"] == [[1.0] * 4, [0.0] * 4]
+    assert all(abs(v) <= 1 / 2 ** 0.5 for t in out["bil"] for v in t)  # U(-1/sqrt(in1), 1/sqrt(in1))
+    prelu = nn.PReLU(3, init=0.1)
+    with tr.no_grad():
+        prelu.weight.fill_(7.0)
+    prelu.reset_parameters()
+    assert prelu.weight.tolist() == pytest.approx([0.1] * 3)
+
+
+@needs_torch
+def test_reset_parameters_draws_pytorchs_values():
+    ours, theirs = _reset_after_scribbling(tr), _reset_after_scribbling(torch)
+    for name in theirs:
+        for a, b in zip(ours[name], theirs[name]):
+            assert a == pytest.approx(b, abs=1e-6), name

@@ -3,6 +3,7 @@ modules as attributes, write forward), the C++ layers (Linear, Conv2d,
 LayerNorm, Embedding, ...), the Python ones, containers, activations and
 losses, and nn.init."""
 import collections
+import sys as _sys
 
 from trainrun import _C
 from trainrun._size import Size
@@ -208,6 +209,8 @@ from trainrun.nn._sync_batch_norm import SyncBatchNorm  # noqa: E402,F401
 from trainrun.nn import utils  # noqa: E402,F401
 from trainrun.nn import parallel  # noqa: E402,F401
 from trainrun.nn import attention  # noqa: E402,F401  (nn.attention.sdpa_kernel)
+from trainrun.nn import _reset_parameters  # noqa: E402
+_reset_parameters.install(_sys.modules[__name__])  # (reset_parameters() of the layers that lacked one)
 import sys as _sys  # noqa: E402
 from trainrun.nn import _lazy, parameter as _parameter  # noqa: E402
 globals().update(_lazy.build(_sys.modules[__name__]))  # (LazyConv2d, LazyBatchNorm1d, UninitializedParameter, ...)

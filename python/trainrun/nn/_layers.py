@@ -95,7 +95,7 @@ def _mode_padding(padding, kernel_size, dilation, dims):
 class PReLU(Module):
     def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
         super().__init__()
-        self.num_parameters = num_parameters
+        self.num_parameters, self.init = num_parameters, init
         self.weight = Parameter(_C.full([num_parameters], init, dtype=dtype, device=device))
 
     def forward(self, input):  # noqa: A002
