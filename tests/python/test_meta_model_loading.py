@@ -137,7 +137,9 @@ def _reset_after_scribbling(lib, seed=1):
     lib.manual_seed(0)
     mods = {"gn": nn.GroupNorm(2, 4), "bil": nn.Bilinear(2, 3, 4), "bn": nn.BatchNorm1d(3),
             "inorm": nn.InstanceNorm1d(3, affine=True, track_running_stats=True),
-            "ct2": nn.ConvTranspose2d(2, 4, 3, groups=2), "ct1": nn.ConvTranspose1d(2, 3, 2)}
+            "ct2": nn.ConvTranspose2d(2, 4, 3, groups=2), "ct1": nn.ConvTranspose1d(2, 3, 2),
+            "c1": nn.Conv1d(2, 4, 3), "c3": nn.Conv3d(2, 2, 2, groups=2), "cell": nn.LSTMCell(3, 2),
+            "gru": nn.GRUCell(2, 2)}
     with lib.no_grad():
         for m in mods.values():
             for t in list(m.parameters()) + [b for b in m.buffers() if b.dtype.is_floating_point]:
@@ -162,6 +164,13 @@ def test_reset_parameters_restores_every_default():
         prelu.weight.fill_(7.0)
     prelu.reset_parameters()
     assert prelu.weight.tolist() == pytest.approx([0.1] * 3)
+    lazy = nn.LazyLinear(3)
+    lazy.reset_parameters()  # (nothing to reset before its first input)
+    lazy(tr.ones(2, 4))
+    with tr.no_grad():
+        lazy.weight.fill_(7.0)
+    lazy.reset_parameters()
+    assert lazy.weight.abs().max().item() <= 0.5  # U(-1/sqrt(4), 1/sqrt(4))
 
 
 @needs_torch

@@ -48,13 +48,29 @@ def _bilinear_reset(self):
         init.uniform_(self.bias, -bound, bound)
 
 
-def _transposed_reset(self):
-    """kaiming_uniform_(a=sqrt(5)) on a (in, out // groups, *k) weight: its fan_in is weight.size(1) * prod(k)."""
+def _conv_reset(self):
+    """kaiming_uniform_(a=sqrt(5)), which is U(-1/sqrt(fan_in), 1/sqrt(fan_in)), on the weight and the bias; the
+    fan_in is weight.size(1) * prod(kernel) for a convolution's (out, in // groups, *k) weight and a transposed
+    one's (in, out // groups, *k) alike."""
     fan_in = self.weight.size(1) * math.prod(self.weight.shape[2:])
     bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
     init.uniform_(self.weight, -bound, bound)
     if self.bias is not None:
         init.uniform_(self.bias, -bound, bound)
+
+
+def _cell_reset(self):
+    """Every weight and bias of a recurrent cell from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
+    bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0.0
+    for p in self.parameters():
+        init.uniform_(p, -bound, bound)
+
+
+def _lazy_reset(self):
+    """A lazy module resets once it has its real module (before its first input there is nothing to reset)."""
+    real = self._lazy_module_or_none()
+    if real is not None:
+        real.reset_parameters()
 
 
 def install(nn):
@@ -66,5 +82,10 @@ def install(nn):
     nn.GroupNorm.reset_parameters = _norm_affine
     nn.PReLU.reset_parameters = _prelu_reset
     nn.Bilinear.reset_parameters = _bilinear_reset
-    for cls in (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d):
-        cls.reset_parameters = _transposed_reset
+    for cls in (nn.Conv1d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d):
+        cls.reset_parameters = _conv_reset
+    nn.RNNCellBase.reset_parameters = _cell_reset
+    nn.SyncBatchNorm.reset_running_stats = _running_stats
+    nn.SyncBatchNorm.reset_parameters = _instance_norm_reset  # (running statistics, then the affine parameters)
+    from trainrun.nn._lazy import _Lazy
+    _Lazy.reset_parameters = _lazy_reset
