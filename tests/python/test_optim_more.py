@@ -185,3 +185,23 @@ def test_lr_schedulers_take_the_deprecated_verbose_argument():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             cls(opt, **kwargs)  # (the default warns nothing)
+
+
+@pytest.mark.parametrize("name", ["Adam", "NAdam"])  # (a C++ optimizer and a Python one)
+def test_optimizer_state_dict_hooks(name):
+    import trainrun
+    w = trainrun.nn.Parameter(trainrun.ones(2))
+    opt = getattr(trainrun.optim, name)([w], lr=0.1)
+    (w * 2).sum().backward()
+    opt.step()
+    calls = []
+    opt.register_state_dict_pre_hook(lambda o: calls.append("pre"))
+    opt.register_state_dict_post_hook(lambda o, sd: {**sd, "extra": 1})
+    handle = opt.register_state_dict_post_hook(lambda o, sd: calls.append("second post"), prepend=True)
+    state = opt.state_dict()
+    assert state["extra"] == 1 and calls == ["pre", "second post"]
+    handle.remove()
+    opt.register_load_state_dict_pre_hook(lambda o, sd: {k: v for k, v in sd.items() if k != "extra"})
+    opt.register_load_state_dict_post_hook(lambda o: calls.append("loaded"))
+    opt.load_state_dict(state)
+    assert calls[-1] == "loaded" and opt.param_groups[0]["lr"] == 0.1

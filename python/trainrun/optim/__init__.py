@@ -8,7 +8,7 @@ from collections.abc import MutableMapping
 import collections.abc
 
 from trainrun import _C
-from trainrun.optim import _step_hooks
+from trainrun.optim import _state_dict_hooks, _step_hooks
 from trainrun.optim._local_params import local_params, local_state, state_as_dtensors
 
 # PyTorch's option names that trainrun's C++ optimizers keep under other names.
@@ -273,6 +273,9 @@ def _set_defaults(optimizer, params, defaults):
 
 
 # foreach/capturable/differentiable/fused choose PyTorch's implementation, not the result: accepted, unused.
+_state_dict_hooks.install(_GroupsMixin)
+
+
 class SGD(_GroupsMixin, _C.optim.SGD):
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
                  maximize=False, foreach=None, differentiable=False, fused=None):

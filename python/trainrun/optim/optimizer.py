@@ -9,7 +9,7 @@ import functools
 
 from trainrun import _C
 from trainrun._autograd import no_grad
-from trainrun.optim import _step_hooks
+from trainrun.optim import _state_dict_hooks, _step_hooks
 from trainrun.optim._local_params import local_params, local_state, state_as_dtensors
 from trainrun.optim._step_hooks import register_optimizer_step_post_hook, register_optimizer_step_pre_hook  # noqa
 
@@ -69,6 +69,7 @@ class Optimizer(metaclass=abc.ABCMeta):
         super().__init_subclass__(**kwargs)
         if "step" in cls.__dict__:
             cls.step = _step_hooks.with_hooks(_eager_step(cls.__dict__["step"]))
+        _state_dict_hooks.wrap_overrides(cls)
 
     register_step_pre_hook = _step_hooks.register_step_pre_hook
     register_step_post_hook = _step_hooks.register_step_post_hook
@@ -171,3 +172,6 @@ class _PerParameterOptimizer(Optimizer):
 
 
 Optimizer.register(_C.optim.Optimizer)
+
+
+_state_dict_hooks.install(Optimizer)
