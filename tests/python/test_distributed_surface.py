@@ -436,6 +436,29 @@ def comm_debug_mode_counts_by_pytorchs_ops():
     assert funcol.reduce_scatter_tensor(torch.ones(2), "sum", "", [0, 1], 2).tolist() == [2.0]
     assert funcol.broadcast(torch.full([1], float(rank)), 1, "", [0, 1], 2).tolist() == [1.0]
     assert repr(funcol.all_reduce) == "c10d_functional.all_reduce"
+    # Per module, as PyTorch's recipe shows it: tensor parallelism's all-reduce in net2's forward, and the
+    # replicated input's gradient summed in net1's backward.
+    from trainrun.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    class MLPModule(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net1, self.relu, self.net2 = nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8)
+
+        def forward(self, x):
+            return self.net2(self.relu(self.net1(x)))
+    model = parallelize_module(MLPModule(), mesh, {"net1": ColwiseParallel(), "net2": RowwiseParallel()})
+    with CommDebugMode() as comm_mode:
+        model(torch.randn(4, 8))
+    assert comm_mode.generate_comm_debug_tracing_table(noise_level=0) == (
+        "Global\n  FORWARD PASS\n    *c10d_functional.all_reduce: 1\n    MLPModule\n      FORWARD PASS\n"
+        "        *c10d_functional.all_reduce: 1\n        MLPModule.net1\n        MLPModule.relu\n"
+        "        MLPModule.net2\n          FORWARD PASS\n            *c10d_functional.all_reduce: 1\n")
+    with comm_mode:
+        model(torch.randn(4, 8, requires_grad=True)).sum().backward()
+    assert comm_mode.comm_module_counts["MLPModule.net1"] == {"forward": {}, "backward": {funcol.all_reduce: 1}}
+    assert comm_mode.get_sharding_info()["MLPModule.net2"]["weight"] == (Shard(1),)
+    assert "*weight: (Shard(dim=0),)" in comm_mode.generate_comm_debug_tracing_table(noise_level=1)
     dist.barrier()
 
 

@@ -21,12 +21,12 @@ from trainrun.autograd import Function
 from trainrun.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard, chunk_sizes, \
     nesting_order
 
-_COUNTERS = []  # active CommDebugMode counters
+_COUNTERS = []  # active CommDebugModes
 
 
 def communicate(kind, fn, *args, **kwargs):
-    for counter in _COUNTERS:
-        counter[kind] = counter.get(kind, 0) + 1
+    for mode in _COUNTERS:
+        mode.record(kind)
     return fn(*args, **kwargs)
 
 

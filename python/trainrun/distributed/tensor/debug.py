@@ -1,31 +1,7 @@
-"""CommDebugMode (PyTorch's trainrun.distributed.tensor.debug.CommDebugMode):
-counts the collectives DTensor and fully_shard issue while it is active, by op."""
+"""torch.distributed.tensor.debug: CommDebugMode (the collectives DTensor and fully_shard issue, by op and by
+module: _comm_debug_mode.py) and visualize_sharding."""
 from trainrun.distributed.tensor import _redistribute
-
-
-class CommDebugMode:
-    """with CommDebugMode() as comm: ...; comm.get_total_counts(), and comm.get_comm_counts(): op -> count, the
-    ops being PyTorch's torch.ops.c10d_functional.<op> (all_reduce, all_gather_into_tensor,
-    reduce_scatter_tensor, all_to_all_single, broadcast), as in `counts[torch.ops.c10d_functional.all_reduce]`."""
-
-    def __init__(self):
-        self._counts = {}
-
-    def __enter__(self):
-        self._counts = {}
-        _redistribute._COUNTERS.append(self._counts)
-        return self
-
-    def __exit__(self, *exc):
-        _redistribute._COUNTERS.remove(self._counts)
-        return False
-
-    def get_total_counts(self):
-        return sum(self._counts.values())
-
-    def get_comm_counts(self):
-        from trainrun.distributed._c10d_functional_ops import op_of_kind
-        return {op_of_kind(kind): n for kind, n in self._counts.items()}
+from trainrun.distributed.tensor._comm_debug_mode import CommDebugMode  # noqa: F401
 
 
 def visualize_sharding(dtensor, header=""):
