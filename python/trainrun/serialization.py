@@ -18,6 +18,12 @@ def add_safe_globals(safe_globals):
     for entry in safe_globals:
         key, obj = _key(entry)
         _torch_checkpoint.SAFE_GLOBALS[key] = obj
+        # A function a layer above wrapped (DTensor dispatches nn.functional's): its original is what a
+        # pickle of a module holding it names.
+        inner = getattr(obj, "__wrapped__", None)
+        while inner is not None and not isinstance(entry, tuple):
+            _torch_checkpoint.SAFE_GLOBALS[_key(inner)[0]] = inner
+            inner = getattr(inner, "__wrapped__", None)
 
 
 def get_safe_globals():
