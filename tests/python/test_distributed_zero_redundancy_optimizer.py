@@ -101,3 +101,34 @@ def zero_trains_as_one_process():
 
 def test_zero_redundancy_optimizer_trains_as_one_process_and_resumes(ranks):
     ranks.run_function(2, zero_trains_as_one_process)
+
+
+def zero_joins_uneven_inputs():
+    """PyTorch's generic Join recipe: DDP and ZeRO together in Join, rank 1 with one input more. The rank that
+    ran out keeps stepping its share (ZeRO's join hook) and shadowing DDP's all-reduces, so nothing hangs and
+    both ranks end with the same weights."""
+    from trainrun import distributed as dist
+    from trainrun.distributed.algorithms.join import Join, Joinable
+    from trainrun.distributed.optim import ZeroRedundancyOptimizer as ZeRO
+    from trainrun.nn.parallel import DistributedDataParallel as DDP
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Linear(1, 1))
+    optim = ZeRO(model.parameters(), torch.optim.Adam, lr=0.01)
+    assert isinstance(optim, Joinable)
+    seen = 0
+    with Join([model, optim]):
+        for x in [torch.tensor([1.0]) for _ in range(5 + rank)]:
+            seen += 1
+            model(x).sum().backward()
+            optim.step()
+    assert seen == 5 + rank
+    weights = [torch.zeros(1), torch.zeros(1)]
+    dist.all_gather(weights, model.module.weight.detach().reshape(1))
+    assert torch.equal(weights[0], weights[1]), weights
+    dist.destroy_process_group()
+
+
+def test_zero_joins_uneven_inputs(ranks):
+    ranks.run_function(2, zero_joins_uneven_inputs)

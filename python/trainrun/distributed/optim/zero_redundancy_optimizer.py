@@ -74,7 +74,10 @@ class ZeroRedundancyOptimizer(Optimizer):
     # ---- the step -------------------------------------------------------------------------------------------------
     def step(self, closure=None, **kwargs):
         """Updates this rank's share (the groups' current options, e.g. a scheduler's lr, applied first), then
-        every rank's share is broadcast from its owner. Returns the closure's loss."""
+        every rank's share is broadcast from its owner. Returns the closure's loss. Inside a Join, the rank first
+        says it is still training."""
+        from trainrun.distributed.algorithms.join import Join
+        Join.notify_join_context(self)
         for mine, local in self._local_groups:
             for key, value in self.param_groups[mine].items():
                 if key != "params":
@@ -112,6 +115,24 @@ class ZeroRedundancyOptimizer(Optimizer):
                 for p in params:
                     p.detach().copy_(flat[start:start + p.numel()].view(tuple(p.shape)))
                     start += p.numel()
+
+    # ---- Join (uneven inputs) ----------------------------------------------------------------------------------
+    def join_hook(self, **kwargs):
+        """A rank out of inputs keeps stepping (as PyTorch's: it still owns a share, which the others wait for)."""
+        from trainrun.distributed.algorithms.join import JoinHook
+
+        class _ZeROJoinHook(JoinHook):
+            def main_hook(hook):
+                self.step()
+        return _ZeROJoinHook()
+
+    @property
+    def join_device(self):
+        return self._params()[0].device
+
+    @property
+    def join_process_group(self):
+        return self.process_group
 
     # ---- state dicts ----------------------------------------------------------------------------------------------
     def consolidate_state_dict(self, to=0):
@@ -160,3 +181,11 @@ class ZeroRedundancyOptimizer(Optimizer):
         for mine, local in self._local_groups:
             local_groups[local].update({k: v for k, v in self.param_groups[mine].items() if k != "params"})
         self.optim.load_state_dict({"state": local_state, "param_groups": local_groups})
+
+
+def _register_joinable():
+    from trainrun.distributed.algorithms.join import Joinable
+    Joinable.register(ZeroRedundancyOptimizer)
+
+
+_register_joinable()
