@@ -462,6 +462,17 @@ def comm_debug_mode_counts_by_pytorchs_ops():
     dist.barrier()
 
 
+def dtensor_backward_takes_inputs():
+    """loss.backward(inputs=[...]) from a DTensor loss accumulates only the given DTensors' gradients."""
+    _setup()
+    from trainrun.distributed.tensor import Shard, distribute_tensor, init_device_mesh
+    mesh = init_device_mesh("cpu", (2,))
+    a = distribute_tensor(torch.arange(4.0), mesh, [Shard(0)]).requires_grad_()
+    b = distribute_tensor(torch.ones(4), mesh, [Shard(0)]).requires_grad_()
+    (a * b).sum().backward(inputs=[a])
+    assert b.grad is None and a.grad.full_tensor().tolist() == [1.0] * 4
+
+
 def builtin_comm_hooks_run_from_python_and_groups_take_pytorchs_arguments():
     """allreduce_hook and fp16/bf16_compress_hook called from another hook (a compress wrapper's, a user's)
     return Futures, as PyTorch's, and every variant averages the gradient as DDP does; new_group and
@@ -532,6 +543,7 @@ def test_init_process_group_refuses_a_device_id_it_cannot_bind():
 @pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, init_process_group_binds_device_id,
                                       one_backend_per_device, comm_debug_mode_counts_by_pytorchs_ops,
                                       builtin_comm_hooks_run_from_python_and_groups_take_pytorchs_arguments,
+                                      dtensor_backward_takes_inputs,
                                       dtensor_reductions_indexing_and_where,
                                       hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
                                       mesh_from_group_and_distribute_module,

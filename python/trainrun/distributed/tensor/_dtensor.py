@@ -191,12 +191,16 @@ class DTensor:
     def is_leaf(self):
         return self._local_tensor.is_leaf
 
-    def backward(self, gradient=None, retain_graph=False, create_graph=False):
-        """Backward from a scalar DTensor: each rank runs backward through its piece's history."""
+    def backward(self, gradient=None, retain_graph=False, create_graph=False, inputs=None):
+        """Backward from a scalar DTensor: each rank runs backward through its piece's history (inputs: only
+        these tensors' or DTensors' gradients are accumulated, as Tensor.backward's)."""
         if gradient is None and self.numel() != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
         local_grad = gradient.to_local() if isinstance(gradient, DTensor) else gradient
-        self._local_tensor.backward(local_grad, retain_graph=retain_graph, create_graph=create_graph)
+        if inputs is not None:
+            inputs = [t._local_tensor if isinstance(t, DTensor) else t for t in
+                      (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
+        self._local_tensor.backward(local_grad, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
     # ---- in-place initialisation (nn.init's, on this rank's piece) -------------------------------------
     def _piece(self):
