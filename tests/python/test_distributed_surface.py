@@ -462,6 +462,35 @@ def comm_debug_mode_counts_by_pytorchs_ops():
     dist.barrier()
 
 
+def fully_shard_set_unshard_in_backward():
+    """set_unshard_in_backward(False) on an embedding (its backward reads only the indices): one all-gather
+    fewer per step, the same gradients."""
+    _setup()
+    from trainrun.distributed.fsdp import fully_shard
+    from trainrun.distributed.tensor.debug import CommDebugMode
+
+    def build():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 3))
+    reference, ids = build(), torch.tensor([[1, 2, 3], [4, 5, 6]])
+    reference(ids).sum().backward()
+    gathers = {}
+    for flag in (True, False):
+        model = build()
+        for module in (model[0], model[1], model):
+            fully_shard(module)
+        model[0].set_unshard_in_backward(flag)
+        for _ in range(2):  # (the second step starts from what the first left)
+            for p in model.parameters():
+                p.grad = None
+            with CommDebugMode() as comm:
+                model(ids).sum().backward()
+            for mine, theirs in zip(model.parameters(), reference.parameters()):
+                assert torch.allclose(mine.grad.full_tensor(), theirs.grad), flag
+        gathers[flag] = comm.get_comm_counts()[torch.ops.c10d_functional.all_gather_into_tensor]
+    assert gathers[False] == gathers[True] - 1, gathers
+
+
 def dtensor_backward_takes_inputs():
     """loss.backward(inputs=[...]) from a DTensor loss accumulates only the given DTensors' gradients."""
     _setup()
@@ -543,7 +572,7 @@ def test_init_process_group_refuses_a_device_id_it_cannot_bind():
 @pytest.mark.parametrize("function", [ddp_takes_pytorch_arguments, init_process_group_binds_device_id,
                                       one_backend_per_device, comm_debug_mode_counts_by_pytorchs_ops,
                                       builtin_comm_hooks_run_from_python_and_groups_take_pytorchs_arguments,
-                                      dtensor_backward_takes_inputs,
+                                      dtensor_backward_takes_inputs, fully_shard_set_unshard_in_backward,
                                       dtensor_reductions_indexing_and_where,
                                       hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
                                       mesh_from_group_and_distribute_module,

@@ -81,6 +81,12 @@ class FSDPModule:
         for group in self._groups(recurse):
             group.reshard_after_backward = reshard_after_backward
 
+    def set_unshard_in_backward(self, unshard_in_backward):
+        """False: this module's parameters are not gathered again for backward, for a module whose backward reads
+        none of them (an embedding's gradient needs only the indices); its gradients are still reduce-scattered.
+        A backward that does read them would read freed memory: use it only where none does, as PyTorch's."""
+        self._fsdp().unshard_in_backward = unshard_in_backward
+
     def set_is_last_backward(self, is_last_backward):
         """Accepted for PyTorch's API: every backward here waits for its reduce-scatters before it returns."""
 

@@ -101,6 +101,7 @@ class ParamGroup:
         # forward whose graph is dropped without a backward leaves nothing behind.
         self.freed_records = []
         self.reshard_after_backward = True
+        self.unshard_in_backward = True  # False: backward reads none of these parameters (set_unshard_in_backward)
         self.sync_gradients = True
         self.all_reduce_replicas = True  # HSDP: average each shard's gradient over the replicas (dim 0)
         self.pending = None  # unsharded gradients held back while sync is off
@@ -266,7 +267,7 @@ class ParamGroup:
             self.gathered = None
         if record is None:
             return
-        if not self.reshard_after_backward:  # kept for the next forward, which then gathers nothing
+        if not self.reshard_after_backward and not record.freed:  # kept for the next forward: it gathers nothing
             if self.prefetched is None and not self.installed:
                 self.prefetched = record
             return
@@ -406,6 +407,7 @@ class RegatherBeforeBackward(Function):
     @staticmethod
     def backward(ctx, *grads):
         from trainrun.distributed.fsdp import _schedule
-        ctx.group.regather(ctx.record)
+        if ctx.group.unshard_in_backward:
+            ctx.group.regather(ctx.record)
         _schedule.prefetch_backward(ctx.group, ctx.record)
         return (None,) + grads

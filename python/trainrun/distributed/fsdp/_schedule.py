@@ -79,7 +79,7 @@ def prefetch_backward(group, record):
         targets = [g for g in reversed(order[:i]) if g.waiting_record(forward_id) is not None][:1]
     for target in targets:
         waiting = target.waiting_record(forward_id)
-        if waiting is not None and waiting.regathering is None:
+        if waiting is not None and waiting.regathering is None and target.unshard_in_backward:
             target.start_regather(waiting)
             _Backward.regathered.append(waiting)
             _C._queue_callback(end_of_backward)
