@@ -55,7 +55,7 @@ def linearize(func, *primals):
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """torch.func.jacfwd: the Jacobian of func's output with respect to argument argnums, of shape
     output.shape + input.shape (the same values jacrev gives)."""
-    return jacrev(func, argnums, has_aux)
+    return jacrev(func, argnums, has_aux=has_aux)
 
 
 def hessian(func, argnums=0):

@@ -131,9 +131,10 @@ def vjp(func, *primals, has_aux=False):
     return (detached, vjp_fn, aux) if has_aux else (detached, vjp_fn)
 
 
-def jacrev(func, argnums=0, has_aux=False):
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
     """torch.func.jacrev: the Jacobian of func's (tensor) output with respect to argument argnums, of shape
-    output.shape + input.shape, a row at a time by vector-Jacobian products."""
+    output.shape + input.shape, a row at a time by vector-Jacobian products (so chunk_size, PyTorch's bound on
+    the rows computed at once, holds for any value)."""
     if not isinstance(argnums, int):
         raise NotImplementedError("jacrev: argnums as a tuple is not supported; pass one argument index")
 
