@@ -217,3 +217,18 @@ def test_losses_and_activations_take_their_inputs_by_keyword():
         nn.MSELoss()(x)
     pad = nn.ConstantPad1d(padding=1, value=2.5)
     assert pad(torch.zeros(1, 1)).tolist() == [[2.5, 0.0, 2.5]]
+
+
+def test_regression_losses_take_pytorch_26s_weight():
+    """F.mse_loss / l1_loss / huber_loss(weight=): each element's loss weighted; 'mean' over the weights' sum
+    for mse and l1, over the count for huber (PyTorch 2.6's values)."""
+    x = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]])
+    y = torch.tensor([[0.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    w = torch.tensor([[1.0, 2.0, 0.5], [0.0, 1.0, 3.0]])
+    for fn, total, mean in ((F.mse_loss, 58.8125, 7.84167), (F.l1_loss, 18.25, 2.43333),
+                            (F.huber_loss, 14.65625, 2.44271)):
+        assert fn(x, y, reduction="none", weight=w).shape == (2, 3)
+        assert fn(x, y, reduction="sum", weight=w).item() == pytest.approx(total)
+        assert fn(x, y, weight=w).item() == pytest.approx(mean, abs=1e-5)
+    with pytest.raises(ValueError, match="Weights and input must have the same size"):
+        F.mse_loss(x, y, weight=torch.ones(3))

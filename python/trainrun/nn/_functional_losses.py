@@ -73,14 +73,35 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return _C.nn.nll_loss(input, target, weight, ignore_index=ignore_index, reduction=reduction)
 
 
-@loss
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
-    return _C.nn.mse_loss(input, target, reduction=legacy_reduction("mse_loss", size_average, reduce, reduction))
+def _weighted(losses, weight, reduction, where, mean_over_weights):
+    """PyTorch 2.6's weight= of mse_loss, l1_loss and huber_loss: each element's loss times its weight (the
+    input's shape); 'mean' divides by the weights' sum (mse, l1) or by the count (huber), as PyTorch's does."""
+    if tuple(weight.shape) != tuple(losses.shape):
+        raise ValueError("Weights and input must have the same size.")
+    weighted = losses * weight
+    if reduction == "none":
+        return weighted
+    if reduction == "sum":
+        return weighted.sum()
+    if reduction == "mean":
+        return weighted.sum() / weight.sum() if mean_over_weights else weighted.mean()
+    raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
 
 
 @loss
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
-    return _C.nn.l1_loss(input, target, reduction=legacy_reduction("l1_loss", size_average, reduce, reduction))
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):  # noqa: A002
+    reduction = legacy_reduction("mse_loss", size_average, reduce, reduction)
+    if weight is not None:
+        return _weighted(_C.nn.mse_loss(input, target, reduction="none"), weight, reduction, "mse_loss", True)
+    return _C.nn.mse_loss(input, target, reduction=reduction)
+
+
+@loss
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):  # noqa: A002
+    reduction = legacy_reduction("l1_loss", size_average, reduce, reduction)
+    if weight is not None:
+        return _weighted(_C.nn.l1_loss(input, target, reduction="none"), weight, reduction, "l1_loss", True)
+    return _C.nn.l1_loss(input, target, reduction=reduction)
 
 
 def _same_shape(input, target, where):  # noqa: A002
@@ -100,9 +121,12 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 
 @loss
-def huber_loss(input, target, reduction="mean", delta=1.0):  # noqa: A002
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):  # noqa: A002
     d = (input - target).abs()
-    return _reduce(_C.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction, "huber_loss")
+    losses = _C.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+    if weight is not None:
+        return _weighted(losses, weight, reduction, "huber_loss", False)
+    return _reduce(losses, reduction, "huber_loss")
 
 
 @loss
