@@ -491,6 +491,27 @@ def fully_shard_set_unshard_in_backward():
     assert gathers[False] == gathers[True] - 1, gathers
 
 
+def prepare_module_input_output():
+    """PrepareModuleInputOutput: a module handed its input replicated (from a row shard) and giving its output
+    back as a row shard."""
+    dist = _setup()
+    from trainrun.distributed.tensor import Replicate, Shard, init_device_mesh
+    from trainrun.distributed.tensor.parallel import PrepareModuleInputOutput, parallelize_module
+    mesh = init_device_mesh("cpu", (2,))
+    seen = []
+
+    class Double(nn.Module):
+        def forward(self, x):
+            seen.append(tuple(x.shape))
+            return x * 2
+    module = parallelize_module(Double(), mesh, PrepareModuleInputOutput(
+        input_layouts=Shard(0), desired_input_layouts=Replicate(), use_local_input=True,
+        output_layouts=Replicate(), desired_output_layouts=Shard(0)))
+    rank = dist.get_rank()
+    out = module(torch.full([2, 3], float(rank)))  # this rank's rows of a (4, 3) tensor
+    assert seen == [(4, 3)] and out.shape == (2, 3) and torch.equal(out, torch.full([2, 3], 2.0 * rank))
+
+
 def dtensor_backward_takes_inputs():
     """loss.backward(inputs=[...]) from a DTensor loss accumulates only the given DTensors' gradients."""
     _setup()
@@ -573,6 +594,7 @@ def test_init_process_group_refuses_a_device_id_it_cannot_bind():
                                       one_backend_per_device, comm_debug_mode_counts_by_pytorchs_ops,
                                       builtin_comm_hooks_run_from_python_and_groups_take_pytorchs_arguments,
                                       dtensor_backward_takes_inputs, fully_shard_set_unshard_in_backward,
+                                      prepare_module_input_output,
                                       dtensor_reductions_indexing_and_where,
                                       hsdp_all_reduce_can_wait, pipe_split_marks_the_stages,
                                       mesh_from_group_and_distribute_module,

@@ -279,6 +279,27 @@ class PrepareModuleOutput(ParallelStyle):
         return module
 
 
+class PrepareModuleInputOutput(ParallelStyle):
+    """PrepareModuleInput and PrepareModuleOutput on one module (PyTorch 2.7's): its inputs converted on the
+    way in (use_local_input: handed over as local pieces), its outputs on the way out."""
+
+    def __init__(self, *, input_layouts=None, desired_input_layouts=None, input_kwarg_layouts=None,
+                 desired_input_kwarg_layouts=None, use_local_input=False, output_layouts, desired_output_layouts,
+                 use_local_output=True):
+        self.prepare_module_input = PrepareModuleInput(
+            input_layouts=input_layouts, desired_input_layouts=desired_input_layouts,
+            input_kwarg_layouts=input_kwarg_layouts, desired_input_kwarg_layouts=desired_input_kwarg_layouts,
+            use_local_output=use_local_input)
+        self.prepare_module_output = PrepareModuleOutput(output_layouts=output_layouts,
+                                                         desired_output_layouts=desired_output_layouts,
+                                                         use_local_output=use_local_output)
+
+    def _apply(self, module, mesh):
+        self.prepare_module_input._apply(module, mesh)
+        self.prepare_module_output._apply(module, mesh)
+        return module
+
+
 def _as_tuple(x):
     if x is None:
         return ()
