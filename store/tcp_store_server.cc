@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "store/byte_buffer.h"
 #include "store/key_value_table.h"
 #include "store/store_auth.h"
 
@@ -31,37 +32,6 @@ constexpr size_t kMaxParkedWaitsPerConnection = 1024;
 constexpr uint64_t kSpinAfterRequestNs = 50'000;
 // Replies queued for a client that does not read before we stop reading from it.
 constexpr size_t kMaxPendingWriteBytes = 64 << 20;
-
-// Received bytes not yet parsed live in [begin, size); reads go to the tail
-// without zero-filling it first.
-class ByteBuffer {
- public:
-  uint8_t* tail(size_t n) {
-    if (begin_ > 0 && (begin_ == size_ || begin_ >= capacity_ / 2)) {
-      std::memmove(data_.get(), data_.get() + begin_, size_ - begin_);
-      size_ -= begin_;
-      begin_ = 0;
-    }
-    if (size_ + n > capacity_) {
-      size_t cap = std::max(capacity_ * 2, size_ + n);
-      std::unique_ptr<uint8_t[]> bigger(new uint8_t[cap]);
-      if (size_ > begin_) std::memcpy(bigger.get(), data_.get() + begin_, size_ - begin_);
-      size_ -= begin_;
-      begin_ = 0;
-      data_ = std::move(bigger);
-      capacity_ = cap;
-    }
-    return data_.get() + size_;
-  }
-  void commit(size_t n) { size_ += n; }
-  void consume(size_t n) { begin_ += n; }
-  const uint8_t* data() const { return data_.get() + begin_; }
-  size_t size() const { return size_ - begin_; }
-
- private:
-  std::unique_ptr<uint8_t[]> data_;
-  size_t capacity_ = 0, size_ = 0, begin_ = 0;
-};
 
 std::string peer_name(const uv_tcp_t* tcp) {
   sockaddr_storage addr{};
@@ -517,18 +487,38 @@ struct TCPStoreServer::Impl {
   }
 
   // Runs the loop until every handle is closed (used on failed start-up).
-  // Reads the port the listener is on and runs the loop on its own thread.
-  void start_loop() {
-    sockaddr_storage bound{};
-    int len = sizeof(bound);
-    uv_tcp_getsockname(&listener, reinterpret_cast<sockaddr*>(&bound), &len);
-    port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                             : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-    uv_async_init(&loop, &stop_async, Impl::on_stop);
-    stop_async.data = this;
-    uv_idle_init(&loop, &spin);
-    spin.data = this;
-    thread = std::thread([this] { uv_run(&loop, UV_RUN_DEFAULT); });
+  // Listens on the first of host:port's addresses that takes it; a libuv error code (0: listening).
+  int bind_and_listen(const std::string& where) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* addrs = nullptr;
+    const std::string port_text = std::to_string(options.port);
+    const int gai = getaddrinfo(options.host.c_str(), port_text.c_str(), &hints, &addrs);
+    if (gai != 0) {
+      close_all_and_drain();
+      throw DistBackendError(fmt::format("TCPStoreServer: cannot resolve {}: {}", where, gai_strerror(gai)));
+    }
+    int rc = UV_EADDRNOTAVAIL;
+    for (addrinfo* a = addrs; a != nullptr; a = a->ai_next) {
+      rc = uv_tcp_bind(&listener, a->ai_addr, 0);
+      if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener), options.backlog, Impl::on_connection);
+      if (rc == 0) break;
+      // A failed bind leaves the handle unusable: start over with a fresh one.
+      uv_close(reinterpret_cast<uv_handle_t*>(&listener), nullptr);
+      uv_run(&loop, UV_RUN_NOWAIT);
+      uv_tcp_init(&loop, &listener);
+      listener.data = this;
+    }
+    freeaddrinfo(addrs);
+    return rc;
+  }
+
+  // Listens on a socket the caller bound.
+  int open_and_listen(int fd) {
+    const int rc = uv_tcp_open(&listener, fd);
+    return rc != 0 ? rc : uv_listen(reinterpret_cast<uv_stream_t*>(&listener), options.backlog, on_connection);
   }
 
   void close_all_and_drain() {
@@ -542,7 +532,9 @@ TCPStoreServer::TCPStoreServer(Options options) : impl_(std::make_unique<Impl>()
   ignore_sigpipe_once();
   Impl& s = *impl_;
   s.options = std::move(options);
-  const std::string where = fmt::format("{}:{}", s.options.host, s.options.port);
+  // A socket the caller bound (PyTorch's master_listen_fd), or host:port bound here.
+  const std::string where = s.options.listen_fd ? fmt::format("socket {}", *s.options.listen_fd)
+                                                : fmt::format("{}:{}", s.options.host, s.options.port);
   TR_CHECK(!s.options.host.empty(), ValueError,
            "TCPStoreServer: empty host; pass an address to bind (\"0.0.0.0\" or \"::\" for every interface)");
   TR_CHECK(s.options.backlog > 0, ValueError, "TCPStoreServer: backlog must be positive, got {}", s.options.backlog);
@@ -550,46 +542,21 @@ TCPStoreServer::TCPStoreServer(Options options) : impl_(std::make_unique<Impl>()
   uv_loop_init(&s.loop);
   uv_tcp_init(&s.loop, &s.listener);
   s.listener.data = &s;
-
-  if (s.options.listen_fd) {
-    int rc = uv_tcp_open(&s.listener, *s.options.listen_fd);
-    if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&s.listener), s.options.backlog, Impl::on_connection);
-    if (rc != 0) {
-      s.close_all_and_drain();
-      throw DistBackendError(
-          fmt::format("TCPStoreServer: cannot listen on socket {}: {}", *s.options.listen_fd, uv_strerror(rc)));
-    }
-    s.start_loop();
-    return;
-  }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* addrs = nullptr;
-  std::string port_text = std::to_string(s.options.port);
-  int gai = getaddrinfo(s.options.host.c_str(), port_text.c_str(), &hints, &addrs);
-  if (gai != 0) {
-    s.close_all_and_drain();
-    throw DistBackendError(fmt::format("TCPStoreServer: cannot resolve {}: {}", where, gai_strerror(gai)));
-  }
-  int rc = UV_EADDRNOTAVAIL;
-  for (addrinfo* a = addrs; a != nullptr; a = a->ai_next) {
-    rc = uv_tcp_bind(&s.listener, a->ai_addr, 0);
-    if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&s.listener), s.options.backlog, Impl::on_connection);
-    if (rc == 0) break;
-    // A failed bind leaves the handle unusable: start over with a fresh one.
-    uv_close(reinterpret_cast<uv_handle_t*>(&s.listener), nullptr);
-    uv_run(&s.loop, UV_RUN_NOWAIT);
-    uv_tcp_init(&s.loop, &s.listener);
-    s.listener.data = &s;
-  }
-  freeaddrinfo(addrs);
+  const int rc = s.options.listen_fd ? s.open_and_listen(*s.options.listen_fd) : s.bind_and_listen(where);
   if (rc != 0) {
     s.close_all_and_drain();
     throw DistBackendError(fmt::format("TCPStoreServer: cannot listen on {}: {}", where, uv_strerror(rc)));
   }
-  s.start_loop();
+  sockaddr_storage bound{};
+  int len = sizeof(bound);
+  uv_tcp_getsockname(&s.listener, reinterpret_cast<sockaddr*>(&bound), &len);
+  s.port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                             : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  uv_async_init(&s.loop, &s.stop_async, Impl::on_stop);
+  s.stop_async.data = &s;
+  uv_idle_init(&s.loop, &s.spin);
+  s.spin.data = &s;
+  s.thread = std::thread([&s] { uv_run(&s.loop, UV_RUN_DEFAULT); });
 }
 
 TCPStoreServer::~TCPStoreServer() {

@@ -137,21 +137,8 @@ broadcast, reduce, gather, scatter, send, isend, recv, irecv = _wrap_rooted(
     broadcast, reduce, gather, scatter, send, isend, recv, irecv)
 
 
-class Backend(str):
-    """Backend names, as torch.distributed.Backend: "gloo", "nccl", or one backend per device, "cpu:gloo,cuda:nccl"
-    (a group whose collectives go to the backend of their tensors' device)."""
-    GLOO = "gloo"
-    NCCL = "nccl"
-    default_device_backend_map = {"cpu": GLOO, "cuda": NCCL}
-
-    def __new__(cls, name):
-        value = str(name).lower()
-        names = [entry.partition(":")[2] for entry in value.split(",")] if ":" in value else [value]
-        for one in names:
-            if one not in (cls.GLOO, cls.NCCL):
-                raise ValueError(f"Invalid backend: '{name}' (trainrun has 'gloo' and 'nccl', or a device map "
-                                 "such as 'cpu:gloo,cuda:nccl')")
-        return super().__new__(cls, value)
+from trainrun.distributed._backend import Backend, get_default_backend_for_device  # noqa: E402,F401
+from trainrun.distributed._backend import bound_device as _bound_device  # noqa: E402
 
 
 class _WorldOfTheDefaultGroup(type):
@@ -214,35 +201,6 @@ def is_xccl_available():
 def is_backend_available(backend):
     """Whether `backend` ("gloo", "nccl", ...) can be used by init_process_group here."""
     return str(backend).lower() in _d.available_backends()
-
-
-def get_default_backend_for_device(device):
-    """The backend PyTorch picks for a device type: "gloo" for cpu, "nccl" for cuda."""
-    kind = device if isinstance(device, str) else device.type
-    kind = kind.split(":")[0]
-    defaults = {"cpu": "gloo", "cuda": "nccl"}
-    if kind not in defaults:
-        raise ValueError(f"get_default_backend_for_device: no default backend for device type '{kind}'")
-    return defaults[kind]
-
-
-def _bound_device(device_id):
-    """init_process_group's device_id as a device: a device (cuda ones with an index), or an int, the index of
-    a CUDA device (the accelerator PyTorch takes an int for)."""
-    from trainrun import device as _device, cuda
-    if isinstance(device_id, bool) or not isinstance(device_id, (int, str, _device)):
-        raise TypeError(f"init_process_group: device_id must be a torch.device or an int, not "
-                        f"{type(device_id).__name__}")
-    if isinstance(device_id, int):
-        if not cuda.is_available():
-            raise ValueError(f"init_process_group: device_id={device_id} names an accelerator index, but this "
-                             "machine has no CUDA device (pass torch.device('cpu') or leave it None)")
-        device_id = _device("cuda", device_id)
-    device_id = _device(device_id)
-    if device_id.type != "cpu" and device_id.index is None:
-        raise ValueError(f"init_process_group: device_id must be a {device_id.type} device with an index, e.g. "
-                         f"{device_id.type}:0, not just {device_id.type}")
-    return device_id
 
 
 def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
