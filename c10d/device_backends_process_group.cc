@@ -43,8 +43,8 @@ ProcessGroup& DeviceBackendsProcessGroup::group_of(const std::string& device_typ
   if (made != groups_.end()) return *made->second;
   auto backend = device_backends_.find(device_type);
   TR_CHECK(backend != device_backends_.end(), ValueError,
-           "{} on group '{}' ({}): no backend for {} tensors (the group's backends: {})", op, name(), config_,
-           device_type, config_);
+           "{} on group '{}': no backend for {} tensors (the group's backends: {})", op, name(), device_type,
+           config_);
   return *groups_.emplace(device_type, make_(backend->second, device_type)).first->second;
 }
 

@@ -486,7 +486,6 @@ struct TCPStoreServer::Impl {
     uv_close(reinterpret_cast<uv_handle_t*>(&self->spin), nullptr);
   }
 
-  // Runs the loop until every handle is closed (used on failed start-up).
   // Listens on the first of host:port's addresses that takes it; a libuv error code (0: listening).
   int bind_and_listen(const std::string& where) {
     addrinfo hints{};
@@ -521,6 +520,7 @@ struct TCPStoreServer::Impl {
     return rc != 0 ? rc : uv_listen(reinterpret_cast<uv_stream_t*>(&listener), options.backlog, on_connection);
   }
 
+  // Runs the loop until every handle is closed (used on failed start-up).
   void close_all_and_drain() {
     uv_walk(&loop, [](uv_handle_t* h, void*) { if (!uv_is_closing(h)) uv_close(h, nullptr); }, nullptr);
     uv_run(&loop, UV_RUN_DEFAULT);
