@@ -23,10 +23,9 @@ def get_default_backend_for_device(device):
     """The backend PyTorch picks for a device type: "gloo" for cpu, "nccl" for cuda."""
     kind = device if isinstance(device, str) else device.type
     kind = kind.split(":")[0]
-    defaults = {"cpu": "gloo", "cuda": "nccl"}
-    if kind not in defaults:
+    if kind not in Backend.default_device_backend_map:
         raise ValueError(f"get_default_backend_for_device: no default backend for device type '{kind}'")
-    return defaults[kind]
+    return Backend.default_device_backend_map[kind]
 
 
 def bound_device(device_id):

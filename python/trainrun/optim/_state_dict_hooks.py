@@ -3,23 +3,18 @@ before state_dict(); register_state_dict_post_hook(hook) -> hook(optimizer, stat
 state dict; register_load_state_dict_pre_hook(hook) -> hook(optimizer, state_dict), which may return the state
 dict to load instead; register_load_state_dict_post_hook(hook) -> hook(optimizer) after loading. prepend=True
 runs a hook before the ones already registered. Each returns a handle whose remove() unregisters it."""
+import collections
 import functools
 
 from trainrun.utils.hooks import RemovableHandle
 
-_TABLES = ("_state_dict_pre_hooks", "_state_dict_post_hooks", "_load_state_dict_pre_hooks",
-           "_load_state_dict_post_hooks")
-
 
 def _register(self, table_name, hook, prepend):
-    table = self.__dict__.setdefault(table_name, {})
+    table = self.__dict__.setdefault(table_name, collections.OrderedDict())
     handle = RemovableHandle(table)
     table[handle.id] = hook
     if prepend:
-        moved = {handle.id: table.pop(handle.id)}
-        moved.update(table)
-        table.clear()
-        table.update(moved)
+        table.move_to_end(handle.id, last=False)
     return handle
 
 
