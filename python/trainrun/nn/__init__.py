@@ -211,7 +211,6 @@ from trainrun.nn import parallel  # noqa: E402,F401
 from trainrun.nn import attention  # noqa: E402,F401  (nn.attention.sdpa_kernel)
 from trainrun.nn import _reset_parameters  # noqa: E402
 _reset_parameters.install(_sys.modules[__name__])  # (reset_parameters() of the layers that lacked one)
-import sys as _sys  # noqa: E402
 from trainrun.nn import _lazy, parameter as _parameter  # noqa: E402
 globals().update(_lazy.build(_sys.modules[__name__]))  # (LazyConv2d, LazyBatchNorm1d, UninitializedParameter, ...)
 _parameter.UninitializedParameter, _parameter.UninitializedBuffer = UninitializedParameter, UninitializedBuffer  # noqa

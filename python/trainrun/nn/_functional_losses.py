@@ -77,7 +77,8 @@ def _weighted(losses, weight, reduction, where, mean_over_weights):
     """PyTorch 2.6's weight= of mse_loss, l1_loss and huber_loss: each element's loss times its weight (the
     input's shape); 'mean' divides by the weights' sum (mse, l1) or by the count (huber), as PyTorch's does."""
     if tuple(weight.shape) != tuple(losses.shape):
-        raise ValueError("Weights and input must have the same size.")
+        raise ValueError(f"{where}: Weights and input must have the same size (weight {list(weight.shape)}, "
+                         f"input {list(losses.shape)})")
     weighted = losses * weight
     if reduction == "none":
         return weighted
@@ -279,7 +280,7 @@ def _softmax_gradient_term(lp, in_lens):
     backward returns the true gradient plus this term: the gradient with respect to the logits of a log_softmax
     that made log_probs (whose backward removes exactly this term), not with respect to log_probs. Adding it
     makes log_probs' gradients equal PyTorch's, and the logits' gradients stay right."""
-    steps, batch = lp.shape[0], lp.shape[1]
+    steps = lp.shape[0]
     live = np.arange(steps)[:, None] < np.asarray(in_lens)[None, :]  # (T, N)
     mask = _C.from_numpy(live.astype(np.float32)).to(device=lp.device, dtype=lp.dtype)
     weighted = (lp.detach().exp() * mask.unsqueeze(-1) * lp).sum(dim=(0, 2))

@@ -23,7 +23,6 @@ def visualize_sharding(dtensor, header=""):
 
 def _sharding_table(dtensor, np):
     mesh, placements = dtensor.device_mesh, dtensor.placements
-    shape = list(dtensor.shape) if len(dtensor.shape) == 2 else [1, dtensor.shape[0]]
     cells = {}
     for coordinate, rank in np.ndenumerate(np.array(mesh.mesh.tolist())):
         local, offset = _redistribute.local_shape(tuple(dtensor.shape), mesh, placements, list(coordinate))
