@@ -32,6 +32,8 @@ py::object ivalue_to_py(IValue& v);
 void bind_listed_ops(py::module_& m);
 // Tensor's operators (+, *, <, &, ...) as direct CPython methods (tensor_operators.cc).
 void bind_tensor_operators(py::module_& m);
+// __torch_function__'s wrapper of the namespaces' functions and its per-thread state (torch_function.cc).
+void bind_torch_function(py::module_& m);
 // The metaclass Tensor is bound with: isinstance(dtensor, Tensor) holds (tensor_metaclass.cc); bind_tensor
 // tells it which class is Tensor, which also defines _C._is_cpp_tensor (the check without tensor-likes).
 py::object tensor_metaclass();

@@ -102,6 +102,7 @@ PYBIND11_MODULE(_C, m) {
   trainrun::python::bind_python_kernels(m);
   trainrun::python::bind_listed_ops(m);
   trainrun::python::bind_tensor_operators(m);
+  trainrun::python::bind_torch_function(m);
   trainrun::python::bind_autograd(m);
   trainrun::python::bind_nn(m);
   trainrun::python::bind_distributed(m);

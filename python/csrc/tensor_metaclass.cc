@@ -45,6 +45,19 @@ PyObject* is_cpp_tensor(PyObject*, PyObject* obj) {
   return PyBool_FromLong(g_tensor_type != nullptr && PyObject_TypeCheck(obj, g_tensor_type));
 }
 
+// _C._tensor_is_initialized(obj): whether a Tensor (subclass) instance holds a tensor yet. A subclass whose
+// __new__ passes arguments up (PyTorch's `super().__new__(cls, data)`) and whose __init__ does not call
+// Tensor.__init__ is made by pybind11's __new__, which holds nothing; the package then initialises it.
+PyObject* tensor_is_initialized(PyObject*, PyObject* obj) {
+  if (g_tensor_type == nullptr || !PyObject_TypeCheck(obj, g_tensor_type)) Py_RETURN_FALSE;
+  auto* inst = reinterpret_cast<py::detail::instance*>(obj);
+  for (const auto& v_h : py::detail::values_and_holders(inst))
+    if (!v_h.holder_constructed()) Py_RETURN_FALSE;
+  Py_RETURN_TRUE;
+}
+
+PyMethodDef g_tensor_is_initialized = {"_tensor_is_initialized", tensor_is_initialized, METH_O,
+                                       "_tensor_is_initialized(obj): a Tensor instance that holds a tensor"};
 PyMethodDef g_is_cpp_tensor = {"_is_cpp_tensor", is_cpp_tensor, METH_O,
                                "_is_cpp_tensor(obj): a trainrun._C.Tensor (or subclass), not a tensor-like (DTensor)"};
 PyMethodDef g_instancecheck = {"__instancecheck__", tensor_meta_instancecheck, METH_O,
@@ -73,6 +86,9 @@ void note_tensor_type(py::module_& m, py::handle tensor_type) {
   py::object fn = py::reinterpret_steal<py::object>(PyCFunction_New(&g_is_cpp_tensor, nullptr));
   if (!fn) throw py::error_already_set();
   m.attr("_is_cpp_tensor") = fn;
+  py::object initialized = py::reinterpret_steal<py::object>(PyCFunction_New(&g_tensor_is_initialized, nullptr));
+  if (!initialized) throw py::error_already_set();
+  m.attr("_tensor_is_initialized") = initialized;
 }
 
 }  // namespace python

@@ -286,3 +286,5 @@ from trainrun import _module_paths  # noqa: E402
 _module_paths.install()  # (torch.autograd.profiler, torch.storage, torch.nn.utils.weight_norm, ... as modules)
 from trainrun import _torch_level_more  # noqa: E402
 _torch_level_more.install(globals())  # (torch.view_copy, torch.sym_int, torch.kl_div, torch.bitwise_left_shift, ...)
+from trainrun import overrides  # noqa: E402  (last: it wraps every public function for __torch_function__)
+overrides.install()

@@ -441,6 +441,10 @@ def _repr(self):
     else:
         suffixes = ["requires_grad=True"] if self.requires_grad else []
     text = _plain_repr(self, suffixes)
+    cls = type(self)
+    if cls is not Tensor and text.startswith("tensor(") and \
+            cls.__dict__.get("__torch_function__") is not _C._disabled_torch_function_impl:
+        text = cls.__name__ + text[len("tensor"):]  # a subclass's name, as PyTorch's (nn.Parameter excepted)
     if _printoptions.customized() and self.device.type != "meta" and self.numel():  # set_printoptions
         head = _printoptions.format_values(self)
         rest = text[text.rindex("]") + 1:] if "]" in text else text[text.index(",", len("tensor(")):] \
@@ -560,14 +564,5 @@ def _round_decimals(self, decimals=0):
 Tensor.round = _round_decimals
 
 
-def _as_subclass(self, cls):
-    """The same tensor (data, autograd history) as an instance of cls, a subclass of Tensor: how Parameters
-    and user subclasses are made from a plain tensor, as PyTorch's Tensor.as_subclass."""
-    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
-        raise TypeError(f"as_subclass: expected a subclass of trainrun.Tensor, got {cls!r}")
-    out = cls.__new__(cls)
-    Tensor.__init__(out, self)
-    return out
-
-
-Tensor.as_subclass = _as_subclass
+from trainrun import _tensor_subclass  # noqa: E402
+_tensor_subclass.install()  # (as_subclass, _make_subclass, and constructing subclasses as PyTorch's)

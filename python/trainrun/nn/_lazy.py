@@ -27,6 +27,8 @@ class UninitializedParameter(Parameter, metaclass=_UninitializedMeta):
 class UninitializedBuffer(_C.Tensor, metaclass=_UninitializedMeta):
     """A buffer whose shape is not known yet."""
 
+    __torch_function__ = _C._disabled_torch_function_impl
+
     def __new__(cls, requires_grad=False, device=None, dtype=None, persistent=True):
         buffer = _C.empty([0], dtype=dtype, device=device)
         buffer._uninitialized = "UninitializedBuffer"

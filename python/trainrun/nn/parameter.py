@@ -14,6 +14,8 @@ class _ParameterMeta(type(_C.Tensor)):
 class Parameter(_C.Tensor, metaclass=_ParameterMeta):
     """Shares `data`'s memory; requires grad unless told otherwise."""
 
+    __torch_function__ = _C._disabled_torch_function_impl  # (ops on parameters give plain tensors, as PyTorch's)
+
     def __new__(cls, data=None, requires_grad=True):
         as_parameter = getattr(type(data), "_as_parameter", None)
         if as_parameter is not None:  # a tensor of another kind (a DTensor) that makes its own parameter
@@ -37,6 +39,8 @@ class Buffer(_C.Tensor, metaclass=_BufferMeta):
     """nn.Buffer(data, persistent=True): `self.mask = nn.Buffer(t)` registers t's tensor as a buffer, as
     register_buffer("mask", t, persistent) does (PyTorch 2.5's). It is the tensor itself (sharing data's memory,
     marked), not a subclass instance."""
+
+    __torch_function__ = _C._disabled_torch_function_impl
 
     def __new__(cls, data=None, *, persistent=True):
         tensor = (data if data is not None else _C.empty([0])).detach()
