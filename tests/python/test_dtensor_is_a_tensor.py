@@ -13,6 +13,17 @@ import trainrun.nn as nn  # noqa: E402
 from trainrun import _C  # noqa: E402
 
 
+def test_functions_dtensor_wraps_still_pickle_by_name():
+    import pickle
+
+    import trainrun.distributed.tensor  # noqa: F401  (wraps trainrun.cat, F.gelu, ... for DTensor arguments)
+    import trainrun.nn.functional as F
+    layer = nn.TransformerEncoderLayer(16, 2, 32, activation=F.gelu, batch_first=True)
+    assert pickle.loads(pickle.dumps(layer)).activation is F.gelu
+    for fn in (torch.cat, torch.add, F.relu):
+        assert pickle.loads(pickle.dumps(fn)) is fn
+
+
 def test_isinstance_of_tensor_and_its_subclasses_in_one_process():
     from trainrun.distributed.tensor import DTensor
     t = torch.ones(2)

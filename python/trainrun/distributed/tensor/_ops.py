@@ -252,6 +252,13 @@ DTensor.norm = _norm
 DTensor.__getitem__ = _getitem
 
 
+def _replace(module, name, fn):
+    """module.<name> = fn, where pickle finds it by that name: a model holding F.gelu as its activation still
+    pickles once DTensor has wrapped F.gelu."""
+    fn.__module__, fn.__qualname__ = module.__name__, name
+    setattr(module, name, fn)
+
+
 def _dispatching(name, original, handler):
     """trainrun.<name> that hands calls with a DTensor positional argument to `handler` and everything else to
     the original."""
@@ -355,7 +362,7 @@ def _concatenating(name, original):
 
 for _name in ("cat", "concat", "concatenate", "stack"):
     if hasattr(trainrun, _name):
-        setattr(trainrun, _name, _concatenating(_name, getattr(trainrun, _name)))
+        _replace(trainrun, _name, _concatenating(_name, getattr(trainrun, _name)))
 DTensor.unsqueeze = lambda self, dim: rules.reshape(
     "reshape", self, list(self.shape[:dim % (self.ndim + 1)]) + [1] + list(self.shape[dim % (self.ndim + 1):]))
 DTensor.flatten = lambda self, start_dim=0, end_dim=-1: rules.reshape(
@@ -370,8 +377,8 @@ def _flattened(shape, start, end):
 
 
 for _name, _handler in _FUNCTIONS.items():
-    setattr(trainrun, _name, _dispatching(_name, getattr(trainrun, _name), _handler))
+    _replace(trainrun, _name, _dispatching(_name, getattr(trainrun, _name), _handler))
 for _name, _handler in _FUNCTIONAL.items():
-    setattr(F, _name, _dispatching(_name, getattr(F, _name), _handler))
+    _replace(F, _name, _dispatching(_name, getattr(F, _name), _handler))
 
 __all__ = ["DTensor", "DTensorSpec"]

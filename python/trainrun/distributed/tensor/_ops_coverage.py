@@ -24,7 +24,7 @@ def _dispatching(module, name, handler):
     original = getattr(module, name)
     if getattr(original, "_dtensor_aware", False):  # (_ops's own rule, or installed already)
         return
-    setattr(module, name, _ops._dispatching(name, original, functools.partial(handler, original)))
+    _ops._replace(module, name, _ops._dispatching(name, original, functools.partial(handler, original)))
 
 
 def _pointwise_call(name):
