@@ -10,7 +10,7 @@ namespace trainrun {
 namespace {
 
 using onednn::cpu_engine;
-using onednn::Scratch;
+using onednn::Buffer;
 using onednn::set_omp_threads;
 using dims = dnnl::memory::dims;
 using tag = dnnl::memory::format_tag;
@@ -117,6 +117,7 @@ Key key_of(const Conv2dShape& s, bool has_bias) {
 // between the two (run before the primitive for inputs, after for outputs).
 struct Arg {
   dnnl::memory user, kernel;
+  std::optional<onednn::Buffer> blocked;  // kernel's memory, when it is not the user's
   std::optional<dnnl::reorder> reorder;
 };
 
@@ -128,7 +129,8 @@ Arg bind(const dnnl::memory::desc& user_desc, const dnnl::memory::desc& kernel_d
     a.kernel = a.user;
     return a;
   }
-  a.kernel = dnnl::memory(kernel_desc, engine);
+  a.blocked.emplace(kernel_desc);
+  a.kernel = a.blocked->memory;
   a.reorder = is_input ? dnnl::reorder(a.user, a.kernel) : dnnl::reorder(a.kernel, a.user);
   return a;
 }
@@ -158,7 +160,7 @@ bool onednn_conv2d_forward(const Conv2dShape& s, const float* x, const float* w,
   Arg dst = bind(plan->user_dst, plan->pd.dst_desc(), out, false);
   run_in(src, stream);
   run_in(weights, stream);
-  Scratch scratch(plan->pd.scratchpad_desc());
+  Buffer scratch(plan->pd.scratchpad_desc());
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src.kernel},
                                              {DNNL_ARG_WEIGHTS, weights.kernel},
                                              {DNNL_ARG_DST, dst.kernel},
@@ -190,7 +192,7 @@ bool onednn_conv2d_backward(const Conv2dShape& s, const float* x, const float* w
     Arg dx = bind(f.user_src, pd.diff_src_desc(), grad_x, false);
     run_in(dy, stream);
     run_in(weights, stream);
-    Scratch scratch(pd.scratchpad_desc());
+    Buffer scratch(pd.scratchpad_desc());
     plan->data.execute(stream, {{DNNL_ARG_DIFF_DST, dy.kernel},
                                 {DNNL_ARG_WEIGHTS, weights.kernel},
                                 {DNNL_ARG_DIFF_SRC, dx.kernel},
@@ -204,7 +206,7 @@ bool onednn_conv2d_backward(const Conv2dShape& s, const float* x, const float* w
     Arg dw = bind(f.user_weights, pd.diff_weights_desc(), grad_w, false);
     run_in(src, stream);
     run_in(dy, stream);
-    Scratch scratch(pd.scratchpad_desc());
+    Buffer scratch(pd.scratchpad_desc());
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src.kernel},
                                                {DNNL_ARG_DIFF_DST, dy.kernel},
                                                {DNNL_ARG_DIFF_WEIGHTS, dw.kernel},

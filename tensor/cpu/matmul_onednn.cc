@@ -80,7 +80,7 @@ bool run_gemm(const PlanArgs& p, const float* bias, float* out) {
   onednn::set_omp_threads();
   const dnnl::engine& engine = onednn::cpu_engine();
   dnnl::stream stream(engine);
-  onednn::Scratch scratch(plan->pd.scratchpad_desc());
+  onednn::Buffer scratch(plan->pd.scratchpad_desc());
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, dnnl::memory(plan->a, engine, const_cast<float*>(p.a.data))},
       {DNNL_ARG_WEIGHTS, dnnl::memory(plan->b, engine, const_cast<float*>(p.b.data))},
