@@ -52,8 +52,18 @@ Tensor index_select_cpu(const Tensor& x_in, int64_t dim, const Tensor& index_in)
   return out;
 }
 
-// Calls f(index_position, x_offset_elements, src_position) for every element
-// of `index` (shape-checked against x and, when given, src).
+// Whether x (and src) are contiguous and the index covers x in every dim but `dim` (and src has the index's
+// shape): offsets are then linear in the index's position.
+bool dense_along_index(const Tensor& x, int64_t dim, const Tensor& index, const Tensor* src) {
+  if (!x.is_contiguous() || !index.is_contiguous() || (src && (!src->is_contiguous() || src->sizes() != index.sizes())))
+    return false;
+  for (int64_t d = 0; d < index.dim(); ++d)
+    if (d != dim && index.size(d) != x.size(d)) return false;
+  return true;
+}
+
+// Calls f(x_offset, src_offset) (in elements of their storages) for every
+// element of `index` (shape-checked against x and, when given, src).
 template <typename F>
 void for_each_indexed(const Tensor& x, int64_t dim, const Tensor& index, const Tensor* src, const char* op, F f) {
   TR_CHECK(index.dim() == x.dim() || (x.dim() == 0 && index.dim() <= 1), ValueError,
@@ -69,6 +79,26 @@ void for_each_indexed(const Tensor& x, int64_t dim, const Tensor& index, const T
   const int64_t* idx = index.data<int64_t>();
   const int64_t nd = index.dim();
   const int64_t size = x.dim() == 0 ? 1 : x.size(dim);
+  if (nd > 0 && dense_along_index(x, dim, index, src)) {
+    // Rows of `inner` elements: one multiply-add per element instead of a walk over every dim (max_pool2d's
+    // backward scattered 1M gradients in 51 ms that way). Each outer slice touches its own part of x, so
+    // slices run in parallel; within one, elements keep their order (scatter's last write wins, sums add in
+    // order).
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < dim; ++d) outer *= index.size(d);
+    for (int64_t d = dim + 1; d < nd; ++d) inner *= index.size(d);
+    const int64_t n = index.size(dim);
+    const int64_t x0 = x.storage_offset(), s0 = src ? src->storage_offset() : 0;
+    parallel_for(0, outer, std::max<int64_t>(1, 32768 / std::max<int64_t>(n * inner, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o)
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t p = (o * n + j) * inner;
+          for (int64_t k = 0; k < inner; ++k) f(x0 + (o * size + checked_index(idx[p + k], size, op, dim)) * inner + k,
+                                               s0 + p + k);
+        }
+    });
+    return;
+  }
   std::vector<int64_t> coord(nd, 0);
   for (int64_t p = 0; p < index.numel(); ++p) {
     int64_t i = checked_index(idx[p], size, op, dim);
@@ -89,12 +119,12 @@ Tensor gather_cpu(const Tensor& x, int64_t dim, const Tensor& index_in) {
   dim = wrap_dim(dim, x.dim(), "gather");
   Tensor index = int64_index(index_in, "gather");
   Tensor out = empty(index.sizes(), TensorOptions(x.dtype(), x.device()));
-  const int64_t es = x.element_size();
-  const char* base = static_cast<const char*>(x.impl()->storage()->data());
-  char* dst = static_cast<char*>(out.data_ptr());
-  int64_t p = 0;
-  for_each_indexed(x, dim, index, nullptr, "gather", [&](int64_t xo, int64_t) {
-    std::memcpy(dst + (p++) * es, base + xo * es, es);
+  visit_dtype(x.dtype(), "gather", [&](auto tag) {
+    using T = decltype(tag);
+    const T* base = static_cast<const T*>(x.impl()->storage()->data());
+    T* dst = out.data<T>();
+    // (out, contiguous in the index's shape, stands as the "src" whose offsets are the output positions)
+    for_each_indexed(x, dim, index, &out, "gather", [&](int64_t xo, int64_t position) { dst[position] = base[xo]; });
   });
   return out;
 }
