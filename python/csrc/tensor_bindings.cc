@@ -554,11 +554,18 @@ void bind_tensor(py::module_& m) {
       py::arg("padding") = IntList{0}, py::arg("dilation") = IntList{1}, py::arg("groups") = 1, release());
   m.def(
       "max_pool2d",
-      [](const Tensor& x, const IntList& k, const IntList& s, const IntList& p) {
-        return std::get<0>(max_pool2d(x, k, s, p));
+      [](const Tensor& x, const IntList& k, const IntList& s, const IntList& p, const IntList& d, bool ceil_mode,
+         bool return_indices) -> py::object {
+        std::tuple<Tensor, Tensor> r;
+        {
+          py::gil_scoped_release nogil;
+          r = max_pool2d(x, k, s, p, d, ceil_mode);
+        }
+        if (return_indices) return py::make_tuple(std::get<0>(r), std::get<1>(r));
+        return py::cast(std::get<0>(r));
       },
       py::arg("input"), py::arg("kernel_size"), py::arg("stride") = IntList{}, py::arg("padding") = IntList{0},
-      release());
+      py::arg("dilation") = IntList{1}, py::arg("ceil_mode") = false, py::arg("return_indices") = false);
   m.def(
       "avg_pool2d",
       [](const Tensor& x, const IntList& k, const IntList& s, const IntList& p, bool ceil_mode, bool count_include_pad) {

@@ -1,6 +1,9 @@
 // CPU max_pool2d (with argmax indices for backward) and avg_pool2d.
+#include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <tuple>
+#include <vector>
 
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
@@ -24,32 +27,80 @@ std::tuple<Tensor, Tensor> max_pool2d_cpu(const Tensor& x_in, const IntList& k, 
     const T* px = static_cast<const T*>(x.data_ptr());
     T* po = static_cast<T*>(out.data_ptr());
     int64_t* pi = idx.data<int64_t>();
+    // An element replaces the window's best when greater, or NaN (PyTorch's rule: the last NaN wins).
+    auto window = [&](const T* src, int64_t oh, int64_t ow, int64_t o) {
+      Acc best = -std::numeric_limits<Acc>::infinity();
+      if (!std::numeric_limits<Acc>::has_infinity) best = std::numeric_limits<Acc>::lowest();
+      int64_t best_i = -1;
+      for (int64_t i = 0; i < g.kH; ++i) {
+        const int64_t ih = oh * g.sH - g.pH + i * g.dH;
+        if (ih < 0 || ih >= g.H) continue;
+        for (int64_t j = 0; j < g.kW; ++j) {
+          const int64_t iw = ow * g.sW - g.pW + j * g.dW;
+          if (iw < 0 || iw >= g.W) continue;
+          const Acc v = static_cast<Acc>(src[ih * g.W + iw]);
+          if (v > best || v != v || best_i < 0) {
+            best = v;
+            best_i = ih * g.W + iw;
+          }
+        }
+      }
+      po[o] = static_cast<T>(best);
+      pi[o] = best_i;
+    };
+    // Rows whose windows lie inside the plane, at the columns ow_lo..ow_hi whose windows do too, go a window
+    // element at a time across the whole row: no bounds checks, no branches, and a loop over ow the compiler
+    // vectorizes. One window at a time with a branch per element cost 20 ns an output on random data (the
+    // compare mispredicts half the time): 20 ms for a 32x32x64x64 input's 2x2 pooling.
+    auto first_inside = [](int64_t pad, int64_t stride) { return (pad + stride - 1) / stride; };
+    auto last_inside = [](int64_t size, int64_t pad, int64_t reach, int64_t stride) {
+      const int64_t room = size - 1 + pad - reach;
+      return room < 0 ? int64_t{-1} : room / stride;
+    };
+    const int64_t oh_lo = first_inside(g.pH, g.sH);
+    const int64_t oh_hi = std::min(g.Ho - 1, last_inside(g.H, g.pH, (g.kH - 1) * g.dH, g.sH));
+    const int64_t ow_lo = first_inside(g.pW, g.sW);
+    const int64_t ow_hi = std::min(g.Wo - 1, last_inside(g.W, g.pW, (g.kW - 1) * g.dW, g.sW));
+    const bool narrow_index = g.H * g.W <= std::numeric_limits<int32_t>::max();  // (plane positions as int32)
     parallel_for(0, g.planes, 1, [&](int64_t b, int64_t e) {
+      std::vector<Acc> best(static_cast<size_t>(g.Wo));
+      std::vector<int32_t> best_i(static_cast<size_t>(g.Wo));  // (float-wide, so the row loop vectorizes)
       for (int64_t plane = b; plane < e; ++plane) {
         const T* src = px + plane * g.H * g.W;
-        for (int64_t oh = 0; oh < g.Ho; ++oh)
-          for (int64_t ow = 0; ow < g.Wo; ++ow) {
-            Acc best = -std::numeric_limits<Acc>::infinity();
-            if (!std::numeric_limits<Acc>::has_infinity) best = std::numeric_limits<Acc>::lowest();
-            int64_t best_i = -1;
-            for (int64_t i = 0; i < g.kH; ++i) {
-              int64_t ih = oh * g.sH - g.pH + i * g.dH;
-              if (ih < 0 || ih >= g.H) continue;
-              for (int64_t j = 0; j < g.kW; ++j) {
-                int64_t iw = ow * g.sW - g.pW + j * g.dW;
-                if (iw < 0 || iw >= g.W) continue;
-                Acc v = static_cast<Acc>(src[ih * g.W + iw]);
-                if (v > best || v != v || best_i < 0) {
-                  best = v;
-                  best_i = ih * g.W + iw;
-                  if (v != v) break;
-                }
+        for (int64_t oh = 0; oh < g.Ho; ++oh) {
+          const int64_t row = (plane * g.Ho + oh) * g.Wo;
+          if (oh < oh_lo || oh > oh_hi || ow_lo > ow_hi || !narrow_index) {
+            for (int64_t ow = 0; ow < g.Wo; ++ow) window(src, oh, ow, row + ow);
+            continue;
+          }
+          for (int64_t ow = 0; ow < ow_lo; ++ow) window(src, oh, ow, row + ow);
+          for (int64_t ow = ow_hi + 1; ow < g.Wo; ++ow) window(src, oh, ow, row + ow);
+          const int64_t top = (oh * g.sH - g.pH) * g.W - g.pW;  // the window of ow starts at top + ow * sW
+          Acc* __restrict bv = best.data();
+          int32_t* __restrict bi = best_i.data();
+          for (int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
+            bv[ow] = static_cast<Acc>(src[top + ow * g.sW]);
+            bi[ow] = static_cast<int32_t>(top + ow * g.sW);
+          }
+          for (int64_t i = 0; i < g.kH; ++i)
+            for (int64_t j = (i == 0 ? 1 : 0); j < g.kW; ++j) {
+              const int64_t shift = top + i * g.dH * g.W + j * g.dW;
+              const int32_t shift32 = static_cast<int32_t>(shift), stride = static_cast<int32_t>(g.sW);
+              const T* __restrict in = src + shift;
+              for (int32_t ow = static_cast<int32_t>(ow_lo); ow <= static_cast<int32_t>(ow_hi); ++ow) {
+                const Acc v = static_cast<Acc>(in[ow * stride]);
+                const Acc b = bv[ow];
+                const int32_t bix = bi[ow];
+                const bool take = v > b || v != v;
+                bv[ow] = take ? v : b;
+                bi[ow] = take ? shift32 + ow * stride : bix;
               }
             }
-            int64_t o = (plane * g.Ho + oh) * g.Wo + ow;
-            po[o] = static_cast<T>(best);
-            pi[o] = best_i;
+          for (int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
+            po[row + ow] = static_cast<T>(bv[ow]);
+            pi[row + ow] = bi[ow];
           }
+        }
       }
     });
   });

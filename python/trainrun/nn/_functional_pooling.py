@@ -5,7 +5,7 @@ import numpy as np
 
 from trainrun import _C
 from trainrun._op_table import op
-from trainrun.nn._functional_layers import _as_rows, _pair, _single, pad, unfold
+from trainrun.nn._functional_layers import _as_rows, _pair, _single
 
 
 def _pool_args(where, kernel_size, stride, padding):
@@ -30,48 +30,15 @@ def ceil_mode_padding(sizes, k, s, p, d):
                 - (n + 2 * p[i])) for i, n in enumerate(sizes)]
 
 
-def pad_far_end(x, extra):
-    """x padded with -inf after its last len(extra) dims' ends by `extra` (pad() lists the last dim first)."""
-    if not any(extra):
-        return x
-    widths = []
-    for e in reversed(extra):
-        widths += [0, e]
-    return pad(x, widths, value=float("-inf"))
-
-
 @op(function=False, functional=True)
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
                return_indices=False):
-    if return_indices or _pair(dilation, "max_pool2d", "dilation") != [1, 1]:
-        out = _max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
-        return out if return_indices else out[0]
-    k, s, p = _pool_args("max_pool2d", kernel_size, stride, padding)
-    if ceil_mode:
-        input = pad_far_end(input, ceil_mode_padding(input.shape[-2:], k, s, p, [1, 1]))  # noqa: A001
-    return _C.max_pool2d(input, k, s, p)
-
-
-def _max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode):  # noqa: A002
-    """(values, indices): each window's maximum and its flat position in the input plane (row * W + col; the
-    first of equal maxima), what max_unpool2d takes. Windows come from unfold over the input padded with -inf."""
-    unbatched = input.dim() == 3
-    x = input.unsqueeze(0) if unbatched else input
+    """The C++ kernel (tensor/cpu/pool_kernels.cc) for every form: its indices are flat positions in each input
+    plane (what max_unpool2d takes), and a window's maximum is the first of equal values, or its last NaN, as
+    PyTorch's."""
     k, s, p = _pool_args("max_pool2d", kernel_size, stride, padding)
     d = _pair(dilation, "max_pool2d", "dilation")
-    n, c, height, width = x.shape
-    extra = ceil_mode_padding([height, width], k, s, p, d) if ceil_mode else [0, 0]
-    padded = pad(x, [p[1], p[1] + extra[1], p[0], p[0] + extra[0]], value=float("-inf")) if any(p + extra) else x
-    out_h = pool_output_size(height, k[0], s[0], p[0], d[0], ceil_mode)
-    out_w = pool_output_size(width, k[1], s[1], p[1], d[1], ceil_mode)
-    columns = unfold(padded, k, dilation=d, stride=s).reshape([n, c, k[0] * k[1], out_h * out_w])
-    values, which = columns.max(dim=2)
-    position = _C.arange(out_h * out_w, dtype=_C.dtype.int64).to(x.device)
-    rows = (position // out_w) * s[0] - p[0] + (which // k[1]) * d[0]
-    cols = (position % out_w) * s[1] - p[1] + (which % k[1]) * d[1]
-    indices = (rows * width + cols).reshape([n, c, out_h, out_w])
-    values = values.reshape([n, c, out_h, out_w])
-    return (values.squeeze(0), indices.squeeze(0)) if unbatched else (values, indices)
+    return _C.max_pool2d(input, k, s, p, d, bool(ceil_mode), bool(return_indices))
 
 
 @op(function=False, functional=True)
