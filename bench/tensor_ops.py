@@ -30,6 +30,7 @@ ROWS = {
     "softmax": ("softmax 4096x4096 f32", "GB/s", 2 * 4 * N16M),
     "layer_norm": ("layer_norm 4096x1024 f32", "GB/s", 2 * 4 * 4096 * 1024),
     "conv2d": ("conv2d 8x64x56x56, 64->64, 3x3 pad 1", "GFLOP/s", 2 * 8 * 64 * 64 * 9 * 56 * 56),
+    "max_pool2d": ("max_pool2d 32x32x64x64, 2x2", "GB/s", 4 * (N16M // 4 + N16M // 16)),  # (reads + values out)
 }
 
 
@@ -62,6 +63,8 @@ def run_peer(threads, reps):
     r["layer_norm"] = median_seconds(lambda: torch.nn.functional.layer_norm(lx, (1024,), w, bias, 1e-5), reps)
     img, k = torch.randn(8, 64, 56, 56), torch.randn(64, 64, 3, 3)
     r["conv2d"] = median_seconds(lambda: torch.nn.functional.conv2d(img, k, padding=1), max(3, reps // 3))
+    planes = torch.randn(32, 32, 64, 64)
+    r["max_pool2d"] = median_seconds(lambda: torch.nn.functional.max_pool2d(planes, 2), reps)
     # Last, as in bench/tensor_ops.cc: BLAS threads spin after a call.
     a, b, c = torch.randn(1024, 1024), torch.randn(1024, 1024), torch.empty(1024, 1024)
     r["matmul"] = median_seconds(lambda: torch.mm(a, b, out=c), reps)
