@@ -42,8 +42,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
     TR_CHECK(count > 1, ValueError, "{}: expected more than 1 value per channel in training, got input {}",
              type_name(), x.shape_str());
     mean_t = mean(x, dims, true);
-    Tensor centered = sub(x, mean_t);
-    var_t = mean(mul(centered, centered), dims, true);  // biased, as the normalisation uses
+    var_t = var(x, dims, /*correction=*/0, true);  // biased, as the normalisation uses
     if (track_ && is_training()) {
       NoGradGuard no_grad;
       Tensor& rm = buffer("running_mean");
@@ -59,9 +58,13 @@ Tensor BatchNorm::forward(const Tensor& x) {
     mean_t = reshape(buffer("running_mean"), stat_shape);
     var_t = reshape(buffer("running_var"), stat_shape);
   }
-  Tensor y = mul(sub(x, mean_t), rsqrt(add(var_t, eps)));
-  if (affine_) y = add(mul(y, reshape(param("weight"), stat_shape)), reshape(param("bias"), stat_shape));
-  return y;
+  // y = x * scale + shift, scale = weight / sqrt(var + eps), shift = bias - mean * scale: PyTorch's CPU form,
+  // one pass over x (and three in backward) where normalising, then scaling and shifting, took four (and eight).
+  Tensor scale = rsqrt(add(var_t, eps));
+  if (affine_) scale = mul(scale, reshape(param("weight"), stat_shape));
+  Tensor shift = neg(mul(mean_t, scale));
+  if (affine_) shift = add(shift, reshape(param("bias"), stat_shape));
+  return addcmul(shift, x, scale);
 }
 
 }  // namespace nn
