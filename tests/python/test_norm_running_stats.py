@@ -60,3 +60,24 @@ def test_instance_norm_with_momentum_none_keeps_its_running_statistics():
     layer(trainrun.randn(2, 3, 5) + 4)
     assert layer.num_batches_tracked.item() == 0
     assert layer.running_mean.abs().sum().item() == 0 and trainrun.equal(layer.running_var, trainrun.ones(3))
+
+
+@needs_torch
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("affine", [True, False])
+def test_functional_batch_norm_values_gradients_and_statistics_match_pytorch(training, affine):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((4, 3, 5, 5)) * 3 + 1).astype(np.float32)
+    w, b = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    weighting = np.arange(x.size, dtype=np.float32).reshape(x.shape) / x.size
+    results = []
+    for torch in (trainrun, peer):
+        xx = torch.tensor(x, requires_grad=True)
+        ww, bb = (torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)) if affine else (None, None)
+        running_mean, running_var = torch.zeros(3), torch.ones(3)
+        y = torch.nn.functional.batch_norm(xx, running_mean, running_var, ww, bb, training=training, momentum=0.2)
+        (y * torch.tensor(weighting)).sum().backward()
+        results.append([y.detach().numpy(), xx.grad.numpy(), running_mean.numpy(), running_var.numpy()]
+                       + ([ww.grad.numpy(), bb.grad.numpy()] if affine else []))
+    for ours, theirs in zip(*results):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)

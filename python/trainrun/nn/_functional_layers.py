@@ -339,7 +339,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     shape = [1, input.shape[1]] + [1] * (input.ndim - 2)
     if training:
         mean = input.mean(dim=dims)
-        var = ((input - mean.reshape(shape)) ** 2).mean(dim=dims)
+        var = input.var(dim=dims, unbiased=False)
         if running_mean is not None:
             count = input.numel() // input.shape[1]
             with _no_grad():
@@ -348,8 +348,14 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                                   momentum)
     else:
         mean, var = running_mean, running_var
-    out = (input - mean.reshape(shape)) * _C.rsqrt(var.reshape(shape) + eps)
-    return _per_channel_affine(out, weight, bias)
+    # input * scale + shift, one pass (nn/batch_norm.cc says why)
+    scale = _C.rsqrt(var.reshape(shape) + eps)
+    if weight is not None:
+        scale = scale * weight.reshape(shape)
+    shift = -(mean.reshape(shape) * scale)
+    if bias is not None:
+        shift = shift + bias.reshape(shape)
+    return _C.addcmul(shift, input, scale)
 
 
 def _no_grad():
