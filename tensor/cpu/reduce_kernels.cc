@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "tensor/dispatcher.h"
@@ -148,6 +149,45 @@ bool leading_dims_are_rows(const Tensor& x, int64_t k) {
   return true;
 }
 
+// Sums over every dim of a contiguous tensor but one run of consecutive dims in the middle (a BatchNorm's
+// per-channel sums over N, H, W): x is [outer, mid, inner] and out[m] the sum of outer rows of `inner` elements,
+// each row summed in place and the rows' sums combined pairwise. The rows plan would first copy x transposed.
+template <typename T>
+void sum_outer_inner(const T* x, int64_t outer, int64_t mid, int64_t inner, T* o, double scale) {
+  using Acc = acc_t<T>;
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(outer * inner, 1));
+  parallel_for(0, mid, grain, [&](int64_t m0, int64_t m1) {
+    std::vector<Acc> partial(static_cast<size_t>(outer));
+    for (int64_t m = m0; m < m1; ++m) {
+      for (int64_t r = 0; r < outer; ++r)
+        partial[r] = cascade_sum<T, Acc>(x + (r * mid + m) * inner, inner, [](Acc v) { return v; });
+      for (int64_t width = 1; width < outer; width *= 2)
+        for (int64_t r = 0; r + width < outer; r += 2 * width) partial[r] += partial[r + width];
+      o[m] = static_cast<T>(scale == 1.0 ? partial[0] : static_cast<Acc>(partial[0] * scale));
+    }
+  });
+}
+
+// The run [k0, k1) of dims that `dims` leaves, when it is one run with reduced dims on both sides; {0, 0}
+// otherwise.
+std::pair<int64_t, int64_t> kept_middle_run(const Tensor& x, const IntList& dims) {
+  const int64_t nd = x.dim();
+  if (dims.empty() || nd < 3) return {0, 0};
+  std::vector<bool> reduced(static_cast<size_t>(nd), false);
+  for (int64_t d : dims) {
+    const int64_t w = d < 0 ? d + nd : d;
+    if (w < 0 || w >= nd || reduced[w]) return {0, 0};  // (the rows plan reports the error)
+    reduced[w] = true;
+  }
+  int64_t k0 = 0;
+  while (k0 < nd && reduced[k0]) ++k0;
+  int64_t k1 = k0;
+  while (k1 < nd && !reduced[k1]) ++k1;
+  for (int64_t d = k1; d < nd; ++d)
+    if (!reduced[d]) return {0, 0};
+  return k0 > 0 && k1 < nd ? std::make_pair(k0, k1) : std::make_pair(int64_t{0}, int64_t{0});
+}
+
 Tensor sum_like_cpu(const Tensor& x_in, const IntList& dims, bool keepdim, std::optional<DType> dtype, bool mean) {
   const char* op = mean ? "mean" : "sum";
   DType out_dtype = sum_dtype(x_in.dtype(), dtype);
@@ -177,6 +217,25 @@ Tensor sum_like_cpu(const Tensor& x_in, const IntList& dims, bool keepdim, std::
       sum_leading<float>(x.data<float>(), rows, cols, out.data<float>(), scale);
     else
       sum_leading<double>(x.data<double>(), rows, cols, out.data<double>(), scale);
+    return out;
+  }
+  if (const auto [k0, k1] = kept_middle_run(x, dims);
+      k1 > k0 && x.is_contiguous() && (x.dtype() == DType::Float32 || x.dtype() == DType::Float64) &&
+      out_dtype == x.dtype() && x.numel() > 0) {
+    int64_t outer = 1, mid = 1, inner = 1;
+    IntList out_shape;
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      const int64_t n = x.sizes()[d];
+      (d < k0 ? outer : d < k1 ? mid : inner) *= n;
+      if (d >= k0 && d < k1) out_shape.push_back(n);
+      else if (keepdim) out_shape.push_back(1);
+    }
+    Tensor out = empty(out_shape, out_dtype);
+    const double scale = mean ? 1.0 / static_cast<double>(outer * inner) : 1.0;
+    if (x.dtype() == DType::Float32)
+      sum_outer_inner<float>(x.data<float>(), outer, mid, inner, out.data<float>(), scale);
+    else
+      sum_outer_inner<double>(x.data<double>(), outer, mid, inner, out.data<double>(), scale);
     return out;
   }
   ReducePlan plan(x, dims, keepdim, op);

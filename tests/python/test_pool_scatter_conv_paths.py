@@ -94,3 +94,18 @@ def test_repeated_convolutions_take_no_fresh_pages():
     per_step = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 3
     # oneDNN's blocked copies of x, w and the output (6 MiB each) from fresh pages were ~9600 faults a step
     assert per_step < 1000, f"{per_step:.0f} page faults per convolution step"
+
+
+@pytest.mark.parametrize("dims", [(0, 2, 3), (0, 3), (0, 1, 3), (0, 2), [-4, -1]])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sums_that_keep_middle_dims_read_in_place_and_match_numpy(dims, dtype):
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((6, 5, 7, 9)) + 3).astype(dtype)
+    t = tr.tensor(x)
+    wanted = x.astype(np.float64).sum(axis=tuple(dims))
+    np.testing.assert_allclose(t.sum(dim=dims).numpy(), wanted, rtol=1e-6)
+    np.testing.assert_allclose(t.mean(dim=dims, keepdim=True).numpy(),
+                               x.astype(np.float64).mean(axis=tuple(dims), keepdims=True), rtol=1e-6)
+    assert t.sum(dim=dims).dtype == t.dtype
+    with pytest.raises(IndexError):
+        t.sum(dim=(0, 4))
