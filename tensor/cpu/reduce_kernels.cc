@@ -149,34 +149,23 @@ bool leading_dims_are_rows(const Tensor& x, int64_t k) {
   return true;
 }
 
-// Sums over every dim of a contiguous tensor but one run of consecutive dims in the middle (a BatchNorm's
-// per-channel sums over N, H, W): x is [outer, mid, inner] and out[m] the sum of outer rows of `inner` elements,
-// each row summed in place and the rows' sums combined pairwise. The rows plan would first copy x transposed.
-template <typename T>
-void sum_outer_inner(const T* x, int64_t outer, int64_t mid, int64_t inner, T* o, double scale) {
-  using Acc = acc_t<T>;
-  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(outer * inner, 1));
-  parallel_for(0, mid, grain, [&](int64_t m0, int64_t m1) {
-    std::vector<Acc> partial(static_cast<size_t>(outer));
-    for (int64_t m = m0; m < m1; ++m) {
-      for (int64_t r = 0; r < outer; ++r)
-        partial[r] = cascade_sum<T, Acc>(x + (r * mid + m) * inner, inner, [](Acc v) { return v; });
-      for (int64_t width = 1; width < outer; width *= 2)
-        for (int64_t r = 0; r + width < outer; r += 2 * width) partial[r] += partial[r + width];
-      o[m] = static_cast<T>(scale == 1.0 ? partial[0] : static_cast<Acc>(partial[0] * scale));
-    }
-  });
-}
+// A contiguous float tensor reduced over every dim but one run of consecutive dims in the middle (a
+// BatchNorm's per-channel statistics over N, H, W) is [outer, mid, inner]: output m reduces `outer` rows of
+// `inner` contiguous elements. Reading those rows in place saves the rows plan's transposing copy.
+struct MiddleRun {
+  int64_t outer = 1, mid = 1, inner = 1;
+  IntList out_shape;
+};
 
-// The run [k0, k1) of dims that `dims` leaves, when it is one run with reduced dims on both sides; {0, 0}
-// otherwise.
-std::pair<int64_t, int64_t> kept_middle_run(const Tensor& x, const IntList& dims) {
+std::optional<MiddleRun> middle_run(const Tensor& x, const IntList& dims, bool keepdim) {
   const int64_t nd = x.dim();
-  if (dims.empty() || nd < 3) return {0, 0};
+  if (dims.empty() || nd < 3 || !x.is_contiguous() || x.numel() == 0 ||
+      (x.dtype() != DType::Float32 && x.dtype() != DType::Float64))
+    return std::nullopt;
   std::vector<bool> reduced(static_cast<size_t>(nd), false);
   for (int64_t d : dims) {
     const int64_t w = d < 0 ? d + nd : d;
-    if (w < 0 || w >= nd || reduced[w]) return {0, 0};  // (the rows plan reports the error)
+    if (w < 0 || w >= nd || reduced[w]) return std::nullopt;  // (the rows plan reports the error)
     reduced[w] = true;
   }
   int64_t k0 = 0;
@@ -184,8 +173,40 @@ std::pair<int64_t, int64_t> kept_middle_run(const Tensor& x, const IntList& dims
   int64_t k1 = k0;
   while (k1 < nd && !reduced[k1]) ++k1;
   for (int64_t d = k1; d < nd; ++d)
-    if (!reduced[d]) return {0, 0};
-  return k0 > 0 && k1 < nd ? std::make_pair(k0, k1) : std::make_pair(int64_t{0}, int64_t{0});
+    if (!reduced[d]) return std::nullopt;
+  if (k0 == 0 || k1 == k0 || k1 == nd) return std::nullopt;
+  MiddleRun run;
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t n = x.sizes()[d];
+    (d < k0 ? run.outer : d < k1 ? run.mid : run.inner) *= n;
+    if (d >= k0 && d < k1) run.out_shape.push_back(n);
+    else if (keepdim) run.out_shape.push_back(1);
+  }
+  return run;
+}
+
+// Per output m, the pairwise sum over the outer rows of f(row) (one row's reduction).
+template <typename Acc, typename RowFn>
+Acc sum_over_rows(const MiddleRun& run, int64_t m, std::vector<Acc>& partial, RowFn row_sum) {
+  for (int64_t r = 0; r < run.outer; ++r) partial[r] = row_sum((r * run.mid + m) * run.inner);
+  for (int64_t width = 1; width < run.outer; width *= 2)
+    for (int64_t r = 0; r + width < run.outer; r += 2 * width) partial[r] += partial[r + width];
+  return partial[0];
+}
+
+template <typename T>
+void sum_middle_run(const MiddleRun& run, const T* x, T* o, double scale) {
+  using Acc = acc_t<T>;
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(run.outer * run.inner, 1));
+  parallel_for(0, run.mid, grain, [&](int64_t m0, int64_t m1) {
+    std::vector<Acc> partial(static_cast<size_t>(run.outer));
+    for (int64_t m = m0; m < m1; ++m) {
+      const Acc s = sum_over_rows<Acc>(run, m, partial, [&](int64_t at) {
+        return cascade_sum<T, Acc>(x + at, run.inner, [](Acc v) { return v; });
+      });
+      o[m] = static_cast<T>(scale == 1.0 ? s : static_cast<Acc>(s * scale));
+    }
+  });
 }
 
 Tensor sum_like_cpu(const Tensor& x_in, const IntList& dims, bool keepdim, std::optional<DType> dtype, bool mean) {
@@ -219,23 +240,13 @@ Tensor sum_like_cpu(const Tensor& x_in, const IntList& dims, bool keepdim, std::
       sum_leading<double>(x.data<double>(), rows, cols, out.data<double>(), scale);
     return out;
   }
-  if (const auto [k0, k1] = kept_middle_run(x, dims);
-      k1 > k0 && x.is_contiguous() && (x.dtype() == DType::Float32 || x.dtype() == DType::Float64) &&
-      out_dtype == x.dtype() && x.numel() > 0) {
-    int64_t outer = 1, mid = 1, inner = 1;
-    IntList out_shape;
-    for (int64_t d = 0; d < x.dim(); ++d) {
-      const int64_t n = x.sizes()[d];
-      (d < k0 ? outer : d < k1 ? mid : inner) *= n;
-      if (d >= k0 && d < k1) out_shape.push_back(n);
-      else if (keepdim) out_shape.push_back(1);
-    }
-    Tensor out = empty(out_shape, out_dtype);
-    const double scale = mean ? 1.0 / static_cast<double>(outer * inner) : 1.0;
+  if (const std::optional<MiddleRun> run = middle_run(x, dims, keepdim); run && out_dtype == x.dtype()) {
+    Tensor out = empty(run->out_shape, out_dtype);
+    const double scale = mean ? 1.0 / static_cast<double>(run->outer * run->inner) : 1.0;
     if (x.dtype() == DType::Float32)
-      sum_outer_inner<float>(x.data<float>(), outer, mid, inner, out.data<float>(), scale);
+      sum_middle_run<float>(*run, x.data<float>(), out.data<float>(), scale);
     else
-      sum_outer_inner<double>(x.data<double>(), outer, mid, inner, out.data<double>(), scale);
+      sum_middle_run<double>(*run, x.data<double>(), out.data<double>(), scale);
     return out;
   }
   ReducePlan plan(x, dims, keepdim, op);
@@ -349,6 +360,30 @@ Tensor argmax_cpu(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 
 Tensor var_cpu(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
   TR_CHECK(is_floating(x.dtype()), TypeError, "var: expected a floating point tensor, got {}", dtype_name(x.dtype()));
+  if (const std::optional<MiddleRun> run = middle_run(x, dims, keepdim)) {
+    Tensor out = empty(run->out_shape, x.dtype());
+    visit_float_dtype(x.dtype(), "var", [&](auto tag) {
+      using T = decltype(tag);
+      const T* px = x.data<T>();
+      T* o = out.data<T>();
+      const int64_t n = run->outer * run->inner;
+      const double denom = static_cast<double>(n - correction);
+      const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1));
+      parallel_for(0, run->mid, grain, [&](int64_t m0, int64_t m1) {
+        std::vector<double> partial(static_cast<size_t>(run->outer));
+        for (int64_t m = m0; m < m1; ++m) {  // the rows' two passes, as below
+          const double mean = sum_over_rows<double>(*run, m, partial, [&](int64_t at) {
+            return cascade_sum<T, double>(px + at, run->inner, [](double v) { return v; });
+          }) / static_cast<double>(n);
+          const double ss = sum_over_rows<double>(*run, m, partial, [&](int64_t at) {
+            return cascade_sum<T, double>(px + at, run->inner, [mean](double v) { return (v - mean) * (v - mean); });
+          });
+          o[m] = static_cast<T>(denom <= 0 ? std::numeric_limits<double>::quiet_NaN() : ss / denom);
+        }
+      });
+    });
+    return out;
+  }
   ReducePlan plan(x, dims, keepdim, "var");
   Tensor out = empty(plan.out_shape, x.dtype());
   visit_float_dtype(x.dtype(), "var", [&](auto tag) {

@@ -98,7 +98,7 @@ def test_repeated_convolutions_take_no_fresh_pages():
 
 @pytest.mark.parametrize("dims", [(0, 2, 3), (0, 3), (0, 1, 3), (0, 2), [-4, -1]])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_sums_that_keep_middle_dims_read_in_place_and_match_numpy(dims, dtype):
+def test_sums_and_variances_that_keep_middle_dims_read_in_place_and_match_numpy(dims, dtype):
     rng = np.random.default_rng(4)
     x = (rng.standard_normal((6, 5, 7, 9)) + 3).astype(dtype)
     t = tr.tensor(x)
@@ -106,6 +106,9 @@ def test_sums_that_keep_middle_dims_read_in_place_and_match_numpy(dims, dtype):
     np.testing.assert_allclose(t.sum(dim=dims).numpy(), wanted, rtol=1e-6)
     np.testing.assert_allclose(t.mean(dim=dims, keepdim=True).numpy(),
                                x.astype(np.float64).mean(axis=tuple(dims), keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(t.var(dim=dims).numpy(), x.astype(np.float64).var(axis=tuple(dims), ddof=1), rtol=1e-5)
+    np.testing.assert_allclose(t.var(dim=dims, unbiased=False, keepdim=True).numpy(),
+                               x.astype(np.float64).var(axis=tuple(dims), keepdims=True), rtol=1e-5)
     assert t.sum(dim=dims).dtype == t.dtype
     with pytest.raises(IndexError):
         t.sum(dim=(0, 4))
