@@ -75,30 +75,32 @@ std::tuple<Tensor, Tensor> max_pool2d_cpu(const Tensor& x_in, const IntList& k, 
           }
           for (int64_t ow = 0; ow < ow_lo; ++ow) window(src, oh, ow, row + ow);
           for (int64_t ow = ow_hi + 1; ow < g.Wo; ++ow) window(src, oh, ow, row + ow);
-          const int64_t top = (oh * g.sH - g.pH) * g.W - g.pW;  // the window of ow starts at top + ow * sW
+          // Window k of the run (column ow_lo + k) starts at first + k * sW.
+          const int64_t first = (oh * g.sH - g.pH) * g.W + ow_lo * g.sW - g.pW;
+          const int32_t count = static_cast<int32_t>(ow_hi - ow_lo + 1), stride = static_cast<int32_t>(g.sW);
           Acc* __restrict bv = best.data();
           int32_t* __restrict bi = best_i.data();
-          for (int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
-            bv[ow] = static_cast<Acc>(src[top + ow * g.sW]);
-            bi[ow] = static_cast<int32_t>(top + ow * g.sW);
+          for (int32_t k = 0; k < count; ++k) {
+            bv[k] = static_cast<Acc>(src[first + k * stride]);
+            bi[k] = static_cast<int32_t>(first) + k * stride;
           }
           for (int64_t i = 0; i < g.kH; ++i)
             for (int64_t j = (i == 0 ? 1 : 0); j < g.kW; ++j) {
-              const int64_t shift = top + i * g.dH * g.W + j * g.dW;
-              const int32_t shift32 = static_cast<int32_t>(shift), stride = static_cast<int32_t>(g.sW);
-              const T* __restrict in = src + shift;
-              for (int32_t ow = static_cast<int32_t>(ow_lo); ow <= static_cast<int32_t>(ow_hi); ++ow) {
-                const Acc v = static_cast<Acc>(in[ow * stride]);
-                const Acc b = bv[ow];
-                const int32_t bix = bi[ow];
+              const int64_t at = first + i * g.dH * g.W + j * g.dW;
+              const int32_t at32 = static_cast<int32_t>(at);
+              const T* __restrict in = src + at;
+              for (int32_t k = 0; k < count; ++k) {
+                const Acc v = static_cast<Acc>(in[k * stride]);
+                const Acc b = bv[k];
+                const int32_t bix = bi[k];
                 const bool take = v > b || v != v;
-                bv[ow] = take ? v : b;
-                bi[ow] = take ? shift32 + ow * stride : bix;
+                bv[k] = take ? v : b;
+                bi[k] = take ? at32 + k * stride : bix;
               }
             }
-          for (int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
-            po[row + ow] = static_cast<T>(bv[ow]);
-            pi[row + ow] = bi[ow];
+          for (int32_t k = 0; k < count; ++k) {
+            po[row + ow_lo + k] = static_cast<T>(bv[k]);
+            pi[row + ow_lo + k] = bi[k];
           }
         }
       }
