@@ -7,14 +7,16 @@ functions (trainrun.*, nn.functional, linalg, special, fft) that are given one o
 passes the call to the next overriding argument, and a TypeError names them all when none takes it. A Tensor
 subclass inherits Tensor.__torch_function__, which runs the call and returns tensors as the subclass, and its
 methods and operators (`x.add(1)`, `x + 1`, `repr(x)`) come to its __torch_function__ as `Tensor.add`,
-`Tensor.__add__`, ... A TorchFunctionMode (`with LoggingMode():`) sees every call on its thread first.
+`Tensor.__add__`, ... A TorchFunctionMode (`with LoggingMode():`) sees every call on its thread first: the
+namespaces' functions, and plain tensors' methods and operators (not the ops inside layers written in C++).
 nn.Parameter opts out (`__torch_function__ = _disabled_torch_function_impl`), so ops on parameters return plain
 tensors.
 
 The per-call check is C (python/csrc/torch_function.cc): each namespace function is wrapped once at import in
 an object that forwards to it unless an argument's class overrides or a mode is on, and then calls `_dispatch`
 here. Tensor methods cost nothing for plain tensors: a subclass that overrides gets wrappers of its own when it
-is defined (Tensor.__init_subclass__). Properties (`x.shape`, `x.grad`) are not dispatched."""
+is defined (Tensor.__init_subclass__), and Tensor itself only while a mode is entered on some thread. Properties
+(`x.shape`, `x.grad`) are not dispatched."""
 import collections
 import contextlib
 import functools
@@ -142,10 +144,12 @@ class TorchFunctionMode:
 
     def __enter__(self):
         _push_mode(self)
+        _retain_tensor_method_wrappers()
         return self
 
     def __exit__(self, exc_type, exc_value, traceback):
         _pop_mode()
+        _release_tensor_method_wrappers()
 
     @classmethod
     def push(cls, *args, **kwargs):
@@ -405,6 +409,52 @@ def _method_override(name, base):
     method.__name__ = method.__qualname__ = name
     method.__doc__ = getattr(base, "__doc__", None)
     return method
+
+
+# While any thread has a mode entered, Tensor's own methods and operators are wrappers too, so the mode sees
+# `x.relu()` and `x + y` on plain tensors as PyTorch's modes do; the originals come back when the last mode
+# exits (a plain tensor's method costs nothing extra otherwise).
+_mode_users = 0
+_mode_users_lock = threading.Lock()
+_saved_tensor_methods = {}
+_MISSING = object()
+
+
+def _mode_method(name, original):
+    def method(self, *args, **kwargs):
+        if _is_torch_function_mode_enabled():
+            public = getattr(Tensor, _OPERATOR_METHODS.get(name, name))
+            return handle_torch_function(public, (self, *args, *kwargs.values()), self, *args, **kwargs)
+        return original(self, *args, **kwargs)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = getattr(original, "__doc__", None)
+    return method
+
+
+def _retain_tensor_method_wrappers():
+    global _mode_users
+    with _mode_users_lock:
+        _mode_users += 1
+        if _mode_users > 1:
+            return
+        for name in _tensor_method_names():
+            original = getattr(Tensor, name)
+            _saved_tensor_methods[name] = Tensor.__dict__.get(name, _MISSING)
+            setattr(Tensor, name, _mode_method(name, original))
+
+
+def _release_tensor_method_wrappers():
+    global _mode_users
+    with _mode_users_lock:
+        _mode_users -= 1
+        if _mode_users > 0:
+            return
+        for name, saved in _saved_tensor_methods.items():
+            if saved is _MISSING:
+                delattr(Tensor, name)
+            else:
+                setattr(Tensor, name, saved)
+        _saved_tensor_methods.clear()
 
 
 def _install_method_overrides(cls):

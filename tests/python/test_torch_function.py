@@ -252,3 +252,33 @@ def test_subclasses_are_built_as_pytorchs_docs_build_them():
     assert type(m) is Made and m.requires_grad and m.is_leaf
     with pytest.raises(TypeError, match="as_subclass: expected a subclass of trainrun.Tensor"):
         torch.ones(1).as_subclass(int)
+
+
+def mode_log(torch_module, mode_class):
+    class Log(mode_class):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.calls.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    with Log() as log:
+        a = torch_module.ones(2, 3)
+        b = a + 1
+        c = b.relu()
+        d = torch_module.nn.functional.softmax(c, dim=1)
+        e = torch_module.mul(d.sum(), 2).exp()
+    return log.calls, float(e)
+
+
+def test_a_mode_sees_plain_tensors_methods_and_operators_as_pytorchs_does():
+    add_before = torch.Tensor.__dict__["add"]
+    ours, value = mode_log(torch, TorchFunctionMode)
+    assert ours == ["ones", "add", "relu", "softmax", "sum", "mul", "exp"]
+    assert abs(value - 54.59815) < 1e-3  # exp(2 * sum of two softmax rows)
+    assert torch.Tensor.__dict__["add"] is add_before  # (Tensor's own methods are back once no mode is on)
+    real = pytest.importorskip("torch", reason="PyTorch is not installed: no oracle for the mode's log")
+    from torch.overrides import TorchFunctionMode as RealMode
+    assert mode_log(real, RealMode)[0] == ours
