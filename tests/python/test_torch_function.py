@@ -73,26 +73,29 @@ def test_a_class_that_is_not_a_tensor_takes_the_functions_it_implements():
         torch.sum(d)
 
 
-class LoggingTensor(torch.Tensor):
-    """Logs each call's function name, then runs it as Tensor's default does (results come back as this class)."""
-    log = []
+def logging_subclass(torch_module):
+    """A Tensor subclass that logs each call's function name, then runs it as Tensor's default does (results come
+    back as the subclass): one for trainrun, one for PyTorch when it is the oracle."""
+    class LoggingTensor(torch_module.Tensor):
+        log = []
 
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        cls.log.append(func.__name__)
-        return super().__torch_function__(func, types, args, kwargs)
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            cls.log.append(func.__name__)
+            return super().__torch_function__(func, types, args, kwargs)
+
+    return LoggingTensor
+
+
+LoggingTensor = logging_subclass(torch)
 
 
 def logged_calls(torch_module, subclass):
     subclass.log.clear()
     x = torch_module.arange(6.0).reshape(2, 3).as_subclass(subclass)
-    results = [x + 1, torch_module.mul(x, 2), x.sum(dim=0), torch_module.cat([x, x]), F_of(torch_module).relu(x),
-               x.max(dim=1), x.t(), torch_module.matmul(x, x.t())]
+    results = [x + 1, torch_module.mul(x, 2), x.sum(dim=0), torch_module.cat([x, x]),
+               torch_module.nn.functional.relu(x), x.max(dim=1), x.t(), torch_module.matmul(x, x.t())]
     return list(subclass.log), results
-
-
-def F_of(torch_module):
-    return torch_module.nn.functional
 
 
 def test_a_subclass_sees_functions_methods_and_operators_and_keeps_its_class():
@@ -109,14 +112,7 @@ def test_a_subclass_sees_functions_methods_and_operators_and_keeps_its_class():
 def test_the_same_calls_reach_pytorchs_torch_function():
     real = pytest.importorskip("torch", reason="PyTorch is not installed: no oracle for the logged calls")
 
-    class RealLogging(real.Tensor):
-        log = []
-
-        @classmethod
-        def __torch_function__(cls, func, types, args=(), kwargs=None):
-            cls.log.append(func.__name__)
-            return super().__torch_function__(func, types, args, kwargs)
-
+    RealLogging = logging_subclass(real)
     theirs, their_results = logged_calls(real, RealLogging)
     ours, our_results = logged_calls(torch, LoggingTensor)
     assert ours == theirs
