@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   Tensor planes = randn({32, 32, 64, 64});
   std::printf("max_pool2d\t%.9f\n",
               median_seconds([&] { max_pool2d(planes, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false); }, reps));
+  std::printf("transpose\t%.9f\n", median_seconds([&] { m.t().contiguous(); }, reps));
   // Last: OpenBLAS threads spin after a call and would slow the rows after it.
   Tensor a = randn({1024, 1024}), b = randn({1024, 1024}), c = empty({1024, 1024});
   std::printf("matmul\t%.9f\n", median_seconds([&] { mm_out(c, a, b); }, reps));

@@ -31,6 +31,7 @@ ROWS = {
     "layer_norm": ("layer_norm 4096x1024 f32", "GB/s", 2 * 4 * 4096 * 1024),
     "conv2d": ("conv2d 8x64x56x56, 64->64, 3x3 pad 1", "GFLOP/s", 2 * 8 * 64 * 64 * 9 * 56 * 56),
     "max_pool2d": ("max_pool2d 32x32x64x64, 2x2", "GB/s", 4 * (N16M // 4 + N16M // 16)),  # (reads + values out)
+    "transpose": ("contiguous() of 4096x4096 .t()", "GB/s", 2 * 4 * N16M),
 }
 
 
@@ -65,6 +66,7 @@ def run_peer(threads, reps):
     r["conv2d"] = median_seconds(lambda: torch.nn.functional.conv2d(img, k, padding=1), max(3, reps // 3))
     planes = torch.randn(32, 32, 64, 64)
     r["max_pool2d"] = median_seconds(lambda: torch.nn.functional.max_pool2d(planes, 2), reps)
+    r["transpose"] = median_seconds(lambda: m.t().contiguous(), reps)
     # Last, as in bench/tensor_ops.cc: BLAS threads spin after a call.
     a, b, c = torch.randn(1024, 1024), torch.randn(1024, 1024), torch.empty(1024, 1024)
     r["matmul"] = median_seconds(lambda: torch.mm(a, b, out=c), reps)

@@ -127,6 +127,35 @@ TEST(Copy, OneDTypeBetweenLayoutsKeepsEveryElement) {
   EXPECT_EQ(values(heads.permute({0, 2, 1, 3}).contiguous()), values(big));
 }
 
+// Transposing copies (the destination dense along a dim the source strides over) go in tiles, 4-byte
+// elements 8x8 through registers (copy_kernel.cc's copy_tiles): sizes that leave ragged tiles and blocks,
+// dims around the transposed pair, a source that is a slice (not at its storage's start, rows longer than
+// the tile), a strided destination, and every element size, against the values read through a cast.
+TEST(Copy, TransposingCopiesKeepEveryElement) {
+  for (DType dt : {DType::UInt8, DType::Float16, DType::Float32, DType::Int32, DType::Float64}) {
+    auto counting = [&](IntList shape) {
+      int64_t n = 1;
+      for (int64_t s : shape) n *= s;
+      return remainder(arange(n, DType::Int64), 251).to(dt).view(shape);
+    };
+    for (IntList shape : {IntList{8, 8}, IntList{37, 45}, IntList{64, 100}, IntList{300, 9}}) {
+      Tensor src = counting(shape).t();
+      EXPECT_EQ(values(src.contiguous()), values(src)) << dtype_name(dt) << " " << src.shape_str();
+    }
+    Tensor nhwc = counting({2, 19, 9, 70}).permute({0, 3, 1, 2});  // channels-last to NCHW
+    EXPECT_EQ(values(nhwc.contiguous()), values(nhwc)) << dtype_name(dt);
+    Tensor nchw = counting({3, 33, 5, 17}).permute({0, 2, 3, 1});
+    EXPECT_EQ(values(nchw.contiguous()), values(nchw)) << dtype_name(dt);
+    Tensor sliced = counting({50, 90}).narrow(0, 3, 41).narrow(1, 5, 77).t();
+    EXPECT_EQ(values(sliced.contiguous()), values(sliced)) << dtype_name(dt);
+    Tensor dst = empty({77, 100}, dt).narrow(1, 10, 41);  // rows 100 apart
+    copy_(dst, sliced);
+    EXPECT_EQ(values(dst), values(sliced)) << dtype_name(dt);
+  }
+  Tensor big = randn({1024, 1024});  // split between threads
+  EXPECT_EQ(values(big.t().contiguous()), values(big.t()));
+}
+
 TEST(Copy, ContiguousCloneTo) {
   Tensor x = arange(6, DType::Float32).view({2, 3}).t();
   Tensor c = x.contiguous();
