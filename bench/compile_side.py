@@ -60,6 +60,36 @@ def timed_in_turns(steps):
     return {k: statistics.median(v) for k, v in per.items()}
 
 
+GEMMS = ("aten::mm", "aten::bmm", "aten::baddbmm", "aten::addmm", "aten::_addmm_activation")
+
+
+def gemms_alone(step):
+    """The matrix products one call of `step` makes (op and shapes, read from the profiler), made again on
+    row-major operands of those shapes with nothing between them: the step's cost if all else were free, so
+    eager / this bounds what a compiler that leaves GEMMs to the library can gain. (The step reads some
+    operands transposed: within ~10% of row-major here.)"""
+    from trainrun.profiler import profile
+    with profile(record_shapes=True) as prof:
+        step()
+    calls = []
+    for e in prof.events():
+        if e.name not in GEMMS:
+            continue
+        shapes = [s for s in e.input_shapes if s]  # (baddbmm's absent self, the scalars)
+        product = torch.mm if len(shapes[-1]) == 2 else torch.bmm
+        bias = torch.randn(*shapes[0]) if e.name.endswith(("addmm", "addmm_activation")) else None
+        a, b = torch.randn(*shapes[-2]), torch.randn(*shapes[-1])
+        calls.append((lambda a=a, b=b, bias=bias: torch.addmm(bias, a, b)) if bias is not None else
+                     (lambda a=a, b=b, product=product: product(a, b)))
+    if not calls:
+        raise RuntimeError("gemms_alone: the profiler saw no GEMM in the step")
+
+    def run():
+        for call in calls:
+            call()
+    return run
+
+
 def case(name, model, x, train):
     variants = {"eager": (False, True)} if mode == "eager" else {"compiled": (True, True)}
     if mode == "all":
@@ -67,8 +97,13 @@ def case(name, model, x, train):
     steps, firsts = {}, {}
     for k, (compiled, fusion) in variants.items():
         steps[k], firsts[k] = make_step(copy.deepcopy(model), x, train, compiled, fusion)
+    if mode == "all" and train:
+        steps["gemms"] = gemms_alone(steps["compiled"])
     for k, us in timed_in_turns(steps).items():
         prefix = "" if mode != "all" else f"{k}:"
+        if k == "gemms":
+            print(f"RESULT compiled:{name}_gemms {us:.1f}", flush=True)
+            continue
         print(f"RESULT {prefix}{name} {us:.1f}", flush=True)
         if k != "eager":
             print(f"RESULT {prefix}{name}_first {firsts[k]:.1f}", flush=True)
