@@ -171,13 +171,15 @@ void bind_compile(py::module_& m) {
         return "forward (as run):\n" + j.forward_run().to_string() + "backward (as run):\n" +
                j.backward_run().to_string();
       });
-  // A recording made under no_grad runs without autograd's graph, so its pointwise runs can be fused.
+  // A recording made under no_grad runs without autograd's graph, so its pointwise runs can be fused; so can
+  // one made with grad enabled where nothing the call read or gave requires grad (grad_free: the caller's
+  // finding; guards hold requires_grad, so every replay is such a call too).
   // (graph, note, the loops' C++ source): the fused graph, or the one given with why it is not.
   using Fused = std::tuple<std::shared_ptr<compile::CapturedGraph>, std::string, std::string>;
-  m.def("_fuse_graph", [](const std::shared_ptr<compile::CapturedGraph>& g) -> Fused {
+  m.def("_fuse_graph", [](const std::shared_ptr<compile::CapturedGraph>& g, bool grad_free) -> Fused {
     if (!compile::fusion_enabled()) return {g, "fusion off (TRAINRUN_COMPILE_FUSION=0)", ""};
     for (const auto& node : g->nodes())
-      if (node.grad_enabled) return {g, "not fused: part of the call ran with grad enabled", ""};
+      if (node.grad_enabled && !grad_free) return {g, "not fused: part of the call ran with grad enabled", ""};
     int dead = 0;
     int activations = 0;
     const std::shared_ptr<const compile::CapturedGraph> live =
@@ -192,7 +194,7 @@ void bind_compile(py::module_& m) {
     } catch (const ValueError& e) {
       return {g, fmt::format("not fused: {}", e.what()), ""};
     }
-  }, py::call_guard<py::gil_scoped_release>());
+  }, py::arg("graph"), py::arg("grad_free") = false, py::call_guard<py::gil_scoped_release>());
   m.def("_write_aot_package", [](const std::string& path, const compile::CapturedGraph& graph,
                                   const std::string& source, const std::vector<std::string>& input_names,
                                   const std::vector<std::string>& constant_names,

@@ -62,6 +62,9 @@ class GraphBreakError(RuntimeError):
     """fullgraph=True and the call could not be recorded whole."""
 
 
+_NOTHING_REQUIRES_GRAD = "nothing the call reads requires grad"  # (JointGraph::record's reason, joint_graph.cc)
+
+
 def _flatten(tree, tensors):
     """A spec to rebuild nested tuples, lists and dicts from their tensors, which go into `tensors` in order (the
     other leaves stay in the spec: constants of the recording, parts of the guards)."""
@@ -220,10 +223,18 @@ class CompiledFunction:
             joint_reason = capture.joint_reason
         fusion_note = joint.fusion_note if joint is not None else ""
         counters["frames"]["total"] += 1
-        if not capture.broken and joint is None and not _C.is_grad_enabled() and not custom:
-            graph, fusion_note, _ = _C._fuse_graph(graph)
-        if capture.broken:
-            reason = capture.break_reason
+        reason = capture.break_reason if capture.broken else None
+        if reason is None and joint is None and not custom and _C.is_grad_enabled() and \
+                joint_reason == _NOTHING_REQUIRES_GRAD and any(t.requires_grad for t in out_leaves):
+            reason = ("an output requires grad through a tensor made in the call (requires_grad=True there), "
+                      "which a replay would make without it")
+        if reason is None and joint is None and not custom:
+            # Under no_grad, or with nothing read or given requiring grad (a function of plain tensors): no
+            # autograd graph to keep, so pointwise runs fuse.
+            grad_free = _C.is_grad_enabled() and joint_reason == _NOTHING_REQUIRES_GRAD
+            if grad_free or not _C.is_grad_enabled():
+                graph, fusion_note, _ = _C._fuse_graph(graph, grad_free)
+        if reason is not None:
             if self._fullgraph:
                 raise GraphBreakError(f"trainrun.compile(fullgraph=True): {self._name()} could not be recorded "
                                       f"whole: {reason}")

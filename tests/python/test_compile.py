@@ -81,6 +81,40 @@ def test_inference_under_no_grad_replays_and_equals_eager():
     assert compiled._compiled.replays == 2
 
 
+def test_a_function_of_plain_tensors_fuses_with_grad_enabled_and_records_anew_when_grad_is_wanted():
+    """With grad enabled but nothing read or given requiring grad, there is no autograd graph to keep: the
+    pointwise ops fuse as under no_grad. An input that requires grad is another guard: recorded anew, with its
+    backward. An output requiring grad through a tensor made in the call with requires_grad=True (which the
+    recording's allocation would remake without it) runs eagerly, as explain() says."""
+    def f(x, y):
+        return torch.nn.functional.gelu(x * 2 + y).exp() - y
+
+    compiled = torch.compile(f)
+    x, y = torch.randn(64, 32), torch.randn(64, 32)
+    for _ in range(2):
+        assert _close(compiled(x, y), f(x, y))
+    assert compiled.replays == 1
+    assert "loops for" in compiled.explain() and "= fused_" in compiled.explain(), compiled.explain()
+
+    xg = x.clone().requires_grad_()
+    out = compiled(xg, y)
+    assert out.requires_grad and len(compiled._cache) == 2
+    out.sum().backward()
+    xe = x.clone().requires_grad_()
+    f(xe, y).sum().backward()
+    assert _close(xg.grad, xe.grad)
+
+    def made_inside(x):
+        w = torch.ones(32, requires_grad=True)
+        return (x * w).relu()
+
+    inside = torch.compile(made_inside)
+    for _ in range(2):
+        got = inside(x)
+        assert got.requires_grad and got.grad_fn is not None
+    assert "runs eagerly: an output requires grad through a tensor made in the call" in inside.explain()
+
+
 def test_guards_record_anew_on_what_changes_the_program_and_only_then():
     model, _ = _models()["mlp"]
     compiled = torch.compile(model)
