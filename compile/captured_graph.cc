@@ -53,11 +53,13 @@ void CapturedGraph::set_outputs(std::vector<int> outputs) {
   make_free_after();
 }
 
-std::shared_ptr<CapturedGraph> CapturedGraph::with_nodes(std::vector<Node> nodes) const {
+std::shared_ptr<CapturedGraph> CapturedGraph::with_nodes(std::vector<Node> nodes,
+                                                         std::vector<std::pair<int, Tensor>> more_constants) const {
   auto g = std::make_shared<CapturedGraph>();
   g->num_values_ = num_values_;
   g->inputs_ = inputs_;
   g->constants_ = constants_;
+  for (auto& c : more_constants) g->constants_.push_back(std::move(c));
   g->metas_ = metas_;
   g->nodes_ = std::move(nodes);
   g->set_outputs(outputs_);

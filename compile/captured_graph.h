@@ -7,6 +7,7 @@
 // for the eager call and backward works as it did.
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor/dispatcher.h"
@@ -73,8 +74,10 @@ class CapturedGraph {
   void add_node(Node node) { nodes_.push_back(std::move(node)); }
   // -1: an undefined output (a gradient nothing flows to). Ends the graph: run() may be called from then on.
   void set_outputs(std::vector<int> outputs);
-  // The same inputs, constants, values and outputs with other nodes (a fused program).
-  std::shared_ptr<CapturedGraph> with_nodes(std::vector<Node> nodes) const;
+  // The same inputs, constants, values and outputs with other nodes (a fused program); `more_constants`: values
+  // those nodes no longer make, bound to these tensors instead.
+  std::shared_ptr<CapturedGraph> with_nodes(std::vector<Node> nodes,
+                                            std::vector<std::pair<int, Tensor>> more_constants = {}) const;
   // The same program reading `constants` (one per constant, in order) instead: frozen copies of the weights.
   std::shared_ptr<CapturedGraph> with_constants(const std::vector<Tensor>& constants) const;
   // A graph from its parts (a program read back from a file: compile/program_io.h).

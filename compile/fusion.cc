@@ -195,6 +195,8 @@ int64_t row_broadcast_cols(const IntList& in, const IntList& out) {
 // Adds node `i` to `run` if it fits (and changes nothing when it does not).
 bool try_add(Run& run, const CapturedGraph& g, size_t i, const Fresh& fresh) {
   const CapturedGraph::Node& node = g.nodes()[i];
+  // An op whose kernel was replaced from Python (torch.library impl) runs that kernel, not generated code.
+  if (node.op != nullptr && node.op->has_python_kernel()) return false;
   if (const std::optional<ReductionShape> red = reduction_of(g, node)) return try_add_reduction(run, g, i, *red);
   LaneType result_lane = LaneType::Float;
   const bool cast = is_fresh_copy(node, i, fresh);

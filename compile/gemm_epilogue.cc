@@ -61,6 +61,7 @@ std::shared_ptr<const CapturedGraph> fold_gemm_activations(const std::shared_ptr
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& mm = nodes[i];
     if (!is_op(mm, "addmm") || mm.args.size() != 5 || mm.results.size() != 1) continue;
+    if (mm.op->has_python_kernel()) continue;  // (a kernel replaced from Python runs as it is)
     const int product = mm.results[0].value;
     std::optional<size_t> next = only_reader(product);
     if (!next) continue;
@@ -70,7 +71,7 @@ std::shared_ptr<const CapturedGraph> fold_gemm_activations(const std::shared_ptr
     }
     const Node& act = nodes[*next];
     const std::optional<bool> use_gelu = activation_of(act);
-    if (!use_gelu || act.args[0].kind != Slot::Value) continue;
+    if (!use_gelu || act.args[0].kind != Slot::Value || act.op->has_python_kernel()) continue;
     Node fused = mm;
     fused.op = fused_op;
     Slot flag;

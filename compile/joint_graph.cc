@@ -14,6 +14,7 @@
 #include "compile/fusion.h"
 #include "compile/gemm_epilogue.h"
 #include "compile/recompute.h"
+#include "compile/scalar_constants.h"
 #include "compile/reshaped_reduction.h"
 #include "compile/scatter_sum.h"
 #include "tensor/factories.h"
@@ -149,10 +150,14 @@ std::shared_ptr<JointGraph> JointGraph::record(std::shared_ptr<const CapturedGra
   joint->backward_run_ = eliminate_dead_nodes(recompute.backward, {}, &dead_backward);
   int scatter_sums = 0;
   joint->backward_run_ = fold_scatter_sums(joint->backward_run_, &scatter_sums);
+  int numbers_forward = 0, numbers_backward = 0;
+  joint->forward_run_ = hoist_scalar_constants(joint->forward_run_, joint->keep_, &numbers_forward);
+  joint->backward_run_ = hoist_scalar_constants(joint->backward_run_, {}, &numbers_backward);
   const std::string dead =
       fmt::format("{} saved values recomputed in backward ({} kB not kept), {} dead ops dropped, {} sums of "
-                  "pieces written in place",
-                  recompute.recomputed, recompute.bytes / 1024, dead_forward + dead_backward, scatter_sums);
+                  "pieces written in place, {} numbers made once",
+                  recompute.recomputed, recompute.bytes / 1024, dead_forward + dead_backward, scatter_sums,
+                  numbers_forward + numbers_backward);
   if (!fusion_enabled()) {
     joint->fusion_note_ = dead + "; fusion off (TRAINRUN_COMPILE_FUSION=0)";
     return joint;

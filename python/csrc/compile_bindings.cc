@@ -20,6 +20,7 @@
 #include "compile/fusion.h"
 #include "compile/gemm_epilogue.h"
 #include "compile/joint_graph.h"
+#include "compile/scalar_constants.h"
 #include "nn/module.h"
 #include "python/csrc/bindings.h"
 
@@ -195,6 +196,13 @@ void bind_compile(py::module_& m) {
       return {g, fmt::format("not fused: {}", e.what()), ""};
     }
   }, py::arg("graph"), py::arg("grad_free") = false, py::call_guard<py::gil_scoped_release>());
+  // trainrun.compile's recordings without a joint graph: numbers made once (compile/scalar_constants.h).
+  // (graph, how many): the graph itself when none.
+  m.def("_hoist_scalars", [](const std::shared_ptr<compile::CapturedGraph>& g) {
+    int hoisted = 0;
+    auto out = compile::hoist_scalar_constants(g, {}, &hoisted);
+    return std::make_pair(std::const_pointer_cast<compile::CapturedGraph>(out), hoisted);
+  }, py::arg("graph"), py::call_guard<py::gil_scoped_release>());
   m.def("_write_aot_package", [](const std::string& path, const compile::CapturedGraph& graph,
                                   const std::string& source, const std::vector<std::string>& input_names,
                                   const std::vector<std::string>& constant_names,

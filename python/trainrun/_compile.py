@@ -112,7 +112,9 @@ def _aliasing(tensors):
 # passthrough: (output position, input position) of the outputs that are inputs, returned as the caller's objects
 # joint: the forward and backward graph (a _JointGraph), or None (then joint_reason says why)
 # custom: for a backend given as a callable, (what it returned, the number of outputs); None for trainrun's own.
-_Recording = collections.namedtuple("_Recording", "graph joint joint_reason fusion_note out_spec passthrough custom")
+# graph: what replays run (fused, numbers made once: see explain()); recorded: the ops as the call made them
+_Recording = collections.namedtuple("_Recording", "graph joint joint_reason fusion_note out_spec passthrough custom "
+                                    "recorded")
 
 
 class _Eager:
@@ -223,17 +225,20 @@ class CompiledFunction:
             joint_reason = capture.joint_reason
         fusion_note = joint.fusion_note if joint is not None else ""
         counters["frames"]["total"] += 1
+        recorded = graph
         reason = capture.break_reason if capture.broken else None
         if reason is None and joint is None and not custom and _C.is_grad_enabled() and \
                 joint_reason == _NOTHING_REQUIRES_GRAD and any(t.requires_grad for t in out_leaves):
             reason = ("an output requires grad through a tensor made in the call (requires_grad=True there), "
                       "which a replay would make without it")
         if reason is None and joint is None and not custom:
+            graph, numbers = _C._hoist_scalars(graph)  # (a joint graph does this itself)
             # Under no_grad, or with nothing read or given requiring grad (a function of plain tensors): no
             # autograd graph to keep, so pointwise runs fuse.
             grad_free = _C.is_grad_enabled() and joint_reason == _NOTHING_REQUIRES_GRAD
             if grad_free or not _C.is_grad_enabled():
                 graph, fusion_note, _ = _C._fuse_graph(graph, grad_free)
+            fusion_note = f"{numbers} numbers made once" + (f"; {fusion_note}" if fusion_note else "")
         if reason is not None:
             if self._fullgraph:
                 raise GraphBreakError(f"trainrun.compile(fullgraph=True): {self._name()} could not be recorded "
@@ -248,16 +253,16 @@ class CompiledFunction:
                        if o is t or o._cdata == t._cdata]
         counters["frames"]["ok"] += 1
         counters["stats"]["unique_graphs"] += 1
-        counters["stats"]["calls_captured"] += graph.num_nodes
+        counters["stats"]["calls_captured"] += recorded.num_nodes
         repeatable = False
         if custom:
             compiled, repeatable = _compile_backend.call_backend(self._backend, graph, tensors, self._module)
             custom = (compiled, len(out_leaves))
             fusion_note = f"compiled by the backend {getattr(self._backend, '__name__', type(self._backend).__name__)}"
         entry = self._cache[key] = _Recording(graph, joint, joint_reason, fusion_note, out_spec, passthrough,
-                                              custom or None)
+                                              custom or None, recorded)
         if self._explain:
-            print(f"trainrun.compile: {self._name()} recorded {graph.num_nodes} ops "
+            print(f"trainrun.compile: {self._name()} recorded {recorded.num_nodes} ops "
                   f"({graph.num_inputs} inputs, {graph.num_constants} constant tensors); "
                   f"{self._backward_note(joint, joint_reason)}; {fusion_note or 'not fused'}")
         if repeatable:  # as PyTorch's, the first call's result is the backend's too (running the recording again

@@ -81,6 +81,45 @@ def test_inference_under_no_grad_replays_and_equals_eager():
     assert compiled._compiled.replays == 2
 
 
+@pytest.mark.parametrize("fusion", ["off", "on"])
+def test_numbers_are_made_once_and_a_tensor_written_through_a_view_is_made_each_call(fusion, monkeypatch):
+    """`x * 0.5` records a 0-d tensor allocated and filled at every call: made once instead, bound as a constant
+    (forward, backward, no_grad graphs). One the call writes to through a view stays made at each call, or the
+    second replay would start from the first one's sum."""
+    monkeypatch.setenv("TRAINRUN_COMPILE_FUSION", "1" if fusion == "on" else "0")
+    same = torch.equal if fusion == "off" else _close
+
+    def scaled(x):
+        return (x * 0.5 + 2.0) * x
+
+    compiled = torch.compile(scaled)
+    for _ in range(3):
+        x = torch.randn(5, 3)
+        assert same(compiled(x), scaled(x))
+    assert "2 numbers made once" in compiled.explain(), compiled.explain()
+    xg = torch.randn(5, 3, requires_grad=True)
+    xe = xg.detach().clone().requires_grad_()
+    for _ in range(2):
+        xg.grad = xe.grad = None
+        compiled(xg).sum().backward()
+        scaled(xe).sum().backward()
+        assert same(xg.grad, xe.grad)
+    assert "numbers made once" in compiled.explain() and "0 numbers made once" not in compiled.explain()
+
+    def written(x):
+        s = torch.full((), 2.0)
+        s.view(()).add_(1.0)
+        return x * s
+
+    compiled = torch.compile(written)
+    x = torch.ones(4)
+    for _ in range(3):
+        assert torch.equal(compiled(x), torch.full((4,), 3.0))
+    explained = compiled.explain()  # (the 1.0 added is made once; s, written through its view, is not)
+    assert compiled.replays == 2 and "1 numbers made once" in explained, explained
+    assert "= empty_strided(, float32, cpu)" in explained and "= fill_(" in explained, explained
+
+
 def test_a_function_of_plain_tensors_fuses_with_grad_enabled_and_records_anew_when_grad_is_wanted():
     """With grad enabled but nothing read or given requiring grad, there is no autograd graph to keep: the
     pointwise ops fuse as under no_grad. An input that requires grad is another guard: recorded anew, with its

@@ -33,9 +33,13 @@ def test_a_cpu_kernel_replaces_the_ops_own_while_its_library_lives():
     compiled = torch.compile(lambda t: torch.neg(t) * 2)
     compiled(torch.ones(2)), compiled(torch.ones(2))
     assert compiled.replays == 1 and len(calls) == before + 2, "a replay dispatches the op again, to the kernel"
+    with torch.no_grad():  # (where the pointwise ops fuse: one with a kernel from Python stays out of the loop)
+        compiled = torch.compile(lambda t: torch.neg(t) * 2)
+        assert torch.equal(compiled(torch.ones(2)), compiled(torch.ones(2)))
+    assert compiled.replays == 1 and len(calls) == before + 4, "a fused replay still calls the kernel"
     del lib
     gc.collect()
-    assert torch.neg(torch.ones(2)).tolist() == [-1.0, -1.0] and len(calls) == before + 2, \
+    assert torch.neg(torch.ones(2)).tolist() == [-1.0, -1.0] and len(calls) == before + 4, \
         "the op's own kernel is back"
 
 

@@ -104,7 +104,7 @@ def explain(f, *extra_args, **extra_kwargs):
         compiled(*args, **kwargs)
         seconds = time.perf_counter() - start
         entries = list(compiled._cache.values())
-        graphs = [e.graph for e in entries if isinstance(e, _Recording)]
+        graphs = [e.recorded for e in entries if isinstance(e, _Recording)]  # (as captured, before fusion)
         reasons = [GraphBreakReason(e.reason) for e in entries if not isinstance(e, _Recording)]
         ops = [g.num_nodes for g in graphs]
         return ExplainOutput(graphs, len(graphs), len(reasons), reasons, sum(ops), ops, [], f"{seconds:.4f}")
