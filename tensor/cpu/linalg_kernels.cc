@@ -140,6 +140,9 @@ bool onednn_linear_into(Tensor& out, const Tensor& self, const Tensor& a, const 
   if (a.dtype() != DType::Float32 || b.dtype() != DType::Float32 || beta.to_double() != 1.0 ||
       alpha.to_double() != 1.0 || M == 0 || N == 0 || K == 0 || !is_bias_row(self, N))
     return false;
+  // Below this a oneDNN call costs more than the product (its threads woken for a Linear(4, 4) on one row:
+  // 18 us, where BLAS and the bias copy take 4), as for mm.
+  if (M * K * N < kOnednnMinMacs) return false;
   BlasOperand A = blas_operand(a), B = blas_operand(b);
   return onednn_linear(M, K, N, {static_cast<const float*>(A.t.data_ptr()), A.trans, A.ld},
                        {static_cast<const float*>(B.t.data_ptr()), B.trans, B.ld}, self.data<float>(), epilogue,
