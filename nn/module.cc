@@ -150,6 +150,18 @@ Tensor& Module::buffer(const std::string& name) {
   throw ValueError(fmt::format("{}: no buffer named '{}'", type_name_, name));
 }
 
+const Tensor* Module::find_param(const std::string& name) const {
+  for (const auto& [n, t] : params_)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+const Tensor* Module::find_buffer(const std::string& name) const {
+  for (const auto& [n, t] : buffers_)
+    if (n == name) return &t;
+  return nullptr;
+}
+
 Tensor Module::replace_parameter(const std::string& name, Tensor t, bool allow_reshape) {
   Tensor& slot = param(name);
   TR_CHECK(allow_reshape || t.sizes() == slot.sizes(), ValueError,

@@ -68,6 +68,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // The parameter or buffer `name` of this module (not of children).
   Tensor& param(const std::string& name);
   Tensor& buffer(const std::string& name);
+  // The same, or nullptr when there is none (attribute lookups, where a miss is no error).
+  const Tensor* find_param(const std::string& name) const;
+  const Tensor* find_buffer(const std::string& name) const;
   // Puts t in place of parameter `name` (same shape unless allow_reshape); returns the old one.
   Tensor replace_parameter(const std::string& name, Tensor t, bool allow_reshape = false);
 

@@ -172,16 +172,25 @@ void bind_nn(py::module_& m) {
       .def_property_readonly("type_name", &nn::Module::type_name)
       // module.weight, module.bias, module.child: what is registered under the name.
       .def("__getattr__", [](nn::Module& self, const std::string& name) -> py::object {
-        for (auto& [n, t] : self.named_parameters(false)) {
-          // As an nn.Parameter (the same tensor), so isinstance(module.weight, nn.Parameter) holds.
+        const bool is_param = self.find_param(name) != nullptr;
+        if (const Tensor* t = is_param ? self.find_param(name) : self.find_buffer(name)) {
+          // The object handed out for this tensor before, while it lives (module.weight is module.weight),
+          // read from _handed_out's dict here: this runs for every self.weight in a forward, and the Python
+          // path cost 2.6 us where PyTorch's attribute costs 0.3.
+          static auto* handed_out = new py::object(
+              py::module_::import("trainrun.nn._module").attr("_handed_out").attr("data"));  // never freed
+          py::int_ key(reinterpret_cast<uintptr_t>(t->impl()));  // (its _cdata)
+          if (PyObject* ref = PyDict_GetItemWithError(handed_out->ptr(), key.ptr())) {
+            PyObject* known = PyWeakref_GetObject(ref);  // (borrowed; None once the object died)
+            if (known != nullptr && known != Py_None) return py::reinterpret_borrow<py::object>(known);
+          }
+          if (PyErr_Occurred()) throw py::error_already_set();
+          // Else made: as an nn.Parameter (the same tensor), so isinstance(module.weight, nn.Parameter) holds.
           static auto* as_parameter =
               new py::object(py::module_::import("trainrun.nn._module").attr("_as_parameter"));  // never freed
-          if (n == name) return (*as_parameter)(py::cast(t));
-        }
-        for (auto& [n, t] : self.named_buffers(false)) {
           static auto* as_buffer =
               new py::object(py::module_::import("trainrun.nn._module").attr("_as_buffer"));  // never freed
-          if (n == name) return (*as_buffer)(py::cast(t));
+          return (is_param ? *as_parameter : *as_buffer)(py::cast(*t));
         }
         for (auto& [n, c] : self.named_children())
           if (n == name) return py::cast(c);

@@ -103,6 +103,31 @@ def test_parameter_containers_hold_parameters():
     assert all(isinstance(p, nn.Parameter) for p in plist)
 
 
+def test_parameters_and_buffers_read_as_attributes_are_the_objects_handed_out():
+    """module.weight is the Parameter handed out before while it lives (one object, as PyTorch's), a tensor
+    registered under two names reads under both, and a parameter put in place of another reads as the new one."""
+    lin = nn.Linear(3, 2)
+    held = lin.weight
+    assert lin.weight is held and next(lin.parameters()) is held and isinstance(held, nn.Parameter)
+    bn = nn.BatchNorm1d(2)
+    mean = bn.running_mean
+    assert bn.running_mean is mean and not isinstance(mean, nn.Parameter)
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Parameter(torch.ones(2))
+            self.b = self.a
+
+    tied = Tied()
+    assert tied.b is tied.a and [n for n, _ in tied.named_parameters()] == ["a"]
+    new = nn.Parameter(torch.zeros(2, 3))
+    lin.weight = new
+    assert lin.weight is new and torch.equal(lin(torch.ones(1, 3)), lin.bias.detach().view(1, 2))
+    with pytest.raises(AttributeError, match="no attribute"):
+        lin.nothing_here
+
+
 def test_deep_copy_of_a_layer_with_a_python_forward_uses_the_copys_weights():
     embedding = nn.Embedding(5, 2, padding_idx=0)
     copied = copy.deepcopy(embedding)
