@@ -24,6 +24,29 @@ int64_t checked_index(int64_t i, int64_t size, const char* op, int64_t dim) {
   return i < 0 ? i + size : i;
 }
 
+// index_select along the last dim (a flip's, a permutation of features): out[o][i] = x[o][rows[i]], as typed
+// loads and stores, where a memcpy call and a division per element cost 2.3 ns of them (flip(-1) of a batch of
+// images: 11 ms, PyTorch 1.5).
+template <typename E>
+void select_elements(const char* src_bytes, char* dst_bytes, const int64_t* rows, int64_t outer, int64_t n,
+                     int64_t size) {
+  const E* src = reinterpret_cast<const E*>(src_bytes);
+  E* dst = reinterpret_cast<E*>(dst_bytes);
+  bool reversed = n == size;  // (every row backwards: a flip, whose loop the compiler vectorizes)
+  for (int64_t i = 0; reversed && i < n; ++i) reversed = rows[i] == size - 1 - i;
+  parallel_for(0, outer, std::max<int64_t>(1, kElementwiseGrain / n), [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      const E* s = src + o * size;
+      E* d = dst + o * n;
+      if (reversed) {
+        for (int64_t i = 0; i < n; ++i) d[i] = s[n - 1 - i];
+      } else {
+        for (int64_t i = 0; i < n; ++i) d[i] = s[rows[i]];
+      }
+    }
+  });
+}
+
 Tensor index_select_cpu(const Tensor& x_in, int64_t dim, const Tensor& index_in) {
   TR_CHECK(index_in.dim() <= 1, ValueError, "index_select: index must be 0-D or 1-D, got shape {}", index_in.shape_str());
   dim = wrap_dim(dim, x_in.dim(), "index_select");
@@ -43,10 +66,23 @@ Tensor index_select_cpu(const Tensor& x_in, int64_t dim, const Tensor& index_in)
   for (int64_t i = 0; i < n; ++i) rows[i] = checked_index(idx[i], size, "index_select", dim);
   const char* src = static_cast<const char*>(x.data_ptr());
   char* dst = static_cast<char*>(out.data_ptr());
+  if (inner == 1 && n > 0) {  // the last dim selected: typed element loads
+    switch (x.element_size()) {
+      case 1: select_elements<uint8_t>(src, dst, rows.data(), outer, n, size); return out;
+      case 2: select_elements<uint16_t>(src, dst, rows.data(), outer, n, size); return out;
+      case 4: select_elements<uint32_t>(src, dst, rows.data(), outer, n, size); return out;
+      case 8: select_elements<uint64_t>(src, dst, rows.data(), outer, n, size); return out;
+      default: break;
+    }
+  }
   parallel_for(0, outer * n, std::max<int64_t>(1, 65536 / std::max<int64_t>(row_bytes, 1)), [&](int64_t b, int64_t e) {
+    int64_t o = b / n, i = b % n;
     for (int64_t p = b; p < e; ++p) {
-      int64_t o = p / n, i = p % n;
       std::memcpy(dst + p * row_bytes, src + (o * size + rows[i]) * row_bytes, row_bytes);
+      if (++i == n) {
+        i = 0;
+        ++o;
+      }
     }
   });
   return out;

@@ -15,6 +15,32 @@ TEST(Indexing, IndexSelectGather) {
   expect_error<TypeError>([&] { index_select(x, 0, ft({0})); }, {"index_select", "float32"});
 }
 
+// Along the last dim index_select loads elements by type (and runs a reversed index, a flip's, as one
+// backwards loop): every element size, repeated and negative indices, an index that is a permutation but not
+// the reversal, the reversal itself, rows enough to be split between threads; against select() one by one.
+TEST(Indexing, IndexSelectAlongTheLastDimKeepsEveryElement) {
+  for (DType dt : {DType::UInt8, DType::Float16, DType::Float32, DType::Int64}) {
+    Tensor x = remainder(arange(3 * 50 * 7, DType::Int64), 101).to(dt).view({3, 50, 7});
+    using Index = std::vector<int64_t>;
+    for (const Index& idx : {Index{6, 5, 4, 3, 2, 1, 0}, Index{0, 6, 1, 5, 2, 4, 3}, Index{2, -1, 2},
+                             Index{6, 5, 4, 3, 2, 1}}) {
+      Tensor got = index_select(x, 2, it(idx));
+      ASSERT_EQ(got.size(2), static_cast<int64_t>(idx.size()));
+      for (size_t k = 0; k < idx.size(); ++k) {
+        const int64_t from = idx[k] < 0 ? idx[k] + 7 : idx[k];
+        EXPECT_EQ(values(got.select(2, static_cast<int64_t>(k))), values(x.select(2, from))) << dtype_name(dt);
+      }
+    }
+  }
+  Tensor wide = randn({600, 300});  // (more rows than one thread's share)
+  std::vector<int64_t> back(300);
+  for (int64_t i = 0; i < 300; ++i) back[i] = 299 - i;
+  Tensor flipped = index_select(wide, 1, it(back));
+  EXPECT_EQ(values(flipped.select(1, 0)), values(wide.select(1, 299)));
+  EXPECT_EQ(values(flipped.select(1, 299)), values(wide.select(1, 0)));
+  EXPECT_EQ(values(index_select(flipped, 1, it(back))), values(wide));
+}
+
 TEST(Indexing, ScatterScatterAddIndexAdd) {
   Tensor z = zeros({2, 4});
   EXPECT_VALUES(scatter(z, 1, it({3, 0}, {2, 1}), ft({7, 8}, {2, 1})), 0, 0, 0, 7, 8, 0, 0, 0);
