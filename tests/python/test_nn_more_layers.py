@@ -173,6 +173,22 @@ def test_volumetric_layers_match_pytorch():
 
 
 @needs_torch
+@pytest.mark.parametrize("size", [1, (1, 1), (None, 1), (1, None)])
+def test_global_adaptive_pools_match_pytorch(size):
+    """An average pool to one value per plane (a CNN's head) is a mean over the plane: values and gradients as
+    PyTorch's, for even and odd planes, batched and not; the max pool's gradient goes to one index on ties (a
+    ReLU's zeros), as PyTorch's."""
+    for shape in ((2, 3, 7, 7), (3, 5, 4), (2, 4, 6, 1)):
+        x = peer.randn(*shape)
+        _both(lambda t: F.adaptive_avg_pool2d(t, size), lambda t: peer.nn.functional.adaptive_avg_pool2d(t, size), x)
+        _both(lambda t: F.adaptive_max_pool2d(t, size), lambda t: peer.nn.functional.adaptive_max_pool2d(t, size), x)
+        _both(lambda t: F.adaptive_max_pool2d(t, size), lambda t: peer.nn.functional.adaptive_max_pool2d(t, size),
+              peer.zeros(*shape))  # (every value tied)
+    _both(lambda t: F.adaptive_avg_pool1d(t, 1), lambda t: peer.nn.functional.adaptive_avg_pool1d(t, 1),
+          peer.randn(2, 3, 9))
+
+
+@needs_torch
 def test_module_reprs_match_pytorch():
     for name in ("ReLU", "LeakyReLU", "ELU", "Dropout", "Dropout2d", "GELU", "SiLU", "Tanh", "Softmax",
                  "LogSoftmax", "Hardtanh", "RReLU", "ReLU6", "GLU", "Mish", "MSELoss", "CrossEntropyLoss",

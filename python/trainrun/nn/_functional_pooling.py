@@ -116,6 +116,9 @@ def _adaptive_pool2d(input, output_size, reduce, where):  # noqa: A002
                          [input.shape[-2 + i] if v is None else v for i, v in enumerate(output_size)], where,
                          "output_size")
     in_h, in_w = input.shape[-2], input.shape[-1]
+    if reduce == "mean" and out_h == 1 and out_w == 1 and in_h * in_w > 0:  # a global average (a CNN's head): a
+        return input.mean(dim=(-2, -1), keepdim=True)  # row reduction per plane, not one 224x224 window
+    # (Not amax for max: on ties, a ReLU's zeros, its gradient splits where the pool's goes to one index.)
     if in_h % out_h == 0 and in_w % out_w == 0:  # even windows: one pooling kernel
         k = [in_h // out_h, in_w // out_w]
         return (_C.avg_pool2d if reduce == "mean" else lambda x, k, s, p: _C.max_pool2d(x, k, s, p))(input, k, k,
