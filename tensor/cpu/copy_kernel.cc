@@ -39,6 +39,7 @@ void copy_rows(const TensorIterator& iter) {
   const char* src = static_cast<const char*>(iter.operand(1).data_ptr());
   const int64_t ds = strides[0][0], ss = strides[0][1];
   const bool dense = ds == sizeof(E) && ss == sizeof(E);
+  const bool broadcast = ds == sizeof(E) && ss == 0;  // (an expanded row: one value written along it)
   parallel_for(0, rows, std::max<int64_t>(1, kElementwiseGrain / inner), [&](int64_t begin, int64_t end) {
     std::vector<int64_t> idx(static_cast<size_t>(ndim), 0);
     char* d = dst;
@@ -55,6 +56,11 @@ void copy_rows(const TensorIterator& iter) {
         E* o = reinterpret_cast<E*>(d);
         const E* i = reinterpret_cast<const E*>(s);
         for (int64_t j = 0; j < inner; ++j) o[j] = i[j];
+      } else if (broadcast) {
+        E v;
+        std::memcpy(&v, s, sizeof(E));
+        E* o = reinterpret_cast<E*>(d);
+        for (int64_t j = 0; j < inner; ++j) o[j] = v;
       } else {
         for (int64_t j = 0; j < inner; ++j) std::memcpy(d + j * ds, s + j * ss, sizeof(E));
       }

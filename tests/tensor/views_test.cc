@@ -130,7 +130,8 @@ TEST(Copy, OneDTypeBetweenLayoutsKeepsEveryElement) {
 // Transposing copies (the destination dense along a dim the source strides over) go in tiles, 4-byte
 // elements 8x8 through registers (copy_kernel.cc's copy_tiles): sizes that leave ragged tiles and blocks,
 // dims around the transposed pair, a source that is a slice (not at its storage's start, rows longer than
-// the tile), a strided destination, and every element size, against the values read through a cast.
+// the tile), a strided destination, and every element size, against the values read through a cast. Also a
+// column expanded along rows (copy_rows writes its one value along each row).
 TEST(Copy, TransposingCopiesKeepEveryElement) {
   for (DType dt : {DType::UInt8, DType::Float16, DType::Float32, DType::Int32, DType::Float64}) {
     auto counting = [&](IntList shape) {
@@ -151,6 +152,8 @@ TEST(Copy, TransposingCopiesKeepEveryElement) {
     Tensor dst = empty({77, 100}, dt).narrow(1, 10, 41);  // rows 100 apart
     copy_(dst, sliced);
     EXPECT_EQ(values(dst), values(sliced)) << dtype_name(dt);
+    Tensor column = counting({37, 3}).narrow(1, 1, 1).expand({37, 50});  // one value along each row (stride 0)
+    EXPECT_EQ(values(column.contiguous()), values(column)) << dtype_name(dt);
   }
   Tensor big = randn({1024, 1024});  // split between threads
   EXPECT_EQ(values(big.t().contiguous()), values(big.t()));
