@@ -1,6 +1,7 @@
 // CPU reductions. Every reduction works on the contiguous rows of a
 // ReducePlan; float sums use a blocked, pairwise (cascade) summation so that
-// 16M float32 values sum with a relative error near 1e-7, not 1e-3.
+// 16M float32 values sum with a relative error near 1e-7, not 1e-3. Those
+// that keep trailing dims read the tensor in place instead (reduce_columns.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensor/cpu/reduce_columns.h"
 #include "tensor/dispatcher.h"
 #include "tensor/factories.h"
 #include "tensor/op_schemas.h"
@@ -81,33 +83,6 @@ void sum_rows(const ReducePlan& plan, Tensor& out, F f, double scale) {
   for_each_row<T>(plan, [&](int64_t r, const T* row) {
     Acc s = cascade_sum<T, Acc>(row, plan.inner, f);
     o[r] = static_cast<Out>(static_cast<opmath_t<Out>>(scale == 1.0 ? s : s * scale));
-  });
-}
-
-// Sums over the leading dims of a contiguous tensor (a bias's gradient: [rows, cols] -> [cols]). The rows
-// are added into the output a block of 128 at a time and the blocks' partial sums combined pairwise, so the
-// tensor is read once, in order; the rows plan would first copy it transposed (8-19x slower here).
-template <typename T>
-void sum_leading(const T* x, int64_t rows, int64_t cols, T* o, double scale) {
-  using Acc = acc_t<T>;
-  constexpr int64_t kBlock = 128;
-  const int64_t nblocks = (rows + kBlock - 1) / kBlock;
-  const int64_t grain = std::max<int64_t>(64, kElementwiseGrain / std::max<int64_t>(rows, 1));
-  parallel_for(0, cols, grain, [&](int64_t c0, int64_t c1) {
-    const int64_t w = c1 - c0;
-    std::vector<Acc> partial(static_cast<size_t>(std::max<int64_t>(nblocks, 1) * w), Acc(0));
-    for (int64_t b = 0; b < nblocks; ++b) {
-      Acc* acc = partial.data() + b * w;
-      for (int64_t r = b * kBlock; r < std::min(rows, (b + 1) * kBlock); ++r) {
-        const T* row = x + r * cols + c0;
-        for (int64_t j = 0; j < w; ++j) acc[j] += static_cast<Acc>(row[j]);
-      }
-    }
-    for (int64_t width = 1; width < nblocks; width *= 2)
-      for (int64_t b = 0; b + width < nblocks; b += 2 * width)
-        for (int64_t j = 0; j < w; ++j) partial[b * w + j] += partial[(b + width) * w + j];
-    for (int64_t j = 0; j < w; ++j)
-      o[c0 + j] = static_cast<T>(scale == 1.0 ? partial[j] : static_cast<Acc>(partial[j] * scale));
   });
 }
 
@@ -234,10 +209,15 @@ Tensor sum_like_cpu(const Tensor& x_in, const IntList& dims, bool keepdim, std::
     }
     Tensor out = empty(out_shape, out_dtype);
     const double scale = !mean ? 1.0 : rows == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / rows;
-    if (x.dtype() == DType::Float32)
-      sum_leading<float>(x.data<float>(), rows, cols, out.data<float>(), scale);
-    else
-      sum_leading<double>(x.data<double>(), rows, cols, out.data<double>(), scale);
+    ColumnBlocks one;  // (one block: its rows in whatever order the leading dims lay them out)
+    one.mid = rows;
+    one.inner = cols;
+    sum_columns(one, x, x.data_ptr(), out, scale);
+    return out;
+  }
+  if (const std::optional<ColumnBlocks> b = column_blocks(x, dims, keepdim); b && out_dtype == x.dtype()) {
+    Tensor out = empty(b->out_shape, out_dtype);
+    sum_columns(*b, x, x.data_ptr(), out, mean ? 1.0 / static_cast<double>(b->mid) : 1.0);
     return out;
   }
   if (const std::optional<MiddleRun> run = middle_run(x, dims, keepdim); run && out_dtype == x.dtype()) {
@@ -311,6 +291,11 @@ int64_t arg_extreme(const T* row, int64_t n) {
 template <bool is_max>
 Tensor amax_cpu(const Tensor& x, const IntList& dims, bool keepdim) {
   const char* op = is_max ? "amax" : "amin";
+  if (const std::optional<ColumnBlocks> b = column_blocks(x, dims, keepdim); b && b->mid > 0) {
+    Tensor out = empty(b->out_shape, x.dtype());
+    extreme_columns(*b, x, out, is_max);
+    return out;
+  }
   ReducePlan plan(x, dims, keepdim, op);
   check_nonempty(plan, op);
   Tensor out = empty(plan.out_shape, x.dtype());

@@ -43,6 +43,41 @@ TEST(Reductions, SumsOverLeadingDimsAddRowsInPlaceOfTransposing) {
   EXPECT_TRUE(std::isnan(mean(none, {0}).select(0, 2).item<double>()));
 }
 
+// Reduced dims with kept dims on both sides ([B, T, C].sum(1)) read [outer, mid, inner] blocks in place
+// (reduce_columns.h): against the rows plan (the same values, non-contiguous), for sum, mean, amax and amin,
+// keepdim, float64, blocks of more than 128 rows, a NaN, and thread counts.
+TEST(Reductions, ReductionsOverMiddleDimsReadBlocksInPlace) {
+  Tensor x = arange(4 * 6 * 5 * 3, DType::Float32).view({4, 6, 5, 3});
+  Tensor strided = x.permute({3, 0, 1, 2}).contiguous().permute({1, 2, 3, 0});  // equal to x, other strides
+  for (IntList dims : {IntList{1}, IntList{1, 2}, IntList{2}, IntList{-3, -2}}) {
+    EXPECT_TRUE(allclose(sum(x, dims), sum(strided, dims), 0.0, 0.0));
+    EXPECT_TRUE(allclose(mean(x, dims, true), mean(strided, dims, true), 1e-6, 0.0));
+    EXPECT_TRUE(allclose(amax(x, dims), amax(strided, dims), 0.0, 0.0));
+    EXPECT_TRUE(allclose(amin(x, dims, true), amin(strided, dims, true), 0.0, 0.0));
+  }
+  EXPECT_EQ(sum(x, {1, 2}, true).sizes(), (IntList{4, 1, 1, 3}));
+  EXPECT_EQ(amax(x, {2}).sizes(), (IntList{4, 6, 3}));
+  EXPECT_VALUES(sum(arange(12, DType::Float64).view({2, 3, 2}), {1}), 6, 9, 24, 27);
+  Tensor tall = full({3, 300000, 2}, 0.1, DType::Float32);  // many blocks of 128 rows, combined pairwise
+  const double expected = static_cast<double>(0.1f) * 300000;
+  EXPECT_NEAR(sum(tall, {1}).select(0, 2).select(0, 1).item<double>(), expected, expected * 2e-6);
+  Tensor y = arange(2 * 7 * 3, DType::Float32).view({2, 7, 3});
+  y.select(0, 1).select(0, 4).select(0, 2).fill_(std::numeric_limits<double>::quiet_NaN());
+  for (Tensor e : {amax(y, {1}), amin(y, {1})}) {
+    EXPECT_TRUE(std::isnan(e.select(0, 1).select(0, 2).item<double>()));
+    EXPECT_FALSE(std::isnan(e.select(0, 1).select(0, 1).item<double>()));
+  }
+  manual_seed(3);
+  Tensor r = randn({5, 1000, 40});
+  const int before = get_num_threads();
+  set_num_threads(1);
+  Tensor one = sum(r, {1});
+  set_num_threads(3);
+  Tensor three = sum(r, {1});
+  set_num_threads(before);
+  EXPECT_TRUE(allclose(one, three, 0.0, 0.0));
+}
+
 TEST(Reductions, IntegerSumsPromoteToInt64) {
   Tensor b = tensor<bool>({true, true, false});
   EXPECT_EQ(sum(b).dtype(), DType::Int64);
