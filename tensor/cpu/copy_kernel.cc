@@ -25,6 +25,39 @@ void parallel_memcpy(char* dst, const char* src, int64_t nbytes) {
   parallel_for(0, nbytes, 1 << 20, [&](int64_t b, int64_t e) { std::memcpy(dst + b, src + b, e - b); });
 }
 
+// float32 <-> float16 over contiguous runs with the CPU's conversion instructions (F16C, on every AVX2 CPU:
+// round to nearest even, a NaN kept quiet with its top payload bits, as Half's own conversion), 8 at a time:
+// the per-element conversion is a branchy bit-twiddle the compiler cannot vectorize (img.half() of
+// 32x3x224x224: 2.8 ms, PyTorch 1.13: 0.6). False where this CPU lacks F16C.
+__attribute__((target("f16c"))) void floats_to_halves(const float* in, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) out[i] = Half(in[i]).bits;
+}
+
+__attribute__((target("f16c"))) void halves_to_floats(const uint16_t* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+  for (; i < n; ++i) out[i] = Half::to_float(in[i]);
+}
+
+bool copy_half_float(Tensor& dst, const Tensor& src) {
+  static const bool has_f16c = __builtin_cpu_supports("f16c");
+  const bool to_half = dst.dtype() == DType::Float16 && src.dtype() == DType::Float32;
+  const bool to_float = dst.dtype() == DType::Float32 && src.dtype() == DType::Float16;
+  if (!has_f16c || !(to_half || to_float) || !dst.is_contiguous() || !src.is_contiguous()) return false;
+  parallel_for(0, dst.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+    if (to_half)
+      floats_to_halves(src.data<float>() + b, static_cast<uint16_t*>(dst.data_ptr()) + b, e - b);
+    else
+      halves_to_floats(static_cast<const uint16_t*>(src.data_ptr()) + b, dst.data<float>() + b, e - b);
+  });
+  return true;
+}
+
 // A copy between tensors of one dtype in other layouts (a permute's contiguous(), a transpose's): the
 // iterator's rows (its coalesced innermost dim) copied as raw elements of E's size, the rows' pointers
 // stepped like an odometer. Per row this costs a few adds, where for_each's call per row cost more than
@@ -175,6 +208,7 @@ void copy_values_cpu(Tensor& dst, const Tensor& src_in) {
     parallel_memcpy(static_cast<char*>(dst.data_ptr()), static_cast<const char*>(src.data_ptr()), dst.nbytes());
     return;
   }
+  if (copy_half_float(dst, src)) return;
   IteratorConfig config;
   config.op = "copy_";
   config.compute_dtype = src.dtype();

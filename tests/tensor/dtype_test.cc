@@ -1,5 +1,7 @@
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 #include "tests/tensor/test_util.h"
 
@@ -73,6 +75,41 @@ TEST(Half, RoundsToNearestEven) {
     if (std::isnan(f)) continue;
     ASSERT_EQ(Half(f).bits, h.bits) << b;
   }
+}
+
+// Contiguous float32 <-> float16 copies go 8 at a time through the CPU's conversion instructions: bit for
+// bit Half's own conversion, both ways (a signaling NaN comes back quiet), over every half, and over floats
+// at and around every rounding boundary, subnormals, infinities and NaNs, at lengths that leave a tail.
+TEST(Half, TensorCopiesConvertAsHalfDoes) {
+  std::vector<float> every_half(0x10000);
+  for (uint32_t b = 0; b < 0x10000; ++b) every_half[b] = Half::to_float(static_cast<uint16_t>(b));
+  Tensor halves = arange(0x10000, DType::Int64).to(DType::Int32).to(DType::Int16);  // (the bits, as int16)
+  Tensor as_half = empty({0x10000}, DType::Float16);
+  std::memcpy(as_half.data_ptr(), halves.data_ptr(), 0x10000 * 2);
+  Tensor floats = as_half.to(DType::Float32);
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    const float got = floats.data<float>()[b];
+    if (std::isnan(every_half[b])) {  // (the instruction quiets a signaling NaN: sign and payload kept)
+      ASSERT_TRUE(std::isnan(got)) << b;
+      ASSERT_EQ(float_bits(got) | 0x00400000u, float_bits(every_half[b]) | 0x00400000u) << b;
+    } else {
+      ASSERT_EQ(float_bits(got), float_bits(every_half[b])) << b;
+    }
+  }
+  std::vector<float> probes;
+  for (uint32_t b = 0; b < 0x10000; b += 7) {  // each half, its neighbours in float and the midpoints
+    const uint32_t f = float_bits(every_half[b]);
+    for (int32_t d : {-4097, -4096, -4095, -1, 0, 1, 4095, 4096, 4097}) probes.push_back(bits_float(f + d));
+  }
+  for (float v : {std::numeric_limits<float>::infinity(), 1e10f, -1e10f, 65520.0f, std::ldexp(1.0f, -25),
+                  bits_float(0x7fa00001u), bits_float(0xffc12345u)})
+    probes.push_back(v);
+  probes.push_back(1.0f);  // (a tail past the last full group of 8)
+  Tensor in = empty({static_cast<int64_t>(probes.size())}, DType::Float32);
+  std::memcpy(in.data_ptr(), probes.data(), probes.size() * 4);
+  Tensor out = in.to(DType::Float16);
+  const uint16_t* bits = static_cast<const uint16_t*>(out.data_ptr());
+  for (size_t i = 0; i < probes.size(); ++i) ASSERT_EQ(bits[i], Half(probes[i]).bits) << probes[i] << " at " << i;
 }
 
 TEST(BFloat16, RoundsToNearestEven) {
