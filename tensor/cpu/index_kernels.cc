@@ -223,25 +223,57 @@ Tensor masked_select_cpu(const Tensor& x, const Tensor& mask) {
   return out;
 }
 
+// The coordinates of every nonzero element, in row-major order. The flat range goes in fixed chunks: each
+// chunk's count (in parallel), their running offsets, then each chunk writes its rows from its offset, a
+// run of the last dim at a time. The element-by-element loop with an odometer step per element took 12 ns an
+// element (4M bools: 49 ms, PyTorch 1.13: 8).
 Tensor nonzero_cpu(const Tensor& x_in) {
   Tensor x = contiguous(x_in.to(DType::Bool));
   const bool* p = x.data<bool>();
-  int64_t count = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) count += p[i];
-  const int64_t nd = x.dim();
-  Tensor out = empty({count, nd}, DType::Int64);
+  const int64_t nd = x.dim(), n = x.numel();
+  if (nd == 0) return empty({p[0] ? 1 : 0, 0}, DType::Int64);
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t nchunks = (n + kChunk - 1) / kChunk;
+  std::vector<int64_t> offset(static_cast<size_t>(nchunks + 1), 0);
+  parallel_for(0, nchunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      int64_t count = 0;
+      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) count += p[i];
+      offset[c + 1] = count;
+    }
+  });
+  for (int64_t c = 0; c < nchunks; ++c) offset[c + 1] += offset[c];
+  Tensor out = empty({offset[nchunks], nd}, DType::Int64);
   int64_t* o = out.data<int64_t>();
-  std::vector<int64_t> coord(nd, 0);
-  for (int64_t i = 0, row = 0; i < x.numel(); ++i) {
-    if (p[i]) {
-      for (int64_t d = 0; d < nd; ++d) o[row * nd + d] = coord[d];
-      ++row;
+  const IntList& sizes = x.sizes();
+  const int64_t last = sizes[nd - 1];
+  parallel_for(0, nchunks, 1, [&](int64_t c0, int64_t c1) {
+    std::vector<int64_t> coord(static_cast<size_t>(nd));
+    for (int64_t c = c0; c < c1; ++c) {
+      int64_t i = c * kChunk;
+      const int64_t end = std::min(n, i + kChunk);
+      for (int64_t d = nd - 1, rem = i; d >= 0; --d) {  // the chunk's first coordinates
+        coord[d] = rem % sizes[d];
+        rem /= sizes[d];
+      }
+      int64_t* row = o + offset[c] * nd;
+      while (i < end) {
+        const int64_t run = std::min(end - i, last - coord[nd - 1]);  // (what is left of this last-dim run)
+        for (int64_t k = 0; k < run; ++k) {
+          if (!p[i + k]) continue;
+          for (int64_t d = 0; d + 1 < nd; ++d) row[d] = coord[d];
+          row[nd - 1] = coord[nd - 1] + k;
+          row += nd;
+        }
+        i += run;
+        coord[nd - 1] += run;
+        for (int64_t d = nd - 1; d > 0 && coord[d] == sizes[d]; --d) {  // the next run: carry
+          coord[d] = 0;
+          ++coord[d - 1];
+        }
+      }
     }
-    for (int64_t d = nd - 1; d >= 0; --d) {
-      if (++coord[d] < x.size(d)) break;
-      coord[d] = 0;
-    }
-  }
+  });
   return out;
 }
 

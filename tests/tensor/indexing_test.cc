@@ -41,6 +41,34 @@ TEST(Indexing, IndexSelectAlongTheLastDimKeepsEveryElement) {
   EXPECT_EQ(values(index_select(flipped, 1, it(back))), values(wide));
 }
 
+// nonzero goes in chunks of 64K elements (counted, then written from their offsets): rows that cross a chunk,
+// a 1-D tensor of several chunks, an empty dim, 0-d, against the coordinates of every true element in order.
+TEST(Indexing, NonzeroInChunksListsEveryElementInOrder) {
+  manual_seed(5);
+  for (IntList shape :
+       {IntList{3, 70001}, IntList{(1 << 17) + 5}, IntList{4, 3, 9000}, IntList{5, 0, 3}, IntList{2, 3}}) {
+    Tensor mask = gt(randn(shape), 1.0);
+    std::vector<double> flat = values(mask);
+    std::vector<int64_t> want;
+    for (int64_t i = 0; i < static_cast<int64_t>(flat.size()); ++i) {
+      if (flat[i] == 0) continue;
+      std::vector<int64_t> coord(shape.size());
+      for (int64_t d = static_cast<int64_t>(shape.size()) - 1, rem = i; d >= 0; --d) {
+        coord[d] = rem % shape[d];
+        rem /= shape[d];
+      }
+      want.insert(want.end(), coord.begin(), coord.end());
+    }
+    Tensor got = nonzero(mask);
+    const int64_t nd = static_cast<int64_t>(shape.size());
+    ASSERT_EQ(got.sizes(), (IntList{static_cast<int64_t>(want.size()) / nd, nd}));
+    const int64_t* g = got.data<int64_t>();
+    ASSERT_EQ(std::vector<int64_t>(g, g + got.numel()), want) << shape.size();
+  }
+  EXPECT_EQ(nonzero(full({}, 1.0)).sizes(), (IntList{1, 0}));
+  EXPECT_EQ(nonzero(full({}, 0.0)).sizes(), (IntList{0, 0}));
+}
+
 TEST(Indexing, ScatterScatterAddIndexAdd) {
   Tensor z = zeros({2, 4});
   EXPECT_VALUES(scatter(z, 1, it({3, 0}, {2, 1}), ft({7, 8}, {2, 1})), 0, 0, 0, 7, 8, 0, 0, 0);
