@@ -50,6 +50,13 @@ int main(int argc, char** argv) {
   std::printf("max_pool2d\t%.9f\n",
               median_seconds([&] { max_pool2d(planes, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false); }, reps));
   std::printf("transpose\t%.9f\n", median_seconds([&] { m.t().contiguous(); }, reps));
+  Tensor cube = x.view({128, 512, 256});
+  std::printf("sum_middle\t%.9f\n", median_seconds([&] { sum(cube, {1}); }, reps));
+  Tensor images = randn({32, 3, 224, 224}), backwards = arange(223, -1, -1);
+  std::printf("reverse_last\t%.9f\n", median_seconds([&] { index_select(images, 3, backwards); }, reps));
+  std::printf("to_half\t%.9f\n", median_seconds([&] { x.to(DType::Float16); }, reps));
+  Tensor mask = gt(randn({4096, 1024}), 1.0);
+  std::printf("nonzero\t%.9f\n", median_seconds([&] { nonzero(mask); }, reps));
   // Last: OpenBLAS threads spin after a call and would slow the rows after it.
   Tensor a = randn({1024, 1024}), b = randn({1024, 1024}), c = empty({1024, 1024});
   std::printf("matmul\t%.9f\n", median_seconds([&] { mm_out(c, a, b); }, reps));

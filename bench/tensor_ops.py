@@ -32,6 +32,10 @@ ROWS = {
     "conv2d": ("conv2d 8x64x56x56, 64->64, 3x3 pad 1", "GFLOP/s", 2 * 8 * 64 * 64 * 9 * 56 * 56),
     "max_pool2d": ("max_pool2d 32x32x64x64, 2x2", "GB/s", 4 * (N16M // 4 + N16M // 16)),  # (reads + values out)
     "transpose": ("contiguous() of 4096x4096 .t()", "GB/s", 2 * 4 * N16M),
+    "sum_middle": ("sum(dim=1) of 128x512x256 f32", "GB/s", 4 * N16M),
+    "reverse_last": ("index_select(-1) reversed, 4.8M f32", "GB/s", 2 * 4 * 32 * 3 * 224 * 224),
+    "to_half": ("float32 -> float16, 16M", "GB/s", (4 + 2) * N16M),
+    "nonzero": ("nonzero of 4096x1024 bools (16% true)", "GB/s", 4096 * 1024),
 }
 
 
@@ -67,6 +71,13 @@ def run_peer(threads, reps):
     planes = torch.randn(32, 32, 64, 64)
     r["max_pool2d"] = median_seconds(lambda: torch.nn.functional.max_pool2d(planes, 2), reps)
     r["transpose"] = median_seconds(lambda: m.t().contiguous(), reps)
+    cube = x.view(128, 512, 256)
+    r["sum_middle"] = median_seconds(lambda: cube.sum(1), reps)
+    images, backwards = torch.randn(32, 3, 224, 224), torch.arange(223, -1, -1)
+    r["reverse_last"] = median_seconds(lambda: torch.index_select(images, 3, backwards), reps)
+    r["to_half"] = median_seconds(lambda: x.to(torch.float16), reps)
+    mask = torch.randn(4096, 1024) > 1
+    r["nonzero"] = median_seconds(lambda: torch.nonzero(mask), reps)
     # Last, as in bench/tensor_ops.cc: BLAS threads spin after a call.
     a, b, c = torch.randn(1024, 1024), torch.randn(1024, 1024), torch.empty(1024, 1024)
     r["matmul"] = median_seconds(lambda: torch.mm(a, b, out=c), reps)
