@@ -159,6 +159,23 @@ Tensor gather_cpu(const Tensor& x, int64_t dim, const Tensor& index_in) {
     using T = decltype(tag);
     const T* base = static_cast<const T*>(x.impl()->storage()->data());
     T* dst = out.data<T>();
+    if (index.dim() > 0 && dim == index.dim() - 1 && dense_along_index(x, dim, index, &out)) {
+      // Along the last dim (a loss's labels, top-k's picks): a row of the index picks from one row of x, in a
+      // plain loop. Through for_each_indexed's per-element callback it cost 6.7 ns an element (PyTorch: 0.9).
+      const int64_t n = index.size(dim), size = x.size(dim), rows = index.numel() / std::max<int64_t>(n, 1);
+      const int64_t* idx = index.data<int64_t>();
+      const T* x0 = base + x.storage_offset();
+      const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1));
+      parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          const T* row = x0 + r * size;
+          const int64_t* picks = idx + r * n;
+          T* o = dst + r * n;
+          for (int64_t j = 0; j < n; ++j) o[j] = row[checked_index(picks[j], size, "gather", dim)];
+        }
+      });
+      return;
+    }
     // (out, contiguous in the index's shape, stands as the "src" whose offsets are the output positions)
     for_each_indexed(x, dim, index, &out, "gather", [&](int64_t xo, int64_t position) { dst[position] = base[xo]; });
   });

@@ -41,6 +41,26 @@ TEST(Indexing, IndexSelectAlongTheLastDimKeepsEveryElement) {
   EXPECT_EQ(values(index_select(flipped, 1, it(back))), values(wide));
 }
 
+// gather along the last dim, with the index covering x's other dims, reads each row in a plain loop: against
+// select() one by one, with negative indices, rows enough to be split between threads, and an index out of
+// range named as before.
+TEST(Indexing, GatherAlongTheLastDimPicksFromEachRow) {
+  manual_seed(9);
+  Tensor x = randn({300, 40, 50});
+  Tensor index = sub(randint(0, 100, {300, 40, 7}), 50);  // [-50, 50)
+  Tensor got = gather(x, 2, index);
+  const int64_t* idx = index.data<int64_t>();
+  for (int64_t r : {int64_t{0}, int64_t{4321}, int64_t{300 * 40 - 1}}) {
+    for (int64_t j = 0; j < 7; ++j) {
+      const int64_t i = idx[r * 7 + j] < 0 ? idx[r * 7 + j] + 50 : idx[r * 7 + j];
+      EXPECT_EQ(got.view({-1, 7}).select(0, r).select(0, j).item<float>(),
+                x.view({-1, 50}).select(0, r).select(0, i).item<float>());
+    }
+  }
+  EXPECT_TRUE(allclose(got, gather(x.contiguous().transpose(0, 1).contiguous().transpose(0, 1), 2, index), 0, 0));
+  expect_error<IndexError>([&] { gather(x, -1, add(index, 100)); }, {"gather", "out of bounds", "dim 2"});
+}
+
 // nonzero goes in chunks of 64K elements (counted, then written from their offsets): rows that cross a chunk,
 // a 1-D tensor of several chunks, an empty dim, 0-d, against the coordinates of every true element in order.
 TEST(Indexing, NonzeroInChunksListsEveryElementInOrder) {
