@@ -172,8 +172,9 @@ void bind_nn(py::module_& m) {
       .def_property_readonly("type_name", &nn::Module::type_name)
       // module.weight, module.bias, module.child: what is registered under the name.
       .def("__getattr__", [](nn::Module& self, const std::string& name) -> py::object {
-        const bool is_param = self.find_param(name) != nullptr;
-        if (const Tensor* t = is_param ? self.find_param(name) : self.find_buffer(name)) {
+        const Tensor* param = self.find_param(name);
+        const bool is_param = param != nullptr;
+        if (const Tensor* t = is_param ? param : self.find_buffer(name)) {
           // The object handed out for this tensor before, while it lives (module.weight is module.weight),
           // read from _handed_out's dict here: this runs for every self.weight in a forward, and the Python
           // path cost 2.6 us where PyTorch's attribute costs 0.3.

@@ -25,10 +25,8 @@ void parallel_memcpy(char* dst, const char* src, int64_t nbytes) {
   parallel_for(0, nbytes, 1 << 20, [&](int64_t b, int64_t e) { std::memcpy(dst + b, src + b, e - b); });
 }
 
-// float32 <-> float16 over contiguous runs with the CPU's conversion instructions (F16C, on every AVX2 CPU:
-// round to nearest even, a NaN kept quiet with its top payload bits, as Half's own conversion), 8 at a time:
-// the per-element conversion is a branchy bit-twiddle the compiler cannot vectorize (img.half() of
-// 32x3x224x224: 2.8 ms, PyTorch 1.13: 0.6). False where this CPU lacks F16C.
+// float32 <-> float16 runs through the CPU's conversion instructions (F16C, on every AVX2 CPU: round to
+// nearest even, NaNs quiet with their top payload bits, as Half's own conversion), 8 at a time.
 __attribute__((target("f16c"))) void floats_to_halves(const float* in, uint16_t* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -44,6 +42,9 @@ __attribute__((target("f16c"))) void halves_to_floats(const uint16_t* in, float*
   for (; i < n; ++i) out[i] = Half::to_float(in[i]);
 }
 
+// A contiguous float32 <-> float16 copy in runs as above: the per-element conversion is a branchy
+// bit-twiddle the compiler cannot vectorize (img.half() of 32x3x224x224: 2.8 ms, PyTorch 1.13: 0.6). False
+// for other copies, or where this CPU lacks F16C.
 bool copy_half_float(Tensor& dst, const Tensor& src) {
   static const bool has_f16c = __builtin_cpu_supports("f16c");
   const bool to_half = dst.dtype() == DType::Float16 && src.dtype() == DType::Float32;
