@@ -1,5 +1,7 @@
 #include "tensor/reduce_plan.h"
 
+#include <algorithm>
+
 #include "tensor/views.h"
 
 namespace trainrun {
@@ -36,6 +38,16 @@ ReducePlan::ReducePlan(const Tensor& x, const IntList& dims, bool keepdim, const
 DType sum_dtype(DType in, std::optional<DType> requested) {
   if (requested) return *requested;
   return is_floating(in) ? in : DType::Int64;
+}
+
+std::optional<std::vector<bool>> reduced_dims(int64_t nd, const IntList& dims) {
+  std::vector<bool> reduced(static_cast<size_t>(std::max<int64_t>(nd, 0)), false);
+  for (int64_t d : dims) {
+    const int64_t w = d < 0 ? d + nd : d;
+    if (w < 0 || w >= nd || reduced[w]) return std::nullopt;
+    reduced[w] = true;
+  }
+  return reduced;
 }
 
 void check_nonempty(const ReducePlan& plan, const char* op) {

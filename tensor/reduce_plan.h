@@ -22,6 +22,9 @@ struct ReducePlan {
 // The result dtype of sum/prod/cumsum: the requested one, else the input's
 // when floating, else int64 (PyTorch's rule).
 DType sum_dtype(DType in, std::optional<DType> requested);
+// Which of nd dims `dims` reduce (negative dims wrapped), or nullopt for a bad or repeated dim: for the fast
+// paths that fall back to the plan, which then reports the error.
+std::optional<std::vector<bool>> reduced_dims(int64_t nd, const IntList& dims);
 // Throws IndexError naming `op` when a reduction without an identity (max,
 // argmax, ...) would reduce over nothing.
 void check_nonempty(const ReducePlan& plan, const char* op);

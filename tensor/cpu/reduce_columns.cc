@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "tensor/reduce_plan.h"
 #include "tensor/thread_pool.h"
 
 namespace trainrun {
@@ -80,12 +81,9 @@ std::optional<ColumnBlocks> column_blocks(const Tensor& x, const IntList& dims, 
   if (dims.empty() || nd < 2 || !x.is_contiguous() || x.numel() == 0 ||
       (x.dtype() != DType::Float32 && x.dtype() != DType::Float64))
     return std::nullopt;
-  std::vector<bool> reduced(static_cast<size_t>(nd), false);
-  for (int64_t d : dims) {
-    const int64_t w = d < 0 ? d + nd : d;
-    if (w < 0 || w >= nd || reduced[w]) return std::nullopt;  // (the rows plan reports the error)
-    reduced[w] = true;
-  }
+  const std::optional<std::vector<bool>> mask = reduced_dims(nd, dims);
+  if (!mask) return std::nullopt;  // (the rows plan reports the error)
+  const std::vector<bool>& reduced = *mask;
   int64_t k0 = 0;
   while (k0 < nd && !reduced[k0]) ++k0;
   int64_t k1 = k0;

@@ -90,15 +90,11 @@ void sum_rows(const ReducePlan& plan, Tensor& out, F f, double scale) {
 int64_t leading_reduced_dims(const Tensor& x, const IntList& dims) {
   const int64_t nd = x.dim();
   if (dims.empty() || nd < 2) return 0;
-  std::vector<bool> reduced(nd, false);
-  for (int64_t d : dims) {
-    const int64_t w = d < 0 ? d + nd : d;
-    if (w < 0 || w >= nd || reduced[w]) return 0;  // (the rows plan reports the error)
-    reduced[w] = true;
-  }
+  const std::optional<std::vector<bool>> reduced = reduced_dims(nd, dims);
+  if (!reduced) return 0;  // (the rows plan reports the error)
   const int64_t k = static_cast<int64_t>(dims.size());
   for (int64_t d = 0; d < k; ++d)
-    if (!reduced[d]) return 0;
+    if (!(*reduced)[d]) return 0;
   return k < nd ? k : 0;
 }
 
@@ -137,12 +133,9 @@ std::optional<MiddleRun> middle_run(const Tensor& x, const IntList& dims, bool k
   if (dims.empty() || nd < 3 || !x.is_contiguous() || x.numel() == 0 ||
       (x.dtype() != DType::Float32 && x.dtype() != DType::Float64))
     return std::nullopt;
-  std::vector<bool> reduced(static_cast<size_t>(nd), false);
-  for (int64_t d : dims) {
-    const int64_t w = d < 0 ? d + nd : d;
-    if (w < 0 || w >= nd || reduced[w]) return std::nullopt;  // (the rows plan reports the error)
-    reduced[w] = true;
-  }
+  const std::optional<std::vector<bool>> mask = reduced_dims(nd, dims);
+  if (!mask) return std::nullopt;  // (the rows plan reports the error)
+  const std::vector<bool>& reduced = *mask;
   int64_t k0 = 0;
   while (k0 < nd && reduced[k0]) ++k0;
   int64_t k1 = k0;
