@@ -4,6 +4,7 @@
 // products. Skipped, with the reason, when no GPU is usable.
 #include <gtest/gtest.h>
 
+#include "tensor/random_draw.h"
 #include "tests/tensor/cuda/gpu_test_util.h"
 
 namespace trainrun::cuda {
@@ -57,16 +58,43 @@ TEST_F(CudaOps, FactoriesOnTheDeviceMatchTheCpu) {
   expect_same(full({5}, 2.5, TensorOptions(DType::BFloat16, kCuda)), full({5}, 2.5, DType::BFloat16), 0, 0);
   expect_same(arange(0, 10, 3, TensorOptions(DType::Int64, kCuda)), arange(0, 10, 3, DType::Int64), 0, 0);
   expect_same(eye(4, 3, TensorOptions(DType::Float32, kCuda)), eye(4, 3, DType::Float32), 0, 0);
-  // Drawn on the GPU from the CPU's Philox stream: the same seed gives the
-  // same values on both devices (normals up to the last bit of double log/cos).
-  Generator g1(7), g2(7);
-  expect_same(randn({1001}, TensorOptions(DType::Float32, kCuda), &g1), randn({1001}, DType::Float32, &g2), 1e-6, 0,
-              "randn");
-  expect_same(rand({513}, TensorOptions(DType::Float64, kCuda), &g1), rand({513}, DType::Float64, &g2), 0, 0, "rand");
-  expect_same(randint(-5, 9, {77}, TensorOptions(DType::Int64, kCuda), &g1), randint(-5, 9, {77}, DType::Int64, &g2),
-              0, 0, "randint");
-  Tensor b1 = empty({300}, TensorOptions(DType::BFloat16, kCuda)), b2 = empty({300}, DType::BFloat16);
-  expect_same(bernoulli_(b1, 0.3, &g1), bernoulli_(b2, 0.3, &g2), 0, 0, "bernoulli");
+}
+
+// Random draws on the GPU are Philox counters (tensor/random_draw.h), as PyTorch's CUDA generator: not the CPU's
+// Mersenne Twister, so they are checked against the counter formula evaluated here on the host. The generator's
+// offset says which counters a draw took; the next draw starts after them.
+TEST_F(CudaOps, RandomDrawsAreThePhiloxCountersOfTheGenerator) {
+  Generator g(7);
+  auto expect_philox = [&](const Tensor& drawn, RandomDistribution dist, double a, double b, uint64_t first,
+                           double rtol, const char* what) {
+    const bool two_words = random_uses_two_words(dist, drawn.dtype() == DType::Float64, a, b);
+    Tensor want = empty({drawn.numel()}, DType::Float64);
+    for (int64_t i = 0; i < drawn.numel(); ++i)
+      want.data<double>()[i] = random_value(dist, two_words, a, b, g.seed(), first, i);
+    expect_same(drawn, want.to(drawn.dtype()), rtol, 0, what);
+  };
+  uint64_t first = g.offset();
+  expect_philox(randn({1001}, TensorOptions(DType::Float32, kCuda), &g), RandomDistribution::Normal, 0, 1, first,
+                1e-6, "randn");  // (up to the last bit of the device's log and cos)
+  EXPECT_EQ(g.offset(), first + 1001) << "a draw of n elements takes n counters";
+  first = g.offset();
+  expect_philox(rand({513}, TensorOptions(DType::Float64, kCuda), &g), RandomDistribution::Uniform, 0, 1, first, 0,
+                "rand");
+  first = g.offset();
+  expect_philox(randint(-5, 9, {77}, TensorOptions(DType::Int64, kCuda), &g), RandomDistribution::RandInt, -5, 9,
+                first, 0, "randint");
+  first = g.offset();
+  Tensor bits = empty({300}, TensorOptions(DType::BFloat16, kCuda));
+  expect_philox(bernoulli_(bits, 0.3, &g), RandomDistribution::Bernoulli, 0.3, 0, first, 0, "bernoulli");
+  // The same seed gives the same values; the statistics are the distribution's.
+  Generator again(7), once_more(7);
+  expect_same(randn({1001}, TensorOptions(DType::Float32, kCuda), &again),
+              randn({1001}, TensorOptions(DType::Float32, kCuda), &once_more).cpu(), 0, 0, "randn reseeded");
+  Tensor many = randn({1 << 20}, TensorOptions(DType::Float32, kCuda), &g).cpu().to(DType::Float64);
+  const double mean = sum(many).item<double>() / many.numel();
+  const double var = sum(mul(many, many)).item<double>() / many.numel() - mean * mean;
+  EXPECT_NEAR(mean, 0, 5e-3);
+  EXPECT_NEAR(var, 1, 5e-3);
 }
 
 TEST_F(CudaOps, BinaryOpsMatchTheCpuForEveryDType) {
