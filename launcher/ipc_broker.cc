@@ -21,7 +21,7 @@ constexpr size_t kMaxMessage = 64 * 1024;
 std::string format_bytes(int64_t n) {
   if (n >= (int64_t(1) << 30)) return fmt::format("{:.2f} GiB", n / double(int64_t(1) << 30));
   if (n >= (int64_t(1) << 20)) return fmt::format("{:.2f} MiB", n / double(int64_t(1) << 20));
-  if (n >= 1024) return fmt::format("{:.1f} KiB", n / 1024.0);
+  if (n >= 1024) return fmt::format("{:.2f} KiB", n / 1024.0);
   return fmt::format("{} bytes", n);
 }
 

@@ -39,6 +39,8 @@ def _consume(inbox, outbox):
 def _consume_then_die(inbox, outbox):
     t = inbox.get(timeout=TIMEOUT)
     outbox.put(float(t[0].item()))
+    outbox.close()
+    outbox.join_thread()  # put returns before its feeder thread writes: the message must be out before the kill
     os.kill(os.getpid(), signal.SIGKILL)
 
 

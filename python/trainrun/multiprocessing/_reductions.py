@@ -99,7 +99,9 @@ def _cuda_storage_handle(storage):
     broker = _broker.client_for_export()
     memory, event, device, segment_bytes, offset, nbytes, block = _C._cuda._ipc_export(storage)  # one hold
     try:
-        export_id = f"{os.getpid()}:cuda:{device}:{block:#x}"
+        # A block freed and made again can come back at the same address with another size: the size is part
+        # of the id, so the broker's record (what its leak report prints) is the block as it is now.
+        export_id = f"{os.getpid()}:cuda:{device}:{block:#x}:{nbytes}"
         if export_id not in _cuda_exports:
             broker.export(export_id, nbytes, f"cuda:{device}",
                           lambda lease, device=device, block=block: _C._cuda._ipc_release_export(device, block))
