@@ -37,10 +37,10 @@ def load_digits(path=DIGITS):
 
 
 class Classifier(nn.Module):
-    def __init__(self):
+    def __init__(self, dropout=0.1):
         super().__init__()
         self.hidden = nn.Linear(64, 128)
-        self.dropout = nn.Dropout(0.1)
+        self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(128, 10)
 
     def forward(self, x):
@@ -61,6 +61,8 @@ def main():
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--data", default=DIGITS, help="the digits CSV (gzip), as python3-sklearn ships it")
+    parser.add_argument("--dropout", type=float, default=0.1,
+                        help="the hidden layer's dropout (its masks are the device's draws: CPU and CUDA differ)")
     args = parser.parse_args()
     start = time.perf_counter()
     if args.device == "cuda":
@@ -81,7 +83,7 @@ def main():
         print(f"digits: {len(train)} training and {n_test} held-out images, {world} ranks on {device.type}", flush=True)
 
     tr.manual_seed(1 + rank)  # different on purpose: DDP starts every rank from rank 0's weights
-    net = Classifier().to(device)
+    net = Classifier(args.dropout).to(device)
     model = nn.parallel.DistributedDataParallel(net)
     opt = tr.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
     batch = 32
@@ -108,7 +110,7 @@ def main():
     if rank == 0:
         tr.save(net.state_dict(), str(checkpoint))
     dist.barrier()
-    fresh = Classifier()
+    fresh = Classifier(args.dropout)
     fresh.load_state_dict(tr.load(str(checkpoint)))
     fresh.to(device)
     reloaded = accuracy(fresh, test_x, test_y)
