@@ -34,9 +34,13 @@ def run(label, cmd, **extra_env):
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
     except subprocess.TimeoutExpired:
+        print(f"{label}: timed out after 600 s", file=sys.stderr)
         return label, None
     found = {m.group(1): float(m.group(2)) for m in re.finditer(r"RESULT ([\w:]+) (\S+)", out.stdout)}
-    return label, found if out.returncode == 0 and found else None
+    if out.returncode != 0 or not found:  # say why, so a run on a machine of its own shows the cause
+        print(f"{label} failed (exit {out.returncode}):\n{out.stderr[-3000:]}", file=sys.stderr)
+        return label, None
+    return label, found
 
 
 def split(label_found, variants):
@@ -60,20 +64,41 @@ def print_table(columns, rows, width):
         print(f"{name:34}" + "".join(cells))
 
 
+def peer_on_device(device):
+    """The version of the torch this interpreter imports, when it has torch.compile and runs on `device` (a GPU
+    machine's own PyTorch); None otherwise."""
+    probe = ("import torch, sys; ok = hasattr(torch, 'compile') and (not sys.argv[1].startswith('cuda') or "
+             "torch.cuda.is_available()); print(torch.__version__ if ok else '')")
+    try:
+        out = subprocess.run([sys.executable, "-c", probe, device], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return None
+    return out.stdout.strip() or None
+
+
 def device_table(device):
     """--device DEV: trainrun's eager and compiled training steps on that device (cuda: fused loops as CUDA
-    kernels), side by side."""
+    kernels), side by side with the interpreter's own torch eager and torch.compile there when it has them."""
     side = str(ROOT / "bench" / "compile_side.py")
-    columns = split(run("trainrun", ["/usr/bin/python3", side, "trainrun", "device", device]),
+    columns = split(run("trainrun", [sys.executable, side, "trainrun", "device", device]),
                     {"eager": f"trainrun eager, {device}", "compiled": f"trainrun compiled, {device}"})
+    peer = peer_on_device(device)
+    if peer:
+        columns += split(run(f"torch {peer}", [sys.executable, side, "torch", "device", device]),
+                         {"eager": f"torch {peer} eager", "compiled": f"torch {peer} compile"})
     rows = [("mlp_train", "MLP training step"), ("block_train", "transformer block training step"),
             ("mlp_train_first", "MLP: first compiled call"), ("block_train_first", "block: first compiled call")]
-    print_table(columns, rows, 26)
-    eager, compiled = columns[0][1], columns[1][1]
-    if eager and compiled:
-        for key in ("mlp_train", "block_train"):
-            print(f"trainrun compiled / eager on {device}, {key}: {eager[key] / compiled[key]:.2f}x")
-    return 0 if eager and compiled else 1
+    print_table(columns, rows, 28)
+    found = [c for _, c in columns]
+    for key in ("mlp_train", "block_train"):
+        for (label, eager), (_, compiled) in zip(columns[0::2], columns[1::2]):
+            if eager and compiled:
+                print(f"{label.rsplit(' eager', 1)[0]} compiled / eager on {device}, {key}: "
+                      f"{eager[key] / compiled[key]:.2f}x")
+        if peer and found[1] and found[3]:
+            print(f"torch {peer} compile / trainrun compiled on {device}, {key}: "
+                  f"{found[3][key] / found[1][key]:.2f}x (above 1: trainrun faster)")
+    return 0 if found[0] and found[1] else 1
 
 
 def main():
