@@ -451,16 +451,31 @@ def batch_isend_irecv(p2p_op_list):
 # As in PyTorch, these unpickle what other ranks send: use them only among
 # ranks you trust.
 
-def _to_bytes_tensor(obj):
-    return _C.from_numpy(_np.frombuffer(_pickle.dumps(obj), dtype=_np.uint8).copy())
+def _collective_device(group, device=None):
+    """Where a collective's own buffers go (object collectives' bytes, flags): `device` when given, else the current CUDA device for a
+    group over NCCL (which moves device memory only), else the CPU, as PyTorch's."""
+    if device is not None:
+        return _C.device(device) if isinstance(device, str) else device
+    if "nccl" in str(get_backend(group)) and "gloo" not in str(get_backend(group)):
+        from trainrun import cuda
+        return _C.device("cuda", cuda.current_device())
+    return _C.device("cpu")
+
+
+def _to_bytes_tensor(obj, device):
+    return _C.from_numpy(_np.frombuffer(_pickle.dumps(obj), dtype=_np.uint8).copy()).to(device)
 
 
 def _from_bytes_tensor(t, size):
-    return _pickle.loads(t.numpy()[:size].tobytes())
+    return _pickle.loads(t.cpu().numpy()[:size].tobytes())
 
 
-def _int64(value):
-    return _C.from_numpy(_np.array([value], dtype=_np.int64))
+def _int64(value, device):
+    return _C.from_numpy(_np.array([value], dtype=_np.int64)).to(device)
+
+
+def _zero_bytes(n, device):
+    return _C.zeros([n], dtype=_C.dtype.uint8, device=device)
 
 
 def all_gather_object(object_list, obj, group=None):
@@ -468,13 +483,14 @@ def all_gather_object(object_list, obj, group=None):
     n = get_world_size(group)
     if len(object_list) != n:
         raise ValueError(f"all_gather_object: object_list has {len(object_list)} entries for a group of {n}")
-    mine = _to_bytes_tensor(obj)
-    sizes = [_int64(0) for _ in range(n)]
-    all_gather(sizes, _int64(mine.shape[0]), group=group)
+    device = _collective_device(group)
+    mine = _to_bytes_tensor(obj, device)
+    sizes = [_int64(0, device) for _ in range(n)]
+    all_gather(sizes, _int64(mine.shape[0], device), group=group)
     sizes = [int(s.item()) for s in sizes]
-    padded = _C.from_numpy(_np.zeros(max(sizes), dtype=_np.uint8))
-    padded.numpy()[:mine.shape[0]] = mine.numpy()
-    slots = [_C.from_numpy(_np.zeros(max(sizes), dtype=_np.uint8)) for _ in range(n)]
+    padded = _zero_bytes(max(sizes), device)
+    padded[:mine.shape[0]] = mine
+    slots = [_zero_bytes(max(sizes), device) for _ in range(n)]
     all_gather(slots, padded, group=group)
     for r in range(n):
         object_list[r] = _from_bytes_tensor(slots[r], sizes[r])
@@ -496,10 +512,11 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
     """Every rank's object_list becomes src's (a global rank; default 0), the same length on every rank."""
     src = 0 if src is None and group_src is None else src
     root = _group_rank_of(group, src, group_src, "src", "broadcast_object_list")
-    payload = _to_bytes_tensor(list(object_list)) if get_rank(group) == root else None
-    size = _int64(payload.shape[0] if payload is not None else 0)
+    device = _collective_device(group, device)
+    payload = _to_bytes_tensor(list(object_list), device) if get_rank(group) == root else None
+    size = _int64(payload.shape[0] if payload is not None else 0, device)
     broadcast(size, group=group, group_src=root)
-    buffer = payload if payload is not None else _C.from_numpy(_np.zeros(int(size.item()), dtype=_np.uint8))
+    buffer = payload if payload is not None else _zero_bytes(int(size.item()), device)
     broadcast(buffer, group=group, group_src=root)
     received = _from_bytes_tensor(buffer, int(size.item()))
     if len(received) != len(object_list):
@@ -514,25 +531,27 @@ def send_object_list(object_list, dst=None, group=None, device=None, group_dst=N
     root = _group_rank_of(group, dst, group_dst, "dst", "send_object_list")
     if root == get_rank(group):
         raise ValueError("send_object_list: dst is this rank")
+    device = _collective_device(group, device)
     pieces = [_pickle.dumps(obj) for obj in object_list]
-    sizes = _C.from_numpy(_np.array([len(p) for p in pieces], dtype=_np.int64))
+    sizes = _C.from_numpy(_np.array([len(p) for p in pieces], dtype=_np.int64)).to(device)
     send(sizes, group=group, group_dst=root)
-    send(_C.from_numpy(_np.frombuffer(b"".join(pieces) or b"\0", dtype=_np.uint8).copy()), group=group,
-         group_dst=root)
+    payload = _C.from_numpy(_np.frombuffer(b"".join(pieces) or b"\0", dtype=_np.uint8).copy()).to(device)
+    send(payload, group=group, group_dst=root)
 
 
 def recv_object_list(object_list, src=None, group=None, device=None, group_src=None):
     """Fills object_list with the objects src sent with send_object_list (None: from whichever rank sends
     first); returns the sender's global rank."""
-    sizes = _C.from_numpy(_np.zeros(len(object_list), dtype=_np.int64))
+    device = _collective_device(group, device)
+    sizes = _C.zeros([len(object_list)], dtype=_C.dtype.int64, device=device)
     if src is None and group_src is None:
         sender = recv(sizes, group=group)
     else:
         sender = recv(sizes, src=src, group=group, group_src=group_src)
-    lengths = [int(v) for v in sizes.numpy()]
-    payload = _C.from_numpy(_np.zeros(max(1, sum(lengths)), dtype=_np.uint8))
+    lengths = [int(v) for v in sizes.cpu().numpy()]
+    payload = _zero_bytes(max(1, sum(lengths)), device)
     recv(payload, src=sender, group=group)
-    data, start = payload.numpy().tobytes(), 0
+    data, start = payload.cpu().numpy().tobytes(), 0
     for i, length in enumerate(lengths):
         object_list[i] = _pickle.loads(data[start:start + length])
         start += length

@@ -67,7 +67,7 @@ class Join:
             all_joined = False
             is_last_joiner = True
             while not all_joined:
-                still_training = _C.zeros([1])
+                still_training = _C.zeros([1], device=self._joinables[0].join_device)
                 dist.all_reduce(still_training, group=self._group)
                 if still_training.item() == 0:
                     all_joined = True
@@ -93,7 +93,7 @@ class Join:
         if config is None or not config.enable or not config.is_first_joinable:
             return None
         from trainrun import distributed as dist
-        ones = _C.ones([1])
+        ones = _C.ones([1], device=joinable.join_device)
         work = dist.all_reduce(ones, group=joinable.join_process_group, async_op=True)
         if config.throw_on_early_termination:
             work.wait()

@@ -283,7 +283,8 @@ class ParamGroup:
         ranks); returns it, to finish later, or None while gradient sync is off (the full gradients are summed
         locally until a backward with sync)."""
         params = self.trainable
-        grads = [g if g is not None else _C.zeros(list(p.shape), dtype=p.shard.dtype) for g, p in zip(grads, params)]
+        grads = [g if g is not None else _C.zeros(list(p.shape), dtype=p.shard.dtype, device=p.shard.device)
+                 for g, p in zip(grads, params)]
         grads = [g if p.gradient_sum_group is None else _redistribute.all_reduced(g, p.gradient_sum_group)
                  for g, p in zip(grads, params)]
         if self.pending is not None:
@@ -295,7 +296,7 @@ class ParamGroup:
         reduce_dtype = self.mp_policy.reduce_dtype or params[0].shard.dtype
         # Chunk r of each padded gradient is rank r's rows (torch.chunk's, padding after the last); the outputs
         # are views of one flat buffer, so that HSDP's average over replicas is one all-reduce.
-        out = _C.empty([sum(p.padded_numel for p in params)], dtype=reduce_dtype)
+        out = _C.empty([sum(p.padded_numel for p in params)], dtype=reduce_dtype, device=params[0].shard.device)
         sends, outs, offset = [], [], 0
         for g, p in zip(grads, params):
             sends.append(padded(p.rows_first(g).to(reduce_dtype), self.shard_size * p.padded_numel))

@@ -19,6 +19,6 @@ class ShardedGradScaler(GradScaler):
         from trainrun import distributed as dist
         if not dist.is_initialized():
             return found_inf_here
-        flag = trainrun.tensor([1.0 if found_inf_here else 0.0])
+        flag = trainrun.tensor([1.0 if found_inf_here else 0.0], device=dist._collective_device(self.process_group))
         dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.process_group)
         return bool(flag.item())

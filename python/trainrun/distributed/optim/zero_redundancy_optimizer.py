@@ -103,7 +103,7 @@ class ZeroRedundancyOptimizer(Optimizer):
                 if not params:
                     continue
                 flat = _C.cat([p.detach().reshape(-1) for p in params]) if owner == self.rank else \
-                    _C.zeros([sum(p.numel() for p in params)], dtype=params[0].dtype)
+                    _C.zeros([sum(p.numel() for p in params)], dtype=params[0].dtype, device=params[0].device)
                 work = dist.broadcast(flat, src=self._owner_global_rank(owner), group=self.process_group,
                                       async_op=True)
                 pending.append((owner, params, flat, work))

@@ -105,7 +105,7 @@ class PipelineStage:
                 raise ValueError(f"stage {self.stage_index}: tensors of more than {_MAX_DIMS} dims cannot be sent")
             base = 1 + k * _ENTRY
             values[base:base + 2 + t.ndim] = [_DTYPES.index(t.dtype), t.ndim, *t.shape]
-        header = trainrun.tensor(values, dtype=_C.dtype.int64)
+        header = trainrun.tensor(values, dtype=_C.dtype.int64, device=self.device)
         works = [dist.isend(header, group=self.group, tag=tag, group_dst=self._peer(to))]
         works += [dist.isend(t, group=self.group, tag=tag, group_dst=self._peer(to)) for t in sent]
         self._pending_sends.append((works, sent + [header]))  # buffers stay alive until the sends finish
@@ -130,13 +130,13 @@ class PipelineStage:
                 raise RuntimeError(f"stage {self.stage_index}: nothing was sent on channel {tag} by this rank's other "
                                    "stage (the schedule receives before it sends)")
             return waiting.pop(0)
-        header = _C.empty([_HEADER], dtype=_C.dtype.int64)
+        header = _C.empty([_HEADER], dtype=_C.dtype.int64, device=self.device)  # (NCCL sends device memory)
         dist.recv(header, group=self.group, tag=tag, group_src=self._peer(frm))
         values, out = header.tolist(), []
         for k in range(values[0]):
             base = 1 + k * _ENTRY
             ndim = values[base + 1]
-            t = _C.empty(values[base + 2:base + 2 + ndim], dtype=_DTYPES[values[base]])
+            t = _C.empty(values[base + 2:base + 2 + ndim], dtype=_DTYPES[values[base]], device=self.device)
             dist.recv(t, group=self.group, tag=tag, group_src=self._peer(frm))
             out.append(t)
         return out
@@ -203,5 +203,5 @@ class PipelineStage:
         for a in args:
             if _C._is_cpp_tensor(a) and a.is_floating_point():
                 g = computed.get(id(a)) if computed is not None else a.grad
-                grads.append(g if g is not None else _C.zeros(list(a.shape), dtype=a.dtype))
+                grads.append(g if g is not None else _C.zeros(list(a.shape), dtype=a.dtype, device=a.device))
         self._send(grads, self.prev_rank, self._tag(self.stage_index - 1, backward=True))

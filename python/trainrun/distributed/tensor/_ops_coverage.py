@@ -244,7 +244,8 @@ def _agree(original, name):
         if any(p.is_partial() for p in a.placements):
             a = a.redistribute(a.device_mesh, [Replicate() if p.is_partial() else p for p in a.placements])
         b = b.redistribute(a.device_mesh, a.placements)
-        differs = trainrun.tensor([0.0 if original(a.to_local(), b.to_local(), *args, **kwargs) else 1.0])
+        differs = trainrun.tensor([0.0 if original(a.to_local(), b.to_local(), *args, **kwargs) else 1.0],
+                                  device=a.to_local().device)
         for i in range(a.device_mesh.ndim):
             differs = all_reduced(differs, a.device_mesh._group(i), "max")
         return differs.item() == 0.0

@@ -101,7 +101,7 @@ def _global_shapes(op, values, results, outs, mesh, args, kwargs):
         for mesh_dim, p in enumerate(placements):
             if isinstance(p, Shard):
                 from trainrun import distributed as dist
-                size = trainrun.tensor([float(shape[p.dim])])
+                size = trainrun.tensor([float(shape[p.dim])], device=r.device)
                 dist.all_reduce(size, group=mesh.get_group(mesh_dim))
                 shape[p.dim] = int(size.item())
         shapes.append(shape)

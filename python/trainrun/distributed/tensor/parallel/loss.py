@@ -35,13 +35,14 @@ def vocab_parallel_cross_entropy(logits, target, weight=None, size_average=None,
     n, me = mesh.size(0), mesh.get_local_rank(0)
     start, count = chunk_offsets(classes, n)[me], chunk_sizes(classes, n)[me]
     top = _reduced(local.detach().amax(dim=-1, keepdim=True) if count else
-                   _C.full(list(local.shape[:-1]) + [1], float("-inf"), dtype=local.dtype), mesh, "max")
+                   _C.full(list(local.shape[:-1]) + [1], float("-inf"), dtype=local.dtype, device=local.device),
+                   mesh, "max")
     shifted = local - top
     total = _reduced(_C.exp(shifted).sum(dim=-1), mesh)
     mine = (target >= start) & (target < start + count)
-    index = _C.where(mine, target - start, _C.zeros([], dtype=target.dtype)).unsqueeze(-1)
+    index = _C.where(mine, target - start, _C.zeros([], dtype=target.dtype, device=target.device)).unsqueeze(-1)
     picked_local = shifted.gather(-1, index).squeeze(-1) * mine.to(local.dtype) if count else \
-        _C.zeros(list(target.shape), dtype=local.dtype)
+        _C.zeros(list(target.shape), dtype=local.dtype, device=local.device)
     picked = _reduced(picked_local, mesh)
     loss = _C.log(total) - picked
     keep = (target != ignore_index).to(loss.dtype)

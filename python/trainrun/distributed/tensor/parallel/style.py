@@ -51,7 +51,7 @@ def _global_shape(local, mesh, layout):
     the ranks (one small all-reduce)."""
     shape = list(local.shape)
     if isinstance(layout, Shard):
-        size = _C.full([1], shape[layout.dim], dtype=_C.dtype.int64)
+        size = _C.full([1], shape[layout.dim], dtype=_C.dtype.int64, device=local.device)
         shape[layout.dim] = int(_redistribute.all_reduced(size, mesh._group(0)).item())
     return shape
 
@@ -168,7 +168,8 @@ class RowwiseParallel(ParallelStyle):
                 from trainrun.distributed.tensor.placement_types import chunk_offsets, chunk_sizes
                 start, count = chunk_offsets(vocab, n)[me], chunk_sizes(vocab, n)[me]
                 mine = (local_in >= start) & (local_in < start + count)
-                index = _C.where(mine, local_in - start, _C.zeros([], dtype=local_in.dtype))
+                zero = _C.zeros([], dtype=local_in.dtype, device=local_in.device)
+                index = _C.where(mine, local_in - start, zero)
                 partial = _C.embedding(index, module._param("weight")) * mine.unsqueeze(-1).to(
                     module._param("weight").dtype)
             desired = self.output_layout
