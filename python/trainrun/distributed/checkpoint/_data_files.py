@@ -24,7 +24,7 @@ def dtype_name(dtype):
 def tensor_bytes(t):
     """The tensor's elements as a flat byte view (little-endian, row-major), without copying a contiguous
     CPU tensor."""
-    t = t.detach().contiguous()
+    t = t.detach().cpu().contiguous()  # (a CUDA tensor's bytes are read on the host)
     if dtype_name(t.dtype) == "bfloat16":  # bfloat16 is float32's top half: exact both ways
         return memoryview((t.to(_C.dtype.float32).numpy().view(np.uint32) >> 16).astype("<u2")).cast("B")
     return memoryview(np.ascontiguousarray(t.numpy()).reshape(-1)).cast("B")
