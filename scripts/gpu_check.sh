@@ -32,9 +32,10 @@ for t in "${tests[@]}"; do
   # A hung kernel or collective must not hold the machine: each suite has a deadline.
   (cd bazel-bin && timeout -k 5 "${GPU_TEST_TIMEOUT:-300}" "./$t" --gtest_brief=1) || failed=1
 done
-echo "=== tests/python/test_cuda.py tests/python/test_cuda_ipc.py tests/python/test_compile_cuda.py"
-timeout -k 5 "${GPU_TEST_TIMEOUT:-300}" "${PYTHON:-/usr/bin/python3}" -m pytest -q tests/python/test_cuda.py tests/python/test_cuda_ipc.py \
-  tests/python/test_compile_cuda.py -rs || failed=1
+python_tests=(tests/python/test_cuda.py tests/python/test_cuda_ipc.py tests/python/test_compile_cuda.py
+              tests/python/test_cuda_flows.py)
+echo "=== ${python_tests[*]}"
+timeout -k 5 "${GPU_TEST_TIMEOUT:-300}" "${PYTHON:-/usr/bin/python3}" -m pytest -q "${python_tests[@]}" -rs || failed=1
 echo "=== bench/cuda"
 timeout -k 5 "${GPU_TEST_TIMEOUT:-300}" ./bazel-bin/bench/cuda || failed=1
 echo "=== bench/compile.py --device cuda"
