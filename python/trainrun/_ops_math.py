@@ -241,14 +241,32 @@ def _kth_along(input, k, dim, keepdim, where):  # noqa: A002
     return v, i
 
 
+def _median_along(input, dim, keepdim):  # noqa: A002
+    """The lower median along dim and its index; a row holding a NaN gives that NaN and the index of its first
+    one, as PyTorch's median (nanmedian skips them). The values are gathered at the indices, so a gradient goes
+    to the element picked."""
+    d = wrap_dim(dim, input.ndim, "median")
+    if input.ndim == 0:  # (dim 0 or -1 of a number: itself)
+        return input.clone(), _C.zeros([], dtype=_C.dtype.int64, device=input.device)
+    _, index = _kth_along(input, (input.shape[d] - 1) // 2, d, True, "median")
+    if input.is_floating_point():
+        nan = input != input
+        if bool(nan.any()):
+            has_nan = nan.any(d, keepdim=True)
+            index = _C.where(has_nan, nan.to(_C.dtype.int64).argmax(d, keepdim=True), index)
+    values = input.gather(d, index)
+    return (values, index) if keepdim else (values.squeeze(d), index.squeeze(d))
+
+
 @op(method=True)
 def median(input, dim=None, keepdim=False):  # noqa: A002
-    """The lower median (for an even count, the smaller of the two middle values), as PyTorch's."""
+    """The lower median (for an even count, the smaller of the two middle values); NaN where a NaN is, as
+    PyTorch's."""
     if dim is None:
-        flat = input.reshape([-1])
-        return _kth_along(flat, (flat.shape[0] - 1) // 2, 0, False, "median")[0]
-    n = input.shape[dim] if input.ndim else 1
-    return median_result(*_kth_along(input, (n - 1) // 2, dim, keepdim, "median"))
+        if input.numel() == 0:  # (PyTorch's: NaN)
+            return _C.full([], float("nan"), dtype=input.dtype, device=input.device)
+        return _median_along(input.reshape([-1]), 0, False)[0]
+    return median_result(*_median_along(input, dim, keepdim))
 
 
 def _nan_median_along(input, dim, keepdim):  # noqa: A002

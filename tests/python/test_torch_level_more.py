@@ -216,3 +216,22 @@ def test_geqrf_householder_product_and_ormqr_match_pytorch():
     assert np.allclose(np.array(a0.grad.tolist()), ra0.grad.numpy(), atol=1e-10)
     with pytest.raises(RuntimeError, match="must be greater than or equal"):
         torch.linalg.householder_product(torch.ones(2, 3), torch.ones(1))
+
+
+def test_median_propagates_nan_and_picks_pytorchs_index_among_ties():
+    ref = ref_torch()
+    nan = float("nan")
+    rows = [[1.0, nan, 2.0, nan, 0.5], [3.0, 1.0, 1.0, 2.0, 1.0], [2.0, 2.0, 2.0, 2.0, 2.0], [nan] * 5]
+    for keepdim in (False, True):
+        for dim in (1, -1):
+            ours, theirs = torch.median(torch.tensor(rows), dim, keepdim), ref.median(ref.tensor(rows), dim, keepdim)
+            assert ours.indices.tolist() == theirs.indices.tolist(), (ours, theirs)
+            assert np.allclose(np.asarray(ours.values.tolist()), theirs.values.numpy(), equal_nan=True), (ours, theirs)
+    assert math.isnan(torch.tensor(rows[0]).median().item()) and torch.tensor(rows[1]).median().item() == 1.0
+    assert math.isnan(torch.tensor([]).median().item())
+    # The gradient goes to the element picked, the NaN included.
+    x = torch.tensor([[1.0, nan, 2.0], [3.0, 1.0, 2.0]], requires_grad=True)
+    rx = ref.tensor(x.tolist(), requires_grad=True)
+    x.median(1).values.nansum().backward()
+    rx.median(1).values.nansum().backward()
+    assert x.grad.tolist() == rx.grad.tolist()
