@@ -452,8 +452,8 @@ def batch_isend_irecv(p2p_op_list):
 # ranks you trust.
 
 def _collective_device(group, device=None):
-    """Where a collective's own buffers go (object collectives' bytes, flags): `device` when given, else the current CUDA device for a
-    group over NCCL (which moves device memory only), else the CPU, as PyTorch's."""
+    """Where a collective's own buffers go (object collectives' bytes, flags): `device` when given, else the
+    current CUDA device for a group over NCCL (which moves device memory only), else the CPU, as PyTorch's."""
     if device is not None:
         return _C.device(device) if isinstance(device, str) else device
     if "nccl" in str(get_backend(group)) and "gloo" not in str(get_backend(group)):
