@@ -118,9 +118,11 @@ def _triangle(input, diagonal, upper, where):  # noqa: A002
         raise ValueError(f"{where}(): the input must have at least 2 dimensions, got {input.ndim}")
     rows, cols = input.shape[-2], input.shape[-1]
     # (made of trainrun ops, not numpy: a compiled or exported call replays the mask, at any size)
-    offset = _C.arange(cols, device=input.device).reshape([1, cols]) - \
-        _C.arange(rows, device=input.device).reshape([rows, 1])
-    drop = offset < diagonal if upper else offset > diagonal
+    # Column c of row r is dropped where c - r is past the diagonal: compared as c against r + diagonal, a
+    # broadcast comparison that writes the bool mask alone (no rows x cols int64 offsets first).
+    column = _C.arange(cols, device=input.device).reshape([1, cols])
+    limit = (_C.arange(rows, device=input.device) + diagonal).reshape([rows, 1])
+    drop = column < limit if upper else column > limit
     return _C.masked_fill(input, drop, 0)
 
 

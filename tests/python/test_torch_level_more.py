@@ -235,3 +235,20 @@ def test_median_propagates_nan_and_picks_pytorchs_index_among_ties():
     x.median(1).values.nansum().backward()
     rx.median(1).values.nansum().backward()
     assert x.grad.tolist() == rx.grad.tolist()
+
+
+@pytest.mark.parametrize("name", ["tril", "triu"])
+def test_triangles_match_pytorch_for_every_diagonal_shape_and_in_place(name):
+    ref = ref_torch()
+    rng = np.random.RandomState(3)
+    for shape in [(4, 6), (6, 4), (2, 3, 5, 5), (0, 3), (3, 0), (1, 1)]:
+        a = rng.randn(*shape).astype(np.float32)
+        for diagonal in (-7, -2, -1, 0, 1, 3, 9):
+            want = getattr(ref, name)(ref.tensor(a), diagonal).numpy()
+            inplace = torch.tensor(a)
+            getattr(inplace, name + "_")(diagonal)
+            for ours in (getattr(torch, name)(torch.tensor(a), diagonal),
+                         getattr(torch.tensor(a), name)(diagonal=diagonal), inplace):
+                assert ours.numpy().shape == want.shape and np.array_equal(ours.numpy(), want), (shape, diagonal)
+    ints = torch.arange(12).reshape(3, 4)
+    assert getattr(ints, name)(-1).tolist() == getattr(ref.arange(12).reshape(3, 4), name)(-1).tolist()
