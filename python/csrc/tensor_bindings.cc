@@ -508,8 +508,10 @@ void bind_tensor(py::module_& m) {
       "sort", [](const Tensor& x, int64_t d, bool desc) { return sort(x, d, desc); }, py::arg("input"),
       py::arg("dim") = -1, py::arg("descending") = false, release());
   m.def(
-      "topk", [](const Tensor& x, int64_t k, int64_t d, bool largest) { return topk(x, k, d, largest); },
-      py::arg("input"), py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true, release());
+      "topk",
+      [](const Tensor& x, int64_t k, int64_t d, bool largest, bool sorted) { return topk(x, k, d, largest, sorted); },
+      py::arg("input"), py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true, py::arg("sorted") = true,
+      release());
   // max/min along a dim: (values, indices); Python wraps them in named tuples.
   m.def(
       "max_dim", [](const Tensor& x, int64_t d, bool k) { return trainrun::max(x, d, k); }, py::arg("input"),

@@ -229,12 +229,15 @@ for _t in (median_result, kthvalue_result, mode_result):
 
 
 def _kth_along(input, k, dim, keepdim, where):  # noqa: A002
-    """The k-th smallest (0-based) along dim with its index: sort, then pick."""
+    """The k-th smallest (0-based) along dim with its index, as the stable sort would place it (ties in index
+    order, NaN last): the last of an unsorted top k + 1, which is a selection, not a sort."""
     d = wrap_dim(dim, input.ndim, where)
     n = input.shape[d] if input.ndim else 1
     if not 0 <= k < n:
         raise IndexError(f"{where}(): k = {k + 1} is out of range for dim {dim} of size {n}")
-    values, indices = _C.sort(input, d, False)
+    if input.ndim == 0:
+        return input.clone(), _C.zeros([], dtype=_C.dtype.int64, device=input.device)
+    values, indices = _C.topk(input, k + 1, d, False, False)
     v, i = values.narrow(d, k, 1), indices.narrow(d, k, 1)
     if not keepdim:
         v, i = v.squeeze(d), i.squeeze(d)

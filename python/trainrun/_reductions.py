@@ -34,5 +34,5 @@ def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002
 
 
 def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
-    values, indices = _C.topk(input, k, dim, largest)
+    values, indices = _C.topk(input, k, dim, largest, sorted)
     return return_types.topk(values, indices)

@@ -43,9 +43,13 @@ std::tuple<Tensor, Tensor> sort_rows(const Tensor& x, int64_t dim, int64_t k, bo
           Acc a = static_cast<Acc>(row[i]), c = static_cast<Acc>(row[j]);
           return descending ? less_nan_largest(c, a) : less_nan_largest(a, c);
         };
+        // A selection takes equal values (NaNs among them) in index order, as the stable sort places them: an
+        // unsorted top k's last value is then the k-th of the sort (kthvalue and median read it there).
+        auto cmp_ties_by_index = [&](int64_t i, int64_t j) { return cmp(i, j) || (!cmp(j, i) && i < j); };
         if (k == n) std::stable_sort(order.begin(), order.end(), cmp);
-        else if (sorted) std::partial_sort(order.begin(), order.begin() + k, order.end(), cmp);
-        else std::nth_element(order.begin(), order.begin() + std::max<int64_t>(k - 1, 0), order.end(), cmp);
+        else if (sorted) std::partial_sort(order.begin(), order.begin() + k, order.end(), cmp_ties_by_index);
+        else std::nth_element(order.begin(), order.begin() + std::max<int64_t>(k - 1, 0), order.end(),
+                              cmp_ties_by_index);
         for (int64_t i = 0; i < k; ++i) {
           pv[r * k + i] = row[order[i]];
           pi[r * k + i] = order[i];

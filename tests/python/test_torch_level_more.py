@@ -252,3 +252,24 @@ def test_triangles_match_pytorch_for_every_diagonal_shape_and_in_place(name):
                 assert ours.numpy().shape == want.shape and np.array_equal(ours.numpy(), want), (shape, diagonal)
     ints = torch.arange(12).reshape(3, 4)
     assert getattr(ints, name)(-1).tolist() == getattr(ref.arange(12).reshape(3, 4), name)(-1).tolist()
+
+
+def test_median_and_kthvalue_select_as_pytorch_over_ties_and_nans_and_topk_takes_sorted():
+    ref = ref_torch()
+    rng = np.random.RandomState(0)
+    for trial in range(60):
+        a = rng.randint(0, 4, size=(rng.randint(1, 5), rng.randint(1, 12))).astype(np.float32)
+        if trial % 3 == 0:
+            a[rng.rand(*a.shape) < 0.2] = np.nan
+        for dim in (0, 1):
+            ours, theirs = torch.tensor(a).median(dim), ref.tensor(a).median(dim)
+            assert ours.indices.tolist() == theirs.indices.tolist(), (a, dim)  # PyTorch's: ties by index
+            k = rng.randint(1, a.shape[dim] + 1)
+            ours, theirs = torch.tensor(a).kthvalue(k, dim), ref.tensor(a).kthvalue(k, dim)
+            assert np.allclose(ours.values.numpy(), theirs.values.numpy(), equal_nan=True), (a, dim, k)
+            picked = torch.tensor(a).gather(dim, ours.indices.unsqueeze(dim)).squeeze(dim)
+            assert np.allclose(picked.numpy(), ours.values.numpy(), equal_nan=True)
+    x = torch.tensor([3.0, 1.0, 2.0, 5.0, 1.0])
+    top = torch.topk(x, 3, largest=False, sorted=False)
+    assert sorted(top.values.tolist()) == [1.0, 1.0, 2.0] and sorted(top.indices.tolist()) == [1, 2, 4]
+    assert torch.topk(x, 3, sorted=True).values.tolist() == [5.0, 3.0, 2.0]
