@@ -50,6 +50,32 @@ std::optional<std::vector<bool>> reduced_dims(int64_t nd, const IntList& dims) {
   return reduced;
 }
 
+std::optional<BlockSplit> block_split(const Tensor& x, const IntList& dims, bool keepdim, bool reduce_middle,
+                                      bool outer_may_be_empty) {
+  const int64_t nd = x.dim();
+  if (dims.empty() || !x.is_contiguous() || x.numel() == 0 ||
+      (x.dtype() != DType::Float32 && x.dtype() != DType::Float64))
+    return std::nullopt;
+  const std::optional<std::vector<bool>> reduced = reduced_dims(nd, dims);
+  if (!reduced) return std::nullopt;
+  const auto in_middle = [&](int64_t d) { return (*reduced)[d] == reduce_middle; };
+  int64_t k0 = 0;
+  while (k0 < nd && !in_middle(k0)) ++k0;
+  int64_t k1 = k0;
+  while (k1 < nd && in_middle(k1)) ++k1;
+  for (int64_t d = k1; d < nd; ++d)
+    if (in_middle(d)) return std::nullopt;
+  if (k1 == k0 || k1 == nd || (k0 == 0 && !outer_may_be_empty)) return std::nullopt;
+  BlockSplit b;
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t n = x.sizes()[d];
+    (d < k0 ? b.outer : d < k1 ? b.mid : b.inner) *= n;
+    if (!(*reduced)[d]) b.out_shape.push_back(n);
+    else if (keepdim) b.out_shape.push_back(1);
+  }
+  return b;
+}
+
 void check_nonempty(const ReducePlan& plan, const char* op) {
   TR_CHECK(plan.inner > 0 || plan.outer == 0, IndexError,
            "{}: cannot reduce over a zero-size dimension (the operation has no identity)", op);

@@ -25,6 +25,18 @@ DType sum_dtype(DType in, std::optional<DType> requested);
 // Which of nd dims `dims` reduce (negative dims wrapped), or nullopt for a bad or repeated dim: for the fast
 // paths that fall back to the plan, which then reports the error.
 std::optional<std::vector<bool>> reduced_dims(int64_t nd, const IntList& dims);
+
+// A contiguous float32/float64 tensor whose reduction reads it in place as [outer, mid, inner]: its dims fall
+// in three runs of consecutive dims, the middle one reduced or kept and the two around it the opposite.
+struct BlockSplit {
+  int64_t outer = 1, mid = 1, inner = 1;
+  IntList out_shape;  // with keepdim applied
+};
+// x's split for a reduction over `dims` when the middle run (not empty) is the reduced dims (`reduce_middle`)
+// or the kept ones, the inner run is not empty, and the outer run is not empty unless `outer_may_be_empty`;
+// nullopt otherwise, bad dims included (the rows plan reports those).
+std::optional<BlockSplit> block_split(const Tensor& x, const IntList& dims, bool keepdim, bool reduce_middle,
+                                      bool outer_may_be_empty);
 // Throws IndexError naming `op` when a reduction without an identity (max,
 // argmax, ...) would reduce over nothing.
 void check_nonempty(const ReducePlan& plan, const char* op);

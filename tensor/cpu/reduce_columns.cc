@@ -77,28 +77,7 @@ void extreme_blocks(const ColumnBlocks& b, const T* x, T* out) {
 }  // namespace
 
 std::optional<ColumnBlocks> column_blocks(const Tensor& x, const IntList& dims, bool keepdim) {
-  const int64_t nd = x.dim();
-  if (dims.empty() || nd < 2 || !x.is_contiguous() || x.numel() == 0 ||
-      (x.dtype() != DType::Float32 && x.dtype() != DType::Float64))
-    return std::nullopt;
-  const std::optional<std::vector<bool>> mask = reduced_dims(nd, dims);
-  if (!mask) return std::nullopt;  // (the rows plan reports the error)
-  const std::vector<bool>& reduced = *mask;
-  int64_t k0 = 0;
-  while (k0 < nd && !reduced[k0]) ++k0;
-  int64_t k1 = k0;
-  while (k1 < nd && reduced[k1]) ++k1;
-  for (int64_t d = k1; d < nd; ++d)
-    if (reduced[d]) return std::nullopt;
-  if (k1 == nd) return std::nullopt;  // (the reduced dims are last: the rows plan reads them in place)
-  ColumnBlocks b;
-  for (int64_t d = 0; d < nd; ++d) {
-    const int64_t n = x.sizes()[d];
-    (d < k0 ? b.outer : d < k1 ? b.mid : b.inner) *= n;
-    if (d < k0 || d >= k1) b.out_shape.push_back(n);
-    else if (keepdim) b.out_shape.push_back(1);
-  }
-  return b;
+  return block_split(x, dims, keepdim, /*reduce_middle=*/true, /*outer_may_be_empty=*/true);
 }
 
 void sum_columns(const ColumnBlocks& b, const Tensor& x, const void* base, Tensor& out, double scale) {

@@ -7,14 +7,12 @@
 #include <cstdint>
 #include <optional>
 
+#include "tensor/reduce_plan.h"
 #include "tensor/tensor.h"
 
 namespace trainrun {
 
-struct ColumnBlocks {
-  int64_t outer = 1, mid = 1, inner = 1;
-  IntList out_shape;
-};
+using ColumnBlocks = BlockSplit;
 
 // The blocks of a contiguous float32/float64 x when `dims` are one run of consecutive dims with kept dims
 // after it (and kept dims or none before it); nullopt otherwise.

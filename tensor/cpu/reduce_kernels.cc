@@ -123,34 +123,10 @@ bool leading_dims_are_rows(const Tensor& x, int64_t k) {
 // A contiguous float tensor reduced over every dim but one run of consecutive dims in the middle (a
 // BatchNorm's per-channel statistics over N, H, W) is [outer, mid, inner]: output m reduces `outer` rows of
 // `inner` contiguous elements. Reading those rows in place saves the rows plan's transposing copy.
-struct MiddleRun {
-  int64_t outer = 1, mid = 1, inner = 1;
-  IntList out_shape;
-};
+using MiddleRun = BlockSplit;
 
 std::optional<MiddleRun> middle_run(const Tensor& x, const IntList& dims, bool keepdim) {
-  const int64_t nd = x.dim();
-  if (dims.empty() || nd < 3 || !x.is_contiguous() || x.numel() == 0 ||
-      (x.dtype() != DType::Float32 && x.dtype() != DType::Float64))
-    return std::nullopt;
-  const std::optional<std::vector<bool>> mask = reduced_dims(nd, dims);
-  if (!mask) return std::nullopt;  // (the rows plan reports the error)
-  const std::vector<bool>& reduced = *mask;
-  int64_t k0 = 0;
-  while (k0 < nd && reduced[k0]) ++k0;
-  int64_t k1 = k0;
-  while (k1 < nd && !reduced[k1]) ++k1;
-  for (int64_t d = k1; d < nd; ++d)
-    if (!reduced[d]) return std::nullopt;
-  if (k0 == 0 || k1 == k0 || k1 == nd) return std::nullopt;
-  MiddleRun run;
-  for (int64_t d = 0; d < nd; ++d) {
-    const int64_t n = x.sizes()[d];
-    (d < k0 ? run.outer : d < k1 ? run.mid : run.inner) *= n;
-    if (d >= k0 && d < k1) run.out_shape.push_back(n);
-    else if (keepdim) run.out_shape.push_back(1);
-  }
-  return run;
+  return block_split(x, dims, keepdim, /*reduce_middle=*/false, /*outer_may_be_empty=*/false);
 }
 
 // Per output m, the pairwise sum over the outer rows of f(row) (one row's reduction).
